@@ -1,0 +1,289 @@
+package plan
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// RemDist is the distribution of the remote launch time REM in a
+// simulation: if Samples is non-empty every launch draws one of them
+// uniformly with replacement, else every launch takes Const seconds.
+// A RemDist is a plain value; Simulate does not modify it.
+type RemDist struct {
+	Const   float64
+	Samples []float64
+}
+
+func (d RemDist) validate() error {
+	if len(d.Samples) == 0 {
+		return checkSeconds("rem", d.Const)
+	}
+	for i, s := range d.Samples {
+		if err := checkSeconds(fmt.Sprintf("rem sample %d", i+1), s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d RemDist) draw(r *rand.Rand) float64 {
+	if len(d.Samples) == 0 {
+		return d.Const
+	}
+	return d.Samples[r.IntN(len(d.Samples))]
+}
+
+// ParseRemSamples reads REM samples, one value in seconds per line, from
+// r; name (usually the file name) is used in errors, which also give the
+// line number. Blank lines and lines starting with '#' are skipped.
+func ParseRemSamples(r io.Reader, name string) (RemDist, error) {
+	sc := bufio.NewScanner(r)
+	var out []float64
+	line := 0
+	for sc.Scan() {
+		line++
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return RemDist{}, fmt.Errorf("parse %s line %d: %q is not a number of seconds", name, line, s)
+		}
+		if err := checkSeconds("rem sample", v); err != nil {
+			return RemDist{}, fmt.Errorf("parse %s line %d: %w", name, line, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		return RemDist{}, fmt.Errorf("read %s after line %d: %w", name, line, err)
+	}
+	if len(out) == 0 {
+		return RemDist{}, fmt.Errorf("parse %s: no samples", name)
+	}
+	return RemDist{Samples: out}, nil
+}
+
+// LoadRemSamples reads REM samples from the file at path (see
+// ParseRemSamples).
+func LoadRemSamples(path string) (RemDist, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return RemDist{}, fmt.Errorf("open rem samples: %w", err)
+	}
+	defer f.Close()
+	return ParseRemSamples(f, path)
+}
+
+// SimConfig configures Simulate. Times are in seconds.
+type SimConfig struct {
+	Seq float64 // gap between successive launch starts on one lane of a node
+	Rem RemDist // time from a launch's start until the child is up
+	// Concurrency is the number of lanes per node (0 means 1): child q
+	// (0-based, within its batch) starts Seq*floor(q/Concurrency) after
+	// the batch starts, so up to Concurrency launches start together.
+	Concurrency int
+	// Batch and BatchWait batch leaf launchers as in Model: the next
+	// batch starts BatchWait after the last child of the batch is up.
+	Batch     int
+	BatchWait float64
+	Runs      int    // number of independent runs, >= 1
+	Seed      uint64 // seed of the math/rand/v2 PCG generator
+}
+
+// SimResult summarises the launch times of the runs, in seconds.
+// Median is the middle of the sorted times (the mean of the two middle
+// ones for an even count); P99 is the nearest-rank 99th percentile, the
+// ceil(0.99*Runs)-th smallest time.
+type SimResult struct {
+	Runs                        int
+	Median, P99, Min, Max, Mean float64
+	Times                       []float64 // per run, in run order
+}
+
+// event is a node coming up at time t.
+type event struct {
+	t    float64
+	seq  uint64 // tie-break: equal times in scheduling order
+	node int32
+}
+
+type eventHeap []event
+
+func (h eventHeap) less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].seq < h[j].seq
+}
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		up := (i - 1) / 2
+		if !s.less(i, up) {
+			break
+		}
+		s[i], s[up] = s[up], s[i]
+		i = up
+	}
+}
+
+func (h *eventHeap) pop() event {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(s) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(s) && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// simulator holds the per-run state of a simulation; it is reused across
+// runs and owned by one goroutine.
+type simulator struct {
+	pl      *Plan
+	cfg     SimConfig
+	rng     *rand.Rand
+	h       eventHeap
+	nseq    uint64
+	next    []int32   // batched launchers: index of the next child to start
+	pending []int32   // batched launchers: children of the current batch not yet up
+	latest  []float64 // batched launchers: latest up time in the current batch
+}
+
+// startBatch starts v's children cs[lo:hi] at time s.
+func (sm *simulator) startBatch(v int32, cs []int32, lo, hi int, s float64) {
+	c := sm.cfg.Concurrency
+	for q := lo; q < hi; q++ {
+		start := s + sm.cfg.Seq*float64((q-lo)/c)
+		sm.h.push(event{t: start + sm.cfg.Rem.draw(sm.rng), seq: sm.nseq, node: cs[q]})
+		sm.nseq++
+	}
+	sm.next[v] = int32(hi)
+	sm.pending[v] = int32(hi - lo)
+	sm.latest[v] = math.Inf(-1)
+}
+
+// run simulates one launch and returns the time the last node is up.
+func (sm *simulator) run() float64 {
+	pl, b := sm.pl, sm.cfg.Batch
+	sm.h = sm.h[:0]
+	sm.h.push(event{t: 0, seq: 0, node: 0})
+	sm.nseq = 1
+	worst := 0.0
+	for len(sm.h) > 0 {
+		e := sm.h.pop()
+		v := e.node
+		worst = max(worst, e.t)
+		if p := pl.Parent[v]; p >= 0 && sm.next[p] > 0 {
+			// v belongs to a batch of its batched parent p.
+			sm.pending[p]--
+			sm.latest[p] = max(sm.latest[p], e.t)
+			if cs := pl.Children(int(p)); sm.pending[p] == 0 && int(sm.next[p]) < len(cs) {
+				lo := int(sm.next[p])
+				sm.startBatch(p, cs, lo, min(lo+b, len(cs)), sm.latest[p]+sm.cfg.BatchWait)
+			}
+		}
+		cs := pl.Children(int(v))
+		if len(cs) == 0 {
+			continue
+		}
+		if pl.batched(int(v), b) {
+			sm.startBatch(v, cs, 0, b, e.t)
+			continue
+		}
+		c := sm.cfg.Concurrency
+		for q, ch := range cs {
+			start := e.t + sm.cfg.Seq*float64(q/c)
+			sm.h.push(event{t: start + sm.cfg.Rem.draw(sm.rng), seq: sm.nseq, node: ch})
+			sm.nseq++
+		}
+	}
+	return worst
+}
+
+// Simulate runs cfg.Runs discrete-event simulations of launching pl and
+// summarises their launch times. Each node serializes its own launch
+// starts (Seq apart on each of its Concurrency lanes); each launch takes a
+// REM drawn from cfg.Rem. With a constant REM, Concurrency 1 and the same
+// batching, every run equals pl.ModelTime exactly. The result depends only
+// on (pl, cfg). Simulate checks ctx between runs and returns ctx's error
+// if it is done. It runs on the caller's goroutine.
+func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
+	if cfg.Runs < 1 {
+		return SimResult{}, fmt.Errorf("simulate %s plan: runs = %d: must be >= 1", pl.Kind, cfg.Runs)
+	}
+	if cfg.Concurrency < 0 {
+		return SimResult{}, fmt.Errorf("simulate %s plan: concurrency = %d: must be >= 1", pl.Kind, cfg.Concurrency)
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 1
+	}
+	if err := (Model{Seq: cfg.Seq, Batch: cfg.Batch, BatchWait: cfg.BatchWait}).Validate(); err != nil {
+		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
+	}
+	if err := cfg.Rem.validate(); err != nil {
+		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
+	}
+	n := pl.N()
+	sm := &simulator{
+		pl:      pl,
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		h:       make(eventHeap, 0, 64),
+		next:    make([]int32, n),
+		pending: make([]int32, n),
+		latest:  make([]float64, n),
+	}
+	res := SimResult{Runs: cfg.Runs, Times: make([]float64, 0, cfg.Runs)}
+	for range cfg.Runs {
+		if err := ctx.Err(); err != nil {
+			return SimResult{}, fmt.Errorf("simulate %s plan: stopped after %d of %d runs: %w", pl.Kind, len(res.Times), cfg.Runs, err)
+		}
+		clear(sm.next)
+		res.Times = append(res.Times, sm.run())
+	}
+	sorted := slices.Clone(res.Times)
+	slices.Sort(sorted)
+	k := len(sorted)
+	if k%2 == 1 {
+		res.Median = sorted[k/2]
+	} else {
+		res.Median = (sorted[k/2-1] + sorted[k/2]) / 2
+	}
+	res.P99 = sorted[int(math.Ceil(0.99*float64(k)))-1]
+	res.Min, res.Max = sorted[0], sorted[k-1]
+	sum := 0.0
+	for _, x := range sorted {
+		sum += x
+	}
+	res.Mean = sum / float64(k)
+	return res, nil
+}
