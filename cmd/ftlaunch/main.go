@@ -1,0 +1,61 @@
+// Command ftlaunch is a fault-tolerant parallel job launcher.
+//
+//	ftlaunch run [flags] PROGRAM [ARGS...]   run a parallel job
+//	ftlaunch plan [flags]                    show a launch tree and its modeled time
+//	ftlaunch version                         print the version
+//
+// `ftlaunch agent` is internal: the front-end starts it, one per node.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+const usage = `ftlaunch: a fault-tolerant parallel job launcher
+
+Usage:
+  ftlaunch run [flags] PROGRAM [ARGS...]   run PROGRAM as a parallel job (see: ftlaunch run --help)
+  ftlaunch plan [flags]                    show a launch tree and its modeled launch time
+  ftlaunch version                         print the version
+`
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(args[1:], stdin, stdout, stderr)
+	case "plan":
+		return planCommand(args[1:], stdout, stderr)
+	case "agent":
+		return agentCommand(args[1:], stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "ftlaunch %s\n", version)
+		return 0
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "ftlaunch: unknown command %q (try: ftlaunch help)\n", args[0])
+	return 2
+}
+
+func agentCommand(args []string, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintf(stderr, "ftlaunch agent: unexpected arguments %q (the agent is started by ftlaunch run)\n", args)
+		return 2
+	}
+	return launchAgentMain(context.Background(), stderr)
+}

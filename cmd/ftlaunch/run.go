@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftlaunch/ftlaunch/launch"
+)
+
+const runUsage = `Usage: ftlaunch run [flags] PROGRAM [ARGS...]
+
+Runs PROGRAM as a parallel job of -n ranks. Flags end at PROGRAM: everything
+after it is the program's own. Flags take one or two dashes.
+
+  -n, -np, --np N          number of ranks (default 1)
+  --label                  prefix output lines with "[rank] " (default true; --label=false: off)
+  --output-dir DIR         write each rank's output to DIR/rank.R.out and DIR/rank.R.err
+  --kill-after DURATION    delay between SIGTERM and SIGKILL when terminating ranks (default 5s)
+  --timeout DURATION       end the job after DURATION (default: $MPIEXEC_TIMEOUT seconds, or none)
+  --wdir DIR               the ranks' working directory (default: the current directory)
+  -x VAR[=VALUE]           pass VAR to the ranks (the whole environment is passed by default)
+  --env VAR=VALUE          set VAR for the ranks
+  --test-nodes K           run K agents on this machine, posing as K nodes
+  --verbose                report launch phases on stderr
+  --version                print the version
+  --help                   print this help
+
+Each rank gets FTLAUNCH_RANK, FTLAUNCH_SIZE, FTLAUNCH_LOCAL_RANK,
+FTLAUNCH_LOCAL_SIZE, FTLAUNCH_NODE, FTLAUNCH_NODEID, FTLAUNCH_JOBID and
+FTLAUNCH_FD (the rank-protocol socket). Exit status: 0 when every rank exits
+0; else the first failure's code (128+N for signal N); 2 for usage errors,
+124 when --timeout expires, 126/127 for a program that cannot be run.
+`
+
+// envList collects repeated -x / --env flags in order.
+type envList struct {
+	vals    *[]string
+	needsEq bool
+}
+
+func (e envList) String() string { return "" }
+func (e envList) Set(v string) error {
+	if v == "" || strings.HasPrefix(v, "=") {
+		return errors.New("want VAR or VAR=VALUE")
+	}
+	if e.needsEq && !strings.Contains(v, "=") {
+		return errors.New("want VAR=VALUE")
+	}
+	*e.vals = append(*e.vals, v)
+	return nil
+}
+
+type runFlags struct {
+	n         int
+	label     bool
+	outputDir string
+	killAfter time.Duration
+	timeout   time.Duration
+	wdir      string
+	env       []string
+	testNodes int
+	verbose   bool
+	version   bool
+	help      bool
+}
+
+func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []string, error) {
+	f := &runFlags{n: -1}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.IntVar(&f.n, "n", -1, "")
+	fs.IntVar(&f.n, "np", -1, "")
+	fs.BoolVar(&f.label, "label", true, "")
+	fs.StringVar(&f.outputDir, "output-dir", "", "")
+	fs.DurationVar(&f.killAfter, "kill-after", 5*time.Second, "")
+	fs.DurationVar(&f.timeout, "timeout", 0, "")
+	fs.StringVar(&f.wdir, "wdir", "", "")
+	fs.Var(envList{vals: &f.env}, "x", "")
+	fs.Var(envList{vals: &f.env, needsEq: true}, "env", "")
+	fs.IntVar(&f.testNodes, "test-nodes", 0, "")
+	fs.BoolVar(&f.verbose, "verbose", false, "")
+	fs.BoolVar(&f.version, "version", false, "")
+	fs.BoolVar(&f.help, "help", false, "")
+	fs.BoolVar(&f.help, "h", false, "")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	if f.help || f.version {
+		return f, nil, nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	switch {
+	case !set["n"] && !set["np"]:
+		f.n = 1
+	case f.n < 1:
+		return nil, nil, fmt.Errorf("-n must be at least 1, got %d", f.n)
+	}
+	if f.killAfter < 0 {
+		return nil, nil, fmt.Errorf("--kill-after must not be negative, got %v", f.killAfter)
+	}
+	if f.timeout < 0 {
+		return nil, nil, fmt.Errorf("--timeout must not be negative, got %v", f.timeout)
+	}
+	if !set["timeout"] {
+		if s := getenv("MPIEXEC_TIMEOUT"); s != "" {
+			secs, err := strconv.Atoi(s)
+			if err != nil || secs < 0 {
+				return nil, nil, fmt.Errorf("MPIEXEC_TIMEOUT=%q: want a number of seconds", s)
+			}
+			f.timeout = time.Duration(secs) * time.Second
+		}
+	}
+	if f.testNodes < 0 {
+		return nil, nil, fmt.Errorf("--test-nodes must not be negative, got %d", f.testNodes)
+	}
+	if fs.NArg() == 0 {
+		return nil, nil, errors.New("no program given")
+	}
+	return f, fs.Args(), nil
+}
+
+// rankEnv is the ranks' environment: ours, with -x/--env applied in order.
+func rankEnv(base []string, settings []string) ([]string, error) {
+	env := append([]string(nil), base...)
+	for _, s := range settings {
+		if strings.Contains(s, "=") {
+			env = append(env, s)
+			continue
+		}
+		v, ok := os.LookupEnv(s)
+		if !ok {
+			return nil, fmt.Errorf("-x %s: %s is not set in this environment", s, s)
+		}
+		env = append(env, s+"="+v)
+	}
+	return env, nil
+}
+
+func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	f, argv, err := parseRunFlags(args, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch run: %v (see: ftlaunch run --help)\n", err)
+		return launch.ExitUsage
+	}
+	if f.help {
+		fmt.Fprint(stdout, runUsage)
+		return 0
+	}
+	if f.version {
+		fmt.Fprintf(stdout, "ftlaunch %s\n", version)
+		return 0
+	}
+	wdir := f.wdir
+	if wdir == "" {
+		if wdir, err = os.Getwd(); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch run: current directory: %v\n", err)
+			return launch.ExitLauncher
+		}
+	}
+	if st, err := os.Stat(wdir); err != nil || !st.IsDir() {
+		fmt.Fprintf(stderr, "ftlaunch run: --wdir %s: not a directory\n", wdir)
+		return launch.ExitUsage
+	}
+	env, err := rankEnv(os.Environ(), f.env)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+		return launch.ExitUsage
+	}
+	if _, err := launch.ResolveProgram(argv[0], wdir, lookup(env, "PATH")); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+		var pe *launch.ProgramError
+		if errors.As(err, &pe) {
+			return pe.Code
+		}
+		return 127
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch run: cannot find my own executable: %v\n", err)
+		return launch.ExitLauncher
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+
+	res, err := launch.Run(context.Background(), launch.Options{
+		N: f.n, Argv: argv, Env: env, Wdir: wdir, Label: f.label, OutputDir: f.outputDir,
+		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
+		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+	}
+	return res.ExitCode
+}
+
+func lookup(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// forwardableStdin returns stdin if it should be forwarded to rank 0: not
+// when it is a terminal of which we are not in the foreground (reading
+// would stop us with SIGTTIN, as for any background job).
+func forwardableStdin(stdin *os.File) *os.File {
+	if stdin == nil {
+		return nil
+	}
+	fd := int(stdin.Fd())
+	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
+		return stdin // not a terminal
+	}
+	fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil || fg != unix.Getpgrp() {
+		return nil
+	}
+	return stdin
+}
+
+func launchAgentMain(ctx context.Context, stderr io.Writer) int {
+	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	return launch.AgentMain(ctx, stderr)
+}

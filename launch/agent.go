@@ -1,0 +1,323 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+)
+
+// linkLostGrace bounds how long an agent whose parent vanished lets its
+// ranks handle SIGTERM before it kills them.
+const linkLostGrace = time.Second
+
+// Agent is the node agent: it receives its node's share of the job on its
+// parent link, spawns the node's ranks, serves their rank protocol,
+// forwards their output and exit status, and carries out the parent's
+// signals and termination. When the parent link is lost it kills every
+// rank's process group and returns: no orphans.
+type Agent struct {
+	link *link
+	log  *log.Logger
+
+	spec  *nodeSpec
+	ranks map[int]*rankProc
+	order []int // ranks in ascending order
+
+	mu      sync.Mutex // guards the fields below
+	seq     map[int]uint64
+	colls   map[uint64]*localColl
+	puts    map[string][]byte // this node's puts since the last fence
+	kv      map[string][]byte // the job's board as of the last fence
+	table   [][]byte          // the node table, once published
+	ended   int               // ranks whose exit was reported
+	killing bool
+
+	exited chan struct{} // closed when every rank's exit was reported
+}
+
+type localColl struct {
+	op     rankproto.Op
+	values map[int][]byte
+}
+
+// RunAgent runs an agent on an established parent connection until the job
+// ends or the link is lost. logw receives the agent's own diagnostics.
+func RunAgent(ctx context.Context, conn net.Conn, logw io.Writer) error {
+	a := &Agent{
+		link:   newLink(conn),
+		log:    log.New(logw, "ftlaunch agent: ", 0),
+		ranks:  map[int]*rankProc{},
+		seq:    map[int]uint64{},
+		colls:  map[uint64]*localColl{},
+		puts:   map[string][]byte{},
+		kv:     map[string][]byte{},
+		exited: make(chan struct{}),
+	}
+	return a.run(ctx)
+}
+
+func (a *Agent) run(ctx context.Context) error {
+	f, err := a.link.r.Next()
+	if err != nil {
+		a.link.conn.Close()
+		return fmt.Errorf("agent: read job spec: %w", err)
+	}
+	if f.Type != mSpec {
+		a.link.conn.Close()
+		return fmt.Errorf("agent: first message has type %d, want a job spec", f.Type)
+	}
+	if a.spec, err = decodeNodeSpec(f.Payload); err != nil {
+		a.link.conn.Close()
+		return fmt.Errorf("agent: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	a.startRanks(ctx, &wg)
+
+	hb := a.spec.Heartbeat
+	err = a.link.run(ctx, hb, 4*hb+time.Second, a.handle)
+	// The link is gone: a shutdown we were told of ends with errShutdown;
+	// anything else means the parent died or went silent.
+	if errors.Is(err, errShutdown) {
+		a.killAll(syscall.SIGKILL)
+		return nil
+	}
+	a.killAll(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(min(a.spec.KillAfter, linkLostGrace)):
+	}
+	a.killAll(syscall.SIGKILL)
+	return fmt.Errorf("node %s: lost the link to the front-end (%w); killed its %d rank(s)", a.spec.Node, err, len(a.order))
+}
+
+var errShutdown = errors.New("shutdown")
+
+func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
+	var st started
+	localSize := len(a.spec.Ranks)
+	for i, r := range a.spec.Ranks {
+		info := rankproto.Info{
+			Rank: r, Size: a.spec.Size, LocalRank: i, LocalSize: localSize,
+			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID,
+		}
+		rp, err := startRank(a.spec, info, a)
+		if err != nil {
+			a.reportExit(rankStatus{Rank: r, Code: 127, Reason: err.Error()})
+			continue
+		}
+		a.ranks[r] = rp
+		a.order = append(a.order, r)
+		st.Ranks = append(st.Ranks, r)
+		st.Pids = append(st.Pids, rp.cmd.Process.Pid)
+	}
+	if len(st.Ranks) > 0 {
+		a.send(mStarted, st.encode())
+	}
+	for _, r := range a.order {
+		rp := a.ranks[r]
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			rp.serveRank(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			a.reportExit(rp.wait())
+		}()
+	}
+	if len(a.spec.Ranks) == 0 {
+		close(a.exited)
+	}
+}
+
+// send writes to the parent; a failure shows up in the link's reader.
+func (a *Agent) send(typ uint8, p []byte) {
+	_ = a.link.send(typ, p)
+}
+
+func (a *Agent) reportExit(s rankStatus) {
+	a.send(mExit, s.encode())
+	a.mu.Lock()
+	a.ended++
+	done := a.ended == len(a.spec.Ranks)
+	a.mu.Unlock()
+	if done {
+		close(a.exited)
+	}
+}
+
+// handle executes one message from the parent. It runs on the link's
+// reader goroutine.
+func (a *Agent) handle(typ uint8, p []byte) error {
+	switch typ {
+	case mStdin:
+		if rp := a.ranks[0]; rp != nil {
+			rp.writeStdin(p, func() { a.send(mStdinAck, nil) })
+		} else {
+			a.send(mStdinAck, nil)
+		}
+	case mStdinClose:
+		if rp := a.ranks[0]; rp != nil {
+			rp.closeStdin()
+		}
+	case mSignal:
+		sig, err := decodeInt(p)
+		if err != nil {
+			return fmt.Errorf("signal message: %w", err)
+		}
+		a.killAll(syscall.Signal(sig))
+	case mTerminate:
+		after, err := decodeInt(p)
+		if err != nil {
+			return fmt.Errorf("terminate message: %w", err)
+		}
+		a.terminate(time.Duration(after))
+	case mKill:
+		a.killAll(syscall.SIGKILL)
+	case mCollResult:
+		res, err := decodeCollResult(p)
+		if err != nil {
+			return err
+		}
+		a.collDone(res)
+	case mShutdown:
+		a.killAll(syscall.SIGKILL)
+		a.send(mDone, nil)
+		return errShutdown
+	default:
+		return fmt.Errorf("unknown message type %d from parent", typ)
+	}
+	return nil
+}
+
+// terminate sends SIGTERM to every rank and SIGKILL to those left after d.
+func (a *Agent) terminate(d time.Duration) {
+	a.mu.Lock()
+	if a.killing {
+		a.mu.Unlock()
+		return
+	}
+	a.killing = true
+	a.mu.Unlock()
+	a.killAll(syscall.SIGTERM)
+	go func() {
+		select {
+		case <-a.exited:
+		case <-time.After(d):
+		}
+		a.killAll(syscall.SIGKILL)
+	}()
+}
+
+// killAll signals the process group of every rank that was started. Groups
+// of ranks that already ended are signalled too: their leftover children
+// share the group.
+func (a *Agent) killAll(sig syscall.Signal) {
+	for _, r := range a.order {
+		a.ranks[r].signal(sig)
+	}
+}
+
+// contribute records rank's part in its next collective and, once every
+// local rank has made it, sends the node's contribution up. It returns the
+// collective's sequence number.
+func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seq := a.seq[rank]
+	a.seq[rank]++
+	c := a.colls[seq]
+	if c == nil {
+		c = &localColl{op: op, values: map[int][]byte{}}
+		a.colls[seq] = c
+	}
+	if c.op != op {
+		return seq, fmt.Errorf("collective %d: rank %d called %s while other ranks called %s", seq, rank, op, c.op)
+	}
+	c.values[rank] = value
+	if len(c.values) < len(a.order) {
+		return seq, nil
+	}
+	up := &contrib{Seq: seq, Op: op}
+	for _, r := range a.order {
+		up.Ranks = append(up.Ranks, r)
+		up.Values = append(up.Values, c.values[r])
+	}
+	if op == rankproto.OpFence {
+		up.KV = a.puts
+		a.puts = map[string][]byte{}
+	}
+	a.send(mContrib, up.encode())
+	return seq, nil
+}
+
+// collDone delivers a collective's result to every local rank.
+func (a *Agent) collDone(res *collResult) {
+	a.mu.Lock()
+	c := a.colls[res.Seq]
+	delete(a.colls, res.Seq)
+	switch res.Op {
+	case rankproto.OpFence:
+		for k, v := range res.KV {
+			a.kv[k] = v
+		}
+	case rankproto.OpPublish:
+		a.table = res.Values
+	}
+	a.mu.Unlock()
+	if c == nil {
+		return
+	}
+	for r := range c.values {
+		if rp := a.ranks[r]; rp != nil {
+			rp.deliver(res)
+		}
+	}
+}
+
+func (a *Agent) put(key string, value []byte) {
+	a.mu.Lock()
+	a.puts[key] = value
+	a.mu.Unlock()
+}
+
+func (a *Agent) get(key string) ([]byte, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v, ok := a.puts[key]; ok {
+		return v, true
+	}
+	v, ok := a.kv[key]
+	return v, ok
+}
+
+// AgentMain is the body of the internal `ftlaunch agent` command for an
+// agent on this machine: its parent link is inherited as file descriptor
+// 3. It returns the process's exit code.
+func AgentMain(ctx context.Context, stderr io.Writer) int {
+	f := os.NewFile(3, "parent-link")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
+		return 2
+	}
+	if err := RunAgent(ctx, conn, stderr); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 1
+	}
+	return 0
+}

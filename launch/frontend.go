@@ -1,0 +1,711 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+)
+
+// Exit codes of ftlaunch itself (a rank's failure is reported with the
+// rank's own code).
+const (
+	ExitLauncher = 1   // ftlaunch failed: an agent could not start or was lost
+	ExitUsage    = 2   // bad command line
+	ExitTimeout  = 124 // --timeout expired
+)
+
+// Options describe one job run from this machine.
+type Options struct {
+	N         int           // number of ranks
+	Argv      []string      // program and its arguments
+	Env       []string      // the ranks' environment
+	Wdir      string        // the ranks' working directory
+	Label     bool          // prefix output lines with "[rank] "
+	OutputDir string        // if set, write rank.R.out / rank.R.err there instead
+	KillAfter time.Duration // SIGTERM to SIGKILL delay when terminating
+	Timeout   time.Duration // whole-job limit (0: none)
+	Verbose   bool
+	TestNodes int    // local agents posing as nodes; 0 or 1: one agent for this machine
+	AgentPath string // the ftlaunch executable agents run from
+	Heartbeat time.Duration
+
+	Stdin          *os.File // forwarded to rank 0 (nil: none)
+	Stdout, Stderr io.Writer
+	Signals        <-chan os.Signal // signals to forward to every rank
+}
+
+// Result is how a job ended.
+type Result struct {
+	ExitCode int
+	// NodeTableAt is when every rank held the node table, measured from
+	// Run's start (0 if the job never published one).
+	NodeTableAt time.Duration
+}
+
+// frontend is the root of a local job. All its fields are owned by the
+// goroutine running loop.
+type frontend struct {
+	opts  Options
+	start time.Time
+	jobID string
+
+	agents []*agentHandle
+	ranks  []rankState
+	colls  map[uint64]*rootColl
+	liveN  int // agents hosting ranks
+
+	stdout, stderr *bufio.Writer
+	outFiles       map[[2]int]*os.File
+	stdinAgent     *agentHandle
+	stdinCredit    chan struct{}
+
+	ended       int
+	shutdownAt  time.Time // when the job ended and agents were told to exit
+	terminating bool
+	failure     *failureInfo
+	nodeTableAt time.Duration
+	lastINT     time.Time
+}
+
+type agentHandle struct {
+	idx    int
+	name   string
+	cmd    *exec.Cmd
+	link   *link
+	ranks  []int
+	closed bool // link ended
+	done   bool // the agent reported mDone
+}
+
+type rankState struct {
+	node       int
+	pid        int
+	ended      bool
+	status     rankStatus
+	byFrontend bool // ended while ftlaunch was terminating the job
+}
+
+type rootColl struct {
+	op     rankproto.Op
+	got    int
+	values [][]byte
+	kv     map[string][]byte
+}
+
+type failureInfo struct {
+	msg  string
+	code int
+}
+
+type event struct {
+	agent *agentHandle
+	typ   uint8
+	p     []byte
+	end   bool // the link ended with err
+	err   error
+}
+
+// evLinkEnd is the type of the event that reports the end of a link.
+const evLinkEnd = 0
+
+// Run launches the job on this machine and returns once every rank ended
+// and every agent exited. Problems that prevent any rank from starting (an
+// agent that cannot be spawned) are returned as errors.
+func Run(ctx context.Context, opts Options) (Result, error) {
+	if opts.N < 1 {
+		return Result{ExitCode: ExitUsage}, fmt.Errorf("need at least one rank, got %d", opts.N)
+	}
+	if len(opts.Argv) == 0 {
+		return Result{ExitCode: ExitUsage}, errors.New("no program given")
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = time.Second
+	}
+	if opts.KillAfter <= 0 {
+		opts.KillAfter = 5 * time.Second
+	}
+	fe := &frontend{
+		opts:     opts,
+		start:    time.Now(),
+		jobID:    newJobID(),
+		colls:    map[uint64]*rootColl{},
+		stdout:   bufio.NewWriterSize(opts.Stdout, 64<<10),
+		stderr:   bufio.NewWriterSize(opts.Stderr, 16<<10),
+		outFiles: map[[2]int]*os.File{},
+		ranks:    make([]rankState, opts.N),
+	}
+	defer fe.closeOutputFiles()
+	if opts.OutputDir != "" {
+		if err := fe.openOutputFiles(); err != nil {
+			return Result{ExitCode: ExitLauncher}, err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan event, 256)
+	if err := fe.startAgents(ctx, events); err != nil {
+		fe.killAgents()
+		return Result{ExitCode: ExitLauncher}, err
+	}
+	code := fe.loop(ctx, events)
+	return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt}, nil
+}
+
+func newJobID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "ft-" + hex.EncodeToString(b[:])
+}
+
+// nodeNames returns the names of the job's nodes on this machine.
+func (fe *frontend) nodeNames() []string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	k := max(fe.opts.TestNodes, 1)
+	if fe.opts.TestNodes <= 1 {
+		return []string{host}
+	}
+	names := make([]string, k)
+	for i := range names {
+		names[i] = "node" + strconv.Itoa(i)
+	}
+	return names
+}
+
+// startAgents spawns one agent process per node, in block placement of the
+// ranks, and sends each its share of the job.
+func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error {
+	names := fe.nodeNames()
+	n := fe.opts.N
+	per := (n + len(names) - 1) / len(names)
+	for i, name := range names {
+		a := &agentHandle{idx: i, name: name}
+		for r := i * per; r < min(n, (i+1)*per); r++ {
+			a.ranks = append(a.ranks, r)
+			fe.ranks[r].node = i
+		}
+		if err := fe.spawnAgent(a); err != nil {
+			return fmt.Errorf("start agent for node %s: %w", name, err)
+		}
+		fe.agents = append(fe.agents, a)
+		if len(a.ranks) > 0 {
+			fe.liveN++
+		}
+		if len(a.ranks) > 0 && a.ranks[0] == 0 {
+			fe.stdinAgent = a
+		}
+		spec := &nodeSpec{
+			JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
+			Size: n, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
+			Node: name, NodeID: i, Ranks: a.ranks,
+		}
+		if err := a.link.send(mSpec, spec.encode()); err != nil {
+			return fmt.Errorf("send job to node %s: %w", name, err)
+		}
+		go func() {
+			err := a.link.run(ctx, fe.opts.Heartbeat, 4*fe.opts.Heartbeat+time.Second, func(typ uint8, p []byte) error {
+				select {
+				case events <- event{agent: a, typ: typ, p: p}:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+			select {
+			case events <- event{agent: a, end: true, err: err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	fe.verbosef("%d agent(s) started for %d rank(s)", len(fe.agents), n)
+	return nil
+}
+
+// spawnAgent starts an agent process with its link on file descriptor 3.
+// The agent runs in its own process group, so a terminal's signals reach
+// only the front-end, which forwards them.
+func (fe *frontend) spawnAgent(a *agentHandle) error {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socketpair: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "agent-link")
+	theirs := os.NewFile(uintptr(fds[1]), "agent-link-child")
+	defer theirs.Close()
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return fmt.Errorf("agent socket: %w", err)
+	}
+	cmd := exec.Command(fe.opts.AgentPath, "agent")
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Stderr = fe.opts.Stderr
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return err
+	}
+	a.cmd, a.link = cmd, newLink(conn)
+	return nil
+}
+
+// loop is the front-end's event loop: it owns all job state.
+func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
+	var timeout <-chan time.Time
+	if fe.opts.Timeout > 0 {
+		t := time.NewTimer(fe.opts.Timeout - time.Since(fe.start))
+		defer t.Stop()
+		timeout = t.C
+	}
+	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
+		fe.stdinCredit = make(chan struct{}, 4)
+		for range cap(fe.stdinCredit) {
+			fe.stdinCredit <- struct{}{}
+		}
+		go fe.forwardStdin(ctx, fe.stdinAgent)
+	}
+	var shutdownTimer <-chan time.Time
+	for !fe.allAgentsGone() {
+		select {
+		case ev := <-events:
+			fe.handle(ev)
+		case sig := <-fe.opts.Signals:
+			fe.onSignal(sig)
+		case <-timeout:
+			fe.fail(ExitTimeout, fmt.Sprintf("the job exceeded --timeout %v; terminating it", fe.opts.Timeout))
+		case <-shutdownTimer:
+			fe.warnf("agents did not exit after the job ended; killing them")
+			fe.killAgents()
+			shutdownTimer = nil
+		case <-ctx.Done():
+			fe.killAgents()
+			return ExitLauncher
+		}
+		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
+			fe.shutdown()
+			shutdownTimer = time.After(5 * time.Second)
+		}
+		if len(events) == 0 {
+			fe.flush()
+		}
+	}
+	fe.flush()
+	for _, a := range fe.agents {
+		_ = a.cmd.Wait()
+	}
+	return fe.finish()
+}
+
+func (fe *frontend) allAgentsGone() bool {
+	for _, a := range fe.agents {
+		if !a.closed {
+			return false
+		}
+	}
+	return true
+}
+
+func (fe *frontend) shutdown() {
+	for _, a := range fe.agents {
+		if !a.closed && !a.done {
+			_ = a.link.send(mShutdown, nil)
+		}
+	}
+	fe.shutdownAt = time.Now()
+}
+
+func (fe *frontend) handle(ev event) {
+	a := ev.agent
+	if ev.end {
+		a.closed = true
+		if !a.done {
+			fe.agentLost(a, ev.err)
+		}
+		return
+	}
+	switch ev.typ {
+	case mStarted:
+		st, err := decodeStarted(ev.p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		for i, r := range st.Ranks {
+			if r >= 0 && r < len(fe.ranks) {
+				fe.ranks[r].pid = st.Pids[i]
+			}
+		}
+		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
+	case mOutput:
+		r, stream, data, err := decodeOutput(ev.p)
+		if err != nil || r >= len(fe.ranks) {
+			fe.protocolError(a, fmt.Errorf("output message: %v", err))
+			return
+		}
+		fe.output(r, stream, data)
+	case mExit:
+		st, err := decodeRankStatus(ev.p)
+		if err != nil || st.Rank >= len(fe.ranks) || fe.ranks[st.Rank].ended {
+			fe.protocolError(a, fmt.Errorf("exit message for rank %d: %v", st.Rank, err))
+			return
+		}
+		fe.rankEnded(st)
+	case mAbort:
+		ab, err := decodeAbort(ev.p)
+		if err != nil || ab.Rank >= len(fe.ranks) {
+			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
+			return
+		}
+		code := ab.Code & 0xff
+		if code == 0 {
+			code = 1
+		}
+		msg := ab.Msg
+		if msg != "" {
+			msg = ": " + msg
+		}
+		fe.fail(code, fmt.Sprintf("rank %d on node %s called Abort(%d)%s", ab.Rank, fe.nodeOf(ab.Rank), ab.Code, msg))
+	case mContrib:
+		c, err := decodeContrib(ev.p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		fe.contribute(a, c)
+	case mStdinAck:
+		if fe.stdinCredit != nil {
+			select {
+			case fe.stdinCredit <- struct{}{}:
+			default:
+			}
+		}
+	case mDone:
+		a.done = true
+	default:
+		fe.protocolError(a, fmt.Errorf("unknown message type %d", ev.typ))
+	}
+}
+
+func (fe *frontend) nodeOf(rank int) string {
+	return fe.agents[fe.ranks[rank].node].name
+}
+
+// output writes complete lines of one rank's stream, labelled.
+func (fe *frontend) output(rank, stream int, data []byte) {
+	if f := fe.outFiles[[2]int{rank, stream}]; f != nil {
+		if _, err := f.Write(data); err != nil {
+			fe.warnf("write output of rank %d: %v", rank, err)
+		}
+		return
+	}
+	w := fe.stdout
+	if stream == streamStderr {
+		w = fe.stderr
+	}
+	if !fe.opts.Label {
+		w.Write(data)
+		if data[len(data)-1] != '\n' {
+			w.WriteByte('\n')
+		}
+		return
+	}
+	label := "[" + strconv.Itoa(rank) + "] "
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i+1], data[i+1:]
+		} else {
+			data = nil
+		}
+		w.WriteString(label)
+		w.Write(line)
+		if line[len(line)-1] != '\n' {
+			w.WriteByte('\n')
+		}
+	}
+}
+
+func (fe *frontend) openOutputFiles() error {
+	if err := os.MkdirAll(fe.opts.OutputDir, 0o755); err != nil {
+		return fmt.Errorf("--output-dir: %w", err)
+	}
+	for r := range fe.opts.N {
+		for _, s := range []struct {
+			stream int
+			ext    string
+		}{{streamStdout, "out"}, {streamStderr, "err"}} {
+			p := filepath.Join(fe.opts.OutputDir, fmt.Sprintf("rank.%d.%s", r, s.ext))
+			f, err := os.Create(p)
+			if err != nil {
+				return fmt.Errorf("--output-dir: %w", err)
+			}
+			fe.outFiles[[2]int{r, s.stream}] = f
+		}
+	}
+	return nil
+}
+
+func (fe *frontend) closeOutputFiles() {
+	for _, f := range fe.outFiles {
+		f.Close()
+	}
+}
+
+func (fe *frontend) flush() {
+	fe.stdout.Flush()
+	fe.stderr.Flush()
+}
+
+func (fe *frontend) warnf(format string, args ...any) {
+	fe.stdout.Flush()
+	fmt.Fprintf(fe.stderr, "ftlaunch: "+format+"\n", args...)
+	fe.stderr.Flush()
+}
+
+func (fe *frontend) verbosef(format string, args ...any) {
+	if fe.opts.Verbose {
+		fe.warnf("[%7.3fs] "+format, append([]any{time.Since(fe.start).Seconds()}, args...)...)
+	}
+}
+
+// rankEnded records a rank's end; the first failure terminates the job.
+func (fe *frontend) rankEnded(st rankStatus) {
+	rs := &fe.ranks[st.Rank]
+	rs.ended, rs.status = true, st
+	// A rank killed by the termination ftlaunch started is not a failure
+	// of its own; one that exits with an error code meanwhile is.
+	rs.byFrontend = fe.terminating && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL))
+	fe.ended++
+	if st.Code == 0 && st.Signal == 0 && st.Reason == "" {
+		return
+	}
+	if fe.terminating {
+		return
+	}
+	fe.fail(exitCodeOf(st), fmt.Sprintf("rank %d on node %s %s", st.Rank, fe.nodeOf(st.Rank), describe(st)))
+}
+
+func exitCodeOf(st rankStatus) int {
+	if st.Signal != 0 {
+		return 128 + st.Signal
+	}
+	if st.Code&0xff == 0 {
+		return 1
+	}
+	return st.Code & 0xff
+}
+
+func describe(st rankStatus) string {
+	switch {
+	case st.Reason != "" && st.Code == 127:
+		return "failed to start: " + st.Reason
+	case st.Reason != "":
+		return st.Reason
+	case st.Signal != 0:
+		return fmt.Sprintf("was killed by signal %d (%v)", st.Signal, syscall.Signal(st.Signal))
+	default:
+		return fmt.Sprintf("exited with code %d", st.Code)
+	}
+}
+
+// fail records the job's first failure and terminates every rank.
+func (fe *frontend) fail(code int, msg string) {
+	if fe.failure != nil {
+		return
+	}
+	fe.failure = &failureInfo{msg: msg, code: code}
+	fe.warnf("%s", msg)
+	fe.terminate()
+}
+
+func (fe *frontend) terminate() {
+	if fe.terminating {
+		return
+	}
+	fe.terminating = true
+	fe.verbosef("terminating the job: SIGTERM to every rank, SIGKILL after %v", fe.opts.KillAfter)
+	for _, a := range fe.agents {
+		if !a.closed {
+			_ = a.link.send(mTerminate, encodeInt(int64(fe.opts.KillAfter)))
+		}
+	}
+}
+
+func (fe *frontend) onSignal(sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return
+	}
+	if s == syscall.SIGINT {
+		if !fe.lastINT.IsZero() && time.Since(fe.lastINT) < 2*time.Second {
+			fe.warnf("second interrupt: killing every rank")
+			fe.terminating = true
+			for _, a := range fe.agents {
+				if !a.closed {
+					_ = a.link.send(mKill, nil)
+				}
+			}
+			return
+		}
+		fe.lastINT = time.Now()
+	}
+	fe.verbosef("forwarding signal %d (%v) to every rank", int(s), s)
+	for _, a := range fe.agents {
+		if !a.closed {
+			_ = a.link.send(mSignal, encodeInt(int64(s)))
+		}
+	}
+}
+
+// agentLost handles an agent whose link ended before it said it was done:
+// its ranks are killed (they run on this machine) and the job fails.
+func (fe *frontend) agentLost(a *agentHandle, err error) {
+	for _, r := range a.ranks {
+		rs := &fe.ranks[r]
+		if rs.pid > 0 {
+			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
+		}
+		if !rs.ended {
+			rs.ended = true
+			rs.byFrontend = fe.terminating
+			rs.status = rankStatus{Rank: r, Code: ExitLauncher, Reason: "lost with its agent"}
+			fe.ended++
+		}
+	}
+	if a.cmd.Process != nil {
+		_ = a.cmd.Process.Kill()
+	}
+	if !fe.shutdownAt.IsZero() { // the job had already ended
+		return
+	}
+	fe.fail(ExitLauncher, fmt.Sprintf("lost the agent of node %s: %v", a.name, err))
+}
+
+func (fe *frontend) protocolError(a *agentHandle, err error) {
+	fe.fail(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: %v", a.name, err))
+}
+
+// contribute merges a node's contribution; when every node has given its
+// part, the result goes down to every node.
+func (fe *frontend) contribute(a *agentHandle, c *contrib) {
+	rc := fe.colls[c.Seq]
+	if rc == nil {
+		rc = &rootColl{op: c.Op, kv: map[string][]byte{}}
+		if c.Op != rankproto.OpBarrier && c.Op != rankproto.OpFence {
+			rc.values = make([][]byte, fe.opts.N)
+		}
+		fe.colls[c.Seq] = rc
+	}
+	if rc.op != c.Op {
+		fe.fail(ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", c.Seq, a.name, c.Op, rc.op))
+		return
+	}
+	for i, r := range c.Ranks {
+		if rc.values != nil && r < len(rc.values) {
+			rc.values[r] = c.Values[i]
+		}
+	}
+	for k, v := range c.KV {
+		rc.kv[k] = v
+	}
+	rc.got++
+	if rc.got < fe.liveN {
+		return
+	}
+	delete(fe.colls, c.Seq)
+	res := &collResult{Seq: c.Seq, Op: c.Op, Values: rc.values}
+	if c.Op == rankproto.OpFence {
+		res.KV = rc.kv
+	}
+	p := res.encode()
+	for _, b := range fe.agents {
+		if len(b.ranks) > 0 && !b.closed {
+			_ = b.link.send(mCollResult, p)
+		}
+	}
+	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
+		fe.nodeTableAt = time.Since(fe.start)
+		fe.verbosef("node table of %d ranks published", fe.opts.N)
+	}
+}
+
+// forwardStdin copies the front-end's stdin to rank 0 in chunks, with at
+// most cap(stdinCredit) chunks unacknowledged.
+func (fe *frontend) forwardStdin(ctx context.Context, a *agentHandle) {
+	buf := make([]byte, 32<<10)
+	for {
+		select {
+		case <-fe.stdinCredit:
+		case <-ctx.Done():
+			return
+		}
+		n, err := fe.opts.Stdin.Read(buf)
+		if n > 0 {
+			if a.link.send(mStdin, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = a.link.send(mStdinClose, nil)
+			return
+		}
+	}
+}
+
+func (fe *frontend) killAgents() {
+	for _, a := range fe.agents {
+		if a.cmd != nil && a.cmd.Process != nil {
+			_ = a.cmd.Process.Kill()
+		}
+	}
+	for _, rs := range fe.ranks {
+		if rs.pid > 0 && !rs.ended {
+			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// finish prints the failure summary and returns the exit code.
+func (fe *frontend) finish() int {
+	fe.verbosef("job ended")
+	if fe.failure == nil {
+		return 0
+	}
+	var failed []int
+	for r, rs := range fe.ranks {
+		st := rs.status
+		if (st.Code != 0 || st.Signal != 0 || st.Reason != "") && !rs.byFrontend {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) > 1 {
+		sort.Ints(failed)
+		var b strings.Builder
+		fmt.Fprintf(&b, "ftlaunch: %d ranks failed:\n", len(failed))
+		for _, r := range failed {
+			fmt.Fprintf(&b, "  rank %-6d node %-16s %s\n", r, fe.nodeOf(r), describe(fe.ranks[r].status))
+		}
+		fe.stderr.WriteString(b.String())
+		fe.stderr.Flush()
+	}
+	return fe.failure.code
+}

@@ -1,0 +1,245 @@
+package launch
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// nodeSpec is what an agent receives first: the job and its node's share.
+type nodeSpec struct {
+	JobID     string
+	Argv      []string
+	Env       []string
+	Wdir      string
+	Size      int
+	KillAfter time.Duration
+	Heartbeat time.Duration
+	Node      string
+	NodeID    int
+	Ranks     []int // global ranks on this node, ascending
+}
+
+func (s *nodeSpec) encode() []byte {
+	var e wire.Encoder
+	e.String(s.JobID).Strings(s.Argv).Strings(s.Env).String(s.Wdir).Uint(uint64(s.Size))
+	e.Int(int64(s.KillAfter)).Int(int64(s.Heartbeat)).String(s.Node).Uint(uint64(s.NodeID))
+	e.Uint(uint64(len(s.Ranks)))
+	for _, r := range s.Ranks {
+		e.Uint(uint64(r))
+	}
+	return e.Data()
+}
+
+func decodeNodeSpec(p []byte) (*nodeSpec, error) {
+	d := wire.NewDecoder(p)
+	s := &nodeSpec{JobID: d.String(), Argv: d.Strings(), Env: d.Strings(), Wdir: d.String(), Size: int(d.Uint())}
+	s.KillAfter, s.Heartbeat = time.Duration(d.Int()), time.Duration(d.Int())
+	s.Node, s.NodeID = d.String(), int(d.Uint())
+	n := d.Count(1)
+	for range n {
+		s.Ranks = append(s.Ranks, int(d.Uint()))
+	}
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("job spec: %w", err)
+	}
+	if len(s.Argv) == 0 || s.Size < 1 {
+		return nil, fmt.Errorf("job spec: no program or no ranks")
+	}
+	for _, r := range s.Ranks {
+		if r >= s.Size {
+			return nil, fmt.Errorf("job spec: rank %d outside a job of %d", r, s.Size)
+		}
+	}
+	return s, nil
+}
+
+// rankStatus is how a rank ended (or failed to start).
+type rankStatus struct {
+	Rank   int
+	Code   int    // exit code, when Signal is 0
+	Signal int    // terminating signal, or 0
+	Reason string // set when the rank never ran, or failed for a reason other than its exit
+}
+
+func (s rankStatus) encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(s.Rank)).Int(int64(s.Code)).Int(int64(s.Signal)).String(s.Reason)
+	return e.Data()
+}
+
+func decodeRankStatus(p []byte) (rankStatus, error) {
+	d := wire.NewDecoder(p)
+	s := rankStatus{Rank: int(d.Uint()), Code: int(d.Int()), Signal: int(d.Int()), Reason: d.String()}
+	return s, d.Err()
+}
+
+// started lists ranks that are running, with their pids.
+type started struct {
+	Ranks, Pids []int
+}
+
+func (s started) encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(len(s.Ranks)))
+	for i := range s.Ranks {
+		e.Uint(uint64(s.Ranks[i])).Uint(uint64(s.Pids[i]))
+	}
+	return e.Data()
+}
+
+func decodeStarted(p []byte) (started, error) {
+	d := wire.NewDecoder(p)
+	n := d.Count(2)
+	var s started
+	for range n {
+		s.Ranks = append(s.Ranks, int(d.Uint()))
+		s.Pids = append(s.Pids, int(d.Uint()))
+	}
+	return s, d.Err()
+}
+
+// Output streams.
+const (
+	streamStdout = 1
+	streamStderr = 2
+)
+
+func encodeOutput(rank, stream int, data []byte) []byte {
+	var e wire.Encoder
+	e.Uint(uint64(rank)).Uint(uint64(stream)).Bytes(data)
+	return e.Data()
+}
+
+func decodeOutput(p []byte) (rank, stream int, data []byte, err error) {
+	d := wire.NewDecoder(p)
+	rank, stream, data = int(d.Uint()), int(d.Uint()), d.Bytes()
+	if d.Err() == nil && stream != streamStdout && stream != streamStderr {
+		return 0, 0, nil, fmt.Errorf("output: unknown stream %d", stream)
+	}
+	return rank, stream, data, d.Err()
+}
+
+// contrib is one node's contribution to collective number Seq: the values
+// of its ranks and, for a fence, the node's puts since the last fence.
+type contrib struct {
+	Seq    uint64
+	Op     rankproto.Op
+	Ranks  []int
+	Values [][]byte
+	KV     map[string][]byte
+}
+
+func (c *contrib) encode() []byte {
+	var e wire.Encoder
+	e.Uint(c.Seq).Uint(uint64(c.Op)).Uint(uint64(len(c.Ranks)))
+	for i, r := range c.Ranks {
+		e.Uint(uint64(r)).Bytes(c.Values[i])
+	}
+	encodeKV(&e, c.KV)
+	return e.Data()
+}
+
+func decodeContrib(p []byte) (*contrib, error) {
+	d := wire.NewDecoder(p)
+	c := &contrib{Seq: d.Uint(), Op: rankproto.Op(d.Uint())}
+	n := d.Count(2)
+	for range n {
+		c.Ranks = append(c.Ranks, int(d.Uint()))
+		c.Values = append(c.Values, d.Bytes())
+	}
+	c.KV = decodeKV(d)
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("contribution: %w", err)
+	}
+	return c, nil
+}
+
+func encodeKV(e *wire.Encoder, kv map[string][]byte) {
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	e.Uint(uint64(len(keys)))
+	for _, k := range keys {
+		e.String(k).Bytes(kv[k])
+	}
+}
+
+func decodeKV(d *wire.Decoder) map[string][]byte {
+	n := d.Count(2)
+	kv := make(map[string][]byte, n)
+	for range n {
+		k := d.String()
+		kv[k] = d.Bytes()
+	}
+	return kv
+}
+
+// collResult is the root's answer to collective Seq: for a fence the merged
+// puts, otherwise one value per rank of the job (empty for a barrier).
+type collResult struct {
+	Seq    uint64
+	Op     rankproto.Op
+	Values [][]byte
+	KV     map[string][]byte
+}
+
+func (c *collResult) encode() []byte {
+	var e wire.Encoder
+	e.Uint(c.Seq).Uint(uint64(c.Op)).Uint(uint64(len(c.Values)))
+	for _, v := range c.Values {
+		e.Bytes(v)
+	}
+	encodeKV(&e, c.KV)
+	return e.Data()
+}
+
+func decodeCollResult(p []byte) (*collResult, error) {
+	d := wire.NewDecoder(p)
+	c := &collResult{Seq: d.Uint(), Op: rankproto.Op(d.Uint())}
+	n := d.Count(1)
+	c.Values = make([][]byte, 0, n)
+	for range n {
+		c.Values = append(c.Values, d.Bytes())
+	}
+	c.KV = decodeKV(d)
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("collective result: %w", err)
+	}
+	return c, nil
+}
+
+func encodeInt(v int64) []byte {
+	var e wire.Encoder
+	e.Int(v)
+	return e.Data()
+}
+
+func decodeInt(p []byte) (int64, error) {
+	d := wire.NewDecoder(p)
+	v := d.Int()
+	return v, d.Err()
+}
+
+// abortMsg is a rank's call of Abort.
+type abortMsg struct {
+	Rank, Code int
+	Msg        string
+}
+
+func (a abortMsg) encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(a.Rank)).Int(int64(a.Code)).String(a.Msg)
+	return e.Data()
+}
+
+func decodeAbort(p []byte) (abortMsg, error) {
+	d := wire.NewDecoder(p)
+	a := abortMsg{Rank: int(d.Uint()), Code: int(d.Int()), Msg: d.String()}
+	return a, d.Err()
+}

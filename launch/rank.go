@@ -1,0 +1,344 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// maxLine is the longest line forwarded whole; a longer one is forwarded in
+// pieces of this size.
+const maxLine = 1 << 20
+
+// pipeDrainGrace bounds how long a rank's exit waits for its output pipes
+// to close after the process ended (a background child may hold them).
+const pipeDrainGrace = 2 * time.Second
+
+// rankProc is one running rank and its plumbing.
+type rankProc struct {
+	rank  int
+	agent *Agent
+	cmd   *exec.Cmd
+	conn  net.Conn // agent's end of the rank protocol socket
+	info  rankproto.Info
+
+	stdin   *os.File // rank 0 only
+	stdinMu sync.Mutex
+
+	outDone chan struct{} // closed when both output pipes reached EOF
+	replies chan *collResult
+}
+
+// envLookup returns the value of the last setting of key in env.
+func envLookup(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// startRank spawns one rank in its own process group with its environment,
+// output pipes and rank-protocol socket.
+func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: socketpair: %w", info.Rank, err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "rank-link")
+	theirs := os.NewFile(uintptr(fds[1]), "rank-link-child")
+	defer theirs.Close()
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: rank socket: %w", info.Rank, err)
+	}
+
+	path, err := ResolveProgram(spec.Argv[0], spec.Wdir, envLookup(spec.Env, "PATH"))
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Dir: spec.Wdir}
+	cmd.Env = append(append([]string(nil), spec.Env...),
+		"FTLAUNCH_RANK="+strconv.Itoa(info.Rank),
+		"FTLAUNCH_SIZE="+strconv.Itoa(info.Size),
+		"FTLAUNCH_LOCAL_RANK="+strconv.Itoa(info.LocalRank),
+		"FTLAUNCH_LOCAL_SIZE="+strconv.Itoa(info.LocalSize),
+		"FTLAUNCH_NODE="+info.Node,
+		"FTLAUNCH_NODEID="+strconv.Itoa(info.NodeID),
+		"FTLAUNCH_JOBID="+info.JobID,
+		"FTLAUNCH_FD=3",
+	)
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	rp := &rankProc{rank: info.Rank, agent: a, cmd: cmd, conn: conn,
+		outDone: make(chan struct{}), replies: make(chan *collResult, 1)}
+
+	var closers []*os.File
+	defer func() {
+		for _, f := range closers {
+			f.Close()
+		}
+	}()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("rank %d: pipe: %w", info.Rank, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("rank %d: pipe: %w", info.Rank, err)
+	}
+	closers = append(closers, outW, errW)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if info.Rank == 0 {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			conn.Close()
+			outR.Close()
+			errR.Close()
+			return nil, fmt.Errorf("rank %d: pipe: %w", info.Rank, err)
+		}
+		closers = append(closers, inR)
+		cmd.Stdin = inR
+		rp.stdin = inW
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		outR.Close()
+		errR.Close()
+		if rp.stdin != nil {
+			rp.stdin.Close()
+		}
+		return nil, fmt.Errorf("rank %d on %s: %w", info.Rank, info.Node, err)
+	}
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go func() { defer pumps.Done(); rp.pump(outR, streamStdout) }()
+	go func() { defer pumps.Done(); rp.pump(errR, streamStderr) }()
+	go func() { pumps.Wait(); close(rp.outDone) }()
+	rp.info = info
+	return rp, nil
+}
+
+// pump forwards complete lines from one of the rank's output pipes. A
+// final line without a newline is forwarded at EOF.
+func (rp *rankProc) pump(f *os.File, stream int) {
+	defer f.Close()
+	buf := make([]byte, 0, 64<<10)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			rp.agent.send(mOutput, encodeOutput(rp.rank, stream, buf[:i+1]))
+			rest := copy(buf, buf[i+1:])
+			buf = buf[:rest]
+		} else if len(buf) >= maxLine {
+			rp.agent.send(mOutput, encodeOutput(rp.rank, stream, buf))
+			buf = buf[:0]
+		}
+		if err != nil {
+			if len(buf) > 0 {
+				rp.agent.send(mOutput, encodeOutput(rp.rank, stream, buf))
+			}
+			return
+		}
+		if cap(buf) > 4*maxLine && len(buf) < 64<<10 {
+			buf = append(make([]byte, 0, 64<<10), buf...)
+		}
+	}
+}
+
+// wait waits for the rank to end and for its output to drain, and returns
+// its status.
+func (rp *rankProc) wait() rankStatus {
+	err := rp.cmd.Wait()
+	select {
+	case <-rp.outDone:
+	case <-time.After(pipeDrainGrace):
+	}
+	st := rankStatus{Rank: rp.rank}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Signal = int(ws.Signal())
+		} else {
+			st.Code = ee.ExitCode()
+		}
+	default:
+		st.Code, st.Reason = 1, err.Error()
+	}
+	return st
+}
+
+// signal delivers sig to the rank's whole process group.
+func (rp *rankProc) signal(sig syscall.Signal) {
+	if rp.cmd.Process != nil {
+		_ = syscall.Kill(-rp.cmd.Process.Pid, sig)
+	}
+}
+
+// writeStdin writes a chunk to rank 0's stdin off the link's reader
+// goroutine and acknowledges it once written or dropped.
+func (rp *rankProc) writeStdin(p []byte, ack func()) {
+	go func() {
+		defer ack()
+		rp.stdinMu.Lock()
+		defer rp.stdinMu.Unlock()
+		if rp.stdin != nil {
+			if _, err := rp.stdin.Write(p); err != nil {
+				rp.stdin.Close()
+				rp.stdin = nil
+			}
+		}
+	}()
+}
+
+func (rp *rankProc) closeStdin() {
+	go func() {
+		rp.stdinMu.Lock()
+		defer rp.stdinMu.Unlock()
+		if rp.stdin != nil {
+			rp.stdin.Close()
+			rp.stdin = nil
+		}
+	}()
+}
+
+// deliver hands a collective's result to the goroutine serving the rank.
+func (rp *rankProc) deliver(res *collResult) {
+	select {
+	case rp.replies <- res:
+	default: // the rank is not waiting (it broke the protocol); drop
+	}
+}
+
+// serveRank answers the rank's protocol requests until the rank closes its
+// socket or ctx ends. A malformed or oversized frame, or a protocol
+// violation, is reported as the rank's failure and ends the service.
+func (rp *rankProc) serveRank(ctx context.Context) {
+	defer rp.conn.Close()
+	stop := context.AfterFunc(ctx, func() { rp.conn.Close() })
+	defer stop()
+	r := wire.NewReader(rp.conn, rankproto.MaxFrame)
+	for {
+		f, err := r.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				rp.fail(fmt.Sprintf("rank protocol: %v", err))
+			}
+			return
+		}
+		if err := rp.request(ctx, f); err != nil {
+			rp.fail(fmt.Sprintf("rank protocol: %v", err))
+			return
+		}
+	}
+}
+
+// fail reports a protocol failure of the rank as if it had aborted.
+func (rp *rankProc) fail(msg string) {
+	rp.agent.send(mAbort, abortMsg{Rank: rp.rank, Code: 1, Msg: msg}.encode())
+}
+
+func (rp *rankProc) reply(typ uint8, p []byte) error {
+	return wire.WriteFrame(rp.conn, typ, p)
+}
+
+func (rp *rankProc) request(ctx context.Context, f wire.Frame) error {
+	a := rp.agent
+	switch f.Type {
+	case rankproto.TInit:
+		return rp.reply(rankproto.TInitOK, rp.info.Encode())
+	case rankproto.TPut:
+		k, v, err := rankproto.DecodeKV(f.Payload)
+		if err != nil {
+			return err
+		}
+		a.put(k, bytes.Clone(v))
+		return rp.reply(rankproto.TOK, nil)
+	case rankproto.TGet:
+		k, _, err := rankproto.DecodeKV(f.Payload)
+		if err != nil {
+			return err
+		}
+		v, ok := a.get(k)
+		return rp.reply(rankproto.TGetOK, rankproto.EncodeGetOK(ok, v))
+	case rankproto.TAbort:
+		code, msg, err := rankproto.DecodeAbort(f.Payload)
+		if err != nil {
+			return err
+		}
+		a.send(mAbort, abortMsg{Rank: rp.rank, Code: code, Msg: msg}.encode())
+		return nil
+	case rankproto.TBarrier, rankproto.TAllgather, rankproto.TPublish, rankproto.TFence, rankproto.TRing:
+		var value []byte
+		if f.Type != rankproto.TBarrier && f.Type != rankproto.TFence {
+			vs, err := rankproto.DecodeValues(f.Payload)
+			if err != nil {
+				return err
+			}
+			if len(vs) != 1 {
+				return fmt.Errorf("%s request with %d values, want 1", rankproto.Op(f.Type), len(vs))
+			}
+			value = vs[0]
+		}
+		seq, err := a.contribute(rp.rank, rankproto.Op(f.Type), value)
+		if err != nil {
+			_ = rp.reply(rankproto.TError, []byte(err.Error()))
+			return err
+		}
+		var res *collResult
+		select {
+		case res = <-rp.replies:
+		case <-ctx.Done():
+			return nil
+		}
+		if res.Seq != seq {
+			return fmt.Errorf("collective result %d while waiting for %d", res.Seq, seq)
+		}
+		return rp.reply(collReply(res, rp.rank))
+	default:
+		return fmt.Errorf("unknown request type %d", f.Type)
+	}
+}
+
+// collReply builds the reply a rank receives for a collective's result.
+func collReply(res *collResult, rank int) (uint8, []byte) {
+	switch res.Op {
+	case rankproto.OpAllgather, rankproto.OpPublish:
+		return rankproto.TValues, rankproto.EncodeValues(res.Values)
+	case rankproto.OpRing:
+		n := len(res.Values)
+		if n == 0 {
+			return rankproto.TError, []byte("ring result without values")
+		}
+		left, right := res.Values[(rank-1+n)%n], res.Values[(rank+1)%n]
+		return rankproto.TRingOK, rankproto.EncodeValues([][]byte{left, right})
+	}
+	return rankproto.TOK, nil
+}
