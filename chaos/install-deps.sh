@@ -1,0 +1,41 @@
+#!/bin/sh
+# install-deps.sh: install the Debian packages the emulated cluster (chaos/cluster)
+# and the MPICH comparison runs need. Idempotent: when every package is already
+# installed it makes no apt call at all and prints nothing. Runs as root with no
+# stdin on a fresh Debian 12.
+set -eu
+
+PKGS="iproute2 iptables openssh-server openssh-client util-linux mpich libmpich-dev"
+
+missing=""
+for p in $PKGS; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	if [ "$status" != "installed" ]; then
+		missing="$missing $p"
+	fi
+done
+
+if [ -z "$missing" ]; then
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps.sh: missing packages:$missing; run as root to install them" >&2
+	exit 1
+fi
+
+echo "install-deps.sh: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! apt-get -o DPkg::Lock::Timeout=600 update >"$log" 2>&1; then
+	cat "$log" >&2
+	echo "install-deps.sh: apt-get update failed" >&2
+	exit 1
+fi
+# shellcheck disable=SC2086 # word splitting of the package list is intended
+if ! apt-get install -y -q -o DPkg::Lock::Timeout=600 $missing </dev/null >"$log" 2>&1; then
+	cat "$log" >&2
+	echo "install-deps.sh: apt-get install failed" >&2
+	exit 1
+fi
