@@ -15,19 +15,19 @@ import (
 
 // Paths of the generated files inside the state directory.
 const (
-	sshDirName      = "ssh"
-	hostKeyName     = "ssh_host_ed25519_key"
-	clientKeyName   = "id_ed25519"
-	authKeysName    = "authorized_keys"
-	sshConfigName   = "config"
-	knownHostsName  = "known_hosts"
-	hostsName       = "hosts"
-	homeName        = "home"
-	nodesName       = "nodes"
-	sshdConfigName  = "sshd_config"
-	sshdPidName     = "sshd.pid"
-	sshdLogName     = "sshd.log"
-	holderLogName   = "holder.log"
+	sshDirName     = "ssh"
+	hostKeyName    = "ssh_host_ed25519_key"
+	clientKeyName  = "id_ed25519"
+	authKeysName   = "authorized_keys"
+	sshConfigName  = "config"
+	knownHostsName = "known_hosts"
+	hostsName      = "hosts"
+	homeName       = "home"
+	nodesName      = "nodes"
+	sshdConfigName = "sshd_config"
+	sshdPidName    = "sshd.pid"
+	sshdLogName    = "sshd.log"
+	holderLogName  = "holder.log"
 )
 
 func sshDir(cfg Config) string     { return filepath.Join(cfg.dir(), sshDirName) }
