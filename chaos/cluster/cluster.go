@@ -319,12 +319,20 @@ func (c *Cluster) bootAll(ctx context.Context, nodes []Node) error {
 }
 
 // holderScript runs inside the node's network namespace and fresh UTS and
-// mount namespaces. It names the host, gives it its /etc/hosts, configures
-// its interfaces, starts its sshd, reports "ready" and then stays, as
-// `sleep infinity`, to hold the namespaces for Exec.
+// mount namespaces. It names the host, gives it its /etc/hosts and a
+// /sys/class/net that shows its own interfaces (a sysfs mounted inside the
+// namespace, of which only the net directories are bound over the machine's
+// /sys, so /sys/fs/cgroup stays), configures its interfaces, starts its
+// sshd, reports "ready" and then stays, as `sleep infinity`, to hold the
+// namespaces for Exec.
 const holderScript = `set -e
 hostname "$1"
 mount --bind "$2" /etc/hosts
+mkdir -p "$7"
+mount -t sysfs sysfs "$7"
+mount --bind "$7/class/net" /sys/class/net
+mount --bind "$7/devices/virtual/net" /sys/devices/virtual/net
+umount -l "$7"
 ip -batch - <<EOF
 link set lo up
 addr add $3 dev eth0
@@ -360,7 +368,8 @@ func (c *Cluster) boot(ctx context.Context, nd *Node) error {
 		"unshare", "--uts", "--mount", "--propagation", "private", "--",
 		"/bin/sh", "-c", holderScript, "ftcluster-holder",
 		nd.Name, hostsFile(cfg), fmt.Sprintf("%s/%d", nd.Addr, cfg.Prefix.Bits()),
-		cfg.SSHD, filepath.Join(nd.Dir, sshdConfigName), sshdLog)
+		cfg.SSHD, filepath.Join(nd.Dir, sshdConfigName), sshdLog,
+		filepath.Join(nd.Dir, "sys"))
 	cmd.Stdout = w
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
