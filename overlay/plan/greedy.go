@@ -34,30 +34,25 @@ func (h *posHeap) push(p position) {
 	}
 }
 
-func (h *posHeap) pop() position {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
+// replaceTop replaces the smallest position with p and restores the heap.
+func (h posHeap) replaceTop(p position) {
+	h[0] = p
 	i := 0
 	for {
 		l := 2*i + 1
-		if l >= len(s) {
-			break
+		if l >= len(h) {
+			return
 		}
 		m := l
-		if r := l + 1; r < len(s) && s[r].less(s[l]) {
+		if r := l + 1; r < len(h) && h[r].less(h[l]) {
 			m = r
 		}
-		if !s[m].less(s[i]) {
-			break
+		if !h[m].less(h[i]) {
+			return
 		}
-		s[i], s[m] = s[m], s[i]
+		h[i], h[m] = h[m], h[i]
 		i = m
 	}
-	*h = s
-	return top
 }
 
 // buildGreedy returns Goehner's greedy tree for (seq, rem): nodes are
@@ -80,12 +75,12 @@ func buildGreedy(n int, seq, rem float64) (parent, order []int32) {
 	h.push(position{t: rem, seq: ins, parent: 0, order: 1})
 	ins++
 	for v := 1; v < n; v++ {
-		p := h.pop()
+		// Take the earliest position and open its next sibling in its place.
+		p := h[0]
 		parent[v], order[v] = p.parent, p.order
 		launch[v] = p.t
-		sib := position{t: launch[p.parent] + seq*float64(p.order) + rem, seq: ins, parent: p.parent, order: p.order + 1}
+		h.replaceTop(position{t: launch[p.parent] + seq*float64(p.order) + rem, seq: ins, parent: p.parent, order: p.order + 1})
 		ins++
-		h.push(sib)
 		h.push(position{t: launch[v] + rem, seq: ins, parent: int32(v), order: 1})
 		ins++
 	}
