@@ -19,7 +19,7 @@ type keyring struct {
 	agentSock string // "" when no agent is used
 
 	mu     sync.Mutex
-	conn   net.Conn          // the agent connection, nil until first use or after an error
+	conn   net.Conn // the agent connection, nil until first use or after an error
 	agent  agent.ExtendedAgent
 	files  map[string]fileKey // parsed identity files by path
 	closed bool

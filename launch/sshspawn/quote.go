@@ -7,7 +7,7 @@ import "strings"
 // every argument is quoted to reach the program unchanged: arguments made
 // only of characters that no shell treats specially are left bare, all
 // others are wrapped in single quotes, with embedded single quotes written
-// as '\''. The line starts with "exec" so that the shell replaces itself
+// as '\”. The line starts with "exec" so that the shell replaces itself
 // with the program: signals sent to the session and the exit status then
 // belong to the program itself, and no shell process lingers.
 //
