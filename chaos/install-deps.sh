@@ -7,10 +7,12 @@ set -eu
 
 PKGS="iproute2 iptables openssh-server openssh-client util-linux mpich libmpich-dev"
 
+# One dpkg-query for all packages; a package it does not know is missing.
+# shellcheck disable=SC2086 # word splitting of the package list is intended
+installed=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' $PKGS 2>/dev/null || true)
 missing=""
 for p in $PKGS; do
-	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
-	if [ "$status" != "installed" ]; then
+	if ! printf '%s\n' "$installed" | grep -qx "$p installed"; then
 		missing="$missing $p"
 	fi
 done

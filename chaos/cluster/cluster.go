@@ -328,7 +328,6 @@ func (c *Cluster) bootAll(ctx context.Context, nodes []Node) error {
 const holderScript = `set -e
 hostname "$1"
 mount --bind "$2" /etc/hosts
-mkdir -p "$7"
 mount -t sysfs sysfs "$7"
 mount --bind "$7/class/net" /sys/class/net
 mount --bind "$7/devices/virtual/net" /sys/devices/virtual/net

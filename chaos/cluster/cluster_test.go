@@ -63,28 +63,23 @@ func testConfig(tb testing.TB) Config {
 func upTest(tb testing.TB, cfg Config, n int) *Cluster {
 	tb.Helper()
 	ctx := context.Background()
-	var lastErr error
-	for try := 0; try < 10; try++ {
-		x, _ := rand.Int(rand.Reader, big.NewInt(100*256))
-		v := int(x.Int64())
-		cfg.Prefix = netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 100+v/256, v%256))
-		c, err := Up(ctx, cfg, n)
-		if errors.Is(err, ErrPrefixInUse) {
-			lastErr = err
-			continue
-		}
-		if err != nil {
-			tb.Fatalf("Up: %v", err)
-		}
-		tb.Cleanup(func() {
-			if err := c.Down(context.Background()); err != nil {
-				tb.Errorf("Down: %v", err)
-			}
-		})
-		return c
+	c, err := upFree(ctx, cfg, n)
+	if err != nil {
+		tb.Fatalf("Up: %v", err)
 	}
-	tb.Fatalf("Up: no free prefix: %v", lastErr)
-	return nil
+	tb.Cleanup(func() {
+		if err := c.Down(context.Background()); err != nil {
+			tb.Errorf("Down: %v", err)
+		}
+	})
+	return c
+}
+
+// randomPrefix is a random /24 in 10.100.0.0-10.199.255.0.
+func randomPrefix() netip.Prefix {
+	x, _ := rand.Int(rand.Reader, big.NewInt(100*256))
+	v := int(x.Int64())
+	return netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 100+v/256, v%256))
 }
 
 func mustExec(t *testing.T, c *Cluster, node string, argv ...string) string {

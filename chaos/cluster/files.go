@@ -173,6 +173,10 @@ func writeNodeFiles(cfg Config, n Node) error {
 	if err := os.MkdirAll(n.Scratch(), 0o1777); err != nil {
 		return fmt.Errorf("create node directory: %w", err)
 	}
+	// Mount point for the node's own sysfs (see holderScript).
+	if err := os.MkdirAll(filepath.Join(n.Dir, "sys"), 0o755); err != nil {
+		return fmt.Errorf("create node directory: %w", err)
+	}
 	pid := filepath.Join(n.Dir, sshdPidName)
 	if err := os.Remove(pid); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove stale pid file: %w", err)
