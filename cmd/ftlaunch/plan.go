@@ -1,12 +1,385 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
+
+	"github.com/ftlaunch/ftlaunch/overlay/plan"
 )
 
-// planCommand is being written with the overlay/plan package.
+const planUsage = `Usage: ftlaunch plan --nodes N [flags]
+
+Builds the launch tree for N nodes (the front-end included), prints its
+depth, largest fan-out and modeled launch time, and optionally simulates it.
+See docs/model.md.
+
+Tree:
+  --nodes N           number of nodes, root (front-end) included (required)
+  --tree KIND         greedy, kary:K, 2level, binomial, flat or auto (default auto)
+  --replicas R        size of the root group: 1, 3 or 5 (default 1)
+Model (seconds):
+  --seq S             gap between two launches started by one parent (default 0.035)
+  --rem R             time of one remote launch (default 0.034)
+  --batch b           leaf launchers start b children at a time (default 0: no batching)
+  --batch-wait W      wait after each batch is up (needs --batch)
+Simulation:
+  --simulate          run the discrete-event simulator
+  --rem-samples FILE  draw REM from FILE, one value in seconds per line
+  --runs K            number of runs (default 100)
+  --seed S            random seed (default 1)
+  --concurrency C     launches one node starts at once (default 1)
+Output:
+  --show              print the tree with order, backup and modeled launch time
+  --json              print one JSON object instead of text
+  --help              print this help
+`
+
+// planOptions are the parsed flags of `ftlaunch plan`.
+type planOptions struct {
+	nodes       int
+	hostfile    string // not supported yet, see nodeCount
+	hosts       string
+	tree        string
+	seq, rem    float64
+	replicas    int
+	batch       int
+	batchWait   float64
+	show, json  bool
+	simulate    bool
+	remSamples  string
+	runs        int
+	seed        uint64
+	concurrency int
+	set         map[string]bool // flags given on the command line
+}
+
+// planUsageError is a bad invocation: one line on stderr, exit status 2.
+type planUsageError struct{ msg string }
+
+func (e *planUsageError) Error() string { return e.msg }
+
+func usageErrorf(format string, a ...any) error {
+	return &planUsageError{msg: fmt.Sprintf(format, a...)}
+}
+
+// planCommand runs `ftlaunch plan ARGS`, writing the report to stdout and
+// errors to stderr, and returns the exit status: 0 on success, 2 for a bad
+// invocation or bad input, 1 if the output cannot be written.
 func planCommand(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "ftlaunch plan: not built yet")
-	return 2
+	opts, err := parsePlanFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, planUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
+		return 2
+	}
+	rep, err := buildPlanReport(context.Background(), opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
+		return 2
+	}
+	if opts.json {
+		err = writePlanJSON(stdout, rep)
+	} else {
+		err = writePlanText(stdout, rep, opts.show)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch plan: write output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func parsePlanFlags(args []string) (*planOptions, error) {
+	o := &planOptions{}
+	fs := flag.NewFlagSet("ftlaunch plan", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&o.nodes, "nodes", 0, "")
+	fs.StringVar(&o.hostfile, "hostfile", "", "")
+	fs.StringVar(&o.hosts, "H", "", "")
+	fs.StringVar(&o.tree, "tree", "auto", "")
+	fs.Float64Var(&o.seq, "seq", plan.DefaultSeq, "")
+	fs.Float64Var(&o.rem, "rem", plan.DefaultRem, "")
+	fs.IntVar(&o.replicas, "replicas", 1, "")
+	fs.IntVar(&o.batch, "batch", 0, "")
+	fs.Float64Var(&o.batchWait, "batch-wait", 0, "")
+	fs.BoolVar(&o.show, "show", false, "")
+	fs.BoolVar(&o.json, "json", false, "")
+	fs.BoolVar(&o.simulate, "simulate", false, "")
+	fs.StringVar(&o.remSamples, "rem-samples", "", "")
+	fs.IntVar(&o.runs, "runs", 100, "")
+	fs.Uint64Var(&o.seed, "seed", 1, "")
+	fs.IntVar(&o.concurrency, "concurrency", 1, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageErrorf("%v (see ftlaunch plan --help)", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErrorf("unexpected argument %q (see ftlaunch plan --help)", fs.Arg(0))
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+
+	n, err := nodeCount(o)
+	if err != nil {
+		return nil, err
+	}
+	o.nodes = n
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"seq", o.seq}, {"rem", o.rem}, {"batch-wait", o.batchWait}} {
+		if c.v < 0 || c.v != c.v || c.v > 1e9 {
+			return nil, usageErrorf("--%s must be a number of seconds >= 0 (got %v)", c.name, c.v)
+		}
+	}
+	switch {
+	case o.replicas < 1:
+		return nil, usageErrorf("--replicas must be >= 1 (got %d)", o.replicas)
+	case o.batch < 0:
+		return nil, usageErrorf("--batch must be >= 0 (got %d)", o.batch)
+	case o.set["batch-wait"] && o.batch == 0:
+		return nil, usageErrorf("--batch-wait needs --batch")
+	case o.runs < 1:
+		return nil, usageErrorf("--runs must be >= 1 (got %d)", o.runs)
+	case o.concurrency < 1:
+		return nil, usageErrorf("--concurrency must be >= 1 (got %d)", o.concurrency)
+	}
+	if !o.simulate {
+		for _, name := range []string{"rem-samples", "runs", "seed", "concurrency"} {
+			if o.set[name] {
+				return nil, usageErrorf("--%s needs --simulate", name)
+			}
+		}
+	}
+	return o, nil
+}
+
+// nodeCount returns the number of nodes the plan covers. Today that is
+// --nodes; --hostfile and -H are reserved for the allocation parser (the
+// plan would then cover the front-end plus one node per distinct host).
+func nodeCount(o *planOptions) (int, error) {
+	if o.hostfile != "" || o.hosts != "" {
+		return 0, usageErrorf("--hostfile and -H are not supported by plan yet; give --nodes N")
+	}
+	if o.nodes < 1 {
+		if o.nodes == 0 {
+			return 0, usageErrorf("--nodes N is required (N >= 1, the front-end included)")
+		}
+		return 0, usageErrorf("--nodes must be >= 1 (got %d)", o.nodes)
+	}
+	if o.nodes > plan.MaxNodes {
+		return 0, usageErrorf("--nodes must be <= %d (got %d)", plan.MaxNodes, o.nodes)
+	}
+	return o.nodes, nil
+}
+
+// planReport is what `ftlaunch plan` prints; its JSON form is the --json
+// output.
+type planReport struct {
+	Tree         string      `json:"tree"`
+	ShapeSeq     float64     `json:"shape_seq,omitempty"`
+	ShapeRem     float64     `json:"shape_rem,omitempty"`
+	Nodes        int         `json:"nodes"`
+	Seq          float64     `json:"seq"`
+	Rem          float64     `json:"rem"`
+	Batch        int         `json:"batch"`
+	BatchWait    float64     `json:"batch_wait"`
+	Replicas     int         `json:"replicas"`
+	ReplicaNodes []int32     `json:"replica_nodes"`
+	Depth        int         `json:"depth"`
+	MaxChildren  int         `json:"max_children"`
+	MaxFostered  int         `json:"max_fostered"`
+	Modeled      float64     `json:"modeled_seconds"`
+	Simulation   *simReport  `json:"simulation,omitempty"`
+	Plan         *planArrays `json:"plan,omitempty"`
+	pl           *plan.Plan
+	launchTimes  []float64
+}
+
+type simReport struct {
+	Runs        int     `json:"runs"`
+	Seed        uint64  `json:"seed"`
+	Concurrency int     `json:"concurrency"`
+	RemSamples  string  `json:"rem_samples,omitempty"`
+	Median      float64 `json:"median_seconds"`
+	P99         float64 `json:"p99_seconds"`
+	Min         float64 `json:"min_seconds"`
+	Max         float64 `json:"max_seconds"`
+	Mean        float64 `json:"mean_seconds"`
+}
+
+// planArrays is the tree itself, printed with --json --show.
+type planArrays struct {
+	Parent []int32 `json:"parent"`
+	Order  []int32 `json:"order"`
+	Backup []int32 `json:"backup"`
+}
+
+func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
+	kind, err := plan.ParseKind(o.tree)
+	if err != nil {
+		return nil, fmt.Errorf("--tree: %w", err)
+	}
+	params := plan.Params{Seq: o.seq, Rem: o.rem, Replicas: o.replicas}
+	if kind.Shape == plan.Auto && (o.set["seq"] || o.set["rem"]) {
+		// Explicit figures are a calibration. (A cached calibration from
+		// the user's cache directory would be passed here too.)
+		params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
+	}
+	pl, err := plan.Build(kind, o.nodes, params)
+	if err != nil {
+		return nil, err
+	}
+	model := plan.Model{Seq: o.seq, Rem: o.rem, Batch: o.batch, BatchWait: o.batchWait}
+	times, err := pl.LaunchTimes(model)
+	if err != nil {
+		return nil, err
+	}
+	rep := &planReport{
+		Tree: kind.String(), ShapeSeq: pl.Seq, ShapeRem: pl.Rem,
+		Nodes: pl.N(), Seq: o.seq, Rem: o.rem, Batch: o.batch, BatchWait: o.batchWait,
+		Replicas: len(pl.ReplicaNodes), ReplicaNodes: pl.ReplicaNodes,
+		Depth: pl.Depth(), MaxChildren: pl.MaxChildren(), MaxFostered: maxFostered(pl),
+		pl: pl, launchTimes: times,
+	}
+	for _, t := range times {
+		rep.Modeled = max(rep.Modeled, t)
+	}
+	if o.show {
+		rep.Plan = &planArrays{Parent: pl.Parent, Order: pl.Order, Backup: pl.Backup}
+	}
+	if o.simulate {
+		rem := plan.RemDist{Const: o.rem}
+		if o.remSamples != "" {
+			if rem, err = plan.LoadRemSamples(o.remSamples); err != nil {
+				return nil, fmt.Errorf("--rem-samples: %w", err)
+			}
+		}
+		res, err := plan.Simulate(ctx, pl, plan.SimConfig{
+			Seq: o.seq, Rem: rem, Concurrency: o.concurrency,
+			Batch: o.batch, BatchWait: o.batchWait, Runs: o.runs, Seed: o.seed,
+		})
+		if err != nil {
+			return nil, err
+		}
+		rep.Simulation = &simReport{
+			Runs: res.Runs, Seed: o.seed, Concurrency: o.concurrency, RemSamples: o.remSamples,
+			Median: res.Median, P99: res.P99, Min: res.Min, Max: res.Max, Mean: res.Mean,
+		}
+	}
+	return rep, nil
+}
+
+// maxFostered returns the largest number of nodes that name one node as
+// their backup parent (the root group not counted).
+func maxFostered(pl *plan.Plan) int {
+	count := make([]int32, pl.N())
+	most := int32(0)
+	for _, b := range pl.Backup {
+		if b >= 0 {
+			count[b]++
+			most = max(most, count[b])
+		}
+	}
+	return int(most)
+}
+
+func writePlanJSON(w io.Writer, rep *planReport) error {
+	return json.NewEncoder(w).Encode(rep)
+}
+
+func seconds(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) + " s" }
+
+func nodeName(v int32) string {
+	switch v {
+	case plan.BackupRootGroup:
+		return "root-group"
+	case plan.NoNode:
+		return "-"
+	}
+	return strconv.Itoa(int(v))
+}
+
+// maxIndent caps the indentation of --show so that a chain-shaped tree
+// does not print quadratic output; deeper nodes carry their depth.
+const maxIndent = 32
+
+func writePlanText(w io.Writer, rep *planReport, show bool) error {
+	pl := rep.pl
+	var b strings.Builder
+	if show {
+		replica := map[int32]int{}
+		for r, v := range pl.ReplicaNodes {
+			replica[v] = r
+		}
+		stack := []int32{0}
+		for len(stack) > 0 {
+			v := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			d := pl.NodeDepth(int(v))
+			b.WriteString(strings.Repeat("  ", min(d, maxIndent)))
+			if d > maxIndent {
+				fmt.Fprintf(&b, "[depth %d] ", d)
+			}
+			if v == 0 {
+				b.WriteString("0 root")
+			} else {
+				fmt.Fprintf(&b, "%d order %d backup %s", v, pl.Order[v], nodeName(pl.Backup[v]))
+			}
+			if r, ok := replica[v]; ok {
+				fmt.Fprintf(&b, " replica %d", r)
+			}
+			fmt.Fprintf(&b, " up %s\n", seconds(rep.launchTimes[v]))
+			cs := pl.Children(int(v))
+			for i := len(cs) - 1; i >= 0; i-- {
+				stack = append(stack, cs[i])
+			}
+			if b.Len() > 1<<16 {
+				if _, err := io.WriteString(w, b.String()); err != nil {
+					return err
+				}
+				b.Reset()
+			}
+		}
+	}
+	tree := rep.Tree
+	if rep.ShapeSeq != 0 || rep.ShapeRem != 0 {
+		tree += fmt.Sprintf(" (shaped by seq %s, rem %s)", seconds(rep.ShapeSeq), seconds(rep.ShapeRem))
+	}
+	fmt.Fprintf(&b, "tree          %s\n", tree)
+	fmt.Fprintf(&b, "nodes         %d\n", rep.Nodes)
+	reps := make([]string, len(rep.ReplicaNodes))
+	for i, v := range rep.ReplicaNodes {
+		reps[i] = strconv.Itoa(int(v))
+	}
+	fmt.Fprintf(&b, "replicas      %d on node %s\n", rep.Replicas, strings.Join(reps, ", "))
+	fmt.Fprintf(&b, "depth         %d\n", rep.Depth)
+	fmt.Fprintf(&b, "max fan-out   %d\n", rep.MaxChildren)
+	fmt.Fprintf(&b, "max fostered  %d\n", rep.MaxFostered)
+	model := fmt.Sprintf("seq %s, rem %s", seconds(rep.Seq), seconds(rep.Rem))
+	if rep.Batch > 0 {
+		model += fmt.Sprintf(", batch %d, batch wait %s", rep.Batch, seconds(rep.BatchWait))
+	}
+	fmt.Fprintf(&b, "modeled       %s (%s)\n", seconds(rep.Modeled), model)
+	if s := rep.Simulation; s != nil {
+		src := "constant rem"
+		if s.RemSamples != "" {
+			src = "rem from " + s.RemSamples
+		}
+		fmt.Fprintf(&b, "simulated     median %s, p99 %s, min %s, max %s (%d runs, seed %d, concurrency %d, %s)\n",
+			seconds(s.Median), seconds(s.P99), seconds(s.Min), seconds(s.Max), s.Runs, s.Seed, s.Concurrency, src)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
