@@ -458,14 +458,14 @@ func (e *Engine) contributeLocked(id CollID, op Op, member int, data []byte, fx 
 	if id.Epoch > e.epoch {
 		return ErrFutureEpoch
 	}
+	if op == OpBroadcast && !e.topo.isRoot() {
+		return ErrNotRoot
+	}
 	if e.done.has(id.Seq) {
 		e.c.duplicates.Add(1)
 		return ErrFinished
 	}
 	if op == OpBroadcast {
-		if !e.topo.isRoot() {
-			return ErrNotRoot
-		}
 		if c, ok := e.colls[id]; ok && c.op != op {
 			return ErrOpMismatch
 		}
