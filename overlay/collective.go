@@ -631,7 +631,7 @@ func (e *Engine) handleUp(from int, op Op, id CollID, d *wire.Decoder, fx *effec
 		if c.op != op {
 			return fmt.Errorf("%w: %v is a %s, child sent %s", ErrProtocol, id, c.op, op)
 		}
-		if c.ups[ci] != nil || c.sentUp {
+		if c.sentUp || c.ups[ci] != nil {
 			e.c.duplicates.Add(1)
 			return nil
 		}

@@ -161,12 +161,12 @@ func runAll(t *testing.T, c *cluster, epoch uint64) map[overlay.Op][]uint64 {
 	id, val = next(), memberValue("kv")
 	for i, ms := range c.tr.members {
 		for _, m := range ms {
-			if err := c.engs[i].Put(fmt.Sprintf("key-%d", m), val(m)); err != nil {
+			if err := c.engs[i].Put(fmt.Sprintf("key-%d-%d", epoch, m), val(m)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if _, err := c.engs[0].Get(fmt.Sprintf("key-%d", all[0])); !errors.Is(err, overlay.ErrNotFound) {
+	if _, err := c.engs[0].Get(fmt.Sprintf("key-%d-%d", epoch, all[0])); !errors.Is(err, overlay.ErrNotFound) {
 		t.Fatalf("get before the fence: %v", err)
 	}
 	before = snap()
@@ -182,7 +182,7 @@ func runAll(t *testing.T, c *cluster, epoch uint64) map[overlay.Op][]uint64 {
 		}
 		for range 20 {
 			m := all[rng.IntN(n)]
-			v, err := e.Get(fmt.Sprintf("key-%d", m))
+			v, err := e.Get(fmt.Sprintf("key-%d-%d", epoch, m))
 			if err != nil || !bytes.Equal(v, val(m)) {
 				t.Fatalf("node %d: get key-%d = %q, %v", i, m, v, err)
 			}

@@ -149,6 +149,12 @@ func (c *collector) wait(ctx context.Context, id overlay.CollID, want int) (map[
 	}
 }
 
+func (c *collector) snapshot(id overlay.CollID) map[int]overlay.Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps(c.results[id])
+}
+
 func (c *collector) count(id overlay.CollID) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
