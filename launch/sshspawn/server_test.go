@@ -236,12 +236,12 @@ func (s *testServer) session(sc *ssh.ServerConn, ch ssh.Channel, reqs <-chan *ss
 				req.Reply(true, nil)
 			case "signal":
 				var sig struct{ Name string }
-				if cmd == nil || ssh.Unmarshal(req.Payload, &sig) != nil {
+				if cmd == nil || ssh.Unmarshal(req.Payload, &sig) != nil || sig.Name != string(ssh.SIGKILL) {
+					req.Reply(false, nil)
 					continue
 				}
-				if sig.Name == string(ssh.SIGKILL) {
-					cmd.Process.Signal(syscall.SIGKILL)
-				}
+				cmd.Process.Signal(syscall.SIGKILL)
+				req.Reply(true, nil)
 			case "exec":
 				var p struct{ Command string }
 				if cmd != nil || ssh.Unmarshal(req.Payload, &p) != nil {

@@ -64,7 +64,8 @@ func (e *ExitError) Error() string {
 // from stdin return EOF and its writes to stdout or stderr fail (EPIPE or
 // SIGPIPE). sshd sends no signal (there is no terminal, so no SIGHUP); the
 // command must exit on stdin EOF by itself, which `ftlaunch agent` does.
-// Kill first asks sshd to send SIGKILL to the command, then closes. If the
+// Kill first asks sshd to send SIGKILL to the command, then closes (OpenSSH
+// refuses to signal sessions of root, see ErrSignalRefused). If the
 // connection is lost without a FIN (a crashed launcher host), the remote
 // side only learns of it once sshd's connection times out.
 type Session struct {
@@ -139,14 +140,23 @@ func (s *Session) Close() error {
 	return s.closeErr
 }
 
+// ErrSignalRefused is returned (wrapped) by Kill when the server refused to
+// signal the command. OpenSSH refuses for logins as root (it runs their
+// sessions without privilege separation) and before version 7.9.
+var ErrSignalRefused = errors.New("server refused to signal the remote command")
+
 // Kill asks sshd to send SIGKILL to the remote command, then closes the
-// session. OpenSSH (7.9 and later) delivers the signal to the command
-// itself because Start runs it with exec.
+// session whatever the answer. The signal reaches the command itself
+// because Start runs it with exec. When the server refuses (see
+// ErrSignalRefused) the command is left to exit on stdin EOF.
 func (s *Session) Kill() error {
-	err := s.sess.Signal(ssh.SIGKILL)
+	ok, err := s.sess.SendRequest("signal", true, ssh.Marshal(struct{ Signal string }{string(ssh.SIGKILL)}))
 	cerr := s.Close()
-	if err != nil && !errors.Is(err, io.EOF) {
+	switch {
+	case err != nil && !errors.Is(err, io.EOF):
 		return fmt.Errorf("ssh %s: kill: %w", s.host, err)
+	case err == nil && !ok:
+		return fmt.Errorf("ssh %s: kill: %w; the session was closed instead", s.host, ErrSignalRefused)
 	}
 	return cerr
 }

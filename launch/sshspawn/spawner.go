@@ -25,9 +25,9 @@ const (
 	defaultConnectTimeout = 10 * time.Second
 	defaultMaxConcurrent  = 64
 	defaultMaxPerHost     = 8
-	defaultMaxAttempts    = 8
+	defaultMaxAttempts    = 10
 	defaultBackoffBase    = 25 * time.Millisecond
-	defaultBackoffMax     = 2 * time.Second
+	defaultBackoffMax     = time.Second
 	defaultUserTimeout    = 5 * time.Second
 )
 
@@ -92,15 +92,18 @@ type Options struct {
 	// Established sessions do not count.
 	MaxConcurrent int
 	// MaxPerHost bounds the unauthenticated connections to one host:port
-	// at once (0: 8), below sshd's default MaxStartups of 10.
+	// at once (0: 8), below sshd's default MaxStartups of 10. The bound
+	// adapts: it halves each time the host drops a connection and grows
+	// by one per completed handshake, up to MaxPerHost.
 	MaxPerHost int
-	// MaxAttempts bounds the connection attempts of one Start (0: 8).
+	// MaxAttempts bounds the connection attempts of one Start (0: 10).
 	// Only failures before the key exchange completes are retried: sshd
 	// resetting or closing the connection, as it does beyond MaxStartups.
 	MaxAttempts int
 	// BackoffBase and BackoffMax shape the delay before attempt n+1:
 	// min(BackoffMax, BackoffBase·2^(n-1)), scaled by a random factor in
-	// [0.5, 1] (0: 25 ms and 2 s).
+	// [0.5, 1] (0: 25 ms and 1 s). After a drop, the host also gets no new
+	// connection from this Spawner for BackoffBase.
 	BackoffBase, BackoffMax time.Duration
 	// DisableQuickAck leaves TCP_QUICKACK unset (for measurements).
 	DisableQuickAck bool
@@ -191,7 +194,7 @@ func New(opts Options) (*Spawner, error) {
 		keys:      &keyring{agentSock: sock, files: make(map[string]fileKey)},
 		hostKeys:  &hostKeyDB{probe: probe, cache: make(map[string]*khEntry)},
 		sem:       make(chan struct{}, opts.MaxConcurrent),
-		perHost:   hostLimiter{max: opts.MaxPerHost, slots: make(map[string]*hostSlot)},
+		perHost:   hostLimiter{max: opts.MaxPerHost, pause: opts.BackoffBase, slots: make(map[string]*hostSlot)},
 		sessions:  make(map[*Session]struct{}),
 	}, nil
 }
@@ -250,11 +253,12 @@ func (s *Spawner) Start(ctx context.Context, host string, argv []string, stdin [
 	tm.Queued = time.Since(begin)
 
 	var client *ssh.Client
+	var release func(outcome)
 	for attempt := 1; ; attempt++ {
 		tm.Attempts = attempt
-		c, err := s.connect(ctx, t, &tm)
+		c, rel, err := s.connect(ctx, t, &tm)
 		if err == nil {
-			client = c
+			client, release = c, rel
 			break
 		}
 		if ctx.Err() != nil {
@@ -282,11 +286,15 @@ func (s *Spawner) Start(ctx context.Context, host string, argv []string, stdin [
 		tm.Backoff += time.Since(w)
 	}
 
+	// The per-host slot is held until the command runs: sshd counts a
+	// connection as unauthenticated a little longer than the client does.
 	sess, err := s.startSession(ctx, client, t, argv, stdin, &tm)
 	if err != nil {
+		release(outcomeOther)
 		client.Close()
 		return nil, err
 	}
+	release(outcomeOK)
 	tm.Total = time.Since(begin)
 	sess.timings = tm
 
@@ -335,24 +343,30 @@ func dropped(err error) bool {
 }
 
 // connect makes one attempt: TCP connect, key exchange, host key check and
-// authentication, holding a per-host slot throughout.
-func (s *Spawner) connect(ctx context.Context, t *target, tm *Timings) (*ssh.Client, error) {
+// authentication, holding a per-host slot throughout. On success the slot
+// is still held; the caller releases it.
+func (s *Spawner) connect(ctx context.Context, t *target, tm *Timings) (_ *ssh.Client, _ func(outcome), err error) {
 	addr := t.addr()
 	signers, notes := s.keys.signers(t)
 	if len(signers) == 0 {
-		return nil, fmt.Errorf("ssh %s: no usable key: %s", addr, s.keys.describe(t, 0, notes))
+		return nil, nil, fmt.Errorf("ssh %s: no usable key: %s", addr, s.keys.describe(t, 0, notes))
 	}
 	algs, err := s.hostKeys.algorithms(t.knownHostsFiles, addr)
 	if err != nil {
-		return nil, fmt.Errorf("ssh %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("ssh %s: %w", addr, err)
 	}
 
 	q := time.Now()
 	release, err := s.perHost.acquire(ctx, addr)
 	if err != nil {
-		return nil, fmt.Errorf("ssh %s: waiting for a handshake slot: %w", addr, err)
+		return nil, nil, fmt.Errorf("ssh %s: waiting for a handshake slot: %w", addr, err)
 	}
-	defer release()
+	result := outcomeOther
+	defer func() {
+		if err != nil {
+			release(result)
+		}
+	}()
 	tm.Queued += time.Since(q)
 
 	start := time.Now()
@@ -364,19 +378,20 @@ func (s *Spawner) connect(ctx context.Context, t *target, tm *Timings) (*ssh.Cli
 	if err != nil {
 		err = fmt.Errorf("ssh %s: connect: %w", addr, err)
 		if errors.Is(err, syscall.ECONNRESET) {
-			return nil, &retryableError{err}
+			result = outcomeDropped
+			return nil, nil, &retryableError{err}
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	dialed := time.Now()
 	conn, err := tuneConn(nc.(*net.TCPConn), !s.opts.DisableQuickAck, s.opts.UserTimeout)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("ssh %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("ssh %s: %w", addr, err)
 	}
 	if err := conn.SetDeadline(deadline); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("ssh %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("ssh %s: %w", addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -402,68 +417,127 @@ func (s *Spawner) connect(ctx context.Context, t *target, tm *Timings) (*ssh.Cli
 		var hk *HostKeyError
 		switch {
 		case errors.As(err, &hk):
-			return nil, hk
+			return nil, nil, hk
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil, fmt.Errorf("ssh %s: no answer within the connect timeout of %v: %w", addr, t.connectTimeout, err)
+			return nil, nil, fmt.Errorf("ssh %s: no answer within the connect timeout of %v: %w", addr, t.connectTimeout, err)
 		case !kexOK && dropped(err):
-			return nil, &retryableError{fmt.Errorf("ssh %s: connection dropped before key exchange completed (sshd MaxStartups?): %w", addr, err)}
+			result = outcomeDropped
+			return nil, nil, &retryableError{fmt.Errorf("ssh %s: connection dropped before key exchange completed (sshd MaxStartups?): %w", addr, err)}
 		case !kexOK:
-			return nil, fmt.Errorf("ssh %s: key exchange: %w", addr, err)
+			return nil, nil, fmt.Errorf("ssh %s: key exchange: %w", addr, err)
 		default:
-			return nil, fmt.Errorf("ssh %s: authenticate as %q with %s: %w", addr, t.user, s.keys.describe(t, len(signers), notes), err)
+			return nil, nil, fmt.Errorf("ssh %s: authenticate as %q with %s: %w", addr, t.user, s.keys.describe(t, len(signers), notes), err)
 		}
 	}
 	if !stop() {
 		c.Close()
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("ssh %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("ssh %s: %w", addr, err)
 	}
 	tm.Dial = dialed.Sub(start)
 	tm.Handshake = verified.Sub(dialed)
 	tm.Auth = end.Sub(verified)
-	return ssh.NewClient(c, chans, reqs), nil
+	return ssh.NewClient(c, chans, reqs), release, nil
 }
 
-// hostLimiter bounds concurrent handshakes per address. Slots of idle
-// addresses are dropped, so the map holds only addresses in use.
+// hostLimiter bounds concurrent handshakes per address with a window that
+// adapts like TCP congestion control: when the host drops a connection, as
+// sshd does beyond MaxStartups, the window halves (down to 1) and no new
+// handshake starts for a pause; each completed handshake grows it by one
+// (up to max). The pause matters: sshd counts a connection as
+// unauthenticated a little longer than the client does, so a waiter let in
+// at once would be dropped too, and so would the next. Entries of idle
+// addresses are dropped, so the map holds only addresses in use. It is safe
+// for concurrent use.
 type hostLimiter struct {
 	max   int
+	pause time.Duration
 	mu    sync.Mutex
 	slots map[string]*hostSlot
 }
 
 type hostSlot struct {
-	ch   chan struct{}
-	refs int
+	refs       int           // holders and waiters
+	inUse      int           // holders
+	limit      int           // current window, 1..max
+	pauseUntil time.Time     // no new holder before this
+	wake       chan struct{} // closed and replaced when a holder leaves
 }
 
-func (l *hostLimiter) acquire(ctx context.Context, key string) (func(), error) {
+// outcome of one handshake, fed back into the window.
+type outcome int
+
+const (
+	outcomeOther   outcome = iota // failed for another reason: window unchanged
+	outcomeOK                     // handshake completed: grow
+	outcomeDropped                // the host dropped us: shrink
+)
+
+// acquire waits for a handshake slot for key. The returned release must be
+// called once with the handshake's outcome.
+func (l *hostLimiter) acquire(ctx context.Context, key string) (func(outcome), error) {
 	l.mu.Lock()
 	hs := l.slots[key]
 	if hs == nil {
-		hs = &hostSlot{ch: make(chan struct{}, l.max)}
+		hs = &hostSlot{limit: l.max, wake: make(chan struct{})}
 		l.slots[key] = hs
 	}
 	hs.refs++
-	l.mu.Unlock()
-
-	unref := func() {
-		l.mu.Lock()
-		if hs.refs--; hs.refs == 0 {
-			delete(l.slots, key)
+	for {
+		wait := time.Until(hs.pauseUntil)
+		if hs.inUse < hs.limit && wait <= 0 {
+			break
+		}
+		wake := hs.wake
+		var timeout <-chan time.Time
+		if wait > 0 {
+			timer := time.NewTimer(wait)
+			defer timer.Stop()
+			timeout = timer.C
 		}
 		l.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timeout:
+		case <-ctx.Done():
+			l.mu.Lock()
+			l.unref(key, hs)
+			l.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		l.mu.Lock()
 	}
-	select {
-	case hs.ch <- struct{}{}:
-		return func() { <-hs.ch; unref() }, nil
-	case <-ctx.Done():
-		unref()
-		return nil, ctx.Err()
+	hs.inUse++
+	l.mu.Unlock()
+
+	var once sync.Once
+	return func(o outcome) {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			hs.inUse--
+			switch o {
+			case outcomeOK:
+				hs.limit = min(hs.limit+1, l.max)
+			case outcomeDropped:
+				hs.limit = max(hs.limit/2, 1)
+				hs.pauseUntil = time.Now().Add(l.pause)
+			}
+			close(hs.wake)
+			hs.wake = make(chan struct{})
+			l.unref(key, hs)
+		})
+	}, nil
+}
+
+// unref drops a reference; l.mu must be held.
+func (l *hostLimiter) unref(key string, hs *hostSlot) {
+	if hs.refs--; hs.refs == 0 {
+		delete(l.slots, key)
 	}
 }
