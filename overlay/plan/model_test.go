@@ -130,12 +130,12 @@ func TestModelValidate(t *testing.T) {
 func TestGreedyNeverWorse(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	others := []plan.Kind{{Shape: plan.TwoLevel}, {Shape: plan.Binomial}, {Shape: plan.Flat}}
-	for k := 1; k <= 32; k++ {
+	for _, k := range []int{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32, 48, 64} {
 		others = append(others, plan.Kind{Shape: plan.KAry, K: k})
 	}
-	for i := range 150 {
+	for i := range 120 {
 		n := 1 + rng.IntN(2000)
-		if i%10 == 0 {
+		if i%30 == 0 && !testing.Short() {
 			n = 1 + rng.IntN(100_000)
 		}
 		// Log-uniform parameters over six decades; sometimes zero.
