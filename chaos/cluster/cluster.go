@@ -36,6 +36,7 @@ type Cluster struct {
 
 	hmu     sync.Mutex
 	holders map[string]*exec.Cmd // node name → holder started by this handle, for reaping; guarded by hmu
+	slow    map[string]*SlowLink // node name → active slow link; guarded by hmu
 }
 
 // Up brings up a cluster of n nodes named by cfg. A cluster of the same name
@@ -123,6 +124,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	c.stopAllSlow()
 	return clean(ctx, c.cfg, c)
 }
 

@@ -63,6 +63,7 @@ func (c *Cluster) Kill(ctx context.Context, node string) error {
 
 // kill is Kill on a loaded node; the caller holds the locks.
 func (c *Cluster) kill(ctx context.Context, nd *Node) error {
+	c.stopSlow(nd.Name)
 	if linkExists(nd.Veth) {
 		if err := ipCmd(ctx, "link", "set", nd.Veth, "down"); err != nil {
 			return fmt.Errorf("kill %s: %w", nd.Name, err)

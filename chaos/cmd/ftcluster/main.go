@@ -7,6 +7,7 @@
 //	ftcluster [global flags] down | status | env
 //	ftcluster [global flags] kill | partition | heal | revive NODE
 //	ftcluster [global flags] exec NODE COMMAND [ARG...]
+//	ftcluster [global flags] slow NODE DELAY [LOSS]
 //
 // Global flags name the cluster (-name, -state, -prefix, ...); run
 // `ftcluster -h` for the list. It must run as root.
@@ -22,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -48,6 +50,8 @@ commands:
   heal NODE                    bring a partitioned node's link back up
   revive NODE                  reboot a node: fresh namespace, same address and MAC, new sshd
   exec NODE COMMAND [ARG...]   run a command inside a node
+  slow NODE DELAY [LOSS]       delay (e.g. 20ms) and drop a fraction (0-1) of the packets
+                               entering NODE, until interrupted
 
 global flags:
 `
@@ -183,6 +187,34 @@ func dispatch(ctx context.Context, cfg cluster.Config, cmd string, args []string
 		}
 		x.Stdin, x.Stdout, x.Stderr = os.Stdin, stdout, stderr
 		return x.Run()
+	case "slow":
+		if len(args) < 2 || len(args) > 3 {
+			return usageError{"slow: want NODE DELAY [LOSS]"}
+		}
+		delay, err := time.ParseDuration(args[1])
+		if err != nil {
+			return usageError{"slow: " + err.Error()}
+		}
+		loss := 0.0
+		if len(args) == 3 {
+			if loss, err = strconv.ParseFloat(args[2], 64); err != nil {
+				return usageError{"slow: " + err.Error()}
+			}
+		}
+		c, err := cluster.Open(cfg)
+		if err != nil {
+			return err
+		}
+		sl, err := c.SlowLink(ctx, args[0], delay, loss)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: packets entering it wait %v, %.1f%% dropped; interrupt to stop\n", args[0], delay, 100*loss)
+		<-ctx.Done()
+		err = sl.Stop()
+		passed, dropped := sl.Counts()
+		fmt.Fprintf(stdout, "%s: slow link stopped: %d packets passed, %d dropped\n", args[0], passed, dropped)
+		return err
 	default:
 		return usageError{fmt.Sprintf("unknown command %q (see ftcluster -h)", cmd)}
 	}

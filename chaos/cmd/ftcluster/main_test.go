@@ -30,6 +30,9 @@ func TestUsageErrors(t *testing.T) {
 		{"exec", "node001"},
 		{"up", "-n", "x"},
 		{"up", "extra"},
+		{"slow", "node001"},
+		{"slow", "node001", "soon"},
+		{"slow", "node001", "1ms", "much"},
 	}
 	for _, args := range cases {
 		if code, _, _ := runCmd(t, args...); code != 2 {
