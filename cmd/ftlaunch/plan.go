@@ -140,7 +140,7 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 		v    float64
 	}{{"seq", o.seq}, {"rem", o.rem}, {"batch-wait", o.batchWait}} {
 		if c.v < 0 || c.v != c.v || c.v > 1e9 {
-			return nil, usageErrorf("--%s must be a number of seconds >= 0 (got %v)", c.name, c.v)
+			return nil, usageErrorf("--%s must be a number of seconds in [0, 1e9] (got %v)", c.name, c.v)
 		}
 	}
 	switch {
