@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -221,6 +222,7 @@ type Engine struct {
 	deferred []deferredMsg
 	pending  map[string][]byte // puts not yet sent up
 	store    []kvSegment       // fenced key/values, oldest first
+	seed     maphash.Seed      // hashes the keys of the store
 }
 
 type deferredMsg struct {
@@ -334,6 +336,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		epoch:       cfg.Epoch,
 		colls:       make(map[CollID]*coll),
 		pending:     make(map[string][]byte),
+		seed:        maphash.MakeSeed(),
 	}
 	if e.maxOpen <= 0 {
 		e.maxOpen = 4096

@@ -223,7 +223,14 @@ func (t *tap) Send(to int, msg []byte) error {
 // when the test ends. With a non-nil log every sent message is recorded.
 func startCluster(t testing.TB, tr tree, mc overlay.MemConfig, log *msgLog) *cluster {
 	t.Helper()
-	c := &cluster{tr: tr, net: overlay.NewMemNetwork(mc), res: newCollector()}
+	c := &cluster{res: newCollector()}
+	return c.start(t, tr, mc, log, c.res.add)
+}
+
+// start starts the engines of c, which deliver their results to onResult.
+func (c *cluster) start(t testing.TB, tr tree, mc overlay.MemConfig, log *msgLog, onResult func(overlay.Result)) *cluster {
+	t.Helper()
+	c.tr, c.net = tr, overlay.NewMemNetwork(mc)
 	ts := tr.topologies()
 	maxID := 0
 	for _, ms := range tr.members {
@@ -249,7 +256,7 @@ func startCluster(t testing.TB, tr tree, mc overlay.MemConfig, log *msgLog) *clu
 		if log != nil {
 			tp = &tap{Transport: ep, id: i, log: log}
 		}
-		e, err := overlay.NewEngine(overlay.Config{ID: i, Topology: ts[i], Transport: tp, OnResult: c.res.add})
+		e, err := overlay.NewEngine(overlay.Config{ID: i, Topology: ts[i], Transport: tp, OnResult: onResult})
 		if err != nil {
 			t.Fatal(err)
 		}

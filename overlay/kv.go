@@ -2,9 +2,11 @@ package overlay
 
 import (
 	"bytes"
+	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"sort"
@@ -62,6 +64,7 @@ func (e *Engine) addSegment(s kvSegment) {
 	if len(s.offs) == 0 {
 		return
 	}
+	s.hashIndex(e.seed)
 	e.store = append(e.store, s)
 	if len(e.store) <= maxSegments {
 		return
@@ -76,6 +79,7 @@ func (e *Engine) addSegment(s kvSegment) {
 		// them unmerged rather than lose data.
 		return
 	}
+	merged.hashIndex(e.seed)
 	e.store = []kvSegment{merged}
 }
 
@@ -85,8 +89,10 @@ func (e *Engine) addSegment(s kvSegment) {
 
 // kvSegment is a validated body and the offset of each of its pairs.
 type kvSegment struct {
-	body []byte
-	offs []uint32
+	body  []byte
+	offs  []uint32
+	table []uint32 // 1 + index of a pair, by hash of its key; 0 is empty
+	seed  maphash.Seed
 }
 
 var errKV = errors.New("malformed key/value list")
@@ -136,11 +142,43 @@ func (s kvSegment) at(i int) (key, val []byte) {
 	return key, val
 }
 
+// keyAt returns the key of pair i.
+func (s kvSegment) keyAt(i int) []byte {
+	k, _, _ := readLP(s.body[s.offs[i]:])
+	return k
+}
+
+// hashIndex builds an open-addressing table over the keys of s, so that a
+// get costs a hash and about one key comparison.
+func (s *kvSegment) hashIndex(seed maphash.Seed) {
+	size := 1
+	for size < 2*len(s.offs) {
+		size <<= 1
+	}
+	s.seed = seed
+	s.table = make([]uint32, size)
+	mask := uint64(size - 1)
+	for i := range s.offs {
+		h := maphash.Bytes(seed, s.keyAt(i)) & mask
+		for s.table[h] != 0 {
+			h = (h + 1) & mask
+		}
+		s.table[h] = uint32(i) + 1
+	}
+}
+
 func (s kvSegment) find(key string) ([]byte, bool) {
-	i := sort.Search(len(s.offs), func(i int) bool {
-		k, _ := s.at(i)
-		return string(k) >= key
-	})
+	if s.table != nil {
+		mask := uint64(len(s.table) - 1)
+		for h := maphash.String(s.seed, key) & mask; s.table[h] != 0; h = (h + 1) & mask {
+			if i := int(s.table[h] - 1); string(s.keyAt(i)) == key {
+				_, v := s.at(i)
+				return v, true
+			}
+		}
+		return nil, false
+	}
+	i := sort.Search(len(s.offs), func(i int) bool { return string(s.keyAt(i)) >= key })
 	if i == len(s.offs) {
 		return nil, false
 	}
@@ -166,52 +204,85 @@ func encodeKVMap(m map[string][]byte) []byte {
 }
 
 // mergeKV merges validated bodies into one; for a key present in several,
-// the earliest body wins.
+// the earliest body wins. Each body is sorted, so this is a k-way merge.
 func mergeKV(srcs [][]byte) []byte {
-	type pair struct {
-		k, v []byte
-		src  int
-	}
-	var all []pair
-	nonEmpty := 0
+	h := make(kvHeap, 0, len(srcs))
+	total := 0
 	var only []byte
 	for si, b := range srcs {
 		if len(b) == 0 {
 			continue
 		}
-		nonEmpty++
+		total += len(b)
 		only = b
-		for pos := 0; pos < len(b); {
-			k, n, err := readLP(b[pos:])
-			if err != nil {
-				break
-			}
-			pos += n
-			v, n, err := readLP(b[pos:])
-			if err != nil {
-				break
-			}
-			pos += n
-			all = append(all, pair{k, v, si})
+		c := kvCursor{body: b, src: si}
+		if c.next() {
+			h = append(h, c)
 		}
 	}
-	if nonEmpty <= 1 {
+	if len(h) <= 1 {
 		return only
 	}
-	slices.SortFunc(all, func(a, b pair) int {
-		if c := bytes.Compare(a.k, b.k); c != 0 {
-			return c
-		}
-		return cmpInt(a.src, b.src)
-	})
-	var enc wire.Encoder
+	heap.Init(&h)
+	out := make([]byte, 0, total)
 	var last []byte
-	for i, p := range all {
-		if i > 0 && bytes.Equal(p.k, last) {
-			continue
+	for len(h) > 0 {
+		c := &h[0]
+		if last == nil || !bytes.Equal(c.k, last) {
+			out = binary.AppendUvarint(out, uint64(len(c.k)))
+			out = append(out, c.k...)
+			out = binary.AppendUvarint(out, uint64(len(c.v)))
+			out = append(out, c.v...)
+			last = c.k
 		}
-		last = p.k
-		enc.Bytes(p.k).Bytes(p.v)
+		if c.next() {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
 	}
-	return enc.Data()
+	return out
+}
+
+// kvCursor walks the pairs of a validated body.
+type kvCursor struct {
+	body []byte
+	pos  int
+	k, v []byte
+	src  int
+}
+
+func (c *kvCursor) next() bool {
+	if c.pos >= len(c.body) {
+		return false
+	}
+	k, n, err := readLP(c.body[c.pos:])
+	if err != nil {
+		return false
+	}
+	v, m, err := readLP(c.body[c.pos+n:])
+	if err != nil {
+		return false
+	}
+	c.k, c.v, c.pos = k, v, c.pos+n+m
+	return true
+}
+
+// kvHeap orders cursors by key, then by source.
+type kvHeap []kvCursor
+
+func (h kvHeap) Len() int { return len(h) }
+func (h kvHeap) Less(i, j int) bool {
+	if c := bytes.Compare(h[i].k, h[j].k); c != 0 {
+		return c < 0
+	}
+	return h[i].src < h[j].src
+}
+func (h kvHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *kvHeap) Push(x any)   { *h = append(*h, x.(kvCursor)) }
+func (h *kvHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
