@@ -207,7 +207,8 @@ func setDefault[T comparable](p *T, def T) {
 }
 
 // Close closes every open session (see Session.Close) and the agent
-// connection. Start calls in progress fail; later ones return ErrClosed.
+// connection. Later Start calls return ErrClosed, and so do calls in
+// progress once they have connected (their session is closed at once).
 func (s *Spawner) Close() error {
 	s.mu.Lock()
 	s.closed = true

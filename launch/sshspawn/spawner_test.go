@@ -202,8 +202,6 @@ func TestAuthSources(t *testing.T) {
 
 	// 3. A passphrase-protected file is skipped and named; a wrong key fails
 	// with an error naming the host, the user and the files.
-	other, _ := newEd25519(t)
-	_ = other
 	_, wrongPriv := newEd25519(t)
 	wrong := filepath.Join(home, "wrong")
 	writeKey(t, wrong, wrongPriv, "")
@@ -317,6 +315,16 @@ func TestHostKeyChangedRefusedEvenWithAcceptNew(t *testing.T) {
 	if string(got) != "# comment\n"+line {
 		t.Errorf("known_hosts modified on refusal:\n%s", got)
 	}
+	// A revoked key is refused under every policy.
+	revoked := "@revoked * " + string(ssh.MarshalAuthorizedKey(f.srv.hostKeys[0].PublicKey()))
+	os.WriteFile(f.knownHosts, []byte(revoked), 0o600)
+	for _, p := range []HostKeyPolicy{HostKeyAcceptNew, HostKeyInsecure} {
+		sp := f.spawner(t, func(o *Options) { o.HostKeyPolicy = p })
+		if _, err := sp.Start(ctxT(t), f.srv.addr, []string{"true"}, nil); !errors.Is(err, ErrHostKeyRevoked) {
+			t.Errorf("policy %d, revoked key: err = %v", p, err)
+		}
+	}
+	os.WriteFile(f.knownHosts, []byte("# comment\n"+line), 0o600)
 	// StrictHostKeyChecking no connects anyway.
 	sp := f.spawner(t, func(o *Options) { o.HostKeyPolicy = HostKeyInsecure })
 	if _, _, err := run(t, sp, f.srv.addr, []string{"true"}, nil); err != nil {

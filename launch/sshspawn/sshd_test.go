@@ -294,18 +294,29 @@ func TestSSHDMaxStartupsBurst(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				begin := time.Now()
 				s, err := sp.Start(ctxT(t), d.addr, []string{"true"}, nil)
 				mu.Lock()
 				defer mu.Unlock()
+				if el := time.Since(begin); err != nil && el > 2*time.Second {
+					t.Logf("slow failure after %v: %v", el, err)
+				}
 				if err != nil {
 					errs = append(errs, err)
 					return
 				}
 				ok++
 				total.Add(int64(s.Timings().Attempts))
+				if tm := s.Timings(); tm.Total > 2*time.Second {
+					t.Logf("slow launch: %+v", tm)
+				}
 				s.Stdin().Close()
+				w := time.Now()
 				if err := s.Wait(); err != nil {
 					errs = append(errs, err)
+				}
+				if el := time.Since(w); el > 2*time.Second {
+					t.Logf("slow wait: %v", el)
 				}
 			}()
 		}
