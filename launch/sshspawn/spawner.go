@@ -495,23 +495,29 @@ func (l *hostLimiter) acquire(ctx context.Context, key string) (func(outcome), e
 			break
 		}
 		wake := hs.wake
+		var timer *time.Timer
 		var timeout <-chan time.Time
 		if wait > 0 {
-			timer := time.NewTimer(wait)
-			defer timer.Stop()
+			timer = time.NewTimer(wait)
 			timeout = timer.C
 		}
 		l.mu.Unlock()
+		var err error
 		select {
 		case <-wake:
 		case <-timeout:
 		case <-ctx.Done():
-			l.mu.Lock()
-			l.unref(key, hs)
-			l.mu.Unlock()
-			return nil, ctx.Err()
+			err = ctx.Err()
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 		l.mu.Lock()
+		if err != nil {
+			l.unref(key, hs)
+			l.mu.Unlock()
+			return nil, err
+		}
 	}
 	hs.inUse++
 	l.mu.Unlock()

@@ -446,3 +446,44 @@ func BenchmarkSSHDLaunch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSSHDBurst32 starts 32 sessions at once against one sshd with the
+// default MaxStartups (10:30:100) and the default Options (8 handshakes per
+// host, adaptive), and reports the time until all commands ran and the
+// connection attempts per launch. Run with
+//
+//	go test -run '^$' -bench SSHDBurst32 -benchtime 10x ./launch/sshspawn
+func BenchmarkSSHDBurst32(b *testing.B) {
+	d := startSSHD(b)
+	sp := d.spawner(b, nil)
+	const n = 32
+	var attempts atomic.Int64
+	runs := 0
+	for b.Loop() {
+		var wg sync.WaitGroup
+		sessions := make(chan *Session, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := sp.Start(context.Background(), d.addr, []string{"true"}, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				attempts.Add(int64(s.Timings().Attempts))
+				sessions <- s
+			}()
+		}
+		wg.Wait()
+		close(sessions)
+		b.StopTimer()
+		for s := range sessions {
+			s.Stdin().Close()
+			s.Wait()
+		}
+		b.StartTimer()
+		runs++
+	}
+	b.ReportMetric(float64(attempts.Load())/float64(runs*n), "attempts/launch")
+}
