@@ -155,6 +155,7 @@ var (
 	ErrProtocol    = errors.New("malformed or unexpected collective message")
 	ErrConflict    = errors.New("member contributed by two sources")
 	ErrNotFound    = errors.New("key not found")
+	ErrNoMembers   = errors.New("no member in this node's subtree")
 )
 
 // Config configures an [Engine].
@@ -175,7 +176,8 @@ type Config struct {
 	// the engine's methods. Each member gets at most one result per
 	// collective.
 	OnResult func(Result)
-	// OnError, if set, receives the errors of the messages Run rejects.
+	// OnError, if set, receives the errors of Handle when Run calls it
+	// (from Run's goroutine).
 	OnError func(from int, err error)
 	// MaxOpen bounds the collectives open at once (default 4096); a
 	// message that would open one more is rejected.
@@ -523,7 +525,11 @@ func (e *Engine) finish(id CollID) {
 // of a finished collective are ignored (nil error, counted in Stats); a
 // message of a newer epoch is kept until SetEpoch reaches it. A malformed
 // or unexpected message returns an error wrapping ErrProtocol and changes
-// nothing.
+// nothing. A ring whose members overlap (one member hosted twice) fails at
+// the node that sees the overlap: its local members get a result with an
+// error wrapping ErrConflict, and Handle returns that error. Errors of the
+// sends the message caused are returned too. Handle is safe for concurrent
+// use; messages may be handled in any order.
 func (e *Engine) Handle(from int, msg []byte) error {
 	e.c.msgsRecv.Add(1)
 	e.c.bytesRecv.Add(uint64(len(msg)))
@@ -539,8 +545,8 @@ func (e *Engine) Handle(from int, msg []byte) error {
 }
 
 // Run reads messages from the engine's transport and handles them until ctx
-// ends or the transport is closed, and returns that error. Rejected
-// messages are counted and passed to Config.OnError. Use Run when the
+// ends or the transport is closed, and returns that error. The errors of
+// Handle are counted and passed to Config.OnError. Use Run when the
 // transport carries only this engine's messages; otherwise call Handle
 // from the reader that demultiplexes the transport.
 func (e *Engine) Run(ctx context.Context) error {

@@ -20,16 +20,13 @@ const (
 	MaxValueLen = 1 << 20
 )
 
-// maxSegments bounds the fenced segments a node keeps before it merges
-// them into one.
-const maxSegments = 8
-
 // Put records a key/value pair at this node. Puts are buffered and travel
 // with the next fence this node takes part in, aggregated with the other
 // puts of the node; a later put of the same key at the same node replaces
 // the earlier one. When two nodes put the same key before one fence, one
-// value wins and every node sees the same one. value is copied. Put is safe
-// for concurrent use.
+// value wins and every node sees the same one. value is copied. A node
+// whose subtree hosts no member takes part in no fence, so its puts are
+// refused (ErrNoMembers). Put is safe for concurrent use.
 func (e *Engine) Put(key string, value []byte) error {
 	if len(key) == 0 || len(key) > MaxKeyLen {
 		return fmt.Errorf("put: key of %d bytes (want 1..%d)", len(key), MaxKeyLen)
@@ -39,6 +36,10 @@ func (e *Engine) Put(key string, value []byte) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.topo.subtree == 0 {
+		// No fence ever passes through a subtree without members.
+		return fmt.Errorf("put %q: node %d: %w", key, e.id, ErrNoMembers)
+	}
 	e.pending[key] = append([]byte{}, value...)
 	return nil
 }
@@ -58,29 +59,37 @@ func (e *Engine) Get(key string) ([]byte, error) {
 	return nil, fmt.Errorf("get %q: %w", key, ErrNotFound)
 }
 
-// addSegment adds the key/values of a completed fence to the store, merging
-// the store into one segment when it holds too many.
+// addSegment adds the key/values of a completed fence to the store. Like
+// the levels of a log-structured merge tree, the newest segment is merged
+// into the one before it while it holds at least half as many pairs, so a
+// store of n pairs has O(log n) segments and each pair is merged O(log n)
+// times.
 func (e *Engine) addSegment(s kvSegment) {
 	if len(s.offs) == 0 {
 		return
 	}
 	s.hashIndex(e.seed)
 	e.store = append(e.store, s)
-	if len(e.store) <= maxSegments {
-		return
+	for n := len(e.store); n >= 2 && 2*len(e.store[n-1].offs) >= len(e.store[n-2].offs); n = len(e.store) {
+		merged, err := indexKV(mergeKV([][]byte{e.store[n-1].body, e.store[n-2].body}))
+		if err != nil {
+			// Both were validated, so merging cannot fail; keep them
+			// apart rather than lose data.
+			return
+		}
+		merged.hashIndex(e.seed)
+		e.store = append(e.store[:n-2], merged)
 	}
-	srcs := make([][]byte, 0, len(e.store))
-	for i := len(e.store) - 1; i >= 0; i-- {
-		srcs = append(srcs, e.store[i].body)
-	}
-	merged, err := indexKV(mergeKV(srcs))
-	if err != nil {
-		// The segments were validated; merging them cannot fail. Keep
-		// them unmerged rather than lose data.
-		return
-	}
-	merged.hashIndex(e.seed)
-	e.store = []kvSegment{merged}
+}
+
+// ResetKV forgets every fenced key/value pair and every buffered put, as a
+// job restarted from scratch needs. Fences in flight still complete, with
+// the puts they carried.
+func (e *Engine) ResetKV() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.store = nil
+	e.pending = make(map[string][]byte)
 }
 
 // A key/value body is a sequence of (key, value) pairs, each a
