@@ -12,10 +12,10 @@
 // local size, and for each used node its name and ranks. ProcessMapping
 // renders a Placement as MPICH's PMI_process_mapping value.
 //
-// The package is pure: it never reads the process environment itself (the
-// environment is passed in as a function) and opens files only through the
-// opener it is given. All functions are safe for concurrent use; the values
-// they return are owned by the caller.
+// The package never reads the process environment itself: Discover takes
+// the environment as a lookup function, and reads the files it names through
+// Sources.Open (os.Open when nil). All functions are safe for concurrent use;
+// the values they return are owned by the caller.
 package alloc
 
 import (

@@ -60,9 +60,10 @@ type Backend interface {
 	// Get returns the value of key as seen by rank, and whether it exists.
 	// An error is answered with rc=-1.
 	Get(rank int, key string) (value string, ok bool, err error)
-	// Abort must start killing the whole job, which is to exit with
-	// code & 0xff. It must not wait for the ranks to die: Serve returns an
-	// *AbortError right after it, without answering the rank.
+	// Abort must start killing the whole job; the launcher then exits with
+	// code & 0xff. The aborting rank waits for an answer forever, so it must
+	// be killed too. Abort must not wait for the ranks to die: Serve returns
+	// an *AbortError right after it, without answering the rank.
 	Abort(rank, code int, msg string)
 }
 

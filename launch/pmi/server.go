@@ -76,7 +76,7 @@ func (s *session) run(ctx context.Context) error {
 				_, err = br.ReadSlice('\n')
 			}
 			if err != nil {
-				return s.end(ctx, err, false)
+				return s.end(ctx, err, true)
 			}
 			s.stats.Requests++
 			if err := s.garbage(fmt.Sprintf("line longer than %d bytes", MaxLine), "line_too_long"); err != nil {
