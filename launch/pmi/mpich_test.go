@@ -124,6 +124,13 @@ func (j *mpiJob) killAll() {
 // PMI connections and waits until all exited and all Serve calls returned.
 func runMPIJob(t *testing.T, bin string, hosts string, req alloc.Request, args ...string) *mpiJob {
 	t.Helper()
+	return runMPIJobMode(t, bin, hosts, req, false, args...)
+}
+
+// runMPIJobMode is runMPIJob; with tcp the ranks connect to a TCP listener
+// (PMI_PORT, PMI_ID) instead of inheriting a socket.
+func runMPIJobMode(t *testing.T, bin string, hosts string, req alloc.Request, tcp bool, args ...string) *mpiJob {
+	t.Helper()
 	hl, err := alloc.ParseHostList(hosts)
 	if err != nil {
 		t.Fatal(err)
@@ -142,59 +149,121 @@ func runMPIJob(t *testing.T, bin string, hosts string, req alloc.Request, args .
 	})
 	job := Job{Size: n, KVSName: "kvs_test_0", ProcessMapping: j.mapping}
 
+	var tcpConns []net.Conn
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "PMI_") || strings.HasPrefix(kv, "MPIR_") || strings.HasPrefix(kv, "HYDRA_")
 	})
+	var ln net.Listener
+	if tcp {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+	}
 	for r := range n {
-		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatalf("socketpair: %v", err)
-		}
-		parent := os.NewFile(uintptr(fds[0]), "pmi-launcher")
-		child := os.NewFile(uintptr(fds[1]), "pmi-rank")
-		conn, err := net.FileConn(parent)
-		parent.Close()
-		if err != nil {
-			child.Close()
-			t.Fatalf("FileConn: %v", err)
-		}
-		p := &rankProc{conn: conn}
+		p := &rankProc{}
 		p.cmd = exec.Command(bin, args...)
-		p.cmd.Env = append(slices.Clone(env),
-			"PMI_FD=3", fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", n))
-		p.cmd.ExtraFiles = []*os.File{child} // fd 3 in the rank
+		p.cmd.Env = slices.Clone(env)
+		if tcp {
+			p.cmd.Env = append(p.cmd.Env, "PMI_PORT="+ln.Addr().String(), fmt.Sprintf("PMI_ID=%d", r))
+		} else {
+			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatalf("socketpair: %v", err)
+			}
+			parent := os.NewFile(uintptr(fds[0]), "pmi-launcher")
+			child := os.NewFile(uintptr(fds[1]), "pmi-rank")
+			defer child.Close() // the rank has its own copy once started
+			p.conn, err = net.FileConn(parent)
+			parent.Close()
+			if err != nil {
+				t.Fatalf("FileConn: %v", err)
+			}
+			p.cmd.ExtraFiles = []*os.File{child} // fd 3 in the rank
+			p.cmd.Env = append(p.cmd.Env, "PMI_FD=3", fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", n))
+		}
 		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		err = p.cmd.Start()
-		child.Close()
-		if err != nil {
-			conn.Close()
+		if err := p.cmd.Start(); err != nil {
+			if p.conn != nil {
+				p.conn.Close()
+			}
+			j.killAll()
 			t.Fatalf("start rank %d: %v", r, err)
 		}
+		if len(p.cmd.ExtraFiles) > 0 {
+			p.cmd.ExtraFiles[0].Close()
+		}
 		j.ranks = append(j.ranks, p)
+	}
+	// Guard: a job that does not end in time is killed and fails the test.
+	guard := time.AfterFunc(2*time.Minute, func() {
+		t.Errorf("MPI job of %d ranks did not finish in time; killing it", n)
+		if ln != nil {
+			ln.Close() // unblocks Accept
+		}
+		j.killAll()
+	})
+	defer guard.Stop()
+	if tcp {
+		// Accept one connection per rank; which rank it is, the client
+		// says in cmd=initack, so Serve is given rank -1.
+		for range n {
+			c, err := ln.Accept()
+			if err != nil {
+				j.killAll()
+				t.Fatalf("accept: %v", err)
+			}
+			tcpConns = append(tcpConns, c)
+		}
 	}
 	t.Cleanup(func() {
 		j.killAll()
 		for _, r := range j.ranks {
-			r.conn.Close()
+			if r.conn != nil {
+				r.conn.Close()
+			}
+		}
+		for _, c := range tcpConns {
+			c.Close()
 		}
 	})
 
-	// Guard: a job that does not end in time is killed and fails the test.
-	guard := time.AfterFunc(2*time.Minute, func() {
-		t.Errorf("MPI job of %d ranks did not finish in time; killing it", n)
-		j.killAll()
-	})
-	defer guard.Stop()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
+	var claimMu sync.Mutex
+	claimed := map[int]bool{}
+	claim := func(id int) (int, error) {
+		claimMu.Lock()
+		defer claimMu.Unlock()
+		if id < 0 || id >= n || claimed[id] {
+			return 0, fmt.Errorf("pmiid %d unknown or taken", id)
+		}
+		claimed[id] = true
+		return id, nil
+	}
+	tcpStats := make([]Stats, len(tcpConns))
+	tcpErrs := make([]error, len(tcpConns))
+	for i, c := range tcpConns {
+		wg.Go(func() {
+			tcpStats[i], tcpErrs[i] = Serve(ctx, c, Config{Job: job, Rank: -1, ClaimID: claim, Backend: j.kvs})
+		})
+	}
 	for r, p := range j.ranks {
-		wg.Go(func() { p.stats, p.serve = Serve(ctx, p.conn, Config{Job: job, Rank: r, Backend: j.kvs}) })
+		if p.conn != nil {
+			wg.Go(func() { p.stats, p.serve = Serve(ctx, p.conn, Config{Job: job, Rank: r, Backend: j.kvs}) })
+		}
 		wg.Go(func() { p.err = p.cmd.Wait() })
 	}
 	wg.Wait()
+	for i := range tcpConns { // TCP connections are not tied to a rank; pool their results
+		j.ranks[i%n].stats.add(tcpStats[i])
+		if tcpErrs[i] != nil {
+			j.ranks[i%n].serve = tcpErrs[i]
+		}
+	}
 	return j
 }
 
@@ -236,6 +305,21 @@ func TestMPICH(t *testing.T) {
 	}
 }
 
+// TestMPICHTCP runs ranks in TCP mode: each connects to PMI_PORT and
+// introduces itself with PMI_ID before cmd=init.
+func TestMPICHTCP(t *testing.T) {
+	bin := buildMPIProgram(t)
+	const n = 4
+	j := runMPIJobMode(t, bin, "a:2,b:2", alloc.Request{NP: n}, true)
+	for r, p := range j.ranks {
+		want := fmt.Sprintf("rank %d size %d sum %d token 4242 bad 0 local 2\n", r, n, n*(n+1)/2)
+		if p.err != nil || p.serve != nil || p.stdout.String() != want {
+			t.Errorf("rank %d: exit %v, serve %v, printed %q, want %q\nstderr: %s",
+				r, p.err, p.serve, p.stdout.String(), want, p.stderr.String())
+		}
+	}
+}
+
 func TestMPICHAbort(t *testing.T) {
 	bin := buildMPIProgram(t)
 	const n = 4
@@ -260,4 +344,15 @@ func TestMPICHAbort(t *testing.T) {
 			t.Errorf("rank %d: Serve returned %v, want ErrLost", r, p.serve)
 		}
 	}
+}
+
+// add accumulates o into s.
+func (s *Stats) add(o Stats) {
+	s.Requests += o.Requests
+	s.Puts += o.Puts
+	s.Gets += o.Gets
+	s.Barriers += o.Barriers
+	s.Garbage += o.Garbage
+	s.BytesIn += o.BytesIn
+	s.BytesOut += o.BytesOut
 }
