@@ -229,7 +229,6 @@ func runMPIJobMode(t *testing.T, bin string, hosts string, req alloc.Request, tc
 		}
 	})
 
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
