@@ -63,9 +63,6 @@ type session struct {
 	out         []byte
 }
 
-// errStop ends the request loop without an error (not returned by Serve).
-var errStop = errors.New("stop")
-
 // run is the request loop.
 func (s *session) run(ctx context.Context) error {
 	br := bufio.NewReaderSize(countingReader{s.conn, &s.stats.BytesIn}, MaxLine)
@@ -91,9 +88,6 @@ func (s *session) run(ctx context.Context) error {
 			return fmt.Errorf("pmi rank %d: %w", s.rank, err)
 		}
 		if err := s.handle(ctx, line); err != nil {
-			if errors.Is(err, errStop) {
-				return nil
-			}
 			var ioErr *ioError
 			if errors.As(err, &ioErr) {
 				return s.end(ctx, ioErr.err, false)
