@@ -16,8 +16,9 @@
 // kvsname_max=256, keylen_max=64, vallen_max=1024. A put whose value could
 // not be returned by a get within MaxLine is refused with rc=-1.
 //
-// Threading: Serve runs on the caller's goroutine and starts none of its own
-// apart from a context watcher that it stops before returning. Many Serve
+// Threading: Serve runs on the caller's goroutine and starts no goroutine of
+// its own; it only registers a context.AfterFunc that sets the connection's
+// deadline when ctx ends, and unregisters it before returning. Many Serve
 // calls (one per rank) run concurrently against one Backend, so Backend
 // implementations must be safe for concurrent use. Serve never closes the
 // connection: the caller owns it and must keep a live rank's connection open
