@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"os"
 	"sync"
@@ -25,8 +24,8 @@ const linkLostGrace = time.Second
 // signals and termination. When the parent link is lost it kills every
 // rank's process group and returns: no orphans.
 type Agent struct {
-	link *link
-	log  *log.Logger
+	link   *link
+	outWin *window // output credit granted by the front-end
 
 	spec  *nodeSpec
 	ranks map[int]*rankProc
@@ -50,11 +49,11 @@ type localColl struct {
 }
 
 // RunAgent runs an agent on an established parent connection until the job
-// ends or the link is lost. logw receives the agent's own diagnostics.
-func RunAgent(ctx context.Context, conn net.Conn, logw io.Writer) error {
+// ends or the link is lost.
+func RunAgent(ctx context.Context, conn net.Conn) error {
 	a := &Agent{
 		link:   newLink(conn),
-		log:    log.New(logw, "ftlaunch agent: ", 0),
+		outWin: newWindow(outputWindow),
 		ranks:  map[int]*rankProc{},
 		seq:    map[int]uint64{},
 		colls:  map[uint64]*localColl{},
@@ -79,15 +78,17 @@ func (a *Agent) run(ctx context.Context) error {
 		a.link.conn.Close()
 		return fmt.Errorf("agent: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
+	// Deferred calls run last-in first-out: cancel first, so that every
+	// goroutine of the agent stops, then wait for them.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	a.startRanks(ctx, &wg)
 
 	hb := a.spec.Heartbeat
 	err = a.link.run(ctx, hb, 4*hb+time.Second, a.handle)
+	a.outWin.close()
 	// The link is gone: a shutdown we were told of ends with errShutdown;
 	// anything else means the parent died or went silent.
 	if errors.Is(err, errShutdown) {
@@ -128,6 +129,13 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	for _, r := range a.order {
 		rp := a.ranks[r]
+		if rp.stdin != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rp.feedStdin(ctx)
+			}()
+		}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -169,6 +177,12 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		} else {
 			a.send(mStdinAck, nil)
 		}
+	case mOutputAck:
+		n, err := decodeInt(p)
+		if err != nil || n < 0 || n > outputWindow {
+			return fmt.Errorf("output acknowledgement of %d bytes: %v", n, err)
+		}
+		a.outWin.release(int(n))
 	case mStdinClose:
 		if rp := a.ranks[0]; rp != nil {
 			rp.closeStdin()
@@ -315,7 +329,7 @@ func AgentMain(ctx context.Context, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
 		return 2
 	}
-	if err := RunAgent(ctx, conn, stderr); err != nil {
+	if err := RunAgent(ctx, conn); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 1
 	}

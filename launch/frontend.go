@@ -1,8 +1,6 @@
 package launch
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,10 +67,9 @@ type frontend struct {
 	colls  map[uint64]*rootColl
 	liveN  int // agents hosting ranks
 
-	stdout, stderr *bufio.Writer
-	outFiles       map[[2]int]*os.File
-	stdinAgent     *agentHandle
-	stdinCredit    chan struct{}
+	out         *outputWriter
+	stdinAgent  *agentHandle
+	stdinCredit chan struct{}
 
 	ended       int
 	shutdownAt  time.Time // when the job ended and agents were told to exit
@@ -141,18 +137,17 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		opts.KillAfter = 5 * time.Second
 	}
 	fe := &frontend{
-		opts:     opts,
-		start:    time.Now(),
-		jobID:    newJobID(),
-		colls:    map[uint64]*rootColl{},
-		stdout:   bufio.NewWriterSize(opts.Stdout, 64<<10),
-		stderr:   bufio.NewWriterSize(opts.Stderr, 16<<10),
-		outFiles: map[[2]int]*os.File{},
-		ranks:    make([]rankState, opts.N),
+		opts:  opts,
+		start: time.Now(),
+		jobID: newJobID(),
+		colls: map[uint64]*rootColl{},
+		out:   newOutputWriter(opts.Stdout, opts.Stderr, opts.Label),
+		ranks: make([]rankState, opts.N),
 	}
-	defer fe.closeOutputFiles()
+	go fe.out.run()
+	defer fe.out.close()
 	if opts.OutputDir != "" {
-		if err := fe.openOutputFiles(); err != nil {
+		if err := fe.out.openFiles(opts.OutputDir, opts.N); err != nil {
 			return Result{ExitCode: ExitLauncher}, err
 		}
 	}
@@ -304,11 +299,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			fe.shutdown()
 			shutdownTimer = time.After(5 * time.Second)
 		}
-		if len(events) == 0 {
-			fe.flush()
-		}
 	}
-	fe.flush()
 	for _, a := range fe.agents {
 		_ = a.cmd.Wait()
 	}
@@ -361,7 +352,7 @@ func (fe *frontend) handle(ev event) {
 			fe.protocolError(a, fmt.Errorf("output message: %v", err))
 			return
 		}
-		fe.output(r, stream, data)
+		fe.out.push(outItem{agent: a, rank: r, stream: stream, data: data})
 	case mExit:
 		st, err := decodeRankStatus(ev.p)
 		if err != nil || st.Rank >= len(fe.ranks) || fe.ranks[st.Rank].ended {
@@ -409,76 +400,8 @@ func (fe *frontend) nodeOf(rank int) string {
 	return fe.agents[fe.ranks[rank].node].name
 }
 
-// output writes complete lines of one rank's stream, labelled.
-func (fe *frontend) output(rank, stream int, data []byte) {
-	if f := fe.outFiles[[2]int{rank, stream}]; f != nil {
-		if _, err := f.Write(data); err != nil {
-			fe.warnf("write output of rank %d: %v", rank, err)
-		}
-		return
-	}
-	w := fe.stdout
-	if stream == streamStderr {
-		w = fe.stderr
-	}
-	if !fe.opts.Label {
-		w.Write(data)
-		if data[len(data)-1] != '\n' {
-			w.WriteByte('\n')
-		}
-		return
-	}
-	label := "[" + strconv.Itoa(rank) + "] "
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i+1], data[i+1:]
-		} else {
-			data = nil
-		}
-		w.WriteString(label)
-		w.Write(line)
-		if line[len(line)-1] != '\n' {
-			w.WriteByte('\n')
-		}
-	}
-}
-
-func (fe *frontend) openOutputFiles() error {
-	if err := os.MkdirAll(fe.opts.OutputDir, 0o755); err != nil {
-		return fmt.Errorf("--output-dir: %w", err)
-	}
-	for r := range fe.opts.N {
-		for _, s := range []struct {
-			stream int
-			ext    string
-		}{{streamStdout, "out"}, {streamStderr, "err"}} {
-			p := filepath.Join(fe.opts.OutputDir, fmt.Sprintf("rank.%d.%s", r, s.ext))
-			f, err := os.Create(p)
-			if err != nil {
-				return fmt.Errorf("--output-dir: %w", err)
-			}
-			fe.outFiles[[2]int{r, s.stream}] = f
-		}
-	}
-	return nil
-}
-
-func (fe *frontend) closeOutputFiles() {
-	for _, f := range fe.outFiles {
-		f.Close()
-	}
-}
-
-func (fe *frontend) flush() {
-	fe.stdout.Flush()
-	fe.stderr.Flush()
-}
-
 func (fe *frontend) warnf(format string, args ...any) {
-	fe.stdout.Flush()
-	fmt.Fprintf(fe.stderr, "ftlaunch: "+format+"\n", args...)
-	fe.stderr.Flush()
+	fe.out.message(fmt.Sprintf("ftlaunch: "+format+"\n", args...))
 }
 
 func (fe *frontend) verbosef(format string, args ...any) {
@@ -704,8 +627,7 @@ func (fe *frontend) finish() int {
 		for _, r := range failed {
 			fmt.Fprintf(&b, "  rank %-6d node %-16s %s\n", r, fe.nodeOf(r), describe(fe.ranks[r].status))
 		}
-		fe.stderr.WriteString(b.String())
-		fe.stderr.Flush()
+		fe.out.message(b.String())
 	}
 	return fe.failure.code
 }

@@ -23,6 +23,7 @@ const (
 	mShutdown   uint8 = 8  // down: the job is over; clean up and exit
 	mPing       uint8 = 9  // both: heartbeat request
 	mPong       uint8 = 10 // both: heartbeat answer
+	mOutputAck  uint8 = 11 // down: this many bytes of output were written
 	mStarted    uint8 = 32 // up: ranks started, with pids
 	mOutput     uint8 = 33 // up: complete lines of one rank's stream
 	mExit       uint8 = 34 // up: a rank ended

@@ -35,8 +35,8 @@ type rankProc struct {
 	conn  net.Conn // agent's end of the rank protocol socket
 	info  rankproto.Info
 
-	stdin   *os.File // rank 0 only
-	stdinMu sync.Mutex
+	stdin  *os.File // rank 0 only; owned by feedStdin
+	stdinQ chan stdinChunk
 
 	outDone chan struct{} // closed when both output pipes reached EOF
 	replies chan *collResult
@@ -88,7 +88,7 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
 	rp := &rankProc{rank: info.Rank, agent: a, cmd: cmd, conn: conn,
-		outDone: make(chan struct{}), replies: make(chan *collResult, 1)}
+		outDone: make(chan struct{}), replies: make(chan *collResult, 1), stdinQ: make(chan stdinChunk, 16)}
 
 	var closers []*os.File
 	defer func() {
@@ -152,16 +152,16 @@ func (rp *rankProc) pump(f *os.File, stream int) {
 		n, err := f.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-			rp.agent.send(mOutput, encodeOutput(rp.rank, stream, buf[:i+1]))
+			rp.output(stream, buf[:i+1])
 			rest := copy(buf, buf[i+1:])
 			buf = buf[:rest]
 		} else if len(buf) >= maxLine {
-			rp.agent.send(mOutput, encodeOutput(rp.rank, stream, buf))
+			rp.output(stream, buf)
 			buf = buf[:0]
 		}
 		if err != nil {
 			if len(buf) > 0 {
-				rp.agent.send(mOutput, encodeOutput(rp.rank, stream, buf))
+				rp.output(stream, buf)
 			}
 			return
 		}
@@ -169,6 +169,12 @@ func (rp *rankProc) pump(f *os.File, stream int) {
 			buf = append(make([]byte, 0, 64<<10), buf...)
 		}
 	}
+}
+
+// output sends a piece of output once the front-end granted credit for it.
+func (rp *rankProc) output(stream int, data []byte) {
+	rp.agent.outWin.acquire(len(data))
+	rp.agent.send(mOutput, encodeOutput(rp.rank, stream, data))
 }
 
 // wait waits for the rank to end and for its output to drain, and returns
@@ -202,31 +208,53 @@ func (rp *rankProc) signal(sig syscall.Signal) {
 	}
 }
 
-// writeStdin writes a chunk to rank 0's stdin off the link's reader
-// goroutine and acknowledges it once written or dropped.
+// writeStdin queues a chunk for rank 0's stdin; the stdin goroutine
+// writes it and calls ack once it is written or dropped. The front-end
+// keeps at most a few chunks unacknowledged, so the queue never fills.
 func (rp *rankProc) writeStdin(p []byte, ack func()) {
-	go func() {
-		defer ack()
-		rp.stdinMu.Lock()
-		defer rp.stdinMu.Unlock()
+	select {
+	case rp.stdinQ <- stdinChunk{data: p, ack: ack}:
+	default:
+		ack() // the front-end broke its window: drop
+	}
+}
+
+// closeStdin queues the end of rank 0's stdin after the chunks before it.
+func (rp *rankProc) closeStdin() {
+	select {
+	case rp.stdinQ <- stdinChunk{eof: true}:
+	default:
+	}
+}
+
+type stdinChunk struct {
+	data []byte
+	eof  bool
+	ack  func()
+}
+
+// feedStdin writes queued chunks to rank 0's stdin, in order, until the end
+// of stdin or ctx ends. A rank that stops reading or exits loses the rest.
+func (rp *rankProc) feedStdin(ctx context.Context) {
+	defer rp.stdin.Close()
+	for {
+		var c stdinChunk
+		select {
+		case c = <-rp.stdinQ:
+		case <-ctx.Done():
+			return
+		}
+		if c.eof {
+			return
+		}
 		if rp.stdin != nil {
-			if _, err := rp.stdin.Write(p); err != nil {
+			if _, err := rp.stdin.Write(c.data); err != nil {
 				rp.stdin.Close()
 				rp.stdin = nil
 			}
 		}
-	}()
-}
-
-func (rp *rankProc) closeStdin() {
-	go func() {
-		rp.stdinMu.Lock()
-		defer rp.stdinMu.Unlock()
-		if rp.stdin != nil {
-			rp.stdin.Close()
-			rp.stdin = nil
-		}
-	}()
+		c.ack()
+	}
 }
 
 // deliver hands a collective's result to the goroutine serving the rank.

@@ -1,0 +1,552 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/client"
+)
+
+// The end-to-end tests run the real ftlaunch binary, built once in
+// TestMain, with real processes. The test binary doubles as a rank program
+// that uses the client library: ftlaunch runs it with FTLAUNCH_E2E_RANK set.
+
+var ftlaunchBin, ftdemoBin string
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("FTLAUNCH_E2E_RANK"); mode != "" {
+		os.Exit(rankMain(mode))
+	}
+	dir, err := os.MkdirTemp("", "ftlaunch-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ftlaunchBin = filepath.Join(dir, "ftlaunch")
+	ftdemoBin = filepath.Join(dir, "ftdemo")
+	for _, b := range [][2]string{{ftlaunchBin, "."}, {ftdemoBin, "../ftdemo"}} {
+		args := []string{"build", "-o", b[0]}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, b[1])...).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
+			os.Exit(1)
+		}
+	}
+	// Race-built binaries otherwise sleep 1 s at exit; a race in the
+	// front-end or an agent makes it exit 66 and fails the test.
+	os.Setenv("GORACE", "atexit_sleep_ms=0 halt_on_error=1")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// rankMain is the body of the test binary when ftlaunch runs it as a rank.
+func rankMain(mode string) int {
+	c, err := client.Init()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		return 3
+	}
+	rank, size := c.Rank(), c.Size()
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "rank %d: "+format+"\n", append([]any{rank}, args...)...)
+		return 4
+	}
+	switch mode {
+	case "collectives":
+		table, err := c.Publish([]byte("addr-" + strconv.Itoa(rank)))
+		if err != nil {
+			return fail("publish: %v", err)
+		}
+		for r, v := range table {
+			if string(v) != "addr-"+strconv.Itoa(r) {
+				return fail("node table[%d] = %q", r, v)
+			}
+		}
+		if len(c.NodeTable()) != size {
+			return fail("NodeTable() has %d entries", len(c.NodeTable()))
+		}
+		all, err := c.Allgather([]byte{byte(rank)})
+		if err != nil {
+			return fail("allgather: %v", err)
+		}
+		for r, v := range all {
+			if len(v) != 1 || int(v[0]) != r%256 {
+				return fail("allgather[%d] = %v", r, v)
+			}
+		}
+		if err := c.Put("key-"+strconv.Itoa(rank), []byte("val-"+strconv.Itoa(rank))); err != nil {
+			return fail("put: %v", err)
+		}
+		if err := c.Fence(); err != nil {
+			return fail("fence: %v", err)
+		}
+		for r := range size {
+			v, err := c.Get("key-" + strconv.Itoa(r))
+			if err != nil || string(v) != "val-"+strconv.Itoa(r) {
+				return fail("get key-%d = %q, %v", r, v, err)
+			}
+		}
+		if _, err := c.Get("nobody-put-this"); !errors.Is(err, client.ErrNotFound) {
+			return fail("get of a missing key: %v", err)
+		}
+		left, right, err := c.Ring([]byte(strconv.Itoa(rank)))
+		if err != nil {
+			return fail("ring: %v", err)
+		}
+		if string(left) != strconv.Itoa((rank-1+size)%size) || string(right) != strconv.Itoa((rank+1)%size) {
+			return fail("ring: left %q right %q", left, right)
+		}
+		if err := c.Barrier(); err != nil {
+			return fail("barrier: %v", err)
+		}
+		info := c.Info()
+		fmt.Printf("ok rank=%d size=%d local=%d/%d node=%s nodeid=%d job=%s\n",
+			rank, size, info.LocalRank, info.LocalSize, info.Node, info.NodeID, c.JobID())
+		return 0
+	case "abort":
+		if rank == 1 {
+			c.Abort(9, "rank 1 gives up")
+		}
+		c.Barrier() // never completes: rank 1 does not join
+		return 0
+	}
+	return fail("unknown mode %q", mode)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+	elapsed        time.Duration
+}
+
+// ftlaunch runs the binary to completion (bounded by a generous limit: a
+// hang is a failure).
+func ftlaunch(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ftlaunchBin, args...)
+	cmd.Dir = t.TempDir()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin = strings.NewReader(stdin)
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("ftlaunch %q: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("ftlaunch %q hung; stderr:\n%s", args, r.stderr)
+	}
+	return r
+}
+
+// liveProcesses lists processes (not zombies) whose command line contains
+// marker.
+func liveProcesses(t *testing.T, marker string) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmdline = bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})
+		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue
+		}
+		found = append(found, fmt.Sprintf("%d %s", pid, cmdline))
+	}
+	return found
+}
+
+// waitGone waits until no live process carries marker, failing after limit.
+func waitGone(t *testing.T, marker string, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		left := liveProcesses(t, marker)
+		if len(left) == 0 {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("processes left after %v: %q", limit, left)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+}
+
+// marker returns a unique sleep duration that identifies this test's
+// processes in /proc.
+func marker(t *testing.T) string {
+	return strconv.Itoa(100000 + int(time.Now().UnixNano()%800000))
+}
+
+func TestEchoLabeled(t *testing.T) {
+	r := ftlaunch(t, "", "run", "-n", "8", "sh", "-c", "echo hi $FTLAUNCH_RANK")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 8 {
+		t.Fatalf("got %d lines:\n%s", len(lines), r.stdout)
+	}
+	seen := map[string]bool{}
+	for _, l := range lines {
+		seen[l] = true
+	}
+	for i := range 8 {
+		if want := fmt.Sprintf("[%d] hi %d", i, i); !seen[want] {
+			t.Errorf("missing %q in:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestRankEnvironmentAndFlagsAfterProgram(t *testing.T) {
+	r := ftlaunch(t, "", "run", "-np", "3", "--label=false", "--env", "FOO=bar", "sh", "-c",
+		`echo "$FTLAUNCH_RANK $FTLAUNCH_SIZE $FTLAUNCH_LOCAL_RANK $FTLAUNCH_LOCAL_SIZE $FTLAUNCH_NODEID $FOO $1 $FTLAUNCH_FD" | grep -c . >/dev/null && echo "$FTLAUNCH_RANK $FTLAUNCH_SIZE $FTLAUNCH_LOCAL_RANK $FTLAUNCH_LOCAL_SIZE $FTLAUNCH_NODEID $FOO $1 $FTLAUNCH_FD ${FTLAUNCH_JOBID:+job} ${FTLAUNCH_NODE:+node}"`,
+		"sh", "--label")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for i := range 3 {
+		want := fmt.Sprintf("%d 3 %d 3 0 bar --label 3 job node", i, i)
+		if !strings.Contains(r.stdout, want+"\n") {
+			t.Errorf("missing %q in:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "[") {
+		t.Errorf("--label=false still labels:\n%s", r.stdout)
+	}
+}
+
+func TestCollectivesThroughClientLibrary(t *testing.T) {
+	for _, tc := range []struct{ n, nodes int }{{1, 0}, {5, 0}, {16, 4}, {7, 3}} {
+		t.Run(fmt.Sprintf("n%d_nodes%d", tc.n, tc.nodes), func(t *testing.T) {
+			args := []string{"run", "-n", strconv.Itoa(tc.n), "--env", "FTLAUNCH_E2E_RANK=collectives"}
+			if tc.nodes > 0 {
+				args = append(args, "--test-nodes", strconv.Itoa(tc.nodes))
+			}
+			r := ftlaunch(t, "", append(args, os.Args[0])...)
+			if r.code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s\nstdout:\n%s", r.code, r.stderr, r.stdout)
+			}
+			if got := strings.Count(r.stdout, "] ok rank="); got != tc.n {
+				t.Fatalf("%d ranks reported ok, want %d:\n%s", got, tc.n, r.stdout)
+			}
+			if tc.nodes > 0 && !strings.Contains(r.stdout, fmt.Sprintf("nodeid=%d", tc.nodes-1)) {
+				t.Errorf("no rank on the last test node:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+func TestDemoRing(t *testing.T) {
+	r := ftlaunch(t, "", "run", "-n", "8", ftdemoBin)
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestOutputIntact(t *testing.T) {
+	const perRank = 100000
+	r := ftlaunch(t, "", "run", "-n", "4", "sh", "-c", "seq 1 "+strconv.Itoa(perRank)+"; printf 'last line without newline'")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	next := make([]int, 4)
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for sc.Scan() {
+		line := sc.Text()
+		var rank int
+		var rest string
+		if _, err := fmt.Sscanf(line, "[%d]", &rank); err != nil || rank < 0 || rank > 3 {
+			t.Fatalf("unlabeled or mixed line %q", line)
+		}
+		rest = strings.TrimPrefix(line, fmt.Sprintf("[%d] ", rank))
+		next[rank]++
+		if next[rank] == perRank+1 {
+			if rest != "last line without newline" {
+				t.Fatalf("rank %d: final line %q", rank, rest)
+			}
+			continue
+		}
+		if rest != strconv.Itoa(next[rank]) {
+			t.Fatalf("rank %d: line %d is %q", rank, next[rank], rest)
+		}
+	}
+	for r, n := range next {
+		if n != perRank+1 {
+			t.Errorf("rank %d: %d lines, want %d", r, n, perRank+1)
+		}
+	}
+}
+
+func TestStdinGoesToRankZero(t *testing.T) {
+	r := ftlaunch(t, "line one\nline two\n", "run", "-n", "3", "sh", "-c", `read a; read b; echo "got:$a:$b"`)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "[0] got:line one:line two\n") {
+		t.Errorf("rank 0 did not get stdin:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "[1] got::\n") || !strings.Contains(r.stdout, "[2] got::\n") {
+		t.Errorf("other ranks should see an empty stdin:\n%s", r.stdout)
+	}
+}
+
+func TestOutputDir(t *testing.T) {
+	dir := t.TempDir()
+	r := ftlaunch(t, "", "run", "-n", "2", "--output-dir", dir, "sh", "-c", "echo out $FTLAUNCH_RANK; echo err $FTLAUNCH_RANK >&2")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for i := range 2 {
+		for ext, want := range map[string]string{"out": "out", "err": "err"} {
+			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%d.%s", i, ext)))
+			if err != nil || string(b) != fmt.Sprintf("%s %d\n", want, i) {
+				t.Errorf("rank.%d.%s = %q, %v", i, ext, b, err)
+			}
+		}
+	}
+	if r.stdout != "" {
+		t.Errorf("output also went to stdout: %q", r.stdout)
+	}
+}
+
+func TestFailureTerminatesOthers(t *testing.T) {
+	m := marker(t)
+	r := ftlaunch(t, "", "run", "-n", "4", "--kill-after", "1s", "sh", "-c", "[ $FTLAUNCH_RANK = 2 ] && exit 7; sleep "+m)
+	if r.code != 7 {
+		t.Fatalf("exit %d, want 7; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "rank 2 on node") || !strings.Contains(r.stderr, "exited with code 7") {
+		t.Errorf("stderr does not name rank 2 and its code:\n%s", r.stderr)
+	}
+	if r.elapsed > 10*time.Second {
+		t.Errorf("took %v", r.elapsed)
+	}
+	waitGone(t, "sleep "+m, 3*time.Second)
+}
+
+func TestIgnoredSIGTERMGetsSIGKILL(t *testing.T) {
+	m := marker(t)
+	r := ftlaunch(t, "", "run", "-n", "2", "--kill-after", "500ms", "sh", "-c",
+		"if [ $FTLAUNCH_RANK = 0 ]; then exit 3; fi; trap '' TERM; sleep "+m+"; sleep "+m)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3: %s", r.code, r.stderr)
+	}
+	waitGone(t, "sleep "+m, 3*time.Second)
+}
+
+func TestSignalSummary(t *testing.T) {
+	r := ftlaunch(t, "", "run", "-n", "3", "sh", "-c", "kill -KILL $$")
+	if r.code != 128+9 {
+		t.Fatalf("exit %d, want 137: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "killed by signal 9") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+	r = ftlaunch(t, "", "run", "-n", "3", "sh", "-c", "exit 5")
+	if r.code != 5 || !strings.Contains(r.stderr, "ranks failed:") {
+		t.Errorf("exit %d; want 5 and a per-rank summary:\n%s", r.code, r.stderr)
+	}
+}
+
+func TestAbort(t *testing.T) {
+	r := ftlaunch(t, "", "run", "-n", "3", "--env", "FTLAUNCH_E2E_RANK=abort", os.Args[0])
+	if r.code != 9 {
+		t.Fatalf("exit %d, want 9: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "rank 1 on node") || !strings.Contains(r.stderr, "rank 1 gives up") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+}
+
+func TestGarbageOnRankSocket(t *testing.T) {
+	m := marker(t)
+	r := ftlaunch(t, "", "run", "-n", "2", "--kill-after", "1s", "sh", "-c",
+		"[ $FTLAUNCH_RANK = 1 ] && { echo 'this is not a frame at all' >&3; }; sleep "+m)
+	if r.code == 0 || !strings.Contains(r.stderr, "rank 1") || !strings.Contains(r.stderr, "rank protocol") {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	waitGone(t, "sleep "+m, 3*time.Second)
+}
+
+func TestTimeout(t *testing.T) {
+	m := marker(t)
+	r := ftlaunch(t, "", "run", "-n", "2", "--timeout", "300ms", "--kill-after", "1s", "sleep", m)
+	if r.code != 124 || !strings.Contains(r.stderr, "--timeout") {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	waitGone(t, "sleep "+m, 3*time.Second)
+	t.Setenv("MPIEXEC_TIMEOUT", "1")
+	r = ftlaunch(t, "", "run", "sleep", m)
+	if r.code != 124 {
+		t.Fatalf("MPIEXEC_TIMEOUT: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	noexec := filepath.Join(t.TempDir(), "noexec")
+	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"run", "-n", "0", "true"}, 2, "-n must be at least 1"},
+		{[]string{"run", "-n", "abc", "true"}, 2, `invalid value "abc"`},
+		{[]string{"run"}, 2, "no program given"},
+		{[]string{"run", "-n", "2"}, 2, "no program given"},
+		{[]string{"run", "--bogus", "true"}, 2, "-bogus"},
+		{[]string{"run", "-n", "2", "./does-not-exist"}, 127, "does-not-exist"},
+		{[]string{"run", "no-such-program-anywhere"}, 127, "not found in PATH"},
+		{[]string{"run", noexec}, 126, "not executable"},
+		{[]string{"run", "--wdir", "/nonexistent/dir", "true"}, 2, "not a directory"},
+		{[]string{"run", "--env", "NOEQUALS", "true"}, 2, "VAR=VALUE"},
+		{[]string{"run", "--kill-after", "soon", "true"}, 2, "kill-after"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+	} {
+		r := ftlaunch(t, "", tc.args...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) || len(lines) != 1 {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and one line with %q", tc.args, r.code, r.stderr, tc.code, tc.msg)
+		}
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	if r := ftlaunch(t, "", "run", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Usage: ftlaunch run") {
+		t.Errorf("run --help: exit %d, %q", r.code, r.stdout)
+	}
+	if r := ftlaunch(t, "", "run", "--version"); r.code != 0 || !strings.HasPrefix(r.stdout, "ftlaunch ") {
+		t.Errorf("run --version: exit %d, %q", r.code, r.stdout)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond until it holds, failing the test after limit.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+}
+
+// startBackground starts ftlaunch and returns once every rank runs.
+func startBackground(t *testing.T, m string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(ftlaunchBin, args...)
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	waitFor(t, "every rank to start", 20*time.Second, func() bool { return len(liveProcesses(t, "sleep "+m)) >= 4 })
+	return cmd, errb
+}
+
+func TestFrontEndKilledLeavesNoRank(t *testing.T) {
+	m := marker(t)
+	cmd, _ := startBackground(t, m, "run", "-n", "4", "sh", "-c", "sleep "+m)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	took := waitGone(t, "sleep "+m, 5*time.Second)
+	t.Logf("ranks gone %v after SIGKILL of the front-end", took)
+	waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+}
+
+func TestSignalsForwarded(t *testing.T) {
+	m := marker(t)
+	cmd, errb := startBackground(t, m, "run", "-n", "4", "sleep", m)
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 128+15 {
+		t.Fatalf("after SIGTERM: %v; stderr:\n%s", err, errb.String())
+	}
+	waitGone(t, "sleep "+m, 3*time.Second)
+}
+
+func TestDoubleInterruptKills(t *testing.T) {
+	m := marker(t)
+	cmd, errb := startBackground(t, m, "run", "-n", "4", "--verbose", "--kill-after", "30s", "sh", "-c", "trap '' INT TERM; sleep "+m+"; sleep "+m)
+	cmd.Process.Signal(syscall.SIGINT)
+	// Two signals sent at once may merge into one: wait until the first
+	// was forwarded (the ranks ignore it).
+	waitFor(t, "the first SIGINT to be forwarded", 10*time.Second, func() bool {
+		return strings.Contains(errb.String(), "forwarding signal 2")
+	})
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("a second SIGINT did not end the job; stderr:\n%s", errb.String())
+	}
+	waitGone(t, "sleep "+m, 3*time.Second)
+}

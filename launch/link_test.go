@@ -1,0 +1,147 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+func socketpair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "pair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	t.Cleanup(func() { conns[0].Close(); conns[1].Close() })
+	return conns[0], conns[1]
+}
+
+// A peer that reads everything but never answers is declared dead: this is
+// what a wedged process, or a crashed host, looks like.
+func TestLinkHeartbeatTimeout(t *testing.T) {
+	a, b := socketpair(t)
+	go io.Copy(io.Discard, b)
+	l := newLink(a)
+	err := l.run(context.Background(), 10*time.Millisecond, 100*time.Millisecond, func(uint8, []byte) error { return nil })
+	if !errors.Is(err, errHeartbeat) {
+		t.Fatalf("run returned %v, want a heartbeat timeout", err)
+	}
+}
+
+// Two live ends keep each other alive and deliver frames in order.
+func TestLinkDeliversAndAnswersPings(t *testing.T) {
+	a, b := socketpair(t)
+	la, lb := newLink(a), newLink(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan int64, 100)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- lb.run(ctx, 5*time.Millisecond, 2*time.Second, func(typ uint8, p []byte) error {
+			v, err := decodeInt(p)
+			got <- v
+			return err
+		})
+	}()
+	go la.run(ctx, 5*time.Millisecond, 2*time.Second, func(uint8, []byte) error { return nil })
+	for i := range int64(50) {
+		if err := la.send(mSignal, encodeInt(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range int64(50) {
+		if v := <-got; v != i {
+			t.Fatalf("frame %d carried %d", i, v)
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) {
+		t.Logf("run ended with %v", err)
+	}
+}
+
+// A forged, oversized frame ends the link with an error, not an
+// allocation or a hang.
+func TestLinkRejectsOversizedFrame(t *testing.T) {
+	a, b := socketpair(t)
+	go func() {
+		b.Write([]byte{0x7f, 0xff, 0xff, 0xff, wire.Version, mOutput})
+	}()
+	err := newLink(a).run(context.Background(), 0, time.Second, func(uint8, []byte) error { return nil })
+	if !errors.Is(err, wire.ErrTooLarge) {
+		t.Fatalf("run returned %v, want ErrTooLarge", err)
+	}
+}
+
+// FuzzDecoders feeds arbitrary payloads to every link message decoder:
+// none may panic.
+func FuzzDecoders(f *testing.F) {
+	f.Add((&nodeSpec{JobID: "j", Argv: []string{"a"}, Size: 2, Ranks: []int{0, 1}}).encode())
+	f.Add(rankStatus{Rank: 1, Code: 7}.encode())
+	f.Add((&contrib{Seq: 1, Ranks: []int{0}, Values: [][]byte{{1}}, KV: map[string][]byte{"k": {2}}}).encode())
+	f.Add((&collResult{Seq: 1, Values: [][]byte{{1}, {2}}}).encode())
+	f.Add(started{Ranks: []int{0}, Pids: []int{42}}.encode())
+	f.Add(encodeOutput(3, streamStdout, []byte("hi\n")))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		decodeNodeSpec(p)
+		decodeRankStatus(p)
+		decodeContrib(p)
+		decodeCollResult(p)
+		decodeStarted(p)
+		decodeOutput(p)
+		decodeAbort(p)
+		decodeInt(p)
+	})
+}
+
+func TestResolveProgram(t *testing.T) {
+	dir := t.TempDir()
+	exe := dir + "/prog"
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plain := dir + "/plain"
+	if err := os.WriteFile(plain, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		prog, path string
+		code       int
+	}{
+		{"./prog", "", 0},
+		{"prog", dir, 0},
+		{"prog", "/nonexistent:" + dir, 0},
+		{"./plain", "", 126},
+		{"plain", dir, 126},
+		{"./missing", "", 127},
+		{"missing", dir, 127},
+		{".", dir, 126},
+		{"./", "", 126},
+	} {
+		_, err := ResolveProgram(tc.prog, dir, tc.path)
+		var pe *ProgramError
+		switch {
+		case tc.code == 0 && err != nil:
+			t.Errorf("%q in %q: %v", tc.prog, tc.path, err)
+		case tc.code != 0 && (!errors.As(err, &pe) || pe.Code != tc.code):
+			t.Errorf("%q in %q: got %v, want code %d", tc.prog, tc.path, err, tc.code)
+		}
+	}
+}
