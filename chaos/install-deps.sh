@@ -1,11 +1,11 @@
 #!/bin/sh
-# install-deps.sh: install the Debian packages the emulated cluster (chaos/cluster)
-# and the MPICH comparison runs need. Idempotent: when every package is already
+# install-deps.sh: install the Debian packages the tests need: the emulated cluster (chaos/cluster),
+# MPICH for the PMI tests and comparisons, and Slurm for the Slurm cluster. Idempotent: when every package is already
 # installed it makes no apt call at all and prints nothing. Runs as root with no
 # stdin on a fresh Debian 12.
 set -eu
 
-PKGS="iproute2 iptables openssh-server openssh-client util-linux mpich libmpich-dev"
+PKGS="iproute2 iptables openssh-server openssh-client util-linux mpich libmpich-dev slurmctld slurmd slurm-client munge"
 
 # One dpkg-query for all packages; a package it does not know is missing.
 # shellcheck disable=SC2086 # word splitting of the package list is intended
@@ -36,7 +36,7 @@ if ! apt-get -o DPkg::Lock::Timeout=600 update >"$log" 2>&1; then
 	exit 1
 fi
 # shellcheck disable=SC2086 # word splitting of the package list is intended
-if ! apt-get install -y -q -o DPkg::Lock::Timeout=600 $missing </dev/null >"$log" 2>&1; then
+if ! apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 $missing </dev/null >"$log" 2>&1; then
 	cat "$log" >&2
 	echo "install-deps.sh: apt-get install failed" >&2
 	exit 1

@@ -1,0 +1,55 @@
+# ftlaunch — a fault-tolerant parallel job launcher.
+#
+#   make demo     build, then run the demo job on this machine (8 ranks)
+#   make test     install what the tests need, then vet and run the tests (race detector on)
+#   make help     list every target
+
+GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
+BIN := $(CURDIR)/bin
+N ?= 8
+# Default test packages and flags; the long suites have targets of their own.
+TEST_FLAGS ?= -race -count=1 -timeout 20m
+
+.PHONY: help build deps test test-short lint fuzz demo bench bench-go bench-launch clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+build: ## build bin/ftlaunch and bin/ftdemo
+	$(GO) build -o $(BIN)/ftlaunch ./cmd/ftlaunch
+	$(GO) build -o $(BIN)/ftdemo ./cmd/ftdemo
+
+deps: ## install the Debian packages the tests need (as root; no-op when present)
+	@sh chaos/install-deps.sh
+
+demo: build ## run the demo: N ranks (default 8) pass a token around a ring of direct TCP connections
+	$(BIN)/ftlaunch run -n $(N) $(BIN)/ftdemo
+
+test: deps ## vet, then run every package's tests with the race detector
+	$(GO) vet ./...
+	$(GO) test $(TEST_FLAGS) ./...
+
+test-short: ## the tests without the race detector and the slow cases
+	$(GO) test -short -count=1 ./...
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fuzz: ## run each fuzz target for FUZZTIME (default 20s)
+	$(GO) test -run XXX -fuzz FuzzReader -fuzztime $(or $(FUZZTIME),20s) ./overlay/wire
+	$(GO) test -run XXX -fuzz FuzzDecoders -fuzztime $(or $(FUZZTIME),20s) ./launch
+
+bench: bench-go bench-launch ## every benchmark (Go benchmarks and launcher comparisons)
+
+bench-go: ## Go benchmarks of plans, collectives, codecs
+	$(GO) test -run XXX -bench . -benchmem ./overlay/... ./launch/...
+
+bench-launch: deps build ## ftlaunch against MPICH's mpiexec, interleaved; see docs/benchmarks.md
+	$(GO) build -o $(BIN)/ftbench ./cmd/ftbench
+	$(BIN)/ftbench -ftlaunch $(BIN)/ftlaunch -ftdemo $(BIN)/ftdemo $(BENCH_FLAGS)
+
+clean: ## remove built binaries
+	rm -rf $(BIN) chaos/.bin
+
+-include chaos/*.mk

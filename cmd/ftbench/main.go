@@ -1,0 +1,144 @@
+// Command ftbench compares launchers side by side on the same inputs:
+// ftlaunch against MPICH's mpiexec, runs interleaved so that both see the
+// same machine load, with medians and ratios. It also times ftlaunch's
+// startup — from `ftlaunch run` until every rank holds the node table —
+// with the demo application.
+//
+//	ftbench -ftlaunch bin/ftlaunch -ftdemo bin/ftdemo [-runs 7] [-sizes 1,64,256]
+//
+// It prints Markdown tables (the form docs/benchmarks.md keeps).
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	ftl := flag.String("ftlaunch", "bin/ftlaunch", "the ftlaunch binary")
+	demo := flag.String("ftdemo", "bin/ftdemo", "the demo application")
+	mpiexec := flag.String("mpiexec", "mpiexec", "MPICH's mpiexec (empty: skip the comparison)")
+	runs := flag.Int("runs", 7, "runs of each command")
+	sizes := flag.String("sizes", "1,64,256", "rank counts")
+	extra := flag.String("args", "", "extra ftlaunch run flags, space-separated (e.g. \"--test-nodes 4\")")
+	flag.Parse()
+	ns, err := parseSizes(*sizes)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ftbench: -sizes: %v\n", err)
+		os.Exit(2)
+	}
+	if *runs < 1 {
+		fmt.Fprintln(os.Stderr, "ftbench: -runs must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(*ftl, *demo, *mpiexec, *runs, ns, strings.Fields(*extra)); err != nil {
+		fmt.Fprintf(os.Stderr, "ftbench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parseSizes(s string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad rank count %q", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+var tableRE = regexp.MustCompile(`\[\s*([0-9.]+)s\] node table of \d+ ranks published`)
+
+// timed runs a command to completion and returns its wall time and stderr.
+func timed(argv []string) (time.Duration, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	cmd.Stdout = nil
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return d, errb.Bytes(), fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, errb.Bytes())
+	}
+	return d, errb.Bytes(), nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", d.Seconds()*1e3) }
+
+func run(ftl, demo, mpiexec string, runs int, ns []int, extra []string) error {
+	host, _ := os.Hostname()
+	fmt.Printf("ftbench: %d runs each, interleaved; host %s, %s\n\n", runs, host, time.Now().UTC().Format(time.RFC3339))
+
+	fmt.Println("Startup with the demo application (ftlaunch run start → every rank holds the node table), and the whole demo run:")
+	fmt.Println()
+	fmt.Println("| ranks | node table (median) | min | whole run (median) |")
+	fmt.Println("|---:|---:|---:|---:|")
+	for _, n := range ns {
+		var table, whole []time.Duration
+		for range runs {
+			argv := append(append([]string{ftl, "run", "--verbose", "-n", strconv.Itoa(n)}, extra...), demo)
+			d, stderr, err := timed(argv)
+			if err != nil {
+				return err
+			}
+			m := tableRE.FindSubmatch(stderr)
+			if m == nil {
+				return errors.New("no node-table time in ftlaunch --verbose output")
+			}
+			secs, _ := strconv.ParseFloat(string(m[1]), 64)
+			table = append(table, time.Duration(secs*float64(time.Second)))
+			whole = append(whole, d)
+		}
+		fmt.Printf("| %d | %s | %s | %s |\n", n, ms(median(table)), ms(slices.Min(table)), ms(median(whole)))
+	}
+	if mpiexec == "" {
+		return nil
+	}
+	if _, err := exec.LookPath(mpiexec); err != nil {
+		return fmt.Errorf("mpiexec not found (install mpich, or -mpiexec ''): %w", err)
+	}
+	fmt.Println()
+	fmt.Println("Whole run of `true`, ftlaunch against MPICH's mpiexec (Hydra), interleaved:")
+	fmt.Println()
+	fmt.Println("| ranks | ftlaunch (median) | mpiexec (median) | ratio ftlaunch/mpiexec |")
+	fmt.Println("|---:|---:|---:|---:|")
+	for _, n := range ns {
+		var a, b []time.Duration
+		for range runs {
+			d, _, err := timed(append(append([]string{ftl, "run", "-n", strconv.Itoa(n)}, extra...), "true"))
+			if err != nil {
+				return err
+			}
+			a = append(a, d)
+			d, _, err = timed([]string{mpiexec, "-n", strconv.Itoa(n), "true"})
+			if err != nil {
+				return err
+			}
+			b = append(b, d)
+		}
+		ma, mb := median(a), median(b)
+		fmt.Printf("| %d | %s | %s | %.2f |\n", n, ms(ma), ms(mb), ma.Seconds()/mb.Seconds())
+	}
+	return nil
+}
