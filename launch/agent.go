@@ -36,6 +36,9 @@ type Agent struct {
 	colls   map[uint64]*localColl
 	puts    map[string][]byte // this node's puts since the last fence
 	kv      map[string][]byte // the job's board as of the last fence
+	pmiPuts map[string][]byte // this node's PMI puts since the last barrier
+	pmiKV   map[string][]byte // the job's PMI key space as of the last barrier
+	pmiTCP  *pmiListener      // PMI-1 TCP mode
 	table   [][]byte          // the node table, once published
 	ended   int               // ranks whose exit was reported
 	killing bool
@@ -57,8 +60,10 @@ func RunAgent(ctx context.Context, conn net.Conn) error {
 		ranks:  map[int]*rankProc{},
 		seq:    map[int]uint64{},
 		colls:  map[uint64]*localColl{},
-		puts:   map[string][]byte{},
-		kv:     map[string][]byte{},
+		puts:    map[string][]byte{},
+		kv:      map[string][]byte{},
+		pmiPuts: map[string][]byte{},
+		pmiKV:   map[string][]byte{},
 		exited: make(chan struct{}),
 	}
 	return a.run(ctx)
@@ -107,6 +112,11 @@ func (a *Agent) run(ctx context.Context) error {
 var errShutdown = errors.New("shutdown")
 
 func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
+	// The TCP-mode listener exists before the ranks (they get its port)
+	// but accepts only once a.ranks is complete.
+	if l, err := a.listenPMI(); err == nil {
+		a.pmiTCP = l
+	}
 	var st started
 	localSize := len(a.spec.Ranks)
 	for i, r := range a.spec.Ranks {
@@ -127,6 +137,13 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	if len(st.Ranks) > 0 {
 		a.send(mStarted, st.encode())
 	}
+	if l := a.pmiTCP; l != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.serve(ctx, a, wg)
+		}()
+	}
 	for _, r := range a.order {
 		rp := a.ranks[r]
 		if rp.stdin != nil {
@@ -136,10 +153,16 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 				rp.feedStdin(ctx)
 			}()
 		}
-		wg.Add(2)
+		wg.Add(3)
 		go func() {
 			defer wg.Done()
 			rp.serveRank(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			defer rp.pmiConn.Close()
+			a.servePMI(ctx, rp, rp.pmiConn, rp.rank)
+			<-ctx.Done() // the rank keeps its PMI socket for its whole life
 		}()
 		go func() {
 			defer wg.Done()
@@ -270,9 +293,13 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 		up.Ranks = append(up.Ranks, r)
 		up.Values = append(up.Values, c.values[r])
 	}
-	if op == rankproto.OpFence {
+	switch op {
+	case rankproto.OpFence:
 		up.KV = a.puts
 		a.puts = map[string][]byte{}
+	case opPMIBarrier:
+		up.KV = a.pmiPuts
+		a.pmiPuts = map[string][]byte{}
 	}
 	a.send(mContrib, up.encode())
 	return seq, nil
@@ -287,6 +314,10 @@ func (a *Agent) collDone(res *collResult) {
 	case rankproto.OpFence:
 		for k, v := range res.KV {
 			a.kv[k] = v
+		}
+	case opPMIBarrier:
+		for k, v := range res.KV {
+			a.pmiKV[k] = v
 		}
 	case rankproto.OpPublish:
 		a.table = res.Values

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 )
 
@@ -190,11 +191,16 @@ func (fe *frontend) nodeNames() []string {
 func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error {
 	names := fe.nodeNames()
 	n := fe.opts.N
-	per := (n + len(names) - 1) / len(names)
+	pl := blockPlacement(names, n)
+	mapping := alloc.ProcessMapping(pl)
 	for i, name := range names {
 		a := &agentHandle{idx: i, name: name}
-		for r := i * per; r < min(n, (i+1)*per); r++ {
-			a.ranks = append(a.ranks, r)
+		for j := range pl.Nodes {
+			if pl.Nodes[j].Name == name {
+				a.ranks = pl.Nodes[j].Ranks
+			}
+		}
+		for _, r := range a.ranks {
 			fe.ranks[r].node = i
 		}
 		if err := fe.spawnAgent(a); err != nil {
@@ -210,7 +216,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		spec := &nodeSpec{
 			JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
 			Size: n, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
-			Node: name, NodeID: i, Ranks: a.ranks,
+			Node: name, NodeID: i, Ranks: a.ranks, ProcessMapping: mapping,
 		}
 		if err := a.link.send(mSpec, spec.encode()); err != nil {
 			return fmt.Errorf("send job to node %s: %w", name, err)
@@ -232,6 +238,26 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	fe.verbosef("%d agent(s) started for %d rank(s)", len(fe.agents), n)
 	return nil
+}
+
+// blockPlacement places n ranks on the named nodes in blocks of
+// ceil(n/len(names)), as mpirun does on one host per node.
+func blockPlacement(names []string, n int) *alloc.Placement {
+	per := (n + len(names) - 1) / len(names)
+	pl := &alloc.Placement{Ranks: make([]alloc.RankPlace, n)}
+	for i, name := range names {
+		lo, hi := i*per, min(n, (i+1)*per)
+		if lo >= hi {
+			break
+		}
+		node := alloc.NodePlace{Name: name}
+		for r := lo; r < hi; r++ {
+			node.Ranks = append(node.Ranks, r)
+			pl.Ranks[r] = alloc.RankPlace{Node: len(pl.Nodes), LocalRank: r - lo, LocalSize: hi - lo}
+		}
+		pl.Nodes = append(pl.Nodes, node)
+	}
+	return pl
 }
 
 // spawnAgent starts an agent process with its link on file descriptor 3.
@@ -533,7 +559,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	rc := fe.colls[c.Seq]
 	if rc == nil {
 		rc = &rootColl{op: c.Op, kv: map[string][]byte{}}
-		if c.Op != rankproto.OpBarrier && c.Op != rankproto.OpFence {
+		if c.Op != rankproto.OpBarrier && !isKVOp(c.Op) {
 			rc.values = make([][]byte, fe.opts.N)
 		}
 		fe.colls[c.Seq] = rc
@@ -556,7 +582,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	}
 	delete(fe.colls, c.Seq)
 	res := &collResult{Seq: c.Seq, Op: c.Op, Values: rc.values}
-	if c.Op == rankproto.OpFence {
+	if isKVOp(c.Op) {
 		res.KV = rc.kv
 	}
 	p := res.encode()

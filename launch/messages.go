@@ -21,6 +21,8 @@ type nodeSpec struct {
 	Node      string
 	NodeID    int
 	Ranks     []int // global ranks on this node, ascending
+
+	ProcessMapping string // PMI_process_mapping of the whole job
 }
 
 func (s *nodeSpec) encode() []byte {
@@ -31,6 +33,7 @@ func (s *nodeSpec) encode() []byte {
 	for _, r := range s.Ranks {
 		e.Uint(uint64(r))
 	}
+	e.String(s.ProcessMapping)
 	return e.Data()
 }
 
@@ -43,6 +46,7 @@ func decodeNodeSpec(p []byte) (*nodeSpec, error) {
 	for range n {
 		s.Ranks = append(s.Ranks, int(d.Uint()))
 	}
+	s.ProcessMapping = d.String()
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
 	}
@@ -178,6 +182,12 @@ func decodeKV(d *wire.Decoder) map[string][]byte {
 		kv[k] = d.Bytes()
 	}
 	return kv
+}
+
+// isKVOp reports whether a collective carries key/value puts instead of
+// one value per rank.
+func isKVOp(op rankproto.Op) bool {
+	return op == rankproto.OpFence || op == opPMIBarrier
 }
 
 // collResult is the root's answer to collective Seq: for a fence the merged

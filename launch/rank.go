@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,7 +40,11 @@ type rankProc struct {
 	stdinQ chan stdinChunk
 
 	outDone chan struct{} // closed when both output pipes reached EOF
+	exited  chan struct{} // closed when the process was reaped
 	replies chan *collResult
+
+	pmiConn net.Conn    // agent's end of the PMI-1 socket (PMI_FD)
+	pmiLost atomic.Bool // the PMI connection closed after init, before finalize
 }
 
 // envLookup returns the value of the last setting of key in env.
@@ -55,22 +60,22 @@ func envLookup(env []string, key string) string {
 // startRank spawns one rank in its own process group with its environment,
 // output pipes and rank-protocol socket.
 func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("rank %d: socketpair: %w", info.Rank, err)
-	}
-	ours := os.NewFile(uintptr(fds[0]), "rank-link")
-	theirs := os.NewFile(uintptr(fds[1]), "rank-link-child")
-	defer theirs.Close()
-	conn, err := net.FileConn(ours)
-	ours.Close()
+	conn, theirs, err := socketPair()
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: rank socket: %w", info.Rank, err)
 	}
+	defer theirs.Close()
+	pmiConn, pmiTheirs, err := socketPair()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("rank %d: PMI socket: %w", info.Rank, err)
+	}
+	defer pmiTheirs.Close()
 
 	path, err := ResolveProgram(spec.Argv[0], spec.Wdir, envLookup(spec.Env, "PATH"))
 	if err != nil {
 		conn.Close()
+		pmiConn.Close()
 		return nil, err
 	}
 	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Dir: spec.Wdir}
@@ -83,12 +88,24 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 		"FTLAUNCH_NODEID="+strconv.Itoa(info.NodeID),
 		"FTLAUNCH_JOBID="+info.JobID,
 		"FTLAUNCH_FD=3",
+		"PMI_FD=4",
+		"PMI_RANK="+strconv.Itoa(info.Rank),
+		"PMI_SIZE="+strconv.Itoa(info.Size),
+		"PMI_ID="+strconv.Itoa(info.Rank),
 	)
-	cmd.ExtraFiles = []*os.File{theirs}
+	if a.pmiTCP != nil {
+		cmd.Env = append(cmd.Env, "PMI_PORT="+a.pmiTCP.port())
+	}
+	cmd.ExtraFiles = []*os.File{theirs, pmiTheirs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
-	rp := &rankProc{rank: info.Rank, agent: a, cmd: cmd, conn: conn,
-		outDone: make(chan struct{}), replies: make(chan *collResult, 1), stdinQ: make(chan stdinChunk, 16)}
+	rp := &rankProc{rank: info.Rank, agent: a, cmd: cmd, conn: conn, pmiConn: pmiConn,
+		outDone: make(chan struct{}), exited: make(chan struct{}),
+		replies: make(chan *collResult, 1), stdinQ: make(chan stdinChunk, 16)}
+	fail := func() {
+		conn.Close()
+		pmiConn.Close()
+	}
 
 	var closers []*os.File
 	defer func() {
@@ -98,12 +115,12 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 	}()
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		conn.Close()
+		fail()
 		return nil, fmt.Errorf("rank %d: pipe: %w", info.Rank, err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		conn.Close()
+		fail()
 		outR.Close()
 		outW.Close()
 		return nil, fmt.Errorf("rank %d: pipe: %w", info.Rank, err)
@@ -113,7 +130,7 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 	if info.Rank == 0 {
 		inR, inW, err := os.Pipe()
 		if err != nil {
-			conn.Close()
+			fail()
 			outR.Close()
 			errR.Close()
 			return nil, fmt.Errorf("rank %d: pipe: %w", info.Rank, err)
@@ -123,7 +140,7 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 		rp.stdin = inW
 	}
 	if err := cmd.Start(); err != nil {
-		conn.Close()
+		fail()
 		outR.Close()
 		errR.Close()
 		if rp.stdin != nil {
@@ -181,6 +198,7 @@ func (rp *rankProc) output(stream int, data []byte) {
 // its status.
 func (rp *rankProc) wait() rankStatus {
 	err := rp.cmd.Wait()
+	close(rp.exited)
 	select {
 	case <-rp.outDone:
 	case <-time.After(pipeDrainGrace):
@@ -197,6 +215,9 @@ func (rp *rankProc) wait() rankStatus {
 		}
 	default:
 		st.Code, st.Reason = 1, err.Error()
+	}
+	if st.Code == 0 && st.Signal == 0 && rp.pmiLost.Load() {
+		st.Code, st.Reason = 1, "exited without calling MPI_Finalize (its PMI connection closed after MPI_Init)"
 	}
 	return st
 }
@@ -340,19 +361,48 @@ func (rp *rankProc) request(ctx context.Context, f wire.Frame) error {
 			_ = rp.reply(rankproto.TError, []byte(err.Error()))
 			return err
 		}
-		var res *collResult
-		select {
-		case res = <-rp.replies:
-		case <-ctx.Done():
-			return nil
-		}
-		if res.Seq != seq {
-			return fmt.Errorf("collective result %d while waiting for %d", res.Seq, seq)
+		res, err := rp.await(ctx, seq)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
 		return rp.reply(collReply(res, rp.rank))
 	default:
 		return fmt.Errorf("unknown request type %d", f.Type)
 	}
+}
+
+// await waits for the result of the rank's collective number seq.
+func (rp *rankProc) await(ctx context.Context, seq uint64) (*collResult, error) {
+	select {
+	case res := <-rp.replies:
+		if res.Seq != seq {
+			return nil, fmt.Errorf("collective result %d while waiting for %d", res.Seq, seq)
+		}
+		return res, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// socketPair returns a connected pair of Unix stream sockets: ours as a
+// net.Conn, the other end as a file for a child process.
+func socketPair() (net.Conn, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "socketpair")
+	theirs := os.NewFile(uintptr(fds[1]), "socketpair-child")
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, nil, err
+	}
+	return conn, theirs, nil
 }
 
 // collReply builds the reply a rank receives for a collective's result.
