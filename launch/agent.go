@@ -55,16 +55,16 @@ type localColl struct {
 // ends or the link is lost.
 func RunAgent(ctx context.Context, conn net.Conn) error {
 	a := &Agent{
-		link:   newLink(conn),
-		outWin: newWindow(outputWindow),
-		ranks:  map[int]*rankProc{},
-		seq:    map[int]uint64{},
-		colls:  map[uint64]*localColl{},
+		link:    newLink(conn),
+		outWin:  newWindow(outputWindow),
+		ranks:   map[int]*rankProc{},
+		seq:     map[int]uint64{},
+		colls:   map[uint64]*localColl{},
 		puts:    map[string][]byte{},
 		kv:      map[string][]byte{},
 		pmiPuts: map[string][]byte{},
 		pmiKV:   map[string][]byte{},
-		exited: make(chan struct{}),
+		exited:  make(chan struct{}),
 	}
 	return a.run(ctx)
 }
