@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/overlay/plan"
 )
 
@@ -43,7 +44,7 @@ Output:
 // planOptions are the parsed flags of `ftlaunch plan`.
 type planOptions struct {
 	nodes       int
-	hostfile    string // not supported yet, see nodeCount
+	hostfile    string // see nodeCount
 	hosts       string
 	tree        string
 	seq, rem    float64
@@ -165,12 +166,18 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	return o, nil
 }
 
-// nodeCount returns the number of nodes the plan covers. Today that is
-// --nodes; --hostfile and -H are reserved for the allocation parser (the
-// plan would then cover the front-end plus one node per distinct host).
+// nodeCount returns the number of nodes the plan covers: --nodes, or with
+// --hostfile / -H the front-end plus one node per host of the allocation.
 func nodeCount(o *planOptions) (int, error) {
 	if o.hostfile != "" || o.hosts != "" {
-		return 0, usageErrorf("--hostfile and -H are not supported by plan yet; give --nodes N")
+		if o.set["nodes"] {
+			return 0, usageErrorf("give either --nodes or --hostfile / -H, not both")
+		}
+		a, err := alloc.Discover(alloc.Sources{HostList: o.hosts, Hostfile: o.hostfile})
+		if err != nil {
+			return 0, usageErrorf("%v", err)
+		}
+		return len(a.Hosts) + 1, nil
 	}
 	if o.nodes < 1 {
 		if o.nodes == 0 {

@@ -192,8 +192,10 @@ func TestPlanBadUsage(t *testing.T) {
 		{[]string{"--nodes", "10", "--runs", "5"}, "--runs needs --simulate"},
 		{[]string{"--nodes", "10", "--simulate", "--rem-samples", badSamples}, badSamples + " line 2"},
 		{[]string{"--nodes", "10", "--simulate", "--rem-samples", filepath.Join(dir, "none")}, "--rem-samples"},
-		{[]string{"--nodes", "10", "--hostfile", "hosts"}, "not supported by plan yet"},
-		{[]string{"--nodes", "10", "-H", "a,b"}, "not supported by plan yet"},
+		{[]string{"--nodes", "10", "--hostfile", "hosts"}, "either --nodes or --hostfile"},
+		{[]string{"--nodes", "10", "-H", "a,b"}, "either --nodes or --hostfile"},
+		{[]string{"-H", "a,b,a"}, `host "a" listed twice`},
+		{[]string{"--hostfile", filepath.Join(dir, "no-such-hostfile")}, "no-such-hostfile"},
 		{[]string{"--nodes", "10", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--frobnicate"}, "flag provided but not defined"},
 	}
@@ -205,6 +207,20 @@ func TestPlanBadUsage(t *testing.T) {
 		}
 		if !strings.HasPrefix(errs, "ftlaunch plan: ") || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, c.want) {
 			t.Errorf("%q: stderr %q, want one line with %q", c.args, errs, c.want)
+		}
+	}
+}
+
+// With an allocation the plan covers the front-end plus one node per host.
+func TestPlanFromAllocation(t *testing.T) {
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("# three hosts\nn1 slots=4\nn2:2\n\nn3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--hostfile", hosts}, {"-H", "n1:4,n2:2,n3"}} {
+		code, out, errs := runPlan(t, append(args, "--tree", "flat", "--json")...)
+		if code != 0 || !strings.Contains(out, `"nodes":4`) {
+			t.Errorf("%q: exit %d, stdout %s, stderr %s", args, code, out, errs)
 		}
 	}
 }
