@@ -1,0 +1,65 @@
+package membership
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// metaVersion is the first byte of every encoded metadata blob. A decoder
+// refuses versions it does not know rather than guessing.
+const metaVersion = 1
+
+// MaxRoleLen bounds the role string carried in node metadata; memberlist
+// limits the whole blob to 512 bytes.
+const MaxRoleLen = 64
+
+var errBadMeta = errors.New("membership: malformed node metadata")
+
+// nodeMeta is what every agent advertises about itself: the boot incarnation
+// (bumped each time the agent is launched under the same name) and its role
+// in the job (for example "root", "agent").
+type nodeMeta struct {
+	Incarnation uint64
+	Role        string
+}
+
+// encodeMeta renders m as: version byte, uvarint incarnation, uvarint role
+// length, role bytes.
+func encodeMeta(m nodeMeta) ([]byte, error) {
+	if len(m.Role) > MaxRoleLen {
+		return nil, fmt.Errorf("membership: role %q longer than %d bytes", m.Role, MaxRoleLen)
+	}
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(m.Role))
+	b = append(b, metaVersion)
+	b = binary.AppendUvarint(b, m.Incarnation)
+	b = binary.AppendUvarint(b, uint64(len(m.Role)))
+	b = append(b, m.Role...)
+	return b, nil
+}
+
+// decodeMeta parses a blob produced by encodeMeta. It never panics: any
+// truncation, unknown version, oversized role or trailing byte is an error.
+func decodeMeta(b []byte) (nodeMeta, error) {
+	if len(b) == 0 {
+		return nodeMeta{}, fmt.Errorf("%w: empty", errBadMeta)
+	}
+	if b[0] != metaVersion {
+		return nodeMeta{}, fmt.Errorf("%w: version %d", errBadMeta, b[0])
+	}
+	b = b[1:]
+	inc, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nodeMeta{}, fmt.Errorf("%w: incarnation", errBadMeta)
+	}
+	b = b[n:]
+	l, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nodeMeta{}, fmt.Errorf("%w: role length", errBadMeta)
+	}
+	b = b[n:]
+	if l > MaxRoleLen || l != uint64(len(b)) {
+		return nodeMeta{}, fmt.Errorf("%w: role length %d with %d bytes left", errBadMeta, l, len(b))
+	}
+	return nodeMeta{Incarnation: inc, Role: string(b)}, nil
+}
