@@ -35,7 +35,7 @@ func TestIssue(t *testing.T) {
 	if c.Name() != "node017" || c.JobID() != "job-1" {
 		t.Fatalf("got name %q job %q", c.Name(), c.JobID())
 	}
-	if !c.cert.NotBefore.Before(before.Add(-ClockSkewSlack/2)) {
+	if !c.cert.NotBefore.Before(before.Add(-ClockSkewSlack / 2)) {
 		t.Errorf("NotBefore %v has no clock-skew slack (issued at %v)", c.cert.NotBefore, before)
 	}
 	if got, want := c.NotAfter(), ca.NotAfter(); !got.Equal(want) {

@@ -104,6 +104,11 @@ func Dial(ctx context.Context, addr string, c *Credentials, opts ...Option) (net
 	d := net.Dialer{Control: userTimeoutControl(o.userTimeout)}
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		if cerr := ctxErr(ctx); cerr != nil {
+			// package net reports a deadline as a plain i/o timeout;
+			// keep the context's reason visible to errors.Is.
+			return nil, fmt.Errorf("secure: dial %s: %w: %w", addr, cerr, err)
+		}
 		return nil, fmt.Errorf("secure: dial %s: %w", addr, err)
 	}
 	if tc, ok := raw.(*net.TCPConn); ok {
@@ -122,10 +127,25 @@ func Dial(ctx context.Context, addr string, c *Credentials, opts ...Option) (net
 	return conn, nil
 }
 
+// ctxErr returns why ctx ended, counting a deadline already passed whose
+// timer has not yet fired (package net's own timer can fire first).
+func ctxErr(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // clientHandshake runs the TLS handshake and waits for the server's
 // acceptance byte, both bounded by ctx.
 func clientHandshake(ctx context.Context, conn *tls.Conn) error {
 	if err := conn.HandshakeContext(ctx); err != nil {
+		if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
+			return fmt.Errorf("handshake: %w: %w", cerr, err)
+		}
 		return fmt.Errorf("handshake: %w", err)
 	}
 	// Unblock the read below when ctx ends; the AfterFunc goroutine is
@@ -140,8 +160,8 @@ func clientHandshake(ctx context.Context, conn *tls.Conn) error {
 	_, err := conn.Read(b[:])
 	stopped := stop()
 	switch {
-	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("wait for acceptance: %w", context.Cause(ctx))
+	case err != nil && ctxErr(ctx) != nil:
+		return fmt.Errorf("wait for acceptance: %w", ctxErr(ctx))
 	case err != nil:
 		// crypto/tls reports a received alert as a *net.OpError with
 		// Op "remote error"; in TLS 1.3 a refused client certificate
