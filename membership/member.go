@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"strconv"
 	"sync"
@@ -78,11 +79,8 @@ type Config struct {
 	// QueueLimit bounds pending evidence (see the queue's overflow policy);
 	// 0 means 1024.
 	QueueLimit int
-	// SuspectPoll is how often the member looks for peers that became
-	// suspect (memberlist has no event for it); 0 means the profile's
-	// ProbeInterval.
-	SuspectPoll time.Duration
-	// LogOutput receives memberlist's log; nil discards it.
+	// LogOutput receives memberlist's log; nil discards it. It is written
+	// from memberlist's goroutines and should not block.
 	LogOutput io.Writer
 }
 
@@ -94,11 +92,12 @@ type Config struct {
 type Member struct {
 	name    string
 	ml      *memberlist.Memberlist
+	obs     *observer
+	meta    *metaDelegate
 	q       *queue
 	events  chan Evidence
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	poll    time.Duration
 	leaveTO time.Duration
 
 	lifeMu  sync.Mutex // serializes Leave and Shutdown
@@ -143,29 +142,32 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	mc.Keyring = nil
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
-	mc.Logger = nil
-	mc.LogOutput = cfg.LogOutput
-	if mc.LogOutput == nil {
-		mc.LogOutput = io.Discard
-	}
 
 	limit := cfg.QueueLimit
 	if limit == 0 {
 		limit = 1024
 	}
+	q := newQueue(limit)
+	obs := &observer{self: cfg.Name, q: q, peers: make(map[string]peerInfo), suspected: make(map[string]bool)}
 	m := &Member{
 		name:    cfg.Name,
-		q:       newQueue(limit),
+		obs:     obs,
+		meta:    &metaDelegate{incarnation: cfg.Incarnation, role: cfg.Role},
+		q:       q,
 		events:  make(chan Evidence),
 		stop:    make(chan struct{}),
-		poll:    cfg.SuspectPoll,
-		leaveTO: 10 * mc.GossipInterval,
+		leaveTO: 20 * mc.GossipInterval,
 	}
-	if m.poll <= 0 {
-		m.poll = mc.ProbeInterval
+	m.meta.cur.Store(&meta)
+	out := cfg.LogOutput
+	if out == nil {
+		out = io.Discard
 	}
-	mc.Delegate = &metaDelegate{meta: meta}
-	mc.Events = &eventDelegate{self: cfg.Name, q: m.q}
+	mc.LogOutput = nil
+	mc.Logger = log.New(&logTap{next: out, obs: obs}, "", log.LstdFlags)
+	mc.Delegate = m.meta
+	mc.Events = obs
+	mc.Ping = obs
 
 	ml, err := memberlist.Create(&mc)
 	if err != nil {
@@ -175,9 +177,8 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("membership: start member %s: %w", cfg.Name, err)
 	}
 	m.ml = ml
-	m.wg.Add(2)
+	m.wg.Add(1)
 	go m.dispatch()
-	go m.pollSuspects()
 
 	if len(cfg.Seeds) > 0 {
 		if _, err := m.Join(ctx, cfg.Seeds); err != nil {
@@ -278,10 +279,16 @@ func (m *Member) Members() []Peer {
 func (m *Member) NumMembers() int { return m.ml.NumMembers() }
 
 // Leave announces a graceful departure and waits until the announcement has
-// been gossiped or ctx is done (without a deadline, at most ten gossip
+// been gossiped or ctx is done (without a deadline, at most twenty gossip
 // intervals). Peers report this member as KindLeft. The member keeps
 // running until Shutdown. Leave is idempotent; after Shutdown it returns
 // ErrShutdown.
+//
+// memberlist tells its delegates that a node is gone without saying whether
+// it left or died, so Leave first re-advertises the member's metadata with a
+// leaving flag and waits for that to be gossiped, then leaves. A peer that
+// hears the leave before the flag (unlikely, not impossible) reports
+// KindDead: the safe side.
 func (m *Member) Leave(ctx context.Context) error {
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
@@ -299,7 +306,14 @@ func (m *Member) Leave(ctx context.Context) error {
 		return fmt.Errorf("membership: member %s: leave: %w", m.name, context.DeadlineExceeded)
 	}
 	m.left = true
-	if err := m.ml.Leave(timeout); err != nil {
+	start := time.Now()
+	if err := m.meta.setLeaving(); err != nil {
+		return fmt.Errorf("membership: member %s: leave: %w", m.name, err)
+	}
+	if err := m.ml.UpdateNode(timeout / 2); err != nil {
+		return fmt.Errorf("membership: member %s: leave: announce: %w", m.name, err)
+	}
+	if err := m.ml.Leave(timeout - time.Since(start)); err != nil {
 		return fmt.Errorf("membership: member %s: leave: %w", m.name, err)
 	}
 	return nil
@@ -307,7 +321,9 @@ func (m *Member) Leave(ctx context.Context) error {
 
 // Shutdown stops the member without a goodbye (peers will eventually report
 // it dead unless Leave was called first), shuts down its transport and waits
-// for the member's goroutines to exit. It is idempotent.
+// for the member's own goroutine to exit. memberlist's goroutines have been
+// told to stop when it returns; a few may still be finishing a stream until
+// its deadline. It is idempotent.
 func (m *Member) Shutdown() error {
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
@@ -348,108 +364,3 @@ func (m *Member) dispatch() {
 		}
 	}
 }
-
-// pollSuspects turns memberlist's alive->suspect and suspect->alive
-// transitions, for which memberlist has no event, into evidence. Its map is
-// owned by this goroutine alone.
-func (m *Member) pollSuspects() {
-	defer m.wg.Done()
-	t := time.NewTicker(m.poll)
-	defer t.Stop()
-	suspect := make(map[string]bool)
-	for {
-		select {
-		case <-t.C:
-		case <-m.stop:
-			return
-		}
-		seen := make(map[string]bool, len(suspect))
-		for _, n := range m.ml.Members() {
-			if n.Name == m.name {
-				continue
-			}
-			isSuspect := n.State == memberlist.StateSuspect
-			if isSuspect {
-				seen[n.Name] = true
-			}
-			switch {
-			case isSuspect && !suspect[n.Name]:
-				m.q.push(evidenceOf(n, KindSuspect, m.name))
-			case !isSuspect && suspect[n.Name]:
-				m.q.push(evidenceOf(n, KindAlive, m.name))
-			}
-		}
-		suspect = seen
-	}
-}
-
-// evidenceOf builds evidence about n. It copies everything it keeps: n
-// belongs to memberlist.
-func evidenceOf(n *memberlist.Node, k Kind, observer string) Evidence {
-	meta, _ := decodeMeta(n.Meta) // unreadable metadata: incarnation 0
-	return Evidence{
-		Node:        n.Name,
-		Incarnation: meta.Incarnation,
-		Role:        meta.Role,
-		Addr:        net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
-		Kind:        k,
-		Time:        time.Now(),
-		Observer:    observer,
-	}
-}
-
-// eventDelegate receives memberlist's join/leave/update events. memberlist
-// calls it with its node lock held and never concurrently; every method only
-// pushes onto the queue, which never blocks and never calls memberlist.
-type eventDelegate struct {
-	self string
-	q    *queue
-}
-
-func (d *eventDelegate) NotifyJoin(n *memberlist.Node) {
-	if n.Name != d.self {
-		d.q.push(evidenceOf(n, KindAlive, d.self))
-	}
-}
-
-func (d *eventDelegate) NotifyLeave(n *memberlist.Node) {
-	if n.Name == d.self {
-		return
-	}
-	k := KindDead
-	if n.State == memberlist.StateLeft {
-		k = KindLeft
-	}
-	d.q.push(evidenceOf(n, k, d.self))
-}
-
-// NotifyUpdate fires when a peer's metadata changed, that is when an agent
-// of the same name booted again with a new incarnation.
-func (d *eventDelegate) NotifyUpdate(n *memberlist.Node) {
-	if n.Name != d.self {
-		d.q.push(evidenceOf(n, KindAlive, d.self))
-	}
-}
-
-// metaDelegate advertises the member's metadata and ignores user messages
-// (membership sends none). Its fields are immutable after Start.
-type metaDelegate struct {
-	meta []byte
-}
-
-func (d *metaDelegate) NodeMeta(limit int) []byte {
-	if len(d.meta) > limit {
-		return nil
-	}
-	return d.meta
-}
-
-// NotifyMsg ignores user messages; it must not block and keeps no
-// reference to b.
-func (d *metaDelegate) NotifyMsg(b []byte) {}
-
-func (d *metaDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-
-func (d *metaDelegate) LocalState(join bool) []byte { return nil }
-
-func (d *metaDelegate) MergeRemoteState(buf []byte, join bool) {}

@@ -16,22 +16,30 @@ const MaxRoleLen = 64
 
 var errBadMeta = errors.New("membership: malformed node metadata")
 
+// metaLeaving is the flag bit set by a member that is leaving gracefully.
+const metaLeaving = 1
+
 // nodeMeta is what every agent advertises about itself: the boot incarnation
-// (bumped each time the agent is launched under the same name) and its role
-// in the job (for example "root", "agent").
+// (bumped each time the agent is launched under the same name), its role in
+// the job (for example "root", "agent"), and whether it is leaving.
 type nodeMeta struct {
 	Incarnation uint64
 	Role        string
+	Leaving     bool
 }
 
-// encodeMeta renders m as: version byte, uvarint incarnation, uvarint role
-// length, role bytes.
+// encodeMeta renders m as: version byte, flags byte, uvarint incarnation,
+// uvarint role length, role bytes.
 func encodeMeta(m nodeMeta) ([]byte, error) {
 	if len(m.Role) > MaxRoleLen {
 		return nil, fmt.Errorf("membership: role %q longer than %d bytes", m.Role, MaxRoleLen)
 	}
 	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(m.Role))
-	b = append(b, metaVersion)
+	var flags byte
+	if m.Leaving {
+		flags |= metaLeaving
+	}
+	b = append(b, metaVersion, flags)
 	b = binary.AppendUvarint(b, m.Incarnation)
 	b = binary.AppendUvarint(b, uint64(len(m.Role)))
 	b = append(b, m.Role...)
@@ -47,7 +55,11 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	if b[0] != metaVersion {
 		return nodeMeta{}, fmt.Errorf("%w: version %d", errBadMeta, b[0])
 	}
-	b = b[1:]
+	if len(b) < 2 || b[1]&^metaLeaving != 0 {
+		return nodeMeta{}, fmt.Errorf("%w: flags", errBadMeta)
+	}
+	leaving := b[1]&metaLeaving != 0
+	b = b[2:]
 	inc, n := binary.Uvarint(b)
 	if n <= 0 {
 		return nodeMeta{}, fmt.Errorf("%w: incarnation", errBadMeta)
@@ -61,5 +73,5 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	if l > MaxRoleLen || l != uint64(len(b)) {
 		return nodeMeta{}, fmt.Errorf("%w: role length %d with %d bytes left", errBadMeta, l, len(b))
 	}
-	return nodeMeta{Incarnation: inc, Role: string(b)}, nil
+	return nodeMeta{Incarnation: inc, Role: string(b), Leaving: leaving}, nil
 }

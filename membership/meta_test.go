@@ -11,6 +11,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		{Incarnation: 1, Role: "agent"},
 		{Incarnation: 1<<64 - 1, Role: ""},
 		{Incarnation: 300, Role: strings.Repeat("r", MaxRoleLen)},
+		{Incarnation: 2, Role: "root", Leaving: true},
 	} {
 		b, err := encodeMeta(m)
 		if err != nil {
@@ -34,13 +35,15 @@ func TestMetaRejectsMalformed(t *testing.T) {
 	bad := [][]byte{
 		nil,
 		{},
-		{2, 7, 0},                       // unknown version
-		{metaVersion},                   // no incarnation
-		{metaVersion, 0x80},             // truncated varint
-		{metaVersion, 7},                // no role length
-		{metaVersion, 7, 3, 'a'},        // role shorter than its length
-		append(bytes.Clone(good), 'x'),  // trailing byte
-		{metaVersion, 7, 0xff, 0xff, 3}, // absurd role length
+		{2, 0, 7, 0},                       // unknown version
+		{metaVersion},                      // no flags
+		{metaVersion, 2, 7, 0},             // unknown flag
+		{metaVersion, 0},                   // no incarnation
+		{metaVersion, 0, 0x80},             // truncated varint
+		{metaVersion, 0, 7},                // no role length
+		{metaVersion, 0, 7, 3, 'a'},        // role shorter than its length
+		append(bytes.Clone(good), 'x'),     // trailing byte
+		{metaVersion, 0, 7, 0xff, 0xff, 3}, // absurd role length
 	}
 	for _, b := range bad {
 		if m, err := decodeMeta(b); err == nil {
@@ -53,7 +56,7 @@ func FuzzDecodeMeta(f *testing.F) {
 	good, _ := encodeMeta(nodeMeta{Incarnation: 42, Role: "root"})
 	f.Add(good)
 	f.Add([]byte{})
-	f.Add([]byte{metaVersion, 0x80, 0x80})
+	f.Add([]byte{metaVersion, 0, 0x80, 0x80})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMeta(b)
 		if err != nil {

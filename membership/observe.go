@@ -1,0 +1,192 @@
+package membership
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// peerInfo is what an observer remembers about a peer between events.
+type peerInfo struct {
+	meta nodeMeta
+	addr string
+}
+
+// observer turns what memberlist tells one member into evidence. memberlist
+// reaches it three ways, none of which may block:
+//   - as EventDelegate (join, update, leave), called with memberlist's node
+//     lock held and never concurrently;
+//   - as PingDelegate, when this member's direct probe of a peer is acked;
+//   - through logTap, when this member's own probe of a peer failed and it
+//     starts suspecting it. memberlist has no event for suspicion; its log
+//     line "Suspect <name> has failed, no acks received" is the only signal,
+//     and TestCrash* tests fail if it ever changes.
+//
+// Every method takes mu, pushes onto the queue and returns; none calls back
+// into memberlist.
+type observer struct {
+	self string
+	q    *queue
+
+	mu        sync.Mutex
+	peers     map[string]peerInfo // last metadata and address per peer
+	suspected map[string]bool     // peers this member's own probes suspect
+}
+
+func (o *observer) learn(n *memberlist.Node) peerInfo {
+	meta, _ := decodeMeta(n.Meta) // unreadable metadata: incarnation 0
+	p := peerInfo{meta: meta, addr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))}
+	o.peers[n.Name] = p
+	return p
+}
+
+func (o *observer) push(name string, p peerInfo, k Kind) {
+	o.q.push(Evidence{
+		Node:        name,
+		Incarnation: p.meta.Incarnation,
+		Role:        p.meta.Role,
+		Addr:        p.addr,
+		Kind:        k,
+		Time:        time.Now(),
+		Observer:    o.self,
+	})
+}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (o *observer) NotifyJoin(n *memberlist.Node) { o.alive(n) }
+
+// NotifyUpdate implements memberlist.EventDelegate. It fires when a peer's
+// metadata changed: it booted again under a new incarnation, or announced
+// that it is leaving.
+func (o *observer) NotifyUpdate(n *memberlist.Node) { o.alive(n) }
+
+func (o *observer) alive(n *memberlist.Node) {
+	if n.Name == o.self {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.learn(n)
+	delete(o.suspected, n.Name)
+	if p.meta.Leaving {
+		o.push(n.Name, p, KindLeft)
+		return
+	}
+	o.push(n.Name, p, KindAlive)
+}
+
+// NotifyLeave implements memberlist.EventDelegate: the peer is dead or has
+// left. memberlist does not say which; the peer's leaving flag does.
+func (o *observer) NotifyLeave(n *memberlist.Node) {
+	if n.Name == o.self {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.learn(n)
+	delete(o.suspected, n.Name)
+	if p.meta.Leaving {
+		o.push(n.Name, p, KindLeft)
+		return
+	}
+	o.push(n.Name, p, KindDead)
+}
+
+// AckPayload implements memberlist.PingDelegate; acks carry nothing.
+func (o *observer) AckPayload() []byte { return nil }
+
+// NotifyPingComplete implements memberlist.PingDelegate: a direct probe of
+// other was acked. If this member suspected it, that is evidence it is alive.
+func (o *observer) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.suspected[other.Name] {
+		return
+	}
+	delete(o.suspected, other.Name)
+	p, ok := o.peers[other.Name]
+	if !ok {
+		p = o.learn(other)
+	}
+	o.push(other.Name, p, KindAlive)
+}
+
+// suspect records that this member's own probe of name failed.
+func (o *observer) suspect(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p, ok := o.peers[name]
+	if !ok || o.suspected[name] {
+		return
+	}
+	o.suspected[name] = true
+	o.push(name, p, KindSuspect)
+}
+
+var (
+	suspectPrefix = []byte("[INFO] memberlist: Suspect ")
+	suspectSuffix = []byte(" has failed, no acks received")
+)
+
+// logTap sits between memberlist's logger and the configured log output and
+// reports suspicions to the observer. log.Logger serializes calls to Write
+// and hands it one whole line at a time.
+type logTap struct {
+	next io.Writer
+	obs  *observer
+}
+
+func (w *logTap) Write(p []byte) (int, error) {
+	line := bytes.TrimRight(p, "\n")
+	if i := bytes.Index(line, suspectPrefix); i >= 0 && bytes.HasSuffix(line, suspectSuffix) {
+		name := line[i+len(suspectPrefix) : len(line)-len(suspectSuffix)]
+		w.obs.suspect(string(name))
+	}
+	return w.next.Write(p)
+}
+
+// metaDelegate advertises the member's metadata and ignores user messages
+// (membership sends none). cur is swapped atomically when the member starts
+// leaving; the other fields are immutable.
+type metaDelegate struct {
+	incarnation uint64
+	role        string
+	cur         atomic.Pointer[[]byte]
+}
+
+func (d *metaDelegate) setLeaving() error {
+	b, err := encodeMeta(nodeMeta{Incarnation: d.incarnation, Role: d.role, Leaving: true})
+	if err != nil {
+		return err
+	}
+	d.cur.Store(&b)
+	return nil
+}
+
+// NodeMeta implements memberlist.Delegate.
+func (d *metaDelegate) NodeMeta(limit int) []byte {
+	b := *d.cur.Load()
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+
+// NotifyMsg implements memberlist.Delegate. It ignores user messages; it
+// must not block and keeps no reference to b.
+func (d *metaDelegate) NotifyMsg(b []byte) {}
+
+// GetBroadcasts implements memberlist.Delegate: none.
+func (d *metaDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState implements memberlist.Delegate: no user state.
+func (d *metaDelegate) LocalState(join bool) []byte { return nil }
+
+// MergeRemoteState implements memberlist.Delegate: no user state.
+func (d *metaDelegate) MergeRemoteState(buf []byte, join bool) {}
