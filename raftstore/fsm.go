@@ -45,7 +45,7 @@ type FSM struct {
 	mu      sync.RWMutex
 	s       *State
 	open    map[subject]uint64 // open failures: subject -> failed incarnation
-	applied uint64            // index of the last log entry applied
+	applied uint64             // index of the last log entry applied
 }
 
 // NewFSM returns the state machine of a job not yet set.

@@ -424,7 +424,11 @@ func TestCheckInvariantsDetects(t *testing.T) {
 	}
 	cases := map[string]func(s *State){
 		"version back": func(s *State) { s.Events[1].Version = 0 },
-		"epoch back":   func(s *State) { s.Events = append(s.Events, s.Events[len(s.Events)-1]); s.Epoch = 5; s.Events[1].Epoch = 5 },
+		"epoch back": func(s *State) {
+			s.Events = append(s.Events, s.Events[len(s.Events)-1])
+			s.Epoch = 5
+			s.Events[1].Epoch = 5
+		},
 		"incarnation back in table": func(s *State) {
 			s.Ranks = append([]Rank(nil), s.Ranks...)
 			s.Ranks[1].Incarnation = 2
