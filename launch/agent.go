@@ -53,7 +53,7 @@ type localColl struct {
 
 // RunAgent runs an agent on an established parent connection until the job
 // ends or the link is lost.
-func RunAgent(ctx context.Context, conn net.Conn) error {
+func RunAgent(ctx context.Context, conn io.ReadWriteCloser) error {
 	a := &Agent{
 		link:    newLink(conn),
 		outWin:  newWindow(outputWindow),
@@ -110,6 +110,30 @@ func (a *Agent) run(ctx context.Context) error {
 }
 
 var errShutdown = errors.New("shutdown")
+
+// stdioConn is the agent's link over its standard input and output. Both
+// are switched to non-blocking mode first, so that closing them unblocks a
+// pending read (a heartbeat timeout must end the reader).
+type stdioRW struct {
+	in, out *os.File
+}
+
+func (s stdioRW) Read(p []byte) (int, error)  { return s.in.Read(p) }
+func (s stdioRW) Write(p []byte) (int, error) { return s.out.Write(p) }
+func (s stdioRW) Close() error {
+	s.in.Close()
+	return s.out.Close()
+}
+
+func stdioConn() (io.ReadWriteCloser, error) {
+	for _, fd := range []int{0, 1} {
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			return nil, fmt.Errorf("parent link on stdio: %w", err)
+		}
+	}
+	// Keep fds 0 and 1 from being reused by anything that prints.
+	return stdioRW{in: os.NewFile(0, "parent-link-in"), out: os.NewFile(1, "parent-link-out")}, nil
+}
 
 func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	// The TCP-mode listener exists before the ranks (they get its port)
@@ -349,16 +373,28 @@ func (a *Agent) get(key string) ([]byte, bool) {
 	return v, ok
 }
 
-// AgentMain is the body of the internal `ftlaunch agent` command for an
-// agent on this machine: its parent link is inherited as file descriptor
-// 3. It returns the process's exit code.
-func AgentMain(ctx context.Context, stderr io.Writer) int {
-	f := os.NewFile(3, "parent-link")
-	conn, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
-		return 2
+// AgentMain is the body of the internal `ftlaunch agent` command. Its
+// parent link is inherited as file descriptor 3 (an agent on the
+// front-end's machine), or with stdio set its standard input and output (an
+// agent started over SSH). It returns the process's exit code.
+func AgentMain(ctx context.Context, stdio bool, stderr io.Writer) int {
+	var conn io.ReadWriteCloser
+	if stdio {
+		c, err := stdioConn()
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		conn = c
+	} else {
+		f := os.NewFile(3, "parent-link")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
+			return 2
+		}
+		conn = c
 	}
 	if err := RunAgent(ctx, conn); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
 )
 
 // Exit codes of ftlaunch itself (a rank's failure is reported with the
@@ -40,7 +42,12 @@ type Options struct {
 	Timeout   time.Duration // whole-job limit (0: none)
 	Verbose   bool
 	TestNodes int    // local agents posing as nodes; 0 or 1: one agent for this machine
-	AgentPath string // the ftlaunch executable agents run from
+	AgentPath string // the ftlaunch executable agents run from (on every node)
+
+	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
+	// machine). SSH is required with a placement.
+	Placement *alloc.Placement
+	SSH       *sshspawn.Spawner
 	Heartbeat time.Duration
 
 	Stdin          *os.File // forwarded to rank 0 (nil: none)
@@ -83,11 +90,33 @@ type frontend struct {
 type agentHandle struct {
 	idx    int
 	name   string
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd         // a local agent
+	sess   *sshspawn.Session // an agent started over SSH
 	link   *link
 	ranks  []int
 	closed bool // link ended
 	done   bool // the agent reported mDone
+}
+
+// kill ends the agent: a local one is killed, a remote one's session is
+// closed (the agent sees its link end and kills its ranks).
+func (a *agentHandle) kill() {
+	switch {
+	case a.cmd != nil && a.cmd.Process != nil:
+		_ = a.cmd.Process.Kill()
+	case a.sess != nil:
+		_ = a.sess.Close()
+	}
+}
+
+// wait waits for the agent process or its session to end.
+func (a *agentHandle) wait() {
+	switch {
+	case a.cmd != nil:
+		_ = a.cmd.Wait()
+	case a.sess != nil:
+		_ = a.sess.Wait()
+	}
 }
 
 type rankState struct {
@@ -186,40 +215,46 @@ func (fe *frontend) nodeNames() []string {
 	return names
 }
 
-// startAgents spawns one agent process per node, in block placement of the
-// ranks, and sends each its share of the job.
+// startAgents starts one agent per node that runs ranks — local
+// processes, or over SSH when the job has a placement on hosts — and sends
+// each its share of the job.
 func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error {
-	names := fe.nodeNames()
 	n := fe.opts.N
-	pl := blockPlacement(names, n)
+	pl := fe.opts.Placement
+	if pl == nil {
+		pl = blockPlacement(fe.nodeNames(), n)
+	}
 	mapping := alloc.ProcessMapping(pl)
-	for i, name := range names {
-		a := &agentHandle{idx: i, name: name}
-		for j := range pl.Nodes {
-			if pl.Nodes[j].Name == name {
-				a.ranks = pl.Nodes[j].Ranks
-			}
-		}
+	for i, node := range pl.Nodes {
+		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks}
 		for _, r := range a.ranks {
 			fe.ranks[r].node = i
-		}
-		if err := fe.spawnAgent(a); err != nil {
-			return fmt.Errorf("start agent for node %s: %w", name, err)
-		}
-		fe.agents = append(fe.agents, a)
-		if len(a.ranks) > 0 {
-			fe.liveN++
 		}
 		if len(a.ranks) > 0 && a.ranks[0] == 0 {
 			fe.stdinAgent = a
 		}
+		fe.agents = append(fe.agents, a)
+	}
+	fe.liveN = len(fe.agents)
+	if fe.opts.SSH != nil {
+		if err := fe.spawnRemote(ctx); err != nil {
+			return err
+		}
+	} else {
+		for _, a := range fe.agents {
+			if err := fe.spawnAgent(a); err != nil {
+				return fmt.Errorf("start agent for node %s: %w", a.name, err)
+			}
+		}
+	}
+	for _, a := range fe.agents {
 		spec := &nodeSpec{
 			JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
 			Size: n, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
-			Node: name, NodeID: i, Ranks: a.ranks, ProcessMapping: mapping,
+			Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: mapping,
 		}
 		if err := a.link.send(mSpec, spec.encode()); err != nil {
-			return fmt.Errorf("send job to node %s: %w", name, err)
+			return fmt.Errorf("send job to node %s: %w", a.name, err)
 		}
 		go func() {
 			err := a.link.run(ctx, fe.opts.Heartbeat, 4*fe.opts.Heartbeat+time.Second, func(typ uint8, p []byte) error {
@@ -239,6 +274,55 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	fe.verbosef("%d agent(s) started for %d rank(s)", len(fe.agents), n)
 	return nil
 }
+
+// spawnRemote starts every node's agent over SSH at once (the spawner
+// bounds the concurrency per host and in all). The agent's link is its SSH
+// session's stdin and stdout; its stderr is forwarded as ftlaunch's own
+// messages. The first failure cancels the other launches.
+func (fe *frontend) spawnRemote(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(fe.agents))
+	argv := []string{fe.opts.AgentPath, "agent", "--stdio"}
+	for _, a := range fe.agents {
+		go func() {
+			sess, err := fe.opts.SSH.Start(ctx, a.name, argv, nil)
+			if err != nil {
+				errs <- fmt.Errorf("start the agent on %s: %w", a.name, err)
+				return
+			}
+			a.sess = sess
+			a.link = newLink(sessionConn{sess})
+			go fe.agentStderr(a.name, sess.Stderr())
+			t := sess.Timings()
+			fe.verbosef("node %s: agent started over ssh in %.1f ms (%d attempt(s))", a.name, t.Total.Seconds()*1e3, t.Attempts)
+			errs <- nil
+		}()
+	}
+	var first error
+	for range fe.agents {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}
+
+// agentStderr forwards a remote agent's own messages line by line.
+func (fe *frontend) agentStderr(node string, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fe.out.message(sc.Text() + "\n")
+	}
+}
+
+// sessionConn is an agent link over an SSH session's stdin and stdout.
+type sessionConn struct{ s *sshspawn.Session }
+
+func (c sessionConn) Read(p []byte) (int, error)  { return c.s.Stdout().Read(p) }
+func (c sessionConn) Write(p []byte) (int, error) { return c.s.Stdin().Write(p) }
+func (c sessionConn) Close() error                { return c.s.Close() }
 
 // blockPlacement places n ranks on the named nodes in blocks of
 // ceil(n/len(names)), as mpirun does on one host per node.
@@ -327,7 +411,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		}
 	}
 	for _, a := range fe.agents {
-		_ = a.cmd.Wait()
+		a.wait()
 	}
 	return fe.finish()
 }
@@ -530,7 +614,7 @@ func (fe *frontend) onSignal(sig os.Signal) {
 func (fe *frontend) agentLost(a *agentHandle, err error) {
 	for _, r := range a.ranks {
 		rs := &fe.ranks[r]
-		if rs.pid > 0 {
+		if rs.pid > 0 && a.cmd != nil { // pids are meaningful on this machine only
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
 		if !rs.ended {
@@ -540,9 +624,7 @@ func (fe *frontend) agentLost(a *agentHandle, err error) {
 			fe.ended++
 		}
 	}
-	if a.cmd.Process != nil {
-		_ = a.cmd.Process.Kill()
-	}
+	a.kill()
 	if !fe.shutdownAt.IsZero() { // the job had already ended
 		return
 	}
@@ -622,12 +704,10 @@ func (fe *frontend) forwardStdin(ctx context.Context, a *agentHandle) {
 
 func (fe *frontend) killAgents() {
 	for _, a := range fe.agents {
-		if a.cmd != nil && a.cmd.Process != nil {
-			_ = a.cmd.Process.Kill()
-		}
+		a.kill()
 	}
 	for _, rs := range fe.ranks {
-		if rs.pid > 0 && !rs.ended {
+		if rs.pid > 0 && !rs.ended && fe.agents[rs.node].cmd != nil {
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
 	}

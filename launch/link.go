@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"sync"
 	"time"
 
@@ -41,9 +41,11 @@ const linkMaxFrame = 64 << 20
 var errHeartbeat = errors.New("heartbeat timeout: peer silent")
 
 // link is one end of a framed, heartbeated connection between an agent and
-// its parent. Send may be called from any goroutine; run owns reading.
+// its parent: a socketpair on one machine, an SSH session's stdin and
+// stdout across machines. Send may be called from any goroutine; run owns
+// reading.
 type link struct {
-	conn net.Conn
+	conn io.ReadWriteCloser
 	r    *wire.Reader
 
 	mu  sync.Mutex // serializes writes
@@ -52,7 +54,7 @@ type link struct {
 	lastRecv chan struct{} // signalled on every received frame
 }
 
-func newLink(conn net.Conn) *link {
+func newLink(conn io.ReadWriteCloser) *link {
 	return &link{conn: conn, r: wire.NewReader(conn, linkMaxFrame), lastRecv: make(chan struct{}, 1)}
 }
 

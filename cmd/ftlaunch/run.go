@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch"
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
 )
 
 const runUsage = `Usage: ftlaunch run [flags] PROGRAM [ARGS...]
@@ -32,6 +34,16 @@ after it is the program's own. Flags take one or two dashes.
   -x VAR[=VALUE]           pass VAR to the ranks (the whole environment is passed by default)
   --env VAR=VALUE          set VAR for the ranks
   --test-nodes K           run K agents on this machine, posing as K nodes
+
+Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks):
+  -H host1,host2:4         the hosts, with optional slot counts
+  --hostfile FILE          one host per line: "host", "host:N" or "host slots=N"; # comments
+  --ppn N                  ranks per host (replaces the slot counts)
+  --map-by slot|node       block placement (default) or round-robin over hosts
+  --oversubscribe          allow more ranks than slots
+  --ssh-config FILE        OpenSSH client config (default ~/.ssh/config)
+  --ssh-accept-new         trust unknown host keys on first use (recorded in known_hosts)
+  --agent-path PATH        ftlaunch on the hosts (default: this executable's path — a shared file system)
   --verbose                report launch phases on stderr
   --version                print the version
   --help                   print this help
@@ -71,6 +83,10 @@ type runFlags struct {
 	env       []string
 	testNodes int
 	verbose   bool
+
+	hosts, hostfile, mapBy, sshConfig, agentPath string
+	ppn                                          int
+	oversubscribe, acceptNew                     bool
 	version   bool
 	help      bool
 }
@@ -90,6 +106,15 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	fs.Var(envList{vals: &f.env}, "x", "")
 	fs.Var(envList{vals: &f.env, needsEq: true}, "env", "")
 	fs.IntVar(&f.testNodes, "test-nodes", 0, "")
+	fs.StringVar(&f.hosts, "H", "", "")
+	fs.StringVar(&f.hosts, "host", "", "")
+	fs.StringVar(&f.hostfile, "hostfile", "", "")
+	fs.IntVar(&f.ppn, "ppn", 0, "")
+	fs.StringVar(&f.mapBy, "map-by", "", "")
+	fs.BoolVar(&f.oversubscribe, "oversubscribe", false, "")
+	fs.StringVar(&f.sshConfig, "ssh-config", "", "")
+	fs.BoolVar(&f.acceptNew, "ssh-accept-new", false, "")
+	fs.StringVar(&f.agentPath, "agent-path", "", "")
 	fs.BoolVar(&f.verbose, "verbose", false, "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
@@ -125,6 +150,15 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	}
 	if f.testNodes < 0 {
 		return nil, nil, fmt.Errorf("--test-nodes must not be negative, got %d", f.testNodes)
+	}
+	if f.ppn < 0 {
+		return nil, nil, fmt.Errorf("--ppn must not be negative, got %d", f.ppn)
+	}
+	if f.testNodes > 0 && (f.hosts != "" || f.hostfile != "") {
+		return nil, nil, errors.New("--test-nodes runs on this machine: give it or hosts (-H, --hostfile), not both")
+	}
+	if !set["n"] && !set["np"] && (f.hosts != "" || f.hostfile != "") {
+		f.n = 0 // one rank per slot, decided by the placement
 	}
 	if fs.NArg() == 0 {
 		return nil, nil, errors.New("no program given")
@@ -192,6 +226,27 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ftlaunch run: cannot find my own executable: %v\n", err)
 		return launch.ExitLauncher
 	}
+	var placement *alloc.Placement
+	var spawner *sshspawn.Spawner
+	if f.hosts != "" || f.hostfile != "" {
+		if placement, err = placeOnHosts(f); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+			return launch.ExitUsage
+		}
+		f.n = len(placement.Ranks)
+		policy := sshspawn.HostKeyFromConfig
+		if f.acceptNew {
+			policy = sshspawn.HostKeyAcceptNew
+		}
+		if spawner, err = sshspawn.New(sshspawn.Options{ConfigFile: f.sshConfig, HostKeyPolicy: policy}); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch run: ssh: %v\n", err)
+			return launch.ExitUsage
+		}
+		defer spawner.Close()
+		if f.agentPath != "" {
+			self = f.agentPath
+		}
+	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
@@ -200,11 +255,35 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		N: f.n, Argv: argv, Env: env, Wdir: wdir, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
+		Placement: placement, SSH: spawner,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 	}
 	return res.ExitCode
+}
+
+// placeOnHosts reads the allocation from -H or --hostfile and places the
+// ranks on its hosts.
+func placeOnHosts(f *runFlags) (*alloc.Placement, error) {
+	a, err := alloc.Discover(alloc.Sources{HostList: f.hosts, Hostfile: f.hostfile})
+	if err != nil {
+		return nil, err
+	}
+	mapBy, err := alloc.ParseMapBy(f.mapBy)
+	if err != nil {
+		return nil, fmt.Errorf("--map-by: %w", err)
+	}
+	np := f.n
+	if np == 0 {
+		for _, h := range a.Hosts {
+			np += max(h.Slots, 1)
+		}
+		if f.ppn > 0 {
+			np = f.ppn * len(a.Hosts)
+		}
+	}
+	return alloc.Place(a, alloc.Request{NP: np, PPN: f.ppn, MapBy: mapBy, Oversubscribe: f.oversubscribe})
 }
 
 func lookup(env []string, key string) string {
@@ -234,7 +313,7 @@ func forwardableStdin(stdin *os.File) *os.File {
 	return stdin
 }
 
-func launchAgentMain(ctx context.Context, stderr io.Writer) int {
+func launchAgentMain(ctx context.Context, stdio bool, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-	return launch.AgentMain(ctx, stderr)
+	return launch.AgentMain(ctx, stdio, stderr)
 }

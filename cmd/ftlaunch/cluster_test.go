@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
+)
+
+// The multi-host tests run ftlaunch against an emulated cluster: network
+// namespaces on one bridge, each with a real OpenSSH sshd (chaos/cluster).
+// They skip where namespaces cannot be created.
+
+func requireNamespaces(t *testing.T) {
+	t.Helper()
+	probe := fmt.Sprintf("ftlprobe%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
+		t.Skipf("emulated cluster: cannot create network namespaces here (ip netns add: %v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	exec.Command("ip", "netns", "del", probe).Run()
+	if _, err := os.Stat(cluster.DefaultSSHD); err != nil {
+		t.Skipf("emulated cluster: %s not installed (make deps installs openssh-server)", cluster.DefaultSSHD)
+	}
+}
+
+// upCluster brings up n hosts on a free random /24 for this test.
+func upCluster(t *testing.T, n int) *cluster.Cluster {
+	t.Helper()
+	requireNamespaces(t)
+	b := make([]byte, 4)
+	rand.Read(b)
+	cfg := cluster.Config{Name: "l" + hex.EncodeToString(b)[:7], StateRoot: t.TempDir(), ConnectTimeout: 2 * time.Second}
+	for try := 0; ; try++ {
+		x, _ := rand.Int(rand.Reader, big.NewInt(50*256))
+		v := int(x.Int64())
+		cfg.Prefix = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + v/256), byte(v % 256), 0}), 24)
+		c, err := cluster.Up(context.Background(), cfg, n)
+		if errors.Is(err, cluster.ErrPrefixInUse) && try < 5 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("cluster up: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := c.Down(context.Background()); err != nil {
+				t.Errorf("cluster down: %v", err)
+			}
+		})
+		return c
+	}
+}
+
+// sleepers counts live `sleep M` processes (not the ftlaunch command
+// lines that mention them).
+func sleepers(t *testing.T, m string) int {
+	n := 0
+	for _, p := range liveProcesses(t, "sleep "+m) {
+		if _, cmdline, _ := strings.Cut(p, " "); strings.HasPrefix(cmdline, "sleep ") {
+			n++
+		}
+	}
+	return n
+}
+
+func hostfile(t *testing.T, c *cluster.Cluster, slots int) string {
+	t.Helper()
+	nodes, err := c.Nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "%s slots=%d\n", n.Name, slots)
+	}
+	p := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestClusterLaunch(t *testing.T) {
+	c := upCluster(t, 4)
+	hosts := hostfile(t, c, 4)
+	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
+
+	t.Run("demo", func(t *testing.T) {
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", ftdemoBin)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 16 ranks verified") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("placement", func(t *testing.T) {
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "8", "--map-by", "node", "sh", "-c",
+			`echo "$(hostname) $FTLAUNCH_NODE $FTLAUNCH_LOCAL_RANK/$FTLAUNCH_LOCAL_SIZE"`)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		for rank := range 8 {
+			node := fmt.Sprintf("node%03d", rank%4+1)
+			want := fmt.Sprintf("[%d] %s %s %d/2\n", rank, node, node, rank/4)
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("missing %q in:\n%s", want, r.stdout)
+			}
+		}
+	})
+	t.Run("mpich", func(t *testing.T) {
+		hello := mpiProgram(t, "mpi_hello")
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", hello)...)
+		if r.code != 0 || r.stdout != "[0] hello from 16 ranks, allreduce sum 120 (want 120), bcast 42\n" {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("failure", func(t *testing.T) {
+		m := marker(t)
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", "--kill-after", "1s", "sh", "-c",
+			"[ $FTLAUNCH_RANK = 9 ] && exit 4; sleep "+m)...)
+		if r.code != 4 || !strings.Contains(r.stderr, "rank 9 on node node003") {
+			t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+		}
+		waitGone(t, "sleep "+m, 5*time.Second)
+	})
+	t.Run("front-end killed", func(t *testing.T) {
+		m := marker(t)
+		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "-n", "16", "sleep", m)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "16 ranks", 20*time.Second, func() bool { return sleepers(t, m) == 16 })
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		waitGone(t, "sleep "+m, 10*time.Second)
+		waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	})
+	t.Run("host crashed mid-run", func(t *testing.T) {
+		m := marker(t)
+		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "-n", "16", "--kill-after", "1s", "sleep", m)...)
+		errb := &syncBuffer{}
+		cmd.Stderr = errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		waitFor(t, "16 ranks", 20*time.Second, func() bool { return sleepers(t, m) == 16 })
+		start := time.Now()
+		if err := c.Kill(context.Background(), "node002"); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		took := time.Since(start)
+		if err == nil || !strings.Contains(errb.String(), "node002") {
+			t.Fatalf("after the crash of node002: %v; stderr:\n%s", err, errb.String())
+		}
+		if took > 15*time.Second {
+			t.Errorf("the job took %v to end after the crash", took)
+		}
+		t.Logf("job ended %v after node002 crashed", took)
+		waitGone(t, "sleep "+m, 5*time.Second)
+	})
+	t.Run("host down at launch", func(t *testing.T) {
+		// node002 is still down from the previous case.
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", "true")...)
+		if r.code == 0 || !strings.Contains(r.stderr, "node002") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Fatalf("exit %d; want one line naming node002:\n%s", r.code, r.stderr)
+		}
+		if r.elapsed > 10*time.Second {
+			t.Errorf("took %v with a 2 s connect timeout", r.elapsed)
+		}
+		waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+	})
+}
