@@ -87,8 +87,8 @@ type runFlags struct {
 	hosts, hostfile, mapBy, sshConfig, agentPath string
 	ppn                                          int
 	oversubscribe, acceptNew                     bool
-	version   bool
-	help      bool
+	version                                      bool
+	help                                         bool
 }
 
 func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []string, error) {
