@@ -140,7 +140,13 @@ func (ca *CA) issue(name string, now time.Time) (*Credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secure: create certificate for agent %q: %w", name, err)
 	}
-	return newCredentials(ca.jobID, name, ca.cert, der, key)
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("secure: parse new certificate of agent %q: %w", name, err)
+	}
+	// x509.CreateCertificate has verified the signature it made; the
+	// checks of newCredentials are for credentials from elsewhere.
+	return buildCredentials(ca.jobID, name, ca.cert, cert, key), nil
 }
 
 // newSerial returns a random positive 128-bit serial number.

@@ -72,10 +72,14 @@ func (c *Credentials) verifyPeer(cs tls.ConnectionState, usage x509.ExtKeyUsage,
 		return fmt.Errorf("%w: %d certificates; agents send exactly one", ErrPeerRefused, len(cs.PeerCertificates))
 	}
 	leaf := cs.PeerCertificates[0]
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: c.pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
-		return fmt.Errorf("%w: %w", ErrPeerRefused, err)
+	// A server configuration has crypto/tls verify the chain against the
+	// job CA (VerifiedChains is then set); a client one does it here.
+	if len(cs.VerifiedChains) == 0 {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: c.pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			return fmt.Errorf("%w: %w", ErrPeerRefused, err)
+		}
 	}
-	if err := checkLeaf(c.jobID, c.caCert, leaf); err != nil {
+	if err := checkLeafFields(c.jobID, leaf); err != nil {
 		return fmt.Errorf("%w: %w", ErrPeerRefused, err)
 	}
 	if expect != "" && leaf.Subject.CommonName != expect {

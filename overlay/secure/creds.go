@@ -75,6 +75,11 @@ func newCredentials(jobID, name string, caCert *x509.Certificate, certDER []byte
 	if !ok || !pub.Equal(key.Public()) {
 		return nil, fmt.Errorf("%w: private key does not match the certificate of agent %q", ErrBadCredentials, name)
 	}
+	return buildCredentials(jobID, name, caCert, cert, key), nil
+}
+
+// buildCredentials assembles checked parts.
+func buildCredentials(jobID, name string, caCert, cert *x509.Certificate, key ed25519.PrivateKey) *Credentials {
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return &Credentials{
@@ -89,7 +94,7 @@ func newCredentials(jobID, name string, caCert *x509.Certificate, certDER []byte
 			Leaf:        cert,
 		},
 		pool: pool,
-	}, nil
+	}
 }
 
 // Name returns the agent name the credentials authenticate.
@@ -301,6 +306,18 @@ func parseCA(jobID string, der []byte) (*x509.Certificate, error) {
 // checkLeaf checks that cert is an agent certificate of job jobID signed by
 // ca. It does not look at dates.
 func checkLeaf(jobID string, ca, cert *x509.Certificate) error {
+	if err := checkLeafFields(jobID, cert); err != nil {
+		return err
+	}
+	if err := cert.CheckSignatureFrom(ca); err != nil {
+		return fmt.Errorf("%w: agent certificate is not signed by the job CA: %v", ErrBadCredentials, err)
+	}
+	return nil
+}
+
+// checkLeafFields checks that cert is an agent certificate of job jobID,
+// without its signature or dates.
+func checkLeafFields(jobID string, cert *x509.Certificate) error {
 	if cert.IsCA {
 		return fmt.Errorf("%w: agent certificate is a CA", ErrBadCredentials)
 	}
@@ -309,9 +326,6 @@ func checkLeaf(jobID string, ca, cert *x509.Certificate) error {
 	}
 	if err := checkName("agent name", cert.Subject.CommonName, MaxNameLen); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadCredentials, err)
-	}
-	if err := cert.CheckSignatureFrom(ca); err != nil {
-		return fmt.Errorf("%w: agent certificate is not signed by the job CA: %v", ErrBadCredentials, err)
 	}
 	return nil
 }
