@@ -51,6 +51,16 @@ func NewJobCA(jobID string) (*CA, error) {
 	return newJobCA(jobID, time.Now(), DefaultValidity)
 }
 
+// NewJobCAValidFor is [NewJobCA] for jobs that may outlive
+// [DefaultValidity]: the CA and its credentials stay valid for validity
+// after now. Established links survive expiry; new handshakes fail.
+func NewJobCAValidFor(jobID string, validity time.Duration) (*CA, error) {
+	if validity <= 0 {
+		return nil, fmt.Errorf("secure: job %q: validity %v is not positive", jobID, validity)
+	}
+	return newJobCA(jobID, time.Now(), validity)
+}
+
 // newJobCA is NewJobCA with the clock and the validity given, for tests of
 // expiry.
 func newJobCA(jobID string, now time.Time, validity time.Duration) (*CA, error) {

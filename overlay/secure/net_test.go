@@ -436,3 +436,37 @@ func TestServerRefusalReachesDial(t *testing.T) {
 		t.Fatal("server reported a nil rejection")
 	}
 }
+
+// TestPendingHandshakeBound fills the only handshake slot with a silent
+// client; a legitimate client waits in the accept queue until the silent
+// one times out, then gets through.
+func TestPendingHandshakeBound(t *testing.T) {
+	ca := newTestCA(t, "job-bound")
+	rej := make(rejects, 4)
+	ln := listen(t, issue(t, ca, "server"), WithMaxPendingHandshakes(1),
+		WithHandshakeTimeout(200*time.Millisecond), rej.option())
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	acc := acceptAsync(t, ln)
+	dial(t, ln.Addr(), issue(t, ca, "legit"), WithHandshakeTimeout(waitLimit))
+	if err := rej.wait(t); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("silent client: %v, want a deadline", err)
+	}
+	checkPeer(t, waitAccept(t, acc), "legit")
+}
+
+func TestNewJobCAValidFor(t *testing.T) {
+	ca, err := NewJobCAValidFor("job-long", 30*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(ca.NotAfter()); d < 29*24*time.Hour {
+		t.Fatalf("CA valid for %v more, want about 30 days", d)
+	}
+	if _, err := NewJobCAValidFor("job", 0); err == nil {
+		t.Fatal("zero validity accepted")
+	}
+}
