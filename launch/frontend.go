@@ -236,18 +236,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		fe.agents = append(fe.agents, a)
 	}
 	fe.liveN = len(fe.agents)
-	if fe.opts.SSH != nil {
-		if err := fe.spawnRemote(ctx); err != nil {
-			return err
-		}
-	} else {
-		for _, a := range fe.agents {
-			if err := fe.spawnAgent(a); err != nil {
-				return fmt.Errorf("start agent for node %s: %w", a.name, err)
-			}
-		}
-	}
-	for _, a := range fe.agents {
+	// activate sends an agent its share of the job and starts reading its
+	// link; it runs as soon as that agent is up.
+	activate := func(a *agentHandle) error {
 		spec := &nodeSpec{
 			JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
 			Size: n, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
@@ -270,16 +261,32 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 			case <-ctx.Done():
 			}
 		}()
+		return nil
+	}
+	if fe.opts.SSH != nil {
+		if err := fe.spawnRemote(ctx, activate); err != nil {
+			return err
+		}
+	} else {
+		for _, a := range fe.agents {
+			if err := fe.spawnAgent(a); err != nil {
+				return fmt.Errorf("start agent for node %s: %w", a.name, err)
+			}
+			if err := activate(a); err != nil {
+				return err
+			}
+		}
 	}
 	fe.verbosef("%d agent(s) started for %d rank(s)", len(fe.agents), n)
 	return nil
 }
 
 // spawnRemote starts every node's agent over SSH at once (the spawner
-// bounds the concurrency per host and in all). The agent's link is its SSH
-// session's stdin and stdout; its stderr is forwarded as ftlaunch's own
-// messages. The first failure cancels the other launches.
-func (fe *frontend) spawnRemote(ctx context.Context) error {
+// bounds the concurrency per host and in all) and activates each as soon as
+// it is up. The agent's link is its SSH session's stdin and stdout; its
+// stderr is forwarded as ftlaunch's own messages. The first failure cancels
+// the other launches.
+func (fe *frontend) spawnRemote(ctx context.Context, activate func(*agentHandle) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(fe.agents))
@@ -296,7 +303,7 @@ func (fe *frontend) spawnRemote(ctx context.Context) error {
 			go fe.agentStderr(a.name, sess.Stderr())
 			t := sess.Timings()
 			fe.verbosef("node %s: agent started over ssh in %.1f ms (%d attempt(s))", a.name, t.Total.Seconds()*1e3, t.Attempts)
-			errs <- nil
+			errs <- activate(a)
 		}()
 	}
 	var first error

@@ -31,6 +31,10 @@ func main() {
 	runs := flag.Int("runs", 7, "runs of each command")
 	sizes := flag.String("sizes", "1,64,256", "rank counts")
 	extra := flag.String("args", "", "extra ftlaunch run flags, space-separated (e.g. \"--test-nodes 4\")")
+	hostfile := flag.String("hostfile", "", "compare across these hosts (lines host:slots) instead of on this machine")
+	sshConfig := flag.String("ssh-config", "", "OpenSSH config for the hosts (with -hostfile)")
+	bridge := flag.String("iface", "", "network interface the hosts reach this machine on (Hydra's -iface, with -hostfile)")
+	ppn := flag.Int("ppn", 4, "ranks per host (with -hostfile)")
 	flag.Parse()
 	ns, err := parseSizes(*sizes)
 	if err != nil {
@@ -41,10 +45,71 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ftbench: -runs must be at least 1")
 		os.Exit(2)
 	}
-	if err := run(*ftl, *demo, *mpiexec, *runs, ns, strings.Fields(*extra)); err != nil {
+	if *hostfile != "" {
+		err = runHosts(*ftl, *mpiexec, *runs, *hostfile, *sshConfig, *bridge, *ppn, strings.Fields(*extra))
+	} else {
+		err = run(*ftl, *demo, *mpiexec, *runs, ns, strings.Fields(*extra))
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "ftbench: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// runHosts compares a whole run of `true` on every host of hostfile:
+// ftlaunch over its SSH spawner against Hydra over OpenSSH, with Hydra's
+// default key exchange and again restricted to curve25519.
+func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, ppn int, extra []string) error {
+	b, err := os.ReadFile(hostfile)
+	if err != nil {
+		return err
+	}
+	hosts := len(strings.Fields(string(b)))
+	n := hosts * ppn
+	dir, err := os.MkdirTemp("", "ftbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	wrap := func(name, opts string) (string, error) {
+		p := dir + "/" + name
+		script := fmt.Sprintf("#!/bin/sh\nexec ssh -F %s %s \"$@\"\n", sshConfig, opts)
+		return p, os.WriteFile(p, []byte(script), 0o755)
+	}
+	sshDefault, err := wrap("ssh-default", "")
+	if err != nil {
+		return err
+	}
+	sshCurve, err := wrap("ssh-curve25519", "-o KexAlgorithms=curve25519-sha256")
+	if err != nil {
+		return err
+	}
+	np := strconv.Itoa(n)
+	cmds := [][]string{
+		append(append([]string{ftl, "run", "--hostfile", hostfile, "--ssh-config", sshConfig, "--ppn", strconv.Itoa(ppn), "-n", np}, extra...), "true"),
+		{mpiexec, "-f", hostfile, "-launcher", "ssh", "-launcher-exec", sshDefault, "-iface", iface, "-ppn", strconv.Itoa(ppn), "-n", np, "true"},
+		{mpiexec, "-f", hostfile, "-launcher", "ssh", "-launcher-exec", sshCurve, "-iface", iface, "-ppn", strconv.Itoa(ppn), "-n", np, "true"},
+	}
+	times := make([][]time.Duration, len(cmds))
+	for range runs {
+		for i, c := range cmds {
+			d, _, err := timed(c)
+			if err != nil {
+				return err
+			}
+			times[i] = append(times[i], d)
+		}
+	}
+	host, _ := os.Hostname()
+	fmt.Printf("ftbench: %d hosts x %d ranks = %d ranks, %d runs each, interleaved; host %s, %s\n\n", hosts, ppn, n, runs, host, time.Now().UTC().Format(time.RFC3339))
+	fmt.Println("| launcher | median | min | ftlaunch / it |")
+	fmt.Println("|---|---:|---:|---:|")
+	names := []string{"ftlaunch (x/crypto/ssh)", "mpiexec, OpenSSH default key exchange", "mpiexec, OpenSSH curve25519"}
+	base := median(times[0])
+	for i, ts := range times {
+		fmt.Printf("| %s | %s | %s | %.2f |\n", names[i], ms(median(ts)), ms(slices.Min(ts)), base.Seconds()/median(ts).Seconds())
+	}
+	return nil
 }
 
 func parseSizes(s string) ([]int, error) {
