@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build deps test test-short lint fuzz demo bench bench-go bench-launch clean
+.PHONY: help build deps test test-short lint fuzz demo bench bench-go bench-launch bench-cluster clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -40,7 +40,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	$(GO) test -run XXX -fuzz FuzzReader -fuzztime $(or $(FUZZTIME),20s) ./overlay/wire
 	$(GO) test -run XXX -fuzz FuzzDecoders -fuzztime $(or $(FUZZTIME),20s) ./launch
 
-bench: bench-go bench-launch ## every benchmark (Go benchmarks and launcher comparisons)
+bench: bench-go bench-launch bench-cluster ## every benchmark (Go benchmarks and launcher comparisons)
 
 bench-go: ## Go benchmarks of plans, collectives, codecs
 	$(GO) test -run XXX -bench . -benchmem ./overlay/... ./launch/...
@@ -48,6 +48,15 @@ bench-go: ## Go benchmarks of plans, collectives, codecs
 bench-launch: deps build ## ftlaunch against MPICH's mpiexec, interleaved; see docs/benchmarks.md
 	$(GO) build -o $(BIN)/ftbench ./cmd/ftbench
 	$(BIN)/ftbench -ftlaunch $(BIN)/ftlaunch -ftdemo $(BIN)/ftdemo $(BENCH_FLAGS)
+
+BENCH_HOSTS ?= 32
+bench-cluster: deps build ftcluster-bin ## ftlaunch against Hydra's ssh launcher on BENCH_HOSTS emulated hosts x 4 ranks (root)
+	$(GO) build -o $(BIN)/ftbench ./cmd/ftbench
+	@set -e; C="$(FTCLUSTER_BIN) -name ftbench -prefix 10.78.0.0/16"; \
+	$$C up -n $(BENCH_HOSTS) >/dev/null; trap '$$C down >/dev/null' EXIT; \
+	for i in $$(seq -f %03g 1 $(BENCH_HOSTS)); do echo node$$i:4; done > $(BIN)/hosts.bench; \
+	$(BIN)/ftbench -ftlaunch $(BIN)/ftlaunch -hostfile $(BIN)/hosts.bench \
+		-ssh-config /run/ftcluster/ftbench/ssh/config -iface ftbenchbr -ppn 4 $(BENCH_FLAGS)
 
 clean: ## remove built binaries
 	rm -rf $(BIN) chaos/.bin
