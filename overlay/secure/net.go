@@ -96,9 +96,9 @@ func WithRejectFunc(f func(remote net.Addr, err error)) Option {
 // credentials and returns a link both ends have authenticated. ctx bounds
 // the TCP connect and the handshake; the handshake is further bounded by
 // the handshake timeout. Cancelling ctx after Dial returned has no effect on
-// the link. A server that refuses c gives an error wrapping [ErrPeerRefused]
-// or a TLS alert; a server c refuses gives an error wrapping
-// [ErrPeerRefused].
+// the link. A refusal of either end's certificate, by either end, gives an
+// error wrapping [ErrPeerRefused]; a ctx that ended gives one wrapping its
+// cause (such as [context.DeadlineExceeded]).
 func Dial(ctx context.Context, addr string, c *Credentials, opts ...Option) (net.Conn, error) {
 	o := buildOptions(opts)
 	d := net.Dialer{Control: userTimeoutControl(o.userTimeout)}
