@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -452,6 +453,7 @@ func TestCheckInvariantsDetects(t *testing.T) {
 	}
 	for name, damage := range cases {
 		s := good.Copy()
+		s.Events = slices.Clone(s.Events) // Copy shares them; the damage must not
 		damage(s)
 		if err := s.CheckInvariants(); !errors.Is(err, ErrInvariant) {
 			t.Errorf("%s: not detected (%v)", name, err)
