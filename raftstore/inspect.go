@@ -119,6 +119,10 @@ func openReadOnly(path string) (*Inspection, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fi.Size() == 0 {
+		// bbolt would try to initialise it, even read-only.
+		return nil, fmt.Errorf("empty file: %w", ErrCorrupt)
+	}
 	db, err := bbolt.Open(in.DBPath, 0o600, &bbolt.Options{ReadOnly: true, Timeout: lockTimeout})
 	if err != nil {
 		switch {
@@ -375,7 +379,11 @@ func rebuild(in *Inspection, logs []*raft.Log) error {
 		from = in.Snapshot.Index
 	} else {
 		if in.FirstIndex > 1 {
-			return fmt.Errorf("the log starts at entry %d and no snapshot is readable (%s): %w", in.FirstIndex, strings.Join(in.Problems, "; "), ErrCorrupt)
+			why := "none found in " + filepath.Join(in.Dir, snapshotDir)
+			if len(in.Problems) > 0 {
+				why = strings.Join(in.Problems, "; ")
+			}
+			return fmt.Errorf("the log starts at entry %d and no snapshot is readable (%s): %w", in.FirstIndex, why, ErrCorrupt)
 		}
 		f = NewFSM()
 	}
