@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -410,21 +409,3 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 func (s *fsmSnapshot) Release() {}
 
 var _ raft.BatchingFSM = (*FSM)(nil)
-
-// sortedAgents returns the agents ordered by node name.
-func sortedAgents(m map[string]Agent) []Agent {
-	out := make([]Agent, 0, len(m))
-	for _, a := range m {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(a, b Agent) int {
-		switch {
-		case a.Node < b.Node:
-			return -1
-		case a.Node > b.Node:
-			return 1
-		}
-		return 0
-	})
-	return out
-}

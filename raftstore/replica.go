@@ -37,17 +37,18 @@ type Timing struct {
 
 // DefaultTiming returns the timers for a group of the given number of
 // voters. A single voter has no peer to suspect falsely and elects itself
-// within 1-2 heartbeat timeouts of starting, so its timers are tens of
-// milliseconds. A group of 3 or 5 uses heartbeat = election ≈ 275 ms and a
+// within 1-2 heartbeat timeouts of starting, so its timers are 10 ms
+// (raft's floor is 5 ms); a group grown from a single voter must raise
+// them (Raft().ReloadConfig). A group of 3 or 5 uses heartbeat = election ≈ 275 ms and a
 // 125 ms lease: a new leader in well under a second after the old one dies,
 // yet not so short that a CPU-starved replica loses leadership on a busy
 // node (raft's defaults, 1 s and 500 ms, take 1-2 s).
 func DefaultTiming(voters int) Timing {
 	if voters == 1 {
 		return Timing{
-			HeartbeatTimeout:   20 * time.Millisecond,
-			ElectionTimeout:    20 * time.Millisecond,
-			LeaderLeaseTimeout: 10 * time.Millisecond,
+			HeartbeatTimeout:   10 * time.Millisecond,
+			ElectionTimeout:    10 * time.Millisecond,
+			LeaderLeaseTimeout: 5 * time.Millisecond,
 			CommitTimeout:      5 * time.Millisecond,
 		}
 	}

@@ -48,7 +48,7 @@ func (w *watcher) isLeader() bool {
 }
 
 // waitFor polls cond every 5 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -61,14 +61,14 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // group is n replicas over raft's in-memory transport, with real files.
 type group struct {
-	t        *testing.T
+	t        testing.TB
 	dir      string
 	replicas []*Replica
 	watchers []*watcher
 	trans    []*raft.InmemTransport
 }
 
-func newGroup(t *testing.T, n int, tune func(*Config)) *group {
+func newGroup(t testing.TB, n int, tune func(*Config)) *group {
 	g := &group{t: t, dir: t.TempDir()}
 	var peers []raft.Server
 	var addrs []raft.ServerAddress
@@ -153,7 +153,7 @@ func rankBatch(first, n int, inc uint64) *UpdateRanks {
 	return c
 }
 
-func setJob(t *testing.T, r *Replica, size int) {
+func setJob(t testing.TB, r *Replica, size int) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := r.Apply(ctx, &SetJob{Job: JobSpec{ID: "job-7", Size: size, Spec: []byte("./a.out")}}); err != nil {
