@@ -111,30 +111,6 @@ func (a *Agent) run(ctx context.Context) error {
 
 var errShutdown = errors.New("shutdown")
 
-// stdioConn is the agent's link over its standard input and output. Both
-// are switched to non-blocking mode first, so that closing them unblocks a
-// pending read (a heartbeat timeout must end the reader).
-type stdioRW struct {
-	in, out *os.File
-}
-
-func (s stdioRW) Read(p []byte) (int, error)  { return s.in.Read(p) }
-func (s stdioRW) Write(p []byte) (int, error) { return s.out.Write(p) }
-func (s stdioRW) Close() error {
-	s.in.Close()
-	return s.out.Close()
-}
-
-func stdioConn() (io.ReadWriteCloser, error) {
-	for _, fd := range []int{0, 1} {
-		if err := syscall.SetNonblock(fd, true); err != nil {
-			return nil, fmt.Errorf("parent link on stdio: %w", err)
-		}
-	}
-	// Keep fds 0 and 1 from being reused by anything that prints.
-	return stdioRW{in: os.NewFile(0, "parent-link-in"), out: os.NewFile(1, "parent-link-out")}, nil
-}
-
 func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	// The TCP-mode listener exists before the ranks (they get its port)
 	// but accepts only once a.ranks is complete.
@@ -375,12 +351,13 @@ func (a *Agent) get(key string) ([]byte, bool) {
 
 // AgentMain is the body of the internal `ftlaunch agent` command. Its
 // parent link is inherited as file descriptor 3 (an agent on the
-// front-end's machine), or with stdio set its standard input and output (an
-// agent started over SSH). It returns the process's exit code.
-func AgentMain(ctx context.Context, stdio bool, stderr io.Writer) int {
+// front-end's machine), or with connect set a TCP connection with mutual
+// TLS to the front-end, from credentials read on stdin (an agent started
+// over SSH). It returns the process's exit code.
+func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	var conn io.ReadWriteCloser
-	if stdio {
-		c, err := stdioConn()
+	if connect {
+		c, err := connectBack(ctx, os.Stdin)
 		if err != nil {
 			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 			return 2

@@ -20,6 +20,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
 
 // Exit codes of ftlaunch itself (a rank's failure is reported with the
@@ -282,54 +283,99 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 }
 
 // spawnRemote starts every node's agent over SSH at once (the spawner
-// bounds the concurrency per host and in all) and activates each as soon as
-// it is up. The agent's link is its SSH session's stdin and stdout; its
-// stderr is forwarded as ftlaunch's own messages. The first failure cancels
-// the other launches.
+// bounds the concurrency per host and in all). Each agent reads its job
+// credentials from the session's stdin and connects back to the
+// front-end's listener over TCP with mutual TLS; the front-end activates it
+// as soon as it is connected. The first failure cancels the other launches.
 func (fe *frontend) spawnRemote(ctx context.Context, activate func(*agentHandle) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, len(fe.agents))
-	argv := []string{fe.opts.AgentPath, "agent", "--stdio"}
+	ca, err := secure.NewJobCA(fe.jobID)
+	if err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	rootCreds, err := ca.Issue(rootName)
+	if err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	ln, err := secure.Listen(ctx, "tcp", ":0", rootCreds)
+	if err != nil {
+		return fmt.Errorf("listen for agents: %w", err)
+	}
+	// Once every agent is connected no one else may: close the listener.
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	byName := map[string]*agentHandle{}
 	for _, a := range fe.agents {
+		byName[a.name] = a
+	}
+
+	errs := make(chan error, 2*len(fe.agents))
+	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
+	for _, a := range fe.agents {
+		creds, err := ca.Issue(a.name)
+		if err != nil {
+			return fmt.Errorf("credentials for %s: %w", a.name, err)
+		}
+		boot := (&bootstrap{Creds: creds.Marshal(), Port: port}).encode()
 		go func() {
-			sess, err := fe.opts.SSH.Start(ctx, a.name, argv, nil)
+			sess, err := fe.opts.SSH.Start(ctx, a.name, argv, boot)
 			if err != nil {
 				errs <- fmt.Errorf("start the agent on %s: %w", a.name, err)
 				return
 			}
 			a.sess = sess
-			a.link = newLink(sessionConn{sess})
-			go fe.agentStderr(a.name, sess.Stderr())
+			go fe.agentStderr(sess.Stderr())
+			go io.Copy(io.Discard, sess.Stdout())
 			t := sess.Timings()
 			fe.verbosef("node %s: agent started over ssh in %.1f ms (%d attempt(s))", a.name, t.Total.Seconds()*1e3, t.Attempts)
-			errs <- activate(a)
+			// An agent that dies before it connects ends its session.
+			go func() {
+				if err := sess.Wait(); err != nil && ctx.Err() == nil {
+					errs <- fmt.Errorf("the agent on %s ended before it connected back: %w", a.name, err)
+				}
+			}()
 		}()
 	}
-	var first error
-	for range fe.agents {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			cancel()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			name, _ := secure.PeerName(conn)
+			a := byName[name]
+			if a == nil || a.link != nil {
+				conn.Close()
+				continue
+			}
+			a.link = newLink(conn)
+			errs <- activate(a)
+		}
+	}()
+	timeout := time.NewTimer(connectTimeout + 30*time.Second)
+	defer timeout.Stop()
+	for connected := 0; connected < len(fe.agents); {
+		select {
+		case err := <-errs:
+			if err != nil {
+				return err
+			}
+			connected++
+		case <-timeout.C:
+			return fmt.Errorf("agents did not connect back within %v", connectTimeout+30*time.Second)
 		}
 	}
-	return first
+	return nil
 }
 
 // agentStderr forwards a remote agent's own messages line by line.
-func (fe *frontend) agentStderr(node string, r io.Reader) {
+func (fe *frontend) agentStderr(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fe.out.message(sc.Text() + "\n")
 	}
 }
-
-// sessionConn is an agent link over an SSH session's stdin and stdout.
-type sessionConn struct{ s *sshspawn.Session }
-
-func (c sessionConn) Read(p []byte) (int, error)  { return c.s.Stdout().Read(p) }
-func (c sessionConn) Write(p []byte) (int, error) { return c.s.Stdin().Write(p) }
-func (c sessionConn) Close() error                { return c.s.Close() }
 
 // blockPlacement places n ranks on the named nodes in blocks of
 // ceil(n/len(names)), as mpirun does on one host per node.

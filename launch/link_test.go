@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -142,6 +143,31 @@ func TestResolveProgram(t *testing.T) {
 			t.Errorf("%q in %q: %v", tc.prog, tc.path, err)
 		case tc.code != 0 && (!errors.As(err, &pe) || pe.Code != tc.code):
 			t.Errorf("%q in %q: got %v, want code %d", tc.prog, tc.path, err, tc.code)
+		}
+	}
+}
+
+func TestBootstrap(t *testing.T) {
+	b := &bootstrap{Creds: []byte("creds"), Port: 4242, Hosts: []string{"10.0.0.1"}}
+	got, err := readBootstrap(bytes.NewReader(b.encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Creds) != "creds" || got.Port != 4242 || len(got.Hosts) != 1 {
+		t.Fatalf("round trip: %+v", got)
+	}
+	addrs := frontendAddrs(got, func(k string) string {
+		if k == "SSH_CONNECTION" {
+			return "10.9.0.1 50000 10.9.0.2 22"
+		}
+		return ""
+	})
+	if len(addrs) != 2 || addrs[0] != "10.9.0.1:4242" || addrs[1] != "10.0.0.1:4242" {
+		t.Fatalf("addresses %q", addrs)
+	}
+	for _, bad := range [][]byte{nil, []byte("garbage that is not a frame"), wire.AppendFrame(nil, mSpec, []byte{0xff})} {
+		if _, err := readBootstrap(bytes.NewReader(bad)); err == nil {
+			t.Errorf("bootstrap %q accepted", bad)
 		}
 	}
 }

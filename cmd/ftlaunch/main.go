@@ -53,10 +53,10 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 }
 
 func agentCommand(args []string, stderr io.Writer) int {
-	stdio := len(args) == 1 && args[0] == "--stdio"
-	if len(args) != 0 && !stdio {
+	connect := len(args) == 1 && args[0] == "--connect"
+	if len(args) != 0 && !connect {
 		fmt.Fprintf(stderr, "ftlaunch agent: unexpected arguments %q (the agent is started by ftlaunch run)\n", args)
 		return 2
 	}
-	return launchAgentMain(context.Background(), stdio, stderr)
+	return launchAgentMain(context.Background(), connect, stderr)
 }

@@ -313,7 +313,7 @@ func forwardableStdin(stdin *os.File) *os.File {
 	return stdin
 }
 
-func launchAgentMain(ctx context.Context, stdio bool, stderr io.Writer) int {
+func launchAgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-	return launch.AgentMain(ctx, stdio, stderr)
+	return launch.AgentMain(ctx, connect, stderr)
 }

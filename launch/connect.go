@@ -1,0 +1,91 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// rootName is the name in the front-end's certificate.
+const rootName = "ftlaunch-root"
+
+// connectTimeout bounds an agent's connection back to the front-end.
+const connectTimeout = 15 * time.Second
+
+// bootstrap is what a remote agent reads from its SSH session's stdin: its
+// job credentials and where the front-end listens. It never travels in
+// argv or the environment.
+type bootstrap struct {
+	Creds []byte // secure.Credentials, marshalled
+	Port  int    // the front-end's listening port
+	Hosts []string
+}
+
+func (b *bootstrap) encode() []byte {
+	var e wire.Encoder
+	e.Bytes(b.Creds).Uint(uint64(b.Port)).Strings(b.Hosts)
+	return wire.AppendFrame(nil, mSpec, e.Data())
+}
+
+func readBootstrap(r io.Reader) (*bootstrap, error) {
+	f, err := wire.NewReader(r, secure.MaxCredentialsSize+4096).Next()
+	if err != nil {
+		return nil, fmt.Errorf("read bootstrap from stdin: %w", err)
+	}
+	d := wire.NewDecoder(f.Payload)
+	b := &bootstrap{Creds: d.Bytes(), Port: int(d.Uint()), Hosts: d.Strings()}
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	return b, nil
+}
+
+// frontendAddrs lists where an agent started over SSH may reach the
+// front-end: first the address the SSH connection came from (sshd puts it
+// in SSH_CONNECTION), then the addresses the front-end listed.
+func frontendAddrs(b *bootstrap, getenv func(string) string) []string {
+	var addrs []string
+	if f := strings.Fields(getenv("SSH_CONNECTION")); len(f) == 4 {
+		addrs = append(addrs, net.JoinHostPort(f[0], strconv.Itoa(b.Port)))
+	}
+	for _, h := range b.Hosts {
+		addrs = append(addrs, net.JoinHostPort(h, strconv.Itoa(b.Port)))
+	}
+	return addrs
+}
+
+// connectBack reads the agent's bootstrap from stdin and opens its link to
+// the front-end over TCP with mutual TLS.
+func connectBack(ctx context.Context, stdin io.Reader) (net.Conn, error) {
+	b, err := readBootstrap(stdin)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := secure.UnmarshalCredentials(b.Creds)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var errs []error
+	for _, addr := range frontendAddrs(b, os.Getenv) {
+		conn, err := secure.Dial(ctx, addr, creds, secure.WithPeerName(rootName))
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	if len(errs) == 0 {
+		return nil, errors.New("connect to the front-end: no address to try (SSH_CONNECTION unset)")
+	}
+	return nil, fmt.Errorf("connect to the front-end: %w", errors.Join(errs...))
+}
