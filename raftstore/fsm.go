@@ -76,7 +76,10 @@ func (f *FSM) Digest() [32]byte {
 	return f.s.Digest()
 }
 
-// AppliedIndex returns the index of the last log entry applied.
+// AppliedIndex returns the index of the last log entry this FSM has
+// applied. raft's own Raft.AppliedIndex can run ahead of it (raft counts
+// entries handed to the FSM goroutine): wait on this one to know that a
+// replica's state includes an entry.
 func (f *FSM) AppliedIndex() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
