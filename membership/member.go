@@ -99,6 +99,8 @@ type Member struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	leaveTO time.Duration
+	gossip  time.Duration // the profile's GossipInterval
+	fanout  int           // the profile's GossipNodes
 
 	lifeMu  sync.Mutex // serializes Leave and Shutdown
 	left    bool
@@ -148,15 +150,18 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		limit = 1024
 	}
 	q := newQueue(limit)
-	obs := &observer{self: cfg.Name, q: q, peers: make(map[string]peerInfo), suspected: make(map[string]bool)}
+	obs := &observer{self: cfg.Name, q: q, peers: make(map[string]peerInfo),
+		suspected: make(map[string]bool), leaving: make(map[string]uint64)}
 	m := &Member{
 		name:    cfg.Name,
 		obs:     obs,
-		meta:    &metaDelegate{incarnation: cfg.Incarnation, role: cfg.Role},
+		meta:    &metaDelegate{incarnation: cfg.Incarnation, role: cfg.Role, obs: obs},
 		q:       q,
 		events:  make(chan Evidence),
 		stop:    make(chan struct{}),
 		leaveTO: 20 * mc.GossipInterval,
+		gossip:  mc.GossipInterval,
+		fanout:  mc.GossipNodes,
 	}
 	m.meta.cur.Store(&meta)
 	out := cfg.LogOutput
@@ -286,9 +291,10 @@ func (m *Member) NumMembers() int { return m.ml.NumMembers() }
 //
 // memberlist tells its delegates that a node is gone without saying whether
 // it left or died, so Leave first re-advertises the member's metadata with a
-// leaving flag and waits for that to be gossiped, then leaves. A peer that
-// hears the leave before the flag (unlikely, not impossible) reports
-// KindDead: the safe side.
+// leaving flag, sends a leave notice straight to every peer (one UDP packet
+// each), waits until the flag has been sent and for the time gossip needs to
+// reach every member, then leaves. A peer that hears the leave before
+// either (unlikely, not impossible) reports KindDead: the safe side.
 func (m *Member) Leave(ctx context.Context) error {
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
@@ -306,14 +312,34 @@ func (m *Member) Leave(ctx context.Context) error {
 		return fmt.Errorf("membership: member %s: leave: %w", m.name, context.DeadlineExceeded)
 	}
 	m.left = true
-	start := time.Now()
-	if err := m.meta.setLeaving(); err != nil {
+	deadline := time.Now().Add(timeout)
+	meta, err := m.meta.setLeaving()
+	if err != nil {
 		return fmt.Errorf("membership: member %s: leave: %w", m.name, err)
+	}
+	notice, err := encodeLeaveNotice(m.name, meta)
+	if err != nil {
+		return fmt.Errorf("membership: member %s: leave: %w", m.name, err)
+	}
+	for _, n := range m.ml.Members() {
+		if n.Name != m.name {
+			_ = m.ml.SendBestEffort(n, notice) // best effort: the flag is gossiped too
+		}
 	}
 	if err := m.ml.UpdateNode(timeout / 2); err != nil {
 		return fmt.Errorf("membership: member %s: leave: announce: %w", m.name, err)
 	}
-	if err := m.ml.Leave(timeout - time.Since(start)); err != nil {
+	spread := min(spreadTime(m.gossip, m.fanout, m.ml.NumMembers()), time.Until(deadline)/2)
+	if spread > 0 {
+		t := time.NewTimer(spread)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("membership: member %s: leave: %w", m.name, ctx.Err())
+		}
+	}
+	if err := m.ml.Leave(time.Until(deadline)); err != nil {
 		return fmt.Errorf("membership: member %s: leave: %w", m.name, err)
 	}
 	return nil

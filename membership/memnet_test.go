@@ -232,7 +232,7 @@ func TestRelaunchedAgentRejoins(t *testing.T) {
 		}
 		victim, _ := startRecorded(t, ctx, memConfig(t, n, "v", 1, seed.Addr()))
 		for _, r := range recs {
-			r.waitKind(t, 10*time.Second, "v", 1, KindAlive)
+			r.waitKind(t, 60*time.Second, "v", 1, KindAlive)
 		}
 		n.Crash(victim.Addr())
 		for _, r := range recs {
@@ -244,7 +244,7 @@ func TestRelaunchedAgentRejoins(t *testing.T) {
 		time.Sleep(ClusterProfile().DeadNodeReclaimTime)
 		v2, _ := startRecorded(t, ctx, memConfig(t, n, "v", 2, seed.Addr()))
 		for _, r := range recs {
-			e := r.waitKind(t, 10*time.Second, "v", 2, KindAlive)
+			e := r.waitKind(t, 60*time.Second, "v", 2, KindAlive)
 			if e.Addr != v2.Addr() {
 				t.Errorf("%s sees v#2 at %s, want %s", r.m.Name(), e.Addr, v2.Addr())
 			}
@@ -273,6 +273,15 @@ func TestUnreadEventsNeverBlockMemberlist(t *testing.T) {
 			m, r := startRecorded(t, ctx, memConfig(t, n, name, 1, deaf.Addr()))
 			ms = append(ms, m)
 			recs = append(recs, r)
+		}
+		// Members that join the same seed back to back may learn of each
+		// other only at the next push/pull (PushPullInterval, 30 s).
+		for _, r := range recs {
+			for _, m := range ms {
+				if m != r.m {
+					r.waitKind(t, 60*time.Second, m.Name(), 1, KindAlive)
+				}
+			}
 		}
 		n.Crash(ms[5].Addr())
 		for _, r := range recs[:5] {

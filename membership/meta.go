@@ -75,3 +75,43 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	}
 	return nodeMeta{Incarnation: inc, Role: string(b), Leaving: leaving}, nil
 }
+
+// leaveNoticeType is the first byte of a leave notice, the one user message
+// membership sends: a leaving member sends it straight to every peer, so
+// that peers can tell its departure from a death even if the gossiped
+// leaving flag has not reached them yet.
+const leaveNoticeType = 'L'
+
+// maxNameLen bounds node names in leave notices.
+const maxNameLen = 512
+
+// encodeLeaveNotice renders: type byte, uvarint name length, name, metadata.
+func encodeLeaveNotice(name string, meta []byte) ([]byte, error) {
+	if len(name) > maxNameLen {
+		return nil, fmt.Errorf("membership: node name longer than %d bytes", maxNameLen)
+	}
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(name)+len(meta))
+	b = append(b, leaveNoticeType)
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = append(b, name...)
+	return append(b, meta...), nil
+}
+
+// decodeLeaveNotice parses a leave notice; it never panics and keeps no
+// reference to b.
+func decodeLeaveNotice(b []byte) (string, nodeMeta, error) {
+	if len(b) == 0 || b[0] != leaveNoticeType {
+		return "", nodeMeta{}, fmt.Errorf("%w: not a leave notice", errBadMeta)
+	}
+	b = b[1:]
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l == 0 || l > maxNameLen || l > uint64(len(b)-n) {
+		return "", nodeMeta{}, fmt.Errorf("%w: leave notice name", errBadMeta)
+	}
+	name := string(b[n : n+int(l)])
+	m, err := decodeMeta(b[n+int(l):])
+	if err != nil {
+		return "", nodeMeta{}, err
+	}
+	return name, m, nil
+}

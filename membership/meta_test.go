@@ -75,3 +75,46 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 	})
 }
+
+func TestLeaveNotice(t *testing.T) {
+	meta, err := encodeMeta(nodeMeta{Incarnation: 9, Role: "agent", Leaving: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := encodeLeaveNotice("agent-7", meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, m, err := decodeLeaveNotice(b)
+	if err != nil || name != "agent-7" || m.Incarnation != 9 || !m.Leaving {
+		t.Fatalf("decode = %q %+v %v", name, m, err)
+	}
+	for _, bad := range [][]byte{nil, {'X'}, {leaveNoticeType}, {leaveNoticeType, 0}, {leaveNoticeType, 9, 'a'}, b[:len(b)-1]} {
+		if _, _, err := decodeLeaveNotice(bad); err == nil {
+			t.Errorf("decodeLeaveNotice(%v) accepted", bad)
+		}
+	}
+	if _, err := encodeLeaveNotice(strings.Repeat("n", maxNameLen+1), meta); err == nil {
+		t.Error("oversized name accepted")
+	}
+}
+
+func FuzzDecodeLeaveNotice(f *testing.F) {
+	meta, _ := encodeMeta(nodeMeta{Incarnation: 3, Role: "root", Leaving: true})
+	b, _ := encodeLeaveNotice("root", meta)
+	f.Add(b)
+	f.Add([]byte{leaveNoticeType, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, m, err := decodeLeaveNotice(b)
+		if err != nil {
+			return
+		}
+		meta, err := encodeMeta(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := encodeLeaveNotice(name, meta); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

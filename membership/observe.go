@@ -37,7 +37,11 @@ type observer struct {
 	mu        sync.Mutex
 	peers     map[string]peerInfo // last metadata and address per peer
 	suspected map[string]bool     // peers this member's own probes suspect
+	leaving   map[string]uint64   // peers that sent a leave notice, by incarnation
 }
+
+// maxLeaving bounds the leave notices remembered at once.
+const maxLeaving = 4096
 
 func (o *observer) learn(n *memberlist.Node) peerInfo {
 	meta, _ := decodeMeta(n.Meta) // unreadable metadata: incarnation 0
@@ -78,11 +82,15 @@ func (o *observer) alive(n *memberlist.Node) {
 		o.push(n.Name, p, KindLeft)
 		return
 	}
+	if inc, ok := o.leaving[n.Name]; ok && inc != p.meta.Incarnation {
+		delete(o.leaving, n.Name) // booted again since its notice
+	}
 	o.push(n.Name, p, KindAlive)
 }
 
 // NotifyLeave implements memberlist.EventDelegate: the peer is dead or has
-// left. memberlist does not say which; the peer's leaving flag does.
+// left. memberlist does not say which; the peer's gossiped leaving flag or
+// its direct leave notice does.
 func (o *observer) NotifyLeave(n *memberlist.Node) {
 	if n.Name == o.self {
 		return
@@ -91,11 +99,31 @@ func (o *observer) NotifyLeave(n *memberlist.Node) {
 	defer o.mu.Unlock()
 	p := o.learn(n)
 	delete(o.suspected, n.Name)
-	if p.meta.Leaving {
+	inc, noticed := o.leaving[n.Name]
+	delete(o.leaving, n.Name)
+	if p.meta.Leaving || (noticed && inc == p.meta.Incarnation) {
 		o.push(n.Name, p, KindLeft)
 		return
 	}
 	o.push(n.Name, p, KindDead)
+}
+
+// leaveNotice handles a peer's direct leave notice: evidence that it is
+// leaving, remembered so that its coming NotifyLeave is reported as left.
+func (o *observer) leaveNotice(b []byte) {
+	name, meta, err := decodeLeaveNotice(b)
+	if err != nil || !meta.Leaving || name == o.self {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.leaving[name]; !ok && len(o.leaving) >= maxLeaving {
+		return
+	}
+	o.leaving[name] = meta.Incarnation
+	p := o.peers[name]
+	p.meta = meta
+	o.push(name, p, KindLeft)
 }
 
 // AckPayload implements memberlist.PingDelegate; acks carry nothing.
@@ -151,22 +179,23 @@ func (w *logTap) Write(p []byte) (int, error) {
 	return w.next.Write(p)
 }
 
-// metaDelegate advertises the member's metadata and ignores user messages
-// (membership sends none). cur is swapped atomically when the member starts
+// metaDelegate advertises the member's metadata and hands leave notices to
+// the observer. cur is swapped atomically when the member starts
 // leaving; the other fields are immutable.
 type metaDelegate struct {
 	incarnation uint64
 	role        string
+	obs         *observer
 	cur         atomic.Pointer[[]byte]
 }
 
-func (d *metaDelegate) setLeaving() error {
+func (d *metaDelegate) setLeaving() ([]byte, error) {
 	b, err := encodeMeta(nodeMeta{Incarnation: d.incarnation, Role: d.role, Leaving: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.cur.Store(&b)
-	return nil
+	return b, nil
 }
 
 // NodeMeta implements memberlist.Delegate.
@@ -178,9 +207,10 @@ func (d *metaDelegate) NodeMeta(limit int) []byte {
 	return b
 }
 
-// NotifyMsg implements memberlist.Delegate. It ignores user messages; it
-// must not block and keeps no reference to b.
-func (d *metaDelegate) NotifyMsg(b []byte) {}
+// NotifyMsg implements memberlist.Delegate. The only user message is a
+// peer's leave notice; anything else is ignored. It must not block and keeps
+// no reference to b.
+func (d *metaDelegate) NotifyMsg(b []byte) { d.obs.leaveNotice(b) }
 
 // GetBroadcasts implements memberlist.Delegate: none.
 func (d *metaDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }

@@ -112,9 +112,15 @@ func Bounds(p *memberlist.Config, n int) (typical, worst time.Duration) {
 	scale := math.Max(1, math.Log10(float64(n)))
 	minSusp := time.Duration(float64(p.SuspicionMult) * scale * float64(p.ProbeInterval))
 	maxSusp := time.Duration(p.SuspicionMaxTimeoutMult) * minSusp
-	fanout := math.Max(2, float64(p.GossipNodes))
-	rounds := math.Ceil(math.Log(float64(n))/math.Log(fanout)) + 2
-	gossip := time.Duration(rounds * float64(p.GossipInterval))
+	gossip := spreadTime(p.GossipInterval, p.GossipNodes, n)
 	probing := 3 * p.ProbeInterval
 	return probing + minSusp + gossip, probing + maxSusp + gossip
+}
+
+// spreadTime is how long a broadcast takes to reach n members gossiping
+// every interval to fanout peers: log_fanout(n)+2 rounds.
+func spreadTime(interval time.Duration, fanout, n int) time.Duration {
+	f := math.Max(2, float64(fanout))
+	rounds := math.Ceil(math.Log(float64(max(n, 1)))/math.Log(f)) + 2
+	return time.Duration(rounds * float64(interval))
 }
