@@ -143,7 +143,7 @@ func TestHelperMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := udpConfig(os.Getenv("HELPER_NAME"), inc, ClusterProfile(), os.Getenv("HELPER_SEED"))
+	cfg := udpConfig(os.Getenv("HELPER_NAME"), inc, ClusterProfile(), strings.Split(os.Getenv("HELPER_SEEDS"), ",")...)
 	m, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -160,12 +160,14 @@ func TestHelperMember(t *testing.T) {
 }
 
 // startChild runs a member in another process and returns it once it has
-// joined seed. The caller crashes it with a signal; cleanup kills it.
-func startChild(t *testing.T, name string, inc uint64, seed string) *exec.Cmd {
+// joined seeds (all of them: a single seed's gossip may take until the next
+// push/pull to reach everyone). The caller crashes it with a signal; cleanup
+// kills it.
+func startChild(t *testing.T, name string, inc uint64, seeds []string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperMember$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "HELPER_NAME="+name,
-		"HELPER_INC="+strconv.FormatUint(inc, 10), "HELPER_SEED="+seed)
+		"HELPER_INC="+strconv.FormatUint(inc, 10), "HELPER_SEEDS="+strings.Join(seeds, ","))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -217,17 +219,11 @@ func TestCrashDetectionOverLoopback(t *testing.T) {
 	p := ClusterProfile()
 	const survivors = 4
 	recs := make([]*recorder, survivors)
-	var seed string
+	var seeds []string
 	for i := range recs {
-		var seeds []string
-		if seed != "" {
-			seeds = []string{seed}
-		}
 		m, r := startRecorded(t, ctx, udpConfig(fmt.Sprint("s", i), 1, p, seeds...))
 		recs[i] = r
-		if seed == "" {
-			seed = m.Addr()
-		}
+		seeds = append(seeds, m.Addr())
 	}
 	typical, worst := Bounds(p, survivors+1)
 	var all []time.Duration
@@ -235,7 +231,7 @@ func TestCrashDetectionOverLoopback(t *testing.T) {
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
 			name := fmt.Sprintf("victim-%s-%d", strings.ToLower(sig.String()[:4]), trial)
 			inc := uint64(100 + trial)
-			child := startChild(t, name, inc, seed)
+			child := startChild(t, name, inc, seeds)
 			for _, r := range recs {
 				r.waitKind(t, 10*time.Second, name, inc, KindAlive)
 			}

@@ -16,6 +16,7 @@ import (
 type peerInfo struct {
 	meta nodeMeta
 	addr string
+	gone bool // reported dead or left, and not alive since
 }
 
 // observer turns what memberlist tells one member into evidence. memberlist
@@ -101,6 +102,8 @@ func (o *observer) NotifyLeave(n *memberlist.Node) {
 	delete(o.suspected, n.Name)
 	inc, noticed := o.leaving[n.Name]
 	delete(o.leaving, n.Name)
+	p.gone = true
+	o.peers[n.Name] = p
 	if p.meta.Leaving || (noticed && inc == p.meta.Incarnation) {
 		o.push(n.Name, p, KindLeft)
 		return
@@ -150,8 +153,8 @@ func (o *observer) suspect(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p, ok := o.peers[name]
-	if !ok || o.suspected[name] {
-		return
+	if !ok || p.gone || o.suspected[name] {
+		return // unknown, already dead (a probe that started before), or reported
 	}
 	o.suspected[name] = true
 	o.push(name, p, KindSuspect)
