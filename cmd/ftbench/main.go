@@ -35,7 +35,13 @@ func main() {
 	sshConfig := flag.String("ssh-config", "", "OpenSSH config for the hosts (with -hostfile)")
 	bridge := flag.String("iface", "", "network interface the hosts reach this machine on (Hydra's -iface, with -hostfile)")
 	ppn := flag.Int("ppn", 4, "ranks per host (with -hostfile)")
+	program := flag.String("cmd", "true", "the program (and arguments) both launchers run in the comparison")
 	flag.Parse()
+	prog := strings.Fields(*program)
+	if len(prog) == 0 {
+		fmt.Fprintln(os.Stderr, "ftbench: -cmd is empty")
+		os.Exit(2)
+	}
 	ns, err := parseSizes(*sizes)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ftbench: -sizes: %v\n", err)
@@ -46,9 +52,9 @@ func main() {
 		os.Exit(2)
 	}
 	if *hostfile != "" {
-		err = runHosts(*ftl, *mpiexec, *runs, *hostfile, *sshConfig, *bridge, *ppn, strings.Fields(*extra))
+		err = runHosts(*ftl, *mpiexec, *runs, *hostfile, *sshConfig, *bridge, *ppn, strings.Fields(*extra), prog)
 	} else {
-		err = run(*ftl, *demo, *mpiexec, *runs, ns, strings.Fields(*extra))
+		err = run(*ftl, *demo, *mpiexec, *runs, ns, strings.Fields(*extra), prog)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ftbench: %v\n", err)
@@ -59,7 +65,7 @@ func main() {
 // runHosts compares a whole run of `true` on every host of hostfile:
 // ftlaunch over its SSH spawner against Hydra over OpenSSH, with Hydra's
 // default key exchange and again restricted to curve25519.
-func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, ppn int, extra []string) error {
+func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, ppn int, extra, prog []string) error {
 	b, err := os.ReadFile(hostfile)
 	if err != nil {
 		return err
@@ -86,9 +92,9 @@ func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, 
 	}
 	np := strconv.Itoa(n)
 	cmds := [][]string{
-		append(append([]string{ftl, "run", "--hostfile", hostfile, "--ssh-config", sshConfig, "--ppn", strconv.Itoa(ppn), "-n", np}, extra...), "true"),
-		{mpiexec, "-f", hostfile, "-launcher", "ssh", "-launcher-exec", sshDefault, "-iface", iface, "-ppn", strconv.Itoa(ppn), "-n", np, "true"},
-		{mpiexec, "-f", hostfile, "-launcher", "ssh", "-launcher-exec", sshCurve, "-iface", iface, "-ppn", strconv.Itoa(ppn), "-n", np, "true"},
+		append(append([]string{ftl, "run", "--hostfile", hostfile, "--ssh-config", sshConfig, "--ppn", strconv.Itoa(ppn), "-n", np}, extra...), prog...),
+		append([]string{mpiexec, "-f", hostfile, "-launcher", "ssh", "-launcher-exec", sshDefault, "-iface", iface, "-ppn", strconv.Itoa(ppn), "-n", np}, prog...),
+		append([]string{mpiexec, "-f", hostfile, "-launcher", "ssh", "-launcher-exec", sshCurve, "-iface", iface, "-ppn", strconv.Itoa(ppn), "-n", np}, prog...),
 	}
 	times := make([][]time.Duration, len(cmds))
 	for range runs {
@@ -101,7 +107,7 @@ func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, 
 		}
 	}
 	host, _ := os.Hostname()
-	fmt.Printf("ftbench: %d hosts x %d ranks = %d ranks, %d runs each, interleaved; host %s, %s\n\n", hosts, ppn, n, runs, host, time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("ftbench: `%s` on %d hosts x %d ranks = %d ranks, %d runs each, interleaved; host %s, %s\n\n", strings.Join(prog, " "), hosts, ppn, n, runs, host, time.Now().UTC().Format(time.RFC3339))
 	fmt.Println("| launcher | median | min | ftlaunch / it |")
 	fmt.Println("|---|---:|---:|---:|")
 	names := []string{"ftlaunch (x/crypto/ssh)", "mpiexec, OpenSSH default key exchange", "mpiexec, OpenSSH curve25519"}
@@ -151,9 +157,12 @@ func median(ds []time.Duration) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", d.Seconds()*1e3) }
 
-func run(ftl, demo, mpiexec string, runs int, ns []int, extra []string) error {
+func run(ftl, demo, mpiexec string, runs int, ns []int, extra, prog []string) error {
 	host, _ := os.Hostname()
 	fmt.Printf("ftbench: %d runs each, interleaved; host %s, %s\n\n", runs, host, time.Now().UTC().Format(time.RFC3339))
+	if demo == "" {
+		return compare(ftl, mpiexec, runs, ns, extra, prog)
+	}
 
 	fmt.Println("Startup with the demo application (ftlaunch run start → every rank holds the node table), and the whole demo run:")
 	fmt.Println()
@@ -177,6 +186,12 @@ func run(ftl, demo, mpiexec string, runs int, ns []int, extra []string) error {
 		}
 		fmt.Printf("| %d | %s | %s | %s |\n", n, ms(median(table)), ms(slices.Min(table)), ms(median(whole)))
 	}
+	return compare(ftl, mpiexec, runs, ns, extra, prog)
+}
+
+// compare times whole runs of prog under ftlaunch and under mpiexec on
+// this machine, interleaved.
+func compare(ftl, mpiexec string, runs int, ns []int, extra, prog []string) error {
 	if mpiexec == "" {
 		return nil
 	}
@@ -184,19 +199,19 @@ func run(ftl, demo, mpiexec string, runs int, ns []int, extra []string) error {
 		return fmt.Errorf("mpiexec not found (install mpich, or -mpiexec ''): %w", err)
 	}
 	fmt.Println()
-	fmt.Println("Whole run of `true`, ftlaunch against MPICH's mpiexec (Hydra), interleaved:")
+	fmt.Printf("Whole run of `%s`, ftlaunch against MPICH's mpiexec (Hydra), interleaved:\n", strings.Join(prog, " "))
 	fmt.Println()
 	fmt.Println("| ranks | ftlaunch (median) | mpiexec (median) | ratio ftlaunch/mpiexec |")
 	fmt.Println("|---:|---:|---:|---:|")
 	for _, n := range ns {
 		var a, b []time.Duration
 		for range runs {
-			d, _, err := timed(append(append([]string{ftl, "run", "-n", strconv.Itoa(n)}, extra...), "true"))
+			d, _, err := timed(append(append([]string{ftl, "run", "-n", strconv.Itoa(n)}, extra...), prog...))
 			if err != nil {
 				return err
 			}
 			a = append(a, d)
-			d, _, err = timed([]string{mpiexec, "-n", strconv.Itoa(n), "true"})
+			d, _, err = timed(append([]string{mpiexec, "-n", strconv.Itoa(n)}, prog...))
 			if err != nil {
 				return err
 			}
