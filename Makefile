@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build deps test test-short lint fuzz demo bench bench-go bench-launch bench-cluster clean
+.PHONY: help build deps test test-mpi-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ demo: build ## run the demo: N ranks (default 8) pass a token around a ring of d
 test: deps ## vet, then run every package's tests with the race detector
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+
+test-mpi-large: deps ## MPICH runs of 64 ranks (minutes on two cores)
+	FTLAUNCH_MPI_LARGE=1 $(GO) test -count=1 -timeout 40m -run MPICHLarge -v ./cmd/ftlaunch
 
 test-short: ## the tests without the race detector and the slow cases
 	$(GO) test -short -count=1 ./...

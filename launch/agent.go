@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 )
 
@@ -39,9 +40,13 @@ type Agent struct {
 	pmiPuts map[string][]byte // this node's PMI puts since the last barrier
 	pmiKV   map[string][]byte // the job's PMI key space as of the last barrier
 	pmiTCP  *pmiListener      // PMI-1 TCP mode
-	table   [][]byte          // the node table, once published
-	ended   int               // ranks whose exit was reported
-	killing bool
+
+	pmiStats   pmi.Stats // the node's PMI traffic, answered locally
+	pmiUp      int64     // bytes of PMI barrier contributions sent up
+	pmiBarrier int64     // PMI barriers completed
+	table      [][]byte  // the node table, once published
+	ended      int       // ranks whose exit was reported
+	killing    bool
 
 	exited chan struct{} // closed when every rank's exit was reported
 }
@@ -232,7 +237,10 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		a.collDone(res)
 	case mShutdown:
 		a.killAll(syscall.SIGKILL)
-		a.send(mDone, nil)
+		a.mu.Lock()
+		st := nodeStats{PMI: a.pmiStats, PMIUp: a.pmiUp, Barrier: a.pmiBarrier}
+		a.mu.Unlock()
+		a.send(mDone, st.encode())
 		return errShutdown
 	default:
 		return fmt.Errorf("unknown message type %d from parent", typ)
@@ -301,7 +309,12 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 		up.KV = a.pmiPuts
 		a.pmiPuts = map[string][]byte{}
 	}
-	a.send(mContrib, up.encode())
+	p := up.encode()
+	if op == opPMIBarrier {
+		a.pmiUp += int64(len(p))
+		a.pmiBarrier++
+	}
+	a.send(mContrib, p)
 	return seq, nil
 }
 

@@ -554,6 +554,10 @@ func (fe *frontend) handle(ev event) {
 		}
 	case mDone:
 		a.done = true
+		if st, err := decodeNodeStats(ev.p); err == nil && st.PMI.Requests > 0 {
+			fe.verbosef("node %s: PMI %d requests (%d puts, %d gets, %d barriers) answered on the node, %d B in / %d B out; %d B sent up in %d barrier(s)",
+				a.name, st.PMI.Requests, st.PMI.Puts, st.PMI.Gets, st.PMI.Barriers, st.PMI.BytesIn, st.PMI.BytesOut, st.PMIUp, st.Barrier)
+		}
 	default:
 		fe.protocolError(a, fmt.Errorf("unknown message type %d", ev.typ))
 	}

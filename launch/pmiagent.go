@@ -11,6 +11,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
 // opPMIBarrier is the collective behind a PMI-1 barrier: the node's PMI
@@ -68,8 +69,48 @@ func (a *Agent) Abort(rank, code int, msg string) {
 // rank finalizes, closes it or the agent ends. The connection stays open
 // for the rank's life (an aborting rank waits on it forever).
 func (a *Agent) servePMI(ctx context.Context, rp *rankProc, conn net.Conn, rank int) {
-	_, err := pmi.Serve(ctx, conn, pmi.Config{Job: a.pmiJob(), Rank: rank, Backend: a})
+	st, err := pmi.Serve(ctx, conn, pmi.Config{Job: a.pmiJob(), Rank: rank, Backend: a})
+	a.addPMIStats(st)
 	a.pmiDone(ctx, rp, err)
+}
+
+// addPMIStats adds one connection's counts to the node's.
+func (a *Agent) addPMIStats(st pmi.Stats) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := &a.pmiStats
+	t.Requests += st.Requests
+	t.Puts += st.Puts
+	t.Gets += st.Gets
+	t.Barriers += st.Barriers
+	t.Garbage += st.Garbage
+	t.BytesIn += st.BytesIn
+	t.BytesOut += st.BytesOut
+}
+
+// nodeStats is what an agent reports when it is done: its ranks' PMI
+// traffic, answered on the node, and the bytes its PMI barriers sent up.
+type nodeStats struct {
+	PMI     pmi.Stats
+	PMIUp   int64 // bytes of PMI barrier contributions sent to the parent
+	Barrier int64 // PMI barriers the node took part in
+}
+
+func (n nodeStats) encode() []byte {
+	var e wire.Encoder
+	for _, v := range []int64{n.PMI.Requests, n.PMI.Puts, n.PMI.Gets, n.PMI.Barriers, n.PMI.Garbage, n.PMI.BytesIn, n.PMI.BytesOut, n.PMIUp, n.Barrier} {
+		e.Int(v)
+	}
+	return e.Data()
+}
+
+func decodeNodeStats(p []byte) (nodeStats, error) {
+	d := wire.NewDecoder(p)
+	var n nodeStats
+	for _, v := range []*int64{&n.PMI.Requests, &n.PMI.Puts, &n.PMI.Gets, &n.PMI.Barriers, &n.PMI.Garbage, &n.PMI.BytesIn, &n.PMI.BytesOut, &n.PMIUp, &n.Barrier} {
+		*v = d.Int()
+	}
+	return n, d.Err()
 }
 
 // pmiDone acts on the end of a rank's PMI session.

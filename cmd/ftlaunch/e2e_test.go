@@ -139,7 +139,13 @@ type result struct {
 // hang is a failure).
 func ftlaunch(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return ftlaunchLimit(t, 60*time.Second, stdin, args...)
+}
+
+// ftlaunchLimit is ftlaunch with another limit.
+func ftlaunchLimit(t *testing.T, limit time.Duration, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ftlaunchBin, args...)
 	cmd.Dir = t.TempDir()

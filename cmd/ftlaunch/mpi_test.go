@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,23 @@ func TestMPICHHello(t *testing.T) {
 				t.Fatalf("exit %d\nstdout %q\nwant   %q\nstderr:\n%s", r.code, r.stdout, want, r.stderr)
 			}
 		})
+	}
+}
+
+// TestMPICHLarge runs 64 ranks, which takes minutes on two cores (MPICH's
+// UCX start-up is per process): only with FTLAUNCH_MPI_LARGE=1 (make
+// test-mpi-large).
+func TestMPICHLarge(t *testing.T) {
+	if os.Getenv("FTLAUNCH_MPI_LARGE") == "" {
+		t.Skip("64-rank MPICH runs take minutes: set FTLAUNCH_MPI_LARGE=1 (make test-mpi-large)")
+	}
+	hello := mpiProgram(t, "mpi_hello")
+	for _, nodes := range []string{"0", "4"} {
+		r := ftlaunchLimit(t, 15*time.Minute, "", "run", "-n", "64", "--test-nodes", nodes, hello)
+		want := "[0] hello from 64 ranks, allreduce sum 2016 (want 2016), bcast 42\n"
+		if r.code != 0 || r.stdout != want {
+			t.Fatalf("--test-nodes %s: exit %d\nstdout %q\nstderr:\n%s", nodes, r.code, r.stdout, r.stderr)
+		}
 	}
 }
 
