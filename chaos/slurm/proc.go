@@ -1,0 +1,198 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
+	"golang.org/x/sys/unix"
+)
+
+// netnsDir is where iproute2 keeps named network namespaces.
+const netnsDir = "/run/netns"
+
+// proc identifies a process across pid reuse: pid and start time.
+type proc struct {
+	PID   int
+	Start uint64 // clock ticks after boot, field 22 of /proc/PID/stat
+}
+
+// nsKey identifies a namespace by the device and inode of its nsfs file.
+type nsKey struct{ dev, ino uint64 }
+
+func statNS(path string) (nsKey, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nsKey{}, false
+	}
+	return nsKey{dev: uint64(st.Dev), ino: st.Ino}, true
+}
+
+// netnsPrefix is the namespace name prefix of the emulated cluster's nodes,
+// as chaos/cluster derives it.
+func netnsPrefix(cfg cluster.Config) string {
+	if cfg.NetnsPrefix != "" {
+		return cfg.NetnsPrefix
+	}
+	return cfg.Name + "-"
+}
+
+// clusterNetns lists the named network namespaces of the emulated cluster's
+// nodes: prefix+"node" followed by digits.
+func clusterNetns(cfg cluster.Config) ([]string, error) {
+	ents, err := os.ReadDir(netnsDir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list network namespaces: %w", err)
+	}
+	prefix := netnsPrefix(cfg) + "node"
+	var out []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" {
+			continue
+		}
+		out = append(out, e.Name())
+	}
+	return out, nil
+}
+
+// procsInNetns returns the processes whose network namespace is one of the
+// named ones, by namespace name: what `ip netns pids` does, in one pass over
+// /proc. Processes are found by namespace, never by name.
+func procsInNetns(names []string) (map[string][]proc, error) {
+	want := make(map[nsKey]string, len(names))
+	for _, n := range names {
+		if k, ok := statNS(filepath.Join(netnsDir, n)); ok {
+			want[k] = n
+		}
+	}
+	out := make(map[string][]proc)
+	if len(want) == 0 {
+		return out, nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		k, ok := statNS("/proc/" + e.Name() + "/ns/net")
+		if !ok {
+			continue // exited, or a zombie
+		}
+		n, ok := want[k]
+		if !ok {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			out[n] = append(out[n], p)
+		}
+	}
+	return out, nil
+}
+
+// procsOfCluster lists every process in the emulated cluster's nodes.
+func procsOfCluster(cfg cluster.Config) ([]proc, error) {
+	names, err := clusterNetns(cfg)
+	if err != nil {
+		return nil, err
+	}
+	byNS, err := procsInNetns(names)
+	if err != nil {
+		return nil, err
+	}
+	var all []proc
+	for _, ps := range byNS {
+		all = append(all, ps...)
+	}
+	return all, nil
+}
+
+// readProc reads a live process's identity; ok is false for a process that
+// is gone or a zombie.
+func readProc(pid int) (proc, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	// Fields after the parenthesised command name: state is field 3,
+	// starttime field 22.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return proc{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return proc{}, false
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return proc{}, false
+	}
+	return proc{PID: pid, Start: start}, true
+}
+
+// alive reports whether p still runs (the same process, not a reused pid).
+func (p proc) alive() bool {
+	q, ok := readProc(p.PID)
+	return ok && q.Start == p.Start
+}
+
+// waitGone waits until none of procs runs any more.
+func waitGone(ctx context.Context, procs []proc) error {
+	var left []int
+	err := poll(ctx, 15*time.Second, "wait for the cluster's processes to exit", func() (bool, error) {
+		left = left[:0]
+		for _, p := range procs {
+			if p.alive() {
+				left = append(left, p.PID)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: still running: %v", err, left)
+	}
+	return nil
+}
+
+// poll calls cond until it reports true, with a growing interval, until ctx
+// ends or timeout passes.
+func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	wait := time.Millisecond
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not done after %v", what, timeout)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-t.C:
+		}
+		if wait < 50*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
