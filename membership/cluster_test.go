@@ -45,13 +45,15 @@ func startMemCluster(t *testing.T, n int, seed uint64) *memCluster {
 			Transport:   tr,
 		}
 		if i > 0 {
-			cfg.Seeds = []string{c.ms[0].Addr()}
+			// Two seeds: members that join one seed back to back may not
+			// learn of each other before the next push/pull.
+			cfg.Seeds = []string{c.ms[0].Addr(), c.ms[i/2].Addr()}
 		}
 		m, r := startRecorded(t, t.Context(), cfg)
 		c.ms = append(c.ms, m)
 		c.recs = append(c.recs, r)
 	}
-	c.waitConverged(t, n, 60*time.Second)
+	c.waitConverged(t, n, 120*time.Second)
 	return c
 }
 
