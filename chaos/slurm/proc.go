@@ -96,7 +96,7 @@ func procsInNetns(names []string) (map[string][]proc, error) {
 		if !ok {
 			continue
 		}
-		if p, ok := readProc(pid); ok {
+		if p, zombie, ok := readProc(pid); ok && !zombie {
 			out[n] = append(out[n], p)
 		}
 	}
@@ -120,50 +120,67 @@ func procsOfCluster(cfg cluster.Config) ([]proc, error) {
 	return all, nil
 }
 
-// readProc reads a live process's identity; ok is false for a process that
-// is gone or a zombie.
-func readProc(pid int) (proc, bool) {
+// readProc reads a process's identity; ok is false for a process that is
+// gone. zombie reports a process that has exited but not been reaped.
+func readProc(pid int) (p proc, zombie, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return proc{}, false
+		return proc{}, false, false
 	}
 	// Fields after the parenthesised command name: state is field 3,
 	// starttime field 22.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return proc{}, false
+		return proc{}, false, false
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return proc{}, false
+	if len(f) < 20 {
+		return proc{}, false, false
 	}
 	start, err := strconv.ParseUint(f[19], 10, 64)
 	if err != nil {
-		return proc{}, false
+		return proc{}, false, false
 	}
-	return proc{PID: pid, Start: start}, true
+	return proc{PID: pid, Start: start}, f[0] == "Z" || f[0] == "X", true
 }
 
-// alive reports whether p still runs (the same process, not a reused pid).
+// alive reports whether p still runs (the same process, not a reused pid,
+// and not a zombie).
 func (p proc) alive() bool {
-	q, ok := readProc(p.PID)
+	q, zombie, ok := readProc(p.PID)
+	return ok && !zombie && q.Start == p.Start
+}
+
+// present reports whether p is still in the process table, running or as
+// a zombie that its parent has not reaped yet.
+func (p proc) present() bool {
+	q, _, ok := readProc(p.PID)
 	return ok && q.Start == p.Start
 }
 
-// waitGone waits until none of procs runs any more.
+// waitGone waits until none of procs is left in the process table. The
+// daemons' parent is init, which reaps them when it gets to it; if only
+// unreaped zombies are left at the deadline, they are dead, and that is
+// not an error.
 func waitGone(ctx context.Context, procs []proc) error {
-	var left []int
+	var running, zombies []int
 	err := poll(ctx, 15*time.Second, "wait for the cluster's processes to exit", func() (bool, error) {
-		left = left[:0]
+		running, zombies = running[:0], zombies[:0]
 		for _, p := range procs {
-			if p.alive() {
-				left = append(left, p.PID)
+			switch {
+			case p.alive():
+				running = append(running, p.PID)
+			case p.present():
+				zombies = append(zombies, p.PID)
 			}
 		}
-		return len(left) == 0, nil
+		return len(running)+len(zombies) == 0, nil
 	})
-	if err != nil {
-		return fmt.Errorf("%w: still running: %v", err, left)
+	if err != nil && len(running) > 0 {
+		return fmt.Errorf("%w: still running: %v", err, running)
+	}
+	if err != nil && ctx.Err() != nil {
+		return err
 	}
 	return nil
 }
