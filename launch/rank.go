@@ -47,8 +47,9 @@ type rankProc struct {
 	pmiLost atomic.Bool // the PMI connection closed after init, before finalize
 }
 
-// envLookup returns the value of the last setting of key in env.
-func envLookup(env []string, key string) string {
+// LookupEnv returns the value of the last setting of key in env (a list of
+// KEY=VALUE strings, as exec.Cmd.Env), or "".
+func LookupEnv(env []string, key string) string {
 	for i := len(env) - 1; i >= 0; i-- {
 		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
 			return v
@@ -72,7 +73,7 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 	}
 	defer pmiTheirs.Close()
 
-	path, err := ResolveProgram(spec.Argv[0], spec.Wdir, envLookup(spec.Env, "PATH"))
+	path, err := ResolveProgram(spec.Argv[0], spec.Wdir, LookupEnv(spec.Env, "PATH"))
 	if err != nil {
 		conn.Close()
 		pmiConn.Close()

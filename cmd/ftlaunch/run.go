@@ -213,7 +213,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 		return launch.ExitUsage
 	}
-	if _, err := launch.ResolveProgram(argv[0], wdir, lookup(env, "PATH")); err != nil {
+	if _, err := launch.ResolveProgram(argv[0], wdir, launch.LookupEnv(env, "PATH")); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 		var pe *launch.ProgramError
 		if errors.As(err, &pe) {
@@ -286,14 +286,6 @@ func placeOnHosts(f *runFlags) (*alloc.Placement, error) {
 	return alloc.Place(a, alloc.Request{NP: np, PPN: f.ppn, MapBy: mapBy, Oversubscribe: f.oversubscribe})
 }
 
-func lookup(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}
 
 // forwardableStdin returns stdin if it should be forwarded to rank 0: not
 // when it is a terminal of which we are not in the foreground (reading
