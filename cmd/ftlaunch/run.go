@@ -286,7 +286,6 @@ func placeOnHosts(f *runFlags) (*alloc.Placement, error) {
 	return alloc.Place(a, alloc.Request{NP: np, PPN: f.ppn, MapBy: mapBy, Oversubscribe: f.oversubscribe})
 }
 
-
 // forwardableStdin returns stdin if it should be forwarded to rank 0: not
 // when it is a terminal of which we are not in the foreground (reading
 // would stop us with SIGTTIN, as for any background job).
