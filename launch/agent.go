@@ -376,6 +376,16 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 			return 2
 		}
 		conn = c
+		// The SSH session that started the agent stays open for the job's
+		// life; its end (the front-end closed it, or sshd dropped it) is the
+		// end of the agent too.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			cancel()
+		}()
 	} else {
 		f := os.NewFile(3, "parent-link")
 		c, err := net.FileConn(f)
