@@ -427,6 +427,88 @@ while [ ! -e %[1]s/end ]; do sleep 0.05; done`, dir)
 	}
 }
 
+// TestNodeCrashDefaultAlloc is the contrast to TestNodeCrashNoKill: in an
+// allocation made without --no-kill, Slurm ends the whole job, survivors
+// included, once it sets the crashed node DOWN.
+func TestNodeCrashDefaultAlloc(t *testing.T) {
+	requireSlurm(t)
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.SlurmdTimeout = 6 * time.Second
+	c := upTest(t, cfg, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	dir, err := os.MkdirTemp(c.Dir(), "crash-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(name string) string { return filepath.Join(dir, name) }
+	script := fmt.Sprintf(`echo $SLURM_JOB_ID > %[1]s/job
+srun -N 4 -n 4 sh -c 'touch %[1]s/ready.$(hostname); while [ ! -e %[1]s/end ]; do sleep 0.05; done'
+echo $? > %[1]s/srun.tmp && mv %[1]s/srun.tmp %[1]s/srun`, dir)
+	cmd, err := c.AllocCommand(ctx, 4, 4, false, "sh", "-c", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		os.WriteFile(f("end"), nil, 0o644)
+		cmd.Wait()
+	}()
+	waitFor(t, 30*time.Second, "all four tasks running", func() error {
+		m, _ := filepath.Glob(f("ready.*"))
+		if len(m) != 4 {
+			return fmt.Errorf("%d tasks ready; salloc stderr: %s", len(m), stderr.String())
+		}
+		return nil
+	})
+	b, err := os.ReadFile(f("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := strings.TrimSpace(string(b))
+	killed := time.Now()
+	if err := c.Kill(ctx, "node004"); err != nil {
+		t.Fatal(err)
+	}
+	// The survivors' tasks would run forever; Slurm ends them.
+	waitFor(t, 20*cfg.SlurmdTimeout, "the step to end", func() error {
+		if _, err := os.Stat(f("srun")); err != nil {
+			return fmt.Errorf("srun still runs; stderr %q", stderr.String())
+		}
+		return nil
+	})
+	ended := time.Since(killed)
+	states, err := c.NodeStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(f("srun"))
+	code := strings.TrimSpace(string(b))
+	t.Logf("%v after the crash the step ended with exit code %s: sinfo %s", ended.Round(time.Millisecond), code, formatStates(states))
+	if code == "0" {
+		t.Errorf("srun exit code 0; want the step killed")
+	}
+	if states["node004"] != "down*" {
+		t.Errorf("node004 is %q once the step ended, want down*", states["node004"])
+	}
+	if ended < cfg.SlurmdTimeout {
+		t.Errorf("step ended %v after the crash, before SlurmdTimeout %v", ended, cfg.SlurmdTimeout)
+	}
+	if got := squeueNodes(ctx, t, c, job); strings.HasPrefix(got, "RUNNING") {
+		t.Errorf("job after node004 went DOWN: %q, want it ended", got)
+	}
+	if !strings.Contains(stderr.String(), "Node failure on node004") {
+		t.Errorf("no node failure line on stderr: %q", stderr.String())
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for a command's output goroutine and
 // the test reading it at once.
 type syncBuffer struct {
