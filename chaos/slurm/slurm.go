@@ -161,7 +161,7 @@ func (c *Cluster) Dir() string { return c.files.dir }
 // ConfPath is the path of slurm.conf; clients need SLURM_CONF set to it.
 func (c *Cluster) ConfPath() string { return c.files.conf() }
 
-// SlurmctldLog and SlurmdLog are the paths of the daemons' logs.
+// SlurmctldLog is the path of slurmctld's log.
 func (c *Cluster) SlurmctldLog() string { return c.files.ctlLog() }
 
 // SlurmdLog is the path of a compute node's slurmd log.
