@@ -97,6 +97,9 @@ type agentHandle struct {
 	ranks  []int
 	closed bool // link ended
 	done   bool // the agent reported mDone
+
+	queued time.Duration // how long its SSH launch waited for a slot
+	upAt   time.Duration // when it connected back, since the launches began
 }
 
 // kill ends the agent: a local one is killed, a remote one's session is
@@ -310,8 +313,12 @@ func (fe *frontend) spawnRemote(ctx context.Context, activate func(*agentHandle)
 		byName[a.name] = a
 	}
 
+	// Each agent reports twice on errs: once its SSH session is up, once
+	// it has connected back (or an error). The channel orders the writes
+	// of a.sess, a.link and the timings before their later reads.
 	errs := make(chan error, 2*len(fe.agents))
 	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
+	start := time.Now()
 	for _, a := range fe.agents {
 		creds, err := ca.Issue(a.name)
 		if err != nil {
@@ -328,7 +335,9 @@ func (fe *frontend) spawnRemote(ctx context.Context, activate func(*agentHandle)
 			go fe.agentStderr(sess.Stderr())
 			go io.Copy(io.Discard, sess.Stdout())
 			t := sess.Timings()
-			fe.verbosef("node %s: agent started over ssh in %.1f ms (%d attempt(s))", a.name, t.Total.Seconds()*1e3, t.Attempts)
+			a.queued = t.Queued
+			fe.verbosef("node %s: ssh session up in %.1f ms (%d attempt(s), %.1f ms queued)", a.name, t.Total.Seconds()*1e3, t.Attempts, t.Queued.Seconds()*1e3)
+			errs <- nil
 			// An agent that dies before it connects ends its session.
 			go func() {
 				if err := sess.Wait(); err != nil && ctx.Err() == nil {
@@ -350,22 +359,25 @@ func (fe *frontend) spawnRemote(ctx context.Context, activate func(*agentHandle)
 				continue
 			}
 			a.link = newLink(conn)
+			a.upAt = time.Since(start)
+			fe.verbosef("node %s: agent connected back", a.name)
 			errs <- activate(a)
 		}
 	}()
 	timeout := time.NewTimer(connectTimeout + 30*time.Second)
 	defer timeout.Stop()
-	for connected := 0; connected < len(fe.agents); {
+	for done := 0; done < 2*len(fe.agents); {
 		select {
 		case err := <-errs:
 			if err != nil {
 				return err
 			}
-			connected++
+			done++
 		case <-timeout.C:
 			return fmt.Errorf("agents did not connect back within %v", connectTimeout+30*time.Second)
 		}
 	}
+	fe.calibrate()
 	return nil
 }
 

@@ -123,6 +123,17 @@ func TestClusterLaunch(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
+	t.Run("calibration", func(t *testing.T) {
+		// The launches above kept their measurements; plan shows them.
+		r := ftlaunch(t, "", "plan", "--calibrated")
+		if r.code != 0 || !strings.Contains(r.stdout, "agents    4\n") {
+			t.Fatalf("plan --calibrated: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		r = ftlaunch(t, "", "plan", "--nodes", "5", "--json")
+		if r.code != 0 || strings.Contains(r.stdout, `"rem":0.034,`) {
+			t.Fatalf("plan --nodes 5 did not use the calibration: %s%s", r.stdout, r.stderr)
+		}
+	})
 	t.Run("failure", func(t *testing.T) {
 		m := marker(t)
 		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", "--kill-after", "1s", "sh", "-c",

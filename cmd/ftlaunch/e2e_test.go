@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Calibrations that launches keep go to a cache of the tests' own.
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	ftlaunchBin = filepath.Join(dir, "ftlaunch")
 	ftdemoBin = filepath.Join(dir, "ftdemo")
 	for _, b := range [][2]string{{ftlaunchBin, "."}, {ftdemoBin, "../ftdemo"}} {
@@ -456,6 +458,14 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want exit %d and one line with %q", tc.args, r.code, r.stderr, tc.code, tc.msg)
 		}
 	}
+}
+
+func TestCalibrationKept(t *testing.T) {
+	r := ftlaunch(t, "", "plan", "--calibrated")
+	if r.code != 0 {
+		t.Fatalf("plan --calibrated: exit %d: %s", r.code, r.stderr)
+	}
+	t.Logf("%s", r.stdout)
 }
 
 func TestHelpAndVersion(t *testing.T) {

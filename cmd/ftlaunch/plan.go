@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/overlay/plan"
 )
@@ -36,6 +37,8 @@ Simulation:
   --seed S            random seed (default 1)
   --concurrency C     launches one node starts at once (default 1)
 Output:
+  --calibrated        print the SEQ and REM measured by the last launch over SSH (kept in the
+                      user's cache directory; auto uses them unless --seq/--rem are given)
   --show              print the tree with order, backup and modeled launch time
   --json              print one JSON object instead of text
   --help              print this help
@@ -52,6 +55,7 @@ type planOptions struct {
 	batch       int
 	batchWait   float64
 	show, json  bool
+	calibrated  bool
 	simulate    bool
 	remSamples  string
 	runs        int
@@ -81,6 +85,9 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
 		return 2
+	}
+	if opts.calibrated {
+		return showCalibration(stdout, stderr)
 	}
 	rep, err := buildPlanReport(context.Background(), opts)
 	if err != nil {
@@ -113,6 +120,7 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	fs.IntVar(&o.batch, "batch", 0, "")
 	fs.Float64Var(&o.batchWait, "batch-wait", 0, "")
 	fs.BoolVar(&o.show, "show", false, "")
+	fs.BoolVar(&o.calibrated, "calibrated", false, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.simulate, "simulate", false, "")
 	fs.StringVar(&o.remSamples, "rem-samples", "", "")
@@ -130,6 +138,9 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	}
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if o.calibrated && len(o.set) == 1 {
+		return o, nil // --calibrated alone shows the calibration
+	}
 
 	n, err := nodeCount(o)
 	if err != nil {
@@ -164,6 +175,28 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// showCalibration prints the kept calibration, or says there is none.
+func showCalibration(stdout, stderr io.Writer) int {
+	p, err := launch.CalibrationPath()
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
+		return 1
+	}
+	c, err := launch.LoadCalibration()
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
+		return 1
+	}
+	if c == nil {
+		fmt.Fprintf(stdout, "no calibration yet (%s): the auto tree uses SEQ %.3f s, REM %.3f s; a launch over SSH measures them\n",
+			p, plan.DefaultSeq, plan.DefaultRem)
+		return 0
+	}
+	fmt.Fprintf(stdout, "seq       %.4f s\nrem       %.4f s\nagents    %d\nmeasured  %s\nfile      %s\n",
+		c.Seq, c.Rem, c.Agents, c.Measured.Format("2006-01-02 15:04:05 UTC"), p)
+	return 0
 }
 
 // nodeCount returns the number of nodes the plan covers: --nodes, or with
@@ -239,10 +272,21 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		return nil, fmt.Errorf("--tree: %w", err)
 	}
 	params := plan.Params{Seq: o.seq, Rem: o.rem, Replicas: o.replicas}
-	if kind.Shape == plan.Auto && (o.set["seq"] || o.set["rem"]) {
-		// Explicit figures are a calibration. (A cached calibration from
-		// the user's cache directory would be passed here too.)
+	switch {
+	case kind.Shape == plan.Auto && (o.set["seq"] || o.set["rem"]):
+		// Explicit figures are a calibration.
 		params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
+	case kind.Shape == plan.Auto:
+		// The figures the last launch over SSH measured, if any.
+		c, err := launch.LoadCalibration()
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			o.seq, o.rem = c.Seq, c.Rem
+			params.Seq, params.Rem = c.Seq, c.Rem
+			params.Calibration = &plan.Calibration{Seq: c.Seq, Rem: c.Rem}
+		}
 	}
 	pl, err := plan.Build(kind, o.nodes, params)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 // runPlan calls planCommand with buffers.
 func runPlan(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	// No calibration kept by other tests' launches: auto uses the defaults.
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	var out, errb bytes.Buffer
 	code = planCommand(args, &out, &errb)
 	return code, out.String(), errb.String()
