@@ -14,8 +14,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
@@ -86,6 +89,11 @@ type frontend struct {
 	failure     *failureInfo
 	nodeTableAt time.Duration
 	lastINT     time.Time
+
+	progress  bool         // show a live launch line on stderr (a terminal)
+	agentsUp  atomic.Int32 // agents connected (written by launch goroutines)
+	ranksUp   int
+	launching bool // the progress line is live
 }
 
 type agentHandle struct {
@@ -185,6 +193,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			return Result{ExitCode: ExitLauncher}, err
 		}
 	}
+	fe.progress = !opts.Verbose && isTerminal(opts.Stderr)
+	fe.launching = fe.progress
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan event, 256)
@@ -251,6 +261,8 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		if err := a.link.send(mSpec, spec.encode()); err != nil {
 			return fmt.Errorf("send job to node %s: %w", a.name, err)
 		}
+		fe.agentsUp.Add(1)
+		fe.showProgress()
 		go func() {
 			err := a.link.run(ctx, fe.opts.Heartbeat, 4*fe.opts.Heartbeat+time.Second, func(typ uint8, p []byte) error {
 				select {
@@ -520,6 +532,8 @@ func (fe *frontend) handle(ev event) {
 				fe.ranks[r].pid = st.Pids[i]
 			}
 		}
+		fe.ranksUp += len(st.Ranks)
+		fe.showProgress()
 		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
 	case mOutput:
 		r, stream, data, err := decodeOutput(ev.p)
@@ -573,6 +587,34 @@ func (fe *frontend) handle(ev event) {
 	default:
 		fe.protocolError(a, fmt.Errorf("unknown message type %d", ev.typ))
 	}
+}
+
+// showProgress updates the live launch line: agents up, ranks running.
+// The line goes once every rank runs (or the job fails); it is never shown
+// when stderr is not a terminal. Launch goroutines call it before the
+// event loop starts (ordered by the launch's result channel), the loop
+// after.
+func (fe *frontend) showProgress() {
+	if !fe.launching {
+		return
+	}
+	if fe.ranksUp >= fe.opts.N || fe.failure != nil {
+		fe.launching = false
+		fe.out.push(outItem{progress: true})
+		return
+	}
+	fe.out.push(outItem{progress: true, data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
+		fe.agentsUp.Load(), len(fe.agents), fe.ranksUp, fe.opts.N))})
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func (fe *frontend) nodeOf(rank int) string {
@@ -635,6 +677,7 @@ func (fe *frontend) fail(code int, msg string) {
 		return
 	}
 	fe.failure = &failureInfo{msg: msg, code: code}
+	fe.showProgress() // clears the launch line
 	fe.warnf("%s", msg)
 	fe.terminate()
 }

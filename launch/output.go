@@ -24,6 +24,7 @@ type outItem struct {
 	agent        *agentHandle
 	rank, stream int
 	data         []byte
+	progress     bool // data is the new progress line ("" clears it)
 }
 
 // outputWriter writes the job's output from a goroutine of its own, so
@@ -34,6 +35,8 @@ type outputWriter struct {
 	label          bool
 	stdout, stderr *bufio.Writer
 	files          map[[2]int]*os.File // rank, stream → file, with --output-dir
+
+	progressShown bool // a progress line is on the terminal (owned by run)
 
 	mu     sync.Mutex
 	q      []outItem
@@ -134,6 +137,21 @@ func (w *outputWriter) run() {
 }
 
 func (w *outputWriter) write(it outItem) {
+	if it.progress {
+		// "\r\x1b[K": back to the start of the line and erase it.
+		if w.progressShown || len(it.data) > 0 {
+			w.stderr.WriteString("\r\x1b[K")
+		}
+		w.stderr.Write(it.data)
+		w.stderr.Flush()
+		w.progressShown = len(it.data) > 0
+		return
+	}
+	if w.progressShown {
+		w.stderr.WriteString("\r\x1b[K")
+		w.stderr.Flush()
+		w.progressShown = false
+	}
 	if it.agent == nil {
 		w.stdout.Flush()
 		w.stderr.Write(it.data)
