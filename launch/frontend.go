@@ -816,6 +816,12 @@ func (fe *frontend) forwardStdin(ctx context.Context, a *agentHandle) {
 
 func (fe *frontend) killAgents() {
 	for _, a := range fe.agents {
+		// An agent that got its job is told to shut down first, so that it
+		// kills its ranks and exits quietly instead of reporting a lost
+		// link.
+		if a.link != nil && !a.closed && a.link.send(mShutdown, nil) == nil && a.cmd == nil {
+			continue // a remote agent: closing its session now would race the shutdown
+		}
 		a.kill()
 	}
 	for _, rs := range fe.ranks {
