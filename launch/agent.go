@@ -37,6 +37,7 @@ type Agent struct {
 	colls   map[uint64]*localColl
 	puts    map[string][]byte // this node's puts since the last fence
 	kv      map[string][]byte // the job's board as of the last fence
+	gone    map[int]bool      // local ranks that ended (and were not reported as stranding a collective)
 	pmiPuts map[string][]byte // this node's PMI puts since the last barrier
 	pmiKV   map[string][]byte // the job's PMI key space as of the last barrier
 	pmiTCP  *pmiListener      // PMI-1 TCP mode
@@ -67,6 +68,7 @@ func RunAgent(ctx context.Context, conn io.ReadWriteCloser) error {
 		colls:   map[uint64]*localColl{},
 		puts:    map[string][]byte{},
 		kv:      map[string][]byte{},
+		gone:    map[int]bool{},
 		pmiPuts: map[string][]byte{},
 		pmiKV:   map[string][]byte{},
 		exited:  make(chan struct{}),
@@ -115,6 +117,10 @@ func (a *Agent) run(ctx context.Context) error {
 }
 
 var errShutdown = errors.New("shutdown")
+
+// strandedMsg reports a rank that ended while other ranks wait for it in a
+// collective: without it they would wait forever.
+const strandedMsg = "ended without joining a collective call (barrier, fence, allgather, …) that other ranks are waiting in"
 
 func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	// The TCP-mode listener exists before the ranks (they get its port)
@@ -185,6 +191,19 @@ func (a *Agent) send(typ uint8, p []byte) {
 }
 
 func (a *Agent) reportExit(s rankStatus) {
+	a.mu.Lock()
+	a.gone[s.Rank] = true
+	var stranded []uint64
+	for seq, c := range a.colls {
+		if _, ok := c.values[s.Rank]; !ok {
+			stranded = append(stranded, seq)
+		}
+	}
+	a.mu.Unlock()
+	if len(stranded) > 0 && s.Code == 0 && s.Signal == 0 {
+		// The others wait in a collective this rank will never join.
+		a.send(mAbort, abortMsg{Rank: s.Rank, Code: 1, Msg: strandedMsg, Failed: true}.encode())
+	}
 	a.send(mExit, s.encode())
 	a.mu.Lock()
 	a.ended++
@@ -293,6 +312,13 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 		return seq, fmt.Errorf("collective %d: rank %d called %s while other ranks called %s", seq, rank, op, c.op)
 	}
 	c.values[rank] = value
+	for r := range a.gone {
+		if _, ok := c.values[r]; !ok {
+			// A local rank that already ended never joins: report it.
+			a.send(mAbort, abortMsg{Rank: r, Code: 1, Msg: strandedMsg, Failed: true}.encode())
+			delete(a.gone, r) // report once
+		}
+	}
 	if len(c.values) < len(a.order) {
 		return seq, nil
 	}

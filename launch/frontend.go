@@ -105,6 +105,7 @@ type agentHandle struct {
 	ranks  []int
 	closed bool // link ended
 	done   bool // the agent reported mDone
+	ended  int  // its ranks that ended
 
 	queued time.Duration // how long its SSH launch waited for a slot
 	upAt   time.Duration // when it connected back, since the launches began
@@ -141,6 +142,7 @@ type rankState struct {
 
 type rootColl struct {
 	op     rankproto.Op
+	from   map[int]bool // agents that contributed, by index
 	got    int
 	values [][]byte
 	kv     map[string][]byte
@@ -559,6 +561,10 @@ func (fe *frontend) handle(ev event) {
 		if code == 0 {
 			code = 1
 		}
+		if ab.Failed {
+			fe.fail(code, fmt.Sprintf("rank %d on node %s %s", ab.Rank, fe.nodeOf(ab.Rank), ab.Msg))
+			return
+		}
 		msg := ab.Msg
 		if msg != "" {
 			msg = ": " + msg
@@ -639,7 +645,9 @@ func (fe *frontend) rankEnded(st rankStatus) {
 	// of its own; one that exits with an error code meanwhile is.
 	rs.byFrontend = fe.terminating && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL))
 	fe.ended++
+	fe.agents[rs.node].ended++
 	if st.Code == 0 && st.Signal == 0 && st.Reason == "" {
+		fe.checkStranded()
 		return
 	}
 	if fe.terminating {
@@ -668,6 +676,24 @@ func describe(st rankStatus) string {
 		return fmt.Sprintf("was killed by signal %d (%v)", st.Signal, syscall.Signal(st.Signal))
 	default:
 		return fmt.Sprintf("exited with code %d", st.Code)
+	}
+}
+
+// checkStranded fails the job when a node whose ranks have all ended never
+// gave its part to a collective the other nodes are waiting in: the wait
+// would last forever. (A node with ranks left reports its own stranded
+// collectives: see Agent.contribute.)
+func (fe *frontend) checkStranded() {
+	if fe.terminating || len(fe.colls) == 0 {
+		return
+	}
+	for seq, rc := range fe.colls {
+		for _, b := range fe.agents {
+			if len(b.ranks) > 0 && b.ended == len(b.ranks) && !rc.from[b.idx] {
+				fe.fail(ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", b.name, seq, rc.op))
+				return
+			}
+		}
 	}
 }
 
@@ -734,6 +760,7 @@ func (fe *frontend) agentLost(a *agentHandle, err error) {
 			rs.byFrontend = fe.terminating
 			rs.status = rankStatus{Rank: r, Code: ExitLauncher, Reason: "lost with its agent"}
 			fe.ended++
+			a.ended++
 		}
 	}
 	a.kill()
@@ -752,7 +779,7 @@ func (fe *frontend) protocolError(a *agentHandle, err error) {
 func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	rc := fe.colls[c.Seq]
 	if rc == nil {
-		rc = &rootColl{op: c.Op, kv: map[string][]byte{}}
+		rc = &rootColl{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
 		if c.Op != rankproto.OpBarrier && !isKVOp(c.Op) {
 			rc.values = make([][]byte, fe.opts.N)
 		}
@@ -771,7 +798,9 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 		rc.kv[k] = v
 	}
 	rc.got++
+	rc.from[a.idx] = true
 	if rc.got < fe.liveN {
+		fe.checkStranded()
 		return
 	}
 	delete(fe.colls, c.Seq)

@@ -236,20 +236,22 @@ func decodeInt(p []byte) (int64, error) {
 	return v, d.Err()
 }
 
-// abortMsg is a rank's call of Abort.
+// abortMsg is a rank's call of Abort, or (Failed) a failure of the rank
+// the agent found: a broken protocol, a stranded collective.
 type abortMsg struct {
 	Rank, Code int
 	Msg        string
+	Failed     bool
 }
 
 func (a abortMsg) encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(a.Rank)).Int(int64(a.Code)).String(a.Msg)
+	e.Uint(uint64(a.Rank)).Int(int64(a.Code)).String(a.Msg).Bool(a.Failed)
 	return e.Data()
 }
 
 func decodeAbort(p []byte) (abortMsg, error) {
 	d := wire.NewDecoder(p)
-	a := abortMsg{Rank: int(d.Uint()), Code: int(d.Int()), Msg: d.String()}
+	a := abortMsg{Rank: int(d.Uint()), Code: int(d.Int()), Msg: d.String(), Failed: d.Bool()}
 	return a, d.Err()
 }

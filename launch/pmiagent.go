@@ -126,7 +126,7 @@ func (a *Agent) pmiDone(ctx context.Context, rp *rankProc, err error) {
 	case <-rp.exited:
 	case <-ctx.Done():
 	case <-time.After(pmiLostGrace):
-		a.send(mAbort, abortMsg{Rank: rp.rank, Code: 1,
+		a.send(mAbort, abortMsg{Rank: rp.rank, Code: 1, Failed: true,
 			Msg: "closed its PMI connection before MPI_Finalize and is still running"}.encode())
 	}
 }

@@ -312,7 +312,7 @@ func (rp *rankProc) serveRank(ctx context.Context) {
 
 // fail reports a protocol failure of the rank as if it had aborted.
 func (rp *rankProc) fail(msg string) {
-	rp.agent.send(mAbort, abortMsg{Rank: rp.rank, Code: 1, Msg: msg}.encode())
+	rp.agent.send(mAbort, abortMsg{Rank: rp.rank, Code: 1, Msg: msg, Failed: true}.encode())
 }
 
 func (rp *rankProc) reply(typ uint8, p []byte) error {

@@ -121,6 +121,14 @@ func rankMain(mode string) int {
 		fmt.Printf("ok rank=%d size=%d local=%d/%d node=%s nodeid=%d job=%s\n",
 			rank, size, info.LocalRank, info.LocalSize, info.Node, info.NodeID, c.JobID())
 		return 0
+	case "stranded":
+		// Rank 0 leaves at once; the others wait for it in a barrier.
+		if rank != 0 {
+			if err := c.Barrier(); err == nil {
+				return fail("barrier completed without rank 0")
+			}
+		}
+		return 0
 	case "abort":
 		if rank == 1 {
 			c.Abort(9, "rank 1 gives up")
@@ -402,6 +410,18 @@ func TestAbort(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "rank 1 on node") || !strings.Contains(r.stderr, "rank 1 gives up") {
 		t.Errorf("stderr:\n%s", r.stderr)
+	}
+}
+
+// A rank that exits 0 without joining a collective the others wait in
+// fails the job instead of leaving them waiting forever — on its own node
+// and on another.
+func TestStrandedCollective(t *testing.T) {
+	for _, nodes := range []string{"0", "3"} {
+		r := ftlaunch(t, "", "run", "-n", "3", "--test-nodes", nodes, "--kill-after", "1s", "--env", "FTLAUNCH_E2E_RANK=stranded", os.Args[0])
+		if r.code == 0 || !strings.Contains(r.stderr, "without joining") {
+			t.Fatalf("--test-nodes %s: exit %d; stderr:\n%s", nodes, r.code, r.stderr)
+		}
 	}
 }
 
