@@ -77,7 +77,16 @@ func RunAgent(ctx context.Context, conn io.ReadWriteCloser) error {
 }
 
 func (a *Agent) run(ctx context.Context) error {
+	// A parent that connects and then says nothing must not hold the
+	// agent forever: the job spec comes first, within connectTimeout.
+	dl, hasDeadline := a.link.conn.(interface{ SetReadDeadline(time.Time) error })
+	if hasDeadline {
+		_ = dl.SetReadDeadline(time.Now().Add(connectTimeout))
+	}
 	f, err := a.link.r.Next()
+	if hasDeadline {
+		_ = dl.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		a.link.conn.Close()
 		return fmt.Errorf("agent: read job spec: %w", err)

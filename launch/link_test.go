@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -169,5 +170,17 @@ func TestBootstrap(t *testing.T) {
 		if _, err := readBootstrap(bytes.NewReader(bad)); err == nil {
 			t.Errorf("bootstrap %q accepted", bad)
 		}
+	}
+}
+
+// An agent whose parent connects but never sends the job gives up.
+func TestAgentWithoutJobSpecGivesUp(t *testing.T) {
+	a, b := socketpair(t)
+	defer b.Close()
+	done := make(chan error, 1)
+	go func() { done <- RunAgent(context.Background(), a) }()
+	b.Write(wire.AppendFrame(nil, mStdin, []byte("not a spec")))
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "want a job spec") {
+		t.Fatalf("RunAgent: %v", err)
 	}
 }
