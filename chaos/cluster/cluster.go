@@ -401,7 +401,7 @@ func (c *Cluster) boot(ctx context.Context, nd *Node) error {
 	// sshd writes its pid file once it listens.
 	pidPath := filepath.Join(nd.Dir, sshdPidName)
 	var sshdPID int
-	err = poll(ctx, time.Until(deadline), "wait for sshd pid file", func() (bool, error) {
+	err = Poll(ctx, time.Until(deadline), "wait for sshd pid file", func() (bool, error) {
 		b, err := os.ReadFile(pidPath)
 		if err != nil {
 			return false, nil
@@ -523,7 +523,7 @@ func clean(ctx context.Context, cfg Config, c *Cluster) error {
 		slices.Sort(left)
 		return slices.Compact(left), nil
 	}
-	err := poll(ctx, 5*time.Second, "wait for veths to go", func() (bool, error) {
+	err := Poll(ctx, 5*time.Second, "wait for veths to go", func() (bool, error) {
 		left, err := vethLeft()
 		return len(left) == 0, err
 	})

@@ -218,9 +218,10 @@ func alive(pid int) bool {
 	return b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
-// poll calls cond until it reports true, with a growing interval, or until
-// ctx ends or timeout passes.
-func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+// Poll calls cond until it reports true, with an interval growing from
+// 1 ms to 20 ms, or until cond fails, ctx ends or timeout passes. It is how
+// the chaos packages wait on a condition instead of sleeping.
+func Poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	wait := time.Millisecond
 	for {

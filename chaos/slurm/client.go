@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
 )
 
 // Command returns a command that runs argv (a Slurm client such as srun,
@@ -168,7 +170,7 @@ func (c *Cluster) NodeStates(ctx context.Context) (map[string]string, error) {
 func (c *Cluster) WaitNodeStates(ctx context.Context, timeout time.Duration, cond func(map[string]string) bool) (map[string]string, error) {
 	var last map[string]string
 	var lastErr error
-	err := poll(ctx, timeout, "wait for node states", func() (bool, error) {
+	err := cluster.Poll(ctx, timeout, "wait for node states", func() (bool, error) {
 		s, err := c.NodeStates(ctx)
 		if err != nil {
 			lastErr = err // slurmctld may not answer yet

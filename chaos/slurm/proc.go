@@ -157,7 +157,7 @@ func (p proc) alive() bool {
 // later, when ps still lists them as <defunct>).
 func waitGone(ctx context.Context, procs []proc) error {
 	var running []int
-	err := poll(ctx, 15*time.Second, "wait for the cluster's processes to exit", func() (bool, error) {
+	err := cluster.Poll(ctx, 15*time.Second, "wait for the cluster's processes to exit", func() (bool, error) {
 		running = running[:0]
 		for _, p := range procs {
 			if p.alive() {
@@ -170,33 +170,4 @@ func waitGone(ctx context.Context, procs []proc) error {
 		return fmt.Errorf("%w: still running: %v", err, running)
 	}
 	return nil
-}
-
-// poll calls cond until it reports true, with a growing interval, until ctx
-// ends or timeout passes.
-func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	wait := time.Millisecond
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not done after %v", what, timeout)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-t.C:
-		}
-		if wait < 50*time.Millisecond {
-			wait *= 2
-		}
-	}
 }

@@ -331,7 +331,7 @@ func (c *Cluster) startMunge(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start munged: %w%s", err, logTail(l.mungeLog()))
 	}
-	err = poll(ctx, 10*time.Second, "wait for the munge socket", func() (bool, error) {
+	err = cluster.Poll(ctx, 10*time.Second, "wait for the munge socket", func() (bool, error) {
 		_, err := os.Stat(l.mungeSocket())
 		return err == nil, nil
 	})

@@ -121,7 +121,7 @@ func upTest(tb testing.TB, cfg Config, n int) *Cluster {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	if err := poll(context.Background(), timeout, what, func() (bool, error) { return cond() == nil, nil }); err != nil {
+	if err := cluster.Poll(context.Background(), timeout, what, func() (bool, error) { return cond() == nil, nil }); err != nil {
 		t.Fatalf("%v: %v", err, cond())
 	}
 }
