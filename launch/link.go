@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
@@ -52,6 +53,7 @@ type link struct {
 	buf []byte
 
 	lastRecv chan struct{} // signalled on every received frame
+	busy     atomic.Bool   // the handler is running: we are not reading, so silence is ours
 }
 
 func newLink(conn io.ReadWriteCloser) *link {
@@ -105,7 +107,13 @@ func (l *link) run(ctx context.Context, interval, timeout time.Duration, handle 
 			err = l.send(mPong, nil)
 		case mPong:
 		default:
+			l.busy.Store(true)
 			err = handle(f.Type, f.Payload)
+			l.busy.Store(false)
+			select { // the wait was ours: count the peer as heard now
+			case l.lastRecv <- struct{}{}:
+			default:
+			}
 		}
 		if err != nil {
 			break
@@ -138,6 +146,13 @@ func (l *link) heartbeat(ctx context.Context, interval, timeout time.Duration) e
 				return nil // the reader sees the failure
 			}
 		case <-silent.C:
+			if l.busy.Load() {
+				// Our handler holds the reader (back-pressure from the
+				// consumer of this link's messages): the peer's frames
+				// wait unread in the socket, which is not its silence.
+				silent.Reset(timeout)
+				continue
+			}
 			l.conn.Close()
 			return errHeartbeat
 		}

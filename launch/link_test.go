@@ -184,3 +184,27 @@ func TestAgentWithoutJobSpecGivesUp(t *testing.T) {
 		t.Fatalf("RunAgent: %v", err)
 	}
 }
+
+// A handler that holds the reader longer than the heartbeat timeout (the
+// front-end's event loop is busy) is not the peer's silence.
+func TestLinkBusyHandlerIsNotSilence(t *testing.T) {
+	a, b := socketpair(t)
+	go io.Copy(io.Discard, b) // the peer reads our pings but never sends again
+	b.Write(wire.AppendFrame(nil, mSignal, encodeInt(1)))
+	released := make(chan struct{})
+	var releasedFirst bool
+	go func() {
+		// The sleep is the thing under test: a handler busy for three
+		// heartbeat timeouts.
+		time.Sleep(300 * time.Millisecond)
+		close(released)
+	}()
+	err := newLink(a).run(context.Background(), 10*time.Millisecond, 100*time.Millisecond, func(uint8, []byte) error {
+		<-released
+		releasedFirst = true
+		return nil
+	})
+	if !releasedFirst || !errors.Is(err, errHeartbeat) {
+		t.Fatalf("run returned %v (handler released first: %v); want a heartbeat timeout only after the handler returned", err, releasedFirst)
+	}
+}
