@@ -214,7 +214,7 @@ func (c *Cluster) Status() ([]NodeStatus, error) {
 	for i, nd := range nodes {
 		names[i] = nd.Netns
 	}
-	pids, err := pidsInNetns(names)
+	pids, err := PidsInNetns(names)
 	if err != nil {
 		return nil, err
 	}

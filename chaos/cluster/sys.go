@@ -67,11 +67,11 @@ func netnsID(name string) (nsID, error) {
 	return id, nil
 }
 
-// pidsInNetns returns, per namespace name, the processes whose network
+// PidsInNetns returns, per namespace name, the processes whose network
 // namespace is that one. It is what `ip netns pids` does, for many
 // namespaces in one pass over /proc: processes are found by namespace, never
 // by name. Namespaces that do not exist are left out.
-func pidsInNetns(names []string) (map[string][]int, error) {
+func PidsInNetns(names []string) (map[string][]int, error) {
 	want := make(map[nsID]string, len(names))
 	for _, n := range names {
 		id, err := netnsID(n)
@@ -110,7 +110,7 @@ func pidsInNetns(names []string) (map[string][]int, error) {
 func killNetns(ctx context.Context, names []string) error {
 	wait := time.Millisecond
 	for {
-		byNS, err := pidsInNetns(names)
+		byNS, err := PidsInNetns(names)
 		if err != nil {
 			return err
 		}

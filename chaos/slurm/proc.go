@@ -5,13 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/chaos/cluster"
-	"golang.org/x/sys/unix"
 )
 
 // netnsDir is where iproute2 keeps named network namespaces.
@@ -21,17 +19,6 @@ const netnsDir = "/run/netns"
 type proc struct {
 	PID   int
 	Start uint64 // clock ticks after boot, field 22 of /proc/PID/stat
-}
-
-// nsKey identifies a namespace by the device and inode of its nsfs file.
-type nsKey struct{ dev, ino uint64 }
-
-func statNS(path string) (nsKey, bool) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return nsKey{}, false
-	}
-	return nsKey{dev: uint64(st.Dev), ino: st.Ino}, true
 }
 
 // netnsPrefix is the namespace name prefix of the emulated cluster's nodes,
@@ -65,39 +52,20 @@ func clusterNetns(cfg cluster.Config) ([]string, error) {
 	return out, nil
 }
 
-// procsInNetns returns the processes whose network namespace is one of the
-// named ones, by namespace name: what `ip netns pids` does, in one pass over
-// /proc. Processes are found by namespace, never by name.
+// procsInNetns returns the live processes of the named network namespaces
+// (found by namespace with cluster.PidsInNetns, never by name), each with
+// its start time so that a reused pid is not mistaken for it.
 func procsInNetns(names []string) (map[string][]proc, error) {
-	want := make(map[nsKey]string, len(names))
-	for _, n := range names {
-		if k, ok := statNS(filepath.Join(netnsDir, n)); ok {
-			want[k] = n
-		}
-	}
-	out := make(map[string][]proc)
-	if len(want) == 0 {
-		return out, nil
-	}
-	ents, err := os.ReadDir("/proc")
+	pids, err := cluster.PidsInNetns(names)
 	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+		return nil, err
 	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		k, ok := statNS("/proc/" + e.Name() + "/ns/net")
-		if !ok {
-			continue // exited, or a zombie
-		}
-		n, ok := want[k]
-		if !ok {
-			continue
-		}
-		if p, zombie, ok := readProc(pid); ok && !zombie {
-			out[n] = append(out[n], p)
+	out := make(map[string][]proc, len(pids))
+	for n, ps := range pids {
+		for _, pid := range ps {
+			if p, zombie, ok := readProc(pid); ok && !zombie {
+				out[n] = append(out[n], p)
+			}
 		}
 	}
 	return out, nil
