@@ -183,9 +183,6 @@ func (rp *rankProc) pump(f *os.File, stream int) {
 			}
 			return
 		}
-		if cap(buf) > 4*maxLine && len(buf) < 64<<10 {
-			buf = append(make([]byte, 0, 64<<10), buf...)
-		}
 	}
 }
 
