@@ -8,11 +8,13 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
 
 // linkLostGrace bounds how long an agent whose parent vanished lets its
@@ -26,7 +28,14 @@ const linkLostGrace = time.Second
 // rank's process group and returns: no orphans.
 type Agent struct {
 	link   *link
-	outWin *window // output credit granted by the front-end
+	outWin *window    // output credit granted by the front-end
+	tree   *treeState // its place in a launch tree (nil: an agent on a socketpair)
+
+	// Set by run before the first message is handled.
+	ctx      context.Context
+	wg       *sync.WaitGroup
+	stopLink context.CancelFunc
+	stopped  atomic.Bool // the agent ended its link after a shutdown
 
 	spec  *nodeSpec
 	ranks map[int]*rankProc
@@ -60,7 +69,12 @@ type localColl struct {
 // RunAgent runs an agent on an established parent connection until the job
 // ends or the link is lost.
 func RunAgent(ctx context.Context, conn io.ReadWriteCloser) error {
+	return runAgent(ctx, conn, nil)
+}
+
+func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState) error {
 	a := &Agent{
+		tree:    tree,
 		link:    newLink(conn),
 		outWin:  newWindow(outputWindow),
 		ranks:   map[int]*rankProc{},
@@ -91,6 +105,10 @@ func (a *Agent) run(ctx context.Context) error {
 		a.link.conn.Close()
 		return fmt.Errorf("agent: read job spec: %w", err)
 	}
+	if f.Type == mShutdown { // the job ended before this agent got its share
+		a.link.conn.Close()
+		return nil
+	}
 	if f.Type != mSpec {
 		a.link.conn.Close()
 		return fmt.Errorf("agent: first message has type %d, want a job spec", f.Type)
@@ -105,14 +123,22 @@ func (a *Agent) run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	linkCtx, stopLink := context.WithCancel(ctx)
+	defer stopLink()
+	a.ctx, a.wg, a.stopLink = ctx, &wg, stopLink
+	if a.tree != nil {
+		defer a.tree.ln.Close()
+		a.startTree(ctx, &wg)
+	}
 	a.startRanks(ctx, &wg)
 
 	hb := a.spec.Heartbeat
-	err = a.link.run(ctx, hb, 4*hb+time.Second, a.handle)
+	err = a.link.run(linkCtx, hb, 4*hb+time.Second, a.handle)
 	a.outWin.close()
-	// The link is gone: a shutdown we were told of ends with errShutdown;
-	// anything else means the parent died or went silent.
-	if errors.Is(err, errShutdown) {
+	// The link is gone: a shutdown we were told of ends with errShutdown
+	// (or, for an agent with children, once they are done too); anything
+	// else means the parent died or went silent.
+	if errors.Is(err, errShutdown) || a.stopped.Load() {
 		a.killAll(syscall.SIGKILL)
 		return nil
 	}
@@ -268,8 +294,38 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		a.mu.Lock()
 		st := nodeStats{PMI: a.pmiStats, PMIUp: a.pmiUp, Barrier: a.pmiBarrier}
 		a.mu.Unlock()
+		if a.tree != nil && a.tree.stopLaunching(true) {
+			// Children first: their done and the end of their links go up
+			// through us.
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				a.tree.waitChildren(childWait)
+				a.send(mDone, st.encode())
+				a.stopped.Store(true)
+				a.stopLink()
+			}()
+			return nil
+		}
 		a.send(mDone, st.encode())
 		return errShutdown
+	case mRoute:
+		return a.relayDown(p)
+	case mBcast:
+		_, typ, inner, err := unwrap(p, false)
+		if err != nil || typ == mBcast || typ == mRoute {
+			return fmt.Errorf("broadcast message: bad envelope (%v)", err)
+		}
+		a.bcastDown(p)
+		return a.handle(typ, inner)
+	case mBackup:
+		pa, err := decodePeerAddr(p)
+		if err != nil {
+			return fmt.Errorf("backup message: %w", err)
+		}
+		if a.tree != nil {
+			a.connectBackup(a.ctx, a.wg, pa)
+		}
 	default:
 		return fmt.Errorf("unknown message type %d from parent", typ)
 	}
@@ -278,6 +334,9 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 
 // terminate sends SIGTERM to every rank and SIGKILL to those left after d.
 func (a *Agent) terminate(d time.Duration) {
+	if a.tree != nil {
+		a.tree.stopLaunching(false)
+	}
 	a.mu.Lock()
 	if a.killing {
 		a.mu.Unlock()
@@ -403,10 +462,30 @@ func (a *Agent) get(key string) ([]byte, bool) {
 // TLS to the front-end, from credentials read on stdin (an agent started
 // over SSH). It returns the process's exit code.
 func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
+	began := time.Now()
 	var conn io.ReadWriteCloser
+	var tree *treeState
 	if connect {
-		c, err := connectBack(ctx, os.Stdin)
+		b, err := readBootstrap(os.Stdin)
 		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		creds, err := secure.UnmarshalCredentials(b.Creds)
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		// The listener for this agent's children and standby links.
+		ln, err := secure.Listen(ctx, "tcp", ":0", creds)
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		tree = newTreeState(b.Idx, creds, ln)
+		c, err := connectBack(ctx, b, creds, hello{Idx: b.Idx, Port: tree.port, Init: time.Since(began)})
+		if err != nil {
+			ln.Close()
 			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 			return 2
 		}
@@ -431,7 +510,7 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 		}
 		conn = c
 	}
-	if err := RunAgent(ctx, conn); err != nil {
+	if err := runAgent(ctx, conn, tree); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 1
 	}

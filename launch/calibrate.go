@@ -105,22 +105,45 @@ func measure(up, queued []time.Duration) (Calibration, bool) {
 	return c, rem > 0
 }
 
-// calibrate measures this launch and keeps the result; failures to keep
-// it are reported, not fatal.
+// calibrate measures this launch from every launcher's starts and keeps
+// the result; failures to keep it are reported, not fatal. REM is the
+// fastest start of all; SEQ the mean of each launcher's, weighted by its
+// gaps.
 func (fe *frontend) calibrate() {
-	var up, queued []time.Duration
+	groups := map[int][]*agentHandle{}
 	for _, a := range fe.agents {
-		up = append(up, a.upAt)
-		queued = append(queued, a.queued)
+		groups[a.parent] = append(groups[a.parent], a)
 	}
-	c, ok := measure(up, queued)
-	if !ok {
+	var total Calibration
+	gaps := 0
+	for _, g := range groups {
+		var up, queued []time.Duration
+		for _, a := range g {
+			up = append(up, a.info.Up)
+			queued = append(queued, a.info.Queued)
+		}
+		c, ok := measure(up, queued)
+		if !ok {
+			continue
+		}
+		if total.Agents == 0 || c.Rem < total.Rem {
+			total.Rem = c.Rem
+		}
+		total.Seq += c.Seq * float64(len(g)-1)
+		gaps += len(g) - 1
+		total.Agents += len(g)
+		total.Measured = c.Measured
+	}
+	if total.Agents == 0 {
 		return
 	}
-	p, err := SaveCalibration(c)
+	if gaps > 0 {
+		total.Seq /= float64(gaps)
+	}
+	p, err := SaveCalibration(total)
 	if err != nil {
 		fe.warnf("%v", err)
 		return
 	}
-	fe.verbosef("calibration: REM %.3f s, SEQ %.3f s from %d agents (kept in %s; ftlaunch plan --calibrated shows it)", c.Rem, c.Seq, c.Agents, p)
+	fe.verbosef("calibration: REM %.3f s, SEQ %.3f s from %d agents (kept in %s; ftlaunch plan --calibrated shows it)", total.Rem, total.Seq, total.Agents, p)
 }

@@ -25,14 +25,16 @@ const connectTimeout = 15 * time.Second
 // job credentials and where the front-end listens. It never travels in
 // argv or the environment.
 type bootstrap struct {
-	Creds []byte // secure.Credentials, marshalled
-	Port  int    // the front-end's listening port
-	Hosts []string
+	Creds  []byte // secure.Credentials, marshalled
+	Port   int    // the parent's listening port
+	Hosts  []string
+	Idx    int    // the agent's index in the job
+	Parent string // the parent's certificate name ("": the front-end)
 }
 
 func (b *bootstrap) encode() []byte {
 	var e wire.Encoder
-	e.Bytes(b.Creds).Uint(uint64(b.Port)).Strings(b.Hosts)
+	e.Bytes(b.Creds).Uint(uint64(b.Port)).Strings(b.Hosts).Uint(uint64(b.Idx)).String(b.Parent)
 	return wire.AppendFrame(nil, mSpec, e.Data())
 }
 
@@ -42,7 +44,7 @@ func readBootstrap(r io.Reader) (*bootstrap, error) {
 		return nil, fmt.Errorf("read bootstrap from stdin: %w", err)
 	}
 	d := wire.NewDecoder(f.Payload)
-	b := &bootstrap{Creds: d.Bytes(), Port: int(d.Uint()), Hosts: d.Strings()}
+	b := &bootstrap{Creds: d.Bytes(), Port: int(d.Uint()), Hosts: d.Strings(), Idx: int(d.Uint()), Parent: d.String()}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
@@ -63,29 +65,31 @@ func frontendAddrs(b *bootstrap, getenv func(string) string) []string {
 	return addrs
 }
 
-// connectBack reads the agent's bootstrap from stdin and opens its link to
-// the front-end over TCP with mutual TLS.
-func connectBack(ctx context.Context, stdin io.Reader) (net.Conn, error) {
-	b, err := readBootstrap(stdin)
-	if err != nil {
-		return nil, err
-	}
-	creds, err := secure.UnmarshalCredentials(b.Creds)
-	if err != nil {
-		return nil, err
-	}
+// connectBack opens the agent's link to its parent over TCP with mutual
+// TLS and introduces the agent with h.
+func connectBack(ctx context.Context, b *bootstrap, creds *secure.Credentials, h hello) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
+	parent := b.Parent
+	if parent == "" {
+		parent = rootName
+	}
 	var errs []error
 	for _, addr := range frontendAddrs(b, os.Getenv) {
-		conn, err := secure.Dial(ctx, addr, creds, secure.WithPeerName(rootName))
-		if err == nil {
-			return conn, nil
+		conn, err := secure.Dial(ctx, addr, creds, secure.WithPeerName(parent))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		if err := wire.WriteFrame(conn, mHello, h.encode()); err != nil {
+			conn.Close()
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
+		}
+		return conn, nil
 	}
 	if len(errs) == 0 {
-		return nil, errors.New("connect to the front-end: no address to try (SSH_CONNECTION unset)")
+		return nil, errors.New("connect to the parent: no address to try (SSH_CONNECTION unset)")
 	}
-	return nil, fmt.Errorf("connect to the front-end: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("connect to the parent %s: %w", parent, errors.Join(errs...))
 }

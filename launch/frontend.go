@@ -1,7 +1,7 @@
 package launch
 
 import (
-	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,10 +11,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,7 +22,8 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
-	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/overlay/plan"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
 
@@ -51,8 +52,18 @@ type Options struct {
 	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
 	// machine). SSH is required with a placement.
 	Placement *alloc.Placement
-	SSH       *sshspawn.Spawner
+	SSH       spawn.Spawner
 	Heartbeat time.Duration
+
+	// The launch tree (multi-node jobs and test nodes).
+	Tree  string // plan kind, as `ftlaunch plan --tree` (default auto)
+	Batch int    // leaf launchers start their children in batches of this size
+	// How interior agents start their children over SSH: the OpenSSH
+	// configuration file (an absolute path; "" for ~/.ssh/config), whether
+	// they trust unknown host keys, and whether sessions forward ssh-agent.
+	SSHConfig       string
+	SSHAcceptNew    bool
+	SSHForwardAgent bool
 
 	Stdin          *os.File // forwarded to rank 0 (nil: none)
 	Stdout, Stderr io.Writer
@@ -76,8 +87,20 @@ type frontend struct {
 
 	agents []*agentHandle
 	ranks  []rankState
-	colls  map[uint64]*rootColl
-	liveN  int // agents hosting ranks
+
+	ctx    context.Context // Run's: ends every goroutine of the job
+	events chan event      // what launches and links report to loop
+
+	plan         *plan.Plan // the launch tree (nil: one local agent)
+	rootChildren []int      // agents the front-end starts itself
+	ca           *secure.CA
+	ln           net.Listener
+	cancelLaunch context.CancelFunc
+	launchBegan  time.Duration
+	mapping      string // PMI_process_mapping
+	backupsUp    int
+	colls        map[uint64]*rootColl
+	liveN        int // agents hosting ranks
 
 	out         *outputWriter
 	stdinAgent  *agentHandle
@@ -90,8 +113,8 @@ type frontend struct {
 	nodeTableAt time.Duration
 	lastINT     time.Time
 
-	progress  bool         // show a live launch line on stderr (a terminal)
-	agentsUp  atomic.Int32 // agents connected (written by launch goroutines)
+	progress  bool // show a live launch line on stderr (a terminal)
+	agentsUp  int  // agents that got their job
 	ranksUp   int
 	launching bool // the progress line is live
 }
@@ -99,16 +122,36 @@ type frontend struct {
 type agentHandle struct {
 	idx    int
 	name   string
-	cmd    *exec.Cmd         // a local agent
-	sess   *sshspawn.Session // an agent started over SSH
-	link   *link
+	cmd    *exec.Cmd     // the local agent on a socketpair
+	sess   spawn.Session // an agent the front-end started in a launch tree
+	link   *link         // the front-end's link to it, if it is a direct child
+	via    *link         // the link it is reached through (set once up)
 	ranks  []int
+	up     bool // connected and activated
 	closed bool // link ended
 	done   bool // the agent reported mDone
 	ended  int  // its ranks that ended
 
-	queued time.Duration // how long its SSH launch waited for a slot
-	upAt   time.Duration // when it connected back, since the launches began
+	// Its place in the launch tree (agent indexes; -1: the front-end).
+	parent, top, backup, depth int
+	children, sub              []int
+
+	info    childUp       // its start, as its launcher measured it
+	upAt    time.Duration // when the front-end activated it
+	specAt  time.Duration // when its job was sent
+	ranksAt time.Duration // when its ranks were reported running
+}
+
+// send writes a message for the agent: on its link, or routed through the
+// tree.
+func (a *agentHandle) send(typ uint8, p []byte) error {
+	if a.via == nil {
+		return errors.New("agent not connected")
+	}
+	if a.parent < 0 {
+		return a.via.send(typ, p)
+	}
+	return a.via.send(mRoute, wrap(a.idx, typ, p))
 }
 
 // kill ends the agent: a local one is killed, a remote one's session is
@@ -154,11 +197,12 @@ type failureInfo struct {
 }
 
 type event struct {
-	agent *agentHandle
-	typ   uint8
-	p     []byte
-	end   bool // the link ended with err
-	err   error
+	launch *launchResult // a start by the front-end's own launcher
+	agent  *agentHandle
+	typ    uint8
+	p      []byte
+	end    bool // the link ended with err
+	err    error
 }
 
 // evLinkEnd is the type of the event that reports the end of a link.
@@ -200,9 +244,19 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan event, 256)
+	fe.ctx, fe.events = ctx, events
 	if err := fe.startAgents(ctx, events); err != nil {
 		fe.killAgents()
+		for _, a := range fe.agents {
+			a.wait()
+		}
 		return Result{ExitCode: ExitLauncher}, err
+	}
+	if fe.ln != nil {
+		defer fe.ln.Close()
+	}
+	if fe.cancelLaunch != nil {
+		defer fe.cancelLaunch()
 	}
 	code := fe.loop(ctx, events)
 	return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt}, nil
@@ -231,18 +285,20 @@ func (fe *frontend) nodeNames() []string {
 	return names
 }
 
-// startAgents starts one agent per node that runs ranks — local
-// processes, or over SSH when the job has a placement on hosts — and sends
-// each its share of the job.
+// startAgents arranges the job's agents, one per node that runs ranks,
+// and starts them: one local agent on a socketpair for a job on this
+// machine; otherwise a launch tree (tree.go) over SSH, or over local
+// processes posing as nodes (--test-nodes). Launches report to the event
+// loop on events; startAgents does not wait for them.
 func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error {
 	n := fe.opts.N
 	pl := fe.opts.Placement
 	if pl == nil {
 		pl = blockPlacement(fe.nodeNames(), n)
 	}
-	mapping := alloc.ProcessMapping(pl)
+	fe.mapping = alloc.ProcessMapping(pl)
 	for i, node := range pl.Nodes {
-		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks}
+		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, parent: -1, top: i, backup: -1}
 		for _, r := range a.ranks {
 			fe.ranks[r].node = i
 		}
@@ -252,154 +308,295 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		fe.agents = append(fe.agents, a)
 	}
 	fe.liveN = len(fe.agents)
-	// activate sends an agent its share of the job and starts reading its
-	// link; it runs as soon as that agent is up.
-	activate := func(a *agentHandle) error {
-		spec := &nodeSpec{
-			JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
-			Size: n, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
-			Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: mapping,
+	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 {
+		a := fe.agents[0]
+		if err := fe.spawnAgent(a); err != nil {
+			return fmt.Errorf("start agent for node %s: %w", a.name, err)
 		}
-		if err := a.link.send(mSpec, spec.encode()); err != nil {
-			return fmt.Errorf("send job to node %s: %w", a.name, err)
-		}
-		fe.agentsUp.Add(1)
-		fe.showProgress()
-		go func() {
-			err := a.link.run(ctx, fe.opts.Heartbeat, 4*fe.opts.Heartbeat+time.Second, func(typ uint8, p []byte) error {
-				select {
-				case events <- event{agent: a, typ: typ, p: p}:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			})
-			select {
-			case events <- event{agent: a, end: true, err: err}:
-			case <-ctx.Done():
-			}
-		}()
+		fe.startReader(ctx, a, events)
+		fe.agentUp(a, childUp{Idx: a.idx})
 		return nil
 	}
-	if fe.opts.SSH != nil {
-		if err := fe.spawnRemote(ctx, activate); err != nil {
-			return err
-		}
-	} else {
-		for _, a := range fe.agents {
-			if err := fe.spawnAgent(a); err != nil {
-				return fmt.Errorf("start agent for node %s: %w", a.name, err)
-			}
-			if err := activate(a); err != nil {
-				return err
-			}
-		}
+	if err := fe.arrangeTree(); err != nil {
+		return err
 	}
-	fe.verbosef("%d agent(s) started for %d rank(s)", len(fe.agents), n)
-	return nil
-}
-
-// spawnRemote starts every node's agent over SSH at once (the spawner
-// bounds the concurrency per host and in all). Each agent reads its job
-// credentials from the session's stdin and connects back to the
-// front-end's listener over TCP with mutual TLS; the front-end activates it
-// as soon as it is connected. The first failure cancels the other launches.
-func (fe *frontend) spawnRemote(ctx context.Context, activate func(*agentHandle) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	ca, err := secure.NewJobCA(fe.jobID)
 	if err != nil {
 		return fmt.Errorf("job credentials: %w", err)
 	}
+	fe.ca = ca
 	rootCreds, err := ca.Issue(rootName)
 	if err != nil {
 		return fmt.Errorf("job credentials: %w", err)
 	}
-	ln, err := secure.Listen(ctx, "tcp", ":0", rootCreds)
+	addr, hosts := ":0", []string(nil)
+	sp := fe.opts.SSH
+	if sp == nil {
+		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, localSpawner{}
+	}
+	ln, err := secure.Listen(ctx, "tcp", addr, rootCreds)
 	if err != nil {
 		return fmt.Errorf("listen for agents: %w", err)
 	}
-	// Once every agent is connected no one else may: close the listener.
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
-	byName := map[string]*agentHandle{}
-	for _, a := range fe.agents {
-		byName[a.name] = a
+	fe.ln = ln
+	children, err := fe.childSpecs(fe.rootChildren)
+	if err != nil {
+		return err
 	}
-
-	// Each agent reports twice on errs: once its SSH session is up, once
-	// it has connected back (or an error). The channel orders the writes
-	// of a.sess, a.link and the timings before their later reads.
-	errs := make(chan error, 2*len(fe.agents))
+	batch := 0
+	if fe.plan.IsLeafLauncher(0) {
+		batch = fe.opts.Batch
+	}
 	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
-	start := time.Now()
-	for _, a := range fe.agents {
-		creds, err := ca.Issue(a.name)
-		if err != nil {
-			return fmt.Errorf("credentials for %s: %w", a.name, err)
-		}
-		boot := (&bootstrap{Creds: creds.Marshal(), Port: port}).encode()
-		go func() {
-			sess, err := fe.opts.SSH.Start(ctx, a.name, argv, boot)
-			if err != nil {
-				errs <- fmt.Errorf("start the agent on %s: %w", a.name, err)
-				return
-			}
-			a.sess = sess
-			go fe.agentStderr(sess.Stderr())
-			go io.Copy(io.Discard, sess.Stdout())
-			t := sess.Timings()
-			a.queued = t.Queued
-			fe.verbosef("node %s: ssh session up in %.1f ms (%d attempt(s), %.1f ms queued)", a.name, t.Total.Seconds()*1e3, t.Attempts, t.Queued.Seconds()*1e3)
-			errs <- nil
-			// An agent that dies before it connects ends its session.
-			go func() {
-				if err := sess.Wait(); err != nil && ctx.Err() == nil {
-					errs <- fmt.Errorf("the agent on %s ended before it connected back: %w", a.name, err)
-				}
-			}()
-		}()
-	}
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			name, _ := secure.PeerName(conn)
-			a := byName[name]
-			if a == nil || a.link != nil {
-				conn.Close()
-				continue
-			}
-			a.link = newLink(conn)
-			a.upAt = time.Since(start)
-			fe.verbosef("node %s: agent connected back", a.name)
-			errs <- activate(a)
-		}
-	}()
-	timeout := time.NewTimer(connectTimeout + 30*time.Second)
-	defer timeout.Stop()
-	for done := 0; done < 2*len(fe.agents); {
+	l := newLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
+	l.logf = func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") }
+	go acceptLoop(ln, l, nil)
+	lctx, cancel := context.WithCancel(ctx)
+	fe.cancelLaunch = cancel
+	fe.launchBegan = time.Since(fe.start)
+	go l.run(lctx, func(res launchResult) {
 		select {
-		case err := <-errs:
-			if err != nil {
-				return err
+		case events <- event{launch: &res}:
+		case <-ctx.Done():
+			if res.sess != nil {
+				_ = res.sess.Close()
 			}
-			done++
-		case <-timeout.C:
-			return fmt.Errorf("agents did not connect back within %v", connectTimeout+30*time.Second)
 		}
-	}
-	fe.calibrate()
+	})
+	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
 }
 
-// agentStderr forwards a remote agent's own messages line by line.
-func (fe *frontend) agentStderr(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		fe.out.message(sc.Text() + "\n")
+// arrangeTree builds the launch plan over the front-end (plan node 0) and
+// the agents (agent i is plan node i+1).
+func (fe *frontend) arrangeTree() error {
+	kind, err := plan.ParseKind(cmp.Or(fe.opts.Tree, "auto"))
+	if err != nil {
+		return fmt.Errorf("--tree: %w", err)
+	}
+	var params plan.Params
+	if kind.Shape == plan.Auto {
+		if c, err := LoadCalibration(); err == nil && c != nil {
+			params.Calibration = &plan.Calibration{Seq: c.Seq, Rem: c.Rem}
+		}
+	}
+	pl, err := plan.Build(kind, len(fe.agents)+1, params)
+	if err != nil {
+		return err
+	}
+	fe.plan = pl
+	for _, c := range pl.Children(0) {
+		fe.rootChildren = append(fe.rootChildren, int(c)-1)
+	}
+	// Pre-order visits a parent before its children.
+	var visit func(v int, top int, depth int)
+	visit = func(v int, top int, depth int) {
+		for _, c := range pl.Children(v) {
+			a := fe.agents[c-1]
+			a.parent, a.top, a.depth = v-1, top, depth
+			if top < 0 {
+				a.top = a.idx
+			}
+			if b := pl.Backup[c]; b > 0 {
+				a.backup = int(b) - 1
+			}
+			if v > 0 {
+				fe.agents[v-1].children = append(fe.agents[v-1].children, a.idx)
+			}
+			visit(int(c), a.top, depth+1)
+		}
+	}
+	visit(0, -1, 1)
+	for _, a := range fe.agents {
+		for p := a.parent; p >= 0; p = fe.agents[p].parent {
+			fe.agents[p].sub = append(fe.agents[p].sub, a.idx)
+		}
+	}
+	return nil
+}
+
+// childSpecs issues the credentials of the given agents and describes them
+// for their launcher.
+func (fe *frontend) childSpecs(idx []int) ([]childSpec, error) {
+	cs := make([]childSpec, 0, len(idx))
+	for _, i := range idx {
+		a := fe.agents[i]
+		creds, err := fe.ca.Issue(a.name)
+		if err != nil {
+			return nil, fmt.Errorf("credentials for %s: %w", a.name, err)
+		}
+		cs = append(cs, childSpec{Idx: i, Name: a.name, Creds: creds.Marshal(), Sub: a.sub})
+	}
+	return cs, nil
+}
+
+// startReader reads a direct child's link and passes its messages to the
+// event loop.
+func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan<- event) {
+	go func() {
+		err := a.link.run(ctx, fe.opts.Heartbeat, 4*fe.opts.Heartbeat+time.Second, func(typ uint8, p []byte) error {
+			select {
+			case events <- event{agent: a, typ: typ, p: p}:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		select {
+		case events <- event{agent: a, end: true, err: err}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// agentUp sends an agent that connected back its share of the job, or,
+// when the job is already over, tells it to exit.
+func (fe *frontend) agentUp(a *agentHandle, up childUp) {
+	if a.up || a.closed {
+		return
+	}
+	a.up, a.info, a.upAt = true, up, time.Since(fe.start)
+	if a.parent < 0 {
+		a.via = a.link
+	} else {
+		a.via = fe.agents[a.top].link
+	}
+	if fe.terminating || !fe.shutdownAt.IsZero() {
+		_ = a.send(mShutdown, nil)
+		return
+	}
+	spec := &nodeSpec{
+		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
+		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
+		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
+	}
+	if fe.plan != nil {
+		spec.Tree = true
+		spec.Launch = fe.launchSpec(a)
+		cs, err := fe.childSpecs(a.children)
+		if err != nil {
+			fe.fail(ExitLauncher, err.Error())
+			return
+		}
+		spec.Children = cs
+	}
+	if err := a.send(mSpec, spec.encode()); err != nil {
+		fe.fail(ExitLauncher, fmt.Sprintf("send the job to node %s: %v", a.name, err))
+		return
+	}
+	a.specAt = time.Since(fe.start)
+	fe.agentsUp++
+	fe.showProgress()
+	if a.parent < 0 || fe.opts.Verbose {
+		fe.verbosef("node %s: agent up (ssh %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, ms(up.SSH), up.Attempts, ms(up.Up))
+	}
+	// Standby links: the agent to its backup parent, the agents whose
+	// backup parent it is to it.
+	if a.backup >= 0 && fe.agents[a.backup].up {
+		fe.sendBackup(a)
+	}
+	for _, b := range fe.agents {
+		if b.backup == a.idx && b.up && !b.closed {
+			fe.sendBackup(b)
+		}
+	}
+	if fe.agentsUp == len(fe.agents) && fe.plan != nil {
+		fe.launchReport()
+	}
+}
+
+func (fe *frontend) sendBackup(a *agentHandle) {
+	b := fe.agents[a.backup]
+	if b.info.Addr == "" || b.closed {
+		return
+	}
+	_ = a.send(mBackup, peerAddr{Idx: b.idx, Name: b.name, Addr: b.info.Addr}.encode())
+}
+
+// launchSpec tells agent a how to start its children.
+func (fe *frontend) launchSpec(a *agentHandle) launchSpec {
+	l := launchSpec{Mode: "local", AgentPath: fe.opts.AgentPath}
+	if fe.opts.SSH != nil {
+		l.Mode, l.SSHConfig, l.AcceptNew, l.ForwardAgent = "ssh", fe.opts.SSHConfig, fe.opts.SSHAcceptNew, fe.opts.SSHForwardAgent
+	}
+	if fe.plan.IsLeafLauncher(a.idx + 1) {
+		l.Batch = fe.opts.Batch
+	}
+	return l
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// launchReport runs once every agent is up: it keeps the calibration and,
+// with --verbose, prints the launch's breakdown per launching agent.
+func (fe *frontend) launchReport() {
+	if fe.opts.SSH != nil { // test nodes measure nothing of SSH
+		fe.calibrate()
+	}
+	if !fe.opts.Verbose {
+		return
+	}
+	report := func(name string, init time.Duration, kids []int, ranksAfter string) {
+		if len(kids) == 0 {
+			return
+		}
+		var sum, mx, q, last time.Duration
+		for _, k := range kids {
+			u := fe.agents[k].info
+			sum += u.SSH
+			mx, q, last = max(mx, u.SSH), max(q, u.Queued), max(last, u.Up)
+		}
+		fe.verbosef("launcher %s: init %.1f ms; %d child(ren): ssh %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
+			name, ms(init), len(kids), ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter)
+	}
+	report("front-end", fe.launchBegan, fe.rootChildren, "")
+	for _, a := range fe.agents {
+		ranks := ""
+		if a.ranksAt > 0 {
+			ranks = fmt.Sprintf("; its ranks running %.1f ms after its job arrived", ms(a.ranksAt-a.specAt))
+		}
+		report(a.name, a.info.Init, a.children, ranks)
+	}
+}
+
+// launchFailed handles an agent that could not be started: it and the
+// agents below it never run, and the job fails (unless it is already
+// ending).
+func (fe *frontend) launchFailed(a *agentHandle, msg string) {
+	if a.closed || a.up {
+		return
+	}
+	for _, x := range append([]int{a.idx}, a.sub...) {
+		b := fe.agents[x]
+		if b.closed {
+			continue
+		}
+		b.closed = true
+		fe.abandonRanks(b, "never started: "+msg)
+		for _, r := range b.ranks { // the launch failure itself is the report
+			fe.ranks[r].byFrontend = true
+		}
+	}
+	if !fe.shutdownAt.IsZero() || fe.terminating {
+		return
+	}
+	fe.fail(ExitLauncher, msg)
+}
+
+// abandonRanks counts the ranks of an agent that is gone as ended.
+func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
+	for _, r := range a.ranks {
+		rs := &fe.ranks[r]
+		if rs.pid > 0 && a.cmd != nil { // pids are meaningful on this machine only
+			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
+		}
+		if !rs.ended {
+			rs.ended = true
+			rs.byFrontend = fe.terminating
+			rs.status = rankStatus{Rank: r, Code: ExitLauncher, Reason: reason}
+			fe.ended++
+			a.ended++
+		}
 	}
 }
 
@@ -505,24 +702,99 @@ func (fe *frontend) allAgentsGone() bool {
 }
 
 func (fe *frontend) shutdown() {
+	fe.bcast(mShutdown, nil)
+	fe.shutdownAt = time.Now()
+	if fe.cancelLaunch != nil {
+		fe.cancelLaunch()
+	}
+}
+
+// bcast sends a message to every agent: each direct child forwards it to
+// its subtree.
+func (fe *frontend) bcast(typ uint8, p []byte) {
+	var env []byte
 	for _, a := range fe.agents {
-		if !a.closed && !a.done {
-			_ = a.link.send(mShutdown, nil)
+		if a.parent >= 0 || a.link == nil || a.closed || a.done {
+			continue
+		}
+		if env == nil {
+			env = wrap(-1, typ, p)
+		}
+		_ = a.link.send(mBcast, env)
+	}
+}
+
+// linkEnded handles the end of an agent's link (told by the link itself,
+// or by its parent agent): it and the agents below it are gone.
+func (fe *frontend) linkEnded(a *agentHandle, err error) {
+	if a.closed {
+		return
+	}
+	a.closed = true
+	if !a.done {
+		fe.agentLost(a, err)
+	}
+	for _, x := range a.sub {
+		b := fe.agents[x]
+		if b.closed {
+			continue
+		}
+		b.closed = true
+		if !b.done {
+			fe.agentLost(b, fmt.Errorf("lost with %s above it in the launch tree", a.name))
 		}
 	}
-	fe.shutdownAt = time.Now()
 }
 
 func (fe *frontend) handle(ev event) {
+	if r := ev.launch; r != nil {
+		a := fe.agents[r.child.Idx]
+		if r.err != nil {
+			fe.launchFailed(a, r.err.Error())
+			return
+		}
+		a.link, a.sess = r.link, r.sess
+		fe.startReader(fe.ctx, a, fe.events)
+		fe.agentUp(a, r.up)
+		return
+	}
 	a := ev.agent
 	if ev.end {
-		a.closed = true
-		if !a.done {
-			fe.agentLost(a, ev.err)
-		}
+		fe.linkEnded(a, ev.err)
 		return
 	}
 	switch ev.typ {
+	case mFrom:
+		src, typ, p, err := unwrap(ev.p, true)
+		if err != nil || src < 0 || src >= len(fe.agents) || fe.agents[src].top != a.idx || src == a.idx || typ == mFrom {
+			fe.protocolError(a, fmt.Errorf("relayed message from agent %d: %v", src, err))
+			return
+		}
+		fe.handle(event{agent: fe.agents[src], typ: typ, p: p})
+	case mChildUp:
+		up, err := decodeChildUp(ev.p)
+		if err != nil || !slices.Contains(a.children, up.Idx) {
+			fe.protocolError(a, fmt.Errorf("child up: %v", err))
+			return
+		}
+		fe.agentUp(fe.agents[up.Idx], up)
+	case mChildFailed, mChildGone:
+		cf, err := decodeChildFailed(ev.p)
+		if err != nil || !slices.Contains(a.children, cf.Idx) {
+			fe.protocolError(a, fmt.Errorf("child report: %v", err))
+			return
+		}
+		c := fe.agents[cf.Idx]
+		if ev.typ == mChildFailed {
+			fe.launchFailed(c, cf.Msg)
+		} else {
+			fe.linkEnded(c, errors.New(cf.Msg))
+		}
+	case mBackupUp:
+		fe.backupsUp++
+		if fe.backupsUp == fe.backupLinks() {
+			fe.verbosef("%d backup link(s) up", fe.backupsUp)
+		}
 	case mStarted:
 		st, err := decodeStarted(ev.p)
 		if err != nil {
@@ -535,6 +807,7 @@ func (fe *frontend) handle(ev event) {
 			}
 		}
 		fe.ranksUp += len(st.Ranks)
+		a.ranksAt = time.Since(fe.start)
 		fe.showProgress()
 		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
 	case mOutput:
@@ -610,7 +883,7 @@ func (fe *frontend) showProgress() {
 		return
 	}
 	fe.out.push(outItem{progress: true, data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
-		fe.agentsUp.Load(), len(fe.agents), fe.ranksUp, fe.opts.N))})
+		fe.agentsUp, len(fe.agents), fe.ranksUp, fe.opts.N))})
 }
 
 // isTerminal reports whether w is a terminal.
@@ -714,11 +987,10 @@ func (fe *frontend) terminate() {
 	}
 	fe.terminating = true
 	fe.verbosef("terminating the job: SIGTERM to every rank, SIGKILL after %v", fe.opts.KillAfter)
-	for _, a := range fe.agents {
-		if !a.closed {
-			_ = a.link.send(mTerminate, encodeInt(int64(fe.opts.KillAfter)))
-		}
+	if fe.cancelLaunch != nil {
+		fe.cancelLaunch()
 	}
+	fe.bcast(mTerminate, encodeInt(int64(fe.opts.KillAfter)))
 }
 
 func (fe *frontend) onSignal(sig os.Signal) {
@@ -730,39 +1002,19 @@ func (fe *frontend) onSignal(sig os.Signal) {
 		if !fe.lastINT.IsZero() && time.Since(fe.lastINT) < 2*time.Second {
 			fe.warnf("second interrupt: killing every rank")
 			fe.terminating = true
-			for _, a := range fe.agents {
-				if !a.closed {
-					_ = a.link.send(mKill, nil)
-				}
-			}
+			fe.bcast(mKill, nil)
 			return
 		}
 		fe.lastINT = time.Now()
 	}
 	fe.verbosef("forwarding signal %d (%v) to every rank", int(s), s)
-	for _, a := range fe.agents {
-		if !a.closed {
-			_ = a.link.send(mSignal, encodeInt(int64(s)))
-		}
-	}
+	fe.bcast(mSignal, encodeInt(int64(s)))
 }
 
 // agentLost handles an agent whose link ended before it said it was done:
 // its ranks are killed (they run on this machine) and the job fails.
 func (fe *frontend) agentLost(a *agentHandle, err error) {
-	for _, r := range a.ranks {
-		rs := &fe.ranks[r]
-		if rs.pid > 0 && a.cmd != nil { // pids are meaningful on this machine only
-			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
-		}
-		if !rs.ended {
-			rs.ended = true
-			rs.byFrontend = fe.terminating
-			rs.status = rankStatus{Rank: r, Code: ExitLauncher, Reason: "lost with its agent"}
-			fe.ended++
-			a.ended++
-		}
-	}
+	fe.abandonRanks(a, "lost with its agent")
 	a.kill()
 	if !fe.shutdownAt.IsZero() { // the job had already ended
 		return
@@ -808,12 +1060,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	if isKVOp(c.Op) {
 		res.KV = rc.kv
 	}
-	p := res.encode()
-	for _, b := range fe.agents {
-		if len(b.ranks) > 0 && !b.closed {
-			_ = b.link.send(mCollResult, p)
-		}
-	}
+	fe.bcast(mCollResult, res.encode())
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.nodeTableAt = time.Since(fe.start)
 		fe.verbosef("node table of %d ranks published", fe.opts.N)
@@ -832,12 +1079,12 @@ func (fe *frontend) forwardStdin(ctx context.Context, a *agentHandle) {
 		}
 		n, err := fe.opts.Stdin.Read(buf)
 		if n > 0 {
-			if a.link.send(mStdin, buf[:n]) != nil {
+			if a.send(mStdin, buf[:n]) != nil {
 				return
 			}
 		}
 		if err != nil {
-			_ = a.link.send(mStdinClose, nil)
+			_ = a.send(mStdinClose, nil)
 			return
 		}
 	}
@@ -848,7 +1095,7 @@ func (fe *frontend) killAgents() {
 		// An agent that got its job is told to shut down first, so that it
 		// kills its ranks and exits quietly instead of reporting a lost
 		// link.
-		if a.link != nil && !a.closed && a.link.send(mShutdown, nil) == nil && a.cmd == nil {
+		if a.parent < 0 && a.link != nil && !a.closed && a.link.send(mBcast, wrap(-1, mShutdown, nil)) == nil && a.cmd == nil {
 			continue // a remote agent: closing its session now would race the shutdown
 		}
 		a.kill()
@@ -883,4 +1130,16 @@ func (fe *frontend) finish() int {
 		fe.out.message(b.String())
 	}
 	return fe.failure.code
+}
+
+// backupLinks counts the standby links the plan asks for: one per agent
+// whose backup parent is another agent.
+func (fe *frontend) backupLinks() int {
+	n := 0
+	for _, a := range fe.agents {
+		if a.backup >= 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -23,6 +23,12 @@ type nodeSpec struct {
 	Ranks     []int // global ranks on this node, ascending
 
 	ProcessMapping string // PMI_process_mapping of the whole job
+
+	// The launch tree: set for an agent that listens for its children and
+	// its standby links (Tree), with how to start its children.
+	Tree     bool
+	Launch   launchSpec
+	Children []childSpec
 }
 
 func (s *nodeSpec) encode() []byte {
@@ -34,6 +40,8 @@ func (s *nodeSpec) encode() []byte {
 		e.Uint(uint64(r))
 	}
 	e.String(s.ProcessMapping)
+	e.Bool(s.Tree)
+	encodeTree(&e, s.Launch, s.Children)
 	return e.Data()
 }
 
@@ -47,6 +55,8 @@ func decodeNodeSpec(p []byte) (*nodeSpec, error) {
 		s.Ranks = append(s.Ranks, int(d.Uint()))
 	}
 	s.ProcessMapping = d.String()
+	s.Tree = d.Bool()
+	s.Launch, s.Children = decodeTree(d)
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
 	}

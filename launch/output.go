@@ -121,7 +121,7 @@ func (w *outputWriter) run() {
 		w.stdout.Flush()
 		w.stderr.Flush()
 		for a, n := range acks {
-			_ = a.link.send(mOutputAck, encodeInt(int64(n)))
+			_ = a.send(mOutputAck, encodeInt(int64(n)))
 			delete(acks, a)
 		}
 		if closed && len(q) == 0 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
+	"github.com/ftlaunch/ftlaunch/overlay/plan"
 )
 
 const runUsage = `Usage: ftlaunch run [flags] PROGRAM [ARGS...]
@@ -33,7 +36,8 @@ after it is the program's own. Flags take one or two dashes.
   --wdir DIR               the ranks' working directory (default: the current directory)
   -x VAR[=VALUE]           pass VAR to the ranks (the whole environment is passed by default)
   --env VAR=VALUE          set VAR for the ranks
-  --test-nodes K           run K agents on this machine, posing as K nodes
+  --test-nodes K           run K agents on this machine, posing as K nodes (a launch tree
+                           of local processes: the multi-node code path without SSH)
 
 Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks):
   -H host1,host2:4         the hosts, with optional slot counts
@@ -44,6 +48,12 @@ Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks):
   --ssh-config FILE        OpenSSH client config (default ~/.ssh/config)
   --ssh-accept-new         trust unknown host keys on first use (recorded in known_hosts)
   --agent-path PATH        ftlaunch on the hosts (default: this executable's path — a shared file system)
+
+Launch tree (hosts and --test-nodes): the front-end starts some agents, which
+start others, as in ftlaunch plan.
+  --tree KIND              auto (default: greedy on the calibrated model), greedy, kary:K, 2level,
+                           binomial, flat
+  --batch B                leaf launchers start their children B at a time (default: all at once)
   --verbose                report launch phases on stderr
   --version                print the version
   --help                   print this help
@@ -83,6 +93,8 @@ type runFlags struct {
 	env       []string
 	testNodes int
 	verbose   bool
+	tree      string
+	batch     int
 
 	hosts, hostfile, mapBy, sshConfig, agentPath string
 	ppn                                          int
@@ -116,6 +128,8 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	fs.BoolVar(&f.acceptNew, "ssh-accept-new", false, "")
 	fs.StringVar(&f.agentPath, "agent-path", "", "")
 	fs.BoolVar(&f.verbose, "verbose", false, "")
+	fs.StringVar(&f.tree, "tree", "auto", "")
+	fs.IntVar(&f.batch, "batch", 0, "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
@@ -150,6 +164,12 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	}
 	if f.testNodes < 0 {
 		return nil, nil, fmt.Errorf("--test-nodes must not be negative, got %d", f.testNodes)
+	}
+	if _, err := plan.ParseKind(f.tree); err != nil {
+		return nil, nil, fmt.Errorf("--tree: %w", err)
+	}
+	if f.batch < 0 {
+		return nil, nil, fmt.Errorf("--batch must not be negative, got %d", f.batch)
 	}
 	if f.ppn < 0 {
 		return nil, nil, fmt.Errorf("--ppn must not be negative, got %d", f.ppn)
@@ -228,6 +248,9 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	}
 	var placement *alloc.Placement
 	var spawner *sshspawn.Spawner
+	var sp spawn.Spawner
+	sshConfig := f.sshConfig
+	forward := false
 	if f.hosts != "" || f.hostfile != "" {
 		if placement, err = placeOnHosts(f); err != nil {
 			fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
@@ -243,6 +266,18 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			return launch.ExitUsage
 		}
 		defer spawner.Close()
+		sp = launch.SSHSpawner(spawner)
+		// Interior agents read the same configuration: give them its
+		// absolute path (the file system is shared).
+		if sshConfig != "" && sshConfig != "none" {
+			if sshConfig, err = filepath.Abs(sshConfig); err != nil {
+				fmt.Fprintf(stderr, "ftlaunch run: --ssh-config: %v\n", err)
+				return launch.ExitUsage
+			}
+		}
+		// With ssh-agent, interior agents authenticate through an agent
+		// forwarded down the tree.
+		forward = os.Getenv("SSH_AUTH_SOCK") != ""
 		if f.agentPath != "" {
 			self = f.agentPath
 		}
@@ -255,7 +290,8 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		N: f.n, Argv: argv, Env: env, Wdir: wdir, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
-		Placement: placement, SSH: spawner,
+		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch,
+		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)

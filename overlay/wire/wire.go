@@ -277,3 +277,14 @@ func (d *Decoder) Strings() []string {
 	}
 	return ss
 }
+
+// Rest returns the bytes not yet decoded (aliasing the payload) and
+// consumes them.
+func (d *Decoder) Rest() []byte {
+	if d.err != nil {
+		return nil
+	}
+	v := d.b
+	d.b = nil
+	return v
+}

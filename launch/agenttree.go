@@ -1,0 +1,308 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+)
+
+// childWait bounds how long an agent told to shut down waits for its
+// children to finish theirs before it reports done itself.
+const childWait = 10 * time.Second
+
+// treeState is an agent's part of the launch tree: its listener, its
+// children's links and the routes to the agents below them.
+type treeState struct {
+	idx   int
+	creds *secure.Credentials
+	ln    net.Listener
+	port  int
+
+	mu       sync.Mutex
+	children map[int]*link // connected children, by agent index
+	route    map[int]int   // agent below us -> the child it is reached through
+	standby  map[*link]bool
+	closing  bool          // shutting down: no new children
+	changed  chan struct{} // signalled when a child's link ends
+	cancel   context.CancelFunc
+}
+
+func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
+	return &treeState{
+		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
+		children: map[int]*link{}, route: map[int]int{}, standby: map[*link]bool{},
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// startTree starts the agent's children and serves its listener. It runs
+// once the job spec arrived, before the node's ranks start.
+func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
+	t := a.tree
+	for _, c := range a.spec.Children {
+		t.route[c.Idx] = c.Idx
+		for _, s := range c.Sub {
+			t.route[s] = c.Idx
+		}
+	}
+	var l *launcher
+	if len(a.spec.Children) > 0 {
+		sp, closeSp, err := a.spawner()
+		if err != nil {
+			for _, c := range a.spec.Children {
+				a.send(mChildFailed, childFailed{Idx: c.Idx, Msg: fmt.Sprintf("start the agent on %s: node %s cannot launch: %v", c.Name, a.spec.Node, err)}.encode())
+			}
+		} else {
+			hosts := []string{"127.0.0.1"}
+			if a.spec.Launch.Mode != "local" {
+				hosts = ownAddrs()
+			}
+			argv := []string{a.spec.Launch.AgentPath, "agent", "--connect"}
+			l = newLauncher(sp, argv, t.port, hosts, a.spec.Launch.Batch, a.spec.Children)
+			l.parent = a.spec.Node
+			l.logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+			lctx, cancel := context.WithCancel(ctx)
+			t.mu.Lock()
+			t.cancel = cancel
+			t.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer closeSp()
+				l.run(lctx, func(res launchResult) { a.childStarted(ctx, wg, res) })
+				<-ctx.Done() // the spawner's sessions live as long as the agent
+			}()
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		acceptLoop(t.ln, l, func(conn net.Conn, h hello) { a.adoptStandby(ctx, wg, conn) })
+	}()
+}
+
+// spawner makes what starts this agent's children.
+func (a *Agent) spawner() (spawn.Spawner, func(), error) {
+	ls := a.spec.Launch
+	switch ls.Mode {
+	case "local":
+		return localSpawner{}, func() {}, nil
+	case "ssh":
+		policy := sshspawn.HostKeyFromConfig
+		if ls.AcceptNew {
+			policy = sshspawn.HostKeyAcceptNew
+		}
+		sp, err := sshspawn.New(sshspawn.Options{
+			ConfigFile: ls.SSHConfig, HostKeyPolicy: policy, ForwardAgent: ls.ForwardAgent,
+			Logf: func(format string, args ...any) {
+				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: "+format+"\n", append([]any{a.spec.Node}, args...)...)
+			},
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("ssh: %w", err)
+		}
+		return SSHSpawner(sp), func() { sp.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("unknown launch mode %q", ls.Mode)
+}
+
+// childStarted takes a child's start: a failure is reported up; a child
+// that connected back is linked, announced up, and relayed until its link
+// ends.
+func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launchResult) {
+	t := a.tree
+	t.mu.Lock()
+	closing := t.closing
+	if res.err == nil && !closing {
+		t.children[res.child.Idx] = res.link
+	}
+	t.mu.Unlock()
+	if res.err != nil {
+		if !closing {
+			a.send(mChildFailed, childFailed{Idx: res.child.Idx, Msg: res.err.Error()}.encode())
+		}
+		return
+	}
+	if closing {
+		res.link.conn.Close()
+		_ = res.sess.Close()
+		return
+	}
+	idx := res.child.Idx
+	a.send(mChildUp, res.up.encode())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		hb := a.spec.Heartbeat
+		err := res.link.run(ctx, hb, 4*hb+time.Second, func(typ uint8, p []byte) error {
+			if typ == mFrom {
+				return a.link.send(mFrom, p)
+			}
+			return a.link.send(mFrom, wrap(idx, typ, p))
+		})
+		t.mu.Lock()
+		delete(t.children, idx)
+		t.mu.Unlock()
+		msg := "link ended"
+		if err != nil {
+			msg = err.Error()
+		}
+		a.send(mChildGone, childFailed{Idx: idx, Msg: msg}.encode())
+		_ = res.sess.Close()
+		select {
+		case t.changed <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// adoptStandby holds a standby link from a node whose backup parent this
+// agent is: heartbeats only, until the recovery protocol uses it.
+func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.Conn) {
+	t := a.tree
+	l := newLink(conn)
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		conn.Close()
+		return
+	}
+	t.standby[l] = true
+	t.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		hb := a.spec.Heartbeat
+		_ = l.run(ctx, hb, 4*hb+time.Second, func(uint8, []byte) error { return nil })
+		t.mu.Lock()
+		delete(t.standby, l)
+		t.mu.Unlock()
+	}()
+}
+
+// connectBackup opens the standby link to this agent's backup parent and
+// tells the front-end.
+func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p peerAddr) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		dctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: no standby link to backup parent %s: %v\n", a.spec.Node, p.Name, err)
+			}
+			return
+		}
+		l := newLink(conn)
+		if err := l.send(mHello, hello{Idx: a.tree.idx, Backup: true}.encode()); err != nil {
+			conn.Close()
+			return
+		}
+		a.send(mBackupUp, encodeInt(int64(p.Idx)))
+		hb := a.spec.Heartbeat
+		_ = l.run(ctx, hb, 4*hb+time.Second, func(uint8, []byte) error { return nil })
+	}()
+}
+
+// relayDown passes a routed message towards its destination.
+func (a *Agent) relayDown(p []byte) error {
+	dst, typ, inner, err := unwrap(p, true)
+	if err != nil {
+		return fmt.Errorf("routed message: %w", err)
+	}
+	if a.tree == nil {
+		return fmt.Errorf("routed message for agent %d, but this agent has no children", dst)
+	}
+	t := a.tree
+	t.mu.Lock()
+	c, ok := t.route[dst]
+	l := t.children[c]
+	t.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("routed message for agent %d, which is not below this one", dst)
+	}
+	if l == nil {
+		return nil // the child is gone; its parent (us) reported it
+	}
+	if c == dst {
+		_ = l.send(typ, inner)
+	} else {
+		_ = l.send(mRoute, p)
+	}
+	return nil
+}
+
+// bcastDown passes a broadcast to every child.
+func (a *Agent) bcastDown(p []byte) {
+	if a.tree == nil {
+		return
+	}
+	t := a.tree
+	t.mu.Lock()
+	ls := make([]*link, 0, len(t.children))
+	for _, l := range t.children {
+		ls = append(ls, l)
+	}
+	t.mu.Unlock()
+	for _, l := range ls {
+		_ = l.send(mBcast, p)
+	}
+}
+
+// stopLaunching ends the starts still in progress; with closing set no
+// child is accepted any more. It reports whether children are linked.
+func (t *treeState) stopLaunching(closing bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cancel != nil {
+		t.cancel()
+	}
+	if closing {
+		t.closing = true
+	}
+	return len(t.children) > 0
+}
+
+// waitChildren waits until every child's link ended, or d.
+func (t *treeState) waitChildren(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		n := len(t.children)
+		t.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-t.changed:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// ownAddrs lists this host's non-loopback addresses, for children whose
+// spawner does not tell them where their parent is.
+func ownAddrs() []string {
+	var out []string
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, ad := range addrs {
+		if ipn, ok := ad.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			out = append(out, ipn.IP.String())
+		}
+	}
+	return out
+}

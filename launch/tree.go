@@ -1,0 +1,512 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// The launch tree. The front-end starts the plan's first-level agents; each
+// agent starts its own children (over the same mechanism: SSH, or local
+// processes for --test-nodes), accepts their connections back on its
+// listener, and relays between them and its parent:
+//
+//   - up, a child's frame travels wrapped as mFrom{child, type, payload}
+//     (an mFrom from deeper down is passed on unchanged), so the front-end
+//     sees every agent's messages as if it were linked to each;
+//   - down, mRoute{dst, type, payload} is passed towards dst along the
+//     plan, and mBcast{type, payload} goes to every agent of the subtree.
+//
+// An agent reports each child's start to the front-end (mChildUp, with its
+// timings, or mChildFailed) and the end of a child's link (mChildGone). The
+// front-end then sends the child its share of the job along the tree.
+
+// Tree message types (see link.go for the others).
+const (
+	mRoute  uint8 = 12 // down: {dst, type, payload} for agent dst
+	mBcast  uint8 = 13 // down: {type, payload} for every agent of the subtree
+	mBackup uint8 = 14 // down: {idx, name, addr}: connect to your backup parent
+
+	mHello       uint8 = 40 // up, first frame on a new connection: who is calling
+	mFrom        uint8 = 41 // up: {src, type, payload} relayed from agent src
+	mChildUp     uint8 = 42 // up: a child connected back (childUp)
+	mChildFailed uint8 = 43 // up: a child could not be started (childFailed)
+	mChildGone   uint8 = 44 // up: a child's link ended (childFailed)
+	mBackupUp    uint8 = 45 // up: the link to my backup parent is up (int: its index)
+)
+
+// helloTimeout bounds how long a listener waits for a new connection's
+// first frame.
+const helloTimeout = 10 * time.Second
+
+// hello is the first frame on a connection to a parent or backup parent.
+type hello struct {
+	Idx    int
+	Backup bool          // a standby link to a backup parent
+	Port   int           // where the caller listens for its own children
+	Init   time.Duration // from the caller's process start to this hello
+}
+
+func (h hello) encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(h.Idx)).Bool(h.Backup).Uint(uint64(h.Port)).Int(int64(h.Init))
+	return e.Data()
+}
+
+func decodeHello(p []byte) (hello, error) {
+	d := wire.NewDecoder(p)
+	h := hello{Idx: int(d.Uint()), Backup: d.Bool(), Port: int(d.Uint()), Init: time.Duration(d.Int())}
+	if err := d.Err(); err != nil {
+		return h, fmt.Errorf("hello: %w", err)
+	}
+	return h, nil
+}
+
+// envelope is a relayed or routed frame: mFrom and mRoute carry a node
+// index, mBcast none.
+func wrap(node int, typ uint8, p []byte) []byte {
+	var e wire.Encoder
+	if node >= 0 {
+		e.Uint(uint64(node))
+	}
+	b := append(e.Data(), typ)
+	return append(b, p...)
+}
+
+func unwrap(p []byte, hasNode bool) (node int, typ uint8, inner []byte, err error) {
+	d := wire.NewDecoder(p)
+	node = -1
+	if hasNode {
+		node = int(d.Uint())
+	}
+	rest := d.Rest()
+	if d.Err() != nil || len(rest) == 0 {
+		return 0, 0, nil, errors.New("truncated envelope")
+	}
+	return node, rest[0], rest[1:], nil
+}
+
+// childSpec is a child an agent launches: its index, host name (also the
+// name in its certificate), credentials, and the agents below it (for
+// routing).
+type childSpec struct {
+	Idx   int
+	Name  string
+	Creds []byte
+	Sub   []int
+}
+
+// launchSpec tells an agent how to start its children.
+type launchSpec struct {
+	Mode         string // "ssh" or "local"
+	AgentPath    string
+	SSHConfig    string
+	AcceptNew    bool
+	ForwardAgent bool
+	Batch        int // start leaf children in batches of this size (0: all at once)
+}
+
+func encodeTree(e *wire.Encoder, l launchSpec, cs []childSpec) {
+	e.String(l.Mode).String(l.AgentPath).String(l.SSHConfig).Bool(l.AcceptNew).Bool(l.ForwardAgent).Uint(uint64(l.Batch))
+	e.Uint(uint64(len(cs)))
+	for _, c := range cs {
+		e.Uint(uint64(c.Idx)).String(c.Name).Bytes(c.Creds).Uint(uint64(len(c.Sub)))
+		for _, s := range c.Sub {
+			e.Uint(uint64(s))
+		}
+	}
+}
+
+func decodeTree(d *wire.Decoder) (launchSpec, []childSpec) {
+	l := launchSpec{Mode: d.String(), AgentPath: d.String(), SSHConfig: d.String(), AcceptNew: d.Bool(), ForwardAgent: d.Bool(), Batch: int(d.Uint())}
+	n := d.Count(4)
+	var cs []childSpec
+	for range n {
+		c := childSpec{Idx: int(d.Uint()), Name: d.String(), Creds: d.Bytes()}
+		m := d.Count(1)
+		for range m {
+			c.Sub = append(c.Sub, int(d.Uint()))
+		}
+		cs = append(cs, c)
+	}
+	return l, cs
+}
+
+// childUp reports a child that connected back: where it listens and how
+// its start went, measured by its parent.
+type childUp struct {
+	Idx      int
+	Addr     string        // host:port of the child's listener
+	SSH      time.Duration // the spawner's start (SSH session up)
+	Queued   time.Duration // of SSH, waiting for a slot
+	Attempts int
+	Up       time.Duration // connected, since the parent began launching
+	Init     time.Duration // the child's own start-up until its hello
+}
+
+func (c childUp) encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(c.Idx)).String(c.Addr).Int(int64(c.SSH)).Int(int64(c.Queued)).Uint(uint64(c.Attempts))
+	e.Int(int64(c.Up)).Int(int64(c.Init))
+	return e.Data()
+}
+
+func decodeChildUp(p []byte) (childUp, error) {
+	d := wire.NewDecoder(p)
+	c := childUp{Idx: int(d.Uint()), Addr: d.String(), SSH: time.Duration(d.Int()), Queued: time.Duration(d.Int()), Attempts: int(d.Uint())}
+	c.Up, c.Init = time.Duration(d.Int()), time.Duration(d.Int())
+	if err := d.Err(); err != nil {
+		return c, fmt.Errorf("child up: %w", err)
+	}
+	return c, nil
+}
+
+// childFailed reports a child that could not be started, or whose link
+// ended.
+type childFailed struct {
+	Idx int
+	Msg string
+}
+
+func (c childFailed) encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(c.Idx)).String(c.Msg)
+	return e.Data()
+}
+
+func decodeChildFailed(p []byte) (childFailed, error) {
+	d := wire.NewDecoder(p)
+	c := childFailed{Idx: int(d.Uint()), Msg: d.String()}
+	return c, d.Err()
+}
+
+// peerAddr names an agent and where it listens.
+type peerAddr struct {
+	Idx  int
+	Name string
+	Addr string
+}
+
+func (a peerAddr) encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(a.Idx)).String(a.Name).String(a.Addr)
+	return e.Data()
+}
+
+func decodePeerAddr(p []byte) (peerAddr, error) {
+	d := wire.NewDecoder(p)
+	a := peerAddr{Idx: int(d.Uint()), Name: d.String(), Addr: d.String()}
+	return a, d.Err()
+}
+
+// launchResult is one child's start, as its launcher saw it: connected
+// (link set) or failed (err set).
+type launchResult struct {
+	child *childSpec
+	sess  spawn.Session
+	link  *link
+	up    childUp
+	err   error
+}
+
+// launcher starts a parent's children with a spawner and waits for each to
+// connect back to the parent's listener.
+type launcher struct {
+	sp       spawn.Spawner
+	argv     []string
+	port     int      // the parent's listening port, for the bootstraps
+	hosts    []string // the parent's addresses beyond SSH_CONNECTION's
+	batch    int      // 0: start every child at once
+	parent   string   // the parent's certificate name ("": the front-end)
+	children []childSpec
+	logf     func(format string, args ...any)
+
+	mu      sync.Mutex
+	waiting map[string]chan acceptedConn // children started and not yet connected, by name
+}
+
+type acceptedConn struct {
+	conn  net.Conn
+	hello hello
+}
+
+func newLauncher(sp spawn.Spawner, argv []string, port int, hosts []string, batch int, children []childSpec) *launcher {
+	return &launcher{sp: sp, argv: argv, port: port, hosts: hosts, batch: batch, children: children, waiting: map[string]chan acceptedConn{}}
+}
+
+// run starts the children in plan order, in batches when batch > 0, and
+// calls report once per child from its own goroutine. It returns when
+// every child connected or failed; cancelling ctx ends the starts still in
+// progress (they are reported as failed).
+func (l *launcher) run(ctx context.Context, report func(launchResult)) {
+	begin := time.Now()
+	step := len(l.children)
+	if l.batch > 0 {
+		step = l.batch
+	}
+	for lo := 0; lo < len(l.children); lo += step {
+		hi := min(lo+step, len(l.children))
+		var wg sync.WaitGroup
+		for i := lo; i < hi; i++ {
+			c := &l.children[i]
+			ch := make(chan acceptedConn, 1)
+			l.mu.Lock()
+			l.waiting[c.Name] = ch
+			l.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				report(l.start(ctx, c, ch, begin))
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+func (l *launcher) start(ctx context.Context, c *childSpec, ch chan acceptedConn, begin time.Time) launchResult {
+	defer func() {
+		l.mu.Lock()
+		delete(l.waiting, c.Name)
+		l.mu.Unlock()
+	}()
+	boot := (&bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.parent}).encode()
+	sess, err := l.sp.Start(ctx, c.Name, l.argv, boot)
+	if err != nil {
+		return launchResult{child: c, err: fmt.Errorf("start the agent on %s: %w", c.Name, err)}
+	}
+	go forwardLines(sess.Stderr(), l.logf)
+	go func() { _, _ = io.Copy(io.Discard, sess.Stdout()) }()
+	// An agent that dies before it connects ends its session.
+	ended := make(chan error, 1)
+	go func() { ended <- sess.Wait() }()
+	t := sess.Timings()
+	timer := time.NewTimer(connectTimeout + 5*time.Second)
+	defer timer.Stop()
+	fail := func(err error) launchResult {
+		_ = sess.Close()
+		return launchResult{child: c, err: err}
+	}
+	select {
+	case ac := <-ch:
+		up := childUp{Idx: c.Idx, SSH: t.Total, Queued: t.Queued, Attempts: t.Attempts, Up: time.Since(begin), Init: ac.hello.Init}
+		if ta, ok := ac.conn.RemoteAddr().(*net.TCPAddr); ok {
+			up.Addr = net.JoinHostPort(ta.IP.String(), fmt.Sprint(ac.hello.Port))
+		}
+		return launchResult{child: c, sess: sess, link: newLink(ac.conn), up: up}
+	case err := <-ended:
+		if err == nil {
+			err = errors.New("exited")
+		}
+		return fail(fmt.Errorf("the agent on %s ended before it connected back: %w", c.Name, err))
+	case <-timer.C:
+		return fail(fmt.Errorf("the agent on %s did not connect back within %v", c.Name, connectTimeout+5*time.Second))
+	case <-ctx.Done():
+		return fail(fmt.Errorf("start the agent on %s: %w", c.Name, ctx.Err()))
+	}
+}
+
+// deliver hands a primary child's connection to its waiting start; it
+// reports false for a caller nobody waits for.
+func (l *launcher) deliver(name string, ac acceptedConn) bool {
+	l.mu.Lock()
+	ch := l.waiting[name]
+	delete(l.waiting, name)
+	l.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	ch <- ac
+	return true
+}
+
+// acceptLoop accepts connections on ln until it is closed: a primary child
+// goes to its start in l, a standby link (a node whose backup parent we
+// are) to standby, which may be nil (refused).
+func acceptLoop(ln net.Listener, l *launcher, standby func(net.Conn, hello)) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			name, _ := secure.PeerName(conn)
+			_ = conn.SetReadDeadline(time.Now().Add(helloTimeout))
+			typ, p, err := readFrameExact(conn, 1024)
+			_ = conn.SetReadDeadline(time.Time{})
+			if err != nil || typ != mHello {
+				conn.Close()
+				return
+			}
+			h, err := decodeHello(p)
+			if err != nil {
+				conn.Close()
+				return
+			}
+			switch {
+			case h.Backup && standby != nil:
+				standby(conn, h)
+			case !h.Backup && l != nil && l.deliver(name, acceptedConn{conn: conn, hello: h}):
+			default:
+				conn.Close()
+			}
+		}()
+	}
+}
+
+// readFrameExact reads one frame without reading past it (the link that
+// takes over the connection reads the rest).
+func readFrameExact(r io.Reader, max int) (uint8, []byte, error) {
+	var h [wire.HeaderLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n := int(h[0])<<24 | int(h[1])<<16 | int(h[2])<<8 | int(h[3])
+	if h[4] != wire.Version || n > max {
+		return 0, nil, fmt.Errorf("bad frame header (version %d, length %d)", h[4], n)
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(r, p); err != nil {
+		return 0, nil, err
+	}
+	return h[5], p, nil
+}
+
+// forwardLines passes r's lines to logf (or discards them).
+func forwardLines(r io.Reader, logf func(string, ...any)) {
+	buf := make([]byte, 0, 4096)
+	tmp := make([]byte, 4096)
+	for {
+		n, err := r.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		for {
+			i := indexByte(buf, '\n')
+			if i < 0 {
+				break
+			}
+			if logf != nil {
+				logf("%s", buf[:i])
+			}
+			buf = buf[i+1:]
+		}
+		if err != nil {
+			if len(buf) > 0 && logf != nil {
+				logf("%s", buf)
+			}
+			return
+		}
+	}
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// sshSpawner adapts *sshspawn.Spawner to spawn.Spawner.
+type sshSpawner struct{ sp *sshspawn.Spawner }
+
+func (s sshSpawner) Start(ctx context.Context, host string, argv []string, stdin []byte) (spawn.Session, error) {
+	sess, err := s.sp.Start(ctx, host, argv, stdin)
+	if err != nil {
+		return nil, err
+	}
+	return sshSession{sess}, nil
+}
+
+type sshSession struct{ *sshspawn.Session }
+
+func (s sshSession) Timings() spawn.Timings {
+	t := s.Session.Timings()
+	return spawn.Timings{Total: t.Total, Queued: t.Queued, Attempts: t.Attempts}
+}
+
+// SSHSpawner returns sp as a spawn.Spawner.
+func SSHSpawner(sp *sshspawn.Spawner) spawn.Spawner { return sshSpawner{sp} }
+
+// localSpawner starts agents as processes on this machine (test nodes).
+type localSpawner struct{}
+
+type localSession struct {
+	cmd            *exec.Cmd
+	stdin          *os.File
+	stdout, stderr *os.File
+	t              spawn.Timings
+	once           sync.Once
+	waitErr        error
+	waitOnce       sync.Once
+}
+
+func (localSpawner) Start(ctx context.Context, host string, argv []string, stdin []byte) (spawn.Session, error) {
+	begin := time.Now()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.Env = []string{}
+	// Its own process group: a terminal's signals reach only the front-end.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("start %s for %s: %w", argv[0], host, err)
+	}
+	s := &localSession{cmd: cmd, stdin: inW, stdout: outR, stderr: errR}
+	if _, err := inW.Write(stdin); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("write the bootstrap of %s: %w", host, err)
+	}
+	s.t = spawn.Timings{Total: time.Since(begin), Attempts: 1}
+	return s, nil
+}
+
+func (s *localSession) Stdout() io.Reader      { return s.stdout }
+func (s *localSession) Stderr() io.Reader      { return s.stderr }
+func (s *localSession) Timings() spawn.Timings { return s.t }
+func (s *localSession) Close() error           { s.once.Do(func() { s.stdin.Close() }); return nil }
+func (s *localSession) Wait() error {
+	s.waitOnce.Do(func() {
+		s.waitErr = s.cmd.Wait()
+		s.Close()
+	})
+	return s.waitErr
+}
