@@ -792,9 +792,6 @@ func (fe *frontend) handle(ev event) {
 		}
 	case mBackupUp:
 		fe.backupsUp++
-		if fe.backupsUp == fe.backupLinks() {
-			fe.verbosef("%d backup link(s) up", fe.backupsUp)
-		}
 	case mStarted:
 		st, err := decodeStarted(ev.p)
 		if err != nil {
@@ -1109,6 +1106,10 @@ func (fe *frontend) killAgents() {
 
 // finish prints the failure summary and returns the exit code.
 func (fe *frontend) finish() int {
+	if fe.plan != nil {
+		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up",
+			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsUp, fe.backupLinks())
+	}
 	fe.verbosef("job ended")
 	if fe.failure == nil {
 		return 0

@@ -92,9 +92,62 @@ func hostfile(t *testing.T, c *cluster.Cluster, slots int) string {
 }
 
 func TestClusterLaunch(t *testing.T) {
-	c := upCluster(t, 4)
+	c := upCluster(t, 8)
 	hosts := hostfile(t, c, 4)
 	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
+
+	// Every kind of launch tree: 8 agents over SSH, some started by others.
+	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial", "flat --batch 3"} {
+		t.Run("tree "+tree, func(t *testing.T) {
+			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "32", ftdemoBin)...)
+			r := ftlaunch(t, "", args...)
+			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 32 ranks verified") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+	t.Run("tree verbose", func(t *testing.T) {
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "--tree", "kary:2", "--verbose", "-n", "32", "sleep", "1")...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		for _, want := range []string{"launcher front-end: init", "launcher node001: init", "its ranks running",
+			"6 of 6 standby link(s) to backup parents were up", "calibration: REM"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("no %q in:\n%s", want, r.stderr)
+			}
+		}
+	})
+	t.Run("interior host crashed mid-run", func(t *testing.T) {
+		// kary:2: node001 starts node003 and node004, which start node007
+		// and node008 below them.
+		m := marker(t)
+		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "--tree", "kary:2", "-n", "32", "--kill-after", "1s", "sleep", m)...)
+		errb := &syncBuffer{}
+		cmd.Stderr = errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		waitFor(t, "32 ranks", 30*time.Second, func() bool { return sleepers(t, m) == 32 })
+		start := time.Now()
+		if err := c.Kill(context.Background(), "node001"); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		took := time.Since(start)
+		if err == nil || !strings.Contains(errb.String(), "node001") {
+			t.Fatalf("after the crash of node001: %v; stderr:\n%s", err, errb.String())
+		}
+		if took > 15*time.Second {
+			t.Errorf("the job took %v to end after the crash", took)
+		}
+		t.Logf("job ended %v after interior node001 crashed", took)
+		waitGone(t, "sleep "+m, 10*time.Second)
+		if err := c.Revive(context.Background(), "node001"); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	t.Run("demo", func(t *testing.T) {
 		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", ftdemoBin)...)
@@ -109,8 +162,8 @@ func TestClusterLaunch(t *testing.T) {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
 		for rank := range 8 {
-			node := fmt.Sprintf("node%03d", rank%4+1)
-			want := fmt.Sprintf("[%d] %s %s %d/2\n", rank, node, node, rank/4)
+			node := fmt.Sprintf("node%03d", rank%8+1)
+			want := fmt.Sprintf("[%d] %s %s 0/1\n", rank, node, node)
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("missing %q in:\n%s", want, r.stdout)
 			}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The launch tree on test nodes: local agent processes posing as nodes,
+// started by each other as the plan says (the multi-node code path minus
+// SSH).
+
+func TestTestNodesTreeKinds(t *testing.T) {
+	for _, kind := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial"} {
+		t.Run(kind, func(t *testing.T) {
+			r := ftlaunch(t, "", "run", "-n", "16", "--test-nodes", "8", "--tree", kind, ftdemoBin)
+			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 16 ranks verified") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+	t.Run("batch", func(t *testing.T) {
+		r := ftlaunch(t, "", "run", "-n", "8", "--test-nodes", "8", "--tree", "flat", "--batch", "3", "--verbose", ftdemoBin)
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "launcher front-end: init") || !strings.Contains(r.stderr, "8 child(ren)") {
+			t.Errorf("no launch breakdown for the front-end:\n%s", r.stderr)
+		}
+	})
+	t.Run("node names and output", func(t *testing.T) {
+		r := ftlaunch(t, "", "run", "-n", "6", "--test-nodes", "3", "--tree", "kary:1", "sh", "-c", `echo "$FTLAUNCH_NODE $FTLAUNCH_NODEID"; exit 0`)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		for rank := range 6 {
+			want := fmt.Sprintf("[%d] node%d %d\n", rank, rank/2, rank/2)
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("missing %q in:\n%s", want, r.stdout)
+			}
+		}
+	})
+}
+
+// Every agent of a deep tree holds a standby link to its backup parent.
+func TestTestNodesBackupLinks(t *testing.T) {
+	r := ftlaunch(t, "", "run", "-n", "8", "--test-nodes", "8", "--tree", "kary:2", "--verbose", "sleep", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	// kary:2 over the front-end and 8 agents: the agents below the first
+	// level (6 of them) have an agent as backup parent.
+	if !strings.Contains(r.stderr, "6 of 6 standby link(s) to backup parents were up") {
+		t.Errorf("standby links:\n%s", r.stderr)
+	}
+}
+
+// A rank failing deep in the tree ends the job with its code, and the
+// exit of a failing rank is reported through two relays.
+func TestTestNodesDeepFailure(t *testing.T) {
+	m := marker(t)
+	r := ftlaunch(t, "", "run", "-n", "8", "--test-nodes", "8", "--tree", "kary:1", "--kill-after", "1s", "sh", "-c",
+		"[ $FTLAUNCH_RANK = 7 ] && exit 5; sleep "+m)
+	if r.code != 5 || !strings.Contains(r.stderr, "rank 7 on node node7 exited with code 5") {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	waitGone(t, "sleep "+m, 5*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+}
+
+// SIGKILL of the front-end: every agent of the tree and every rank goes.
+func TestTestNodesFrontendKilled(t *testing.T) {
+	m := marker(t)
+	cmd := exec.Command(ftlaunchBin, "run", "-n", "8", "--test-nodes", "8", "--tree", "binomial", "sleep", m)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, "8 ranks", 20*time.Second, func() bool { return len(liveProcesses(t, "sleep "+m)) >= 8 })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	took := waitGone(t, "sleep "+m, 10*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	t.Logf("ranks gone %v after SIGKILL of the front-end", took)
+}
+
+// SIGKILL of an interior agent: the job fails naming its node, and the
+// agents below it clean up too.
+func TestTestNodesInteriorAgentKilled(t *testing.T) {
+	m := marker(t)
+	cmd := exec.Command(ftlaunchBin, "run", "-n", "8", "--test-nodes", "8", "--tree", "kary:1", "--kill-after", "1s", "sleep", m)
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, "8 ranks", 20*time.Second, func() bool { return len(liveProcesses(t, "sleep "+m)) >= 8 })
+	// kary:1 is a chain: node0 starts node1, which starts node2, ...
+	pid := agentOf(t, "sleep "+m, "node2")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if err == nil || !strings.Contains(errb.String(), "lost the agent of node node2") {
+		t.Fatalf("after SIGKILL of node2's agent: %v; stderr:\n%s", err, errb.String())
+	}
+	waitGone(t, "sleep "+m, 10*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+}
+
+// agentOf returns the pid of the agent of node: the parent of a rank
+// process (carrying marker) whose environment says it runs on node.
+func agentOf(t *testing.T, marker, node string) int {
+	t.Helper()
+	for _, p := range liveProcesses(t, marker) {
+		pid, _, _ := strings.Cut(p, " ")
+		env, err := os.ReadFile("/proc/" + pid + "/environ")
+		if err != nil || !bytes.Contains(env, []byte("\x00FTLAUNCH_NODE="+node+"\x00")) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 2 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil {
+				return ppid
+			}
+		}
+	}
+	t.Fatalf("no rank of %s found", node)
+	return 0
+}
