@@ -32,6 +32,9 @@ test: deps ## vet, then run every package's tests with the race detector
 test-mpi-large: deps ## MPICH runs of 64 ranks (minutes on two cores)
 	FTLAUNCH_MPI_LARGE=1 $(GO) test -count=1 -timeout 40m -run MPICHLarge -v ./cmd/ftlaunch
 
+test-cluster-large: deps ## issue #4's acceptance: 16 emulated hosts x 64 ranks, every tree kind (root)
+	FTLAUNCH_CLUSTER_LARGE=1 $(GO) test -count=1 -timeout 20m -run 'TestClusterLarge' -v ./cmd/ftlaunch/
+
 test-short: ## the tests without the race detector and the slow cases
 	$(GO) test -short -count=1 ./...
 

@@ -245,3 +245,47 @@ func TestClusterLaunch(t *testing.T) {
 		waitGone(t, ftlaunchBin+" agent", 5*time.Second)
 	})
 }
+
+// TestClusterLarge is issue #4's acceptance run: 16 hosts, 64 ranks, every
+// tree kind and --batch 4, then a crashed host at launch. It runs under
+// `make test-cluster-large` (FTLAUNCH_CLUSTER_LARGE=1).
+func TestClusterLarge(t *testing.T) {
+	if os.Getenv("FTLAUNCH_CLUSTER_LARGE") == "" {
+		t.Skip("set FTLAUNCH_CLUSTER_LARGE=1 (make test-cluster-large) for the 16-host runs")
+	}
+	c := upCluster(t, 16)
+	hosts := hostfile(t, c, 4)
+	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
+	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "kary:4", "2level", "binomial", "auto --batch 4", "flat --batch 4"} {
+		t.Run("tree "+tree, func(t *testing.T) {
+			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "64", ftdemoBin)...)
+			r := ftlaunch(t, "", args...)
+			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 64 ranks verified") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			t.Logf("%s: %v", tree, r.elapsed)
+		})
+	}
+	t.Run("exit codes", func(t *testing.T) {
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "--tree", "binomial", "-n", "64", "sh", "-c",
+			"[ $FTLAUNCH_RANK = 61 ] && exit 9; exit 0")...)
+		if r.code != 9 || !strings.Contains(r.stderr, "rank 61 on node node016 exited with code 9") {
+			t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+		}
+	})
+	t.Run("host down at launch", func(t *testing.T) {
+		if err := c.Kill(context.Background(), "node006"); err != nil {
+			t.Fatal(err)
+		}
+		for _, tree := range []string{"kary:2", "binomial", "flat"} {
+			r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "--tree", tree, "-n", "64", "true")...)
+			if r.code == 0 || !strings.Contains(r.stderr, "node006") {
+				t.Fatalf("%s: exit %d; want node006 named:\n%s", tree, r.code, r.stderr)
+			}
+			if r.elapsed > 15*time.Second {
+				t.Errorf("%s: took %v with a 2 s connect timeout", tree, r.elapsed)
+			}
+			waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+		}
+	})
+}
