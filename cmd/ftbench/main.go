@@ -35,6 +35,7 @@ func main() {
 	sshConfig := flag.String("ssh-config", "", "OpenSSH config for the hosts (with -hostfile)")
 	bridge := flag.String("iface", "", "network interface the hosts reach this machine on (Hydra's -iface, with -hostfile)")
 	ppn := flag.Int("ppn", 4, "ranks per host (with -hostfile)")
+	trees := flag.String("trees", "", "with -hostfile: ftlaunch --tree kinds to compare, comma-separated (empty: the default)")
 	program := flag.String("cmd", "true", "the program (and arguments) both launchers run in the comparison")
 	flag.Parse()
 	prog := strings.Fields(*program)
@@ -52,7 +53,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *hostfile != "" {
-		err = runHosts(*ftl, *mpiexec, *runs, *hostfile, *sshConfig, *bridge, *ppn, strings.Fields(*extra), prog)
+		err = runHosts(*ftl, *mpiexec, *runs, *hostfile, *sshConfig, *bridge, *ppn, strings.FieldsFunc(*trees, func(r rune) bool { return r == ',' }), strings.Fields(*extra), prog)
 	} else {
 		err = run(*ftl, *demo, *mpiexec, *runs, ns, strings.Fields(*extra), prog)
 	}
@@ -65,7 +66,7 @@ func main() {
 // runHosts compares a whole run of `true` on every host of hostfile:
 // ftlaunch over its SSH spawner against Hydra over OpenSSH, with Hydra's
 // default key exchange and again restricted to curve25519.
-func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, ppn int, extra, prog []string) error {
+func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, ppn int, trees, extra, prog []string) error {
 	b, err := os.ReadFile(hostfile)
 	if err != nil {
 		return err
@@ -92,9 +93,22 @@ func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, 
 	}
 	np := strconv.Itoa(n)
 	cmds := [][]string{
-		append(append([]string{ftl, "run", "--hostfile", hostfile, "--ssh-config", sshConfig, "--ppn", strconv.Itoa(ppn), "-n", np}, extra...), prog...),
 		append([]string{mpiexec, "-f", hostfile, "-launcher", "ssh", "-launcher-exec", sshDefault, "-iface", iface, "-ppn", strconv.Itoa(ppn), "-n", np}, prog...),
 		append([]string{mpiexec, "-f", hostfile, "-launcher", "ssh", "-launcher-exec", sshCurve, "-iface", iface, "-ppn", strconv.Itoa(ppn), "-n", np}, prog...),
+	}
+	names := []string{"mpiexec, OpenSSH default key exchange", "mpiexec, OpenSSH curve25519"}
+	if len(trees) == 0 {
+		trees = []string{""}
+	}
+	for _, tree := range trees {
+		args := []string{ftl, "run", "--hostfile", hostfile, "--ssh-config", sshConfig, "--ppn", strconv.Itoa(ppn), "-n", np}
+		name := "ftlaunch (default tree)"
+		if tree != "" {
+			args = append(args, "--tree", tree)
+			name = "ftlaunch --tree " + tree
+		}
+		cmds = append(cmds, append(append(args, extra...), prog...))
+		names = append(names, name)
 	}
 	times := make([][]time.Duration, len(cmds))
 	for range runs {
@@ -108,12 +122,12 @@ func runHosts(ftl, mpiexec string, runs int, hostfile, sshConfig, iface string, 
 	}
 	host, _ := os.Hostname()
 	fmt.Printf("ftbench: `%s` on %d hosts x %d ranks = %d ranks, %d runs each, interleaved; host %s, %s\n\n", strings.Join(prog, " "), hosts, ppn, n, runs, host, time.Now().UTC().Format(time.RFC3339))
-	fmt.Println("| launcher | median | min | ftlaunch / it |")
-	fmt.Println("|---|---:|---:|---:|")
-	names := []string{"ftlaunch (x/crypto/ssh)", "mpiexec, OpenSSH default key exchange", "mpiexec, OpenSSH curve25519"}
-	base := median(times[0])
+	fmt.Println("| launcher | median | min | / mpiexec default | / mpiexec curve25519 |")
+	fmt.Println("|---|---:|---:|---:|---:|")
+	def, curve := median(times[0]).Seconds(), median(times[1]).Seconds()
 	for i, ts := range times {
-		fmt.Printf("| %s | %s | %s | %.2f |\n", names[i], ms(median(ts)), ms(slices.Min(ts)), base.Seconds()/median(ts).Seconds())
+		m := median(ts).Seconds()
+		fmt.Printf("| %s | %s | %s | %.2f | %.2f |\n", names[i], ms(median(ts)), ms(slices.Min(ts)), m/def, m/curve)
 	}
 	return nil
 }
