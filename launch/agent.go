@@ -30,6 +30,7 @@ type Agent struct {
 	link   *link
 	outWin *window    // output credit granted by the front-end
 	tree   *treeState // its place in a launch tree (nil: an agent on a socketpair)
+	stage  prestaged  // the prestaged program (--prestage), written before the spec
 
 	// Set by run before the first message is handled.
 	ctx      context.Context
@@ -98,6 +99,16 @@ func (a *Agent) run(ctx context.Context) error {
 		_ = dl.SetReadDeadline(time.Now().Add(connectTimeout))
 	}
 	f, err := a.link.r.Next()
+	defer a.stage.remove()
+	for err == nil && f.Type == mPrestage { // the program comes before the spec
+		var c prestageChunk
+		if c, err = decodePrestageChunk(f.Payload); err == nil {
+			err = a.stage.add(c)
+		}
+		if err == nil {
+			f, err = a.link.r.Next()
+		}
+	}
 	if hasDeadline {
 		_ = dl.SetReadDeadline(time.Time{})
 	}
@@ -116,6 +127,10 @@ func (a *Agent) run(ctx context.Context) error {
 	if a.spec, err = decodeNodeSpec(f.Payload); err != nil {
 		a.link.conn.Close()
 		return fmt.Errorf("agent: %w", err)
+	}
+	if a.spec.Prestage && !a.stage.done {
+		a.link.conn.Close()
+		return fmt.Errorf("agent on %s: the prestaged program did not arrive before the job", a.spec.Node)
 	}
 	// Deferred calls run last-in first-out: cancel first, so that every
 	// goroutine of the agent stops, then wait for them.

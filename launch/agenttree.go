@@ -234,6 +234,12 @@ func (a *Agent) relayDown(p []byte) error {
 		return nil // the child is gone; its parent (us) reported it
 	}
 	if c == dst {
+		if typ == mSpec && a.stage.done {
+			// The child's copy of the program goes before its job.
+			if err := a.stage.forward(l); err != nil {
+				return err
+			}
+		}
 		_ = l.send(typ, inner)
 	} else {
 		_ = l.send(mRoute, p)

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -57,6 +59,9 @@ type Options struct {
 
 	// The launch tree (multi-node jobs and test nodes).
 	Tree  string // plan kind, as `ftlaunch plan --tree` (default auto)
+	// Prestage copies the program down the tree to every node's local
+	// storage before its ranks start; they run the copy.
+	Prestage bool
 	Batch int    // leaf launchers start their children in batches of this size
 	// How interior agents start their children over SSH: the OpenSSH
 	// configuration file (an absolute path; "" for ~/.ssh/config), whether
@@ -98,6 +103,7 @@ type frontend struct {
 	cancelLaunch context.CancelFunc
 	launchBegan  time.Duration
 	mapping      string // PMI_process_mapping
+	stage        *stagedProgram
 	backupsUp    int
 	colls        map[uint64]*rootColl
 	liveN        int // agents hosting ranks
@@ -234,6 +240,13 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	go fe.out.run()
 	defer fe.out.close()
+	if opts.Prestage {
+		st, err := readProgram(opts)
+		if err != nil {
+			return Result{ExitCode: ExitLauncher}, err
+		}
+		fe.stage = st
+	}
 	if opts.OutputDir != "" {
 		if err := fe.out.openFiles(opts.OutputDir, opts.N); err != nil {
 			return Result{ExitCode: ExitLauncher}, err
@@ -469,6 +482,15 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
 		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
 		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
+	}
+	if fe.stage != nil {
+		spec.Prestage = true
+		if a.parent < 0 { // deeper agents get it from their parent
+			if err := sendPrestaged(a.send, fe.stage.name, fe.stage.mode, bytes.NewReader(fe.stage.data), int64(len(fe.stage.data))); err != nil {
+				fe.fail(ExitLauncher, fmt.Sprintf("prestage to node %s: %v", a.name, err))
+				return
+			}
+		}
 	}
 	if fe.plan != nil {
 		spec.Tree = true
@@ -1143,4 +1165,33 @@ func (fe *frontend) backupLinks() int {
 		}
 	}
 	return n
+}
+
+// stagedProgram is the program file the front-end prestages.
+type stagedProgram struct {
+	name string
+	mode os.FileMode
+	data []byte
+}
+
+func readProgram(opts Options) (*stagedProgram, error) {
+	path, err := ResolveProgram(opts.Argv[0], opts.Wdir, LookupEnv(opts.Env, "PATH"))
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(opts.Wdir, path)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	if st.Size() > MaxPrestage {
+		return nil, fmt.Errorf("--prestage: %s is %d bytes, more than the limit of %d", path, st.Size(), MaxPrestage)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	return &stagedProgram{name: filepath.Base(path), mode: st.Mode().Perm(), data: data}, nil
 }

@@ -29,6 +29,8 @@ type nodeSpec struct {
 	Tree     bool
 	Launch   launchSpec
 	Children []childSpec
+
+	Prestage bool // the program was prestaged: run the node-local copy
 }
 
 func (s *nodeSpec) encode() []byte {
@@ -42,6 +44,7 @@ func (s *nodeSpec) encode() []byte {
 	e.String(s.ProcessMapping)
 	e.Bool(s.Tree)
 	encodeTree(&e, s.Launch, s.Children)
+	e.Bool(s.Prestage)
 	return e.Data()
 }
 
@@ -57,6 +60,7 @@ func decodeNodeSpec(p []byte) (*nodeSpec, error) {
 	s.ProcessMapping = d.String()
 	s.Tree = d.Bool()
 	s.Launch, s.Children = decodeTree(d)
+	s.Prestage = d.Bool()
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
 	}

@@ -74,6 +74,9 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 	defer pmiTheirs.Close()
 
 	path, err := ResolveProgram(spec.Argv[0], spec.Wdir, LookupEnv(spec.Env, "PATH"))
+	if a.stage.done {
+		path, err = a.stage.path, nil
+	}
 	if err != nil {
 		conn.Close()
 		pmiConn.Close()

@@ -54,6 +54,8 @@ start others, as in ftlaunch plan.
   --tree KIND              auto (default: greedy on the calibrated model), greedy, kary:K, 2level,
                            binomial, flat
   --batch B                leaf launchers start their children B at a time (default: all at once)
+  --prestage               copy the program down the tree to each node's local storage (TMPDIR)
+                           before its ranks start, and run it from there
   --verbose                report launch phases on stderr
   --version                print the version
   --help                   print this help
@@ -95,6 +97,7 @@ type runFlags struct {
 	verbose   bool
 	tree      string
 	batch     int
+	prestage  bool
 
 	hosts, hostfile, mapBy, sshConfig, agentPath string
 	ppn                                          int
@@ -130,6 +133,7 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	fs.BoolVar(&f.verbose, "verbose", false, "")
 	fs.StringVar(&f.tree, "tree", "auto", "")
 	fs.IntVar(&f.batch, "batch", 0, "")
+	fs.BoolVar(&f.prestage, "prestage", false, "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
@@ -290,7 +294,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		N: f.n, Argv: argv, Env: env, Wdir: wdir, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
-		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch,
+		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward,
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,4 +142,35 @@ func agentOf(t *testing.T, marker, node string) int {
 	}
 	t.Fatalf("no rank of %s found", node)
 	return 0
+}
+
+// --prestage: the program travels down the tree and every rank runs a
+// node-local copy, removed when the job ends.
+func TestPrestage(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog.sh")
+	// Padding beyond one chunk (1 MiB) so that the copy spans several.
+	pad := "# " + strings.Repeat("x", 3<<20) + "\n"
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"$FTLAUNCH_RANK $0\"\nexit 0\n"+pad), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "ftlaunch-prestage-*"))
+	r := ftlaunch(t, "", "run", "--prestage", "--test-nodes", "4", "--tree", "kary:1", "-n", "4", prog)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for rank := range 4 {
+		prefix := fmt.Sprintf("[%d] %d %s", rank, rank, filepath.Join(os.TempDir(), "ftlaunch-prestage-"))
+		if !strings.Contains(r.stdout, prefix) {
+			t.Errorf("rank %d did not run a prestaged copy:\n%s", rank, r.stdout)
+		}
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "ftlaunch-prestage-*"))
+	if len(after) > len(before) {
+		t.Errorf("prestaged copies left behind: %v", after)
+	}
+	r = ftlaunch(t, "", "run", "--prestage", "-n", "1", filepath.Join(dir, "missing"))
+	if r.code != 127 {
+		t.Errorf("prestage of a missing program: exit %d: %s", r.code, r.stderr)
+	}
 }
