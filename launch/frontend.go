@@ -58,11 +58,11 @@ type Options struct {
 	Heartbeat time.Duration
 
 	// The launch tree (multi-node jobs and test nodes).
-	Tree  string // plan kind, as `ftlaunch plan --tree` (default auto)
+	Tree string // plan kind, as `ftlaunch plan --tree` (default auto)
 	// Prestage copies the program down the tree to every node's local
 	// storage before its ranks start; they run the copy.
 	Prestage bool
-	Batch int    // leaf launchers start their children in batches of this size
+	Batch    int // leaf launchers start their children in batches of this size
 	// How interior agents start their children over SSH: the OpenSSH
 	// configuration file (an absolute path; "" for ~/.ssh/config), whether
 	// they trust unknown host keys, and whether sessions forward ssh-agent.
