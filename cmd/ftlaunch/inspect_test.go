@@ -394,4 +394,3 @@ func TestStatusUnfinished(t *testing.T) {
 		t.Errorf("inspect: exit %d:\n%s", code, out)
 	}
 }
-
