@@ -269,10 +269,16 @@ type raftInfo struct {
 	LastIndex      uint64                `json:"last_index"`
 	SnapshotIndex  uint64                `json:"snapshot_index,omitempty"`
 	Members        []member              `json:"members"`
-	Terms          []raftstore.TermStart `json:"terms"`
+	Terms          []termStart           `json:"terms"`
 	RefusedEntries int                   `json:"refused_entries"`
 	Digest         string                `json:"digest"`
 	Problems       []string              `json:"problems,omitempty"`
+}
+
+// termStart is where a term's entries begin: each new term is a leader.
+type termStart struct {
+	Term       uint64 `json:"term"`
+	FirstIndex uint64 `json:"first_index"`
 }
 
 type member struct {
@@ -297,11 +303,11 @@ func newInspectOutput(res *loaded) *inspectOutput {
 	d := in.State.Digest()
 	out.Raft = raftInfo{
 		Node: in.Meta.Node, Dir: in.Dir, Created: in.Meta.Created, Term: in.CurrentTerm,
-		FirstIndex: in.FirstIndex, LastIndex: in.LastIndex, Terms: in.Terms(),
+		FirstIndex: in.FirstIndex, LastIndex: in.LastIndex, Terms: []termStart{},
 		Digest: hex.EncodeToString(d[:]), Problems: in.Problems, Members: []member{},
 	}
-	if out.Raft.Terms == nil {
-		out.Raft.Terms = []raftstore.TermStart{}
+	for _, t := range in.Terms() {
+		out.Raft.Terms = append(out.Raft.Terms, termStart{Term: t.Term, FirstIndex: t.FirstIndex})
 	}
 	if in.Snapshot != nil {
 		out.Raft.SnapshotIndex = in.Snapshot.Index

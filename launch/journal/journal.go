@@ -190,7 +190,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		return nil, fmt.Errorf("journal: open: %w", err)
 	}
 	if cfg.Transport == nil {
-		_, tr := raft.NewInmemTransport("")
+		_, tr := raft.NewInmemTransport(raft.ServerAddress("inmem:" + cfg.Node))
 		j.cfg.Transport, j.ownsTr = tr, true
 	}
 	if len(j.cfg.Peers) == 0 {

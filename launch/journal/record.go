@@ -101,6 +101,8 @@ func (e RankExit) describe() string {
 		return e.Reason
 	case e.Signal != 0:
 		return fmt.Sprintf("killed by signal %d", e.Signal)
+	case e.Code == 0:
+		return "exited with code 0"
 	default:
 		return fmt.Sprintf("exited with code %d", e.Code)
 	}

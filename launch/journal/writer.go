@@ -29,13 +29,33 @@ type writer struct {
 	dirty       []bool
 	dirtyRows   []int
 	events      []raftstore.Event
-	okExits     map[string]int // node -> index in events of its "exited 0" event
-	okCounts    map[string]int
+	exits       map[exitKey]*exitGroup
 	first       time.Time // when the oldest unflushed record was made
 	urgent      bool
 	syncs       []chan error
 	finish      *raftstore.Status
 	finishAt    time.Time
+}
+
+// codeNote adds the recorded exit code where the description does not
+// say it.
+func codeNote(e *RankExit) string {
+	if e.Signal == 0 && e.Reason == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (exit code %d)", e.exitCode())
+}
+
+// exitKey groups the exits of one flush.
+type exitKey struct {
+	node string
+	code int
+	how  string
+}
+
+type exitGroup struct {
+	event int // index in events
+	ranks []int
 }
 
 type failureSubject struct {
@@ -46,14 +66,13 @@ type failureSubject struct {
 func newWriter(j *Journal, r *raftstore.Replica) *writer {
 	n := j.cfg.Job.N
 	w := &writer{
-		j:        j,
-		r:        r,
-		rows:     make([]raftstore.Rank, n),
-		dirty:    make([]bool, n),
-		agents:   map[string]raftstore.Agent{},
-		open:     map[failureSubject]bool{},
-		okExits:  map[string]int{},
-		okCounts: map[string]int{},
+		j:      j,
+		r:      r,
+		rows:   make([]raftstore.Rank, n),
+		dirty:  make([]bool, n),
+		agents: map[string]raftstore.Agent{},
+		open:   map[failureSubject]bool{},
+		exits:  map[exitKey]*exitGroup{},
 	}
 	for i := range w.rows {
 		w.rows[i].Rank = i
@@ -277,22 +296,27 @@ func (w *writer) absorbExit(at time.Time, e *RankExit) {
 		row.State = raftstore.RankFailed
 	}
 	w.touch(e.Rank)
-	if e.exitCode() == 0 && e.Reason == "" {
-		// Clean exits of one node in one flush share an event.
-		if i, ok := w.okExits[row.Node]; ok {
-			w.okCounts[row.Node]++
-			w.events[i].Time = at
-			w.events[i].Detail = detail(StepExit, "%d rank(s) exited with code 0", w.okCounts[row.Node])
-			return
-		}
-		w.okExits[row.Node] = len(w.events)
-		w.okCounts[row.Node] = 1
-		w.event(raftstore.Event{Time: at, Kind: raftstore.EventExit, Node: row.Node, Rank: raftstore.NoRank,
-			Detail: detail(StepExit, "1 rank(s) exited with code 0")})
+	// Ranks of one node that end the same way within one flush share an
+	// event (a terminated job's ranks all end by SIGTERM); a rank alone in
+	// its group gets an event of its own, unless it exited cleanly.
+	key := exitKey{node: row.Node, code: e.exitCode(), how: e.describe()}
+	g := w.exits[key]
+	if g == nil {
+		g = &exitGroup{event: len(w.events)}
+		w.exits[key] = g
+		w.event(raftstore.Event{Kind: raftstore.EventExit, Node: row.Node})
+	}
+	g.ranks = append(g.ranks, e.Rank)
+	ev := &w.events[g.event]
+	ev.Time = at
+	clean := e.exitCode() == 0 && e.Reason == ""
+	if len(g.ranks) == 1 && !clean {
+		ev.Rank, ev.Incarnation = e.Rank, row.Incarnation
+		ev.Detail = detail(StepExit, "%s%s", key.how, codeNote(e))
 		return
 	}
-	w.event(raftstore.Event{Time: at, Kind: raftstore.EventExit, Node: row.Node, Rank: e.Rank, Incarnation: row.Incarnation,
-		Detail: detail(StepExit, "%s (exit code %d)", e.describe(), e.exitCode())})
+	ev.Rank, ev.Incarnation = raftstore.NoRank, 0
+	ev.Detail = detail(StepExit, "%d rank(s) %s%s: %s", len(g.ranks), key.how, codeNote(e), rankList(g.ranks))
 }
 
 func (w *writer) absorbFailure(at time.Time, f *Failure) {
@@ -381,8 +405,7 @@ func (w *writer) flush(ctx context.Context) {
 		w.events = nil
 	}
 	w.plan, w.dirtyAgents = nil, nil
-	clear(w.okExits)
-	clear(w.okCounts)
+	clear(w.exits)
 	w.first, w.urgent = time.Time{}, false
 	w.answerSyncs(err)
 }
