@@ -261,18 +261,18 @@ type inspectOutput struct {
 
 // raftInfo is the raft metadata of the replica the report was read from.
 type raftInfo struct {
-	Node           string                `json:"node"`
-	Dir            string                `json:"dir"`
-	Created        time.Time             `json:"created,omitzero"`
-	Term           uint64                `json:"term"`
-	FirstIndex     uint64                `json:"first_index"`
-	LastIndex      uint64                `json:"last_index"`
-	SnapshotIndex  uint64                `json:"snapshot_index,omitempty"`
-	Members        []member              `json:"members"`
-	Terms          []termStart           `json:"terms"`
-	RefusedEntries int                   `json:"refused_entries"`
-	Digest         string                `json:"digest"`
-	Problems       []string              `json:"problems,omitempty"`
+	Node           string      `json:"node"`
+	Dir            string      `json:"dir"`
+	Created        time.Time   `json:"created,omitzero"`
+	Term           uint64      `json:"term"`
+	FirstIndex     uint64      `json:"first_index"`
+	LastIndex      uint64      `json:"last_index"`
+	SnapshotIndex  uint64      `json:"snapshot_index,omitempty"`
+	Members        []member    `json:"members"`
+	Terms          []termStart `json:"terms"`
+	RefusedEntries int         `json:"refused_entries"`
+	Digest         string      `json:"digest"`
+	Problems       []string    `json:"problems,omitempty"`
 }
 
 // termStart is where a term's entries begin: each new term is a leader.
