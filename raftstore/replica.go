@@ -16,6 +16,10 @@ import (
 	"go.etcd.io/bbolt"
 )
 
+// DBFile is the name of a replica's bbolt database in its directory: a
+// directory holding one is a replica's.
+const DBFile = dbFile
+
 // Files under a replica's directory STATE/<node-name>/.
 const (
 	dbFile      = "raft.db"   // bbolt: raft log, stable store, ftlaunch metadata

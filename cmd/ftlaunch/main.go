@@ -2,6 +2,8 @@
 //
 //	ftlaunch run [flags] PROGRAM [ARGS...]   run a parallel job
 //	ftlaunch plan [flags]                    show a launch tree and its modeled time
+//	ftlaunch inspect [flags] [STATE]         read a job's state log: timeline, node table, raft
+//	ftlaunch status [flags] [JOB]            print a job's state once
 //	ftlaunch version                         print the version
 //
 // `ftlaunch agent` is internal: the front-end starts it, one per node.
@@ -22,6 +24,8 @@ const usage = `ftlaunch: a fault-tolerant parallel job launcher
 Usage:
   ftlaunch run [flags] PROGRAM [ARGS...]   run PROGRAM as a parallel job (see: ftlaunch run --help)
   ftlaunch plan [flags]                    show a launch tree and its modeled launch time
+  ftlaunch inspect [flags] [STATE]         read a job's state log: timeline, node table, raft metadata
+  ftlaunch status [flags] [JOB]            print a job's state once (running, finished, exit code)
   ftlaunch version                         print the version
 `
 
@@ -39,6 +43,10 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		return runCommand(args[1:], stdin, stdout, stderr)
 	case "plan":
 		return planCommand(args[1:], stdout, stderr)
+	case "inspect":
+		return inspectCommand(args[1:], stdout, stderr)
+	case "status":
+		return statusCommand(args[1:], stdout, stderr)
 	case "agent":
 		return agentCommand(args[1:], stderr)
 	case "version", "--version", "-version":

@@ -1,0 +1,503 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+const inspectUsage = `Usage: ftlaunch inspect [flags] [STATE]
+
+Reads a job's state log after the job ended (or crashed) and prints its
+timeline, launch phases, plan, node table, per-rank history and raft
+metadata. STATE is a job's state directory, one replica's directory or its
+raft.db file, a job id (looked up in the state directory), or nothing: the
+latest job. The files are opened read-only; a running job holds them
+locked (use ftlaunch status instead). See docs/state.md.
+
+  --state-dir DIR   where jobs keep their state (default $XDG_STATE_HOME/ftlaunch/jobs,
+                    else ~/.local/state/ftlaunch/jobs)
+  --json            print one JSON object instead of text
+  --svg FILE        also draw the launch timeline as SVG into FILE ("-": standard output,
+                    instead of the text)
+  --ranks N         node-table rows shown in text (default 64; 0: all; --json lists all)
+  --help            print this help
+`
+
+type inspectOptions struct {
+	stateDir string
+	json     bool
+	svg      string
+	ranks    int
+	target   string
+}
+
+// parseArgs parses flags that may come before or after the one
+// positional argument.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func parseInspectFlags(args []string) (*inspectOptions, error) {
+	o := &inspectOptions{}
+	fs := flag.NewFlagSet("ftlaunch inspect", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.stateDir, "state-dir", "", "")
+	fs.BoolVar(&o.json, "json", false, "")
+	fs.StringVar(&o.svg, "svg", "", "")
+	fs.IntVar(&o.ranks, "ranks", 64, "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%v (see ftlaunch inspect --help)", err)
+	}
+	if len(pos) > 1 {
+		return nil, fmt.Errorf("unexpected argument %q (see ftlaunch inspect --help)", pos[1])
+	}
+	if len(pos) == 1 {
+		o.target = pos[0]
+	}
+	if o.ranks < 0 {
+		return nil, fmt.Errorf("--ranks must be >= 0 (got %d)", o.ranks)
+	}
+	if o.json && o.svg == "-" {
+		return nil, errors.New("--json and --svg - both write to standard output; give --svg a file")
+	}
+	return o, nil
+}
+
+func inspectCommand(args []string, stdout, stderr io.Writer) int {
+	o, err := parseInspectFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, inspectUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch inspect: %v\n", err)
+		return 2
+	}
+	res, err := loadState(o.stateDir, o.target)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch inspect: %v\n", err)
+		return 1
+	}
+	out := newInspectOutput(res)
+	if o.svg != "" {
+		if err := writeSVGFile(o.svg, stdout, out.Report); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch inspect: %v\n", err)
+			return 1
+		}
+		if o.svg == "-" {
+			return 0
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(out)
+	} else {
+		err = writeInspectText(stdout, out, o.ranks)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch inspect: write output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// loaded is a job's state read from its replicas' files.
+type loaded struct {
+	JobDir   string
+	Best     *raftstore.Inspection // the replica with the longest log
+	Replicas []replicaFiles
+}
+
+type replicaFiles struct {
+	Path string
+	In   *raftstore.Inspection
+	Err  error
+}
+
+// errRunning says that a job's files are held by its running replicas.
+type errRunning struct {
+	path string
+	err  error
+}
+
+func (e *errRunning) Error() string {
+	return fmt.Sprintf("%s is held by a running ftlaunch: the job has not ended (see `ftlaunch status %s` for a running job)", e.path, e.path)
+}
+
+func (e *errRunning) Unwrap() error { return e.err }
+
+// resolveState finds the replica files a STATE argument names, and the
+// job directory they belong to.
+func resolveState(stateDir, target string) (jobDir string, replicas []string, err error) {
+	dir := func() (string, error) {
+		if stateDir != "" {
+			return stateDir, nil
+		}
+		return journal.DefaultStateDir()
+	}
+	switch {
+	case target == "":
+		d, err := dir()
+		if err != nil {
+			return "", nil, err
+		}
+		if target, err = journal.Latest(d); err != nil {
+			return "", nil, err
+		}
+	case !exists(target) && !strings.ContainsRune(target, os.PathSeparator):
+		// A job id.
+		d, err := dir()
+		if err != nil {
+			return "", nil, err
+		}
+		id := target
+		target = journal.JobDir(d, id)
+		if !exists(target) {
+			return "", nil, fmt.Errorf("no job %s in %s", id, d)
+		}
+	}
+	fi, err := os.Stat(target)
+	if err != nil {
+		return "", nil, err
+	}
+	if !fi.IsDir() {
+		// A replica's database file.
+		return filepath.Dir(filepath.Dir(target)), []string{target}, nil
+	}
+	if exists(filepath.Join(target, raftstore.DBFile)) {
+		return filepath.Dir(target), []string{target}, nil
+	}
+	if latest, err := journal.Latest(target); err == nil && exists(latest) {
+		target = latest // a state directory: its latest job
+	}
+	entries, err := os.ReadDir(target)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, e := range entries {
+		p := filepath.Join(target, e.Name())
+		if e.IsDir() && exists(filepath.Join(p, raftstore.DBFile)) {
+			replicas = append(replicas, p)
+		}
+	}
+	if len(replicas) == 0 {
+		return "", nil, fmt.Errorf("%s holds no replica's files (looked for */%s)", target, raftstore.DBFile)
+	}
+	return target, replicas, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// loadState reads every replica of the job STATE names. It fails if none
+// can be read; if one is locked, the job is running, and it says so.
+func loadState(stateDir, target string) (*loaded, error) {
+	jobDir, paths, err := resolveState(stateDir, target)
+	if err != nil {
+		return nil, err
+	}
+	res := &loaded{JobDir: jobDir}
+	var firstErr error
+	for _, p := range paths {
+		in, err := raftstore.OpenReadOnly(p)
+		if errors.Is(err, raftstore.ErrLocked) {
+			return nil, &errRunning{path: jobDir, err: err}
+		}
+		res.Replicas = append(res.Replicas, replicaFiles{Path: p, In: in, Err: err})
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		if res.Best == nil || in.CurrentTerm > res.Best.CurrentTerm ||
+			in.CurrentTerm == res.Best.CurrentTerm && in.LastIndex > res.Best.LastIndex {
+			res.Best = in
+		}
+	}
+	if res.Best == nil {
+		return nil, firstErr
+	}
+	return res, nil
+}
+
+// inspectOutput is what inspect prints (--json: this object).
+type inspectOutput struct {
+	StateDir string        `json:"state_dir"`
+	Raft     raftInfo      `json:"raft"`
+	Replicas []replicaInfo `json:"replicas"`
+	*journal.Report
+}
+
+// raftInfo is the raft metadata of the replica the report was read from.
+type raftInfo struct {
+	Node           string      `json:"node"`
+	Dir            string      `json:"dir"`
+	Created        time.Time   `json:"created,omitzero"`
+	Term           uint64      `json:"term"`
+	FirstIndex     uint64      `json:"first_index"`
+	LastIndex      uint64      `json:"last_index"`
+	SnapshotIndex  uint64      `json:"snapshot_index,omitempty"`
+	Members        []member    `json:"members"`
+	Terms          []termStart `json:"terms"`
+	RefusedEntries int         `json:"refused_entries"`
+	Digest         string      `json:"digest"`
+	Problems       []string    `json:"problems,omitempty"`
+}
+
+// termStart is where a term's entries begin: each new term is a leader.
+type termStart struct {
+	Term       uint64 `json:"term"`
+	FirstIndex uint64 `json:"first_index"`
+}
+
+type member struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"`
+}
+
+// replicaInfo is one replica's files.
+type replicaInfo struct {
+	Node      string `json:"node,omitempty"`
+	Path      string `json:"path"`
+	Term      uint64 `json:"term,omitempty"`
+	LastIndex uint64 `json:"last_index,omitempty"`
+	Digest    string `json:"digest,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+func newInspectOutput(res *loaded) *inspectOutput {
+	in := res.Best
+	out := &inspectOutput{StateDir: res.JobDir, Report: journal.Analyze(in.State)}
+	d := in.State.Digest()
+	out.Raft = raftInfo{
+		Node: in.Meta.Node, Dir: in.Dir, Created: in.Meta.Created, Term: in.CurrentTerm,
+		FirstIndex: in.FirstIndex, LastIndex: in.LastIndex, Terms: []termStart{},
+		Digest: hex.EncodeToString(d[:]), Problems: in.Problems, Members: []member{},
+	}
+	for _, t := range in.Terms() {
+		out.Raft.Terms = append(out.Raft.Terms, termStart{Term: t.Term, FirstIndex: t.FirstIndex})
+	}
+	if in.Snapshot != nil {
+		out.Raft.SnapshotIndex = in.Snapshot.Index
+	}
+	for _, s := range in.Configuration.Servers {
+		out.Raft.Members = append(out.Raft.Members, member{ID: string(s.ID), Address: string(s.Address), Suffrage: s.Suffrage.String()})
+	}
+	for _, e := range in.Entries {
+		if e.Err != nil {
+			out.Raft.RefusedEntries++
+		}
+	}
+	for _, r := range res.Replicas {
+		ri := replicaInfo{Path: r.Path}
+		if r.Err != nil {
+			ri.Error = r.Err.Error()
+		} else {
+			d := r.In.State.Digest()
+			ri.Node, ri.Term, ri.LastIndex, ri.Digest = r.In.Meta.Node, r.In.CurrentTerm, r.In.LastIndex, hex.EncodeToString(d[:])
+		}
+		out.Replicas = append(out.Replicas, ri)
+	}
+	return out
+}
+
+// sec formats a time as seconds since the job's start.
+func sec(ms float64) string { return fmt.Sprintf("+%.3fs", ms/1000) }
+
+func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
+	rep := out.Report
+	bw := &errWriter{w: w}
+	job := rep.Job
+	fmt.Fprintf(bw, "job %s: %d rank(s)", job.ID, job.N)
+	if len(rep.Agents) > 0 {
+		fmt.Fprintf(bw, " on %d node(s)", len(rep.Agents))
+	}
+	if len(job.Argv) > 0 {
+		fmt.Fprintf(bw, ": %s", strings.Join(job.Argv, " "))
+	}
+	fmt.Fprintln(bw)
+	if !job.Start.IsZero() {
+		fmt.Fprintf(bw, "started  %s\n", job.Start.Local().Format("2006-01-02 15:04:05.000 MST"))
+	}
+	switch {
+	case rep.Status.Done:
+		fmt.Fprintf(bw, "ended    %s, exit code %d", sec(rep.Status.EndMS), rep.Status.ExitCode)
+		if rep.Status.Message != "" {
+			fmt.Fprintf(bw, ": %s", rep.Status.Message)
+		}
+		fmt.Fprintln(bw)
+	default:
+		fmt.Fprintln(bw, "ended    never recorded: the front-end stopped before the job's end (crash or kill)")
+	}
+	fmt.Fprintf(bw, "state    %s\n", out.StateDir)
+
+	fmt.Fprintln(bw, "\nPhases")
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	for _, p := range rep.Phases {
+		fmt.Fprintf(tw, "  %s\t%s\t%10.1f ms\n", p.Name, sec(p.StartMS), p.Duration)
+	}
+	if len(rep.Phases) == 0 {
+		fmt.Fprintln(tw, "  (no launch milestones recorded)")
+	}
+	tw.Flush()
+
+	fmt.Fprintln(bw, "\nTimeline")
+	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	evs := slices.Clone(rep.Events)
+	slices.SortStableFunc(evs, func(a, b journal.ReportEvent) int { return a.Time.Compare(b.Time) })
+	for _, ev := range evs {
+		who := ev.Node
+		if ev.Rank >= 0 {
+			who = strings.TrimPrefix(fmt.Sprintf("%s rank %d", ev.Node, ev.Rank), " ")
+		}
+		if who == "" {
+			who = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", sec(ev.AtMS), ev.Kind, who, ev.Detail)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(bw, "\nPlan (%s tree, root %s)\n", orDash(rep.Plan.Kind), orDash(rep.Plan.Root))
+	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tLEVEL\tPRIMARY\tBACKUP\tADDRESS\tRANKS\tUP\tRANKS STARTED")
+	for _, a := range rep.Agents {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", a.Node, a.Level, orDash(a.Primary), orDash(a.Backup), orDash(a.Addr), a.Ranks,
+			relTime(rep, a.Up), relTime(rep, a.RanksUp))
+	}
+	tw.Flush()
+	if len(rep.Plan.Replicas) > 0 {
+		fmt.Fprintf(bw, "  root replicas: %s\n", strings.Join(rep.Plan.Replicas, ", "))
+	}
+
+	fmt.Fprintf(bw, "\nNode table (version %d, epoch %d)\n", rep.Version, rep.Epoch)
+	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RANK\tNODE\tPID\tINC\tSTATE\tEXIT\tI-TUPLE")
+	for i, r := range rep.Ranks {
+		if maxRanks > 0 && i == maxRanks {
+			fmt.Fprintf(tw, "  ... %d more rank(s): --ranks 0 shows all\n", len(rep.Ranks)-i)
+			break
+		}
+		it := r.ITuple
+		if it == "" && len(r.ITupleBytes) > 0 {
+			it = "0x" + hex.EncodeToString(r.ITupleBytes)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d\t%s\n", r.Rank, orDash(r.Node), r.PID, r.Incarnation, r.State, r.ExitCode, orDash(it))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(bw, "\nRank history (ranks with failures or unclean exits)")
+	n := 0
+	for _, r := range rep.Ranks {
+		if len(r.History) == 0 {
+			continue
+		}
+		n++
+		fmt.Fprintf(bw, "  rank %d (now incarnation %d on %s, %s, exit code %d)\n", r.Rank, r.Incarnation, orDash(r.Node), r.State, r.ExitCode)
+		for _, h := range r.History {
+			fmt.Fprintf(bw, "    %s  %s  incarnation %d on %s: %s\n", sec(h.AtMS), h.Kind, h.Incarnation, orDash(h.Node), h.Detail)
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(bw, "  (none: every rank ran once)")
+	}
+
+	ri := out.Raft
+	fmt.Fprintf(bw, "\nRaft (read from replica %s)\n", ri.Node)
+	fmt.Fprintf(bw, "  term %d, log %d..%d", ri.Term, ri.FirstIndex, ri.LastIndex)
+	if ri.SnapshotIndex > 0 {
+		fmt.Fprintf(bw, ", snapshot at %d", ri.SnapshotIndex)
+	}
+	fmt.Fprintf(bw, ", %d refused entr(ies)\n", ri.RefusedEntries)
+	var ms []string
+	for _, m := range ri.Members {
+		ms = append(ms, fmt.Sprintf("%s (%s, %s)", m.ID, strings.ToLower(m.Suffrage), m.Address))
+	}
+	fmt.Fprintf(bw, "  members: %s\n", orDash(strings.Join(ms, ", ")))
+	var ts []string
+	for _, t := range ri.Terms {
+		ts = append(ts, fmt.Sprintf("term %d from index %d", t.Term, t.FirstIndex))
+	}
+	fmt.Fprintf(bw, "  leaders: %s\n", orDash(strings.Join(ts, "; ")))
+	fmt.Fprintf(bw, "  digest: %s\n", ri.Digest)
+	for _, p := range ri.Problems {
+		fmt.Fprintf(bw, "  problem: %s\n", p)
+	}
+	if len(out.Replicas) > 1 {
+		fmt.Fprintln(bw, "  replicas:")
+		for _, r := range out.Replicas {
+			if r.Error != "" {
+				fmt.Fprintf(bw, "    %s: %s\n", r.Path, r.Error)
+				continue
+			}
+			fmt.Fprintf(bw, "    %s: term %d, last index %d, digest %.16s\n", r.Node, r.Term, r.LastIndex, r.Digest)
+		}
+	}
+	if len(rep.Invariants) == 0 {
+		fmt.Fprintln(bw, "  invariants: ok")
+	} else {
+		for _, v := range rep.Invariants {
+			fmt.Fprintf(bw, "  invariant violated: %s\n", v)
+		}
+	}
+	return bw.err
+}
+
+func relTime(rep *journal.Report, t time.Time) string {
+	if t.IsZero() || rep.Job.Start.IsZero() {
+		return "-"
+	}
+	return sec(float64(t.Sub(rep.Job.Start).Microseconds()) / 1000)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return len(p), nil
+	}
+	_, e.err = e.w.Write(p)
+	return len(p), nil
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+)
+
+// The timeline's geometry, in SVG user units (pixels).
+const (
+	svgLabelW = 180
+	svgChartW = 820
+	svgRowH   = 22
+	svgTop    = 56
+	svgBarH   = 12
+)
+
+// svgSegment is one bar of a row.
+type svgSegment struct {
+	name, color string
+}
+
+// svgSegments returns the bars of a row, in order; the colours are
+// ColorBrewer's Set2.
+func svgSegments() [5]svgSegment {
+	return [5]svgSegment{
+		{"ssh", "#8da0cb"},
+		{"connect-back", "#66c2a5"},
+		{"rank start", "#fc8d62"},
+		{"wait for node table", "#e5c494"},
+		{"run", "#d9d9d9"},
+	}
+}
+
+// writeSVGFile draws the timeline into path ("-": w).
+func writeSVGFile(path string, w io.Writer, rep *journal.Report) error {
+	var buf bytes.Buffer
+	writeSVG(&buf, rep)
+	if path == "-" {
+		_, err := w.Write(buf.Bytes())
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write the timeline: %w", err)
+	}
+	return nil
+}
+
+// writeSVG draws one row per agent, ordered by tree level: bars for its
+// SSH session, its connection back, its ranks' start, the wait for the
+// node table and the run; markers for failures (red), recovery steps
+// (orange) and leader changes (purple). Marks that concern no agent are
+// vertical lines across every row.
+func writeSVG(w *bytes.Buffer, rep *journal.Report) {
+	start := rep.Job.Start
+	at := func(t time.Time) float64 {
+		if t.IsZero() || start.IsZero() {
+			return math.NaN()
+		}
+		return float64(t.Sub(start).Microseconds()) / 1000
+	}
+	var tableMS = math.NaN()
+	end := rep.Status.EndMS
+	for _, ev := range rep.Events {
+		if ev.Step == journal.StepTable {
+			tableMS = ev.AtMS
+		}
+		end = math.Max(end, ev.AtMS)
+	}
+	if end <= 0 {
+		end = 1
+	}
+	x := func(ms float64) float64 { return svgLabelW + math.Max(0, ms)/end*svgChartW }
+	rows := len(rep.Agents)
+	segs := svgSegments()
+	height := svgTop + rows*svgRowH + 56
+	width := svgLabelW + svgChartW + 20
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n")
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
+	fmt.Fprintf(w, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
+	title := fmt.Sprintf("job %s: %d rank(s) on %d node(s)", rep.Job.ID, rep.Job.N, rows)
+	if rep.Status.Done {
+		title += fmt.Sprintf(", exit code %d after %.3f s", rep.Status.ExitCode, rep.Status.EndMS/1000)
+	}
+	fmt.Fprintf(w, `<text x="8" y="18" font-size="13" font-weight="bold">%s</text>`+"\n", esc(title))
+
+	// Time axis.
+	step := niceStep(end / 8)
+	fmt.Fprintf(w, `<g class="axis" stroke="#bbb">`+"\n")
+	for t := 0.0; t <= end+step/1000; t += step {
+		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>`+"\n", x(t), svgTop-6, x(t), svgTop+rows*svgRowH)
+	}
+	fmt.Fprintf(w, "</g>\n")
+	for t := 0.0; t <= end+step/1000; t += step {
+		fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text>`+"\n", x(t), svgTop-10, fmtMS(t))
+	}
+
+	for i, a := range rep.Agents {
+		y := svgTop + i*svgRowH
+		fmt.Fprintf(w, `<g class="row" data-node="%s" data-level="%d">`+"\n", esc(a.Node), a.Level)
+		if i%2 == 1 {
+			fmt.Fprintf(w, `<rect x="0" y="%d" width="%d" height="%d" fill="#f6f6f6"/>`+"\n", y, width, svgRowH)
+		}
+		fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", 8+10*min(a.Level-1, 6), y+15, esc(fmt.Sprintf("%s (L%d, %d ranks)", a.Node, a.Level, a.Ranks)))
+		launch, sshUp, up, ranksUp, last := at(a.Launch), at(a.SSHUp), at(a.Up), at(a.RanksUp), at(a.LastExit)
+		connectFrom := sshUp
+		if math.IsNaN(connectFrom) {
+			connectFrom = launch
+		}
+		runEnd := rep.Status.EndMS
+		if !math.IsNaN(last) {
+			runEnd = last
+		}
+		runFrom := tableMS
+		if math.IsNaN(runFrom) {
+			runFrom = ranksUp
+		}
+		bars := [len(segs)][2]float64{
+			{launch, sshUp}, {connectFrom, up}, {up, ranksUp}, {ranksUp, tableMS}, {runFrom, runEnd},
+		}
+		for k, b := range bars {
+			if math.IsNaN(b[0]) || math.IsNaN(b[1]) || b[1] < b[0] {
+				continue
+			}
+			width := math.Max(x(b[1])-x(b[0]), 1)
+			fmt.Fprintf(w, `<rect class="bar" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
+				x(b[0]), y+(svgRowH-svgBarH)/2, width, svgBarH, segs[k].color,
+				esc(fmt.Sprintf("%s %s: %s to %s (%.1f ms)", a.Node, segs[k].name, fmtMS(b[0]), fmtMS(b[1]), b[1]-b[0])))
+		}
+		for _, m := range a.Marks {
+			svgMarker(w, x(m.AtMS), float64(y+svgRowH/2), m)
+		}
+		fmt.Fprintf(w, "</g>\n")
+	}
+	for _, m := range rep.Marks {
+		fmt.Fprintf(w, `<g class="mark"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-dasharray="4 3"/><title>%s</title></g>`+"\n",
+			x(m.AtMS), svgTop-4, x(m.AtMS), svgTop+rows*svgRowH, markColor(m.Kind), esc(fmt.Sprintf("%s at %s: %s", m.Kind, fmtMS(m.AtMS), m.Detail)))
+	}
+
+	// Legend.
+	ly := svgTop + rows*svgRowH + 24
+	lx := 8
+	for _, s := range segs {
+		fmt.Fprintf(w, `<rect x="%d" y="%d" width="14" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, s.color, lx+18, ly+9, esc(s.name))
+		lx += 30 + 7*len(s.name)
+	}
+	for _, k := range []string{"failure", "recovery", "leader"} {
+		fmt.Fprintf(w, `<circle cx="%d" cy="%d" r="5" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx+5, ly+5, markColor(k), lx+14, ly+9, k)
+		lx += 30 + 7*len(k)
+	}
+	fmt.Fprintf(w, "</svg>\n")
+}
+
+func svgMarker(w *bytes.Buffer, cx, cy float64, m journal.Mark) {
+	tip := esc(fmt.Sprintf("%s at %s: %s", m.Kind, fmtMS(m.AtMS), m.Detail))
+	switch m.Kind {
+	case "failure":
+		fmt.Fprintf(w, `<path class="marker" d="M%.1f %.1fl10 10m0 -10l-10 10" stroke="%s" stroke-width="3"><title>%s</title></path>`+"\n", cx-5, cy-5, markColor(m.Kind), tip)
+	default:
+		fmt.Fprintf(w, `<circle class="marker" cx="%.1f" cy="%.1f" r="5" fill="%s"><title>%s</title></circle>`+"\n", cx, cy, markColor(m.Kind), tip)
+	}
+}
+
+func markColor(kind string) string {
+	switch kind {
+	case "failure":
+		return "#d62728"
+	case "leader":
+		return "#9467bd"
+	}
+	return "#ff7f0e" // recovery, recovered
+}
+
+// niceStep rounds d up to 1, 2 or 5 times a power of ten.
+func niceStep(d float64) float64 {
+	if d <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(d)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= d {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func fmtMS(ms float64) string {
+	if ms >= 1000 {
+		return fmt.Sprintf("%.2f s", ms/1000)
+	}
+	return fmt.Sprintf("%.1f ms", ms)
+}
+
+func esc(s string) string {
+	var b bytes.Buffer
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}

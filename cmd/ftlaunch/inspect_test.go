@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"go.etcd.io/bbolt"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+var testNodes = []string{"node0", "node1", "node2", "node3"}
+
+// recordJob writes a finished job of 4 nodes x 4 ranks through the
+// journal, as the front-end does; rank 6 exits with code 3 and the job
+// fails.
+func recordJob(t *testing.T, stateDir, id string) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(context.Background(), journal.Config{StateDir: stateDir, Node: "fe",
+		Job: journal.Job{ID: id, Argv: []string{"./app", "--size", "16"}, N: 16, Nodes: testNodes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Plan(journal.FlatPlan(testNodes))
+	t0 := time.Now()
+	for i, n := range testNodes {
+		j.AgentUp(journal.AgentUp{Node: n, Addr: fmt.Sprintf("10.0.0.%d:7100", i+1), Launched: t0.Add(time.Duration(i) * time.Millisecond),
+			SSH: 3 * time.Millisecond, Connected: t0.Add(time.Duration(5+i) * time.Millisecond)})
+	}
+	names, its := make([]string, 16), make([][]byte, 16)
+	for i, n := range testNodes {
+		var ranks, pids []int
+		for r := 4 * i; r < 4*i+4; r++ {
+			ranks, pids = append(ranks, r), append(pids, 2000+r)
+			names[r], its[r] = n, fmt.Appendf(nil, "10.0.0.%d:%d", i+1, 30000+r)
+		}
+		j.RanksStarted(n, ranks, pids)
+	}
+	j.NodeTable(names, its)
+	for r := range 16 {
+		if r == 6 {
+			j.RankExited(journal.RankExit{Rank: 6, Code: 3})
+			j.Failure(journal.Failure{Node: "node1", Rank: 6, Message: "rank 6 on node node1 exited with code 3"})
+			continue
+		}
+		j.RankExited(journal.RankExit{Rank: r, Signal: 15 * boolInt(r > 6)})
+	}
+	if err := j.Close(context.Background(), 3, "rank 6 on node node1 exited with code 3"); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func run(t *testing.T, cmd func([]string, io.Writer, io.Writer) int, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cmd(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestInspectText(t *testing.T) {
+	dir := t.TempDir()
+	recordJob(t, dir, "ft-older")
+	recordJob(t, dir, "ft-text")
+	code, out, errs := run(t, inspectCommand, "--state-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"job ft-text: 16 rank(s) on 4 node(s): ./app --size 16",
+		"exit code 3: rank 6 on node node1 exited with code 3",
+		"launch agents", "exchange node table", "up: connected back from 10.0.0.2:7100",
+		"Plan (flat tree, root ftlaunch-root)", "node3  1      ftlaunch-root",
+		"Node table (version", "10.0.0.2:30006", "rank 6 (now incarnation 1 on node1, exited, exit code 3)",
+		"members: fe (voter,", "invariants: ok",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	// --ranks bounds the table.
+	_, out, _ = run(t, inspectCommand, "--state-dir", dir, "--ranks", "2", "ft-older")
+	if !strings.Contains(out, "job ft-older") || !strings.Contains(out, "... 14 more rank(s)") {
+		t.Errorf("--ranks 2:\n%s", out)
+	}
+}
+
+func TestInspectJSON(t *testing.T) {
+	dir := t.TempDir()
+	j := recordJob(t, dir, "ft-json")
+	code, out, errs := run(t, inspectCommand, j.Dir(), "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got struct {
+		StateDir string `json:"state_dir"`
+		Job      struct {
+			ID   string
+			N    int
+			Argv []string
+		}
+		Status struct {
+			Done     bool
+			ExitCode int `json:"exit_code"`
+		}
+		Raft struct {
+			LastIndex uint64 `json:"last_index"`
+			Members   []struct{ ID string }
+			Digest    string
+		}
+		Events []struct {
+			Index uint64
+			Kind  string
+		}
+		Ranks []struct {
+			Rank     int
+			Node     string
+			ITuple   string
+			State    string
+			ExitCode int `json:"exit_code"`
+		}
+		Agents []struct {
+			Node  string
+			Level int
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got.StateDir != j.Dir() || got.Job.ID != "ft-json" || got.Job.N != 16 || !got.Status.Done || got.Status.ExitCode != 3 {
+		t.Errorf("job %+v status %+v dir %s", got.Job, got.Status, got.StateDir)
+	}
+	if got.Raft.LastIndex == 0 || len(got.Raft.Members) != 1 || got.Raft.Members[0].ID != "fe" || len(got.Raft.Digest) != 64 {
+		t.Errorf("raft %+v", got.Raft)
+	}
+	if len(got.Ranks) != 16 {
+		t.Fatalf("%d ranks", len(got.Ranks))
+	}
+	for r, rk := range got.Ranks {
+		if rk.Rank != r || rk.Node != testNodes[r/4] || rk.ITuple != fmt.Sprintf("10.0.0.%d:%d", r/4+1, 30000+r) {
+			t.Errorf("rank %d: %+v", r, rk)
+		}
+	}
+	if got.Ranks[7].ExitCode != 143 || got.Ranks[6].ExitCode != 3 {
+		t.Errorf("exit codes: rank 6 %d, rank 7 %d", got.Ranks[6].ExitCode, got.Ranks[7].ExitCode)
+	}
+	for i := 1; i < len(got.Events); i++ {
+		if got.Events[i].Index < got.Events[i-1].Index {
+			t.Errorf("event %d at index %d after %d", i, got.Events[i].Index, got.Events[i-1].Index)
+		}
+	}
+	if got.Events[len(got.Events)-1].Kind != "job-end" || len(got.Agents) != 4 {
+		t.Errorf("events %+v agents %+v", got.Events, got.Agents)
+	}
+}
+
+func TestInspectSVG(t *testing.T) {
+	dir := t.TempDir()
+	j := recordJob(t, dir, "ft-svg")
+	svg := filepath.Join(t.TempDir(), "job.svg")
+	if code, _, errs := run(t, inspectCommand, "--svg", svg, "--state-dir", dir, "ft-svg"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, bars, markers := 0, 0, 0
+	var nodes []string
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v\n%s", err, b)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			switch attr(se, "class") {
+			case "row":
+				rows++
+				nodes = append(nodes, attr(se, "data-node"))
+			case "bar":
+				bars++
+			case "marker":
+				markers++
+			}
+		}
+	}
+	if rows != 4 || strings.Join(nodes, ",") != strings.Join(testNodes, ",") {
+		t.Errorf("%d rows %q, want one per agent", rows, nodes)
+	}
+	// Each agent: ssh, connect-back, rank start, wait, run.
+	if bars < 4*4 || markers != 1 {
+		t.Errorf("%d bars, %d markers", bars, markers)
+	}
+	// --svg - writes the picture to standard output instead of the text.
+	code, out, _ := run(t, inspectCommand, "--svg", "-", j.ReplicaDir())
+	if code != 0 || !strings.HasPrefix(out, "<?xml") || strings.Contains(out, "Phases") {
+		t.Errorf("--svg -: exit %d, %.80q", code, out)
+	}
+}
+
+func attr(se xml.StartElement, name string) string {
+	for _, a := range se.Attr {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// TestInspectPaths: a job directory, a replica directory, its raft.db, a
+// job id, a state directory (its latest job) and nothing (the default
+// state directory's latest job) all name the same job.
+func TestInspectPaths(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", dir)
+	def, err := journal.DefaultStateDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := recordJob(t, def, "ft-paths")
+	for _, args := range [][]string{
+		{j.Dir()}, {j.ReplicaDir()}, {filepath.Join(j.ReplicaDir(), raftstore.DBFile)}, {"ft-paths"}, {def}, {},
+	} {
+		code, out, errs := run(t, inspectCommand, append(args, "--json")...)
+		if code != 0 || !strings.Contains(out, `"id": "ft-paths"`) {
+			t.Errorf("inspect %q: exit %d: %s", args, code, errs)
+		}
+	}
+	if code, _, errs := run(t, inspectCommand, "ft-none"); code != 1 || !strings.Contains(errs, "no job ft-none in "+def) {
+		t.Errorf("unknown job: exit %d: %s", code, errs)
+	}
+	if code, _, errs := run(t, inspectCommand, "--state-dir", t.TempDir()); code != 1 || !strings.Contains(errs, "no job has been started") {
+		t.Errorf("empty state dir: exit %d: %s", code, errs)
+	}
+	if code, _, _ := run(t, inspectCommand, "a", "b"); code != 2 {
+		t.Errorf("two arguments: exit %d", code)
+	}
+}
+
+// TestInspectBadFiles: truncated, damaged, foreign and empty files get a
+// clear error and exit code 1, never a panic.
+func TestInspectBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	j := recordJob(t, dir, "ft-bad")
+	db := filepath.Join(j.ReplicaDir(), raftstore.DBFile)
+	orig, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(scratch, name, raftstore.DBFile)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	damaged := append([]byte(nil), orig...)
+	for i := 4096 * 2; i < len(damaged); i++ {
+		damaged[i] = 0xa5
+	}
+	other := filepath.Join(scratch, "other", raftstore.DBFile)
+	if err := os.MkdirAll(filepath.Dir(other), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bdb, err := bbolt.Open(other, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte("accounts")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	bdb.Close()
+	for _, c := range []struct {
+		path, want string
+	}{
+		{write("truncated", orig[:3*4096]), "truncated or corrupt"},
+		{write("damaged", damaged), "truncated or corrupt"},
+		{write("empty", nil), "truncated or corrupt"},
+		{write("text", []byte("hello, this is not a database\n")), "truncated or corrupt"},
+		{other, "not an ftlaunch replica database"},
+	} {
+		code, _, errs := run(t, inspectCommand, c.path)
+		if code != 1 || !strings.Contains(errs, c.want) || !strings.HasPrefix(errs, "ftlaunch inspect: ") {
+			t.Errorf("%s: exit %d, %q; want %q", c.path, code, errs, c.want)
+		}
+		if code, _, errs := run(t, statusCommand, filepath.Dir(c.path)); code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("status %s: exit %d, %q", c.path, code, errs)
+		}
+	}
+}
+
+// TestInspectRunning: a running job's files are locked; inspect says so
+// at once and points to status, which reports the job as running.
+func TestInspectRunning(t *testing.T) {
+	dir := t.TempDir()
+	j, err := journal.Open(context.Background(), journal.Config{StateDir: dir, Node: "fe", Job: journal.Job{ID: "ft-live", N: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close(context.Background(), 0, "")
+	if err := j.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, _, errs := run(t, inspectCommand, "--state-dir", dir)
+	if code != 1 || !strings.Contains(errs, "held by a running ftlaunch") || !strings.Contains(errs, "ftlaunch status") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("inspect took %v on a locked job", d)
+	}
+	code, out, errs := run(t, statusCommand, "--state-dir", dir, "--json")
+	var st jobStatus
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.State != "running" || st.Job != "ft-live" {
+		t.Errorf("status: exit %d %s %s", code, out, errs)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	dir := t.TempDir()
+	recordJob(t, dir, "ft-status")
+	code, out, errs := run(t, statusCommand, "ft-status", "--state-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"job ft-status: finished, exit code 3", "16 rank(s) on 4 node(s): ./app --size 16", "ranks: 16 exited", "failure: rank 6"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = run(t, statusCommand, "--json", "--state-dir", dir)
+	var st jobStatus
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.State != "finished" || st.ExitCode == nil || *st.ExitCode != 3 || st.Ranks["exited"] != 16 {
+		t.Errorf("exit %d %v: %+v", code, err, st)
+	}
+}
+
+// TestStatusUnfinished: a job whose front-end stopped without recording
+// the end (here: a replica shut down after the job was set).
+func TestStatusUnfinished(t *testing.T) {
+	dir := t.TempDir()
+	jobDir := journal.JobDir(dir, "ft-crash")
+	addr, tr := raft.NewInmemTransport("")
+	defer tr.Close()
+	r, err := raftstore.Open(raftstore.Config{StateDir: jobDir, Name: "fe", Transport: tr, Peers: []raft.Server{{Suffrage: raft.Voter, ID: "fe", Address: addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range r.Leadership() {
+		if l.IsLeader {
+			break
+		}
+	}
+	if _, err := r.Apply(context.Background(), &raftstore.SetJob{Job: raftstore.JobSpec{ID: "ft-crash", Size: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, statusCommand, jobDir)
+	if code != 0 || !strings.Contains(out, "job ft-crash: unfinished") || !strings.Contains(out, "ranks: 4 unknown") {
+		t.Errorf("exit %d: %s %s", code, out, errs)
+	}
+	if code, out, _ := run(t, inspectCommand, jobDir); code != 0 || !strings.Contains(out, "never recorded") {
+		t.Errorf("inspect: exit %d:\n%s", code, out)
+	}
+}

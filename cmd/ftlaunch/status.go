@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+)
+
+const statusUsage = `Usage: ftlaunch status [flags] [JOB]
+
+Prints a job's state once: running, finished (with its exit code) or
+unfinished (its front-end stopped before the end), and its ranks by state.
+JOB is a job id, a job's state directory, or nothing: the latest job.
+
+The state is read from the job's files. A running job holds them locked,
+so for it status says only that it runs; the live query of a running job's
+root comes with root replicas (--replicas, docs/state.md).
+
+  --state-dir DIR   where jobs keep their state (default $XDG_STATE_HOME/ftlaunch/jobs,
+                    else ~/.local/state/ftlaunch/jobs)
+  --json            print one JSON object instead of text
+  --help            print this help
+`
+
+// jobStatus is what status prints (--json: this object).
+type jobStatus struct {
+	Job      string         `json:"job"`
+	StateDir string         `json:"state_dir"`
+	State    string         `json:"state"` // running, finished, unfinished
+	ExitCode *int           `json:"exit_code,omitempty"`
+	Message  string         `json:"message,omitempty"`
+	Argv     []string       `json:"argv,omitempty"`
+	N        int            `json:"n,omitempty"`
+	Nodes    int            `json:"nodes,omitempty"`
+	Start    time.Time      `json:"start,omitzero"`
+	End      time.Time      `json:"end,omitzero"`
+	Ranks    map[string]int `json:"ranks,omitempty"` // rank state -> count
+	Failures []string       `json:"failures,omitempty"`
+}
+
+func statusCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ftlaunch status", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	stateDir := fs.String("state-dir", "", "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseArgs(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, statusUsage)
+		return 0
+	}
+	if err == nil && len(pos) > 1 {
+		err = fmt.Errorf("unexpected argument %q", pos[1])
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch status: %v (see ftlaunch status --help)\n", err)
+		return 2
+	}
+	target := ""
+	if len(pos) == 1 {
+		target = pos[0]
+	}
+	st, err := readStatus(*stateDir, target)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch status: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(st)
+	} else {
+		err = writeStatusText(stdout, st)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch status: write output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// readStatus reads a job's status from its files; a job whose files are
+// locked is running.
+func readStatus(stateDir, target string) (*jobStatus, error) {
+	res, err := loadState(stateDir, target)
+	var running *errRunning
+	if errors.As(err, &running) {
+		return &jobStatus{Job: filepath.Base(running.path), StateDir: running.path, State: "running"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep := journal.Analyze(res.Best.State)
+	st := &jobStatus{
+		Job: rep.Job.ID, StateDir: res.JobDir, State: "unfinished", Argv: rep.Job.Argv, N: rep.Job.N,
+		Nodes: len(rep.Agents), Start: rep.Job.Start, Ranks: map[string]int{},
+	}
+	if rep.Status.Done {
+		code := rep.Status.ExitCode
+		st.State, st.ExitCode, st.Message, st.End = "finished", &code, rep.Status.Message, rep.Status.End
+	}
+	for _, r := range rep.Ranks {
+		st.Ranks[r.State]++
+	}
+	for _, ev := range rep.Events {
+		if ev.Kind == "failure" {
+			st.Failures = append(st.Failures, ev.Detail)
+		}
+	}
+	return st, nil
+}
+
+func writeStatusText(w io.Writer, st *jobStatus) error {
+	bw := &errWriter{w: w}
+	fmt.Fprintf(bw, "job %s: %s", st.Job, st.State)
+	switch st.State {
+	case "running":
+		fmt.Fprintf(bw, " (its files are held by its front-end; a live query needs root replicas)\n")
+		fmt.Fprintf(bw, "state: %s\n", st.StateDir)
+		return bw.err
+	case "finished":
+		fmt.Fprintf(bw, ", exit code %d", *st.ExitCode)
+		if st.Message != "" {
+			fmt.Fprintf(bw, ": %s", st.Message)
+		}
+	case "unfinished":
+		fmt.Fprint(bw, " (the front-end stopped before the job's end was recorded)")
+	}
+	fmt.Fprintln(bw)
+	fmt.Fprintf(bw, "  %d rank(s) on %d node(s): %s\n", st.N, st.Nodes, strings.Join(st.Argv, " "))
+	if !st.Start.IsZero() {
+		fmt.Fprintf(bw, "  started %s", st.Start.Local().Format("2006-01-02 15:04:05 MST"))
+		if !st.End.IsZero() {
+			fmt.Fprintf(bw, ", ran %.3f s", st.End.Sub(st.Start).Seconds())
+		}
+		fmt.Fprintln(bw)
+	}
+	var parts []string
+	for _, s := range []string{"unknown", "starting", "running", "suspended", "exited", "failed"} {
+		if n := st.Ranks[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	fmt.Fprintf(bw, "  ranks: %s\n", strings.Join(parts, ", "))
+	for _, f := range st.Failures {
+		fmt.Fprintf(bw, "  failure: %s\n", f)
+	}
+	fmt.Fprintf(bw, "  state: %s\n", st.StateDir)
+	return bw.err
+}

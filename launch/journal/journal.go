@@ -1,0 +1,455 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+// Defaults of Config.
+const (
+	DefaultLinger       = 50 * time.Millisecond
+	DefaultMaxRows      = 4096
+	DefaultElectTimeout = 10 * time.Second
+)
+
+// Config configures a Journal.
+type Config struct {
+	// StateDir holds one directory per job; "" means DefaultStateDir().
+	StateDir string
+	// Node is this replica's node name: its directory under the job's and
+	// its raft server ID. "" means the host name.
+	Node string
+	// Job is the job; ID (a plain file name) and N >= 1 are required.
+	// A zero Start means now.
+	Job Job
+
+	// Transport carries raft's RPCs; nil means an in-memory transport of
+	// the journal's own, enough for a single voter. A given transport
+	// belongs to the caller, who closes it after Close.
+	Transport raft.Transport
+	// Peers are the group's initial voters, this replica included; nil
+	// means this replica alone. With peers the journal writes only while
+	// its replica leads (records wait in the queue until it does).
+	Peers []raft.Server
+	// Timing is raft's timing; zero means raftstore.DefaultTiming for
+	// the number of peers (10 ms timers for a single voter: it elects
+	// itself in one round, about 20 ms after Open; raft's 5 ms floor
+	// is no faster on average and sometimes takes a second round, as
+	// BenchmarkOpen shows).
+	Timing raftstore.Timing
+
+	// Linger is how long a record may wait for others to share its raft
+	// entry (default DefaultLinger). Milestones (plan, node table,
+	// failure, Sync, Close) are flushed at once.
+	Linger time.Duration
+	// MaxRows bounds the rows of one UpdateRanks entry (default
+	// DefaultMaxRows); that many waiting rows also trigger a flush.
+	MaxRows int
+	// ElectTimeout bounds the wait for this replica to lead before its
+	// first write (default DefaultElectTimeout).
+	ElectTimeout time.Duration
+	// Logger receives raft's log; nil discards it.
+	Logger hclog.Logger
+}
+
+// Stats counts what the journal wrote.
+type Stats struct {
+	Entries int // raft entries this journal committed (refused ones included)
+	Refused int // entries the state machine refused (see Err)
+	Flushes int
+	Rows    int // node-table rows written (a row written twice counts twice)
+	Events  int
+	// Leading is how long the replica took from Open to lead (0 until it
+	// does).
+	Leading time.Duration
+}
+
+// Journal is the front-end's handle on the job's state log.
+//
+// Threading: every method may be called from any goroutine. The record
+// methods only append to a queue under a mutex and never block on raft or
+// the disk. Records are written in the order they were made.
+type Journal struct {
+	cfg     Config
+	jobDir  string
+	opened  time.Time
+	cancel  context.CancelFunc
+	wake    chan struct{} // capacity 1: "the queue has something"
+	ready   chan struct{} // closed once the replica leads, or failed to
+	done    chan struct{} // closed when the journal goroutine has ended
+	ownsTr  bool          // the transport is the journal's own
+	replica *raftstore.Replica
+
+	mu      sync.Mutex
+	queue   []record
+	closing bool // Close was called: later records are dropped
+	dead    bool // the goroutine ended: records are dropped
+	err     error
+	stats   Stats
+}
+
+// record is one call of a record method, queued.
+type record struct {
+	at      time.Time
+	plan    *Plan
+	agent   *AgentUp
+	started *started
+	table   *table
+	exit    *RankExit
+	failure *Failure
+	sync    chan error
+	finish  *raftstore.Status
+}
+
+type started struct {
+	node  string
+	ranks []int
+	pids  []int
+}
+
+type table struct {
+	nodes   []string
+	ituples [][]byte
+}
+
+// Open starts the job's replica and returns at once; the replica opens
+// its files and elects itself in the journal's goroutine (see Ready).
+// Synchronously, Open only checks the configuration, creates the job's
+// directory and points STATE-DIR/latest at it. ctx bounds the replica's
+// start: if it ends before the replica leads, the journal gives up (Err
+// says why) and records are dropped. Close must be called in every case.
+func Open(ctx context.Context, cfg Config) (*Journal, error) {
+	if err := checkJobID(cfg.Job.ID); err != nil {
+		return nil, fmt.Errorf("journal: open: %w", err)
+	}
+	if cfg.Job.N < 1 || cfg.Job.N > raftstore.MaxRanks {
+		return nil, fmt.Errorf("journal: open: job %s of %d ranks: need 1..%d", cfg.Job.ID, cfg.Job.N, raftstore.MaxRanks)
+	}
+	if cfg.StateDir == "" {
+		d, err := DefaultStateDir()
+		if err != nil {
+			return nil, fmt.Errorf("journal: open: %w", err)
+		}
+		cfg.StateDir = d
+	}
+	if cfg.Node == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "localhost"
+		}
+		cfg.Node = h
+	}
+	if cfg.Job.Start.IsZero() {
+		cfg.Job.Start = time.Now()
+	}
+	if cfg.Job.Replicas == 0 {
+		cfg.Job.Replicas = max(1, len(cfg.Peers))
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultLinger
+	}
+	if cfg.MaxRows <= 0 {
+		cfg.MaxRows = DefaultMaxRows
+	}
+	if cfg.ElectTimeout <= 0 {
+		cfg.ElectTimeout = DefaultElectTimeout
+	}
+	j := &Journal{
+		cfg:    cfg,
+		jobDir: JobDir(cfg.StateDir, cfg.Job.ID),
+		opened: time.Now(),
+		wake:   make(chan struct{}, 1),
+		ready:  make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if err := os.MkdirAll(j.jobDir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: open: %w", err)
+	}
+	if err := setLatest(cfg.StateDir, cfg.Job.ID); err != nil {
+		return nil, fmt.Errorf("journal: open: %w", err)
+	}
+	if cfg.Transport == nil {
+		_, tr := raft.NewInmemTransport(raft.ServerAddress("inmem:" + cfg.Node))
+		j.cfg.Transport, j.ownsTr = tr, true
+	}
+	if len(j.cfg.Peers) == 0 {
+		j.cfg.Peers = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.Node), Address: j.cfg.Transport.LocalAddr()}}
+	}
+	var runCtx context.Context
+	runCtx, j.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go j.run(ctx, runCtx)
+	return j, nil
+}
+
+// Dir returns the job's state directory, STATE-DIR/<job id>: what
+// `ftlaunch inspect` takes.
+func (j *Journal) Dir() string { return j.jobDir }
+
+// ReplicaDir returns this replica's directory, Dir()/<node>.
+func (j *Journal) ReplicaDir() string { return filepath.Join(j.jobDir, j.cfg.Node) }
+
+// Ready waits until the replica leads and has recorded the job, or failed
+// to (then it returns the error). The front-end need not call it.
+func (j *Journal) Ready(ctx context.Context) error {
+	select {
+	case <-j.ready:
+		return j.Err()
+	case <-ctx.Done():
+		return fmt.Errorf("journal: waiting for the replica to lead: %w", ctx.Err())
+	}
+}
+
+// Err returns the first error the journal met, or nil.
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Stats returns what the journal wrote so far.
+func (j *Journal) Stats() Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stats
+}
+
+func (j *Journal) setErr(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err == nil {
+		j.err = err
+	}
+}
+
+// push queues a record and wakes the journal goroutine. It reports false
+// if the record was dropped (the journal is closing or dead).
+func (j *Journal) push(r record) bool {
+	if r.at.IsZero() {
+		r.at = time.Now()
+	}
+	j.mu.Lock()
+	if j.closing || j.dead {
+		j.mu.Unlock()
+		return false
+	}
+	j.queue = append(j.queue, r)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Plan records the launch plan. Call it once the plan is known, before
+// the agents' records.
+func (j *Journal) Plan(p Plan) { j.push(record{plan: &p}) }
+
+// AgentUp records an agent that connected back. Call it when the
+// front-end activates the agent (any goroutine).
+func (j *Journal) AgentUp(a AgentUp) {
+	r := record{agent: &a}
+	if !a.Connected.IsZero() {
+		r.at = a.Connected
+	}
+	j.push(r)
+}
+
+// RanksStarted records that a node's ranks run, with their pids
+// (pids[i] is ranks[i]'s). Call it on the agent's "started" report. The
+// journal keeps the slices: do not modify them afterwards.
+func (j *Journal) RanksStarted(node string, ranks, pids []int) {
+	j.push(record{started: &started{node: node, ranks: ranks, pids: pids}})
+}
+
+// NodeTable records the node table once it went to every rank: nodes[r]
+// is rank r's node ("" or a nil slice: as recorded by RanksStarted) and
+// ituples[r] its I-tuple (where it listens). Both have one entry per rank.
+// The journal keeps the slices: do not modify them afterwards.
+func (j *Journal) NodeTable(nodes []string, ituples [][]byte) {
+	j.push(record{table: &table{nodes: nodes, ituples: ituples}})
+}
+
+// RankExited records a rank's end. Call it on the agent's exit report
+// (and for the ranks of a lost agent).
+func (j *Journal) RankExited(e RankExit) { j.push(record{exit: &e}) }
+
+// Failure records a failure the front-end declared (the job's first
+// failure, a lost agent, a timeout). The record is flushed at once.
+func (j *Journal) Failure(f Failure) { j.push(record{failure: &f}) }
+
+// Sync flushes everything recorded so far and waits until it is
+// committed. It returns the journal's first error, if any. The front-end
+// need not call it (Close syncs); tests and benchmarks do.
+func (j *Journal) Sync(ctx context.Context) error {
+	ch := make(chan error, 1)
+	if !j.push(record{sync: ch}) {
+		if err := j.Err(); err != nil {
+			return err
+		}
+		return errors.New("journal: sync after close")
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-j.done:
+		return j.Err()
+	case <-ctx.Done():
+		return fmt.Errorf("journal: sync: %w", ctx.Err())
+	}
+}
+
+// Close flushes what is queued, commits the job's final status (exit code
+// and message), and shuts the replica down; it returns the journal's
+// first error. If ctx ends first, the writes still pending are abandoned
+// and the replica is shut down anyway. Later calls wait for the first and
+// return the same error. Records made after Close are dropped.
+func (j *Journal) Close(ctx context.Context, exitCode int, msg string) error {
+	j.mu.Lock()
+	first := !j.closing
+	if first && !j.dead {
+		j.queue = append(j.queue, record{at: time.Now(), finish: &raftstore.Status{Done: true, ExitCode: exitCode, Message: msg}})
+	}
+	j.closing = true
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		j.cancel()
+		<-j.done
+		if first {
+			j.setErr(fmt.Errorf("journal: close: %w", ctx.Err()))
+		}
+	}
+	j.cancel()
+	return j.Err()
+}
+
+// take empties the queue.
+func (j *Journal) take() []record {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	q := j.queue
+	j.queue = nil
+	return q
+}
+
+// run is the journal goroutine: it opens the replica, waits until it
+// leads, records the job, then folds queued records into entries until
+// Close. startCtx is the caller's (it bounds the start); ctx is cancelled
+// by Close.
+func (j *Journal) run(startCtx, ctx context.Context) {
+	defer close(j.done)
+	defer func() {
+		j.mu.Lock()
+		j.dead = true
+		pending := j.queue
+		j.queue = nil
+		j.mu.Unlock()
+		for _, r := range pending {
+			if r.sync != nil {
+				r.sync <- j.Err()
+			}
+		}
+	}()
+	readied := false
+	defer func() {
+		if !readied {
+			close(j.ready)
+		}
+	}()
+	if j.ownsTr {
+		defer j.cfg.Transport.(*raft.InmemTransport).Close()
+	}
+	r, err := raftstore.Open(raftstore.Config{
+		StateDir:  j.jobDir,
+		Name:      j.cfg.Node,
+		Transport: j.cfg.Transport,
+		Peers:     j.cfg.Peers,
+		Timing:    j.cfg.Timing,
+		Logger:    j.cfg.Logger,
+	})
+	if err != nil {
+		j.setErr(fmt.Errorf("journal: %w", err))
+		return
+	}
+	j.replica = r
+	defer func() {
+		if err := r.Shutdown(); err != nil {
+			j.setErr(fmt.Errorf("journal: %w", err))
+		}
+	}()
+	if err := j.awaitLeadership(startCtx, ctx, r); err != nil {
+		j.setErr(fmt.Errorf("journal: %w", err))
+		return
+	}
+	w := newWriter(j, r)
+	if err := w.setJob(ctx); err != nil {
+		j.setErr(err)
+		return
+	}
+	j.mu.Lock()
+	j.stats.Leading = time.Since(j.opened)
+	j.mu.Unlock()
+	close(j.ready)
+	readied = true
+	w.loop(ctx)
+}
+
+// awaitLeadership waits until r leads.
+func (j *Journal) awaitLeadership(startCtx, ctx context.Context, r *raftstore.Replica) error {
+	timeout := time.NewTimer(j.cfg.ElectTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case l, ok := <-r.Leadership():
+			if !ok {
+				return errors.New("replica shut down before it led")
+			}
+			if l.IsLeader {
+				return nil
+			}
+		case <-timeout.C:
+			return fmt.Errorf("replica %s did not lead within %v", j.cfg.Node, j.cfg.ElectTimeout)
+		case <-startCtx.Done():
+			return fmt.Errorf("waiting for replica %s to lead: %w", j.cfg.Node, startCtx.Err())
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for replica %s to lead: %w", j.cfg.Node, ctx.Err())
+		}
+	}
+}
+
+// Replica returns the journal's replica once it leads (nil before, and
+// after a failed start). Tests and benchmarks use it to look at raft.
+func (j *Journal) Replica() *raftstore.Replica {
+	select {
+	case <-j.ready:
+		return j.replica
+	default:
+		return nil
+	}
+}
+
+// encodeJob is the job's raftstore spec.
+func encodeJob(job Job) []byte {
+	b, err := json.Marshal(job)
+	if err != nil {
+		panic(fmt.Sprintf("journal: encode job: %v", err)) // plain data: cannot fail
+	}
+	return b
+}

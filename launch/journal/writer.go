@@ -1,0 +1,540 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+// writer is the journal goroutine's state: a copy of the node table and
+// agents as written, and what the next flush will write. Only the journal
+// goroutine touches it.
+type writer struct {
+	j    *Journal
+	r    *raftstore.Replica
+	rows []raftstore.Rank
+	// agents' incarnations as written.
+	agents map[string]raftstore.Agent
+	// open failures, by subject, as the state machine tracks them.
+	open map[failureSubject]bool
+
+	// The next flush.
+	plan        *raftstore.SetPlan
+	dirtyAgents []string
+	dirty       []bool
+	dirtyRows   []int
+	events      []raftstore.Event
+	exits       map[exitKey]*exitGroup
+	first       time.Time // when the oldest unflushed record was made
+	urgent      bool
+	syncs       []chan error
+	finish      *raftstore.Status
+	finishAt    time.Time
+}
+
+// codeNote adds the recorded exit code where the description does not
+// say it.
+func codeNote(e *RankExit) string {
+	if e.Signal == 0 && e.Reason == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (exit code %d)", e.exitCode())
+}
+
+// exitKey groups the exits of one flush.
+type exitKey struct {
+	node string
+	code int
+	how  string
+}
+
+type exitGroup struct {
+	event int // index in events
+	ranks []int
+}
+
+type failureSubject struct {
+	rank int
+	node string
+}
+
+func newWriter(j *Journal, r *raftstore.Replica) *writer {
+	n := j.cfg.Job.N
+	w := &writer{
+		j:      j,
+		r:      r,
+		rows:   make([]raftstore.Rank, n),
+		dirty:  make([]bool, n),
+		agents: map[string]raftstore.Agent{},
+		open:   map[failureSubject]bool{},
+		exits:  map[exitKey]*exitGroup{},
+	}
+	for i := range w.rows {
+		w.rows[i].Rank = i
+	}
+	return w
+}
+
+// setJob commits the job (with its StepJob event at the job's start).
+func (w *writer) setJob(ctx context.Context) error {
+	job := w.j.cfg.Job
+	cmd := &raftstore.SetJob{
+		Job: raftstore.JobSpec{ID: job.ID, Size: job.N, Spec: encodeJob(job)},
+		Events: []raftstore.Event{{
+			Time: job.Start, Kind: raftstore.EventLaunch, Rank: raftstore.NoRank,
+			Detail: detail(StepJob, "%d ranks: %s", job.N, strings.Join(job.Argv, " ")),
+		}},
+	}
+	return w.apply(ctx, cmd)
+}
+
+// loop folds records into flushes until Close's record is written or ctx
+// ends.
+func (w *writer) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		for _, rec := range w.j.take() {
+			w.absorb(rec)
+		}
+		if w.due() {
+			w.flush(ctx)
+			if w.finish != nil {
+				w.commitFinish(ctx)
+				return
+			}
+			continue
+		}
+		var tc <-chan time.Time
+		if !w.first.IsZero() {
+			timer.Reset(w.j.cfg.Linger - time.Since(w.first))
+			tc = timer.C
+		}
+		select {
+		case <-w.j.wake:
+		case <-tc:
+		case <-ctx.Done():
+			w.answerSyncs(ctx.Err())
+			return
+		}
+	}
+}
+
+// due reports whether the pending records should be flushed now.
+func (w *writer) due() bool {
+	if w.urgent || w.finish != nil || len(w.syncs) > 0 || len(w.dirtyRows) >= w.j.cfg.MaxRows {
+		return true
+	}
+	return !w.first.IsZero() && time.Since(w.first) >= w.j.cfg.Linger
+}
+
+func (w *writer) pending() {
+	if w.first.IsZero() {
+		w.first = time.Now()
+	}
+}
+
+func (w *writer) bad(format string, args ...any) {
+	w.j.setErr(fmt.Errorf("journal: "+format, args...))
+}
+
+// absorb applies one record to the pending flush.
+func (w *writer) absorb(rec record) {
+	switch {
+	case rec.plan != nil:
+		w.absorbPlan(rec.at, rec.plan)
+	case rec.agent != nil:
+		w.absorbAgent(rec.at, rec.agent)
+	case rec.started != nil:
+		w.absorbStarted(rec.at, rec.started)
+	case rec.table != nil:
+		w.absorbTable(rec.at, rec.table)
+	case rec.exit != nil:
+		w.absorbExit(rec.at, rec.exit)
+	case rec.failure != nil:
+		w.absorbFailure(rec.at, rec.failure)
+	case rec.sync != nil:
+		w.syncs = append(w.syncs, rec.sync)
+	case rec.finish != nil:
+		w.finish, w.finishAt = rec.finish, rec.at
+	}
+}
+
+func (w *writer) event(ev raftstore.Event) {
+	w.events = append(w.events, ev)
+	w.pending()
+}
+
+func (w *writer) absorbPlan(at time.Time, p *Plan) {
+	root := p.Root
+	if root == "" {
+		root = RootName
+	}
+	nodes := []raftstore.PlanNode{{Name: root}}
+	for _, n := range p.Nodes {
+		nodes = append(nodes, raftstore.PlanNode{Name: n.Name, Primary: n.Primary, Backup: n.Backup})
+	}
+	replicas := make([]string, 0, len(w.j.cfg.Peers))
+	for _, s := range w.j.cfg.Peers {
+		replicas = append(replicas, string(s.ID))
+	}
+	kind := p.Kind
+	if kind == "" {
+		kind = "unknown"
+	}
+	w.plan = &raftstore.SetPlan{Plan: raftstore.Plan{Nodes: nodes, Replicas: replicas}}
+	w.event(raftstore.Event{Time: at, Kind: raftstore.EventLaunch, Node: root, Rank: raftstore.NoRank,
+		Detail: detail(StepPlan, "%s tree, %d nodes below %s", kind, len(p.Nodes), root)})
+	w.urgent = true
+}
+
+func (w *writer) absorbAgent(at time.Time, a *AgentUp) {
+	if a.Node == "" {
+		w.bad("agent up without a node name")
+		return
+	}
+	cur, ok := w.agents[a.Node]
+	ag := raftstore.Agent{Node: a.Node, Addr: a.Addr, Incarnation: max(cur.Incarnation, 1)}
+	if !ok || cur != ag {
+		w.agents[a.Node] = ag
+		if !slices.Contains(w.dirtyAgents, a.Node) {
+			w.dirtyAgents = append(w.dirtyAgents, a.Node)
+		}
+	}
+	ev := raftstore.Event{Kind: raftstore.EventLaunch, Node: a.Node, Rank: raftstore.NoRank, Incarnation: ag.Incarnation}
+	if !a.Launched.IsZero() {
+		ev.Time, ev.Detail = a.Launched, detail(StepLaunch, "agent launch began")
+		w.event(ev)
+		if a.SSH > 0 {
+			ev.Time, ev.Detail = a.Launched.Add(a.SSH), detail(StepSSH, "ssh session up after %s", ms(a.SSH))
+			w.event(ev)
+		}
+	}
+	ev.Time = at
+	how := "connected back"
+	if a.Addr != "" {
+		how += " from " + a.Addr
+	}
+	if !a.Launched.IsZero() {
+		how += fmt.Sprintf(" %s after its launch began", ms(at.Sub(a.Launched)))
+	}
+	ev.Detail = detail(StepUp, "%s", how)
+	w.event(ev)
+}
+
+func (w *writer) checkRank(r int, what string) bool {
+	if r < 0 || r >= len(w.rows) {
+		w.bad("%s: rank %d of a job of %d ranks", what, r, len(w.rows))
+		return false
+	}
+	return true
+}
+
+func (w *writer) touch(r int) {
+	if !w.dirty[r] {
+		w.dirty[r] = true
+		w.dirtyRows = append(w.dirtyRows, r)
+	}
+}
+
+func (w *writer) absorbStarted(at time.Time, s *started) {
+	if len(s.pids) != len(s.ranks) {
+		w.bad("ranks started on %s: %d ranks, %d pids", s.node, len(s.ranks), len(s.pids))
+		return
+	}
+	for i, r := range s.ranks {
+		if !w.checkRank(r, "ranks started") {
+			return
+		}
+		row := &w.rows[r]
+		row.Incarnation = max(row.Incarnation, 1)
+		row.Node, row.PID = s.node, s.pids[i]
+		if row.State == raftstore.RankUnknown || row.State == raftstore.RankStarting {
+			row.State = raftstore.RankRunning
+		}
+		w.touch(r)
+	}
+	w.event(raftstore.Event{Time: at, Kind: raftstore.EventLaunch, Node: s.node, Rank: raftstore.NoRank,
+		Detail: detail(StepRanks, "%d rank(s) started: %s", len(s.ranks), rankList(s.ranks))})
+}
+
+func (w *writer) absorbTable(at time.Time, t *table) {
+	if len(t.ituples) != len(w.rows) || (t.nodes != nil && len(t.nodes) != len(w.rows)) {
+		w.bad("node table of %d I-tuples and %d nodes for a job of %d ranks", len(t.ituples), len(t.nodes), len(w.rows))
+		return
+	}
+	for r := range w.rows {
+		row := &w.rows[r]
+		row.ITuple = t.ituples[r]
+		if t.nodes != nil && t.nodes[r] != "" {
+			row.Node = t.nodes[r]
+		}
+		if row.State == raftstore.RankUnknown {
+			row.State, row.Incarnation = raftstore.RankRunning, max(row.Incarnation, 1)
+		}
+		w.touch(r)
+	}
+	w.event(raftstore.Event{Time: at, Kind: raftstore.EventLaunch, Rank: raftstore.NoRank,
+		Detail: detail(StepTable, "node table of %d ranks published", len(w.rows))})
+	w.urgent = true
+}
+
+func (w *writer) absorbExit(at time.Time, e *RankExit) {
+	if !w.checkRank(e.Rank, "rank exited") {
+		return
+	}
+	row := &w.rows[e.Rank]
+	row.Incarnation = max(row.Incarnation, 1)
+	row.State, row.ExitCode = raftstore.RankExited, e.exitCode()
+	if e.Reason != "" {
+		row.State = raftstore.RankFailed
+	}
+	w.touch(e.Rank)
+	// Ranks of one node that end the same way within one flush share an
+	// event (a terminated job's ranks all end by SIGTERM); a rank alone in
+	// its group gets an event of its own, unless it exited cleanly.
+	key := exitKey{node: row.Node, code: e.exitCode(), how: e.describe()}
+	g := w.exits[key]
+	if g == nil {
+		g = &exitGroup{event: len(w.events)}
+		w.exits[key] = g
+		w.event(raftstore.Event{Kind: raftstore.EventExit, Node: row.Node})
+	}
+	g.ranks = append(g.ranks, e.Rank)
+	ev := &w.events[g.event]
+	ev.Time = at
+	clean := e.exitCode() == 0 && e.Reason == ""
+	if len(g.ranks) == 1 && !clean {
+		ev.Rank, ev.Incarnation = e.Rank, row.Incarnation
+		ev.Detail = detail(StepExit, "%s%s", key.how, codeNote(e))
+		return
+	}
+	ev.Rank, ev.Incarnation = raftstore.NoRank, 0
+	ev.Detail = detail(StepExit, "%d rank(s) %s%s: %s", len(g.ranks), key.how, codeNote(e), rankList(g.ranks))
+}
+
+func (w *writer) absorbFailure(at time.Time, f *Failure) {
+	ev := raftstore.Event{Time: at, Kind: raftstore.EventFailure, Node: f.Node, Rank: f.Rank, Detail: f.Message}
+	if f.Rank != raftstore.NoRank {
+		if !w.checkRank(f.Rank, "failure") {
+			return
+		}
+		ev.Incarnation = w.rows[f.Rank].Incarnation
+		if ev.Node == "" {
+			ev.Node = w.rows[f.Rank].Node
+		}
+	} else {
+		ev.Incarnation = w.agents[f.Node].Incarnation
+	}
+	subj := failureSubject{rank: f.Rank}
+	if f.Rank == raftstore.NoRank {
+		subj.node = f.Node
+	}
+	if w.open[subj] {
+		// The state machine takes one failure per subject and incarnation:
+		// a second report is kept as a launch event.
+		ev.Kind, ev.Detail = raftstore.EventLaunch, detail(StepFailure, "%s", f.Message)
+	}
+	w.open[subj] = true
+	w.event(ev)
+	w.urgent = true
+}
+
+// flush writes the pending records: the plan, the agents, the changed
+// rows (at most MaxRows per entry), with the events on the last entry
+// (or on Finish, if Close is pending, or alone).
+func (w *writer) flush(ctx context.Context) {
+	var cmds []raftstore.Command
+	if w.plan != nil {
+		cmds = append(cmds, w.plan)
+	}
+	if len(w.dirtyAgents) > 0 {
+		c := &raftstore.UpdateAgents{}
+		for _, n := range w.dirtyAgents {
+			c.Agents = append(c.Agents, w.agents[n])
+		}
+		cmds = append(cmds, c)
+	}
+	slices.Sort(w.dirtyRows)
+	rows := 0
+	for len(w.dirtyRows) > 0 {
+		k := min(len(w.dirtyRows), w.j.cfg.MaxRows)
+		c := &raftstore.UpdateRanks{Ranks: make([]raftstore.Rank, 0, k)}
+		for _, r := range w.dirtyRows[:k] {
+			c.Ranks = append(c.Ranks, w.rows[r])
+			w.dirty[r] = false
+		}
+		rows += k
+		w.dirtyRows = w.dirtyRows[k:]
+		cmds = append(cmds, c)
+	}
+	w.dirtyRows = nil
+	events := w.events
+	if len(events) > 0 && w.finish == nil {
+		switch c := lastOr(cmds).(type) {
+		case *raftstore.SetPlan:
+			c.Events = events
+		case *raftstore.UpdateAgents:
+			c.Events = events
+		case *raftstore.UpdateRanks:
+			c.Events = events
+		default:
+			cmds = append(cmds, &raftstore.AppendEvents{Events: events})
+		}
+	}
+	var err error
+	for _, c := range cmds {
+		if e := w.apply(ctx, c); e != nil && err == nil {
+			err = e
+		}
+	}
+	w.j.mu.Lock()
+	w.j.stats.Flushes++
+	w.j.stats.Rows += rows
+	if w.finish == nil {
+		w.j.stats.Events += len(events)
+	}
+	w.j.mu.Unlock()
+	if w.finish == nil {
+		w.events = nil
+	}
+	w.plan, w.dirtyAgents = nil, nil
+	clear(w.exits)
+	w.first, w.urgent = time.Time{}, false
+	w.answerSyncs(err)
+}
+
+func lastOr(cmds []raftstore.Command) raftstore.Command {
+	if len(cmds) == 0 {
+		return nil
+	}
+	return cmds[len(cmds)-1]
+}
+
+func (w *writer) answerSyncs(err error) {
+	if err == nil {
+		err = w.j.Err()
+	}
+	for _, ch := range w.syncs {
+		ch <- err
+	}
+	w.syncs = nil
+}
+
+// commitFinish commits the final status with the events still pending.
+func (w *writer) commitFinish(ctx context.Context) {
+	n := len(w.events)
+	_ = w.apply(ctx, &raftstore.Finish{Time: w.finishAt, Status: *w.finish, Events: w.events})
+	w.j.mu.Lock()
+	w.j.stats.Events += n + 1
+	w.j.mu.Unlock()
+	w.events = nil
+}
+
+// apply commits one command. If the state machine refuses a command that
+// carries events, the command is retried without them and the events are
+// appended one by one, so that one bad event costs only itself.
+func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
+	_, err := w.r.Apply(ctx, c)
+	w.count(err)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, raftstore.ErrRefused) {
+		err = fmt.Errorf("journal: %w", err)
+		w.j.setErr(err)
+		return err
+	}
+	evs := takeEvents(c)
+	if len(evs) == 0 {
+		err = fmt.Errorf("journal: %w", err)
+		w.j.setErr(err)
+		return err
+	}
+	var first error
+	keep := func(e error) {
+		if e != nil && first == nil {
+			first = fmt.Errorf("journal: %w", e)
+			w.j.setErr(first)
+		}
+	}
+	if _, ok := c.(*raftstore.AppendEvents); !ok {
+		_, e := w.r.Apply(ctx, c)
+		w.count(e)
+		keep(e)
+	}
+	for _, ev := range evs {
+		_, e := w.r.Apply(ctx, &raftstore.AppendEvents{Events: []raftstore.Event{ev}})
+		w.count(e)
+		keep(e)
+	}
+	return first
+}
+
+// takeEvents removes and returns a command's events.
+func takeEvents(c raftstore.Command) []raftstore.Event {
+	var evs []raftstore.Event
+	switch c := c.(type) {
+	case *raftstore.SetJob:
+		evs, c.Events = c.Events, nil
+	case *raftstore.SetPlan:
+		evs, c.Events = c.Events, nil
+	case *raftstore.UpdateAgents:
+		evs, c.Events = c.Events, nil
+	case *raftstore.UpdateRanks:
+		evs, c.Events = c.Events, nil
+	case *raftstore.AppendEvents:
+		evs, c.Events = c.Events, nil
+	case *raftstore.Finish:
+		evs, c.Events = c.Events, nil
+	}
+	return evs
+}
+
+// count records one Apply's outcome: committed (possibly refused) or not.
+func (w *writer) count(err error) {
+	committed := err == nil || errors.Is(err, raftstore.ErrRefused)
+	w.j.mu.Lock()
+	defer w.j.mu.Unlock()
+	if committed {
+		w.j.stats.Entries++
+	}
+	if errors.Is(err, raftstore.ErrRefused) {
+		w.j.stats.Refused++
+	}
+}
+
+// rankList shows a list of ranks compactly: "0-7", "0,2,4".
+func rankList(ranks []int) string {
+	var b strings.Builder
+	for i := 0; i < len(ranks); {
+		k := i
+		for k+1 < len(ranks) && ranks[k+1] == ranks[k]+1 {
+			k++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if b.Len() > 200 {
+			b.WriteString("...")
+			break
+		}
+		if k > i {
+			fmt.Fprintf(&b, "%d-%d", ranks[i], ranks[k])
+		} else {
+			fmt.Fprintf(&b, "%d", ranks[i])
+		}
+		i = k + 1
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
