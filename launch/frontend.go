@@ -23,10 +23,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/overlay/plan"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
 // Exit codes of ftlaunch itself (a rank's failure is reported with the
@@ -59,6 +61,9 @@ type Options struct {
 
 	// The launch tree (multi-node jobs and test nodes).
 	Tree string // plan kind, as `ftlaunch plan --tree` (default auto)
+	// StateDir holds the job's state log (see launch/journal); "" means
+	// journal.DefaultStateDir().
+	StateDir string
 	// Prestage copies the program down the tree to every node's local
 	// storage before its ranks start; they run the copy.
 	Prestage bool
@@ -103,8 +108,10 @@ type frontend struct {
 	cancelLaunch context.CancelFunc
 	launchBegan  time.Duration
 	mapping      string // PMI_process_mapping
+	journal      *journal.Journal
 	stage        *stagedProgram
 	backupsUp    int
+	exitCode     int
 	colls        map[uint64]*rootColl
 	liveN        int // agents hosting ranks
 
@@ -240,6 +247,16 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	go fe.out.run()
 	defer fe.out.close()
+	host, _ := os.Hostname()
+	j, err := journal.Open(ctx, journal.Config{
+		StateDir: opts.StateDir, Node: cmp.Or(host, "localhost"),
+		Job: journal.Job{ID: fe.jobID, Argv: opts.Argv, N: opts.N, Start: fe.start, Replicas: 1},
+	})
+	if err != nil {
+		return Result{ExitCode: ExitLauncher}, fmt.Errorf("job state log: %w", err)
+	}
+	fe.journal = j
+	defer fe.closeJournal()
 	if opts.Prestage {
 		st, err := readProgram(opts)
 		if err != nil {
@@ -259,12 +276,14 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	events := make(chan event, 256)
 	fe.ctx, fe.events = ctx, events
 	if err := fe.startAgents(ctx, events); err != nil {
+		fe.exitCode, fe.failure = ExitLauncher, &failureInfo{msg: err.Error(), code: ExitLauncher}
 		fe.killAgents()
 		for _, a := range fe.agents {
 			a.wait()
 		}
 		return Result{ExitCode: ExitLauncher}, err
 	}
+	fe.journalPlan()
 	if fe.ln != nil {
 		defer fe.ln.Close()
 	}
@@ -272,6 +291,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		defer fe.cancelLaunch()
 	}
 	code := fe.loop(ctx, events)
+	fe.exitCode = code
 	return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt}, nil
 }
 
@@ -507,6 +527,8 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		return
 	}
 	a.specAt = time.Since(fe.start)
+	now := time.Now()
+	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now})
 	fe.agentsUp++
 	fe.showProgress()
 	if a.parent < 0 || fe.opts.Verbose {
@@ -616,6 +638,7 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 			rs.ended = true
 			rs.byFrontend = fe.terminating
 			rs.status = rankStatus{Rank: r, Code: ExitLauncher, Reason: reason}
+			fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: reason})
 			fe.ended++
 			a.ended++
 		}
@@ -827,6 +850,7 @@ func (fe *frontend) handle(ev event) {
 		}
 		fe.ranksUp += len(st.Ranks)
 		a.ranksAt = time.Since(fe.start)
+		fe.journal.RanksStarted(a.name, st.Ranks, st.Pids)
 		fe.showProgress()
 		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
 	case mOutput:
@@ -933,6 +957,7 @@ func (fe *frontend) verbosef(format string, args ...any) {
 func (fe *frontend) rankEnded(st rankStatus) {
 	rs := &fe.ranks[st.Rank]
 	rs.ended, rs.status = true, st
+	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
 	// A rank killed by the termination ftlaunch started is not a failure
 	// of its own; one that exits with an error code meanwhile is.
 	rs.byFrontend = fe.terminating && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL))
@@ -995,6 +1020,7 @@ func (fe *frontend) fail(code int, msg string) {
 		return
 	}
 	fe.failure = &failureInfo{msg: msg, code: code}
+	fe.journal.Failure(journal.Failure{Rank: raftstore.NoRank, Message: msg})
 	fe.showProgress() // clears the launch line
 	fe.warnf("%s", msg)
 	fe.terminate()
@@ -1082,6 +1108,11 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	fe.bcast(mCollResult, res.encode())
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.nodeTableAt = time.Since(fe.start)
+		nodes := make([]string, len(fe.ranks))
+		for r := range fe.ranks {
+			nodes[r] = fe.nodeOf(r)
+		}
+		fe.journal.NodeTable(nodes, rc.values)
 		fe.verbosef("node table of %d ranks published", fe.opts.N)
 	}
 }
@@ -1194,4 +1225,43 @@ func readProgram(opts Options) (*stagedProgram, error) {
 		return nil, fmt.Errorf("--prestage: %w", err)
 	}
 	return &stagedProgram{name: filepath.Base(path), mode: st.Mode().Perm(), data: data}, nil
+}
+
+// journalPlan records the launch tree (or the single local agent).
+func (fe *frontend) journalPlan() {
+	if fe.plan == nil {
+		names := make([]string, len(fe.agents))
+		for i, a := range fe.agents {
+			names[i] = a.name
+		}
+		fe.journal.Plan(journal.FlatPlan(names))
+		return
+	}
+	p := journal.Plan{Kind: fe.plan.Kind.String(), Root: journal.RootName}
+	for _, a := range fe.agents {
+		n := journal.PlanNode{Name: a.name, Primary: journal.RootName}
+		if a.parent >= 0 {
+			n.Primary = fe.agents[a.parent].name
+		}
+		if a.backup >= 0 {
+			n.Backup = fe.agents[a.backup].name
+		}
+		p.Nodes = append(p.Nodes, n)
+	}
+	fe.journal.Plan(p)
+}
+
+// closeJournal commits the job's final status and says where the state
+// log is.
+func (fe *frontend) closeJournal() {
+	msg := "success"
+	if fe.failure != nil {
+		msg = fe.failure.msg
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := fe.journal.Close(ctx, fe.exitCode, msg); err != nil {
+		fe.warnf("job state log: %v", err)
+	}
+	fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
 }

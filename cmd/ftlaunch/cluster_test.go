@@ -236,8 +236,10 @@ func TestClusterLaunch(t *testing.T) {
 	t.Run("host down at launch", func(t *testing.T) {
 		// node002 is still down from the previous case.
 		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", "true")...)
-		if r.code == 0 || !strings.Contains(r.stderr, "node002") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-			t.Fatalf("exit %d; want one line naming node002:\n%s", r.code, r.stderr)
+		// One line naming the host, then where the job's state log is.
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code == 0 || !strings.Contains(lines[0], "node002") || len(lines) != 2 || !strings.Contains(lines[1], "state in") {
+			t.Fatalf("exit %d; want one line naming node002, then the state line:\n%s", r.code, r.stderr)
 		}
 		if r.elapsed > 10*time.Second {
 			t.Errorf("took %v with a 2 s connect timeout", r.elapsed)

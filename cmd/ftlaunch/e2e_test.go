@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 	}
 	// Calibrations that launches keep go to a cache of the tests' own.
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	ftlaunchBin = filepath.Join(dir, "ftlaunch")
 	ftdemoBin = filepath.Join(dir, "ftdemo")
 	for _, b := range [][2]string{{ftlaunchBin, "."}, {ftdemoBin, "../ftdemo"}} {

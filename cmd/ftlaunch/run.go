@@ -36,6 +36,9 @@ after it is the program's own. Flags take one or two dashes.
   --wdir DIR               the ranks' working directory (default: the current directory)
   -x VAR[=VALUE]           pass VAR to the ranks (the whole environment is passed by default)
   --env VAR=VALUE          set VAR for the ranks
+  --state-dir DIR          keep the job's state log in DIR/JOBID (default
+                           $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;
+                           read it with ftlaunch inspect)
   --test-nodes K           run K agents on this machine, posing as K nodes (a launch tree
                            of local processes: the multi-node code path without SSH)
 
@@ -98,6 +101,7 @@ type runFlags struct {
 	tree      string
 	batch     int
 	prestage  bool
+	stateDir  string
 
 	hosts, hostfile, mapBy, sshConfig, agentPath string
 	ppn                                          int
@@ -134,6 +138,7 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	fs.StringVar(&f.tree, "tree", "auto", "")
 	fs.IntVar(&f.batch, "batch", 0, "")
 	fs.BoolVar(&f.prestage, "prestage", false, "")
+	fs.StringVar(&f.stateDir, "state-dir", "", "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
@@ -294,7 +299,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		N: f.n, Argv: argv, Env: env, Wdir: wdir, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
-		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage,
+		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward,
 	})
 	if err != nil {

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every run keeps a state log (a single-voter raft group on bbolt);
+// inspect and status read it after the job.
+func TestRunKeepsStateLog(t *testing.T) {
+	dir := t.TempDir()
+	r := ftlaunch(t, "", "run", "--state-dir", dir, "-n", "8", "--test-nodes", "4", "--tree", "kary:2", ftdemoBin)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "state in "+dir+"/ft-") {
+		t.Fatalf("no state path on stderr:\n%s", r.stderr)
+	}
+	jobs, _ := filepath.Glob(filepath.Join(dir, "ft-*"))
+	if len(jobs) != 1 {
+		t.Fatalf("job directories: %v", jobs)
+	}
+	r = ftlaunch(t, "", "inspect", "--json", jobs[0])
+	if r.code != 0 {
+		t.Fatalf("inspect: exit %d: %s", r.code, r.stderr)
+	}
+	var rep struct {
+		Status struct {
+			Done     bool `json:"done"`
+			ExitCode int  `json:"exit_code"`
+		} `json:"status"`
+		Ranks []struct {
+			Rank   int    `json:"rank"`
+			Node   string `json:"node"`
+			ITuple string `json:"ituple"`
+			State  string `json:"state"`
+		} `json:"ranks"`
+		Events []json.RawMessage `json:"events"`
+		Plan   json.RawMessage   `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("inspect --json: %v\n%s", err, r.stdout)
+	}
+	if !rep.Status.Done || rep.Status.ExitCode != 0 || len(rep.Ranks) != 8 {
+		t.Fatalf("status %+v, %d ranks:\n%s", rep.Status, len(rep.Ranks), r.stdout)
+	}
+	for i, rk := range rep.Ranks {
+		if rk.Rank != i || rk.Node != "node"+string(rune('0'+i/2)) || !strings.HasPrefix(rk.ITuple, "127.0.0.1:") || rk.State != "exited" {
+			t.Errorf("rank row %d: %+v", i, rk)
+		}
+	}
+	if len(rep.Events) < 5 {
+		t.Errorf("only %d events", len(rep.Events))
+	}
+	// The plan has the tree's backup links: kary:2 over 4 agents gives
+	// node2 and node3 backup parents.
+	if !strings.Contains(string(rep.Plan), `"backup": "node`) {
+		t.Errorf("plan without backup links: %s", rep.Plan)
+	}
+	r = ftlaunch(t, "", "status", jobs[0])
+	if r.code != 0 || !strings.Contains(r.stdout, "finished, exit code 0") {
+		t.Errorf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	svg := filepath.Join(t.TempDir(), "job.svg")
+	if r = ftlaunch(t, "", "inspect", "--svg", svg, jobs[0]); r.code != 0 {
+		t.Fatalf("inspect --svg: exit %d: %s", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.Contains(string(b), "node3") {
+		t.Errorf("svg: %v", err)
+	}
+
+	// A failing job's status is committed too.
+	r = ftlaunch(t, "", "run", "--state-dir", dir, "-n", "2", "sh", "-c", "exit 6")
+	if r.code != 6 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	r = ftlaunch(t, "", "status", "--state-dir", dir)
+	if !strings.Contains(r.stdout, "exit code 6") {
+		t.Errorf("status of the latest job: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
