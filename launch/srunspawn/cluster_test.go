@@ -59,6 +59,13 @@ func requireSlurm(tb testing.TB) {
 // tests do), and takes it down when the test ends.
 func upCluster(tb testing.TB, n int) *slurm.Cluster {
 	tb.Helper()
+	return upClusterConfig(tb, n, slurm.Config{})
+}
+
+// upClusterConfig is upCluster with cfg's Slurm settings (its Cluster field
+// is filled in here).
+func upClusterConfig(tb testing.TB, n int, cfg slurm.Config) *slurm.Cluster {
+	tb.Helper()
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
 		tb.Fatal(err)
@@ -73,11 +80,11 @@ func upCluster(tb testing.TB, n int) *slurm.Cluster {
 	if err := os.Chmod(root, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	cfg := slurm.Config{Cluster: cluster.Config{
+	cfg.Cluster = cluster.Config{
 		Name:           "r" + hex.EncodeToString(b)[:7],
 		StateRoot:      root,
 		ConnectTimeout: 2 * time.Second,
-	}}
+	}
 	start := time.Now()
 	var c *slurm.Cluster
 	for try := 0; try < 10; try++ {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,12 +30,22 @@ type ExitError struct {
 	// Closed reports that the session had been closed before the step
 	// ended, so that a kill was asked for.
 	Closed bool
+	// Lost lists the nodes srun reported a "Node failure" on: Slurm marked
+	// them DOWN (after SlurmdTimeout) while the step ran there. srun runs
+	// with --no-kill, so it exits 0 in that case; Wait still reports it.
+	Lost []string
 }
 
 func (e *ExitError) Error() string {
 	how := fmt.Sprintf("exit status %d", e.Code)
 	if e.Code < 0 {
 		how = "srun killed by signal " + e.Signal.String()
+	}
+	if len(e.Lost) > 0 {
+		how = "node failure on " + strings.Join(e.Lost, ",")
+		if e.Code != 0 {
+			how += fmt.Sprintf(", exit status %d", e.Code)
+		}
 	}
 	if e.Closed {
 		how += " after Close"
@@ -65,6 +76,7 @@ type Session struct {
 	closed    bool
 	stepID    string
 	head      []string        // srun's first stderr lines, for errors
+	lost      []string        // nodes srun reported a node failure on
 	up        map[string]bool // nodes whose tasks started
 	stopTimer *time.Timer     // CloseGrace, then KillTimeout
 }
@@ -148,6 +160,8 @@ func (s *Session) writeStdin(b []byte) {
 var (
 	// "srun: launch/slurm: _task_start: Node node002, 1 tasks started"
 	taskStartRE = regexp.MustCompile(`_task_start: Node (\S+), \d+ tasks started`)
+	// "srun: error: Node failure on node003"
+	nodeFailureRE = regexp.MustCompile(`^srun: error: Node failure on (\S+)`)
 	// "srun: launching StepId=2.0 on host node002, 1 tasks: 0"
 	stepIDRE = regexp.MustCompile(`^srun: launching StepId=(\S+) on host`)
 	// Lines that only -v makes srun print; they go to Logf.
@@ -185,6 +199,9 @@ func (s *Session) line(line []byte) {
 	}
 	if m := stepIDRE.FindStringSubmatch(text); m != nil {
 		s.stepID = m[1]
+	}
+	if m := nodeFailureRE.FindStringSubmatch(text); m != nil && !slices.Contains(s.lost, m[1]) {
+		s.lost = append(s.lost, m[1])
 	}
 	if m := taskStartRE.FindStringSubmatch(text); m != nil {
 		s.up[m[1]] = true
@@ -240,26 +257,31 @@ func (s *Session) StepID() string {
 func (s *Session) PID() int { return s.cmd.Process.Pid }
 
 // Wait waits for srun to exit and reports how the step ended: nil when
-// every task exited 0, an *ExitError otherwise. Every call returns the
-// same result.
+// every task exited 0, an *ExitError otherwise, also when srun exited 0
+// after a node failure (ExitError.Lost). Every call returns the same
+// result.
 func (s *Session) Wait() error {
 	<-s.done
+	<-s.pumpDone // srun's last lines name the lost nodes
 	return s.exitErr()
 }
 
 // exitErr converts srun's exit; call after done.
 func (s *Session) exitErr() error {
 	s.mu.Lock()
-	err, closed := s.waitErr, s.closed
+	err, closed, lost := s.waitErr, s.closed, slices.Clone(s.lost)
 	s.mu.Unlock()
 	if err == nil {
+		if len(lost) > 0 {
+			return &ExitError{Nodes: s.Nodes(), Closed: closed, Lost: lost}
+		}
 		return nil
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
 		return fmt.Errorf("%s: wait: %w", s.where, err)
 	}
-	xe := &ExitError{Nodes: s.Nodes(), Code: ee.ExitCode(), Closed: closed}
+	xe := &ExitError{Nodes: s.Nodes(), Code: ee.ExitCode(), Closed: closed, Lost: lost}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		xe.Code, xe.Signal = -1, ws.Signal()
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/slurm"
 )
 
 func TestNewErrors(t *testing.T) {
@@ -258,4 +260,56 @@ func TestSpawner(t *testing.T) {
 			t.Errorf("Start with a cancelled ctx: %v", err)
 		}
 	})
+}
+
+// TestNodeLoss crashes a node under one-agent steps in a --no-kill
+// allocation: only the lost node's session ends (once Slurm marks the node
+// DOWN, after about SlurmdTimeout); the others run on and end cleanly.
+func TestNodeLoss(t *testing.T) {
+	requireSlurm(t)
+	t.Parallel()
+	c := upClusterConfig(t, 3, slurm.Config{SlurmdTimeout: 3 * time.Second})
+	a := allocate(t, c, 3, 0)
+	s := a.spawner(t, Options{CloseGrace: 20 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	sess := map[string]*Session{}
+	outs := map[string]*output{}
+	for _, n := range a.nodes {
+		ss, err := s.Start(ctx, n, []string{"sh", "-c", "exec cat >/dev/null"}, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess[n] = ss.(*Session)
+		outs[n] = collect(ss.Stdout(), ss.Stderr())
+		defer ss.Close()
+	}
+	lost := a.nodes[len(a.nodes)-1]
+	killed := time.Now()
+	if err := c.Kill(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- sess[lost].Wait() }()
+	select {
+	case err := <-ended:
+		t.Logf("%s's step ended %v after the crash: %v; stderr %q", lost, time.Since(killed).Round(time.Millisecond), err, outs[lost].stderr())
+		var xe *ExitError
+		if !errors.As(err, &xe) || !slices.Equal(xe.Lost, []string{lost}) {
+			t.Errorf("the lost node's Wait: %v, want an *ExitError with Lost [%s]", err, lost)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the lost node's step did not end: %v", ctx.Err())
+	}
+	for _, n := range a.nodes[:len(a.nodes)-1] {
+		if isDone(sess[n].done) {
+			t.Errorf("%s's step ended with %s's: %v; stderr %q", n, lost, sess[n].Wait(), outs[n].stderr())
+			continue
+		}
+		sess[n].Close()
+		if err := sess[n].Wait(); err != nil {
+			t.Errorf("%s after Close: %v; stderr %q", n, err, outs[n].stderr())
+		}
+	}
 }
