@@ -54,6 +54,14 @@
 // (Pdeathsig), so a crashed launcher leaves no steps behind either; its
 // stdin reaching EOF ends the agents in any case.
 //
+// # Node failures
+//
+// Slurm marks a silent node DOWN only after SlurmdTimeout (300 s by
+// default). Then, in a --no-kill allocation, the steps on that node end
+// and srun, which runs with --no-kill, exits 0 with only a "Node failure
+// on NODE" line; Wait turns that into an *ExitError with Lost set. The
+// launcher must still detect failures itself: Slurm tells late.
+//
 // Processes that leave their step (daemonized children) are not Slurm's to
 // kill under proctrack/linuxproc; agents must not do that.
 //
