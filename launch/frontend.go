@@ -56,7 +56,8 @@ type Options struct {
 	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
 	// machine). SSH is required with a placement.
 	Placement *alloc.Placement
-	SSH       spawn.Spawner
+	SSH       spawn.Spawner // what starts agents on the placement's hosts
+	Launcher  string        // "ssh" or "slurm": how SSH starts agents (for interior agents and calibration)
 	Heartbeat time.Duration
 
 	// The launch tree (multi-node jobs and test nodes).
@@ -174,6 +175,12 @@ func (a *agentHandle) kill() {
 	case a.cmd != nil && a.cmd.Process != nil:
 		_ = a.cmd.Process.Kill()
 	case a.sess != nil:
+		// A session that can be killed outright is (srun's own
+		// cancellation of a step on a dead node can take minutes).
+		if k, ok := a.sess.(interface{ Kill() error }); ok && !isSSH(a.sess) {
+			_ = k.Kill()
+			return
+		}
 		_ = a.sess.Close()
 	}
 }
@@ -364,8 +371,11 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	addr, hosts := ":0", []string(nil)
 	sp := fe.opts.SSH
-	if sp == nil {
+	switch {
+	case sp == nil:
 		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, localSpawner{}
+	case fe.opts.Launcher == "slurm":
+		hosts = ownAddrs() // srun says nothing of where its caller is
 	}
 	ln, err := secure.Listen(ctx, "tcp", addr, rootCreds)
 	if err != nil {
@@ -406,6 +416,12 @@ func (fe *frontend) arrangeTree() error {
 	kind, err := plan.ParseKind(cmp.Or(fe.opts.Tree, "auto"))
 	if err != nil {
 		return fmt.Errorf("--tree: %w", err)
+	}
+	if fe.opts.Launcher == "slurm" && kind.Shape != plan.Flat {
+		// Agents do not run srun themselves (yet): the front-end starts
+		// one step per agent, as Hydra's slurm bootstrap does.
+		fe.verbosef("--launcher slurm: the front-end starts every agent (a flat tree)")
+		kind, _ = plan.ParseKind("flat")
 	}
 	var params plan.Params
 	if kind.Shape == plan.Auto {
@@ -574,7 +590,7 @@ func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 // launchReport runs once every agent is up: it keeps the calibration and,
 // with --verbose, prints the launch's breakdown per launching agent.
 func (fe *frontend) launchReport() {
-	if fe.opts.SSH != nil { // test nodes measure nothing of SSH
+	if fe.opts.SSH != nil && fe.opts.Launcher != "slurm" { // only SSH launches calibrate the model
 		fe.calibrate()
 	}
 	if !fe.opts.Verbose {
@@ -731,8 +747,25 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			shutdownTimer = time.After(5 * time.Second)
 		}
 	}
+	// Sessions of agents that finished end at once. A lost agent's may
+	// not: srun cancelling a step on a dead node can take tens of seconds.
+	// Those get a bounded wait; what is left of them goes with this
+	// process (srun and ssh sessions die with their parent).
+	lost := time.After(2 * time.Second)
 	for _, a := range fe.agents {
-		a.wait()
+		if a.done || a.cmd != nil {
+			a.wait()
+			continue
+		}
+		ended := make(chan struct{})
+		go func() {
+			a.wait()
+			close(ended)
+		}()
+		select {
+		case <-ended:
+		case <-lost:
+		}
 	}
 	return fe.finish()
 }
@@ -1264,4 +1297,11 @@ func (fe *frontend) closeJournal() {
 		fe.warnf("job state log: %v", err)
 	}
 	fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+}
+
+// isSSH reports an SSH session: its Kill asks the server, which on a dead
+// connection waits for TCP's timeout.
+func isSSH(s spawn.Session) bool {
+	_, ok := s.(sshSession)
+	return ok
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
 	"github.com/ftlaunch/ftlaunch/overlay/plan"
 )
@@ -41,6 +42,11 @@ after it is the program's own. Flags take one or two dashes.
                            read it with ftlaunch inspect)
   --test-nodes K           run K agents on this machine, posing as K nodes (a launch tree
                            of local processes: the multi-node code path without SSH)
+
+Where agents start (--launcher local|ssh|slurm; default: ssh when hosts are given, else
+slurm inside a Slurm allocation (SLURM_JOB_NODELIST set), else local):
+  --launcher MODE          local: this machine; ssh: the hosts below; slurm: the allocation's
+                           nodes, one srun step per agent (-n defaults to SLURM_TASKS_PER_NODE's total)
 
 Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks):
   -H host1,host2:4         the hosts, with optional slot counts
@@ -102,6 +108,8 @@ type runFlags struct {
 	batch     int
 	prestage  bool
 	stateDir  string
+	launcher  string
+	nSet      bool
 
 	hosts, hostfile, mapBy, sshConfig, agentPath string
 	ppn                                          int
@@ -139,6 +147,7 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	fs.IntVar(&f.batch, "batch", 0, "")
 	fs.BoolVar(&f.prestage, "prestage", false, "")
 	fs.StringVar(&f.stateDir, "state-dir", "", "")
+	fs.StringVar(&f.launcher, "launcher", "", "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
@@ -150,6 +159,7 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	f.nSet = set["n"] || set["np"]
 	switch {
 	case !set["n"] && !set["np"]:
 		f.n = 1
@@ -176,6 +186,30 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	}
 	if _, err := plan.ParseKind(f.tree); err != nil {
 		return nil, nil, fmt.Errorf("--tree: %w", err)
+	}
+	switch f.launcher {
+	case "":
+		switch {
+		case f.hosts != "" || f.hostfile != "":
+			f.launcher = "ssh"
+		case getenv("SLURM_JOB_NODELIST") != "" && f.testNodes == 0:
+			f.launcher = "slurm"
+		default:
+			f.launcher = "local"
+		}
+	case "local", "slurm":
+		if f.hosts != "" || f.hostfile != "" {
+			return nil, nil, fmt.Errorf("--launcher %s does not take hosts (-H, --hostfile)", f.launcher)
+		}
+	case "ssh":
+		if f.hosts == "" && f.hostfile == "" {
+			return nil, nil, errors.New("--launcher ssh needs hosts (-H or --hostfile)")
+		}
+	default:
+		return nil, nil, fmt.Errorf("--launcher %q: want local, ssh or slurm", f.launcher)
+	}
+	if f.launcher == "slurm" && f.testNodes > 0 {
+		return nil, nil, errors.New("--test-nodes runs on this machine: not with --launcher slurm")
 	}
 	if f.batch < 0 {
 		return nil, nil, fmt.Errorf("--batch must not be negative, got %d", f.batch)
@@ -260,8 +294,28 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	var sp spawn.Spawner
 	sshConfig := f.sshConfig
 	forward := false
-	if f.hosts != "" || f.hostfile != "" {
-		if placement, err = placeOnHosts(f); err != nil {
+	if f.launcher == "slurm" {
+		if placement, err = place(f, os.Getenv); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+			return launch.ExitUsage
+		}
+		if placement == nil {
+			fmt.Fprintf(stderr, "ftlaunch run: --launcher slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is not set)\n")
+			return launch.ExitUsage
+		}
+		f.n = len(placement.Ranks)
+		srun, err := srunspawn.New(srunspawn.Options{})
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch run: --launcher slurm: %v\n", err)
+			return launch.ExitUsage
+		}
+		sp = srun
+		if f.agentPath != "" {
+			self = f.agentPath
+		}
+	}
+	if f.launcher == "ssh" {
+		if placement, err = place(f, nil); err != nil {
 			fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 			return launch.ExitUsage
 		}
@@ -300,7 +354,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir,
-		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward,
+		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
@@ -308,18 +362,25 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	return res.ExitCode
 }
 
-// placeOnHosts reads the allocation from -H or --hostfile and places the
-// ranks on its hosts.
-func placeOnHosts(f *runFlags) (*alloc.Placement, error) {
-	a, err := alloc.Discover(alloc.Sources{HostList: f.hosts, Hostfile: f.hostfile})
+// place reads the allocation from -H or --hostfile (or, with getenv, a
+// Slurm allocation) and places the ranks on its hosts. It returns nil for
+// no allocation.
+func place(f *runFlags, getenv func(string) string) (*alloc.Placement, error) {
+	a, err := alloc.Discover(alloc.Sources{HostList: f.hosts, Hostfile: f.hostfile, Getenv: getenv})
 	if err != nil {
 		return nil, err
+	}
+	if len(a.Hosts) == 0 {
+		return nil, nil
 	}
 	mapBy, err := alloc.ParseMapBy(f.mapBy)
 	if err != nil {
 		return nil, fmt.Errorf("--map-by: %w", err)
 	}
 	np := f.n
+	if !f.nSet {
+		np = 0
+	}
 	if np == 0 {
 		for _, h := range a.Hosts {
 			np += max(h.Slots, 1)

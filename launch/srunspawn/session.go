@@ -335,6 +335,27 @@ func (s *Session) Close() error {
 	return nil
 }
 
+// Kill ends the session at once: srun's stdin is closed and its process
+// group (srun and the helper process it forks) gets SIGKILL. Use it for a
+// step whose node is lost, where srun's own cancellation can wait for
+// Slurm to notice the node (SlurmdTimeout); the step's processes on live
+// nodes are left to the agents (they see stdin EOF) and to Slurm.
+func (s *Session) Kill() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stdin.Close()
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%s: kill srun: %w", s.where, err)
+	}
+	return nil
+}
+
 // abandon ends a session that Start does not return: Close, and no one
 // will read its output.
 func (s *Session) abandon() {

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"math/big"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
+	"github.com/ftlaunch/ftlaunch/chaos/slurm"
+)
+
+// ftlaunch inside allocations of a real Slurm cluster on emulated hosts
+// (chaos/slurm): --launcher slurm starts one srun step per agent.
+
+func upSlurm(t *testing.T, n int, cfg slurm.Config) *slurm.Cluster {
+	t.Helper()
+	requireNamespaces(t)
+	for _, p := range []string{slurm.DefaultSlurmctld, slurm.DefaultSlurmd, slurm.DefaultMunged} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("slurm cluster: %s not installed (make deps installs it)", p)
+		}
+	}
+	if _, err := exec.LookPath("srun"); err != nil {
+		t.Skip("slurm cluster: srun not installed (make deps installs slurm-client)")
+	}
+	// munged wants every directory above its socket executable by all.
+	root, err := os.MkdirTemp("", "ftl-slurm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
+	b := make([]byte, 4)
+	rand.Read(b)
+	cfg.Cluster = cluster.Config{Name: "s" + hex.EncodeToString(b)[:7], StateRoot: root, ConnectTimeout: 2 * time.Second}
+	for try := 0; ; try++ {
+		x, _ := rand.Int(rand.Reader, big.NewInt(50*256))
+		v := int(x.Int64())
+		cfg.Cluster.Prefix = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + v/256), byte(v % 256), 0}), 24)
+		c, err := slurm.Up(context.Background(), cfg, n)
+		if errors.Is(err, cluster.ErrPrefixInUse) && try < 5 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("slurm up: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := c.Down(context.Background()); err != nil {
+				t.Errorf("slurm down: %v", err)
+			}
+		})
+		return c
+	}
+}
+
+func TestSlurmLauncher(t *testing.T) {
+	c := upSlurm(t, 8, slurm.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	alloc := func(t *testing.T, nodes, tasks int, noKill bool, args ...string) slurm.Result {
+		t.Helper()
+		res, err := c.Alloc(ctx, nodes, tasks, noKill, append([]string{ftlaunchBin, "run"}, args...)...)
+		if err != nil {
+			t.Fatalf("salloc: %v", err)
+		}
+		return res
+	}
+	t.Run("demo", func(t *testing.T) {
+		res := alloc(t, 4, 8, false, "-n", "8", ftdemoBin)
+		if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "[0] ring of 8 ranks verified") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("placement from the allocation", func(t *testing.T) {
+		// -N 3 -n 5: SLURM_TASKS_PER_NODE=2(x2),1; no -n: one rank per task.
+		res := alloc(t, 3, 5, false, "sh", "-c", `echo "$FTLAUNCH_NODE $FTLAUNCH_LOCAL_SIZE $SLURMD_NODENAME"`)
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		out := string(res.Stdout)
+		if strings.Count(out, "\n") != 5 || !strings.Contains(out, "[4] ") || strings.Count(out, " 2 ") != 4 || strings.Count(out, " 1 ") != 1 {
+			t.Fatalf("placement:\n%s", out)
+		}
+	})
+	t.Run("mpich", func(t *testing.T) {
+		hello := mpiProgram(t, "mpi_hello")
+		res := alloc(t, 4, 8, false, "-n", "8", hello)
+		if res.ExitCode != 0 || string(res.Stdout) != "[0] hello from 8 ranks, allreduce sum 28 (want 28), bcast 42\n" {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("node crashed mid-run", func(t *testing.T) {
+		m := marker(t)
+		cmd, err := c.AllocCommand(ctx, 4, 8, true, ftlaunchBin, "run", "-n", "8", "--kill-after", "1s", "sleep", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errb := &syncBuffer{}
+		cmd.Stderr = errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitFor(t, "8 ranks", 30*time.Second, func() bool { return sleepers(t, m) == 8 })
+		// The allocation's second node (node002 in a fresh cluster).
+		victim := "node002"
+		start := time.Now()
+		if err := c.Kill(ctx, victim); err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Wait()
+		took := time.Since(start)
+		if err == nil || !strings.Contains(errb.String(), victim) {
+			t.Fatalf("after the crash of %s: %v; stderr:\n%s", victim, err, errb.String())
+		}
+		if took > 20*time.Second {
+			t.Errorf("the job took %v to end after the crash (SlurmdTimeout is 300 s: ftlaunch's heartbeats must find it)", took)
+		}
+		t.Logf("job ended %v after %s crashed", took, victim)
+		waitGone(t, "sleep "+m, 10*time.Second)
+		waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	})
+}
