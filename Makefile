@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build deps test test-mpi-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster clean
+.PHONY: help build deps test test-mpi-large test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -48,7 +48,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime $(or $(FUZZTIME),20s) ./launch/rankproto
 	$(GO) test -run XXX -fuzz FuzzParseLine -fuzztime $(or $(FUZZTIME),20s) ./launch/pmi
 
-bench: bench-go bench-launch bench-cluster ## every benchmark (Go benchmarks and launcher comparisons)
+bench: bench-go bench-launch bench-cluster bench-slurm ## every benchmark (Go benchmarks and launcher comparisons)
 
 bench-go: ## Go benchmarks of plans, collectives, codecs
 	$(GO) test -run XXX -bench . -benchmem ./overlay/... ./launch/...
@@ -65,6 +65,11 @@ bench-cluster: deps build ftcluster-bin ## ftlaunch against Hydra's ssh launcher
 	for i in $$(seq -f %03g 1 $(BENCH_HOSTS)); do echo node$$i:4; done > $(BIN)/hosts.bench; \
 	$(BIN)/ftbench -ftlaunch $(BIN)/ftlaunch -hostfile $(BIN)/hosts.bench \
 		-ssh-config /run/ftcluster/ftbench/ssh/config -iface ftbenchbr -ppn 4 $(BENCH_FLAGS)
+
+bench-slurm: deps build ftslurm-bin ## ftlaunch --launcher slurm against srun and Hydra's slurm bootstrap in one salloc -N 8 -n 16 (root)
+	@set -e; S="$(FTSLURM_BIN) -name ftbs -prefix 10.79.0.0/24"; \
+	$$S up -n 8 >/dev/null; trap '$$S down >/dev/null' EXIT; \
+	$$S run salloc -N 8 -n 16 sh $(CURDIR)/chaos/bench-slurm.sh $(BIN)/ftlaunch auto $(or $(RUNS),9)
 
 clean: ## remove built binaries
 	rm -rf $(BIN) chaos/.bin

@@ -482,6 +482,14 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	var tree *treeState
 	if connect {
 		b, err := readBootstrap(os.Stdin)
+		if err == nil {
+			// In a group start, Slurm names the node the task runs on.
+			node := os.Getenv("SLURMD_NODENAME")
+			if node == "" {
+				node, _ = os.Hostname()
+			}
+			err = b.pick(node)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 			return 2

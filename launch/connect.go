@@ -30,11 +30,38 @@ type bootstrap struct {
 	Hosts  []string
 	Idx    int    // the agent's index in the job
 	Parent string // the parent's certificate name ("": the front-end)
+	// Group, for one start of several agents with the same stdin (one srun
+	// step for many nodes): each agent's entry, found by its node name.
+	Group []groupEntry
+}
+
+type groupEntry struct {
+	Name  string
+	Idx   int
+	Creds []byte
+}
+
+// pick selects the entry of a group bootstrap for the node named name.
+func (b *bootstrap) pick(name string) error {
+	if len(b.Group) == 0 {
+		return nil
+	}
+	for _, g := range b.Group {
+		if g.Name == name {
+			b.Creds, b.Idx = g.Creds, g.Idx
+			return nil
+		}
+	}
+	return fmt.Errorf("bootstrap: no credentials for node %q in a group of %d", name, len(b.Group))
 }
 
 func (b *bootstrap) encode() []byte {
 	var e wire.Encoder
 	e.Bytes(b.Creds).Uint(uint64(b.Port)).Strings(b.Hosts).Uint(uint64(b.Idx)).String(b.Parent)
+	e.Uint(uint64(len(b.Group)))
+	for _, g := range b.Group {
+		e.String(g.Name).Uint(uint64(g.Idx)).Bytes(g.Creds)
+	}
 	return wire.AppendFrame(nil, mSpec, e.Data())
 }
 
@@ -45,6 +72,10 @@ func readBootstrap(r io.Reader) (*bootstrap, error) {
 	}
 	d := wire.NewDecoder(f.Payload)
 	b := &bootstrap{Creds: d.Bytes(), Port: int(d.Uint()), Hosts: d.Strings(), Idx: int(d.Uint()), Parent: d.String()}
+	n := d.Count(3)
+	for range n {
+		b.Group = append(b.Group, groupEntry{Name: d.String(), Idx: int(d.Uint()), Creds: d.Bytes()})
+	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}

@@ -58,6 +58,9 @@ type Options struct {
 	Placement *alloc.Placement
 	SSH       spawn.Spawner // what starts agents on the placement's hosts
 	Launcher  string        // "ssh" or "slurm": how SSH starts agents (for interior agents and calibration)
+	// GroupStart starts the front-end's agents with one group start when
+	// SSH can (one srun step for all: --slurm-start group).
+	GroupStart bool
 	Heartbeat time.Duration
 
 	// The launch tree (multi-node jobs and test nodes).
@@ -393,6 +396,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
 	l := newLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
 	l.logf = func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") }
+	if g, ok := sp.(groupSpawner); ok && fe.opts.GroupStart {
+		l.group = g
+	}
 	go acceptLoop(ln, l, nil)
 	lctx, cancel := context.WithCancel(ctx)
 	fe.cancelLaunch = cancel

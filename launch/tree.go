@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -221,6 +222,11 @@ type launchResult struct {
 	err   error
 }
 
+// groupSpawner starts one command on many hosts with the same stdin.
+type groupSpawner interface {
+	StartGroup(ctx context.Context, hosts []string, argv []string, stdin []byte) (spawn.Session, error)
+}
+
 // launcher starts a parent's children with a spawner and waits for each to
 // connect back to the parent's listener.
 type launcher struct {
@@ -230,6 +236,9 @@ type launcher struct {
 	hosts    []string // the parent's addresses beyond SSH_CONNECTION's
 	batch    int      // 0: start every child at once
 	parent   string   // the parent's certificate name ("": the front-end)
+	// group, if set, starts all the children in one call (one srun step)
+	// with one bootstrap that holds every child's credentials.
+	group groupSpawner
 	children []childSpec
 	logf     func(format string, args ...any)
 
@@ -252,6 +261,10 @@ func newLauncher(sp spawn.Spawner, argv []string, port int, hosts []string, batc
 // progress (they are reported as failed).
 func (l *launcher) run(ctx context.Context, report func(launchResult)) {
 	begin := time.Now()
+	if l.group != nil && len(l.children) > 0 {
+		l.runGroup(ctx, begin, report)
+		return
+	}
 	step := len(l.children)
 	if l.batch > 0 {
 		step = l.batch
@@ -315,6 +328,68 @@ func (l *launcher) start(ctx context.Context, c *childSpec, ch chan acceptedConn
 	case <-ctx.Done():
 		return fail(fmt.Errorf("start the agent on %s: %w", c.Name, ctx.Err()))
 	}
+}
+
+// runGroup starts every child with one group start and waits for each to
+// connect back; the children share the session.
+func (l *launcher) runGroup(ctx context.Context, begin time.Time, report func(launchResult)) {
+	boot := &bootstrap{Port: l.port, Hosts: l.hosts, Parent: l.parent}
+	hosts := make([]string, len(l.children))
+	chans := make([]chan acceptedConn, len(l.children))
+	for i, c := range l.children {
+		hosts[i] = c.Name
+		boot.Group = append(boot.Group, groupEntry{Name: c.Name, Idx: c.Idx, Creds: c.Creds})
+		chans[i] = make(chan acceptedConn, 1)
+		l.mu.Lock()
+		l.waiting[c.Name] = chans[i]
+		l.mu.Unlock()
+	}
+	sess, err := l.group.StartGroup(ctx, hosts, l.argv, boot.encode())
+	if err != nil {
+		for i := range l.children {
+			c := &l.children[i]
+			report(launchResult{child: c, err: fmt.Errorf("start the agents on %s: %w", strings.Join(hosts, ","), err)})
+		}
+		return
+	}
+	go forwardLines(sess.Stderr(), l.logf)
+	go func() { _, _ = io.Copy(io.Discard, sess.Stdout()) }()
+	ended := make(chan struct{})
+	go func() {
+		_ = sess.Wait()
+		close(ended)
+	}()
+	t := sess.Timings()
+	var wg sync.WaitGroup
+	for i := range l.children {
+		c := &l.children[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				l.mu.Lock()
+				delete(l.waiting, c.Name)
+				l.mu.Unlock()
+			}()
+			timer := time.NewTimer(connectTimeout + 5*time.Second)
+			defer timer.Stop()
+			select {
+			case ac := <-chans[i]:
+				up := childUp{Idx: c.Idx, SSH: t.Total, Queued: t.Queued, Attempts: t.Attempts, Up: time.Since(begin), Init: ac.hello.Init}
+				if ta, ok := ac.conn.RemoteAddr().(*net.TCPAddr); ok {
+					up.Addr = net.JoinHostPort(ta.IP.String(), fmt.Sprint(ac.hello.Port))
+				}
+				report(launchResult{child: c, sess: sess, link: newLink(ac.conn), up: up})
+			case <-ended:
+				report(launchResult{child: c, err: fmt.Errorf("the agent on %s ended before it connected back (its group start ended)", c.Name)})
+			case <-timer.C:
+				report(launchResult{child: c, err: fmt.Errorf("the agent on %s did not connect back within %v", c.Name, connectTimeout+5*time.Second)})
+			case <-ctx.Done():
+				report(launchResult{child: c, err: fmt.Errorf("start the agent on %s: %w", c.Name, ctx.Err())})
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // deliver hands a primary child's connection to its waiting start; it

@@ -47,6 +47,8 @@ Where agents start (--launcher local|ssh|slurm; default: ssh when hosts are give
 slurm inside a Slurm allocation (SLURM_JOB_NODELIST set), else local):
   --launcher MODE          local: this machine; ssh: the hosts below; slurm: the allocation's
                            nodes, one srun step per agent (-n defaults to SLURM_TASKS_PER_NODE's total)
+  --slurm-start step|group step (default): one srun step per agent, so a node's loss ends only
+                           its own step; group: one step for all agents (fewer srun calls)
 
 Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks):
   -H host1,host2:4         the hosts, with optional slot counts
@@ -110,6 +112,7 @@ type runFlags struct {
 	stateDir  string
 	launcher  string
 	nSet      bool
+	slurmMode string
 
 	hosts, hostfile, mapBy, sshConfig, agentPath string
 	ppn                                          int
@@ -148,6 +151,7 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	fs.BoolVar(&f.prestage, "prestage", false, "")
 	fs.StringVar(&f.stateDir, "state-dir", "", "")
 	fs.StringVar(&f.launcher, "launcher", "", "")
+	fs.StringVar(&f.slurmMode, "slurm-start", "step", "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
@@ -207,6 +211,9 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 		}
 	default:
 		return nil, nil, fmt.Errorf("--launcher %q: want local, ssh or slurm", f.launcher)
+	}
+	if f.slurmMode != "step" && f.slurmMode != "group" {
+		return nil, nil, fmt.Errorf("--slurm-start %q: want step or group", f.slurmMode)
 	}
 	if f.launcher == "slurm" && f.testNodes > 0 {
 		return nil, nil, errors.New("--test-nodes runs on this machine: not with --launcher slurm")
@@ -354,7 +361,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir,
-		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher,
+		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: f.slurmMode == "group",
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)

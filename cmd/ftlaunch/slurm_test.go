@@ -79,6 +79,12 @@ func TestSlurmLauncher(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
 	})
+	t.Run("group start", func(t *testing.T) {
+		res := alloc(t, 4, 8, false, "--slurm-start", "group", "-n", "8", ftdemoBin)
+		if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "[0] ring of 8 ranks verified") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+	})
 	t.Run("placement from the allocation", func(t *testing.T) {
 		// -N 3 -n 5: SLURM_TASKS_PER_NODE=2(x2),1; no -n: one rank per task.
 		res := alloc(t, 3, 5, false, "sh", "-c", `echo "$FTLAUNCH_NODE $FTLAUNCH_LOCAL_SIZE $SLURMD_NODENAME"`)

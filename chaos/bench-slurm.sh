@@ -1,0 +1,50 @@
+#!/bin/sh
+# Inside one Slurm allocation (run it under salloc -N 8 -n 16): the whole
+# run of `true` on 16 ranks by ftlaunch --launcher slurm, by srun alone and
+# by MPICH's mpiexec with its slurm bootstrap, interleaved, RUNS times each.
+# Prints medians and ratios. Usage: bench-slurm.sh FTLAUNCH IFACE|auto [RUNS]
+set -eu
+FTL=$1
+IFACE=$2
+if [ "$IFACE" = auto ]; then # the first interface with a non-loopback IPv4 address
+	IFACE=$(ip -o -4 addr show | awk '$2 != "lo" {print $2; exit}')
+fi
+RUNS=${3:-9}
+NP=${SLURM_NTASKS:-16}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export XDG_STATE_HOME="$tmp/state"
+
+run() { # name, command...
+	name=$1
+	shift
+	t0=$(date +%s%N)
+	"$@" >/dev/null 2>"$tmp/err" || { echo "bench-slurm: $name failed:" >&2; cat "$tmp/err" >&2; exit 1; }
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000)) >>"$tmp/$name"
+}
+
+i=0
+while [ $i -lt "$RUNS" ]; do
+	run ftlaunch "$FTL" run --launcher slurm -n "$NP" true
+	run ftlgroup "$FTL" run --launcher slurm --slurm-start group -n "$NP" true
+	run srun srun -n "$NP" true
+	run mpiexec mpiexec -launcher slurm -iface "$IFACE" -n "$NP" true
+	i=$((i + 1))
+done
+
+median() { sort -n "$tmp/$1" | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+f=$(median ftlaunch)
+g=$(median ftlgroup)
+s=$(median srun)
+m=$(median mpiexec)
+echo "bench-slurm: \`true\` on $NP ranks in $SLURM_JOB_NODELIST ($SLURM_TASKS_PER_NODE), $RUNS runs each, interleaved; $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo
+echo "| launcher | median | / srun | / mpiexec |"
+echo "|---|---:|---:|---:|"
+awk -v f="$f" -v g="$g" -v s="$s" -v m="$m" 'BEGIN {
+	printf "| ftlaunch --launcher slurm (--slurm-start step: one srun step per agent) | %.1f ms | %.2f | %.2f |\n", f/1000, f/s, f/m
+	printf "| ftlaunch --launcher slurm --slurm-start group (one step for all agents) | %.1f ms | %.2f | %.2f |\n", g/1000, g/s, g/m
+	printf "| srun -n N true | %.1f ms | 1.00 | %.2f |\n", s/1000, s/m
+	printf "| mpiexec -launcher slurm (Hydra) | %.1f ms | %.2f | 1.00 |\n", m/1000, m/s
+}'
