@@ -61,7 +61,7 @@ type Options struct {
 	// GroupStart starts the front-end's agents with one group start when
 	// SSH can (one srun step for all: --slurm-start group).
 	GroupStart bool
-	Heartbeat time.Duration
+	Heartbeat  time.Duration
 
 	// The launch tree (multi-node jobs and test nodes).
 	Tree string // plan kind, as `ftlaunch plan --tree` (default auto)

@@ -230,15 +230,15 @@ type groupSpawner interface {
 // launcher starts a parent's children with a spawner and waits for each to
 // connect back to the parent's listener.
 type launcher struct {
-	sp       spawn.Spawner
-	argv     []string
-	port     int      // the parent's listening port, for the bootstraps
-	hosts    []string // the parent's addresses beyond SSH_CONNECTION's
-	batch    int      // 0: start every child at once
-	parent   string   // the parent's certificate name ("": the front-end)
+	sp     spawn.Spawner
+	argv   []string
+	port   int      // the parent's listening port, for the bootstraps
+	hosts  []string // the parent's addresses beyond SSH_CONNECTION's
+	batch  int      // 0: start every child at once
+	parent string   // the parent's certificate name ("": the front-end)
 	// group, if set, starts all the children in one call (one srun step)
 	// with one bootstrap that holds every child's credentials.
-	group groupSpawner
+	group    groupSpawner
 	children []childSpec
 	logf     func(format string, args ...any)
 
