@@ -143,6 +143,17 @@ func (a *Agent) run(ctx context.Context) error {
 	a.ctx, a.wg, a.stopLink = ctx, &wg, stopLink
 	if a.tree != nil {
 		defer a.tree.ln.Close()
+		if a.spec.Replica.JobDir != "" {
+			// The replica is shut down last, after the front-end
+			// committed the job's end (it does before it tells agents to
+			// exit).
+			ar, err := a.startReplica(ctx, a.spec.Addr)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: root replica: %v\n", a.spec.Node, err)
+			} else {
+				defer ar.close()
+			}
+		}
 		a.startTree(ctx, &wg)
 	}
 	a.startRanks(ctx, &wg)

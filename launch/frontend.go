@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
@@ -65,6 +66,9 @@ type Options struct {
 
 	// The launch tree (multi-node jobs and test nodes).
 	Tree string // plan kind, as `ftlaunch plan --tree` (default auto)
+	// Replicas is the size of the root replica group (1, 3 or 5): the
+	// job's state log is kept by the front-end and Replicas-1 agents.
+	Replicas int
 	// StateDir holds the job's state log (see launch/journal); "" means
 	// journal.DefaultStateDir().
 	StateDir string
@@ -113,6 +117,10 @@ type frontend struct {
 	launchBegan  time.Duration
 	mapping      string // PMI_process_mapping
 	journal      *journal.Journal
+	journalDone  bool
+	replicaNodes map[int]bool // agents hosting root replicas
+	raftTr       *raft.NetworkTransport
+	rootCreds    *secure.Credentials
 	stage        *stagedProgram
 	backupsUp    int
 	exitCode     int
@@ -257,12 +265,15 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	go fe.out.run()
 	defer fe.out.close()
-	host, _ := os.Hostname()
-	j, err := journal.Open(ctx, journal.Config{
-		StateDir: opts.StateDir, Node: cmp.Or(host, "localhost"),
-		Job: journal.Job{ID: fe.jobID, Argv: opts.Argv, N: opts.N, Start: fe.start, Replicas: 1},
-	})
+	jcfg, err := fe.journalConfig(ctx)
 	if err != nil {
+		return Result{ExitCode: ExitUsage}, err
+	}
+	j, err := journal.Open(ctx, jcfg)
+	if err != nil {
+		if fe.raftTr != nil {
+			fe.raftTr.Close()
+		}
 		return Result{ExitCode: ExitLauncher}, fmt.Errorf("job state log: %w", err)
 	}
 	fe.journal = j
@@ -363,15 +374,10 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if err := fe.arrangeTree(); err != nil {
 		return err
 	}
-	ca, err := secure.NewJobCA(fe.jobID)
-	if err != nil {
-		return fmt.Errorf("job credentials: %w", err)
+	if err := fe.issueRoot(); err != nil {
+		return err
 	}
-	fe.ca = ca
-	rootCreds, err := ca.Issue(rootName)
-	if err != nil {
-		return fmt.Errorf("job credentials: %w", err)
-	}
+	rootCreds := fe.rootCreds
 	addr, hosts := ":0", []string(nil)
 	sp := fe.opts.SSH
 	switch {
@@ -429,7 +435,7 @@ func (fe *frontend) arrangeTree() error {
 		fe.verbosef("--launcher slurm: the front-end starts every agent (a flat tree)")
 		kind, _ = plan.ParseKind("flat")
 	}
-	var params plan.Params
+	params := plan.Params{Replicas: max(fe.opts.Replicas, 1)}
 	if kind.Shape == plan.Auto {
 		if c, err := LoadCalibration(); err == nil && c != nil {
 			params.Calibration = &plan.Calibration{Seq: c.Seq, Rem: c.Rem}
@@ -440,6 +446,10 @@ func (fe *frontend) arrangeTree() error {
 		return err
 	}
 	fe.plan = pl
+	fe.replicaNodes = map[int]bool{}
+	for _, v := range pl.ReplicaNodes[1:] {
+		fe.replicaNodes[int(v)-1] = true
+	}
 	for _, c := range pl.Children(0) {
 		fe.rootChildren = append(fe.rootChildren, int(c)-1)
 	}
@@ -533,6 +543,12 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 				return
 			}
 		}
+	}
+	if fe.replicaNodes[a.idx] {
+		spec.Replica = replicaSpec{JobDir: fe.journal.Dir(), Replicas: fe.opts.Replicas}
+	}
+	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
+		spec.Addr = host
 	}
 	if fe.plan != nil {
 		spec.Tree = true
@@ -749,6 +765,8 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			return ExitLauncher
 		}
 		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
+			// The job's end is committed while every replica still runs.
+			fe.closeJournal()
 			fe.shutdown()
 			shutdownTimer = time.After(5 * time.Second)
 		}
@@ -876,6 +894,13 @@ func (fe *frontend) handle(ev event) {
 		}
 	case mBackupUp:
 		fe.backupsUp++
+	case mReplicaUp:
+		ru, err := decodeReplicaUp(ev.p)
+		if err != nil || !fe.replicaNodes[a.idx] || ru.Name != a.name {
+			fe.protocolError(a, fmt.Errorf("replica up: %v", err))
+			return
+		}
+		fe.addReplica(ru)
 	case mStarted:
 		st, err := decodeStarted(ev.p)
 		if err != nil {
@@ -1293,16 +1318,113 @@ func (fe *frontend) journalPlan() {
 // closeJournal commits the job's final status and says where the state
 // log is.
 func (fe *frontend) closeJournal() {
-	msg := "success"
+	if fe.journalDone {
+		return
+	}
+	fe.journalDone = true
+	msg, code := "success", fe.exitCode
 	if fe.failure != nil {
-		msg = fe.failure.msg
+		msg, code = fe.failure.msg, fe.failure.code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := fe.journal.Close(ctx, fe.exitCode, msg); err != nil {
+	if err := fe.journal.Close(ctx, code, msg); err != nil {
 		fe.warnf("job state log: %v", err)
 	}
+	if fe.raftTr != nil {
+		fe.raftTr.Close()
+	}
 	fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+}
+
+// issueRoot makes the job's CA and the front-end's credentials (once).
+func (fe *frontend) issueRoot() error {
+	if fe.ca != nil {
+		return nil
+	}
+	ca, err := secure.NewJobCA(fe.jobID)
+	if err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	creds, err := ca.Issue(rootName)
+	if err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	fe.ca, fe.rootCreds = ca, creds
+	return nil
+}
+
+// journalConfig configures the job's state log: a single voter in the
+// front-end, or with --replicas R the first of a group whose other
+// members are agents, reached over TCP with the job's mutual TLS.
+func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
+	host, _ := os.Hostname()
+	r := max(fe.opts.Replicas, 1)
+	cfg := journal.Config{
+		StateDir: fe.opts.StateDir, Node: cmp.Or(host, "localhost"),
+		Job: journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: r},
+	}
+	if r == 1 {
+		return cfg, nil
+	}
+	if r != 3 && r != 5 {
+		return cfg, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
+	}
+	nodes := len(fe.nodeNames())
+	if fe.opts.Placement != nil {
+		nodes = len(fe.opts.Placement.Nodes)
+	}
+	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 || nodes < r-1 {
+		return cfg, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, nodes)
+	}
+	if err := fe.issueRoot(); err != nil {
+		return cfg, err
+	}
+	ip := "127.0.0.1"
+	if fe.opts.SSH != nil {
+		if addrs := ownAddrs(); len(addrs) > 0 {
+			ip = addrs[0]
+		}
+	}
+	layer, err := newRaftStream(ctx, fe.rootCreds, ip)
+	if err != nil {
+		return cfg, err
+	}
+	fe.raftTr = raftstore.NewTCPTransport(layer)
+	names := fe.nodeNames()
+	if fe.opts.Placement != nil {
+		names = names[:0]
+		for _, n := range fe.opts.Placement.Nodes {
+			names = append(names, n.Name)
+		}
+	}
+	if slices.Contains(names, cfg.Node) { // replica ids must differ from the agents'
+		cfg.Node += "-root"
+	}
+	cfg.Transport, cfg.Timing = fe.raftTr, raftstore.DefaultTiming(r)
+	return cfg, nil
+}
+
+// addReplica adds a replica agent to the group, from a goroutine: it
+// waits for the front-end's replica to lead.
+func (fe *frontend) addReplica(ru replicaUp) {
+	go func() {
+		ctx, cancel := context.WithTimeout(fe.ctx, 30*time.Second)
+		defer cancel()
+		if err := fe.journal.Ready(ctx); err != nil {
+			fe.warnf("root replica on %s not added: %v", ru.Name, err)
+			return
+		}
+		r := fe.journal.Replica()
+		if r == nil {
+			return
+		}
+		if err := r.Raft().AddVoter(raft.ServerID(ru.Name), raft.ServerAddress(ru.Addr), 0, 10*time.Second).Error(); err != nil {
+			fe.warnf("root replica on %s not added: %v", ru.Name, err)
+			return
+		}
+		fe.verbosef("root replica on %s joined the group (%s)", ru.Name, ru.Addr)
+	}()
 }
 
 // isSSH reports an SSH session: its Kill asks the server, which on a dead

@@ -31,6 +31,12 @@ type nodeSpec struct {
 	Children []childSpec
 
 	Prestage bool // the program was prestaged: run the node-local copy
+
+	// Replica, if JobDir is set, makes the agent host a root replica.
+	Replica replicaSpec
+	// Addr is how the agent's parent reaches it (its IP), for the
+	// addresses it advertises.
+	Addr string
 }
 
 func (s *nodeSpec) encode() []byte {
@@ -45,6 +51,8 @@ func (s *nodeSpec) encode() []byte {
 	e.Bool(s.Tree)
 	encodeTree(&e, s.Launch, s.Children)
 	e.Bool(s.Prestage)
+	encodeReplica(&e, s.Replica)
+	e.String(s.Addr)
 	return e.Data()
 }
 
@@ -61,6 +69,8 @@ func decodeNodeSpec(p []byte) (*nodeSpec, error) {
 	s.Tree = d.Bool()
 	s.Launch, s.Children = decodeTree(d)
 	s.Prestage = d.Bool()
+	s.Replica = decodeReplica(d)
+	s.Addr = d.String()
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
 	}

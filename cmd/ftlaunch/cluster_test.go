@@ -118,6 +118,17 @@ func TestClusterLaunch(t *testing.T) {
 			}
 		}
 	})
+	t.Run("replicas", func(t *testing.T) {
+		dir := t.TempDir()
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "--state-dir", dir, "--replicas", "3", "-n", "32", ftdemoBin)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 32 ranks verified") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		r = ftlaunch(t, "", "inspect", "--state-dir", dir)
+		if r.code != 0 || strings.Count(r.stdout, "(voter, ") != 3 || !strings.Contains(r.stdout, "invariants: ok") {
+			t.Fatalf("inspect: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("interior host crashed mid-run", func(t *testing.T) {
 		// kary:2: node001 starts node003 and node004, which start node007
 		// and node008 below them.

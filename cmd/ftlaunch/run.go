@@ -40,6 +40,8 @@ after it is the program's own. Flags take one or two dashes.
   --state-dir DIR          keep the job's state log in DIR/JOBID (default
                            $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;
                            read it with ftlaunch inspect)
+  --replicas R             keep the state log on R root replicas (1, 3 or 5; default 1): the
+                           front-end and R-1 agents on other nodes, a raft group over mutual TLS
   --test-nodes K           run K agents on this machine, posing as K nodes (a launch tree
                            of local processes: the multi-node code path without SSH)
 
@@ -113,6 +115,7 @@ type runFlags struct {
 	launcher  string
 	nSet      bool
 	slurmMode string
+	replicas  int
 
 	hosts, hostfile, mapBy, sshConfig, agentPath string
 	ppn                                          int
@@ -152,6 +155,7 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	fs.StringVar(&f.stateDir, "state-dir", "", "")
 	fs.StringVar(&f.launcher, "launcher", "", "")
 	fs.StringVar(&f.slurmMode, "slurm-start", "step", "")
+	fs.IntVar(&f.replicas, "replicas", 1, "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
@@ -211,6 +215,16 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 		}
 	default:
 		return nil, nil, fmt.Errorf("--launcher %q: want local, ssh or slurm", f.launcher)
+	}
+	if f.replicas != 1 && f.replicas != 3 && f.replicas != 5 {
+		return nil, nil, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", f.replicas)
+	}
+	if f.stateDir != "" {
+		abs, err := filepath.Abs(f.stateDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--state-dir: %w", err)
+		}
+		f.stateDir = abs
 	}
 	if f.slurmMode != "step" && f.slurmMode != "group" {
 		return nil, nil, fmt.Errorf("--slurm-start %q: want step or group", f.slurmMode)
@@ -360,7 +374,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		N: f.n, Argv: argv, Env: env, Wdir: wdir, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
-		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir,
+		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: f.slurmMode == "group",
 	})
 	if err != nil {

@@ -82,3 +82,52 @@ func TestRunKeepsStateLog(t *testing.T) {
 		t.Errorf("status of the latest job: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// --replicas 3: the state log is kept by the front-end and two agents on
+// other (test) nodes, in one raft group over mutual TLS; every replica
+// ends with the same state.
+func TestReplicatedStateLog(t *testing.T) {
+	dir := t.TempDir()
+	r := ftlaunch(t, "", "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "-n", "8", ftdemoBin)
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = ftlaunch(t, "", "inspect", "--json", "--state-dir", dir)
+	if r.code != 0 {
+		t.Fatalf("inspect: exit %d: %s", r.code, r.stderr)
+	}
+	var rep struct {
+		Status struct {
+			Done bool `json:"done"`
+		} `json:"status"`
+		Replicas []struct {
+			Node   string `json:"node"`
+			Digest string `json:"digest"`
+		} `json:"replicas"`
+		Raft struct {
+			Members []json.RawMessage `json:"members"`
+		} `json:"raft"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("inspect --json: %v", err)
+	}
+	if !rep.Status.Done || len(rep.Replicas) != 3 || len(rep.Raft.Members) != 3 {
+		t.Fatalf("want a finished job with 3 replicas and 3 members:\n%s", r.stdout)
+	}
+	for _, x := range rep.Replicas[1:] {
+		if x.Digest != rep.Replicas[0].Digest {
+			t.Errorf("replica digests differ: %+v", rep.Replicas)
+		}
+	}
+
+	for _, bad := range [][]string{
+		{"--replicas", "2", "-n", "2", "true"},
+		{"--replicas", "3", "-n", "2", "true"},
+		{"--replicas", "5", "--test-nodes", "3", "-n", "3", "true"},
+	} {
+		r := ftlaunch(t, "", append([]string{"run", "--state-dir", dir}, bad...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--replicas") {
+			t.Errorf("%q: exit %d: %s", bad, r.code, r.stderr)
+		}
+	}
+}
