@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,6 +117,48 @@ func TestClusterLaunch(t *testing.T) {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("no %q in:\n%s", want, r.stderr)
 			}
+		}
+	})
+	t.Run("ssh-agent forwarded down the tree", func(t *testing.T) {
+		// A configuration without a usable key file: only the ssh-agent
+		// of the front-end holds the key, so interior agents can start
+		// their children only through the agent forwarded to them.
+		conf, err := os.ReadFile(c.SSHConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		noKey := filepath.Join(dir, "config")
+		text := regexp.MustCompile(`(?m)^(\s*IdentityFile\s+).*$`).ReplaceAllString(string(conf), "${1}"+filepath.Join(dir, "no-such-key"))
+		if err := os.WriteFile(noKey, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		key := regexp.MustCompile(`(?m)^\s*IdentityFile\s+(\S+)`).FindStringSubmatch(string(conf))
+		if key == nil {
+			t.Fatalf("no IdentityFile in %s", c.SSHConfig())
+		}
+		sock := filepath.Join(dir, "agent.sock")
+		agent := exec.Command("ssh-agent", "-D", "-a", sock)
+		if err := agent.Start(); err != nil {
+			t.Skipf("ssh-agent: %v", err)
+		}
+		t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+		waitFor(t, "the agent's socket", 5*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
+		args := append([]string{"run", "--hostfile", hosts, "--ssh-config", noKey, "--tree", "kary:2", "-n", "32"}, ftdemoBin)
+		// Without the agent the launch fails: the configuration has no key.
+		t.Setenv("SSH_AUTH_SOCK", "")
+		if r := ftlaunch(t, "", args...); r.code == 0 {
+			t.Fatalf("launched without any key:\n%s", r.stderr)
+		}
+		add := exec.Command("ssh-add", key[1])
+		add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+		if out, err := add.CombinedOutput(); err != nil {
+			t.Fatalf("ssh-add: %v: %s", err, out)
+		}
+		t.Setenv("SSH_AUTH_SOCK", sock)
+		r := ftlaunch(t, "", args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 32 ranks verified") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
 	t.Run("replicas", func(t *testing.T) {

@@ -345,7 +345,10 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		if f.acceptNew {
 			policy = sshspawn.HostKeyAcceptNew
 		}
-		if spawner, err = sshspawn.New(sshspawn.Options{ConfigFile: f.sshConfig, HostKeyPolicy: policy}); err != nil {
+		// With ssh-agent, interior agents of the tree authenticate through
+		// an agent forwarded down the tree.
+		forward = os.Getenv("SSH_AUTH_SOCK") != ""
+		if spawner, err = sshspawn.New(sshspawn.Options{ConfigFile: f.sshConfig, HostKeyPolicy: policy, ForwardAgent: forward}); err != nil {
 			fmt.Fprintf(stderr, "ftlaunch run: ssh: %v\n", err)
 			return launch.ExitUsage
 		}
@@ -359,9 +362,6 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 				return launch.ExitUsage
 			}
 		}
-		// With ssh-agent, interior agents authenticate through an agent
-		// forwarded down the tree.
-		forward = os.Getenv("SSH_AUTH_SOCK") != ""
 		if f.agentPath != "" {
 			self = f.agentPath
 		}
