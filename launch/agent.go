@@ -143,20 +143,27 @@ func (a *Agent) run(ctx context.Context) error {
 	a.ctx, a.wg, a.stopLink = ctx, &wg, stopLink
 	if a.tree != nil {
 		defer a.tree.ln.Close()
-		if a.spec.Replica.JobDir != "" {
-			// The replica is shut down last, after the front-end
-			// committed the job's end (it does before it tells agents to
-			// exit).
-			ar, err := a.startReplica(ctx, a.spec.Addr)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: root replica: %v\n", a.spec.Node, err)
-			} else {
-				defer ar.close()
-			}
-		}
 		a.startTree(ctx, &wg)
 	}
 	a.startRanks(ctx, &wg)
+	if a.tree != nil && a.spec.Replica.JobDir != "" {
+		// After the ranks: the replica does not delay them. It is shut
+		// down when the agent ends, after the front-end committed the
+		// job's end (it does before it tells agents to exit).
+		replica := make(chan *agentReplica, 1)
+		go func() {
+			ar, err := a.startReplica(ctx, a.spec.Addr)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: root replica: %v\n", a.spec.Node, err)
+			}
+			replica <- ar
+		}()
+		defer func() {
+			if ar := <-replica; ar != nil {
+				ar.close()
+			}
+		}()
+	}
 
 	hb := a.spec.Heartbeat
 	err = a.link.run(linkCtx, hb, 4*hb+time.Second, a.handle)

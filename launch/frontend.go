@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"strconv"
 	"strings"
 	"syscall"
@@ -118,6 +119,8 @@ type frontend struct {
 	mapping      string // PMI_process_mapping
 	journal      *journal.Journal
 	journalDone  bool
+	journalHold  chan struct{} // closed to let the journal's replica start
+	holdOnce     sync.Once
 	replicaNodes map[int]bool // agents hosting root replicas
 	raftTr       *raft.NetworkTransport
 	rootCreds    *secure.Credentials
@@ -269,6 +272,11 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err != nil {
 		return Result{ExitCode: ExitUsage}, err
 	}
+	// The replica starts once the ranks' first exchange (node table, PMI
+	// barrier) is done, or a moment after every rank runs, or when the
+	// job fails: the launch does not share the CPU with it.
+	fe.journalHold = make(chan struct{})
+	jcfg.Hold = fe.journalHold
 	j, err := journal.Open(ctx, jcfg)
 	if err != nil {
 		if fe.raftTr != nil {
@@ -914,6 +922,9 @@ func (fe *frontend) handle(ev event) {
 		}
 		fe.ranksUp += len(st.Ranks)
 		a.ranksAt = time.Since(fe.start)
+		if fe.ranksUp >= fe.opts.N {
+			time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
+		}
 		fe.journal.RanksStarted(a.name, st.Ranks, st.Pids)
 		fe.showProgress()
 		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
@@ -1084,6 +1095,7 @@ func (fe *frontend) fail(code int, msg string) {
 		return
 	}
 	fe.failure = &failureInfo{msg: msg, code: code}
+	fe.releaseJournal()
 	fe.journal.Failure(journal.Failure{Rank: raftstore.NoRank, Message: msg})
 	fe.showProgress() // clears the launch line
 	fe.warnf("%s", msg)
@@ -1170,6 +1182,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 		res.KV = rc.kv
 	}
 	fe.bcast(mCollResult, res.encode())
+	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.nodeTableAt = time.Since(fe.start)
 		nodes := make([]string, len(fe.ranks))
@@ -1335,6 +1348,11 @@ func (fe *frontend) closeJournal() {
 		fe.raftTr.Close()
 	}
 	fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+}
+
+// releaseJournal lets the journal's replica start.
+func (fe *frontend) releaseJournal() {
+	fe.holdOnce.Do(func() { close(fe.journalHold) })
 }
 
 // issueRoot makes the job's CA and the front-end's credentials (once).

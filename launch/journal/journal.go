@@ -61,6 +61,11 @@ type Config struct {
 	ElectTimeout time.Duration
 	// Logger receives raft's log; nil discards it.
 	Logger hclog.Logger
+	// Hold, if not nil, delays the replica's start (its files, its
+	// election) until Hold is closed or Close is called, so that it does
+	// not compete for the CPU with the launch it records. Records queue
+	// meanwhile.
+	Hold <-chan struct{}
 }
 
 // Stats counts what the journal wrote.
@@ -89,6 +94,8 @@ type Journal struct {
 	ready   chan struct{} // closed once the replica leads, or failed to
 	done    chan struct{} // closed when the journal goroutine has ended
 	ownsTr  bool          // the transport is the journal's own
+	release chan struct{} // closed by Close: ends a Hold
+	relOnce sync.Once
 	replica *raftstore.Replica
 
 	mu      sync.Mutex
@@ -170,8 +177,9 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		jobDir: JobDir(cfg.StateDir, cfg.Job.ID),
 		opened: time.Now(),
 		wake:   make(chan struct{}, 1),
-		ready:  make(chan struct{}),
-		done:   make(chan struct{}),
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
+		release: make(chan struct{}),
 	}
 	if err := os.MkdirAll(j.jobDir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
@@ -323,6 +331,7 @@ func (j *Journal) Close(ctx context.Context, exitCode int, msg string) error {
 	}
 	j.closing = true
 	j.mu.Unlock()
+	j.relOnce.Do(func() { close(j.release) })
 	select {
 	case j.wake <- struct{}{}:
 	default:
@@ -375,6 +384,14 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 	}()
 	if j.ownsTr {
 		defer j.cfg.Transport.(*raft.InmemTransport).Close()
+	}
+	if h := j.cfg.Hold; h != nil {
+		select {
+		case <-h:
+		case <-j.release:
+		case <-ctx.Done():
+			return
+		}
 	}
 	r, err := raftstore.Open(raftstore.Config{
 		StateDir:  j.jobDir,
