@@ -15,9 +15,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"sync"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 

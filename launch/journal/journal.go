@@ -173,10 +173,10 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		cfg.ElectTimeout = DefaultElectTimeout
 	}
 	j := &Journal{
-		cfg:    cfg,
-		jobDir: JobDir(cfg.StateDir, cfg.Job.ID),
-		opened: time.Now(),
-		wake:   make(chan struct{}, 1),
+		cfg:     cfg,
+		jobDir:  JobDir(cfg.StateDir, cfg.Job.ID),
+		opened:  time.Now(),
+		wake:    make(chan struct{}, 1),
 		ready:   make(chan struct{}),
 		done:    make(chan struct{}),
 		release: make(chan struct{}),
