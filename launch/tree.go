@@ -532,37 +532,12 @@ func (localSpawner) Start(ctx context.Context, host string, argv []string, stdin
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.Env = []string{}
 	// Its own process group: a terminal's signals reach only the front-end.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	inW, outR, errR, err := spawn.StartPiped(cmd)
 	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
 		return nil, fmt.Errorf("start %s for %s: %w", argv[0], host, err)
 	}
 	s := &localSession{cmd: cmd, stdin: inW, stdout: outR, stderr: errR}

@@ -90,34 +90,8 @@ const headLines = 8
 // session's two goroutines: one reaps srun (it ends when srun exits),
 // one reads its stderr (it ends at EOF, when srun has exited).
 func newSession(cmd *exec.Cmd, nodes []string, where string, opts Options) (*Session, error) {
-	inR, inW, err := os.Pipe()
+	inW, outR, errR, err := spawn.StartPiped(cmd)
 	if err != nil {
-		return nil, fmt.Errorf("%s: stdin pipe: %w", where, err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, fmt.Errorf("%s: stdout pipe: %w", where, err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("%s: stderr pipe: %w", where, err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	err = cmd.Start()
-	// The child holds its own copies now.
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	s := &Session{
