@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
@@ -109,6 +110,13 @@ func (a *Agent) spawner() (spawn.Spawner, func(), error) {
 			return nil, nil, fmt.Errorf("ssh: %w", err)
 		}
 		return SSHSpawner(sp), func() { sp.Close() }, nil
+	case "slurm":
+		// srun inside a job step: a new step of the same allocation.
+		sp, err := srunspawn.New(srunspawn.Options{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("slurm: %w", err)
+		}
+		return sp, func() {}, nil
 	}
 	return nil, nil, fmt.Errorf("unknown launch mode %q", ls.Mode)
 }
@@ -141,10 +149,12 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 	go func() {
 		defer wg.Done()
 		hb := a.spec.Heartbeat
+		done := false // the child said it is done: its link ends normally
 		err := res.link.run(ctx, hb, 4*hb+time.Second, func(typ uint8, p []byte) error {
 			if typ == mFrom {
 				return a.link.send(mFrom, p)
 			}
+			done = done || typ == mDone
 			return a.link.send(mFrom, wrap(idx, typ, p))
 		})
 		t.mu.Lock()
@@ -155,6 +165,25 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 			msg = err.Error()
 		}
 		a.send(mChildGone, childFailed{Idx: idx, Msg: msg}.encode())
+		if !done {
+			// Lost: end its session at once (srun's own cancellation of
+			// a step on a dead node waits for Slurm).
+			killSession(res.sess)
+			return
+		}
+		// A child that closed its link is exiting: let its session end
+		// by itself (closing an srun session cancels the step, noisily),
+		// and close it only if it does not.
+		ended := make(chan struct{})
+		go func() {
+			_ = res.sess.Wait()
+			close(ended)
+		}()
+		select {
+		case <-ended:
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
 		_ = res.sess.Close()
 		select {
 		case t.changed <- struct{}{}:
@@ -311,4 +340,15 @@ func ownAddrs() []string {
 		}
 	}
 	return out
+}
+
+// killSession ends a session at once where the mechanism allows (srun:
+// SIGKILL to srun), else closes it. An SSH session is closed: its Kill asks
+// the server, which on a dead connection waits for TCP's timeout.
+func killSession(s spawn.Session) {
+	if k, ok := s.(interface{ Kill() error }); ok && !isSSH(s) {
+		_ = k.Kill()
+		return
+	}
+	_ = s.Close()
 }

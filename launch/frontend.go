@@ -189,13 +189,7 @@ func (a *agentHandle) kill() {
 	case a.cmd != nil && a.cmd.Process != nil:
 		_ = a.cmd.Process.Kill()
 	case a.sess != nil:
-		// A session that can be killed outright is (srun's own
-		// cancellation of a step on a dead node can take minutes).
-		if k, ok := a.sess.(interface{ Kill() error }); ok && !isSSH(a.sess) {
-			_ = k.Kill()
-			return
-		}
-		_ = a.sess.Close()
+		killSession(a.sess)
 	}
 }
 
@@ -437,10 +431,9 @@ func (fe *frontend) arrangeTree() error {
 	if err != nil {
 		return fmt.Errorf("--tree: %w", err)
 	}
-	if fe.opts.Launcher == "slurm" && kind.Shape != plan.Flat {
-		// Agents do not run srun themselves (yet): the front-end starts
-		// one step per agent, as Hydra's slurm bootstrap does.
-		fe.verbosef("--launcher slurm: the front-end starts every agent (a flat tree)")
+	if fe.opts.Launcher == "slurm" && fe.opts.GroupStart && kind.Shape != plan.Flat {
+		// One step for every agent: the front-end starts them all.
+		fe.verbosef("--slurm-start group: the front-end starts every agent (a flat tree)")
 		kind, _ = plan.ParseKind("flat")
 	}
 	params := plan.Params{Replicas: max(fe.opts.Replicas, 1)}
@@ -606,7 +599,10 @@ func (fe *frontend) sendBackup(a *agentHandle) {
 // launchSpec tells agent a how to start its children.
 func (fe *frontend) launchSpec(a *agentHandle) launchSpec {
 	l := launchSpec{Mode: "local", AgentPath: fe.opts.AgentPath}
-	if fe.opts.SSH != nil {
+	switch {
+	case fe.opts.Launcher == "slurm":
+		l.Mode = "slurm"
+	case fe.opts.SSH != nil:
 		l.Mode, l.SSHConfig, l.AcceptNew, l.ForwardAgent = "ssh", fe.opts.SSHConfig, fe.opts.SSHAcceptNew, fe.opts.SSHForwardAgent
 	}
 	if fe.plan.IsLeafLauncher(a.idx + 1) {

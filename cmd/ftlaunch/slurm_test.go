@@ -79,6 +79,17 @@ func TestSlurmLauncher(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
 	})
+	t.Run("tree", func(t *testing.T) {
+		// A chain: each agent starts the next one with srun from inside
+		// its own step.
+		res := alloc(t, 4, 8, false, "--tree", "kary:1", "-n", "8", ftdemoBin)
+		if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "[0] ring of 8 ranks verified") {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		if strings.Contains(string(res.Stderr), "srun:") {
+			t.Errorf("srun's messages on a clean run:\n%s", res.Stderr)
+		}
+	})
 	t.Run("group start", func(t *testing.T) {
 		res := alloc(t, 4, 8, false, "--slurm-start", "group", "-n", "8", ftdemoBin)
 		if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "[0] ring of 8 ranks verified") {
