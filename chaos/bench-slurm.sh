@@ -27,6 +27,7 @@ run() { # name, command...
 i=0
 while [ $i -lt "$RUNS" ]; do
 	run ftlaunch "$FTL" run --launcher slurm -n "$NP" true
+	run ftlflat "$FTL" run --launcher slurm --tree flat -n "$NP" true
 	run ftlgroup "$FTL" run --launcher slurm --slurm-start group -n "$NP" true
 	run srun srun -n "$NP" true
 	run mpiexec mpiexec -launcher slurm -iface "$IFACE" -n "$NP" true
@@ -36,14 +37,16 @@ done
 median() { sort -n "$tmp/$1" | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 f=$(median ftlaunch)
 g=$(median ftlgroup)
+fl=$(median ftlflat)
 s=$(median srun)
 m=$(median mpiexec)
 echo "bench-slurm: \`true\` on $NP ranks in $SLURM_JOB_NODELIST ($SLURM_TASKS_PER_NODE), $RUNS runs each, interleaved; $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo
 echo "| launcher | median | / srun | / mpiexec |"
 echo "|---|---:|---:|---:|"
-awk -v f="$f" -v g="$g" -v s="$s" -v m="$m" 'BEGIN {
-	printf "| ftlaunch --launcher slurm (--slurm-start step: one srun step per agent) | %.1f ms | %.2f | %.2f |\n", f/1000, f/s, f/m
+awk -v f="$f" -v fl="$fl" -v g="$g" -v s="$s" -v m="$m" 'BEGIN {
+	printf "| ftlaunch --launcher slurm (--slurm-start step: one srun step per agent, default tree) | %.1f ms | %.2f | %.2f |\n", f/1000, f/s, f/m
+	printf "| ftlaunch --launcher slurm --tree flat (one step per agent, all from the front-end) | %.1f ms | %.2f | %.2f |\n", fl/1000, fl/s, fl/m
 	printf "| ftlaunch --launcher slurm --slurm-start group (one step for all agents) | %.1f ms | %.2f | %.2f |\n", g/1000, g/s, g/m
 	printf "| srun -n N true | %.1f ms | 1.00 | %.2f |\n", s/1000, s/m
 	printf "| mpiexec -launcher slurm (Hydra) | %.1f ms | %.2f | 1.00 |\n", m/1000, m/s

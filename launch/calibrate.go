@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,20 +24,26 @@ type Calibration struct {
 	Measured time.Time `json:"measured"`
 }
 
-// CalibrationPath is where the calibration is kept:
-// $XDG_CACHE_HOME/ftlaunch/calibration.json (or ~/.cache/...).
-func CalibrationPath() (string, error) {
+// CalibrationPath is where the calibration of launches by launcher
+// ("ssh" or "slurm": each has its own costs) is kept:
+// $XDG_CACHE_HOME/ftlaunch/calibration.json for ssh (or ~/.cache/...),
+// calibration-LAUNCHER.json for the others.
+func CalibrationPath(launcher string) (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("calibration: %w", err)
 	}
-	return filepath.Join(dir, "ftlaunch", "calibration.json"), nil
+	name := "calibration.json"
+	if launcher != "" && launcher != "ssh" {
+		name = "calibration-" + launcher + ".json"
+	}
+	return filepath.Join(dir, "ftlaunch", name), nil
 }
 
 // LoadCalibration reads the kept calibration; it returns nil and no error
 // when there is none.
-func LoadCalibration() (*Calibration, error) {
-	p, err := CalibrationPath()
+func LoadCalibration(launcher string) (*Calibration, error) {
+	p, err := CalibrationPath(launcher)
 	if err != nil {
 		return nil, err
 	}
@@ -55,8 +62,8 @@ func LoadCalibration() (*Calibration, error) {
 }
 
 // SaveCalibration keeps c, replacing the file atomically.
-func SaveCalibration(c Calibration) (string, error) {
-	p, err := CalibrationPath()
+func SaveCalibration(launcher string, c Calibration) (string, error) {
+	p, err := CalibrationPath(launcher)
 	if err != nil {
 		return "", err
 	}
@@ -140,10 +147,10 @@ func (fe *frontend) calibrate() {
 	if gaps > 0 {
 		total.Seq /= float64(gaps)
 	}
-	p, err := SaveCalibration(total)
+	p, err := SaveCalibration(fe.opts.Launcher, total)
 	if err != nil {
 		fe.warnf("%v", err)
 		return
 	}
-	fe.verbosef("calibration: REM %.3f s, SEQ %.3f s from %d agents (kept in %s; ftlaunch plan --calibrated shows it)", total.Rem, total.Seq, total.Agents, p)
+	fe.verbosef("calibration: REM %.3f s, SEQ %.3f s from %d agents (kept in %s; ftlaunch plan --calibrated --launcher %s shows it)", total.Rem, total.Seq, total.Agents, p, cmp.Or(fe.opts.Launcher, "ssh"))
 }

@@ -7,7 +7,7 @@ import (
 
 func TestMeasureAndKeep(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	if c, err := LoadCalibration(); c != nil || err != nil {
+	if c, err := LoadCalibration("ssh"); c != nil || err != nil {
 		t.Fatalf("empty cache: %v, %v", c, err)
 	}
 	ms := time.Millisecond
@@ -21,10 +21,10 @@ func TestMeasureAndKeep(t *testing.T) {
 	if want := 0.04; c.Seq < want-1e-9 || c.Seq > want+1e-9 { // (180-100)/2 ms
 		t.Errorf("SEQ %v, want %v", c.Seq, want)
 	}
-	if _, err := SaveCalibration(c); err != nil {
+	if _, err := SaveCalibration("ssh", c); err != nil {
 		t.Fatal(err)
 	}
-	got, err := LoadCalibration()
+	got, err := LoadCalibration("ssh")
 	if err != nil || got == nil || got.Rem != c.Rem || got.Seq != c.Seq {
 		t.Fatalf("load after save: %+v, %v", got, err)
 	}

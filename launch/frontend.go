@@ -438,7 +438,11 @@ func (fe *frontend) arrangeTree() error {
 	}
 	params := plan.Params{Replicas: max(fe.opts.Replicas, 1)}
 	if kind.Shape == plan.Auto {
-		if c, err := LoadCalibration(); err == nil && c != nil {
+		launcher := fe.opts.Launcher
+		if fe.opts.SSH == nil {
+			launcher = "local" // test nodes: never calibrated, the defaults
+		}
+		if c, err := LoadCalibration(launcher); err == nil && c != nil {
 			params.Calibration = &plan.Calibration{Seq: c.Seq, Rem: c.Rem}
 		}
 	}
@@ -616,7 +620,7 @@ func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 // launchReport runs once every agent is up: it keeps the calibration and,
 // with --verbose, prints the launch's breakdown per launching agent.
 func (fe *frontend) launchReport() {
-	if fe.opts.SSH != nil && fe.opts.Launcher != "slurm" { // only SSH launches calibrate the model
+	if fe.opts.SSH != nil && !fe.opts.GroupStart { // SSH and srun launches calibrate their model
 		fe.calibrate()
 	}
 	if !fe.opts.Verbose {

@@ -39,6 +39,7 @@ Simulation:
 Output:
   --calibrated        print the SEQ and REM measured by the last launch over SSH (kept in the
                       user's cache directory; auto uses them unless --seq/--rem are given)
+  --launcher L        whose calibration: ssh (default) or slurm (launches by srun)
   --show              print the tree with order, backup and modeled launch time
   --json              print one JSON object instead of text
   --help              print this help
@@ -56,6 +57,7 @@ type planOptions struct {
 	batchWait   float64
 	show, json  bool
 	calibrated  bool
+	launcher    string
 	simulate    bool
 	remSamples  string
 	runs        int
@@ -87,7 +89,7 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if opts.calibrated {
-		return showCalibration(stdout, stderr)
+		return showCalibration(stdout, stderr, opts.launcher)
 	}
 	rep, err := buildPlanReport(context.Background(), opts)
 	if err != nil {
@@ -121,6 +123,7 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	fs.Float64Var(&o.batchWait, "batch-wait", 0, "")
 	fs.BoolVar(&o.show, "show", false, "")
 	fs.BoolVar(&o.calibrated, "calibrated", false, "")
+	fs.StringVar(&o.launcher, "launcher", "ssh", "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.simulate, "simulate", false, "")
 	fs.StringVar(&o.remSamples, "rem-samples", "", "")
@@ -138,7 +141,10 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	}
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	if o.calibrated && len(o.set) == 1 {
+	if o.launcher != "ssh" && o.launcher != "slurm" {
+		return nil, usageErrorf("--launcher %q: want ssh or slurm", o.launcher)
+	}
+	if o.calibrated && (len(o.set) == 1 || len(o.set) == 2 && o.set["launcher"]) {
 		return o, nil // --calibrated alone shows the calibration
 	}
 
@@ -178,20 +184,20 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 }
 
 // showCalibration prints the kept calibration, or says there is none.
-func showCalibration(stdout, stderr io.Writer) int {
-	p, err := launch.CalibrationPath()
+func showCalibration(stdout, stderr io.Writer, launcher string) int {
+	p, err := launch.CalibrationPath(launcher)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
 		return 1
 	}
-	c, err := launch.LoadCalibration()
+	c, err := launch.LoadCalibration(launcher)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
 		return 1
 	}
 	if c == nil {
-		fmt.Fprintf(stdout, "no calibration yet (%s): the auto tree uses SEQ %.3f s, REM %.3f s; a launch over SSH measures them\n",
-			p, plan.DefaultSeq, plan.DefaultRem)
+		fmt.Fprintf(stdout, "no calibration yet (%s): the auto tree uses SEQ %.3f s, REM %.3f s; a launch by %s measures them\n",
+			p, plan.DefaultSeq, plan.DefaultRem, launcher)
 		return 0
 	}
 	fmt.Fprintf(stdout, "seq       %.4f s\nrem       %.4f s\nagents    %d\nmeasured  %s\nfile      %s\n",
@@ -278,7 +284,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
 	case kind.Shape == plan.Auto:
 		// The figures the last launch over SSH measured, if any.
-		c, err := launch.LoadCalibration()
+		c, err := launch.LoadCalibration(o.launcher)
 		if err != nil {
 			return nil, err
 		}
