@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Every run keeps a state log (a single-voter raft group on bbolt);
@@ -129,5 +132,36 @@ func TestReplicatedStateLog(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, "--replicas") {
 			t.Errorf("%q: exit %d: %s", bad, r.code, r.stderr)
 		}
+	}
+}
+
+// Losing the node of a replica fails the job (no recovery yet), but the
+// two replicas left still commit its final status.
+func TestReplicaNodeLost(t *testing.T) {
+	dir := t.TempDir()
+	m := marker(t)
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--tree", "flat",
+		"--kill-after", "1s", "-n", "4", "sleep", m)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, "4 ranks", 20*time.Second, func() bool { return len(liveProcesses(t, "sleep "+m)) >= 4 })
+	// Wait until both replica agents joined (their raft.db files exist),
+	// then kill node0's agent: it hosts one of them.
+	waitFor(t, "the replicas' files", 20*time.Second, func() bool {
+		dbs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "node*", "raft.db"))
+		return len(dbs) == 2
+	})
+	if err := syscall.Kill(agentOf(t, "sleep "+m, "node0"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the job succeeded after losing a node")
+	}
+	waitGone(t, "sleep "+m, 10*time.Second)
+	r := ftlaunch(t, "", "status", "--state-dir", dir)
+	if !strings.Contains(r.stdout, "finished, exit code 1") || !strings.Contains(r.stdout, "node0") {
+		t.Errorf("status after losing node0: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
