@@ -28,6 +28,7 @@ const linkLostGrace = time.Second
 // rank's process group and returns: no orphans.
 type Agent struct {
 	link   *link
+	up     *uplink    // how frames reach the parent (buffered while it has none)
 	outWin *window    // output credit granted by the front-end
 	tree   *treeState // its place in a launch tree (nil: an agent on a socketpair)
 	stage  prestaged  // the prestaged program (--prestage), written before the spec
@@ -37,6 +38,12 @@ type Agent struct {
 	wg       *sync.WaitGroup
 	stopLink context.CancelFunc
 	stopped  atomic.Bool // the agent ended its link after a shutdown
+
+	// Root failover (failover.go, successor.go); guarded by mu.
+	replicas  []peerAddr         // the replica agents, which may adopt this one
+	exits     map[int]rankStatus // exits reported, to report again to a new root
+	sentUp    map[uint64][]byte  // contributions sent up and not yet answered
+	successor *successor         // the root this agent runs after the front-end's death
 
 	spec  *nodeSpec
 	ranks map[int]*rankProc
@@ -74,9 +81,13 @@ func RunAgent(ctx context.Context, conn io.ReadWriteCloser) error {
 }
 
 func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState) error {
+	l := newLink(conn)
 	a := &Agent{
 		tree:    tree,
-		link:    newLink(conn),
+		link:    l,
+		up:      &uplink{l: l},
+		exits:   map[int]rankStatus{},
+		sentUp:  map[uint64][]byte{},
 		outWin:  newWindow(outputWindow),
 		ranks:   map[int]*rankProc{},
 		seq:     map[int]uint64{},
@@ -144,6 +155,20 @@ func (a *Agent) run(ctx context.Context) error {
 	if a.tree != nil {
 		defer a.tree.ln.Close()
 		a.startTree(ctx, &wg)
+		if gone := a.tree.stdinGone; gone != nil {
+			// The session that started the agent ended (its parent is
+			// gone, or closed it): the end of the agent, unless it
+			// outlives the front-end.
+			go func() {
+				select {
+				case <-gone:
+					if !a.spec.Survive {
+						cancel()
+					}
+				case <-ctx.Done():
+				}
+			}()
+		}
 	}
 	a.startRanks(ctx, &wg)
 	if a.tree != nil && a.spec.Replica.JobDir != "" {
@@ -166,7 +191,33 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 
 	hb := a.spec.Heartbeat
-	err = a.link.run(linkCtx, hb, 4*hb+time.Second, a.handle)
+	l := a.link
+	for {
+		err = l.run(linkCtx, hb, 4*hb+time.Second, a.handle)
+		if errors.Is(err, errShutdown) || a.stopped.Load() || !a.survives() || ctx.Err() != nil {
+			break
+		}
+		// The front-end is gone; its successor adopts the agent.
+		a.up.lose()
+		fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: lost the front-end (%v); looking for the new root\n", a.spec.Node, err)
+		nl, aerr := a.seekAdoption(ctx)
+		if aerr != nil {
+			err = fmt.Errorf("%w; %w", err, aerr)
+			break
+		}
+		a.outWin.reset(outputWindow)
+		if err := a.up.attach(nl); err != nil {
+			nl.conn.Close()
+			continue
+		}
+		l = nl
+		a.resync()
+	}
+	if a.successor != nil {
+		// The successor root ends after every agent it adopted, this
+		// one's own link included.
+		a.successor.wait(10 * time.Second)
+	}
 	a.outWin.close()
 	// The link is gone: a shutdown we were told of ends with errShutdown
 	// (or, for an agent with children, once they are done too); anything
@@ -255,12 +306,13 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 
 // send writes to the parent; a failure shows up in the link's reader.
 func (a *Agent) send(typ uint8, p []byte) {
-	_ = a.link.send(typ, p)
+	_ = a.up.send(typ, p, a.spec != nil && a.survives())
 }
 
 func (a *Agent) reportExit(s rankStatus) {
 	a.mu.Lock()
 	a.gone[s.Rank] = true
+	a.exits[s.Rank] = s
 	var stranded []uint64
 	for seq, c := range a.colls {
 		if _, ok := c.values[s.Rank]; !ok {
@@ -344,6 +396,17 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		return errShutdown
 	case mRoute:
 		return a.relayDown(p)
+	case mReplicas:
+		ps, err := decodePeers(p)
+		if err != nil {
+			return fmt.Errorf("replicas message: %w", err)
+		}
+		a.mu.Lock()
+		a.replicas = ps
+		a.mu.Unlock()
+	case mResyncReq:
+		a.resync()
+	case mAdopted:
 	case mBcast:
 		_, typ, inner, err := unwrap(p, false)
 		if err != nil || typ == mBcast || typ == mRoute {
@@ -441,6 +504,7 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 		a.pmiUp += int64(len(p))
 		a.pmiBarrier++
 	}
+	a.sentUp[seq] = p
 	a.send(mContrib, p)
 	return seq, nil
 }
@@ -450,6 +514,7 @@ func (a *Agent) collDone(res *collResult) {
 	a.mu.Lock()
 	c := a.colls[res.Seq]
 	delete(a.colls, res.Seq)
+	delete(a.sentUp, res.Seq)
 	switch res.Op {
 	case rankproto.OpFence:
 		for k, v := range res.KV {
@@ -534,13 +599,8 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 		// The SSH session that started the agent stays open for the job's
 		// life; its end (the front-end closed it, or sshd dropped it) is the
 		// end of the agent too.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			_, _ = io.Copy(io.Discard, os.Stdin)
-			cancel()
-		}()
+		// (An agent of a replicated job outlives it: see run.)
+		tree.stdinGone = watchStdin()
 	} else {
 		f := os.NewFile(3, "parent-link")
 		c, err := net.FileConn(f)

@@ -33,6 +33,8 @@ type treeState struct {
 	closing  bool          // shutting down: no new children
 	changed  chan struct{} // signalled when a child's link ends
 	cancel   context.CancelFunc
+
+	stdinGone <-chan struct{} // closed when the agent's session ended
 }
 
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
@@ -85,7 +87,7 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		acceptLoop(t.ln, l, func(conn net.Conn, h hello) { a.adoptStandby(ctx, wg, conn) })
+		acceptLoop(t.ln, l, func(conn net.Conn, h hello) { a.adoptStandby(ctx, wg, conn) }, a.adoptRequest)
 	}()
 }
 
@@ -152,10 +154,10 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 		done := false // the child said it is done: its link ends normally
 		err := res.link.run(ctx, hb, 4*hb+time.Second, func(typ uint8, p []byte) error {
 			if typ == mFrom {
-				return a.link.send(mFrom, p)
+				return a.up.send(mFrom, p, a.survives())
 			}
 			done = done || typ == mDone
-			return a.link.send(mFrom, wrap(idx, typ, p))
+			return a.up.send(mFrom, wrap(idx, typ, p), a.survives())
 		})
 		t.mu.Lock()
 		delete(t.children, idx)

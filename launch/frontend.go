@@ -126,6 +126,8 @@ type frontend struct {
 	rootCreds    *secure.Credentials
 	stage        *stagedProgram
 	backupsUp    int
+	lenient      bool       // a successor root: agents report again what the lost root knew
+	replicaPeers []peerAddr // the replica agents, once all are up
 	exitCode     int
 	colls        map[uint64]*rootColl
 	liveN        int // agents hosting ranks
@@ -148,17 +150,18 @@ type frontend struct {
 }
 
 type agentHandle struct {
-	idx    int
-	name   string
-	cmd    *exec.Cmd     // the local agent on a socketpair
-	sess   spawn.Session // an agent the front-end started in a launch tree
-	link   *link         // the front-end's link to it, if it is a direct child
-	via    *link         // the link it is reached through (set once up)
-	ranks  []int
-	up     bool // connected and activated
-	closed bool // link ended
-	done   bool // the agent reported mDone
-	ended  int  // its ranks that ended
+	idx     int
+	name    string
+	cmd     *exec.Cmd     // the local agent on a socketpair
+	sess    spawn.Session // an agent the front-end started in a launch tree
+	link    *link         // the front-end's link to it, if it is a direct child
+	via     *link         // the link it is reached through (set once up)
+	ranks   []int
+	up      bool // connected and activated
+	adopted bool // a successor root took its link
+	closed  bool // link ended
+	done    bool // the agent reported mDone
+	ended   int  // its ranks that ended
 
 	// Its place in the launch tree (agent indexes; -1: the front-end).
 	parent, top, backup, depth int
@@ -225,12 +228,14 @@ type failureInfo struct {
 }
 
 type event struct {
-	launch *launchResult // a start by the front-end's own launcher
-	agent  *agentHandle
-	typ    uint8
-	p      []byte
-	end    bool // the link ended with err
-	err    error
+	launch       *launchResult // a start by the front-end's own launcher
+	adopt        *adoptConn    // a successor root: a child of the lost root asks for adoption
+	adoptTimeout bool          // a successor root: time is up for adoptions
+	agent        *agentHandle
+	typ          uint8
+	p            []byte
+	end          bool // the link ended with err
+	err          error
 }
 
 // evLinkEnd is the type of the event that reports the end of a link.
@@ -407,7 +412,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if g, ok := sp.(groupSpawner); ok && fe.opts.GroupStart {
 		l.group = g
 	}
-	go acceptLoop(ln, l, nil)
+	go acceptLoop(ln, l, nil, nil)
 	lctx, cancel := context.WithCancel(ctx)
 	fe.cancelLaunch = cancel
 	fe.launchBegan = time.Since(fe.start)
@@ -552,6 +557,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	if fe.replicaNodes[a.idx] {
 		spec.Replica = replicaSpec{JobDir: fe.journal.Dir(), Replicas: fe.opts.Replicas}
 	}
+	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.parent < 0
 	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
 		spec.Addr = host
 	}
@@ -576,6 +582,28 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	fe.showProgress()
 	if a.parent < 0 || fe.opts.Verbose {
 		fe.verbosef("node %s: agent up (ssh %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, ms(up.SSH), up.Attempts, ms(up.Up))
+	}
+	// A replicated root's children learn where the replica agents are:
+	// one of them adopts them if the front-end dies.
+	if len(fe.replicaNodes) > 0 {
+		if fe.replicaPeers == nil && fe.replicaNodes[a.idx] {
+			var ps []peerAddr
+			for i := range fe.replicaNodes {
+				if b := fe.agents[i]; b.up && b.info.Addr != "" {
+					ps = append(ps, peerAddr{Idx: i, Name: b.name, Addr: b.info.Addr})
+				}
+			}
+			if len(ps) == len(fe.replicaNodes) {
+				fe.replicaPeers = ps
+				for _, b := range fe.agents {
+					if b.parent < 0 && b.up && !b.closed {
+						_ = b.send(mReplicas, encodePeers(ps))
+					}
+				}
+			}
+		} else if fe.replicaPeers != nil && a.parent < 0 {
+			_ = a.send(mReplicas, encodePeers(fe.replicaPeers))
+		}
 	}
 	// Standby links: the agent to its backup parent, the agents whose
 	// backup parent it is to it.
@@ -857,6 +885,14 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 }
 
 func (fe *frontend) handle(ev event) {
+	if ev.adopt != nil {
+		fe.adopt(ev.adopt)
+		return
+	}
+	if ev.adoptTimeout {
+		fe.adoptTimedOut()
+		return
+	}
 	if r := ev.launch; r != nil {
 		a := fe.agents[r.child.Idx]
 		if r.err != nil {
@@ -918,6 +954,10 @@ func (fe *frontend) handle(ev event) {
 		for i, r := range st.Ranks {
 			if r >= 0 && r < len(fe.ranks) {
 				fe.ranks[r].pid = st.Pids[i]
+				if fe.ranks[r].node < 0 { // a successor learns where it runs
+					fe.ranks[r].node = a.idx
+					a.ranks = append(a.ranks, r)
+				}
 			}
 		}
 		fe.ranksUp += len(st.Ranks)
@@ -937,6 +977,9 @@ func (fe *frontend) handle(ev event) {
 		fe.out.push(outItem{agent: a, rank: r, stream: stream, data: data})
 	case mExit:
 		st, err := decodeRankStatus(ev.p)
+		if err == nil && st.Rank < len(fe.ranks) && fe.ranks[st.Rank].ended && fe.lenient {
+			return // reported again after a failover
+		}
 		if err != nil || st.Rank >= len(fe.ranks) || fe.ranks[st.Rank].ended {
 			fe.protocolError(a, fmt.Errorf("exit message for rank %d: %v", st.Rank, err))
 			return
@@ -1015,7 +1058,10 @@ func isTerminal(w io.Writer) bool {
 }
 
 func (fe *frontend) nodeOf(rank int) string {
-	return fe.agents[fe.ranks[rank].node].name
+	if n := fe.ranks[rank].node; n >= 0 {
+		return fe.agents[n].name
+	}
+	return "?"
 }
 
 func (fe *frontend) warnf(format string, args ...any) {
@@ -1037,7 +1083,9 @@ func (fe *frontend) rankEnded(st rankStatus) {
 	// of its own; one that exits with an error code meanwhile is.
 	rs.byFrontend = fe.terminating && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL))
 	fe.ended++
-	fe.agents[rs.node].ended++
+	if rs.node >= 0 {
+		fe.agents[rs.node].ended++
+	}
 	if st.Code == 0 && st.Signal == 0 && st.Reason == "" {
 		fe.checkStranded()
 		return
@@ -1162,6 +1210,9 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 		fe.fail(ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", c.Seq, a.name, c.Op, rc.op))
 		return
 	}
+	if rc.from[a.idx] {
+		return // reported again after a failover
+	}
 	for i, r := range c.Ranks {
 		if rc.values != nil && r < len(rc.values) {
 			rc.values[r] = c.Values[i]
@@ -1228,7 +1279,7 @@ func (fe *frontend) killAgents() {
 		a.kill()
 	}
 	for _, rs := range fe.ranks {
-		if rs.pid > 0 && !rs.ended && fe.agents[rs.node].cmd != nil {
+		if rs.pid > 0 && !rs.ended && rs.node >= 0 && fe.agents[rs.node].cmd != nil {
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
 	}

@@ -37,6 +37,9 @@ type nodeSpec struct {
 	// Addr is how the agent's parent reaches it (its IP), for the
 	// addresses it advertises.
 	Addr string
+	// Survive: the job has a replicated root; the agent outlives its
+	// session, and (RootChild) a child of the root outlives the root.
+	Survive, RootChild bool
 }
 
 func (s *nodeSpec) encode() []byte {
@@ -52,7 +55,7 @@ func (s *nodeSpec) encode() []byte {
 	encodeTree(&e, s.Launch, s.Children)
 	e.Bool(s.Prestage)
 	encodeReplica(&e, s.Replica)
-	e.String(s.Addr)
+	e.String(s.Addr).Bool(s.Survive).Bool(s.RootChild)
 	return e.Data()
 }
 
@@ -71,6 +74,7 @@ func decodeNodeSpec(p []byte) (*nodeSpec, error) {
 	s.Prestage = d.Bool()
 	s.Replica = decodeReplica(d)
 	s.Addr = d.String()
+	s.Survive, s.RootChild = d.Bool(), d.Bool()
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
 	}

@@ -126,7 +126,11 @@ func (a *Agent) startReplica(ctx context.Context, ip string) (*agentReplica, err
 		return nil, err
 	}
 	a.send(mReplicaUp, replicaUp{Name: a.spec.Node, Addr: layer.Addr().String()}.encode())
-	return &agentReplica{r: r, tr: tr, layer: layer}, nil
+	ar := &agentReplica{r: r, tr: tr, layer: layer}
+	if a.spec.RootChild {
+		go a.watchLeadership(ctx, ar)
+	}
+	return ar, nil
 }
 
 func (ar *agentReplica) close() {

@@ -56,19 +56,20 @@ const helloTimeout = 10 * time.Second
 type hello struct {
 	Idx    int
 	Backup bool          // a standby link to a backup parent
+	Adopt  bool          // a child of the lost root asks for adoption
 	Port   int           // where the caller listens for its own children
 	Init   time.Duration // from the caller's process start to this hello
 }
 
 func (h hello) encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(h.Idx)).Bool(h.Backup).Uint(uint64(h.Port)).Int(int64(h.Init))
+	e.Uint(uint64(h.Idx)).Bool(h.Backup).Uint(uint64(h.Port)).Int(int64(h.Init)).Bool(h.Adopt)
 	return e.Data()
 }
 
 func decodeHello(p []byte) (hello, error) {
 	d := wire.NewDecoder(p)
-	h := hello{Idx: int(d.Uint()), Backup: d.Bool(), Port: int(d.Uint()), Init: time.Duration(d.Int())}
+	h := hello{Idx: int(d.Uint()), Backup: d.Bool(), Port: int(d.Uint()), Init: time.Duration(d.Int()), Adopt: d.Bool()}
 	if err := d.Err(); err != nil {
 		return h, fmt.Errorf("hello: %w", err)
 	}
@@ -409,7 +410,7 @@ func (l *launcher) deliver(name string, ac acceptedConn) bool {
 // acceptLoop accepts connections on ln until it is closed: a primary child
 // goes to its start in l, a standby link (a node whose backup parent we
 // are) to standby, which may be nil (refused).
-func acceptLoop(ln net.Listener, l *launcher, standby func(net.Conn, hello)) {
+func acceptLoop(ln net.Listener, l *launcher, standby func(net.Conn, hello), adopt func(net.Conn, hello)) {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -432,6 +433,8 @@ func acceptLoop(ln net.Listener, l *launcher, standby func(net.Conn, hello)) {
 			switch {
 			case h.Backup && standby != nil:
 				standby(conn, h)
+			case h.Adopt && adopt != nil:
+				adopt(conn, h)
 			case !h.Backup && l != nil && l.deliver(name, acceptedConn{conn: conn, hello: h}):
 			default:
 				conn.Close()

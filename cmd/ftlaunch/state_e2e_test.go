@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,3 +166,78 @@ func TestReplicaNodeLost(t *testing.T) {
 		t.Errorf("status after losing node0: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// Root failover: with --replicas 3, SIGKILL of the front-end while the
+// ranks run does not end the job. A replica agent takes over as root, the
+// root's children reconnect to it, the ranks finish, their output after
+// the failover lands in the state directory, and the final status is
+// committed; the surviving replicas agree.
+func TestRootFailoverDuringRun(t *testing.T) {
+	dir := t.TempDir()
+	m := marker(t)
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose",
+		"-n", "12", "sh", "-c", "sleep 2.$(( "+m+" % 2 )); echo done $FTLAUNCH_RANK")
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, "both replica agents in the group", 20*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	if strings.Contains(errb.String(), "job ended") {
+		t.Fatal("the job ended before the front-end could be killed")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	var status string
+	waitFor(t, "the job's final status", 60*time.Second, func() bool {
+		r := ftlaunch(t, "", "status", "--state-dir", dir)
+		status = r.stdout
+		return strings.Contains(r.stdout, ": finished") || strings.Contains(r.stdout, ": unfinished")
+	})
+	if !strings.Contains(status, "finished, exit code 0") {
+		t.Fatalf("status after failover:\n%s", status)
+	}
+	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	jobs, _ := filepath.Glob(filepath.Join(dir, "ft-*"))
+	if len(jobs) != 1 {
+		t.Fatalf("job directories: %v", jobs)
+	}
+	for rank := range 12 {
+		b, err := os.ReadFile(filepath.Join(jobs[0], "output", "rank."+itoa(rank)+".out"))
+		if err != nil || string(b) != "done "+itoa(rank)+"\n" {
+			t.Errorf("rank %d's output after the failover: %q, %v", rank, b, err)
+		}
+	}
+	r := ftlaunch(t, "", "inspect", "--json", jobs[0])
+	var rep struct {
+		Replicas []struct {
+			Node   string `json:"node"`
+			Term   uint64 `json:"term"`
+			Digest string `json:"digest"`
+		} `json:"replicas"`
+		Events []struct {
+			Kind   string `json:"kind"`
+			Detail string `json:"detail"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("inspect --json: %v\n%s", err, r.stdout)
+	}
+	var agree []string
+	for _, x := range rep.Replicas {
+		if strings.HasPrefix(x.Node, "node") {
+			agree = append(agree, x.Digest)
+		}
+	}
+	if len(agree) != 2 || agree[0] != agree[1] {
+		t.Errorf("the surviving replicas' digests: %+v", rep.Replicas)
+	}
+	if !strings.Contains(r.stdout, "took over as root") {
+		t.Errorf("no leader change in the event log:\n%s", r.stdout)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -66,6 +66,10 @@ type Config struct {
 	// not compete for the CPU with the launch it records. Records queue
 	// meanwhile.
 	Hold <-chan struct{}
+	// Replica, if set, is a replica that already leads the job's group (a
+	// successor root's): the journal writes through it, does not record
+	// the job again, and leaves it running at Close.
+	Replica *raftstore.Replica
 }
 
 // Stats counts what the journal wrote.
@@ -384,6 +388,14 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 	}()
 	if j.ownsTr {
 		defer j.cfg.Transport.(*raft.InmemTransport).Close()
+	}
+	if r := j.cfg.Replica; r != nil {
+		j.replica = r
+		w := newWriter(j, r)
+		close(j.ready)
+		readied = true
+		w.loop(ctx)
+		return
 	}
 	if h := j.cfg.Hold; h != nil {
 		select {

@@ -1,0 +1,278 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+// Root failover, the successor's side. When the front-end of a job with
+// replicated root state dies, the raft group elects one of the replica
+// agents. That agent, once it also lost its own link to the front-end,
+// takes over: it commits an epoch bump naming itself (the leader change
+// is in the event log), rebuilds the root's view of the job from the
+// replicated state (plan, node table, exits), and runs the front-end's
+// event loop over the links of the root's children, which ask it to adopt
+// them (its own agent too, over its own listener). Output from then on
+// goes to files in the job's state directory (output/rank.R.out, .err;
+// output/ftlaunch.log for ftlaunch's messages); the final status is
+// committed as the front-end would have.
+
+// successor is a root running inside a replica agent.
+type successor struct {
+	fe   *frontend
+	done chan struct{}
+}
+
+func (s *successor) wait(d time.Duration) {
+	select {
+	case <-s.done:
+	case <-time.After(d):
+	}
+}
+
+// watchLeadership takes over the root when this agent's replica leads and
+// the front-end is gone (this agent lost its link to it).
+func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case l, ok := <-ar.r.Leadership():
+			if !ok {
+				return
+			}
+			if !l.IsLeader {
+				continue
+			}
+			if !a.spec.RootChild {
+				// Only a child of the root can tell that the front-end is
+				// gone (it loses its link) and take its place: hand the
+				// leadership on (raft picks the most up-to-date follower).
+				go func() { _ = ar.r.Raft().LeadershipTransfer().Error() }()
+				continue
+			}
+			// Leading while the front-end still holds our link would be a
+			// leadership blip, not its death: wait to lose the link.
+			deadline := time.Now().Add(10 * time.Second)
+			for !a.up.isDown() && time.Now().Before(deadline) && ctx.Err() == nil && ar.r.IsLeader() {
+				time.Sleep(20 * time.Millisecond) // polling the link's state
+			}
+			if !a.up.isDown() || !ar.r.IsLeader() {
+				continue
+			}
+			if err := a.takeOver(ctx, ar); err != nil {
+				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: take over the root: %v\n", a.spec.Node, err)
+				continue
+			}
+			return
+		}
+	}
+}
+
+func (u *uplink) isDown() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.down
+}
+
+// takeOver builds and starts the successor root.
+func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := ar.r.Takeover(tctx); err != nil {
+		return err
+	}
+	st := ar.r.FSM().Copy()
+	job, err := journal.DecodeJob(st.Job.Spec)
+	if err != nil {
+		return err
+	}
+	outDir := filepath.Join(a.spec.Replica.JobDir, "output")
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(outDir, "ftlaunch.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	opts := Options{
+		N: st.Job.Size, Argv: job.Argv, Label: true, OutputDir: outDir,
+		KillAfter: a.spec.KillAfter, Heartbeat: a.spec.Heartbeat, Replicas: a.spec.Replica.Replicas,
+		Stdout: logf, Stderr: logf,
+	}
+	sctx := context.WithoutCancel(ctx) // it outlives this agent's own link
+	sctx, stop := context.WithCancel(sctx)
+	events := make(chan event, 256)
+	fe := &frontend{
+		opts: opts, start: time.Now(), jobID: st.Job.ID, colls: map[uint64]*rootColl{},
+		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
+		ctx: sctx, events: events, lenient: true,
+	}
+	if err := fe.out.openFiles(outDir, opts.N); err != nil {
+		stop()
+		logf.Close()
+		return err
+	}
+	if err := fe.rebuild(st); err != nil {
+		stop()
+		logf.Close()
+		return err
+	}
+	j, err := journal.Open(sctx, journal.Config{
+		StateDir: filepath.Dir(a.spec.Replica.JobDir), Node: a.spec.Node, Replica: ar.r,
+		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas},
+	})
+	if err != nil {
+		stop()
+		logf.Close()
+		return err
+	}
+	fe.journal = j
+	fe.journalHold = make(chan struct{})
+	fe.releaseJournal()
+	s := &successor{fe: fe, done: make(chan struct{})}
+	a.mu.Lock()
+	a.successor = s
+	a.mu.Unlock()
+	fe.warnf("node %s took over as root of job %s after the front-end was lost", a.spec.Node, st.Job.ID)
+	go func() {
+		defer close(s.done)
+		defer stop()
+		defer logf.Close()
+		go fe.out.run()
+		// A child of the root that does not come back in time is lost.
+		lost := time.AfterFunc(adoptWait+5*time.Second, func() {
+			select {
+			case events <- event{adoptTimeout: true}:
+			case <-sctx.Done():
+			}
+		})
+		defer lost.Stop()
+		code := fe.loop(sctx, events)
+		fe.exitCode = code
+		fe.closeJournal()
+		fe.out.close()
+	}()
+	return nil
+}
+
+// rebuild sets up the root's view from the replicated state: agents in
+// plan order (the front-end's indexes), their tree, the ranks and which
+// of them ended.
+func (fe *frontend) rebuild(st *raftstore.State) error {
+	if len(st.Plan.Nodes) < 2 {
+		return fmt.Errorf("no plan in the replicated state")
+	}
+	byName := map[string]int{}
+	for i, n := range st.Plan.Nodes[1:] {
+		byName[n.Name] = i
+		fe.agents = append(fe.agents, &agentHandle{idx: i, name: n.Name, parent: -1, top: i, backup: -1, up: true})
+	}
+	for i, n := range st.Plan.Nodes[1:] {
+		a := fe.agents[i]
+		if p, ok := byName[n.Primary]; ok {
+			a.parent = p
+			fe.agents[p].children = append(fe.agents[p].children, i)
+		}
+		if b, ok := byName[n.Backup]; ok {
+			a.backup = b
+		}
+	}
+	for _, a := range fe.agents {
+		top := a.idx
+		for p := a.parent; p >= 0; p = fe.agents[p].parent {
+			fe.agents[p].sub = append(fe.agents[p].sub, a.idx)
+			top = p
+		}
+		a.top = top
+	}
+	if len(st.Ranks) != fe.opts.N {
+		return fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
+	}
+	for r, row := range st.Ranks {
+		i, ok := byName[row.Node]
+		if !ok {
+			// Not recorded before the front-end died: the agent that
+			// runs it says so when it reports again (mStarted).
+			fe.ranks[r].node = -1
+			continue
+		}
+		a := fe.agents[i]
+		a.ranks = append(a.ranks, r)
+		rs := &fe.ranks[r]
+		rs.node, rs.pid = i, row.PID
+		if row.State == raftstore.RankExited || row.State == raftstore.RankFailed {
+			rs.ended = true
+			rs.status = rankStatus{Rank: r, Code: row.ExitCode}
+			fe.ended++
+			a.ended++
+		}
+	}
+	fe.liveN = len(fe.agents)
+	fe.agentsUp = len(fe.agents)
+	fe.ranksUp = fe.opts.N
+	return nil
+}
+
+// adoptRequest hands a request for adoption to the successor root, if
+// this agent runs one; otherwise it refuses by closing the connection.
+func (a *Agent) adoptRequest(conn net.Conn, h hello) {
+	a.mu.Lock()
+	s := a.successor
+	a.mu.Unlock()
+	if s == nil {
+		conn.Close()
+		return
+	}
+	select {
+	case s.fe.events <- event{adopt: &adoptConn{conn: conn, hello: h}}:
+	case <-s.done:
+		conn.Close()
+	}
+}
+
+// adopt takes a child of the lost root as its own.
+func (fe *frontend) adopt(ac *adoptConn) {
+	idx := ac.hello.Idx
+	name, _ := secure.PeerName(ac.conn)
+	if idx < 0 || idx >= len(fe.agents) || fe.agents[idx].parent >= 0 || fe.agents[idx].name != name || fe.agents[idx].closed {
+		ac.conn.Close()
+		return
+	}
+	a := fe.agents[idx]
+	if err := wire.WriteFrame(ac.conn, mAdopted, nil); err != nil {
+		ac.conn.Close()
+		return
+	}
+	a.link = newLink(ac.conn)
+	a.via = a.link
+	for _, x := range a.sub {
+		fe.agents[x].via = a.link
+	}
+	a.adopted = true
+	fe.startReader(fe.ctx, a, fe.events)
+	// The agents below report again too.
+	_ = a.link.send(mBcast, wrap(-1, mResyncReq, nil))
+	fe.verbosef("adopted node %s", a.name)
+	if fe.terminating {
+		_ = a.link.send(mBcast, wrap(-1, mTerminate, encodeInt(int64(fe.opts.KillAfter))))
+	}
+}
+
+// adoptTimedOut gives up on the root's children that were not adopted.
+func (fe *frontend) adoptTimedOut() {
+	for _, a := range fe.agents {
+		if a.parent < 0 && !a.adopted && !a.closed {
+			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", adoptWait+5*time.Second))
+		}
+	}
+}
