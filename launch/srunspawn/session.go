@@ -183,8 +183,10 @@ func (s *Session) line(line []byte) {
 			close(s.started)
 		}
 	}
+	closed := s.closed
 	s.mu.Unlock()
-	if info {
+	// srun's answer to the SIGTERM of Close is ours, not news.
+	if info || closed && text == "srun: forcing job termination" {
 		s.logf("%s: %s", s.where, text)
 		return
 	}
