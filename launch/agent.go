@@ -213,10 +213,13 @@ func (a *Agent) run(ctx context.Context) error {
 		l = nl
 		a.resync()
 	}
-	if a.successor != nil {
+	a.mu.Lock()
+	succ := a.successor
+	a.mu.Unlock()
+	if succ != nil {
 		// The successor root ends after every agent it adopted, this
 		// one's own link included.
-		a.successor.wait(10 * time.Second)
+		succ.wait(10 * time.Second)
 	}
 	a.outWin.close()
 	// The link is gone: a shutdown we were told of ends with errShutdown
