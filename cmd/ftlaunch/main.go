@@ -4,6 +4,7 @@
 //	ftlaunch plan [flags]                    show a launch tree and its modeled time
 //	ftlaunch inspect [flags] [STATE]         read a job's state log: timeline, node table, raft
 //	ftlaunch status [flags] [JOB]            print a job's state once
+//	ftlaunch attach [flags] [JOB]            follow a job that lost its front-end
 //	ftlaunch version                         print the version
 //
 // `ftlaunch agent` is internal: the front-end starts it, one per node.
@@ -26,6 +27,8 @@ Usage:
   ftlaunch plan [flags]                    show a launch tree and its modeled launch time
   ftlaunch inspect [flags] [STATE]         read a job's state log: timeline, node table, raft metadata
   ftlaunch status [flags] [JOB]            print a job's state once (running, finished, exit code)
+  ftlaunch attach [flags] [JOB]            follow the output of a job that lost its front-end,
+                                           exit with its exit code
   ftlaunch version                         print the version
 `
 
@@ -47,6 +50,8 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		return inspectCommand(args[1:], stdout, stderr)
 	case "status":
 		return statusCommand(args[1:], stdout, stderr)
+	case "attach":
+		return attachCommand(args[1:], stdout, stderr)
 	case "agent":
 		return agentCommand(args[1:], stderr)
 	case "version", "--version", "-version":

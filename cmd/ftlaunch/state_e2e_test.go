@@ -85,6 +85,14 @@ func TestRunKeepsStateLog(t *testing.T) {
 	if !strings.Contains(r.stdout, "exit code 6") {
 		t.Errorf("status of the latest job: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// attach to an ended job returns its exit code at once; to no job,
+	// an error.
+	if r = ftlaunch(t, "", "attach", "--state-dir", dir); r.code != 6 {
+		t.Errorf("attach to the ended job: exit %d: %s", r.code, r.stderr)
+	}
+	if r = ftlaunch(t, "", "attach", "--state-dir", dir, "ft-000000000000"); r.code != 1 || r.stderr == "" {
+		t.Errorf("attach to no job: exit %d: %s", r.code, r.stderr)
+	}
 }
 
 // --replicas 3: the state log is kept by the front-end and two agents on
@@ -191,6 +199,16 @@ func TestRootFailoverDuringRun(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
+	// attach follows the rest of the job and exits with its code.
+	r := ftlaunch(t, "", "attach", "--state-dir", dir)
+	if r.code != 0 {
+		t.Fatalf("attach: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for rank := range 12 {
+		if want := "[" + itoa(rank) + "] done " + itoa(rank) + "\n"; !strings.Contains(r.stdout, want) {
+			t.Errorf("attach did not show %q:\n%s", want, r.stdout)
+		}
+	}
 	var status string
 	waitFor(t, "the job's final status", 60*time.Second, func() bool {
 		r := ftlaunch(t, "", "status", "--state-dir", dir)
@@ -211,7 +229,7 @@ func TestRootFailoverDuringRun(t *testing.T) {
 			t.Errorf("rank %d's output after the failover: %q, %v", rank, b, err)
 		}
 	}
-	r := ftlaunch(t, "", "inspect", "--json", jobs[0])
+	r = ftlaunch(t, "", "inspect", "--json", jobs[0])
 	var rep struct {
 		Replicas []struct {
 			Node   string `json:"node"`
