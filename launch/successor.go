@@ -244,7 +244,10 @@ func (a *Agent) adoptRequest(conn net.Conn, h hello) {
 func (fe *frontend) adopt(ac *adoptConn) {
 	idx := ac.hello.Idx
 	name, _ := secure.PeerName(ac.conn)
-	if idx < 0 || idx >= len(fe.agents) || fe.agents[idx].parent >= 0 || fe.agents[idx].name != name || fe.agents[idx].closed {
+	// One adoption per agent: a second one (its link to this root broke)
+	// is refused; the end of the first link counts as the agent's loss.
+	if idx < 0 || idx >= len(fe.agents) || fe.agents[idx].parent >= 0 || fe.agents[idx].name != name ||
+		fe.agents[idx].closed || fe.agents[idx].adopted {
 		ac.conn.Close()
 		return
 	}
