@@ -172,6 +172,29 @@ func TestClusterLaunch(t *testing.T) {
 			t.Fatalf("inspect: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
+	t.Run("front-end killed with replicas", func(t *testing.T) {
+		// The job outlives its front-end: a replica agent takes over and
+		// attach follows the rest of the job.
+		dir := t.TempDir()
+		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "--state-dir", dir, "--replicas", "3", "--verbose",
+			"-n", "32", "sh", "-c", "sleep 3; echo done $FTLAUNCH_RANK")...)
+		errb := &syncBuffer{}
+		cmd.Stderr = errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitFor(t, "both replica agents in the group", 20*time.Second, func() bool {
+			return strings.Count(errb.String(), "joined the group") == 2
+		})
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		r := ftlaunch(t, "", "attach", "--state-dir", dir)
+		if r.code != 0 || strings.Count(r.stdout, "] done ") != 32 {
+			t.Fatalf("attach: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	})
 	t.Run("interior host crashed mid-run", func(t *testing.T) {
 		// kary:2: node001 starts node003 and node004, which start node007
 		// and node008 below them.
