@@ -275,10 +275,7 @@ func (l *launcher) run(ctx context.Context, report func(launchResult)) {
 		var wg sync.WaitGroup
 		for i := lo; i < hi; i++ {
 			c := &l.children[i]
-			ch := make(chan acceptedConn, 1)
-			l.mu.Lock()
-			l.waiting[c.Name] = ch
-			l.mu.Unlock()
+			ch := l.expect(c.Name)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -289,46 +286,28 @@ func (l *launcher) run(ctx context.Context, report func(launchResult)) {
 	}
 }
 
+// expect registers a child whose connection back is awaited.
+func (l *launcher) expect(name string) chan acceptedConn {
+	ch := make(chan acceptedConn, 1)
+	l.mu.Lock()
+	l.waiting[name] = ch
+	l.mu.Unlock()
+	return ch
+}
+
+// start starts one child in a session of its own and waits for it.
 func (l *launcher) start(ctx context.Context, c *childSpec, ch chan acceptedConn, begin time.Time) launchResult {
-	defer func() {
-		l.mu.Lock()
-		delete(l.waiting, c.Name)
-		l.mu.Unlock()
-	}()
 	boot := (&bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.parent}).encode()
 	sess, err := l.sp.Start(ctx, c.Name, l.argv, boot)
 	if err != nil {
+		l.forget(c.Name)
 		return launchResult{child: c, err: fmt.Errorf("start the agent on %s: %w", c.Name, err)}
 	}
-	go forwardLines(sess.Stderr(), l.logf)
-	go func() { _, _ = io.Copy(io.Discard, sess.Stdout()) }()
-	// An agent that dies before it connects ends its session.
-	ended := make(chan error, 1)
-	go func() { ended <- sess.Wait() }()
-	t := sess.Timings()
-	timer := time.NewTimer(connectTimeout + 5*time.Second)
-	defer timer.Stop()
-	fail := func(err error) launchResult {
+	res := l.await(ctx, c, ch, sess, l.watch(sess), begin)
+	if res.err != nil {
 		_ = sess.Close()
-		return launchResult{child: c, err: err}
 	}
-	select {
-	case ac := <-ch:
-		up := childUp{Idx: c.Idx, SSH: t.Total, Queued: t.Queued, Attempts: t.Attempts, Up: time.Since(begin), Init: ac.hello.Init}
-		if ta, ok := ac.conn.RemoteAddr().(*net.TCPAddr); ok {
-			up.Addr = net.JoinHostPort(ta.IP.String(), fmt.Sprint(ac.hello.Port))
-		}
-		return launchResult{child: c, sess: sess, link: newLink(ac.conn), up: up}
-	case err := <-ended:
-		if err == nil {
-			err = errors.New("exited")
-		}
-		return fail(fmt.Errorf("the agent on %s ended before it connected back: %w", c.Name, err))
-	case <-timer.C:
-		return fail(fmt.Errorf("the agent on %s did not connect back within %v", c.Name, connectTimeout+5*time.Second))
-	case <-ctx.Done():
-		return fail(fmt.Errorf("start the agent on %s: %w", c.Name, ctx.Err()))
-	}
+	return res
 }
 
 // runGroup starts every child with one group start and waits for each to
@@ -340,19 +319,31 @@ func (l *launcher) runGroup(ctx context.Context, begin time.Time, report func(la
 	for i, c := range l.children {
 		hosts[i] = c.Name
 		boot.Group = append(boot.Group, groupEntry{Name: c.Name, Idx: c.Idx, Creds: c.Creds})
-		chans[i] = make(chan acceptedConn, 1)
-		l.mu.Lock()
-		l.waiting[c.Name] = chans[i]
-		l.mu.Unlock()
+		chans[i] = l.expect(c.Name)
 	}
 	sess, err := l.group.StartGroup(ctx, hosts, l.argv, boot.encode())
 	if err != nil {
 		for i := range l.children {
-			c := &l.children[i]
-			report(launchResult{child: c, err: fmt.Errorf("start the agents on %s: %w", strings.Join(hosts, ","), err)})
+			l.forget(l.children[i].Name)
+			report(launchResult{child: &l.children[i], err: fmt.Errorf("start the agents on %s: %w", strings.Join(hosts, ","), err)})
 		}
 		return
 	}
+	ended := l.watch(sess)
+	var wg sync.WaitGroup
+	for i := range l.children {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			report(l.await(ctx, &l.children[i], chans[i], sess, ended, begin))
+		}()
+	}
+	wg.Wait()
+}
+
+// watch drains a started session's output (its stderr to the log) and
+// returns a channel closed when the session ends.
+func (l *launcher) watch(sess spawn.Session) <-chan struct{} {
 	go forwardLines(sess.Stderr(), l.logf)
 	go func() { _, _ = io.Copy(io.Discard, sess.Stdout()) }()
 	ended := make(chan struct{})
@@ -360,37 +351,41 @@ func (l *launcher) runGroup(ctx context.Context, begin time.Time, report func(la
 		_ = sess.Wait()
 		close(ended)
 	}()
-	t := sess.Timings()
-	var wg sync.WaitGroup
-	for i := range l.children {
-		c := &l.children[i]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				l.mu.Lock()
-				delete(l.waiting, c.Name)
-				l.mu.Unlock()
-			}()
-			timer := time.NewTimer(connectTimeout + 5*time.Second)
-			defer timer.Stop()
-			select {
-			case ac := <-chans[i]:
-				up := childUp{Idx: c.Idx, SSH: t.Total, Queued: t.Queued, Attempts: t.Attempts, Up: time.Since(begin), Init: ac.hello.Init}
-				if ta, ok := ac.conn.RemoteAddr().(*net.TCPAddr); ok {
-					up.Addr = net.JoinHostPort(ta.IP.String(), fmt.Sprint(ac.hello.Port))
-				}
-				report(launchResult{child: c, sess: sess, link: newLink(ac.conn), up: up})
-			case <-ended:
-				report(launchResult{child: c, err: fmt.Errorf("the agent on %s ended before it connected back (its group start ended)", c.Name)})
-			case <-timer.C:
-				report(launchResult{child: c, err: fmt.Errorf("the agent on %s did not connect back within %v", c.Name, connectTimeout+5*time.Second)})
-			case <-ctx.Done():
-				report(launchResult{child: c, err: fmt.Errorf("start the agent on %s: %w", c.Name, ctx.Err())})
-			}
-		}()
+	return ended
+}
+
+// await waits for child c, started in sess, to connect back: it is up,
+// or its session ended first, or the connect timeout or ctx ended.
+func (l *launcher) await(ctx context.Context, c *childSpec, ch chan acceptedConn, sess spawn.Session, ended <-chan struct{}, begin time.Time) launchResult {
+	defer l.forget(c.Name)
+	timer := time.NewTimer(connectTimeout + 5*time.Second)
+	defer timer.Stop()
+	select {
+	case ac := <-ch:
+		t := sess.Timings()
+		up := childUp{Idx: c.Idx, SSH: t.Total, Queued: t.Queued, Attempts: t.Attempts, Up: time.Since(begin), Init: ac.hello.Init}
+		if ta, ok := ac.conn.RemoteAddr().(*net.TCPAddr); ok {
+			up.Addr = net.JoinHostPort(ta.IP.String(), fmt.Sprint(ac.hello.Port))
+		}
+		return launchResult{child: c, sess: sess, link: newLink(ac.conn), up: up}
+	case <-ended:
+		err := sess.Wait() // ended: returns at once
+		if err == nil {
+			err = errors.New("exited")
+		}
+		return launchResult{child: c, err: fmt.Errorf("the agent on %s ended before it connected back: %w", c.Name, err)}
+	case <-timer.C:
+		return launchResult{child: c, err: fmt.Errorf("the agent on %s did not connect back within %v", c.Name, connectTimeout+5*time.Second)}
+	case <-ctx.Done():
+		return launchResult{child: c, err: fmt.Errorf("start the agent on %s: %w", c.Name, ctx.Err())}
 	}
-	wg.Wait()
+}
+
+// forget stops awaiting a child.
+func (l *launcher) forget(name string) {
+	l.mu.Lock()
+	delete(l.waiting, name)
+	l.mu.Unlock()
 }
 
 // deliver hands a primary child's connection to its waiting start; it
