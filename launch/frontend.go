@@ -164,8 +164,8 @@ type agentHandle struct {
 	ended   int  // its ranks that ended
 
 	// Its place in the launch tree (agent indexes; -1: the front-end).
-	parent, top, backup, depth int
-	children, sub              []int
+	parent, top, backup int
+	children, sub       []int
 
 	info    childUp       // its start, as its launcher measured it
 	upAt    time.Duration // when the front-end activated it
@@ -463,31 +463,31 @@ func (fe *frontend) arrangeTree() error {
 	for _, c := range pl.Children(0) {
 		fe.rootChildren = append(fe.rootChildren, int(c)-1)
 	}
-	// Pre-order visits a parent before its children.
-	var visit func(v int, top int, depth int)
-	visit = func(v int, top int, depth int) {
-		for _, c := range pl.Children(v) {
-			a := fe.agents[c-1]
-			a.parent, a.top, a.depth = v-1, top, depth
-			if top < 0 {
-				a.top = a.idx
-			}
-			if b := pl.Backup[c]; b > 0 {
-				a.backup = int(b) - 1
-			}
-			if v > 0 {
-				fe.agents[v-1].children = append(fe.agents[v-1].children, a.idx)
-			}
-			visit(int(c), a.top, depth+1)
+	for _, a := range fe.agents {
+		v := a.idx + 1
+		a.parent = int(pl.Parent[v]) - 1 // the front-end (plan node 0) is -1
+		if b := pl.Backup[v]; b > 0 {
+			a.backup = int(b) - 1
+		}
+		for _, c := range pl.Children(v) { // in launch order
+			a.children = append(a.children, int(c)-1)
 		}
 	}
-	visit(0, -1, 1)
+	fe.deriveTree()
+	return nil
+}
+
+// deriveTree fills in, from the agents' parents, each agent's top (its
+// ancestor among the front-end's children, through which it is reached)
+// and sub (the agents below it).
+func (fe *frontend) deriveTree() {
 	for _, a := range fe.agents {
+		a.top = a.idx
 		for p := a.parent; p >= 0; p = fe.agents[p].parent {
 			fe.agents[p].sub = append(fe.agents[p].sub, a.idx)
+			a.top = p
 		}
 	}
-	return nil
 }
 
 // childSpecs issues the credentials of the given agents and describes them

@@ -187,14 +187,7 @@ func (fe *frontend) rebuild(st *raftstore.State) error {
 			a.backup = b
 		}
 	}
-	for _, a := range fe.agents {
-		top := a.idx
-		for p := a.parent; p >= 0; p = fe.agents[p].parent {
-			fe.agents[p].sub = append(fe.agents[p].sub, a.idx)
-			top = p
-		}
-		a.top = top
-	}
+	fe.deriveTree()
 	if len(st.Ranks) != fe.opts.N {
 		return fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
 	}
