@@ -2,12 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"math/big"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,51 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
 	"github.com/ftlaunch/ftlaunch/chaos/cluster"
 )
 
 // The multi-host tests run ftlaunch against an emulated cluster: network
 // namespaces on one bridge, each with a real OpenSSH sshd (chaos/cluster).
 // They skip where namespaces cannot be created.
-
-func requireNamespaces(t *testing.T) {
-	t.Helper()
-	probe := fmt.Sprintf("ftlprobe%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
-		t.Skipf("emulated cluster: cannot create network namespaces here (ip netns add: %v: %s)", err, strings.TrimSpace(string(out)))
-	}
-	exec.Command("ip", "netns", "del", probe).Run()
-	if _, err := os.Stat(cluster.DefaultSSHD); err != nil {
-		t.Skipf("emulated cluster: %s not installed (make deps installs openssh-server)", cluster.DefaultSSHD)
-	}
-}
-
-// upCluster brings up n hosts on a free random /24 for this test.
-func upCluster(t *testing.T, n int) *cluster.Cluster {
-	t.Helper()
-	requireNamespaces(t)
-	b := make([]byte, 4)
-	rand.Read(b)
-	cfg := cluster.Config{Name: "l" + hex.EncodeToString(b)[:7], StateRoot: t.TempDir(), ConnectTimeout: 2 * time.Second}
-	for try := 0; ; try++ {
-		x, _ := rand.Int(rand.Reader, big.NewInt(50*256))
-		v := int(x.Int64())
-		cfg.Prefix = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + v/256), byte(v % 256), 0}), 24)
-		c, err := cluster.Up(context.Background(), cfg, n)
-		if errors.Is(err, cluster.ErrPrefixInUse) && try < 5 {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("cluster up: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := c.Down(context.Background()); err != nil {
-				t.Errorf("cluster down: %v", err)
-			}
-		})
-		return c
-	}
-}
 
 // sleepers counts live `sleep M` processes (not the ftlaunch command
 // lines that mention them).
@@ -93,7 +50,7 @@ func hostfile(t *testing.T, c *cluster.Cluster, slots int) string {
 }
 
 func TestClusterLaunch(t *testing.T) {
-	c := upCluster(t, 8)
+	c := chaostest.Cluster(t, 8, cluster.Config{})
 	hosts := hostfile(t, c, 4)
 	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
 
@@ -332,7 +289,7 @@ func TestClusterLarge(t *testing.T) {
 	if os.Getenv("FTLAUNCH_CLUSTER_LARGE") == "" {
 		t.Skip("set FTLAUNCH_CLUSTER_LARGE=1 (make test-cluster-large) for the 16-host runs")
 	}
-	c := upCluster(t, 16)
+	c := chaostest.Cluster(t, 16, cluster.Config{})
 	hosts := hostfile(t, c, 4)
 	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
 	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "kary:4", "2level", "binomial", "auto --batch 4", "flat --batch 4"} {

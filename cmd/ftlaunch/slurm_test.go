@@ -2,67 +2,19 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"math/big"
-	"net/netip"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ftlaunch/ftlaunch/chaos/cluster"
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
 	"github.com/ftlaunch/ftlaunch/chaos/slurm"
 )
 
 // ftlaunch inside allocations of a real Slurm cluster on emulated hosts
 // (chaos/slurm): --launcher slurm starts one srun step per agent.
 
-func upSlurm(t *testing.T, n int, cfg slurm.Config) *slurm.Cluster {
-	t.Helper()
-	requireNamespaces(t)
-	for _, p := range []string{slurm.DefaultSlurmctld, slurm.DefaultSlurmd, slurm.DefaultMunged} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("slurm cluster: %s not installed (make deps installs it)", p)
-		}
-	}
-	if _, err := exec.LookPath("srun"); err != nil {
-		t.Skip("slurm cluster: srun not installed (make deps installs slurm-client)")
-	}
-	// munged wants every directory above its socket executable by all.
-	root, err := os.MkdirTemp("", "ftl-slurm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	os.Chmod(root, 0o755)
-	b := make([]byte, 4)
-	rand.Read(b)
-	cfg.Cluster = cluster.Config{Name: "s" + hex.EncodeToString(b)[:7], StateRoot: root, ConnectTimeout: 2 * time.Second}
-	for try := 0; ; try++ {
-		x, _ := rand.Int(rand.Reader, big.NewInt(50*256))
-		v := int(x.Int64())
-		cfg.Cluster.Prefix = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + v/256), byte(v % 256), 0}), 24)
-		c, err := slurm.Up(context.Background(), cfg, n)
-		if errors.Is(err, cluster.ErrPrefixInUse) && try < 5 {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("slurm up: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := c.Down(context.Background()); err != nil {
-				t.Errorf("slurm down: %v", err)
-			}
-		})
-		return c
-	}
-}
-
 func TestSlurmLauncher(t *testing.T) {
-	c := upSlurm(t, 8, slurm.Config{})
+	c := chaostest.Slurm(t, 8, slurm.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	alloc := func(t *testing.T, nodes, tasks int, noKill bool, args ...string) slurm.Result {

@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
+	"github.com/ftlaunch/ftlaunch/chaos/slurm"
 )
 
 // TestStartModes compares the two start modes inside one `salloc -N 8 -n
@@ -28,8 +31,8 @@ func TestStartModes(t *testing.T) {
 	if rounds <= 0 {
 		t.Skip("set FTLAUNCH_SRUN_BENCH=ROUNDS to measure the start modes")
 	}
-	requireSlurm(t)
-	c := upCluster(t, 8)
+	chaostest.RequireSlurm(t)
+	c := chaostest.Slurm(t, 8, slurm.Config{})
 	a := allocate(t, c, 8, 16)
 	if len(a.nodes) != 8 {
 		t.Fatalf("allocation %s: want 8 nodes", a.list)

@@ -4,15 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,96 +17,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/chaos/slurm"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 )
-
-// requireSlurm skips the test unless this machine can run chaos/slurm's
-// test cluster: root, network namespaces (probed with a throw-away one),
-// sshd, the Slurm daemons and clients, and munge. Tests install nothing.
-func requireSlurm(tb testing.TB) {
-	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("slurm cluster: needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		tb.Skip("slurm cluster: ip (iproute2) not installed; run chaos/install-deps.sh")
-	}
-	probe := fmt.Sprintf("ftsrprobe%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
-		tb.Skipf("slurm cluster: cannot create network namespaces here (ip netns add: %v: %s)", err, strings.TrimSpace(string(out)))
-	}
-	if out, err := exec.Command("ip", "netns", "del", probe).CombinedOutput(); err != nil {
-		tb.Fatalf("remove probe namespace %s: %v: %s", probe, err, out)
-	}
-	for _, p := range []string{cluster.DefaultSSHD, slurm.DefaultSlurmctld, slurm.DefaultSlurmd, slurm.DefaultMunged} {
-		if _, err := os.Stat(p); err != nil {
-			tb.Skipf("slurm cluster: %s not installed; run chaos/install-deps.sh and chaos/install-slurm-deps.sh", p)
-		}
-	}
-	for _, p := range []string{"srun", "salloc", "sinfo", "nsenter"} {
-		if _, err := exec.LookPath(p); err != nil {
-			tb.Skipf("slurm cluster: %s not installed", p)
-		}
-	}
-}
-
-// upCluster brings up a Slurm cluster of n compute nodes with a random
-// name and a random free /24 in 10.200.0.0-10.249.255.0 (as chaos/slurm's
-// tests do), and takes it down when the test ends.
-func upCluster(tb testing.TB, n int) *slurm.Cluster {
-	tb.Helper()
-	return upClusterConfig(tb, n, slurm.Config{})
-}
-
-// upClusterConfig is upCluster with cfg's Slurm settings (its Cluster field
-// is filled in here).
-func upClusterConfig(tb testing.TB, n int, cfg slurm.Config) *slurm.Cluster {
-	tb.Helper()
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	// munged wants every directory above its socket executable by all,
-	// which t.TempDir() is not.
-	root, err := os.MkdirTemp("", "ftsrun-test-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	cfg.Cluster = cluster.Config{
-		Name:           "r" + hex.EncodeToString(b)[:7],
-		StateRoot:      root,
-		ConnectTimeout: 2 * time.Second,
-	}
-	start := time.Now()
-	var c *slurm.Cluster
-	for try := 0; try < 10; try++ {
-		x, err := rand.Int(rand.Reader, big.NewInt(50*256))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		v := int(x.Int64())
-		cfg.Cluster.Prefix = netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+v/256, v%256))
-		c, err = slurm.Up(context.Background(), cfg, n)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, cluster.ErrPrefixInUse) {
-			tb.Fatalf("slurm Up: %v", err)
-		}
-	}
-	if c == nil {
-		tb.Fatal("slurm Up: no free prefix in 10 tries")
-	}
-	tb.Logf("slurm cluster %s (%v): %d nodes up in %v", cfg.Cluster.Name, cfg.Cluster.Prefix, n, time.Since(start).Round(time.Millisecond))
-	tb.Cleanup(func() {
-		if err := c.Down(context.Background()); err != nil {
-			tb.Errorf("slurm Down: %v", err)
-		}
-	})
-	return c
-}
 
 // testAlloc is a salloc allocation held open for a test.
 type testAlloc struct {

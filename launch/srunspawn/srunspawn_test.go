@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
 	"github.com/ftlaunch/ftlaunch/chaos/slurm"
 )
 
@@ -85,8 +86,8 @@ func TestVerboseFilter(t *testing.T) {
 // TestSpawner runs the spawner against a real Slurm cluster: five nodes,
 // an allocation of four.
 func TestSpawner(t *testing.T) {
-	requireSlurm(t)
-	c := upCluster(t, 5)
+	chaostest.RequireSlurm(t)
+	c := chaostest.Slurm(t, 5, slurm.Config{})
 	a := allocate(t, c, 4, 8)
 	t.Logf("job %s on %s", a.job, a.list)
 	if len(a.nodes) != 4 {
@@ -266,9 +267,9 @@ func TestSpawner(t *testing.T) {
 // allocation: only the lost node's session ends (once Slurm marks the node
 // DOWN, after about SlurmdTimeout); the others run on and end cleanly.
 func TestNodeLoss(t *testing.T) {
-	requireSlurm(t)
+	chaostest.RequireSlurm(t)
 	t.Parallel()
-	c := upClusterConfig(t, 3, slurm.Config{SlurmdTimeout: 3 * time.Second})
+	c := chaostest.Slurm(t, 3, slurm.Config{SlurmdTimeout: 3 * time.Second})
 	a := allocate(t, c, 3, 0)
 	s := a.spawner(t, Options{CloseGrace: 20 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
