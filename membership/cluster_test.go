@@ -19,17 +19,14 @@ type memCluster struct {
 func startMemCluster(t *testing.T, n int, seed uint64) *memCluster {
 	t.Helper()
 	c := &memCluster{net: NewNetwork(seed)}
-	// Registered first, so it runs after the recorders' cleanups have shut
-	// every member down: memberlist leaves a probe waiting for its ack
-	// timer (ProbeInterval) and streams waiting for their deadlines
-	// (TCPTimeout) after Shutdown, and a bubble whose main goroutine has
-	// returned no longer advances its clock. Let them run out in fake time.
+	// Registered first, so that they run after the recorders' cleanups:
+	// shut every member down, then let memberlist's timers run out in fake
+	// time (drainCluster).
+	drainCluster(t)
 	t.Cleanup(func() {
 		for _, m := range c.ms {
 			_ = m.Shutdown()
 		}
-		p := ClusterProfile()
-		time.Sleep(p.TCPTimeout + p.ProbeInterval)
 	})
 	for i := range n {
 		tr, err := c.net.NewTransport()
