@@ -11,15 +11,11 @@ RUNS=${3:-15}
 OLD=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/bench-lib.sh"
 
-run() { # name, command...
-	name=$1
-	shift
-	t0=$(date +%s%N)
-	"$@" >"$tmp/out" 2>"$tmp/err" || { echo "bench-replicas: $name failed:" >&2; cat "$tmp/err" >&2; exit 1; }
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000)) >>"$tmp/$name.wall"
-	sed -n 's/.*node table after \([0-9.]*\) ms.*/\1/p' "$tmp/out" >>"$tmp/$name.table"
+run() { # name, command...: also keeps the demo's node-table time
+	timed "$@"
+	sed -n 's/.*node table after \([0-9.]*\) ms.*/\1/p' "$tmp/out" >>"$tmp/$1.table"
 }
 
 i=0
@@ -30,7 +26,6 @@ while [ $i -lt "$RUNS" ]; do
 	i=$((i + 1))
 done
 
-median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "bench-replicas: ftdemo, 16 ranks on --test-nodes 4, $RUNS runs each, interleaved; $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo
 echo "| ftlaunch | node table (median) | whole run (median) |"

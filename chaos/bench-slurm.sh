@@ -14,32 +14,23 @@ NP=${SLURM_NTASKS:-16}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export XDG_STATE_HOME="$tmp/state"
-
-run() { # name, command...
-	name=$1
-	shift
-	t0=$(date +%s%N)
-	"$@" >/dev/null 2>"$tmp/err" || { echo "bench-slurm: $name failed:" >&2; cat "$tmp/err" >&2; exit 1; }
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000)) >>"$tmp/$name"
-}
+. "$(dirname "$0")/bench-lib.sh"
 
 i=0
 while [ $i -lt "$RUNS" ]; do
-	run ftlaunch "$FTL" run --launcher slurm -n "$NP" true
-	run ftlflat "$FTL" run --launcher slurm --tree flat -n "$NP" true
-	run ftlgroup "$FTL" run --launcher slurm --slurm-start group -n "$NP" true
-	run srun srun -n "$NP" true
-	run mpiexec mpiexec -launcher slurm -iface "$IFACE" -n "$NP" true
+	timed ftlaunch "$FTL" run --launcher slurm -n "$NP" true
+	timed ftlflat "$FTL" run --launcher slurm --tree flat -n "$NP" true
+	timed ftlgroup "$FTL" run --launcher slurm --slurm-start group -n "$NP" true
+	timed srun srun -n "$NP" true
+	timed mpiexec mpiexec -launcher slurm -iface "$IFACE" -n "$NP" true
 	i=$((i + 1))
 done
 
-median() { sort -n "$tmp/$1" | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-f=$(median ftlaunch)
-g=$(median ftlgroup)
-fl=$(median ftlflat)
-s=$(median srun)
-m=$(median mpiexec)
+f=$(median "$tmp/ftlaunch.wall")
+g=$(median "$tmp/ftlgroup.wall")
+fl=$(median "$tmp/ftlflat.wall")
+s=$(median "$tmp/srun.wall")
+m=$(median "$tmp/mpiexec.wall")
 echo "bench-slurm: \`true\` on $NP ranks in $SLURM_JOB_NODELIST ($SLURM_TASKS_PER_NODE), $RUNS runs each, interleaved; $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo
 echo "| launcher | median | / srun | / mpiexec |"
