@@ -158,9 +158,9 @@ func (a *Agent) askAdoption(ctx context.Context, p peerAddr) *link {
 		return nil
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	typ, _, err := readFrameExact(conn, 1024)
+	f, err := wire.ReadFrame(conn, 1024)
 	_ = conn.SetReadDeadline(time.Time{})
-	if err != nil || typ != mAdopted {
+	if err != nil || f.Type != mAdopted {
 		conn.Close()
 		return nil
 	}

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -414,13 +415,13 @@ func acceptLoop(ln net.Listener, l *launcher, standby func(net.Conn, hello), ado
 		go func() {
 			name, _ := secure.PeerName(conn)
 			_ = conn.SetReadDeadline(time.Now().Add(helloTimeout))
-			typ, p, err := readFrameExact(conn, 1024)
+			f, err := wire.ReadFrame(conn, 1024)
 			_ = conn.SetReadDeadline(time.Time{})
-			if err != nil || typ != mHello {
+			if err != nil || f.Type != mHello {
 				conn.Close()
 				return
 			}
-			h, err := decodeHello(p)
+			h, err := decodeHello(f.Payload)
 			if err != nil {
 				conn.Close()
 				return
@@ -438,24 +439,6 @@ func acceptLoop(ln net.Listener, l *launcher, standby func(net.Conn, hello), ado
 	}
 }
 
-// readFrameExact reads one frame without reading past it (the link that
-// takes over the connection reads the rest).
-func readFrameExact(r io.Reader, max int) (uint8, []byte, error) {
-	var h [wire.HeaderLen]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err
-	}
-	n := int(h[0])<<24 | int(h[1])<<16 | int(h[2])<<8 | int(h[3])
-	if h[4] != wire.Version || n > max {
-		return 0, nil, fmt.Errorf("bad frame header (version %d, length %d)", h[4], n)
-	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(r, p); err != nil {
-		return 0, nil, err
-	}
-	return h[5], p, nil
-}
-
 // forwardLines passes r's lines to logf (or discards them).
 func forwardLines(r io.Reader, logf func(string, ...any)) {
 	buf := make([]byte, 0, 4096)
@@ -464,7 +447,7 @@ func forwardLines(r io.Reader, logf func(string, ...any)) {
 		n, err := r.Read(tmp)
 		buf = append(buf, tmp[:n]...)
 		for {
-			i := indexByte(buf, '\n')
+			i := bytes.IndexByte(buf, '\n')
 			if i < 0 {
 				break
 			}
@@ -480,15 +463,6 @@ func forwardLines(r io.Reader, logf func(string, ...any)) {
 			return
 		}
 	}
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // sshSpawner adapts *sshspawn.Spawner to spawn.Spawner.

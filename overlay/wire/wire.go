@@ -91,19 +91,26 @@ func NewReader(r io.Reader, max int) *Reader {
 // io.ErrUnexpectedEOF. The payload is freshly allocated and owned by the
 // caller.
 func (r *Reader) Next() (Frame, error) {
+	return ReadFrame(r.r, r.max)
+}
+
+// ReadFrame reads one frame of at most max payload bytes from r, and no
+// byte beyond it: for a connection whose first frame is read before
+// another reader takes it over. Its results are those of Reader.Next.
+func ReadFrame(r io.Reader, max int) (Frame, error) {
 	var h [HeaderLen]byte
-	if _, err := io.ReadFull(r.r, h[:]); err != nil {
+	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Frame{}, err
 	}
 	n := binary.BigEndian.Uint32(h[:4])
 	if h[4] != Version {
 		return Frame{}, fmt.Errorf("read frame: version %d (want %d): %w", h[4], Version, ErrVersion)
 	}
-	if uint64(n) > uint64(r.max) {
-		return Frame{}, fmt.Errorf("read frame: payload of %d bytes exceeds the limit of %d: %w", n, r.max, ErrTooLarge)
+	if uint64(n) > uint64(max) {
+		return Frame{}, fmt.Errorf("read frame: payload of %d bytes exceeds the limit of %d: %w", n, max, ErrTooLarge)
 	}
 	p := make([]byte, n)
-	if _, err := io.ReadFull(r.r, p); err != nil {
+	if _, err := io.ReadFull(r, p); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
