@@ -111,12 +111,22 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	f, err := a.link.r.Next()
 	defer a.stage.remove()
-	for err == nil && f.Type == mPrestage { // the program comes before the spec
-		var c prestageChunk
-		if c, err = decodePrestageChunk(f.Payload); err == nil {
-			err = a.stage.add(c)
+	for err == nil && (f.Type == mPrestage || f.Type == mBcast) {
+		switch f.Type {
+		case mPrestage: // the program comes before the spec
+			var c prestageChunk
+			if c, err = decodePrestageChunk(f.Payload); err == nil {
+				err = a.stage.add(c)
+			}
+		case mBcast:
+			// A broadcast that overtook this agent's share of the job
+			// (the parent relays to every linked child): the end of the
+			// job ends the agent; anything else is not for it yet.
+			if _, typ, _, uerr := unwrap(f.Payload, false); uerr == nil && (typ == mShutdown || typ == mTerminate || typ == mKill) {
+				f.Type = mShutdown
+			}
 		}
-		if err == nil {
+		if err == nil && f.Type != mShutdown {
 			f, err = a.link.r.Next()
 		}
 	}
@@ -410,6 +420,9 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 	case mResyncReq:
 		a.resync()
 	case mAdopted:
+	case mSpec:
+		// Sent again by a successor root, which cannot tell whether the
+		// front-end's copy arrived before it died: this agent has it.
 	case mBcast:
 		_, typ, inner, err := unwrap(p, false)
 		if err != nil || typ == mBcast || typ == mRoute {

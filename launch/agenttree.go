@@ -27,8 +27,9 @@ type treeState struct {
 	port  int
 
 	mu       sync.Mutex
-	children map[int]*link // connected children, by agent index
-	route    map[int]int   // agent below us -> the child it is reached through
+	children map[int]*link   // connected children, by agent index
+	ups      map[int]childUp // their starts, as reported up
+	route    map[int]int     // agent below us -> the child it is reached through
 	standby  map[*link]bool
 	closing  bool          // shutting down: no new children
 	changed  chan struct{} // signalled when a child's link ends
@@ -40,7 +41,7 @@ type treeState struct {
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
 	return &treeState{
 		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
-		children: map[int]*link{}, route: map[int]int{}, standby: map[*link]bool{},
+		children: map[int]*link{}, ups: map[int]childUp{}, route: map[int]int{}, standby: map[*link]bool{},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -96,7 +97,8 @@ func (a *Agent) spawner() (spawn.Spawner, func(), error) {
 	ls := a.spec.Launch
 	switch ls.Mode {
 	case "local":
-		return localSpawner{}, func() {}, nil
+		sp, err := newLocalSpawner()
+		return sp, func() {}, err
 	case "ssh":
 		policy := sshspawn.HostKeyFromConfig
 		if ls.AcceptNew {
@@ -132,6 +134,7 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 	closing := t.closing
 	if res.err == nil && !closing {
 		t.children[res.child.Idx] = res.link
+		t.ups[res.child.Idx] = res.up
 	}
 	t.mu.Unlock()
 	if res.err != nil {
@@ -161,6 +164,7 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 		})
 		t.mu.Lock()
 		delete(t.children, idx)
+		delete(t.ups, idx)
 		t.mu.Unlock()
 		msg := "link ended"
 		if err != nil {

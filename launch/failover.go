@@ -168,8 +168,22 @@ func (a *Agent) askAdoption(ctx context.Context, p peerAddr) *link {
 }
 
 // resync reports again what a new root needs to know of this node: its
-// ranks, their exits, and the collective contributions not yet answered.
+// children that are up, its ranks, their exits, and the collective
+// contributions not yet answered.
 func (a *Agent) resync() {
+	if t := a.tree; t != nil {
+		// Children first: a successor that does not know one is up (the
+		// front-end died before it recorded it) sends it its share.
+		t.mu.Lock()
+		ups := make([]childUp, 0, len(t.ups))
+		for _, u := range t.ups {
+			ups = append(ups, u)
+		}
+		t.mu.Unlock()
+		for _, u := range ups {
+			a.send(mChildUp, u.encode())
+		}
+	}
 	var st started
 	for _, r := range a.order {
 		st.Ranks = append(st.Ranks, r)

@@ -110,8 +110,11 @@ type frontend struct {
 	ctx    context.Context // Run's: ends every goroutine of the job
 	events chan event      // what launches and links report to loop
 
-	plan         *plan.Plan // the launch tree (nil: one local agent)
-	rootChildren []int      // agents the front-end starts itself
+	plan         *plan.Plan              // the launch tree (nil: one local agent, or a successor's)
+	tree         bool                    // agents start agents (a plan, or a successor's rebuilt tree)
+	launchTmpl   *launchSpec             // a successor's: how agents start theirs
+	relaunch     func([]childSpec) error // a successor's: start root children
+	rootChildren []int                   // agents the front-end starts itself
 	ca           *secure.CA
 	ln           net.Listener
 	cancelLaunch context.CancelFunc
@@ -209,6 +212,7 @@ func (a *agentHandle) wait() {
 type rankState struct {
 	node       int
 	pid        int
+	started    bool // reported running
 	ended      bool
 	status     rankStatus
 	byFrontend bool // ended while ftlaunch was terminating the job
@@ -231,12 +235,19 @@ type event struct {
 	launch       *launchResult // a start by the front-end's own launcher
 	adopt        *adoptConn    // a successor root: a child of the lost root asks for adoption
 	adoptTimeout bool          // a successor root: time is up for adoptions
+	resume       bool          // a successor root: start the root's children never started
 	agent        *agentHandle
 	typ          uint8
 	p            []byte
 	end          bool // the link ended with err
 	err          error
 }
+
+// groupHold is how long a replicated root's group waits for a short launch
+// to finish before it starts anyway: a launch that takes longer can then
+// survive the front-end's loss (its first election takes a few hundred
+// milliseconds), and a short one does not share the CPU with it.
+const groupHold = 100 * time.Millisecond
 
 // evLinkEnd is the type of the event that reports the end of a link.
 const evLinkEnd = 0
@@ -285,6 +296,12 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	fe.journal = j
 	defer fe.closeJournal()
+	if opts.Replicas > 1 {
+		// A root group can take over only once it exists: a launch that
+		// lasts starts it early, while it goes on.
+		t := time.AfterFunc(groupHold, fe.releaseJournal)
+		defer t.Stop()
+	}
 	if opts.Prestage {
 		st, err := readProgram(opts)
 		if err != nil {
@@ -389,7 +406,11 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	sp := fe.opts.SSH
 	switch {
 	case sp == nil:
-		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, localSpawner{}
+		ls, err := newLocalSpawner()
+		if err != nil {
+			return err
+		}
+		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, ls
 	case fe.opts.Launcher == "slurm":
 		hosts = ownAddrs() // srun says nothing of where its caller is
 	}
@@ -455,7 +476,7 @@ func (fe *frontend) arrangeTree() error {
 	if err != nil {
 		return err
 	}
-	fe.plan = pl
+	fe.plan, fe.tree = pl, true
 	fe.replicaNodes = map[int]bool{}
 	for _, v := range pl.ReplicaNodes[1:] {
 		fe.replicaNodes[int(v)-1] = true
@@ -555,13 +576,13 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		}
 	}
 	if fe.replicaNodes[a.idx] {
-		spec.Replica = replicaSpec{JobDir: fe.journal.Dir(), Replicas: fe.opts.Replicas}
+		spec.Replica = fe.replicaSpec()
 	}
 	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.parent < 0
 	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
 		spec.Addr = host
 	}
-	if fe.plan != nil {
+	if fe.tree {
 		spec.Tree = true
 		spec.Launch = fe.launchSpec(a)
 		cs, err := fe.childSpecs(a.children)
@@ -628,19 +649,45 @@ func (fe *frontend) sendBackup(a *agentHandle) {
 	_ = a.send(mBackup, peerAddr{Idx: b.idx, Name: b.name, Addr: b.info.Addr}.encode())
 }
 
+// replicaSpec is what a replica agent is given: enough to take the root
+// over, also in the middle of the launch.
+func (fe *frontend) replicaSpec() replicaSpec {
+	rs := replicaSpec{JobDir: fe.journal.Dir(), Replicas: fe.opts.Replicas}
+	if fe.ca != nil {
+		rs.CA = fe.ca.Marshal()
+	}
+	for _, b := range fe.agents {
+		rs.Placement = append(rs.Placement, b.ranks)
+	}
+	return rs
+}
+
 // launchSpec tells agent a how to start its children.
 func (fe *frontend) launchSpec(a *agentHandle) launchSpec {
 	l := launchSpec{Mode: "local", AgentPath: fe.opts.AgentPath}
 	switch {
+	case fe.launchTmpl != nil: // a successor: as it was told itself
+		l = *fe.launchTmpl
 	case fe.opts.Launcher == "slurm":
 		l.Mode = "slurm"
 	case fe.opts.SSH != nil:
 		l.Mode, l.SSHConfig, l.AcceptNew, l.ForwardAgent = "ssh", fe.opts.SSHConfig, fe.opts.SSHAcceptNew, fe.opts.SSHForwardAgent
 	}
-	if fe.plan.IsLeafLauncher(a.idx + 1) {
+	l.Batch = 0
+	if fe.leafLauncher(a) {
 		l.Batch = fe.opts.Batch
 	}
 	return l
+}
+
+// leafLauncher reports whether a starts children that start none.
+func (fe *frontend) leafLauncher(a *agentHandle) bool {
+	for _, c := range a.children {
+		if len(fe.agents[c].children) > 0 {
+			return false
+		}
+	}
+	return len(a.children) > 0
 }
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
@@ -893,6 +940,10 @@ func (fe *frontend) handle(ev event) {
 		fe.adoptTimedOut()
 		return
 	}
+	if ev.resume {
+		fe.resumeLaunch()
+		return
+	}
 	if r := ev.launch; r != nil {
 		a := fe.agents[r.child.Idx]
 		if r.err != nil {
@@ -953,14 +1004,18 @@ func (fe *frontend) handle(ev event) {
 		}
 		for i, r := range st.Ranks {
 			if r >= 0 && r < len(fe.ranks) {
-				fe.ranks[r].pid = st.Pids[i]
-				if fe.ranks[r].node < 0 { // a successor learns where it runs
-					fe.ranks[r].node = a.idx
+				rs := &fe.ranks[r]
+				rs.pid = st.Pids[i]
+				if rs.node < 0 { // a successor learns where it runs
+					rs.node = a.idx
 					a.ranks = append(a.ranks, r)
+				}
+				if !rs.started { // (a successor hears it again)
+					rs.started = true
+					fe.ranksUp++
 				}
 			}
 		}
-		fe.ranksUp += len(st.Ranks)
 		a.ranksAt = time.Since(fe.start)
 		if fe.ranksUp >= fe.opts.N {
 			time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
@@ -1488,9 +1543,19 @@ func (fe *frontend) addReplica(ru replicaUp) {
 		if r == nil {
 			return
 		}
-		if err := r.Raft().AddVoter(raft.ServerID(ru.Name), raft.ServerAddress(ru.Addr), 0, 10*time.Second).Error(); err != nil {
-			fe.warnf("root replica on %s not added: %v", ru.Name, err)
-			return
+		// A leadership blip (a loaded machine) fails a change: try again
+		// while there is time.
+		for {
+			err := r.Raft().AddVoter(raft.ServerID(ru.Name), raft.ServerAddress(ru.Addr), 0, 10*time.Second).Error()
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				fe.warnf("root replica on %s not added: %v", ru.Name, err)
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 		fe.verbosef("root replica on %s joined the group (%s)", ru.Name, ru.Addr)
 	}()

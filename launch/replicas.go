@@ -71,18 +71,40 @@ func advertise(addr net.Addr, host string) string {
 	return ta.String()
 }
 
-// replicaSpec tells an agent to host a root replica.
+// replicaSpec tells an agent to host a root replica, and gives it what a
+// successor root needs beyond the replicated state to finish a launch the
+// front-end did not: the job's CA (to issue the credentials of the agents
+// it starts) and every agent's ranks. It travels only on the job's mutual
+// TLS and stays in the agent's memory.
 type replicaSpec struct {
-	JobDir   string // the job's state directory (shared by the nodes)
-	Replicas int
+	JobDir    string // the job's state directory (shared by the nodes)
+	Replicas  int
+	CA        []byte  // secure.CA, marshalled
+	Placement [][]int // ranks of each agent, by agent index
 }
 
 func encodeReplica(e *wire.Encoder, r replicaSpec) {
-	e.String(r.JobDir).Uint(uint64(r.Replicas))
+	e.String(r.JobDir).Uint(uint64(r.Replicas)).Bytes(r.CA).Uint(uint64(len(r.Placement)))
+	for _, ranks := range r.Placement {
+		e.Uint(uint64(len(ranks)))
+		for _, x := range ranks {
+			e.Uint(uint64(x))
+		}
+	}
 }
 
 func decodeReplica(d *wire.Decoder) replicaSpec {
-	return replicaSpec{JobDir: d.String(), Replicas: int(d.Uint())}
+	r := replicaSpec{JobDir: d.String(), Replicas: int(d.Uint()), CA: d.Bytes()}
+	n := d.Count(1)
+	for range n {
+		k := d.Count(1)
+		ranks := make([]int, 0, k)
+		for range k {
+			ranks = append(ranks, int(d.Uint()))
+		}
+		r.Placement = append(r.Placement, ranks)
+	}
+	return r
 }
 
 type replicaUp struct {

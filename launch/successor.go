@@ -6,7 +6,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
@@ -61,18 +65,47 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 				continue
 			}
 			// Leading while the front-end still holds our link would be a
-			// leadership blip, not its death: wait to lose the link.
-			deadline := time.Now().Add(10 * time.Second)
+			// leadership blip, not its death: wait to lose the link (as
+			// long as the link takes to notice a silent peer).
+			hb := a.spec.Heartbeat
+			deadline := time.Now().Add(4*hb + 2*time.Second)
 			for !a.up.isDown() && time.Now().Before(deadline) && ctx.Err() == nil && ar.r.IsLeader() {
 				time.Sleep(20 * time.Millisecond) // polling the link's state
 			}
-			if !a.up.isDown() || !ar.r.IsLeader() {
+			if !ar.r.IsLeader() {
+				continue
+			}
+			if !a.up.isDown() {
+				// The front-end lives: it writes the job's log, so it
+				// must lead. Hand the leadership back.
+				go a.leadershipToFrontend(ar)
 				continue
 			}
 			if err := a.takeOver(ctx, ar); err != nil {
 				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: take over the root: %v\n", a.spec.Node, err)
 				continue
 			}
+			return
+		}
+	}
+}
+
+// leadershipToFrontend transfers the raft leadership to the front-end's
+// replica: the member that is none of the replica agents.
+func (a *Agent) leadershipToFrontend(ar *agentReplica) {
+	a.mu.Lock()
+	agents := map[string]bool{a.spec.Node: true}
+	for _, p := range a.replicas {
+		agents[p.Name] = true
+	}
+	a.mu.Unlock()
+	f := ar.r.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	for _, srv := range f.Configuration().Servers {
+		if !agents[string(srv.ID)] && srv.Suffrage == raft.Voter {
+			_ = ar.r.Raft().LeadershipTransferToServer(srv.ID, srv.Address).Error()
 			return
 		}
 	}
@@ -105,36 +138,46 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 		return err
 	}
 	opts := Options{
-		N: st.Job.Size, Argv: job.Argv, Label: true, OutputDir: outDir,
+		N: st.Job.Size, Argv: job.Argv, Env: a.spec.Env, Wdir: a.spec.Wdir, Label: true, OutputDir: outDir,
 		KillAfter: a.spec.KillAfter, Heartbeat: a.spec.Heartbeat, Replicas: a.spec.Replica.Replicas,
 		Stdout: logf, Stderr: logf,
 	}
 	sctx := context.WithoutCancel(ctx) // it outlives this agent's own link
 	sctx, stop := context.WithCancel(sctx)
 	events := make(chan event, 256)
+	tmpl := a.spec.Launch
+	a.mu.Lock()
+	peers := slices.Clone(a.replicas)
+	a.mu.Unlock()
 	fe := &frontend{
 		opts: opts, start: time.Now(), jobID: st.Job.ID, colls: map[uint64]*rootColl{},
 		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
 		ctx: sctx, events: events, lenient: true,
+		tree: true, launchTmpl: &tmpl, mapping: a.spec.ProcessMapping, replicaPeers: peers,
+	}
+	fail := func(err error) error {
+		stop()
+		logf.Close()
+		return err
+	}
+	if len(a.spec.Replica.CA) > 0 {
+		if fe.ca, err = secure.UnmarshalCA(a.spec.Replica.CA); err != nil {
+			return fail(fmt.Errorf("the job's CA: %w", err))
+		}
 	}
 	if err := fe.out.openFiles(outDir, opts.N); err != nil {
-		stop()
-		logf.Close()
-		return err
+		return fail(err)
 	}
-	if err := fe.rebuild(st); err != nil {
-		stop()
-		logf.Close()
-		return err
+	if err := fe.rebuild(st, a.spec.Replica.Placement); err != nil {
+		return fail(err)
 	}
+	fe.relaunch = func(cs []childSpec) error { return a.relaunch(sctx, fe, cs) }
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(a.spec.Replica.JobDir), Node: a.spec.Node, Replica: ar.r,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas},
 	})
 	if err != nil {
-		stop()
-		logf.Close()
-		return err
+		return fail(err)
 	}
 	fe.journal = j
 	fe.journalHold = make(chan struct{})
@@ -157,6 +200,16 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 			}
 		})
 		defer lost.Stop()
+		// The root's children the front-end had not started yet (none
+		// of them was recorded up, none asked to be adopted) are
+		// started by this root.
+		resume := time.AfterFunc(resumeWait, func() {
+			select {
+			case events <- event{resume: true}:
+			case <-sctx.Done():
+			}
+		})
+		defer resume.Stop()
 		code := fe.loop(sctx, events)
 		fe.exitCode = code
 		fe.closeJournal()
@@ -165,17 +218,28 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	return nil
 }
 
+// resumeWait is how long a successor waits for the root's children to
+// ask for adoption before it starts those that were never recorded up.
+const resumeWait = time.Second
+
 // rebuild sets up the root's view from the replicated state: agents in
-// plan order (the front-end's indexes), their tree, the ranks and which
-// of them ended.
-func (fe *frontend) rebuild(st *raftstore.State) error {
+// plan order (the front-end's indexes), their tree, which of them were up,
+// the ranks and which of them ended. placement, if it covers every agent,
+// gives each agent's ranks (the replica spec's copy of the plan's); else
+// they come from the node table, and the agents report those it lacks.
+func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 	if len(st.Plan.Nodes) < 2 {
 		return fmt.Errorf("no plan in the replicated state")
 	}
 	byName := map[string]int{}
 	for i, n := range st.Plan.Nodes[1:] {
 		byName[n.Name] = i
-		fe.agents = append(fe.agents, &agentHandle{idx: i, name: n.Name, parent: -1, top: i, backup: -1, up: true})
+		a := &agentHandle{idx: i, name: n.Name, parent: -1, top: i, backup: -1}
+		if ag, ok := st.Agents[n.Name]; ok { // the front-end sent it its share
+			a.up, a.info = true, childUp{Idx: i, Addr: ag.Addr}
+			fe.agentsUp++
+		}
+		fe.agents = append(fe.agents, a)
 	}
 	for i, n := range st.Plan.Nodes[1:] {
 		a := fe.agents[i]
@@ -191,28 +255,117 @@ func (fe *frontend) rebuild(st *raftstore.State) error {
 	if len(st.Ranks) != fe.opts.N {
 		return fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
 	}
+	for r := range fe.ranks {
+		fe.ranks[r].node = -1
+	}
+	if len(placement) == len(fe.agents) {
+		for i, ranks := range placement {
+			for _, r := range ranks {
+				if r < 0 || r >= len(fe.ranks) || fe.ranks[r].node >= 0 {
+					return fmt.Errorf("placement: rank %d of node %s", r, fe.agents[i].name)
+				}
+				fe.ranks[r].node = i
+			}
+			fe.agents[i].ranks = slices.Clone(ranks)
+		}
+	}
 	for r, row := range st.Ranks {
-		i, ok := byName[row.Node]
-		if !ok {
-			// Not recorded before the front-end died: the agent that
-			// runs it says so when it reports again (mStarted).
-			fe.ranks[r].node = -1
+		rs := &fe.ranks[r]
+		if rs.node < 0 {
+			i, ok := byName[row.Node]
+			if !ok {
+				// Not recorded before the front-end died: the agent
+				// that runs it says so when it reports again (mStarted).
+				continue
+			}
+			rs.node = i
+			fe.agents[i].ranks = append(fe.agents[i].ranks, r)
+		}
+		if row.State == raftstore.RankUnknown {
 			continue
 		}
-		a := fe.agents[i]
-		a.ranks = append(a.ranks, r)
-		rs := &fe.ranks[r]
-		rs.node, rs.pid = i, row.PID
+		rs.pid, rs.started = row.PID, true
+		fe.ranksUp++
 		if row.State == raftstore.RankExited || row.State == raftstore.RankFailed {
 			rs.ended = true
 			rs.status = rankStatus{Rank: r, Code: row.ExitCode}
 			fe.ended++
-			a.ended++
+			fe.agents[rs.node].ended++
 		}
 	}
 	fe.liveN = len(fe.agents)
-	fe.agentsUp = len(fe.agents)
-	fe.ranksUp = fe.opts.N
+	return nil
+}
+
+// resumeLaunch starts the root's children that are neither up nor
+// adopted: the front-end died before it started them (or before they
+// connected). Their subtrees follow as usual.
+func (fe *frontend) resumeLaunch() {
+	var missing []int
+	for _, a := range fe.agents {
+		if a.parent < 0 && !a.up && !a.adopted && !a.closed && a.link == nil {
+			missing = append(missing, a.idx)
+		}
+	}
+	if len(missing) == 0 || fe.relaunch == nil || fe.terminating || !fe.shutdownAt.IsZero() {
+		return
+	}
+	cs, err := fe.childSpecs(missing)
+	if err == nil {
+		err = fe.relaunch(cs)
+	}
+	if err != nil {
+		for _, i := range missing {
+			fe.launchFailed(fe.agents[i], fmt.Sprintf("start the agent on %s after the root failed over: %v", fe.agents[i].name, err))
+		}
+		return
+	}
+	names := make([]string, len(missing))
+	for i, x := range missing {
+		names[i] = fe.agents[x].name
+	}
+	fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
+}
+
+// relaunch starts some of the root's children for the successor root fe:
+// over this agent's way of starting its own (its spawner), connecting back
+// to a listener of its own with this agent's credentials.
+func (a *Agent) relaunch(ctx context.Context, fe *frontend, cs []childSpec) error {
+	sp, closeSp, err := a.spawner()
+	if err != nil {
+		return err
+	}
+	if _, ok := sp.(localSpawner); ok {
+		sp = localSpawner{} // test delays were for the first launch
+	}
+	addr, hosts := ":0", ownAddrs()
+	if a.spec.Launch.Mode == "local" {
+		addr, hosts = "127.0.0.1:0", []string{"127.0.0.1"}
+	}
+	ln, err := secure.Listen(ctx, "tcp", addr, a.tree.creds)
+	if err != nil {
+		closeSp()
+		return fmt.Errorf("listen for agents: %w", err)
+	}
+	argv := []string{a.spec.Launch.AgentPath, "agent", "--connect"}
+	l := newLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, 0, cs)
+	l.parent = a.spec.Node
+	l.logf = func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") }
+	go acceptLoop(ln, l, nil, nil)
+	go func() {
+		defer closeSp()
+		defer ln.Close()
+		l.run(ctx, func(res launchResult) {
+			select {
+			case fe.events <- event{launch: &res}:
+			case <-ctx.Done():
+				if res.sess != nil {
+					_ = res.sess.Close()
+				}
+			}
+		})
+		<-ctx.Done() // the sessions live as long as the successor
+	}()
 	return nil
 }
 
@@ -239,8 +392,9 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	name, _ := secure.PeerName(ac.conn)
 	// One adoption per agent: a second one (its link to this root broke)
 	// is refused; the end of the first link counts as the agent's loss.
+	// An agent this root started itself (resumeLaunch) has its link.
 	if idx < 0 || idx >= len(fe.agents) || fe.agents[idx].parent >= 0 || fe.agents[idx].name != name ||
-		fe.agents[idx].closed || fe.agents[idx].adopted {
+		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil {
 		ac.conn.Close()
 		return
 	}
@@ -255,6 +409,12 @@ func (fe *frontend) adopt(ac *adoptConn) {
 		fe.agents[x].via = a.link
 	}
 	a.adopted = true
+	if !a.up {
+		// Up, with its share, before the front-end could record it: an
+		// agent without one does not outlive its parent.
+		a.up, a.upAt = true, time.Since(fe.start)
+		fe.agentsUp++
+	}
 	fe.startReader(fe.ctx, a, fe.events)
 	// The agents below report again too.
 	_ = a.link.send(mBcast, wrap(-1, mResyncReq, nil))

@@ -487,7 +487,34 @@ func (s sshSession) Timings() spawn.Timings {
 func SSHSpawner(sp *sshspawn.Spawner) spawn.Spawner { return sshSpawner{sp} }
 
 // localSpawner starts agents as processes on this machine (test nodes).
-type localSpawner struct{}
+// delay holds test-only start delays by node name (newLocalSpawner).
+type localSpawner struct {
+	delay map[string]time.Duration
+}
+
+// delayEnv names the test nodes whose agents start late, with how late
+// ("node2=4s,node4=4s"): a launch that lasts, for tests of what happens
+// during one. Only test nodes (local agents) honour it, and they pass it
+// on to the agents they start.
+const delayEnv = "FTLAUNCH_TEST_DELAY_START"
+
+// newLocalSpawner returns a local spawner with the delays of delayEnv.
+func newLocalSpawner() (localSpawner, error) {
+	v := os.Getenv(delayEnv)
+	if v == "" {
+		return localSpawner{}, nil
+	}
+	sp := localSpawner{delay: map[string]time.Duration{}}
+	for _, item := range strings.Split(v, ",") {
+		name, ds, ok := strings.Cut(item, "=")
+		d, err := time.ParseDuration(ds)
+		if !ok || err != nil || d < 0 {
+			return sp, fmt.Errorf("%s: %q is not NODE=DURATION", delayEnv, item)
+		}
+		sp.delay[name] = d
+	}
+	return sp, nil
+}
 
 type localSession struct {
 	cmd            *exec.Cmd
@@ -499,13 +526,22 @@ type localSession struct {
 	waitOnce       sync.Once
 }
 
-func (localSpawner) Start(ctx context.Context, host string, argv []string, stdin []byte) (spawn.Session, error) {
+func (sp localSpawner) Start(ctx context.Context, host string, argv []string, stdin []byte) (spawn.Session, error) {
+	if d := sp.delay[host]; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
 	begin := time.Now()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{}
+	if v := os.Getenv(delayEnv); v != "" {
+		cmd.Env = append(cmd.Env, delayEnv+"="+v)
+	}
 	// Its own process group: a terminal's signals reach only the front-end.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	inW, outR, errR, err := spawn.StartPiped(cmd)

@@ -397,13 +397,35 @@ func (r *Replica) submit(ctx context.Context, send func() raft.Future) (f raft.F
 	done := make(chan error, 1)
 	go func() {
 		defer r.wg.Done()
-		done <- f.Error()
+		done <- futureError(f, r.stop)
 	}()
 	select {
 	case err := <-done:
 		return f, err, true
 	case <-ctx.Done():
 		return f, ctx.Err(), false
+	}
+}
+
+// futureError waits for f's answer, or for the replica's shutdown: raft
+// does not answer every future it took when it shuts down (seen with an
+// apply handed over while leadership moved back and forth), and Shutdown
+// must not wait for those. The waiting goroutine ends with the answer.
+func futureError(f raft.Future, stop <-chan struct{}) error {
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-stop:
+	}
+	// Raft answered what it answers before its shutdown returned (stop
+	// is closed after): take that answer if there is one.
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(200 * time.Millisecond):
+		return ErrShutdown
 	}
 }
 

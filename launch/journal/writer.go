@@ -443,6 +443,14 @@ func (w *writer) commitFinish(ctx context.Context) {
 func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
 	_, err := w.r.Apply(ctx, c)
 	w.count(err)
+	for try := 0; err != nil && try < 5 && w.regained(ctx, err); try++ {
+		// Leadership went to another replica and came back (a loaded
+		// machine delays heartbeats): write again. A command that may
+		// have been committed is applied twice at worst; the table's
+		// updates are idempotent, an event may appear twice.
+		_, err = w.r.Apply(ctx, c)
+		w.count(err)
+	}
 	if err == nil {
 		return nil
 	}
@@ -475,6 +483,27 @@ func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
 		keep(e)
 	}
 	return first
+}
+
+// regained waits, after a write failed because the replica does not lead
+// (or stopped leading while it wrote), for it to lead again, within the
+// journal's ElectTimeout. It reports whether it does.
+func (w *writer) regained(ctx context.Context, err error) bool {
+	if !errors.Is(err, raftstore.ErrNotLeader) && !errors.Is(err, raftstore.ErrIndeterminate) {
+		return false
+	}
+	deadline := time.Now().Add(w.j.cfg.ElectTimeout)
+	for time.Now().Before(deadline) {
+		if w.r.IsLeader() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond): // polling raft's state
+		}
+	}
+	return false
 }
 
 // takeEvents removes and returns a command's events.
