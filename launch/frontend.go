@@ -110,6 +110,7 @@ type frontend struct {
 	ctx    context.Context // Run's: ends every goroutine of the job
 	events chan event      // what launches and links report to loop
 
+	rootNode     string                  // where the root runs (live report)
 	plan         *plan.Plan              // the launch tree (nil: one local agent, or a successor's)
 	tree         bool                    // agents start agents (a plan, or a successor's rebuilt tree)
 	launchTmpl   *launchSpec             // a successor's: how agents start theirs
@@ -282,6 +283,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err != nil {
 		return Result{ExitCode: ExitUsage}, err
 	}
+	fe.rootNode = jcfg.Node
 	// The replica starts once the ranks' first exchange (node table, PMI
 	// barrier) is done, or a moment after every rank runs, or when the
 	// job fails: the launch does not share the CPU with it.
@@ -831,10 +833,14 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		go fe.forwardStdin(ctx, fe.stdinAgent)
 	}
 	var shutdownTimer <-chan time.Time
+	liveTick := time.NewTicker(liveInterval)
+	defer liveTick.Stop()
 	for !fe.allAgentsGone() {
 		select {
 		case ev := <-events:
 			fe.handle(ev)
+		case <-liveTick.C:
+			fe.writeLive()
 		case sig := <-fe.opts.Signals:
 			fe.onSignal(sig)
 		case <-timeout:
@@ -1002,6 +1008,7 @@ func (fe *frontend) handle(ev event) {
 			fe.protocolError(a, err)
 			return
 		}
+		var fresh started // not heard of before (a successor hears of ranks again)
 		for i, r := range st.Ranks {
 			if r >= 0 && r < len(fe.ranks) {
 				rs := &fe.ranks[r]
@@ -1010,17 +1017,22 @@ func (fe *frontend) handle(ev event) {
 					rs.node = a.idx
 					a.ranks = append(a.ranks, r)
 				}
-				if !rs.started { // (a successor hears it again)
+				if !rs.started {
 					rs.started = true
 					fe.ranksUp++
+					fresh.Ranks, fresh.Pids = append(fresh.Ranks, r), append(fresh.Pids, st.Pids[i])
 				}
 			}
+		}
+		if len(fresh.Ranks) == 0 {
+			return
 		}
 		a.ranksAt = time.Since(fe.start)
 		if fe.ranksUp >= fe.opts.N {
 			time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
+			fe.writeLive()
 		}
-		fe.journal.RanksStarted(a.name, st.Ranks, st.Pids)
+		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
 		fe.showProgress()
 		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
 	case mOutput:
@@ -1203,6 +1215,7 @@ func (fe *frontend) fail(code int, msg string) {
 	fe.showProgress() // clears the launch line
 	fe.warnf("%s", msg)
 	fe.terminate()
+	fe.writeLive()
 }
 
 func (fe *frontend) terminate() {
@@ -1450,6 +1463,7 @@ func (fe *frontend) closeJournal() {
 	if err := fe.journal.Close(ctx, code, msg); err != nil {
 		fe.warnf("job state log: %v", err)
 	}
+	fe.removeLive()
 	if fe.raftTr != nil {
 		fe.raftTr.Close()
 	}

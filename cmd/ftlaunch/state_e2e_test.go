@@ -213,7 +213,8 @@ func TestRootFailoverDuringLaunch(t *testing.T) {
 
 // rootFailover runs a 12-rank job on --test-nodes 6 --replicas 3, kills
 // the front-end once both replica agents joined the group (and, if given,
-// while none of notYet is in its output), and checks the rest of the job:
+// while none of notYet is in its output; then status must show the
+// successor's live report), and checks the rest of the job:
 // attach's output (check), exit code and final status, every surviving
 // replica's digest, the leader change. It returns the state directory.
 func rootFailover(t *testing.T, env, flags, prog []string, check func(stdout string), notYet ...string) string {
@@ -233,6 +234,7 @@ func rootFailover(t *testing.T, env, flags, prog []string, check func(stdout str
 	if strings.Contains(errb.String(), "job ended") {
 		t.Fatal("the job ended before the front-end could be killed")
 	}
+	launching := len(notYet) > 0
 	for _, s := range notYet {
 		if strings.Contains(errb.String(), s) {
 			t.Fatalf("%q before the front-end could be killed:\n%s", s, errb.String())
@@ -240,6 +242,16 @@ func rootFailover(t *testing.T, env, flags, prog []string, check func(stdout str
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
+	// While the successor runs the job, status prints its live report.
+	if launching {
+		waitFor(t, "status to show the successor's live report", 30*time.Second, func() bool {
+			out := ftlaunch(t, "", "status", "--state-dir", dir).stdout
+			if strings.Contains(out, ": finished") {
+				t.Fatalf("the job ended before status showed the failover:\n%s", out)
+			}
+			return strings.Contains(out, "a root replica took over")
+		})
+	}
 	// attach follows the rest of the job and exits with its code.
 	r := ftlaunch(t, "", "attach", "--state-dir", dir)
 	if r.code != 0 {
@@ -296,3 +308,38 @@ func rootFailover(t *testing.T, env, flags, prog []string, check func(stdout str
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestStatusLive: status prints a running job's live report, and the job's
+// final status once it ended (the live report is gone then).
+func TestStatusLive(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--test-nodes", "2", "-n", "4", "sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var out string
+	waitFor(t, "status to show the job running", 20*time.Second, func() bool {
+		out = ftlaunch(t, "", "status", "--state-dir", dir).stdout
+		return strings.Contains(out, "ranks: 4 running, 0 ended")
+	})
+	for _, want := range []string{": running, running (live report of its root on", "4 rank(s) on 2 node(s): sleep 60", "agents: 2 of 2 up"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	r := ftlaunch(t, "", "status", "--json", "--state-dir", dir)
+	var st jobStatus
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Live == nil || st.Live.Running != 4 || st.Live.Phase != "running" {
+		t.Errorf("status --json: %v\n%s", err, r.stdout)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	out = ftlaunch(t, "", "status", "--state-dir", dir).stdout
+	if !strings.Contains(out, ": finished, exit code 143") {
+		t.Errorf("status after the end:\n%s", out)
+	}
+	if jobs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "live.json")); len(jobs) != 0 {
+		t.Errorf("live report left after the end: %v", jobs)
+	}
+}

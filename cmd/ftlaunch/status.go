@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
@@ -19,9 +20,11 @@ Prints a job's state once: running, finished (with its exit code) or
 unfinished (its front-end stopped before the end), and its ranks by state.
 JOB is a job id, a job's state directory, or nothing: the latest job.
 
-The state is read from the job's files. A running job holds them locked,
-so for it status says only that it runs; the live query of a running job's
-root comes with root replicas (--replicas, docs/state.md).
+A finished job's state is read from its files. A running job holds them
+locked; its root (the front-end, or the replica agent that took over after
+the front-end was lost) keeps a live report beside them (live.json,
+rewritten every second), which status prints instead: the launch phase,
+agents up, ranks running and ended, the failure that ends the job if any.
 
   --state-dir DIR   where jobs keep their state (default $XDG_STATE_HOME/ftlaunch/jobs,
                     else ~/.local/state/ftlaunch/jobs)
@@ -43,6 +46,8 @@ type jobStatus struct {
 	End      time.Time      `json:"end,omitzero"`
 	Ranks    map[string]int `json:"ranks,omitempty"` // rank state -> count
 	Failures []string       `json:"failures,omitempty"`
+	// Live is a running job's live report (absent: none yet, or ended).
+	Live *launch.Live `json:"live,omitempty"`
 }
 
 func statusCommand(args []string, stdout, stderr io.Writer) int {
@@ -91,7 +96,15 @@ func readStatus(stateDir, target string) (*jobStatus, error) {
 	res, err := loadState(stateDir, target)
 	var running *errRunning
 	if errors.As(err, &running) {
-		return &jobStatus{Job: filepath.Base(running.path), StateDir: running.path, State: "running"}, nil
+		st := &jobStatus{Job: filepath.Base(running.path), StateDir: running.path, State: "running"}
+		if l, err := launch.ReadLive(running.path); err == nil {
+			st.Live, st.Argv, st.N, st.Nodes, st.Start = l, l.Argv, l.N, l.Agents, l.Start
+			st.Ranks = map[string]int{"running": l.Running, "exited": l.Ended}
+			if l.Failure != "" {
+				st.Failures = []string{l.Failure}
+			}
+		}
+		return st, nil
 	}
 	if err != nil {
 		return nil, err
@@ -121,8 +134,29 @@ func writeStatusText(w io.Writer, st *jobStatus) error {
 	fmt.Fprintf(bw, "job %s: %s", st.Job, st.State)
 	switch st.State {
 	case "running":
-		fmt.Fprintf(bw, " (its files are held by its front-end; a live query needs root replicas)\n")
-		fmt.Fprintf(bw, "state: %s\n", st.StateDir)
+		l := st.Live
+		if l == nil {
+			fmt.Fprintf(bw, " (its files are held by its replicas; no live report yet)\n")
+			fmt.Fprintf(bw, "  state: %s\n", st.StateDir)
+			return bw.err
+		}
+		age := time.Since(l.Updated)
+		fmt.Fprintf(bw, ", %s (live report of its root on %s, %.1f s old", l.Phase, l.Root, age.Seconds())
+		if age > 5*time.Second {
+			fmt.Fprint(bw, "; stale: the root may be stuck or gone")
+		}
+		fmt.Fprint(bw, ")")
+		if l.Failover {
+			fmt.Fprint(bw, "\n  the front-end was lost; a root replica took over")
+		}
+		fmt.Fprintln(bw)
+		fmt.Fprintf(bw, "  %d rank(s) on %d node(s): %s\n", st.N, st.Nodes, strings.Join(st.Argv, " "))
+		fmt.Fprintf(bw, "  started %s, %.1f s ago\n", st.Start.Local().Format("2006-01-02 15:04:05 MST"), time.Since(st.Start).Seconds())
+		fmt.Fprintf(bw, "  agents: %d of %d up; ranks: %d running, %d ended\n", l.AgentsUp, l.Agents, l.Running, l.Ended)
+		for _, f := range st.Failures {
+			fmt.Fprintf(bw, "  failure: %s\n", f)
+		}
+		fmt.Fprintf(bw, "  state: %s\n", st.StateDir)
 		return bw.err
 	case "finished":
 		fmt.Fprintf(bw, ", exit code %d", *st.ExitCode)
