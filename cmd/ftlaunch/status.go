@@ -141,7 +141,10 @@ func writeStatusText(w io.Writer, st *jobStatus) error {
 			return bw.err
 		}
 		age := time.Since(l.Updated)
-		fmt.Fprintf(bw, ", %s (live report of its root on %s, %.1f s old", l.Phase, l.Root, age.Seconds())
+		if l.Phase != "running" {
+			fmt.Fprintf(bw, ", %s", l.Phase)
+		}
+		fmt.Fprintf(bw, " (live report of its root on %s, %.1f s old", l.Root, age.Seconds())
 		if age > 5*time.Second {
 			fmt.Fprint(bw, "; stale: the root may be stuck or gone")
 		}
