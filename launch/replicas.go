@@ -18,10 +18,9 @@ import (
 // children, on distinct nodes). The front-end's replica starts alone and
 // adds each replica agent as a voter once it reports its raft address, so
 // the job's state log is kept on R nodes. Raft's RPCs travel over TCP with
-// the job's mutual TLS.
-//
-// Not yet: taking over the root when the front-end dies (the agents still
-// end with it), attach and a live status.
+// the job's mutual TLS. With R > 1 the front-end's replica starts 100 ms
+// into a launch that lasts, so that a launch, too, can survive the
+// front-end (failover.go, successor.go).
 
 // mReplicaUp is up: {name, raft address} of a replica agent, ready to be
 // added to the group.

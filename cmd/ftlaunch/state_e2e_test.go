@@ -196,7 +196,7 @@ func TestRootFailoverDuringRun(t *testing.T) {
 // the successor has to start, and node4, below node0, which node0 starts
 // on its own. The demo's ring needs every rank.
 func TestRootFailoverDuringLaunch(t *testing.T) {
-	env := []string{"FTLAUNCH_TEST_DELAY_START=node2=4s,node4=4s"}
+	env := []string{"FTLAUNCH_TEST_DELAY_START=node2=6s,node4=6s"}
 	dir := rootFailover(t, env, []string{"--tree", "kary:3"}, []string{ftdemoBin}, func(stdout string) {
 		if !strings.Contains(stdout, "[0] ring of 12 ranks verified") {
 			t.Errorf("attach did not show the ring verified:\n%s", stdout)
