@@ -1030,7 +1030,6 @@ func (fe *frontend) handle(ev event) {
 		a.ranksAt = time.Since(fe.start)
 		if fe.ranksUp >= fe.opts.N {
 			time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
-			fe.writeLive()
 		}
 		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
 		fe.showProgress()

@@ -12,8 +12,9 @@ import (
 // The live report: while a job runs, its replicas hold the state log's
 // files locked, so `ftlaunch status` cannot read them. The root (the
 // front-end, or the successor that took its place) writes what it knows to
-// STATE/JOB/live.json instead, once a second and at the job's milestones,
-// and removes it when the job's final status is committed.
+// STATE/JOB/live.json instead, once a second (not during the first second:
+// a launch does not wait for a file write) and when the job fails, and
+// removes it when the job's final status is committed.
 
 // LiveFile is the live report's name in a job's state directory.
 const LiveFile = "live.json"
