@@ -30,6 +30,7 @@ type Agent struct {
 	link   *link
 	up     *uplink    // how frames reach the parent (buffered while it has none)
 	outWin *window    // output credit granted by the front-end
+	outQ   *outQueue  // output sent and not yet acknowledged
 	tree   *treeState // its place in a launch tree (nil: an agent on a socketpair)
 	stage  prestaged  // the prestaged program (--prestage), written before the spec
 
@@ -89,6 +90,7 @@ func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState) err
 		exits:   map[int]rankStatus{},
 		sentUp:  map[uint64][]byte{},
 		outWin:  newWindow(outputWindow),
+		outQ:    newOutQueue(),
 		ranks:   map[int]*rankProc{},
 		seq:     map[int]uint64{},
 		colls:   map[uint64]*localColl{},
@@ -180,6 +182,9 @@ func (a *Agent) run(ctx context.Context) error {
 			}()
 		}
 	}
+	// Where this agent's output begins, for a root that did not start it
+	// (a successor that hears of it from its parent): frame 1.
+	a.send(mOutputResync, encodeUint(1))
 	a.startRanks(ctx, &wg)
 	if a.tree != nil && a.spec.Replica.JobDir != "" {
 		// After the ranks: the replica does not delay them. It is shut
@@ -215,7 +220,6 @@ func (a *Agent) run(ctx context.Context) error {
 			err = fmt.Errorf("%w; %w", err, aerr)
 			break
 		}
-		a.outWin.reset(outputWindow)
 		if err := a.up.attach(nl); err != nil {
 			nl.conn.Close()
 			continue
@@ -358,11 +362,15 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 			a.send(mStdinAck, nil)
 		}
 	case mOutputAck:
-		n, err := decodeInt(p)
-		if err != nil || n < 0 || n > outputWindow {
-			return fmt.Errorf("output acknowledgement of %d bytes: %v", n, err)
+		seq, err := decodeUint(p)
+		if err != nil {
+			return fmt.Errorf("output acknowledgement: %w", err)
 		}
-		a.outWin.release(int(n))
+		n, err := a.outQ.ack(seq)
+		if err != nil {
+			return err
+		}
+		a.outWin.release(n)
 	case mStdinClose:
 		if rp := a.ranks[0]; rp != nil {
 			rp.closeStdin()

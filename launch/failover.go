@@ -202,6 +202,8 @@ func (a *Agent) resync() {
 		contribs = append(contribs, p)
 	}
 	a.mu.Unlock()
+	// Output before exits, as always: a rank's exit follows its output.
+	a.outQ.resend(a.send)
 	for _, s := range exits {
 		a.send(mExit, s.encode())
 	}

@@ -161,11 +161,12 @@ type agentHandle struct {
 	link    *link         // the front-end's link to it, if it is a direct child
 	via     *link         // the link it is reached through (set once up)
 	ranks   []int
-	up      bool // connected and activated
-	adopted bool // a successor root took its link
-	closed  bool // link ended
-	done    bool // the agent reported mDone
-	ended   int  // its ranks that ended
+	up      bool   // connected and activated
+	adopted bool   // a successor root took its link
+	closed  bool   // link ended
+	done    bool   // the agent reported mDone
+	ended   int    // its ranks that ended
+	outNext uint64 // its next output frame to write (0: not known yet, outq.go)
 
 	// Its place in the launch tree (agent indexes; -1: the front-end).
 	parent, top, backup int
@@ -378,7 +379,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	fe.mapping = alloc.ProcessMapping(pl)
 	for i, node := range pl.Nodes {
-		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, parent: -1, top: i, backup: -1}
+		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, parent: -1, top: i, backup: -1, outNext: 1}
 		for _, r := range a.ranks {
 			fe.ranks[r].node = i
 		}
@@ -1035,12 +1036,22 @@ func (fe *frontend) handle(ev event) {
 		fe.showProgress()
 		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
 	case mOutput:
-		r, stream, data, err := decodeOutput(ev.p)
+		seq, r, stream, data, err := decodeOutput(ev.p)
 		if err != nil || r >= len(fe.ranks) {
 			fe.protocolError(a, fmt.Errorf("output message: %v", err))
 			return
 		}
-		fe.out.push(outItem{agent: a, rank: r, stream: stream, data: data})
+		if !a.takeOutput(seq) {
+			return // a copy, or sent again after a failover (outq.go)
+		}
+		fe.out.push(outItem{agent: a, seq: seq, rank: r, stream: stream, data: data})
+	case mOutputResync:
+		first, err := decodeUint(ev.p)
+		if err != nil || first == 0 {
+			fe.protocolError(a, fmt.Errorf("output resync: %v", err))
+			return
+		}
+		a.outputResync(first)
 	case mExit:
 		st, err := decodeRankStatus(ev.p)
 		if err == nil && st.Rank < len(fe.ranks) && fe.ranks[st.Rank].ended && fe.lenient {

@@ -100,7 +100,7 @@ func FuzzDecoders(f *testing.F) {
 	f.Add((&contrib{Seq: 1, Ranks: []int{0}, Values: [][]byte{{1}}, KV: map[string][]byte{"k": {2}}}).encode())
 	f.Add((&collResult{Seq: 1, Values: [][]byte{{1}, {2}}}).encode())
 	f.Add(started{Ranks: []int{0}, Pids: []int{42}}.encode())
-	f.Add(encodeOutput(3, streamStdout, []byte("hi\n")))
+	f.Add(encodeOutput(1, 3, streamStdout, []byte("hi\n")))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		decodeNodeSpec(p)
 		decodeRankStatus(p)

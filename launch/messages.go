@@ -140,19 +140,21 @@ const (
 	streamStderr = 2
 )
 
-func encodeOutput(rank, stream int, data []byte) []byte {
+// encodeOutput is an output frame: the agent's frame number (outq.go), the
+// rank, the stream, complete lines.
+func encodeOutput(seq uint64, rank, stream int, data []byte) []byte {
 	var e wire.Encoder
-	e.Uint(uint64(rank)).Uint(uint64(stream)).Bytes(data)
+	e.Uint(seq).Uint(uint64(rank)).Uint(uint64(stream)).Bytes(data)
 	return e.Data()
 }
 
-func decodeOutput(p []byte) (rank, stream int, data []byte, err error) {
+func decodeOutput(p []byte) (seq uint64, rank, stream int, data []byte, err error) {
 	d := wire.NewDecoder(p)
-	rank, stream, data = int(d.Uint()), int(d.Uint()), d.Bytes()
+	seq, rank, stream, data = d.Uint(), int(d.Uint()), int(d.Uint()), d.Bytes()
 	if d.Err() == nil && stream != streamStdout && stream != streamStderr {
-		return 0, 0, nil, fmt.Errorf("output: unknown stream %d", stream)
+		return 0, 0, 0, nil, fmt.Errorf("output: unknown stream %d", stream)
 	}
-	return rank, stream, data, d.Err()
+	return seq, rank, stream, data, d.Err()
 }
 
 // contrib is one node's contribution to collective number Seq: the values

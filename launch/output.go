@@ -22,6 +22,7 @@ const outputWindow = 4 << 20
 // (with agent nil) one of ftlaunch's own messages for stderr.
 type outItem struct {
 	agent        *agentHandle
+	seq          uint64 // the agent's frame number (outq.go)
 	rank, stream int
 	data         []byte
 	progress     bool // data is the new progress line ("" clears it)
@@ -106,7 +107,7 @@ func (w *outputWriter) close() {
 // dry and then acknowledges the written bytes to their agents.
 func (w *outputWriter) run() {
 	defer close(w.done)
-	acks := map[*agentHandle]int{}
+	acks := map[*agentHandle]uint64{}
 	for {
 		w.mu.Lock()
 		q, closed := w.q, w.closed
@@ -115,13 +116,13 @@ func (w *outputWriter) run() {
 		for _, it := range q {
 			w.write(it)
 			if it.agent != nil {
-				acks[it.agent] += len(it.data)
+				acks[it.agent] = max(acks[it.agent], it.seq)
 			}
 		}
 		w.stdout.Flush()
 		w.stderr.Flush()
-		for a, n := range acks {
-			_ = a.send(mOutputAck, encodeInt(int64(n)))
+		for a, seq := range acks {
+			_ = a.send(mOutputAck, encodeUint(seq))
 			delete(acks, a)
 		}
 		if closed && len(q) == 0 {

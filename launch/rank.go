@@ -192,7 +192,7 @@ func (rp *rankProc) pump(f *os.File, stream int) {
 // output sends a piece of output once the front-end granted credit for it.
 func (rp *rankProc) output(stream int, data []byte) {
 	rp.agent.outWin.acquire(len(data))
-	rp.agent.send(mOutput, encodeOutput(rp.rank, stream, data))
+	rp.agent.outQ.send(rp.rank, stream, data, func(p []byte) { rp.agent.send(mOutput, p) })
 }
 
 // wait waits for the rank to end and for its output to drain, and returns

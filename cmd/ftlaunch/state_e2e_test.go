@@ -181,8 +181,12 @@ func TestReplicaNodeLost(t *testing.T) {
 // the failover lands in the state directory, and the final status is
 // committed; the surviving replicas agree.
 func TestRootFailoverDuringRun(t *testing.T) {
-	m := marker(t)
-	rootFailover(t, nil, nil, []string{"sh", "-c", "sleep 2.$(( " + m + " % 2 )); echo done $FTLAUNCH_RANK"}, func(stdout string) {
+	// The ranks print once the front-end is gone (the test makes the
+	// gate file then): their lines must reach the new root.
+	prog := func(gate string) []string {
+		return []string{"sh", "-c", "while [ ! -e " + gate + " ]; do sleep 0.05; done; echo done $FTLAUNCH_RANK"}
+	}
+	rootFailover(t, nil, nil, prog, func(stdout string) {
 		for rank := range 12 {
 			if want := "[" + itoa(rank) + "] done " + itoa(rank) + "\n"; !strings.Contains(stdout, want) {
 				t.Errorf("attach did not show %q:\n%s", want, stdout)
@@ -197,7 +201,8 @@ func TestRootFailoverDuringRun(t *testing.T) {
 // on its own. The demo's ring needs every rank.
 func TestRootFailoverDuringLaunch(t *testing.T) {
 	env := []string{"FTLAUNCH_TEST_DELAY_START=node2=6s,node4=6s"}
-	dir := rootFailover(t, env, []string{"--tree", "kary:3"}, []string{ftdemoBin}, func(stdout string) {
+	prog := func(string) []string { return []string{ftdemoBin} }
+	dir := rootFailover(t, env, []string{"--tree", "kary:3"}, prog, func(stdout string) {
 		if !strings.Contains(stdout, "[0] ring of 12 ranks verified") {
 			t.Errorf("attach did not show the ring verified:\n%s", stdout)
 		}
@@ -214,13 +219,15 @@ func TestRootFailoverDuringLaunch(t *testing.T) {
 // rootFailover runs a 12-rank job on --test-nodes 6 --replicas 3, kills
 // the front-end once both replica agents joined the group (and, if given,
 // while none of notYet is in its output; then status must show the
-// successor's live report), and checks the rest of the job:
-// attach's output (check), exit code and final status, every surviving
-// replica's digest, the leader change. It returns the state directory.
-func rootFailover(t *testing.T, env, flags, prog []string, check func(stdout string), notYet ...string) string {
+// successor's live report), creates the file prog's ranks may wait for
+// (gate), and checks the rest of the job: attach's output (check), exit
+// code and final status, every surviving replica's digest, the leader
+// change. It returns the state directory.
+func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []string, check func(stdout string), notYet ...string) string {
 	dir := t.TempDir()
+	gate := filepath.Join(t.TempDir(), "go")
 	args := append([]string{"run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12"}, flags...)
-	cmd := exec.Command(ftlaunchBin, append(args, prog...)...)
+	cmd := exec.Command(ftlaunchBin, append(args, prog(gate)...)...)
 	cmd.Env = append(os.Environ(), env...)
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
@@ -228,9 +235,12 @@ func rootFailover(t *testing.T, env, flags, prog []string, check func(stdout str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, "both replica agents in the group", 20*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	for deadline := time.Now().Add(60 * time.Second); strings.Count(errb.String(), "joined the group") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica agents did not join the group within 60 s:\n%s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the front-end's output
+	}
 	if strings.Contains(errb.String(), "job ended") {
 		t.Fatal("the job ended before the front-end could be killed")
 	}
@@ -242,6 +252,9 @@ func rootFailover(t *testing.T, env, flags, prog []string, check func(stdout str
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// While the successor runs the job, status prints its live report.
 	if launching {
 		waitFor(t, "status to show the successor's live report", 30*time.Second, func() bool {

@@ -1,0 +1,111 @@
+package launch
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// Output survives a root failover. Every agent numbers its output frames
+// (1, 2, …) and keeps each until the root acknowledges it (mOutputAck
+// carries the highest number written, cumulatively); the output window
+// bounds what it keeps. The root takes an agent's frames only in order:
+// the next number it expects, nothing else. When a new root adopts the
+// tree it does not know where each agent's output stands, and frames may
+// have died with the old root's socket; every agent then says where its
+// unacknowledged output begins (mOutputResync) and sends it all again, in
+// order. Copies that were buffered on the way arrive before that and are
+// dropped; copies after it are duplicates and are dropped too. So no line
+// is lost and none is written twice by one root.
+
+// mOutputResync is up: {first}: the agent's frames from first on follow,
+// again. The root expects first next if it did not know what to expect.
+const mOutputResync uint8 = 47
+
+// outFrame is an output frame sent and not yet acknowledged.
+type outFrame struct {
+	seq     uint64
+	n       int // bytes of output, the credit it holds
+	payload []byte
+}
+
+// outQueue numbers an agent's output frames and keeps them until they are
+// acknowledged.
+type outQueue struct {
+	mu     sync.Mutex
+	next   uint64 // the next frame's number
+	frames []outFrame
+}
+
+func newOutQueue() *outQueue { return &outQueue{next: 1} }
+
+// send numbers one piece of output, keeps it and sends it with send, under
+// the queue's lock, so that frames go out in their order.
+func (q *outQueue) send(rank, stream int, data []byte, send func([]byte)) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := encodeOutput(q.next, rank, stream, data)
+	q.frames = append(q.frames, outFrame{seq: q.next, n: len(data), payload: p})
+	q.next++
+	send(p)
+}
+
+// ack drops the frames up to seq and returns the credit they held.
+func (q *outQueue) ack(seq uint64) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if seq >= q.next {
+		return 0, fmt.Errorf("acknowledgement of output frame %d, but %d were sent", seq, q.next-1)
+	}
+	n, i := 0, 0
+	for ; i < len(q.frames) && q.frames[i].seq <= seq; i++ {
+		n += q.frames[i].n
+	}
+	q.frames = q.frames[i:]
+	return n, nil
+}
+
+// resend tells a new root where the unacknowledged output begins and
+// sends it again.
+func (q *outQueue) resend(send func(typ uint8, p []byte)) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	first := q.next
+	if len(q.frames) > 0 {
+		first = q.frames[0].seq
+	}
+	send(mOutputResync, encodeUint(first))
+	for _, f := range q.frames {
+		send(mOutput, f.payload)
+	}
+}
+
+func encodeUint(v uint64) []byte {
+	var e wire.Encoder
+	e.Uint(v)
+	return e.Data()
+}
+
+func decodeUint(p []byte) (uint64, error) {
+	d := wire.NewDecoder(p)
+	v := d.Uint()
+	return v, d.Err()
+}
+
+// takeOutput decides whether the root writes an output frame of agent a:
+// only the one it expects next (outNext; 0 before a new root learns it).
+func (a *agentHandle) takeOutput(seq uint64) bool {
+	if a.outNext == 0 || seq != a.outNext {
+		return false
+	}
+	a.outNext++
+	return true
+}
+
+// outputResync takes an agent's word on where its resent output begins.
+func (a *agentHandle) outputResync(first uint64) {
+	if a.outNext == 0 || first > a.outNext {
+		a.outNext = first
+	}
+}
