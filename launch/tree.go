@@ -489,13 +489,19 @@ func SSHSpawner(sp *sshspawn.Spawner) spawn.Spawner { return sshSpawner{sp} }
 // localSpawner starts agents as processes on this machine (test nodes).
 // delay holds test-only start delays by node name (newLocalSpawner).
 type localSpawner struct {
-	delay map[string]time.Duration
+	delay map[string]startDelay
 }
 
-// delayEnv names the test nodes whose agents start late, with how late
-// ("node2=4s,node4=4s"): a launch that lasts, for tests of what happens
-// during one. Only test nodes (local agents) honour it, and they pass it
-// on to the agents they start.
+// startDelay holds an agent's start for a while, or until a file exists.
+type startDelay struct {
+	d    time.Duration
+	gate string
+}
+
+// delayEnv names the test nodes whose agents start late, with how late or
+// until when ("node2=4s,node4=/tmp/t/go": 4 s, until /tmp/t/go exists): a
+// launch that lasts, for tests of what happens during one. Only test nodes
+// (local agents) honour it, and they pass it on to the agents they start.
 const delayEnv = "FTLAUNCH_TEST_DELAY_START"
 
 // newLocalSpawner returns a local spawner with the delays of delayEnv.
@@ -504,16 +510,41 @@ func newLocalSpawner() (localSpawner, error) {
 	if v == "" {
 		return localSpawner{}, nil
 	}
-	sp := localSpawner{delay: map[string]time.Duration{}}
+	sp := localSpawner{delay: map[string]startDelay{}}
 	for _, item := range strings.Split(v, ",") {
 		name, ds, ok := strings.Cut(item, "=")
+		if ok && strings.HasPrefix(ds, "/") {
+			sp.delay[name] = startDelay{gate: ds}
+			continue
+		}
 		d, err := time.ParseDuration(ds)
 		if !ok || err != nil || d < 0 {
-			return sp, fmt.Errorf("%s: %q is not NODE=DURATION", delayEnv, item)
+			return sp, fmt.Errorf("%s: %q is not NODE=DURATION or NODE=/FILE", delayEnv, item)
 		}
-		sp.delay[name] = d
+		sp.delay[name] = startDelay{d: d}
 	}
 	return sp, nil
+}
+
+// wait holds a start as the delay says, or until ctx ends.
+func (sd startDelay) wait(ctx context.Context) {
+	if sd.gate == "" {
+		select {
+		case <-time.After(sd.d):
+		case <-ctx.Done():
+		}
+		return
+	}
+	for {
+		if _, err := os.Stat(sd.gate); err == nil {
+			return
+		}
+		select {
+		case <-time.After(50 * time.Millisecond): // polling for the file
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 type localSession struct {
@@ -527,11 +558,8 @@ type localSession struct {
 }
 
 func (sp localSpawner) Start(ctx context.Context, host string, argv []string, stdin []byte) (spawn.Session, error) {
-	if d := sp.delay[host]; d > 0 {
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-		}
+	if sd, ok := sp.delay[host]; ok {
+		sd.wait(ctx)
 	}
 	begin := time.Now()
 	if err := ctx.Err(); err != nil {

@@ -192,21 +192,22 @@ func TestRootFailoverDuringRun(t *testing.T) {
 				t.Errorf("attach did not show %q:\n%s", want, stdout)
 			}
 		}
-	})
+	}, "")
 }
 
 // TestRootFailoverDuringLaunch kills the front-end while two agents have
-// not started yet (their starts are delayed): node2, a child of the root
-// the successor has to start, and node4, below node0, which node0 starts
-// on its own. The demo's ring needs every rank.
+// not started yet (their starts wait for the front-end's death): node2, a
+// child of the root the successor has to start, and node4, below node0,
+// which node0 starts on its own. The demo's ring needs every rank.
 func TestRootFailoverDuringLaunch(t *testing.T) {
-	env := []string{"FTLAUNCH_TEST_DELAY_START=node2=6s,node4=6s"}
+	gate := filepath.Join(t.TempDir(), "go")
+	env := []string{"FTLAUNCH_TEST_DELAY_START=node2=" + gate + ",node4=" + gate}
 	prog := func(string) []string { return []string{ftdemoBin} }
 	dir := rootFailover(t, env, []string{"--tree", "kary:3"}, prog, func(stdout string) {
 		if !strings.Contains(stdout, "[0] ring of 12 ranks verified") {
 			t.Errorf("attach did not show the ring verified:\n%s", stdout)
 		}
-	}, "node node2: agent up", "node node4: agent up")
+	}, gate, "node node2: agent up", "node node4: agent up")
 	jobs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
 	if len(jobs) != 1 {
 		t.Fatalf("successor logs: %v", jobs)
@@ -219,11 +220,11 @@ func TestRootFailoverDuringLaunch(t *testing.T) {
 // rootFailover runs a 12-rank job on --test-nodes 6 --replicas 3, kills
 // the front-end once both replica agents joined the group (and, if given,
 // while none of notYet is in its output; then status must show the
-// successor's live report), creates the file prog's ranks may wait for
-// (gate), and checks the rest of the job: attach's output (check), exit
+// successor's live report), creates the files prog's ranks and the delayed
+// agents (launchGate, if not "") may wait for, and checks the rest of the job: attach's output (check), exit
 // code and final status, every surviving replica's digest, the leader
 // change. It returns the state directory.
-func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []string, check func(stdout string), notYet ...string) string {
+func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []string, check func(stdout string), launchGate string, notYet ...string) string {
 	dir := t.TempDir()
 	gate := filepath.Join(t.TempDir(), "go")
 	args := append([]string{"run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12"}, flags...)
@@ -252,8 +253,13 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
+	for _, g := range []string{gate, launchGate} {
+		if g == "" {
+			continue
+		}
+		if err := os.WriteFile(g, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// While the successor runs the job, status prints its live report.
 	if launching {
