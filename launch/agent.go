@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -585,6 +586,17 @@ func (a *Agent) get(key string) ([]byte, bool) {
 // over SSH). It returns the process's exit code.
 func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	began := time.Now()
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One thread runs the agent's goroutines, as Hydra's proxy is one
+		// thread. Its work is small and I/O-bound, but it shares the node
+		// with ranks that keep every core busy (MPI ranks busy-poll): with
+		// several Ps, a PMI round trip hands goroutines between threads,
+		// and each hand-off waits for the kernel to schedule a thread
+		// behind the ranks. 16 MPICH ranks on one 2-core machine beside
+		// CPU hogs: 0.97-1.03x mpiexec's time with one P, 0.99-1.02x with
+		// two, and once 2.9x (docs/benchmarks.md).
+		runtime.GOMAXPROCS(1)
+	}
 	var conn io.ReadWriteCloser
 	var tree *treeState
 	if connect {

@@ -52,12 +52,21 @@ type link struct {
 	mu  sync.Mutex // serializes writes
 	buf []byte
 
-	lastRecv chan struct{} // signalled on every received frame
-	busy     atomic.Bool   // the handler is running: we are not reading, so silence is ours
+	heard atomic.Int64 // linkClock when the peer was last heard from
+	sent  atomic.Int64 // linkClock when a frame was last written
+	busy  atomic.Bool  // the handler is running: we are not reading, so silence is ours
 }
 
+// linkEpoch and linkClock give links a cheap monotonic clock: heard and
+// sent are stamped on every frame without waking anyone.
+var linkEpoch = time.Now()
+
+func linkClock() int64 { return int64(time.Since(linkEpoch)) }
+
 func newLink(conn io.ReadWriteCloser) *link {
-	return &link{conn: conn, r: wire.NewReader(conn, linkMaxFrame), lastRecv: make(chan struct{}, 1)}
+	l := &link{conn: conn, r: wire.NewReader(conn, linkMaxFrame)}
+	l.heard.Store(linkClock())
+	return l
 }
 
 // send writes one frame. Frames of concurrent senders never interleave.
@@ -66,6 +75,9 @@ func (l *link) send(typ uint8, payload []byte) error {
 	defer l.mu.Unlock()
 	l.buf = wire.AppendFrame(l.buf[:0], typ, payload)
 	_, err := l.conn.Write(l.buf)
+	if err == nil {
+		l.sent.Store(linkClock())
+	}
 	if cap(l.buf) > 1<<20 {
 		l.buf = nil
 	}
@@ -77,9 +89,11 @@ func (l *link) send(typ uint8, payload []byte) error {
 
 // run reads frames and passes each to handle until the connection fails,
 // handle returns an error, the peer stays silent for longer than timeout,
-// or ctx ends. It answers pings itself, from this same loop, so a wedged
-// handler stops the answers. It sends a ping every interval. It closes the
-// connection before it returns.
+// or ctx ends. Any frame counts as the peer's sign of life. Each end sends
+// a ping every interval in which it sent nothing else, so a live peer is
+// heard at least every interval without answers; only an end that does not
+// ping (interval <= 0) answers pings, with a pong from this loop. It
+// closes the connection before it returns.
 func (l *link) run(ctx context.Context, interval, timeout time.Duration, handle func(typ uint8, p []byte) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -98,22 +112,18 @@ func (l *link) run(ctx context.Context, interval, timeout time.Duration, handle 
 		if err != nil {
 			break
 		}
-		select {
-		case l.lastRecv <- struct{}{}:
-		default:
-		}
+		l.heard.Store(linkClock())
 		switch f.Type {
 		case mPing:
-			err = l.send(mPong, nil)
+			if interval <= 0 { // we send no pings of our own: answer
+				err = l.send(mPong, nil)
+			}
 		case mPong:
 		default:
 			l.busy.Store(true)
 			err = handle(f.Type, f.Payload)
 			l.busy.Store(false)
-			select { // the wait was ours: count the peer as heard now
-			case l.lastRecv <- struct{}{}:
-			default:
-			}
+			l.heard.Store(linkClock()) // the wait was ours: count the peer as heard now
 		}
 		if err != nil {
 			break
@@ -126,26 +136,38 @@ func (l *link) run(ctx context.Context, interval, timeout time.Duration, handle 
 	return err
 }
 
+// heartbeat pings the peer when this end was quiet for an interval, and
+// ends the link when the peer was silent for longer than timeout. It wakes
+// only for its own deadlines, never per received frame: the reader stamps
+// heard, and the silence timer, when it fires early, is re-armed for what
+// is left. Pings fall on multiples of interval of the wall clock, so the
+// links of one process (and of processes whose clocks agree) ping at the
+// same moments: one wake-up for all of them instead of one each.
 func (l *link) heartbeat(ctx context.Context, interval, timeout time.Duration) error {
 	if interval <= 0 {
 		<-ctx.Done()
 		return nil
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	tick := time.NewTimer(untilNextMultiple(time.Now(), interval))
+	defer tick.Stop()
 	silent := time.NewTimer(timeout)
 	defer silent.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-l.lastRecv:
-			silent.Reset(timeout)
-		case <-t.C:
-			if err := l.send(mPing, nil); err != nil {
-				return nil // the reader sees the failure
+		case now := <-tick.C:
+			if time.Duration(linkClock()-l.sent.Load()) >= interval/2 {
+				if err := l.send(mPing, nil); err != nil {
+					return nil // the reader sees the failure
+				}
 			}
+			tick.Reset(untilNextMultiple(now, interval))
 		case <-silent.C:
+			if quiet := time.Duration(linkClock() - l.heard.Load()); quiet < timeout {
+				silent.Reset(timeout - quiet)
+				continue
+			}
 			if l.busy.Load() {
 				// Our handler holds the reader (back-pressure from the
 				// consumer of this link's messages): the peer's frames
@@ -157,4 +179,15 @@ func (l *link) heartbeat(ctx context.Context, interval, timeout time.Duration) e
 			return errHeartbeat
 		}
 	}
+}
+
+// untilNextMultiple returns the time from now to the next multiple of d
+// since the zero time (at least d/2 away, so that a late wake-up does not
+// ping twice in a row).
+func untilNextMultiple(now time.Time, d time.Duration) time.Duration {
+	wait := now.Truncate(d).Add(d).Sub(now)
+	if wait < d/2 {
+		wait += d
+	}
+	return wait
 }

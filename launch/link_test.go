@@ -208,3 +208,91 @@ func TestLinkBusyHandlerIsNotSilence(t *testing.T) {
 		t.Fatalf("run returned %v (handler released first: %v); want a heartbeat timeout only after the handler returned", err, releasedFirst)
 	}
 }
+
+// readFrames counts the frames of each type the peer end b receives until
+// it is closed.
+func readFrames(b net.Conn) <-chan map[uint8]int {
+	out := make(chan map[uint8]int, 1)
+	go func() {
+		n := map[uint8]int{}
+		r := wire.NewReader(b, linkMaxFrame)
+		for {
+			f, err := r.Next()
+			if err != nil {
+				out <- n
+				return
+			}
+			n[f.Type]++
+		}
+	}()
+	return out
+}
+
+// An end that pings does not answer the peer's pings (the peer hears its
+// own pings), and skips its ping while other frames keep the link busy.
+func TestLinkPingsOnlyWhenQuiet(t *testing.T) {
+	a, b := socketpair(t)
+	counts := readFrames(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	l := newLink(a)
+	errc := make(chan error, 1)
+	go func() { errc <- l.run(ctx, 20*time.Millisecond, time.Second, func(uint8, []byte) error { return nil }) }()
+	ping := wire.AppendFrame(nil, mPing, nil)
+	// Quiet: pings every interval, no pongs for the peer's pings. The
+	// sleeps pace the test's own traffic.
+	for range 10 {
+		b.Write(ping)
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Busy: a frame every 5 ms, no pings.
+	for range 40 {
+		if err := l.send(mSignal, encodeInt(1)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-errc
+	n := <-counts
+	if n[mPong] != 0 {
+		t.Errorf("answered %d pings although it pings itself", n[mPong])
+	}
+	// About 5 pings in the quiet 100 ms, at most one or two in the busy
+	// 200 ms (a late tick); 30 or so if it pinged through the busy time.
+	if n[mPing] < 2 || n[mPing] > 12 {
+		t.Errorf("%d pings, want about 5 (quiet 100 ms, then 200 ms busy at 20 ms intervals)", n[mPing])
+	}
+}
+
+// An end that does not ping answers pings, so that its peer hears it.
+func TestLinkWithoutIntervalAnswersPings(t *testing.T) {
+	a, b := socketpair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go newLink(a).run(ctx, 0, time.Second, func(uint8, []byte) error { return nil })
+	r := wire.NewReader(b, linkMaxFrame)
+	for i := range 3 {
+		b.Write(wire.AppendFrame(nil, mPing, nil))
+		b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		f, err := r.Next()
+		if err != nil || f.Type != mPong {
+			t.Fatalf("ping %d: got frame type %d, %v; want a pong", i, f.Type, err)
+		}
+	}
+}
+
+// Pings of different links fall on the same instants.
+func TestUntilNextMultipleAligns(t *testing.T) {
+	d := time.Second
+	base := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
+	for _, off := range []time.Duration{0, 1, 300 * time.Millisecond, 499 * time.Millisecond, 500 * time.Millisecond, 999 * time.Millisecond} {
+		now := base.Add(off)
+		next := now.Add(untilNextMultiple(now, d))
+		if next.Sub(base)%d != 0 {
+			t.Errorf("offset %v: next ping at %v, not a multiple of %v", off, next, d)
+		}
+		if w := next.Sub(now); w < d/2 || w > 3*d/2 {
+			t.Errorf("offset %v: waits %v, want between %v and %v", off, w, d/2, 3*d/2)
+		}
+	}
+}

@@ -58,8 +58,8 @@ func LookupEnv(env []string, key string) string {
 	return ""
 }
 
-// startRank spawns one rank in its own process group with its environment,
-// output pipes and rank-protocol socket.
+// startRank spawns one rank in its own session (and so its own process
+// group) with its environment, output pipes and rank-protocol socket.
 func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error) {
 	conn, theirs, err := socketPair()
 	if err != nil {
@@ -101,7 +101,13 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 		cmd.Env = append(cmd.Env, "PMI_PORT="+a.pmiTCP.port())
 	}
 	cmd.ExtraFiles = []*os.File{theirs, pmiTheirs}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A session of its own, as Hydra gives each rank: with the kernel's
+	// autogroup scheduling (sched_autogroup_enabled, on by default) a
+	// session is a CPU-sharing group, so ranks left in the agent's session
+	// would share one group's CPU share between them and the agent. On an
+	// oversubscribed node (busy-polling MPI ranks) that slowed the whole
+	// job by about 5% against mpiexec (docs/benchmarks.md).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 
 	rp := &rankProc{rank: info.Rank, agent: a, cmd: cmd, conn: conn, pmiConn: pmiConn,
 		outDone: make(chan struct{}), exited: make(chan struct{}),

@@ -271,6 +271,20 @@ func TestRankEnvironmentAndFlagsAfterProgram(t *testing.T) {
 	}
 }
 
+// TestRankOwnSession checks that every rank leads a session of its own, as
+// under Hydra: with autogroup scheduling a session is a CPU-sharing group,
+// and ranks sharing the agent's would share its CPU share.
+func TestRankOwnSession(t *testing.T) {
+	r := ftlaunch(t, "", "run", "-n", "3", "--test-nodes", "2", "--label=false", "sh", "-c",
+		`awk -v p=$$ '{ print ($5 == p && $6 == p) ? "own" : "shared pid=" p " pgid=" $5 " sid=" $6 }' /proc/$$/stat`)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if got := strings.Count(r.stdout, "own\n"); got != 3 || strings.Contains(r.stdout, "shared") {
+		t.Fatalf("%d of 3 ranks lead their own session:\n%s", got, r.stdout)
+	}
+}
+
 func TestCollectivesThroughClientLibrary(t *testing.T) {
 	for _, tc := range []struct{ n, nodes int }{{1, 0}, {5, 0}, {16, 4}, {7, 3}} {
 		t.Run(fmt.Sprintf("n%d_nodes%d", tc.n, tc.nodes), func(t *testing.T) {
