@@ -157,7 +157,10 @@ func (l *link) heartbeat(ctx context.Context, interval, timeout time.Duration) e
 		case <-ctx.Done():
 			return nil
 		case now := <-tick.C:
-			if time.Duration(linkClock()-l.sent.Load()) >= interval/2 {
+			// A handler that does not return (a wedged end) stops the
+			// pings, so that its peer finds it silent, as it would a dead
+			// one.
+			if time.Duration(linkClock()-l.sent.Load()) >= interval/2 && !l.busy.Load() {
 				if err := l.send(mPing, nil); err != nil {
 					return nil // the reader sees the failure
 				}
