@@ -114,8 +114,13 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	f, err := a.link.r.Next()
 	defer a.stage.remove()
-	for err == nil && (f.Type == mPrestage || f.Type == mBcast) {
+	for err == nil && (f.Type == mPrestage || f.Type == mBcast || f.Type == mPing || f.Type == mPong) {
 		switch f.Type {
+		case mPing:
+			// The parent's heartbeat, while the share is late (a root
+			// failover during the launch): answer, or it finds us silent.
+			err = a.link.send(mPong, nil)
+		case mPong:
 		case mPrestage: // the program comes before the spec
 			var c prestageChunk
 			if c, err = decodePrestageChunk(f.Payload); err == nil {

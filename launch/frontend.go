@@ -111,6 +111,7 @@ type frontend struct {
 	events chan event      // what launches and links report to loop
 
 	rootNode     string                  // where the root runs (live report)
+	joining      sync.WaitGroup          // replica agents being added to the group
 	plan         *plan.Plan              // the launch tree (nil: one local agent, or a successor's)
 	tree         bool                    // agents start agents (a plan, or a successor's rebuilt tree)
 	launchTmpl   *launchSpec             // a successor's: how agents start theirs
@@ -1476,6 +1477,19 @@ func (fe *frontend) closeJournal() {
 		return
 	}
 	fe.journalDone = true
+	// Replica agents that reported up are joining the group: the final
+	// status is for all of them (a short job ends before they joined).
+	fe.releaseJournal()
+	joined := make(chan struct{})
+	go func() {
+		fe.joining.Wait()
+		close(joined)
+	}()
+	select {
+	case <-joined:
+	case <-time.After(10 * time.Second):
+		fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
+	}
 	msg, code := "success", fe.exitCode
 	if fe.failure != nil {
 		msg, code = fe.failure.msg, fe.failure.code
@@ -1568,7 +1582,9 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 // addReplica adds a replica agent to the group, from a goroutine: it
 // waits for the front-end's replica to lead.
 func (fe *frontend) addReplica(ru replicaUp) {
+	fe.joining.Add(1)
 	go func() {
+		defer fe.joining.Done()
 		ctx, cancel := context.WithTimeout(fe.ctx, 30*time.Second)
 		defer cancel()
 		if err := fe.journal.Ready(ctx); err != nil {

@@ -138,7 +138,8 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 		return err
 	}
 	opts := Options{
-		N: st.Job.Size, Argv: job.Argv, Env: a.spec.Env, Wdir: a.spec.Wdir, Label: true, OutputDir: outDir,
+		// Its log is a file, for after the fact: verbose.
+		N: st.Job.Size, Argv: job.Argv, Env: a.spec.Env, Wdir: a.spec.Wdir, Label: true, OutputDir: outDir, Verbose: true,
 		KillAfter: a.spec.KillAfter, Heartbeat: a.spec.Heartbeat, Replicas: a.spec.Replica.Replicas,
 		Stdout: logf, Stderr: logf,
 	}
@@ -210,6 +211,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 			}
 		})
 		defer resume.Stop()
+		fe.writeLive() // status shows the new root at once
 		code := fe.loop(sctx, events)
 		fe.exitCode = code
 		fe.closeJournal()

@@ -274,7 +274,14 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 	// attach follows the rest of the job and exits with its code.
 	r := ftlaunch(t, "", "attach", "--state-dir", dir)
 	if r.code != 0 {
-		t.Fatalf("attach: exit %d\nstdout:\n%s\nstderr:\n%s\nfront-end's stderr:\n%s", r.code, r.stdout, r.stderr, errb.String())
+		logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
+		var succ []byte
+		if len(logs) == 1 {
+			succ, _ = os.ReadFile(logs[0])
+		}
+		st := ftlaunch(t, "", "status", "--state-dir", dir).stdout
+		t.Fatalf("attach: exit %d\nstdout:\n%s\nstderr:\n%s\nfront-end's stderr:\n%s\nsuccessor's log:\n%s\nstatus:\n%s",
+			r.code, r.stdout, r.stderr, errb.String(), succ, st)
 	}
 	check(r.stdout)
 	var status string
