@@ -29,11 +29,14 @@ const linkLostGrace = time.Second
 // rank's process group and returns: no orphans.
 type Agent struct {
 	link   *link
-	up     *uplink    // how frames reach the parent (buffered while it has none)
-	outWin *window    // output credit granted by the front-end
-	outQ   *outQueue  // output sent and not yet acknowledged
-	tree   *treeState // its place in a launch tree (nil: an agent on a socketpair)
-	stage  prestaged  // the prestaged program (--prestage), written before the spec
+	up     *uplink   // how frames reach the parent (buffered while it has none)
+	outWin *window   // output credit granted by the front-end
+	outQ   *outQueue // output sent and not yet acknowledged
+
+	firstColl     chan struct{} // closed when the node's first collective is answered
+	firstCollOnce sync.Once
+	tree          *treeState // its place in a launch tree (nil: an agent on a socketpair)
+	stage         prestaged  // the prestaged program (--prestage), written before the spec
 
 	// Set by run before the first message is handled.
 	ctx      context.Context
@@ -85,22 +88,23 @@ func RunAgent(ctx context.Context, conn io.ReadWriteCloser) error {
 func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState) error {
 	l := newLink(conn)
 	a := &Agent{
-		tree:    tree,
-		link:    l,
-		up:      &uplink{l: l},
-		exits:   map[int]rankStatus{},
-		sentUp:  map[uint64][]byte{},
-		outWin:  newWindow(outputWindow),
-		outQ:    newOutQueue(),
-		ranks:   map[int]*rankProc{},
-		seq:     map[int]uint64{},
-		colls:   map[uint64]*localColl{},
-		puts:    map[string][]byte{},
-		kv:      map[string][]byte{},
-		gone:    map[int]bool{},
-		pmiPuts: map[string][]byte{},
-		pmiKV:   map[string][]byte{},
-		exited:  make(chan struct{}),
+		tree:      tree,
+		link:      l,
+		up:        &uplink{l: l},
+		exits:     map[int]rankStatus{},
+		sentUp:    map[uint64][]byte{},
+		outWin:    newWindow(outputWindow),
+		outQ:      newOutQueue(),
+		firstColl: make(chan struct{}),
+		ranks:     map[int]*rankProc{},
+		seq:       map[int]uint64{},
+		colls:     map[uint64]*localColl{},
+		puts:      map[string][]byte{},
+		kv:        map[string][]byte{},
+		gone:      map[int]bool{},
+		pmiPuts:   map[string][]byte{},
+		pmiKV:     map[string][]byte{},
+		exited:    make(chan struct{}),
 	}
 	return a.run(ctx)
 }
@@ -193,14 +197,26 @@ func (a *Agent) run(ctx context.Context) error {
 	a.send(mOutputResync, encodeUint(1))
 	a.startRanks(ctx, &wg)
 	if a.tree != nil && a.spec.Replica.JobDir != "" {
-		// After the ranks: the replica does not delay them. It is shut
-		// down when the agent ends, after the front-end committed the
-		// job's end (it does before it tells agents to exit).
+		// After the ranks, and not while they start: once their first
+		// collective is done, or they all ended, or groupHold passed (as
+		// the front-end's own replica). It is shut down when the agent
+		// ends, after the front-end committed the job's end (it does
+		// before it tells agents to exit, once the replica agents joined).
 		replica := make(chan *agentReplica, 1)
 		go func() {
+			select {
+			case <-time.After(groupHold):
+			case <-a.firstColl:
+			case <-a.exited:
+			case <-ctx.Done():
+				replica <- nil
+				return
+			}
 			ar, err := a.startReplica(ctx, a.spec.Addr)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: root replica: %v\n", a.spec.Node, err)
+				// No address: the front-end does not wait for it.
+				a.send(mReplicaUp, replicaUp{Name: a.spec.Node}.encode())
 			}
 			replica <- ar
 		}()
@@ -541,6 +557,7 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 
 // collDone delivers a collective's result to every local rank.
 func (a *Agent) collDone(res *collResult) {
+	a.firstCollOnce.Do(func() { close(a.firstColl) })
 	a.mu.Lock()
 	c := a.colls[res.Seq]
 	delete(a.colls, res.Seq)

@@ -112,6 +112,8 @@ type frontend struct {
 
 	rootNode     string                  // where the root runs (live report)
 	joining      sync.WaitGroup          // replica agents being added to the group
+	replicasDone map[string]bool         // replica agents joined (or failed to), by name
+	endedAt      time.Time               // when the last rank ended
 	plan         *plan.Plan              // the launch tree (nil: one local agent, or a successor's)
 	tree         bool                    // agents start agents (a plan, or a successor's rebuilt tree)
 	launchTmpl   *launchSpec             // a successor's: how agents start theirs
@@ -239,6 +241,7 @@ type event struct {
 	adopt        *adoptConn    // a successor root: a child of the lost root asks for adoption
 	adoptTimeout bool          // a successor root: time is up for adoptions
 	resume       bool          // a successor root: start the root's children never started
+	replicaDone  string        // a replica agent joined the group (or will not)
 	agent        *agentHandle
 	typ          uint8
 	p            []byte
@@ -278,6 +281,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		colls: map[uint64]*rootColl{},
 		out:   newOutputWriter(opts.Stdout, opts.Stderr, opts.Label),
 		ranks: make([]rankState, opts.N),
+
+		replicasDone: map[string]bool{},
 	}
 	go fe.out.run()
 	defer fe.out.close()
@@ -846,7 +851,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		}
 		go fe.forwardStdin(ctx, fe.stdinAgent)
 	}
-	var shutdownTimer <-chan time.Time
+	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
 	defer liveTick.Stop()
 	for !fe.allAgentsGone() {
@@ -855,6 +860,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			fe.handle(ev)
 		case <-liveTick.C:
 			fe.writeLive()
+		case <-settle:
 		case sig := <-fe.opts.Signals:
 			fe.onSignal(sig)
 		case <-timeout:
@@ -868,6 +874,10 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			return ExitLauncher
 		}
 		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
+			if !fe.replicasSettled() {
+				settle = time.After(50 * time.Millisecond) // look again
+				continue
+			}
 			// The job's end is committed while every replica still runs.
 			fe.closeJournal()
 			fe.shutdown()
@@ -895,6 +905,25 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		}
 	}
 	return fe.finish()
+}
+
+// replicasSettled reports whether the job's end can be committed: every
+// replica agent that is up has joined the group (or failed to), so that
+// the final status is on all of them — a short job ends before its
+// replica agents started theirs. It gives up waiting after 10 s.
+func (fe *frontend) replicasSettled() bool {
+	if fe.endedAt.IsZero() {
+		fe.endedAt = time.Now()
+	}
+	if time.Since(fe.endedAt) > 10*time.Second {
+		return true
+	}
+	for i := range fe.replicaNodes {
+		if a := fe.agents[i]; !a.closed && !a.done && !fe.replicasDone[a.name] {
+			return false
+		}
+	}
+	return true
 }
 
 func (fe *frontend) allAgentsGone() bool {
@@ -964,6 +993,10 @@ func (fe *frontend) handle(ev event) {
 		fe.resumeLaunch()
 		return
 	}
+	if ev.replicaDone != "" {
+		fe.replicasDone[ev.replicaDone] = true
+		return
+	}
 	if r := ev.launch; r != nil {
 		a := fe.agents[r.child.Idx]
 		if r.err != nil {
@@ -1013,6 +1046,11 @@ func (fe *frontend) handle(ev event) {
 		ru, err := decodeReplicaUp(ev.p)
 		if err != nil || !fe.replicaNodes[a.idx] || ru.Name != a.name {
 			fe.protocolError(a, fmt.Errorf("replica up: %v", err))
+			return
+		}
+		if ru.Addr == "" { // its replica could not start
+			fe.warnf("root replica on %s did not start; the state log has one replica less", ru.Name)
+			fe.replicasDone[ru.Name] = true
 			return
 		}
 		fe.addReplica(ru)
@@ -1585,6 +1623,12 @@ func (fe *frontend) addReplica(ru replicaUp) {
 	fe.joining.Add(1)
 	go func() {
 		defer fe.joining.Done()
+		defer func() { // joined or not, the end need not wait for it
+			select {
+			case fe.events <- event{replicaDone: ru.Name}:
+			case <-fe.ctx.Done():
+			}
+		}()
 		ctx, cancel := context.WithTimeout(fe.ctx, 30*time.Second)
 		defer cancel()
 		if err := fe.journal.Ready(ctx); err != nil {

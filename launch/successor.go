@@ -153,7 +153,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	fe := &frontend{
 		opts: opts, start: time.Now(), jobID: st.Job.ID, colls: map[uint64]*rootColl{},
 		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
-		ctx: sctx, events: events, lenient: true,
+		ctx: sctx, events: events, lenient: true, replicasDone: map[string]bool{},
 		tree: true, launchTmpl: &tmpl, mapping: a.spec.ProcessMapping, replicaPeers: peers, rootNode: a.spec.Node,
 	}
 	fail := func(err error) error {
