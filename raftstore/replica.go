@@ -45,7 +45,7 @@ type Timing struct {
 // (raft's floor is 5 ms), its lease as long as raft allows (the heartbeat
 // timeout): a leader checks its lease every lease timeout for as long as it
 // leads, which for the job's single voter is the whole job (10 ms: 100
-// wake-ups a second; 5 ms cost about 1% of a core); a group grown from a
+// wake-ups a second instead of 200); a group grown from a
 // single voter must raise them (Raft().ReloadConfig). A group of 3 or 5 uses heartbeat = election ≈ 275 ms and a
 // 125 ms lease: a new leader in well under a second after the old one dies,
 // yet not so short that a CPU-starved replica loses leadership on a busy
