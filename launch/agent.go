@@ -194,7 +194,7 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	// Where this agent's output begins, for a root that did not start it
 	// (a successor that hears of it from its parent): frame 1.
-	a.send(mOutputResync, encodeUint(1))
+	a.send(mOutputResync, encodeInt(1))
 	a.startRanks(ctx, &wg)
 	if a.tree != nil && a.spec.Replica.JobDir != "" {
 		// After the ranks, and not while they start: once their first
@@ -384,7 +384,7 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 			a.send(mStdinAck, nil)
 		}
 	case mOutputAck:
-		seq, err := decodeUint(p)
+		seq, err := decodeSeq(p)
 		if err != nil {
 			return fmt.Errorf("output acknowledgement: %w", err)
 		}

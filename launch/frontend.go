@@ -1097,7 +1097,7 @@ func (fe *frontend) handle(ev event) {
 		}
 		fe.out.push(outItem{agent: a, seq: seq, rank: r, stream: stream, data: data})
 	case mOutputResync:
-		first, err := decodeUint(ev.p)
+		first, err := decodeSeq(ev.p)
 		if err != nil || first == 0 {
 			fe.protocolError(a, fmt.Errorf("output resync: %v", err))
 			return

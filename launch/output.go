@@ -122,7 +122,7 @@ func (w *outputWriter) run() {
 		w.stdout.Flush()
 		w.stderr.Flush()
 		for a, seq := range acks {
-			_ = a.send(mOutputAck, encodeUint(seq))
+			_ = a.send(mOutputAck, encodeInt(int64(seq)))
 			delete(acks, a)
 		}
 		if closed && len(q) == 0 {

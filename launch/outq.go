@@ -3,8 +3,6 @@ package launch
 import (
 	"fmt"
 	"sync"
-
-	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
 // Output survives a root failover. Every agent numbers its output frames
@@ -75,22 +73,19 @@ func (q *outQueue) resend(send func(typ uint8, p []byte)) {
 	if len(q.frames) > 0 {
 		first = q.frames[0].seq
 	}
-	send(mOutputResync, encodeUint(first))
+	send(mOutputResync, encodeInt(int64(first)))
 	for _, f := range q.frames {
 		send(mOutput, f.payload)
 	}
 }
 
-func encodeUint(v uint64) []byte {
-	var e wire.Encoder
-	e.Uint(v)
-	return e.Data()
-}
-
-func decodeUint(p []byte) (uint64, error) {
-	d := wire.NewDecoder(p)
-	v := d.Uint()
-	return v, d.Err()
+// decodeSeq reads a frame number (encodeInt's encoding).
+func decodeSeq(p []byte) (uint64, error) {
+	v, err := decodeInt(p)
+	if err == nil && v < 0 {
+		err = fmt.Errorf("negative frame number %d", v)
+	}
+	return uint64(v), err
 }
 
 // takeOutput decides whether the root writes an output frame of agent a:

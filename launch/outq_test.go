@@ -28,7 +28,7 @@ func TestOutputFailover(t *testing.T) {
 	deliver := func(typ uint8, p []byte) {
 		switch typ {
 		case mOutputResync:
-			first, err := decodeUint(p)
+			first, err := decodeSeq(p)
 			if err != nil {
 				t.Fatal(err)
 			}
