@@ -111,7 +111,6 @@ type frontend struct {
 	events chan event      // what launches and links report to loop
 
 	rootNode     string                  // where the root runs (live report)
-	joining      sync.WaitGroup          // replica agents being added to the group
 	replicasDone map[string]bool         // replica agents joined (or failed to), by name
 	endedAt      time.Time               // when the last rank ended
 	plan         *plan.Plan              // the launch tree (nil: one local agent, or a successor's)
@@ -915,11 +914,13 @@ func (fe *frontend) replicasSettled() bool {
 	if fe.endedAt.IsZero() {
 		fe.endedAt = time.Now()
 	}
-	if time.Since(fe.endedAt) > 10*time.Second {
-		return true
-	}
 	for i := range fe.replicaNodes {
 		if a := fe.agents[i]; !a.closed && !a.done && !fe.replicasDone[a.name] {
+			if time.Since(fe.endedAt) > 10*time.Second {
+				fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
+				return true
+			}
+			fe.releaseJournal() // they join once the front-end's replica leads
 			return false
 		}
 	}
@@ -1515,19 +1516,6 @@ func (fe *frontend) closeJournal() {
 		return
 	}
 	fe.journalDone = true
-	// Replica agents that reported up are joining the group: the final
-	// status is for all of them (a short job ends before they joined).
-	fe.releaseJournal()
-	joined := make(chan struct{})
-	go func() {
-		fe.joining.Wait()
-		close(joined)
-	}()
-	select {
-	case <-joined:
-	case <-time.After(10 * time.Second):
-		fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
-	}
 	msg, code := "success", fe.exitCode
 	if fe.failure != nil {
 		msg, code = fe.failure.msg, fe.failure.code
@@ -1620,9 +1608,7 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 // addReplica adds a replica agent to the group, from a goroutine: it
 // waits for the front-end's replica to lead.
 func (fe *frontend) addReplica(ru replicaUp) {
-	fe.joining.Add(1)
 	go func() {
-		defer fe.joining.Done()
 		defer func() { // joined or not, the end need not wait for it
 			select {
 			case fe.events <- event{replicaDone: ru.Name}:

@@ -236,12 +236,14 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(60 * time.Second); strings.Count(errb.String(), "joined the group") < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica agents did not join the group within 60 s:\n%s", errb.String())
+	defer func() {
+		if t.Failed() {
+			t.Logf("front-end's stderr:\n%s", errb.String())
 		}
-		time.Sleep(20 * time.Millisecond) // polling the front-end's output
-	}
+	}()
+	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
 	if strings.Contains(errb.String(), "job ended") {
 		t.Fatal("the job ended before the front-end could be killed")
 	}
