@@ -64,13 +64,7 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 				a.send(mChildFailed, childFailed{Idx: c.Idx, Msg: fmt.Sprintf("start the agent on %s: node %s cannot launch: %v", c.Name, a.spec.Node, err)}.encode())
 			}
 		} else {
-			hosts := []string{"127.0.0.1"}
-			if a.spec.Launch.Mode != "local" {
-				hosts = ownAddrs()
-			}
-			argv := []string{a.spec.Launch.AgentPath, "agent", "--connect"}
-			l = newLauncher(sp, argv, t.port, hosts, a.spec.Launch.Batch, a.spec.Children)
-			l.parent = a.spec.Node
+			l = a.childLauncher(sp, t.port, a.spec.Launch.Batch, a.spec.Children)
 			l.logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 			lctx, cancel := context.WithCancel(ctx)
 			t.mu.Lock()
@@ -90,6 +84,18 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		acceptLoop(t.ln, l, func(conn net.Conn, h hello) { a.adoptStandby(ctx, wg, conn) }, a.adoptRequest)
 	}()
+}
+
+// childLauncher starts children of this agent with sp: they run the agent
+// binary and connect back to port on this host (loopback for test nodes).
+func (a *Agent) childLauncher(sp spawn.Spawner, port, batch int, cs []childSpec) *launcher {
+	hosts := []string{"127.0.0.1"}
+	if a.spec.Launch.Mode != "local" {
+		hosts = ownAddrs()
+	}
+	l := newLauncher(sp, []string{a.spec.Launch.AgentPath, "agent", "--connect"}, port, hosts, batch, cs)
+	l.parent = a.spec.Node
+	return l
 }
 
 // spawner makes what starts this agent's children.

@@ -340,18 +340,16 @@ func (a *Agent) relaunch(ctx context.Context, fe *frontend, cs []childSpec) erro
 	if _, ok := sp.(localSpawner); ok {
 		sp = localSpawner{} // test delays were for the first launch
 	}
-	addr, hosts := ":0", ownAddrs()
+	addr := ":0"
 	if a.spec.Launch.Mode == "local" {
-		addr, hosts = "127.0.0.1:0", []string{"127.0.0.1"}
+		addr = "127.0.0.1:0"
 	}
 	ln, err := secure.Listen(ctx, "tcp", addr, a.tree.creds)
 	if err != nil {
 		closeSp()
 		return fmt.Errorf("listen for agents: %w", err)
 	}
-	argv := []string{a.spec.Launch.AgentPath, "agent", "--connect"}
-	l := newLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, 0, cs)
-	l.parent = a.spec.Node
+	l := a.childLauncher(sp, ln.Addr().(*net.TCPAddr).Port, 0, cs)
 	l.logf = func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") }
 	go acceptLoop(ln, l, nil, nil)
 	go func() {
