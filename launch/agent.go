@@ -246,8 +246,9 @@ func (a *Agent) run(ctx context.Context) error {
 			nl.conn.Close()
 			continue
 		}
+		// The new root's first message, a broadcast resync request,
+		// has this agent and those below it report again.
 		l = nl
-		a.resync()
 	}
 	a.mu.Lock()
 	succ := a.successor
