@@ -61,7 +61,14 @@ func (fe *frontend) live() Live {
 	l := Live{
 		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: fe.start,
 		Argv: fe.opts.Argv, Agents: len(fe.agents), AgentsUp: fe.agentsUp, N: fe.opts.N,
-		Running: fe.ranksUp - fe.ended, Ended: fe.ended, Failover: fe.lenient,
+		Ended: fe.ended, Failover: fe.lenient,
+	}
+	// Counted, not ranksUp - ended: ranks that never started end too
+	// (a failed start, an agent that never came up). Once a second.
+	for i := range fe.ranks {
+		if rs := &fe.ranks[i]; rs.started && !rs.ended {
+			l.Running++
+		}
 	}
 	switch {
 	case !fe.shutdownAt.IsZero():
