@@ -31,14 +31,15 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/plan"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 // Exit codes of ftlaunch itself (a rank's failure is reported with the
 // rank's own code).
 const (
-	ExitLauncher = 1   // ftlaunch failed: an agent could not start or was lost
-	ExitUsage    = 2   // bad command line
-	ExitTimeout  = 124 // --timeout expired
+	ExitLauncher = recovery.ExitLauncher // ftlaunch failed: an agent could not start or was lost
+	ExitUsage    = 2                     // bad command line
+	ExitTimeout  = recovery.ExitTimeout  // --timeout expired
 )
 
 // Options describe one job run from this machine.
@@ -132,7 +133,6 @@ type frontend struct {
 	rootCreds    *secure.Credentials
 	stage        *stagedProgram
 	backupsUp    int
-	lenient      bool       // a successor root: agents report again what the lost root knew
 	replicaPeers []peerAddr // the replica agents, once all are up
 	exitCode     int
 	colls        map[uint64]*rootColl
@@ -145,7 +145,7 @@ type frontend struct {
 	ended       int
 	shutdownAt  time.Time // when the job ended and agents were told to exit
 	terminating bool
-	failure     *failureInfo
+	rec         *recovery.Planner // decides what failures do to the job
 	nodeTableAt time.Duration
 	lastINT     time.Time
 
@@ -230,11 +230,6 @@ type rootColl struct {
 	kv     map[string][]byte
 }
 
-type failureInfo struct {
-	msg  string
-	code int
-}
-
 type event struct {
 	launch       *launchResult // a start by the front-end's own launcher
 	adopt        *adoptConn    // a successor root: a child of the lost root asks for adoption
@@ -280,6 +275,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		colls: map[uint64]*rootColl{},
 		out:   newOutputWriter(opts.Stdout, opts.Stderr, opts.Label),
 		ranks: make([]rankState, opts.N),
+		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
 
 		replicasDone: map[string]bool{},
 	}
@@ -329,7 +325,10 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	events := make(chan event, 256)
 	fe.ctx, fe.events = ctx, events
 	if err := fe.startAgents(ctx, events); err != nil {
-		fe.exitCode, fe.failure = ExitLauncher, &failureInfo{msg: err.Error(), code: ExitLauncher}
+		// The caller reports the error; the planner keeps it for the
+		// final status.
+		fe.exitCode = ExitLauncher
+		fe.rec.Step(recovery.LaunchError{Msg: err.Error()})
 		fe.killAgents()
 		for _, a := range fe.agents {
 			a.wait()
@@ -577,7 +576,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	} else {
 		a.via = fe.agents[a.top].link
 	}
-	if fe.terminating || !fe.shutdownAt.IsZero() {
+	if fe.rec.Ending() {
 		_ = a.send(mShutdown, nil)
 		return
 	}
@@ -590,7 +589,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		spec.Prestage = true
 		if a.parent < 0 { // deeper agents get it from their parent
 			if err := sendPrestaged(a.send, fe.stage.name, fe.stage.mode, bytes.NewReader(fe.stage.data), int64(len(fe.stage.data))); err != nil {
-				fe.fail(ExitLauncher, fmt.Sprintf("prestage to node %s: %v", a.name, err))
+				fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
 				return
 			}
 		}
@@ -607,13 +606,13 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		spec.Launch = fe.launchSpec(a)
 		cs, err := fe.childSpecs(a.children)
 		if err != nil {
-			fe.fail(ExitLauncher, err.Error())
+			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})
 			return
 		}
 		spec.Children = cs
 	}
 	if err := a.send(mSpec, spec.encode()); err != nil {
-		fe.fail(ExitLauncher, fmt.Sprintf("send the job to node %s: %v", a.name, err))
+		fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("send the job to node %s: %v", a.name, err)})
 		return
 	}
 	a.specAt = time.Since(fe.start)
@@ -762,10 +761,7 @@ func (fe *frontend) launchFailed(a *agentHandle, msg string) {
 			fe.ranks[r].byFrontend = true
 		}
 	}
-	if !fe.shutdownAt.IsZero() || fe.terminating {
-		return
-	}
-	fe.fail(ExitLauncher, msg)
+	fe.step(recovery.LaunchFailed{Node: a.name, Msg: msg})
 }
 
 // abandonRanks counts the ranks of an agent that is gone as ended.
@@ -777,7 +773,7 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 		}
 		if !rs.ended {
 			rs.ended = true
-			rs.byFrontend = fe.terminating
+			rs.byFrontend = fe.rec.Ending()
 			rs.status = rankStatus{Rank: r, Code: ExitLauncher, Reason: reason}
 			fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: reason})
 			fe.ended++
@@ -863,7 +859,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		case sig := <-fe.opts.Signals:
 			fe.onSignal(sig)
 		case <-timeout:
-			fe.fail(ExitTimeout, fmt.Sprintf("the job exceeded --timeout %v; terminating it", fe.opts.Timeout))
+			fe.step(recovery.TimedOut{Limit: fe.opts.Timeout})
 		case <-shutdownTimer:
 			fe.warnf("agents did not exit after the job ended; killing them")
 			fe.killAgents()
@@ -937,6 +933,7 @@ func (fe *frontend) allAgentsGone() bool {
 }
 
 func (fe *frontend) shutdown() {
+	fe.step(recovery.Finished{})
 	fe.bcast(mShutdown, nil)
 	fe.shutdownAt = time.Now()
 	if fe.cancelLaunch != nil {
@@ -1106,11 +1103,14 @@ func (fe *frontend) handle(ev event) {
 		a.outputResync(first)
 	case mExit:
 		st, err := decodeRankStatus(ev.p)
-		if err == nil && st.Rank < len(fe.ranks) && fe.ranks[st.Rank].ended && fe.lenient {
-			return // reported again after a failover
+		if err != nil {
+			fe.protocolError(a, fmt.Errorf("exit message: %w", err))
+			return
 		}
-		if err != nil || st.Rank >= len(fe.ranks) || fe.ranks[st.Rank].ended {
-			fe.protocolError(a, fmt.Errorf("exit message for rank %d: %v", st.Rank, err))
+		if st.Rank >= len(fe.ranks) || fe.rec.Ended(st.Rank) {
+			// A rank that does not exist, or reported again: the planner
+			// tells a protocol error from evidence repeated after a failover.
+			fe.step(recovery.RankExited{Rank: st.Rank, Node: a.name, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
 			return
 		}
 		fe.rankEnded(st)
@@ -1120,19 +1120,7 @@ func (fe *frontend) handle(ev event) {
 			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
 			return
 		}
-		code := ab.Code & 0xff
-		if code == 0 {
-			code = 1
-		}
-		if ab.Failed {
-			fe.fail(code, fmt.Sprintf("rank %d on node %s %s", ab.Rank, fe.nodeOf(ab.Rank), ab.Msg))
-			return
-		}
-		msg := ab.Msg
-		if msg != "" {
-			msg = ": " + msg
-		}
-		fe.fail(code, fmt.Sprintf("rank %d on node %s called Abort(%d)%s", ab.Rank, fe.nodeOf(ab.Rank), ab.Code, msg))
+		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
 	case mContrib:
 		c, err := decodeContrib(ev.p)
 		if err != nil {
@@ -1167,7 +1155,7 @@ func (fe *frontend) showProgress() {
 	if !fe.launching {
 		return
 	}
-	if fe.ranksUp >= fe.opts.N || fe.failure != nil {
+	if fe.ranksUp >= fe.opts.N || fe.rec.Failure() != nil {
 		fe.launching = false
 		fe.out.push(outItem{progress: true})
 		return
@@ -1203,81 +1191,72 @@ func (fe *frontend) verbosef(format string, args ...any) {
 	}
 }
 
-// rankEnded records a rank's end; the first failure terminates the job.
+// rankEnded records a rank's end; the planner decides what a failure
+// does to the job.
 func (fe *frontend) rankEnded(st rankStatus) {
 	rs := &fe.ranks[st.Rank]
 	rs.ended, rs.status = true, st
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
 	// A rank killed by the termination ftlaunch started is not a failure
 	// of its own; one that exits with an error code meanwhile is.
-	rs.byFrontend = fe.terminating && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL))
+	rs.byFrontend = fe.rec.Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL))
 	fe.ended++
 	if rs.node >= 0 {
 		fe.agents[rs.node].ended++
 	}
-	if st.Code == 0 && st.Signal == 0 && st.Reason == "" {
+	ev := exitEvent(st, fe.nodeOf(st.Rank))
+	fe.step(ev)
+	if ev.Clean() {
 		fe.checkStranded()
-		return
 	}
-	if fe.terminating {
-		return
-	}
-	fe.fail(exitCodeOf(st), fmt.Sprintf("rank %d on node %s %s", st.Rank, fe.nodeOf(st.Rank), describe(st)))
 }
 
-func exitCodeOf(st rankStatus) int {
-	if st.Signal != 0 {
-		return 128 + st.Signal
-	}
-	if st.Code&0xff == 0 {
-		return 1
-	}
-	return st.Code & 0xff
+// exitEvent is a rank's end as the planner takes it.
+func exitEvent(st rankStatus, node string) recovery.RankExited {
+	return recovery.RankExited{Rank: st.Rank, Node: node, Code: st.Code, Signal: st.Signal, Reason: st.Reason}
 }
 
-func describe(st rankStatus) string {
-	switch {
-	case st.Reason != "" && st.Code == 127:
-		return "failed to start: " + st.Reason
-	case st.Reason != "":
-		return st.Reason
-	case st.Signal != 0:
-		return fmt.Sprintf("was killed by signal %d (%v)", st.Signal, syscall.Signal(st.Signal))
-	default:
-		return fmt.Sprintf("exited with code %d", st.Code)
-	}
-}
+func describe(st rankStatus) string { return exitEvent(st, "").Describe() }
 
 // checkStranded fails the job when a node whose ranks have all ended never
 // gave its part to a collective the other nodes are waiting in: the wait
 // would last forever. (A node with ranks left reports its own stranded
 // collectives: see Agent.contribute.)
 func (fe *frontend) checkStranded() {
-	if fe.terminating || len(fe.colls) == 0 {
+	if fe.rec.Ending() || len(fe.colls) == 0 {
 		return
 	}
 	for seq, rc := range fe.colls {
 		for _, b := range fe.agents {
 			if len(b.ranks) > 0 && b.ended == len(b.ranks) && !rc.from[b.idx] {
-				fe.fail(ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", b.name, seq, rc.op))
+				fe.step(recovery.Stranded{Seq: seq, Node: b.name, Op: rc.op.String()})
 				return
 			}
 		}
 	}
 }
 
-// fail records the job's first failure and terminates every rank.
-func (fe *frontend) fail(code int, msg string) {
-	if fe.failure != nil {
-		return
+// step gives the failure planner an event and carries out what it
+// decides, in order.
+func (fe *frontend) step(ev recovery.Event) {
+	acts := fe.rec.Step(ev)
+	for _, act := range acts {
+		switch act := act.(type) {
+		case recovery.Record:
+			fe.releaseJournal()
+			fe.journal.Failure(journal.Failure{Rank: raftstore.NoRank, Message: act.Msg})
+		case recovery.Report:
+			fe.showProgress() // clears the launch line
+			fe.warnf("%s", act.Msg)
+		case recovery.Terminate:
+			fe.terminate()
+		default:
+			panic(fmt.Sprintf("launch: recovery action %T not carried out", act))
+		}
 	}
-	fe.failure = &failureInfo{msg: msg, code: code}
-	fe.releaseJournal()
-	fe.journal.Failure(journal.Failure{Rank: raftstore.NoRank, Message: msg})
-	fe.showProgress() // clears the launch line
-	fe.warnf("%s", msg)
-	fe.terminate()
-	fe.writeLive()
+	if len(acts) > 0 {
+		fe.writeLive()
+	}
 }
 
 func (fe *frontend) terminate() {
@@ -1300,6 +1279,7 @@ func (fe *frontend) onSignal(sig os.Signal) {
 	if s == syscall.SIGINT {
 		if !fe.lastINT.IsZero() && time.Since(fe.lastINT) < 2*time.Second {
 			fe.warnf("second interrupt: killing every rank")
+			fe.step(recovery.Interrupted{})
 			fe.terminating = true
 			fe.bcast(mKill, nil)
 			return
@@ -1315,14 +1295,11 @@ func (fe *frontend) onSignal(sig os.Signal) {
 func (fe *frontend) agentLost(a *agentHandle, err error) {
 	fe.abandonRanks(a, "lost with its agent")
 	a.kill()
-	if !fe.shutdownAt.IsZero() { // the job had already ended
-		return
-	}
-	fe.fail(ExitLauncher, fmt.Sprintf("lost the agent of node %s: %v", a.name, err))
+	fe.step(recovery.AgentLost{Node: a.name, Err: err.Error()})
 }
 
 func (fe *frontend) protocolError(a *agentHandle, err error) {
-	fe.fail(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: %v", a.name, err))
+	fe.step(recovery.ProtocolError{Node: a.name, Err: err.Error()})
 }
 
 // contribute merges a node's contribution; when every node has given its
@@ -1337,7 +1314,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 		fe.colls[c.Seq] = rc
 	}
 	if rc.op != c.Op {
-		fe.fail(ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", c.Seq, a.name, c.Op, rc.op))
+		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: rc.op.String()})
 		return
 	}
 	if rc.from[a.idx] {
@@ -1422,7 +1399,8 @@ func (fe *frontend) finish() int {
 			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsUp, fe.backupLinks())
 	}
 	fe.verbosef("job ended")
-	if fe.failure == nil {
+	failure := fe.rec.Failure()
+	if failure == nil {
 		return 0
 	}
 	var failed []int
@@ -1441,7 +1419,7 @@ func (fe *frontend) finish() int {
 		}
 		fe.out.message(b.String())
 	}
-	return fe.failure.code
+	return failure.Code
 }
 
 // backupLinks counts the standby links the plan asks for: one per agent
@@ -1517,8 +1495,8 @@ func (fe *frontend) closeJournal() {
 	}
 	fe.journalDone = true
 	msg, code := "success", fe.exitCode
-	if fe.failure != nil {
-		msg, code = fe.failure.msg, fe.failure.code
+	if f := fe.rec.Failure(); f != nil {
+		msg, code = f.Msg, f.Code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -61,7 +61,7 @@ func (fe *frontend) live() Live {
 	l := Live{
 		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: fe.start,
 		Argv: fe.opts.Argv, Agents: len(fe.agents), AgentsUp: fe.agentsUp, N: fe.opts.N,
-		Ended: fe.ended, Failover: fe.lenient,
+		Ended: fe.ended, Failover: fe.rec.Resumed(),
 	}
 	// Counted, not ranksUp - ended: ranks that never started end too
 	// (a failed start, an agent that never came up). Once a second.
@@ -73,13 +73,13 @@ func (fe *frontend) live() Live {
 	switch {
 	case !fe.shutdownAt.IsZero():
 		l.Phase = "ending"
-	case fe.terminating || fe.failure != nil:
+	case fe.terminating || fe.rec.Failure() != nil:
 		l.Phase = "terminating"
 	case fe.agentsUp < len(fe.agents) || fe.ranksUp < fe.opts.N:
 		l.Phase = "launching"
 	}
-	if fe.failure != nil {
-		l.Failure = fe.failure.msg
+	if f := fe.rec.Failure(); f != nil {
+		l.Failure = f.Msg
 	}
 	return l
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 // Root failover, the successor's side. When the front-end of a job with
@@ -153,7 +154,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	fe := &frontend{
 		opts: opts, start: time.Now(), jobID: st.Job.ID, colls: map[uint64]*rootColl{},
 		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
-		ctx: sctx, events: events, lenient: true, replicasDone: map[string]bool{},
+		ctx: sctx, events: events, replicasDone: map[string]bool{},
 		tree: true, launchTmpl: &tmpl, mapping: a.spec.ProcessMapping, replicaPeers: peers, rootNode: a.spec.Node,
 	}
 	fail := func(err error) error {
@@ -172,6 +173,13 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	if err := fe.rebuild(st, a.spec.Replica.Placement); err != nil {
 		return fail(err)
 	}
+	var ended []int
+	for r, rs := range fe.ranks {
+		if rs.ended {
+			ended = append(ended, r)
+		}
+	}
+	fe.rec = recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N, Resumed: true, Ended: ended})
 	fe.relaunch = func(cs []childSpec) error { return a.relaunch(sctx, fe, cs) }
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(a.spec.Replica.JobDir), Node: a.spec.Node, Replica: ar.r,
@@ -309,7 +317,7 @@ func (fe *frontend) resumeLaunch() {
 			missing = append(missing, a.idx)
 		}
 	}
-	if len(missing) == 0 || fe.relaunch == nil || fe.terminating || !fe.shutdownAt.IsZero() {
+	if len(missing) == 0 || fe.relaunch == nil || fe.rec.Ending() {
 		return
 	}
 	cs, err := fe.childSpecs(missing)

@@ -1,0 +1,349 @@
+// Package recovery decides what the root does about failures. It is a pure
+// state machine in the manner of etcd-io/raft's Step: the root feeds it
+// events (a rank ended, an agent was lost, a protocol error, the timeout)
+// and carries out the actions it returns (record the failure, tell the
+// user, terminate the job). It starts no goroutines, does no I/O, reads no
+// clock and draws no random numbers, so every decision can be tested as a
+// table of (state, event) → actions.
+//
+// The one policy built today is None: the first failure ends the job,
+// naming its cause, and nothing after it is a failure of its own. The
+// restart protocol (suspend, respawn, patch, resume) is the next policy;
+// its phases will be committed through a Commit action whose completion
+// comes back as an event before any action that depends on it is sent.
+//
+// A Planner is not safe for concurrent use: one goroutine (the root's
+// event loop) owns it.
+package recovery
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// Exit codes the planner hands out. They match the launcher's: 1 for
+// ftlaunch's own failures, 124 for --timeout (as GNU timeout).
+const (
+	ExitLauncher = 1
+	ExitTimeout  = 124
+)
+
+// Policy is what the job does about a failure.
+type Policy int
+
+const (
+	// None ends the job at its first failure, cleanly.
+	None Policy = iota
+)
+
+func (p Policy) String() string {
+	switch p {
+	case None:
+		return "none"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// Phase is where the job stands, as far as failures are concerned.
+type Phase int
+
+const (
+	// Running: a failure now is handled by the policy.
+	Running Phase = iota
+	// Ending: the job is being terminated (a failure, the timeout, the
+	// user's interrupt); later failures are consequences, not causes.
+	Ending
+	// Over: every rank ended and the agents were told to exit; a link
+	// that ends now is an agent leaving, not a loss.
+	Over
+)
+
+func (p Phase) String() string {
+	switch p {
+	case Running:
+		return "running"
+	case Ending:
+		return "ending"
+	case Over:
+		return "over"
+	}
+	return fmt.Sprintf("Phase(%d)", int(p))
+}
+
+// Failure is the failure that ended the job.
+type Failure struct {
+	Code int    // the job's exit code
+	Msg  string // what the user is told, naming the cause
+}
+
+// Config sets a planner up.
+type Config struct {
+	Policy Policy
+	// Ranks is the job's size.
+	Ranks int
+	// Resumed: the planner serves a root that took over from a lost one,
+	// so agents report again what the lost root already knew; a second
+	// report of a rank's end is evidence repeated, not a protocol error.
+	Resumed bool
+	// Ended are the ranks whose end a resumed root knows from the
+	// replicated state.
+	Ended []int
+}
+
+// Planner holds the state the root's failure decisions depend on.
+type Planner struct {
+	cfg     Config
+	phase   Phase
+	failure *Failure
+	ended   []bool // by rank
+}
+
+// New returns a planner for a job that is running.
+func New(cfg Config) *Planner {
+	p := &Planner{cfg: cfg, ended: make([]bool, cfg.Ranks)}
+	for _, r := range cfg.Ended {
+		if r >= 0 && r < cfg.Ranks {
+			p.ended[r] = true
+		}
+	}
+	return p
+}
+
+// Phase is the job's phase.
+func (p *Planner) Phase() Phase { return p.phase }
+
+// Ending reports whether the job is being terminated or is over: no
+// failure starts anything any more.
+func (p *Planner) Ending() bool { return p.phase != Running }
+
+// Failure is the failure that ended the job, or nil.
+func (p *Planner) Failure() *Failure { return p.failure }
+
+// Resumed reports whether the planner serves a root that took over.
+func (p *Planner) Resumed() bool { return p.cfg.Resumed }
+
+// Ended reports whether rank r's end was reported.
+func (p *Planner) Ended(r int) bool { return r >= 0 && r < len(p.ended) && p.ended[r] }
+
+// Step takes one event and returns what the root must do, in order.
+func (p *Planner) Step(ev Event) []Action {
+	switch ev := ev.(type) {
+	case RankExited:
+		return p.rankExited(ev)
+	case RankAborted:
+		code := ev.Code & 0xff
+		if code == 0 {
+			code = 1
+		}
+		if ev.Failed {
+			return p.endJob(code, fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Msg))
+		}
+		msg := ev.Msg
+		if msg != "" {
+			msg = ": " + msg
+		}
+		return p.endJob(code, fmt.Sprintf("rank %d on node %s called Abort(%d)%s", ev.Rank, ev.Node, ev.Code, msg))
+	case AgentLost:
+		if p.phase == Over {
+			return nil // the job had already ended
+		}
+		return p.endJob(ExitLauncher, fmt.Sprintf("lost the agent of node %s: %s", ev.Node, ev.Err))
+	case LaunchFailed:
+		if p.phase != Running {
+			return nil // the job is ending: agents not started yet are not needed
+		}
+		return p.endJob(ExitLauncher, ev.Msg)
+	case LaunchError:
+		return p.endJob(ExitLauncher, ev.Msg)
+	case ProtocolError:
+		return p.endJob(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: %s", ev.Node, ev.Err))
+	case CollectiveMismatch:
+		return p.endJob(ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", ev.Seq, ev.Node, ev.Op, ev.Want))
+	case Stranded:
+		if p.phase != Running {
+			return nil
+		}
+		return p.endJob(ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", ev.Node, ev.Seq, ev.Op))
+	case TimedOut:
+		return p.endJob(ExitTimeout, fmt.Sprintf("the job exceeded --timeout %v; terminating it", ev.Limit))
+	case Interrupted:
+		if p.phase == Running {
+			p.phase = Ending
+		}
+		return nil
+	case Finished:
+		p.phase = Over
+		return nil
+	}
+	panic(fmt.Sprintf("recovery: unknown event %T", ev))
+}
+
+func (p *Planner) rankExited(ev RankExited) []Action {
+	if ev.Rank < 0 || ev.Rank >= len(p.ended) {
+		return p.endJob(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: no such rank", ev.Node, ev.Rank))
+	}
+	if p.ended[ev.Rank] {
+		if p.cfg.Resumed {
+			return nil // reported again after a failover
+		}
+		return p.endJob(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: it had ended", ev.Node, ev.Rank))
+	}
+	p.ended[ev.Rank] = true
+	if ev.Clean() || p.phase != Running {
+		// A rank killed by the termination in progress is not a failure of
+		// its own; one that fails meanwhile is not the job's cause either.
+		return nil
+	}
+	return p.endJob(ev.ExitCode(), fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe()))
+}
+
+// endJob is the policy None's answer to a failure: the first one is
+// recorded, told and ends the job; later ones change nothing.
+func (p *Planner) endJob(code int, msg string) []Action {
+	if p.failure != nil {
+		return nil
+	}
+	p.failure = &Failure{Code: code, Msg: msg}
+	acts := []Action{Record{Msg: msg}, Report{Msg: msg}}
+	if p.phase == Running {
+		acts = append(acts, Terminate{})
+	}
+	if p.phase != Over {
+		p.phase = Ending
+	}
+	return acts
+}
+
+// ExitCode is the job's exit code for a rank that ended so.
+func (ev RankExited) ExitCode() int {
+	if ev.Signal != 0 {
+		return 128 + ev.Signal
+	}
+	if ev.Code&0xff == 0 {
+		return 1
+	}
+	return ev.Code & 0xff
+}
+
+// Clean reports whether the rank ended with code 0, no signal, no reason.
+func (ev RankExited) Clean() bool { return ev.Code == 0 && ev.Signal == 0 && ev.Reason == "" }
+
+// Describe says how the rank ended, for the user.
+func (ev RankExited) Describe() string {
+	switch {
+	case ev.Reason != "" && ev.Code == 127:
+		return "failed to start: " + ev.Reason
+	case ev.Reason != "":
+		return ev.Reason
+	case ev.Signal != 0:
+		return fmt.Sprintf("was killed by signal %d (%v)", ev.Signal, syscall.Signal(ev.Signal))
+	default:
+		return fmt.Sprintf("exited with code %d", ev.Code)
+	}
+}
+
+// An Event is something the root learned: one of the types below.
+type Event interface{ isEvent() }
+
+// RankExited: a rank's end, reported by its agent (or counted by the root
+// for the ranks of an agent that is gone).
+type RankExited struct {
+	Rank   int
+	Node   string
+	Code   int    // exit code
+	Signal int    // terminating signal, or 0
+	Reason string // set when ftlaunch could not run it or lost it
+}
+
+// RankAborted: a rank called Abort, or (Failed) broke its protocol.
+type RankAborted struct {
+	Rank   int
+	Node   string
+	Code   int
+	Msg    string
+	Failed bool
+}
+
+// AgentLost: an agent's link ended before it said it was done (told by the
+// link itself, or by its parent), or it went with an agent above it.
+type AgentLost struct {
+	Node string
+	Err  string
+}
+
+// LaunchFailed: an agent could not be started.
+type LaunchFailed struct {
+	Node string
+	Msg  string
+}
+
+// LaunchError: the root could not give an agent that is up its share of
+// the job (prestaging, its children's credentials, sending it).
+type LaunchError struct {
+	Node string
+	Msg  string
+}
+
+// ProtocolError: an agent sent what the protocol does not allow.
+type ProtocolError struct {
+	Node string
+	Err  string
+}
+
+// CollectiveMismatch: a node called another collective than the others
+// under the same sequence number.
+type CollectiveMismatch struct {
+	Seq      uint64
+	Node     string
+	Op, Want string
+}
+
+// Stranded: every rank of a node ended without joining a collective the
+// others wait in: the wait would last forever.
+type Stranded struct {
+	Seq  uint64
+	Node string
+	Op   string
+}
+
+// TimedOut: the job's --timeout expired.
+type TimedOut struct{ Limit time.Duration }
+
+// Interrupted: the user ended the job (a second interrupt): what fails now
+// fails because of it.
+type Interrupted struct{}
+
+// Finished: every rank ended and the agents were told to exit.
+type Finished struct{}
+
+func (RankExited) isEvent()         {}
+func (RankAborted) isEvent()        {}
+func (AgentLost) isEvent()          {}
+func (LaunchFailed) isEvent()       {}
+func (LaunchError) isEvent()        {}
+func (ProtocolError) isEvent()      {}
+func (CollectiveMismatch) isEvent() {}
+func (Stranded) isEvent()           {}
+func (TimedOut) isEvent()           {}
+func (Interrupted) isEvent()        {}
+func (Finished) isEvent()           {}
+
+// An Action is something the root must do: one of the types below, carried
+// out in the order Step returned them.
+type Action interface{ isAction() }
+
+// Record appends the failure to the job's state log (through the journal's
+// queue: the job's end does not wait for it to be synced).
+type Record struct{ Msg string }
+
+// Report tells the user.
+type Report struct{ Msg string }
+
+// Terminate ends every rank: SIGTERM, then SIGKILL after the job's
+// kill-after.
+type Terminate struct{}
+
+func (Record) isAction()    {}
+func (Report) isAction()    {}
+func (Terminate) isAction() {}

@@ -1,0 +1,173 @@
+package recovery
+
+import (
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// end is what policy None does with a job's first failure while it runs.
+func end(msg string) []Action { return []Action{Record{Msg: msg}, Report{Msg: msg}, Terminate{}} }
+
+// told is a failure recorded and told while the job is already ending.
+func told(msg string) []Action { return []Action{Record{Msg: msg}, Report{Msg: msg}} }
+
+func TestStep(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		resumed bool
+		before  []Event // taken first; their actions are not checked
+		ev      Event
+		want    []Action
+		code    int   // the failure's exit code afterwards (0: none)
+		phase   Phase // afterwards
+	}{
+		{name: "rank exits cleanly", ev: RankExited{Rank: 1, Node: "n0"}, phase: Running},
+		{name: "rank exits with a code", ev: RankExited{Rank: 1, Node: "n0", Code: 3},
+			want: end("rank 1 on node n0 exited with code 3"), code: 3, phase: Ending},
+		{name: "rank exit code 256 is a failure", ev: RankExited{Rank: 0, Node: "n0", Code: 256},
+			want: end("rank 0 on node n0 exited with code 256"), code: 1, phase: Ending},
+		{name: "rank killed by a signal", ev: RankExited{Rank: 2, Node: "n1", Signal: int(syscall.SIGKILL)},
+			want: end("rank 2 on node n1 was killed by signal 9 (killed)"), code: 137, phase: Ending},
+		{name: "rank could not start", ev: RankExited{Rank: 0, Node: "n0", Code: 127, Reason: "no such file"},
+			want: end("rank 0 on node n0 failed to start: no such file"), code: 127, phase: Ending},
+		{name: "rank lost with its agent", ev: RankExited{Rank: 0, Node: "n0", Code: 1, Reason: "lost with its agent"},
+			want: end("rank 0 on node n0 lost with its agent"), code: 1, phase: Ending},
+		{name: "rank fails while the job ends", before: []Event{TimedOut{Limit: time.Second}},
+			ev: RankExited{Rank: 1, Node: "n0", Code: 3}, code: ExitTimeout, phase: Ending},
+		{name: "rank fails after an interrupt", before: []Event{Interrupted{}},
+			ev: RankExited{Rank: 1, Node: "n0", Signal: int(syscall.SIGKILL)}, phase: Ending},
+		{name: "second failure changes nothing", before: []Event{RankExited{Rank: 0, Node: "n0", Code: 2}},
+			ev: RankExited{Rank: 1, Node: "n0", Code: 3}, code: 2, phase: Ending},
+		{name: "exit reported twice", before: []Event{RankExited{Rank: 1, Node: "n0"}},
+			ev:   RankExited{Rank: 1, Node: "n0"},
+			want: end("protocol error from the agent of node n0: exit message for rank 1: it had ended"), code: ExitLauncher, phase: Ending},
+		{name: "exit reported again after a failover", resumed: true, before: []Event{RankExited{Rank: 1, Node: "n0"}},
+			ev: RankExited{Rank: 1, Node: "n0", Code: 9}, phase: Running},
+		{name: "exit of a rank that does not exist", ev: RankExited{Rank: 7, Node: "n0"},
+			want: end("protocol error from the agent of node n0: exit message for rank 7: no such rank"), code: ExitLauncher, phase: Ending},
+		{name: "abort", ev: RankAborted{Rank: 1, Node: "n0", Code: 5, Msg: "bad input"},
+			want: end("rank 1 on node n0 called Abort(5): bad input"), code: 5, phase: Ending},
+		{name: "abort with code 0 fails the job", ev: RankAborted{Rank: 1, Node: "n0"},
+			want: end("rank 1 on node n0 called Abort(0)"), code: 1, phase: Ending},
+		{name: "abort code taken modulo 256", ev: RankAborted{Rank: 1, Node: "n0", Code: 258},
+			want: end("rank 1 on node n0 called Abort(258)"), code: 2, phase: Ending},
+		{name: "rank protocol failure", ev: RankAborted{Rank: 3, Node: "n1", Code: 1, Msg: "broke the PMI protocol", Failed: true},
+			want: end("rank 3 on node n1 broke the PMI protocol"), code: 1, phase: Ending},
+		{name: "agent lost", ev: AgentLost{Node: "n1", Err: "EOF"},
+			want: end("lost the agent of node n1: EOF"), code: ExitLauncher, phase: Ending},
+		{name: "agent lost while the job ends", before: []Event{Interrupted{}}, ev: AgentLost{Node: "n1", Err: "EOF"},
+			want: told("lost the agent of node n1: EOF"), code: ExitLauncher, phase: Ending},
+		{name: "agent leaves after the job's end", before: []Event{Finished{}}, ev: AgentLost{Node: "n1", Err: "EOF"}, phase: Over},
+		{name: "agent could not start", ev: LaunchFailed{Node: "n2", Msg: "ssh n2: connection refused"},
+			want: end("ssh n2: connection refused"), code: ExitLauncher, phase: Ending},
+		{name: "agent could not start while the job ends", before: []Event{Interrupted{}},
+			ev: LaunchFailed{Node: "n2", Msg: "ssh n2: connection refused"}, phase: Ending},
+		{name: "agent could not start after the end", before: []Event{Finished{}},
+			ev: LaunchFailed{Node: "n2", Msg: "x"}, phase: Over},
+		{name: "share of the job not sent", ev: LaunchError{Node: "n2", Msg: "send the job to node n2: EOF"},
+			want: end("send the job to node n2: EOF"), code: ExitLauncher, phase: Ending},
+		{name: "protocol error", ev: ProtocolError{Node: "n1", Err: "unknown message type 99"},
+			want: end("protocol error from the agent of node n1: unknown message type 99"), code: ExitLauncher, phase: Ending},
+		{name: "protocol error after the end is still told", before: []Event{Finished{}},
+			ev: ProtocolError{Node: "n1", Err: "x"}, want: told("protocol error from the agent of node n1: x"), code: ExitLauncher, phase: Over},
+		{name: "collective mismatch", ev: CollectiveMismatch{Seq: 4, Node: "n1", Op: "barrier", Want: "allgather"},
+			want: end("collective 4: node n1 called barrier while others called allgather"), code: ExitLauncher, phase: Ending},
+		{name: "stranded collective", ev: Stranded{Seq: 2, Node: "n3", Op: "barrier"},
+			want: end("the ranks of node n3 ended without joining collective 2 (barrier) that other ranks are waiting in"), code: ExitLauncher, phase: Ending},
+		{name: "stranded while the job ends", before: []Event{Interrupted{}}, ev: Stranded{Seq: 2, Node: "n3", Op: "barrier"}, phase: Ending},
+		{name: "timeout", ev: TimedOut{Limit: 90 * time.Second},
+			want: end("the job exceeded --timeout 1m30s; terminating it"), code: ExitTimeout, phase: Ending},
+		{name: "timeout after an interrupt is recorded, not sent again", before: []Event{Interrupted{}}, ev: TimedOut{Limit: time.Second},
+			want: told("the job exceeded --timeout 1s; terminating it"), code: ExitTimeout, phase: Ending},
+		{name: "interrupt", ev: Interrupted{}, phase: Ending},
+		{name: "finished", ev: Finished{}, phase: Over},
+		{name: "finished after a failure", before: []Event{AgentLost{Node: "n1", Err: "EOF"}}, ev: Finished{}, code: ExitLauncher, phase: Over},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(Config{Policy: None, Ranks: 4, Resumed: tc.resumed})
+			for _, ev := range tc.before {
+				p.Step(ev)
+			}
+			got := p.Step(tc.ev)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Step(%#v)\n got %#v\nwant %#v", tc.ev, got, tc.want)
+			}
+			code := 0
+			if f := p.Failure(); f != nil {
+				code = f.Code
+			}
+			if code != tc.code {
+				t.Errorf("failure code %d, want %d", code, tc.code)
+			}
+			if p.Phase() != tc.phase {
+				t.Errorf("phase %v, want %v", p.Phase(), tc.phase)
+			}
+		})
+	}
+}
+
+// TestOneDecisionPerJob drives the planner through every order of a few
+// failures: exactly one of them terminates the job, the first, and its
+// failure is the one kept.
+func TestOneDecisionPerJob(t *testing.T) {
+	evs := []Event{
+		RankExited{Rank: 0, Node: "n0", Code: 3},
+		AgentLost{Node: "n1", Err: "EOF"},
+		TimedOut{Limit: time.Second},
+		RankAborted{Rank: 2, Node: "n1", Code: 4},
+		ProtocolError{Node: "n0", Err: "x"},
+	}
+	var permute func([]Event, int)
+	n := 0
+	permute = func(a []Event, k int) {
+		if k == len(a) {
+			n++
+			p := New(Config{Ranks: 4})
+			terms, first := 0, ""
+			for i, ev := range a {
+				for _, act := range p.Step(ev) {
+					if _, ok := act.(Terminate); ok {
+						terms++
+					}
+					if r, ok := act.(Record); ok && i == 0 {
+						first = r.Msg
+					}
+				}
+			}
+			if terms != 1 || p.Failure() == nil || p.Failure().Msg != first {
+				t.Fatalf("order %v: %d terminations, failure %+v, first %q", a, terms, p.Failure(), first)
+			}
+			return
+		}
+		for i := k; i < len(a); i++ {
+			a[k], a[i] = a[i], a[k]
+			permute(a, k+1)
+			a[k], a[i] = a[i], a[k]
+		}
+	}
+	permute(evs, 0)
+	if n != 120 {
+		t.Fatalf("%d orders", n)
+	}
+}
+
+func TestResumedKnowsEndedRanks(t *testing.T) {
+	p := New(Config{Ranks: 3, Resumed: true, Ended: []int{0, 2, 9}})
+	if !p.Ended(0) || p.Ended(1) || !p.Ended(2) || p.Ended(9) {
+		t.Fatalf("ended %v", p.ended)
+	}
+	if acts := p.Step(RankExited{Rank: 2, Node: "n", Code: 1}); acts != nil {
+		t.Fatalf("a repeated exit after a failover: %v", acts)
+	}
+}
+
+func TestUnknownEventPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic")
+		}
+	}()
+	New(Config{}).Step(nil)
+}
