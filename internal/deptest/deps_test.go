@@ -1,0 +1,135 @@
+package deptest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/ftlaunch/ftlaunch/"
+
+// layers gives every package of the project its layer: a package may
+// import only packages of a lower layer. docs/design.md shows the same
+// table; a new package is added to both.
+var layers = map[string]int{
+	// Leaves: nothing of the project. recovery plans over its own types.
+	"overlay/wire":     0,
+	"overlay/plan":     0,
+	"overlay/secure":   0,
+	"recovery":         0,
+	"raftstore":        0,
+	"membership":       0,
+	"launch/alloc":     0,
+	"launch/pmi":       0,
+	"launch/spawn":     0,
+	"launch/sshspawn":  0,
+	"chaos/cluster":    0,
+	"internal/deptest": 0,
+	// Built on leaves.
+	"overlay":          1,
+	"launch/rankproto": 1,
+	"launch/journal":   1,
+	"launch/srunspawn": 1,
+	"chaos/slurm":      1,
+	"launch/client":    2,
+	// The launcher: root, agent and facade.
+	"launch": 3,
+	// What composes the launcher: the chaos harness, the commands.
+	"chaos/chaostest":     4,
+	"chaos/trial":         4,
+	"cmd/ftlaunch":        5,
+	"cmd/ftdemo":          5,
+	"cmd/ftbench":         5,
+	"chaos/cmd/ftcluster": 5,
+	"chaos/cmd/ftslurm":   5,
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+// violations lists every import of a project package that does not point
+// to a lower layer, and every package missing from the table.
+func violations(pkgs []pkg, layers map[string]int) []string {
+	var out []string
+	for _, p := range pkgs {
+		name := strings.TrimPrefix(p.ImportPath, module)
+		l, ok := layers[name]
+		if !ok {
+			out = append(out, fmt.Sprintf("%s: not in the layer table of internal/deptest (add it there and to docs/design.md)", name))
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module)
+			dl, ok := layers[dep]
+			if ok && dl < l {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s (layer %d) imports %s (layer %d): imports must point to a lower layer", name, l, dep, dl))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// TestImportDirection checks the real import graph (without tests' imports).
+func TestImportDirection(t *testing.T) {
+	cmd := exec.Command(goTool(), "list", "-json=ImportPath,Imports", module+"...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages", len(pkgs))
+	}
+	for _, v := range violations(pkgs, layers) {
+		t.Error(v)
+	}
+}
+
+// TestViolationsFound plants wrong-way imports in a made-up graph: the
+// check must name each.
+func TestViolationsFound(t *testing.T) {
+	got := violations([]pkg{
+		{ImportPath: module + "recovery", Imports: []string{"fmt", module + "launch"}},
+		{ImportPath: module + "launch", Imports: []string{module + "recovery", module + "launch/journal"}},
+		{ImportPath: module + "overlay", Imports: []string{module + "overlay"}},
+		{ImportPath: module + "newpkg"},
+	}, layers)
+	want := []string{
+		"newpkg: not in the layer table of internal/deptest (add it there and to docs/design.md)",
+		"overlay (layer 1) imports overlay (layer 1): imports must point to a lower layer",
+		"recovery (layer 0) imports launch (layer 3): imports must point to a lower layer",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
