@@ -28,6 +28,7 @@ const linkLostGrace = time.Second
 // signals and termination. When the parent link is lost it kills every
 // rank's process group and returns: no orphans.
 type Agent struct {
+	log    io.Writer // the agent's own messages (its stderr: its parent forwards them)
 	link   *link
 	up     *uplink   // how frames reach the parent (buffered while it has none)
 	outWin *window   // output credit granted by the front-end
@@ -67,7 +68,6 @@ type Agent struct {
 	pmiStats   pmi.Stats // the node's PMI traffic, answered locally
 	pmiUp      int64     // bytes of PMI barrier contributions sent up
 	pmiBarrier int64     // PMI barriers completed
-	table      [][]byte  // the node table, once published
 	ended      int       // ranks whose exit was reported
 	killing    bool
 
@@ -80,14 +80,15 @@ type localColl struct {
 }
 
 // RunAgent runs an agent on an established parent connection until the job
-// ends or the link is lost.
-func RunAgent(ctx context.Context, conn io.ReadWriteCloser) error {
-	return runAgent(ctx, conn, nil)
+// ends or the link is lost. What it has to say goes to log.
+func RunAgent(ctx context.Context, conn io.ReadWriteCloser, log io.Writer) error {
+	return runAgent(ctx, conn, nil, log)
 }
 
-func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState) error {
+func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer) error {
 	l := newLink(conn)
 	a := &Agent{
+		log:       log,
 		tree:      tree,
 		link:      l,
 		up:        &uplink{l: l},
@@ -214,7 +215,7 @@ func (a *Agent) run(ctx context.Context) error {
 			}
 			ar, err := a.startReplica(ctx, a.spec.Addr)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: root replica: %v\n", a.spec.Node, err)
+				a.logf("root replica: %v", err)
 				// No address: the front-end does not wait for it.
 				a.send(mReplicaUp, replicaUp{Name: a.spec.Node}.encode())
 			}
@@ -230,13 +231,13 @@ func (a *Agent) run(ctx context.Context) error {
 	hb := a.spec.Heartbeat
 	l := a.link
 	for {
-		err = l.run(linkCtx, hb, 4*hb+time.Second, a.handle)
+		err = l.run(linkCtx, hb, linkTimeout(hb), a.handle)
 		if errors.Is(err, errShutdown) || a.stopped.Load() || !a.survives() || ctx.Err() != nil {
 			break
 		}
 		// The front-end is gone; its successor adopts the agent.
 		a.up.lose()
-		fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: lost the front-end (%v); looking for the new root\n", a.spec.Node, err)
+		a.logf("lost the front-end (%v); looking for the new root", err)
 		nl, aerr := a.seekAdoption(ctx)
 		if aerr != nil {
 			err = fmt.Errorf("%w; %w", err, aerr)
@@ -488,10 +489,13 @@ func (a *Agent) terminate(d time.Duration) {
 	a.killing = true
 	a.mu.Unlock()
 	a.killAll(syscall.SIGTERM)
+	a.wg.Add(1)
 	go func() {
+		defer a.wg.Done()
 		select {
 		case <-a.exited:
 		case <-time.After(d):
+		case <-a.ctx.Done():
 		}
 		a.killAll(syscall.SIGKILL)
 	}()
@@ -572,8 +576,6 @@ func (a *Agent) collDone(res *collResult) {
 		for k, v := range res.KV {
 			a.pmiKV[k] = v
 		}
-	case rankproto.OpPublish:
-		a.table = res.Values
 	}
 	a.mu.Unlock()
 	if c == nil {
@@ -670,9 +672,28 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 		}
 		conn = c
 	}
-	if err := runAgent(ctx, conn, tree); err != nil {
+	if err := runAgent(ctx, conn, tree, stderr); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// logf writes one of the agent's own messages, naming its node.
+func (a *Agent) logf(format string, args ...any) {
+	node := "?"
+	if a.spec != nil {
+		node = a.spec.Node
+	}
+	fmt.Fprintf(a.log, "ftlaunch agent on %s: "+format+"\n", append([]any{node}, args...)...)
+}
+
+// goFunc runs f on a goroutine the agent owns: run joins it before it
+// returns, so f must end with the agent's context.
+func (a *Agent) goFunc(f func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -65,7 +64,7 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 			}
 		} else {
 			l = a.childLauncher(sp, t.port, a.spec.Launch.Batch, a.spec.Children)
-			l.logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+			l.logf = func(format string, args ...any) { fmt.Fprintf(a.log, format+"\n", args...) }
 			lctx, cancel := context.WithCancel(ctx)
 			t.mu.Lock()
 			t.cancel = cancel
@@ -112,9 +111,7 @@ func (a *Agent) spawner() (spawn.Spawner, func(), error) {
 		}
 		sp, err := sshspawn.New(sshspawn.Options{
 			ConfigFile: ls.SSHConfig, HostKeyPolicy: policy, ForwardAgent: ls.ForwardAgent,
-			Logf: func(format string, args ...any) {
-				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: "+format+"\n", append([]any{a.spec.Node}, args...)...)
-			},
+			Logf: a.logf,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("ssh: %w", err)
@@ -161,7 +158,7 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 		defer wg.Done()
 		hb := a.spec.Heartbeat
 		done := false // the child said it is done: its link ends normally
-		err := res.link.run(ctx, hb, 4*hb+time.Second, func(typ uint8, p []byte) error {
+		err := res.link.run(ctx, hb, linkTimeout(hb), func(typ uint8, p []byte) error {
 			if typ == mFrom {
 				return a.up.send(mFrom, p, a.survives())
 			}
@@ -221,7 +218,7 @@ func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.C
 	go func() {
 		defer wg.Done()
 		hb := a.spec.Heartbeat
-		_ = l.run(ctx, hb, 4*hb+time.Second, func(uint8, []byte) error { return nil })
+		_ = l.run(ctx, hb, linkTimeout(hb), func(uint8, []byte) error { return nil })
 		t.mu.Lock()
 		delete(t.standby, l)
 		t.mu.Unlock()
@@ -239,7 +236,7 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p peerAdd
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: no standby link to backup parent %s: %v\n", a.spec.Node, p.Name, err)
+				a.logf("no standby link to backup parent %s: %v", p.Name, err)
 			}
 			return
 		}
@@ -250,7 +247,7 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p peerAdd
 		}
 		a.send(mBackupUp, encodeInt(int64(p.Idx)))
 		hb := a.spec.Heartbeat
-		_ = l.run(ctx, hb, 4*hb+time.Second, func(uint8, []byte) error { return nil })
+		_ = l.run(ctx, hb, linkTimeout(hb), func(uint8, []byte) error { return nil })
 	}()
 }
 

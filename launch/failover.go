@@ -23,13 +23,6 @@ import (
 // once adopted it reports again what a new root needs: its ranks, their
 // exits, its unanswered collective contributions.
 
-// Failover message types.
-const (
-	mAdopted   uint8 = 16 // down: the successor root took the link
-	mReplicas  uint8 = 17 // down: the replica agents' addresses (peerAddr...)
-	mResyncReq uint8 = 18 // down (broadcast): report your ranks and contributions again
-)
-
 // adoptWait bounds how long an orphaned child of the root looks for a new
 // root before it kills its ranks and exits.
 const adoptWait = 30 * time.Second
@@ -89,12 +82,6 @@ func (u *uplink) attach(l *link) error {
 	}
 	u.pending, u.size = nil, 0
 	return nil
-}
-
-func (u *uplink) current() *link {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.l
 }
 
 func encodePeers(ps []peerAddr) []byte {

@@ -110,6 +110,9 @@ type frontend struct {
 
 	ctx    context.Context // Run's: ends every goroutine of the job
 	events chan event      // what launches and links report to loop
+	wg     sync.WaitGroup  // the root's goroutines (goFunc); joined before Run returns
+
+	releaseTimer *time.Timer // lets the journal's replica start after the launch
 
 	rootNode     string                  // where the root runs (live report)
 	replicasDone map[string]bool         // replica agents joined (or failed to), by name
@@ -281,6 +284,14 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	go fe.out.run()
 	defer fe.out.close()
+	// Deferred calls run last-in first-out: the root's goroutines are
+	// joined after its context was cancelled and the journal closed.
+	defer fe.wg.Wait()
+	defer func() {
+		if fe.releaseTimer != nil {
+			fe.releaseTimer.Stop()
+		}
+	}()
 	jcfg, err := fe.journalConfig(ctx)
 	if err != nil {
 		return Result{ExitCode: ExitUsage}, err
@@ -440,19 +451,15 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if g, ok := sp.(groupSpawner); ok && fe.opts.GroupStart {
 		l.group = g
 	}
-	go acceptLoop(ln, l, nil, nil)
+	fe.goFunc(func() {
+		stop := context.AfterFunc(ctx, func() { ln.Close() })
+		defer stop()
+		acceptLoop(ln, l, nil, nil)
+	})
 	lctx, cancel := context.WithCancel(ctx)
 	fe.cancelLaunch = cancel
 	fe.launchBegan = time.Since(fe.start)
-	go l.run(lctx, func(res launchResult) {
-		select {
-		case events <- event{launch: &res}:
-		case <-ctx.Done():
-			if res.sess != nil {
-				_ = res.sess.Close()
-			}
-		}
-	})
+	fe.goFunc(func() { l.run(lctx, fe.launched(ctx)) })
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
 }
@@ -548,8 +555,8 @@ func (fe *frontend) childSpecs(idx []int) ([]childSpec, error) {
 // startReader reads a direct child's link and passes its messages to the
 // event loop.
 func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan<- event) {
-	go func() {
-		err := a.link.run(ctx, fe.opts.Heartbeat, 4*fe.opts.Heartbeat+time.Second, func(typ uint8, p []byte) error {
+	fe.goFunc(func() {
+		err := a.link.run(ctx, fe.opts.Heartbeat, linkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
 			select {
 			case events <- event{agent: a, typ: typ, p: p}:
 				return nil
@@ -561,7 +568,7 @@ func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan
 		case events <- event{agent: a, end: true, err: err}:
 		case <-ctx.Done():
 		}
-	}()
+	})
 }
 
 // agentUp sends an agent that connected back its share of the job, or,
@@ -1078,8 +1085,8 @@ func (fe *frontend) handle(ev event) {
 			return
 		}
 		a.ranksAt = time.Since(fe.start)
-		if fe.ranksUp >= fe.opts.N {
-			time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
+		if fe.ranksUp >= fe.opts.N && fe.releaseTimer == nil {
+			fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
 		}
 		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
 		fe.showProgress()
@@ -1586,7 +1593,7 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 // addReplica adds a replica agent to the group, from a goroutine: it
 // waits for the front-end's replica to lead.
 func (fe *frontend) addReplica(ru replicaUp) {
-	go func() {
+	fe.goFunc(func() {
 		defer func() { // joined or not, the end need not wait for it
 			select {
 			case fe.events <- event{replicaDone: ru.Name}:
@@ -1618,7 +1625,31 @@ func (fe *frontend) addReplica(ru replicaUp) {
 			}
 		}
 		fe.verbosef("root replica on %s joined the group (%s)", ru.Name, ru.Addr)
+	})
+}
+
+// goFunc runs f on a goroutine the root owns: Run (or the successor's
+// loop) joins it before returning, so f must end with the root's context.
+func (fe *frontend) goFunc(f func()) {
+	fe.wg.Add(1)
+	go func() {
+		defer fe.wg.Done()
+		f()
 	}()
+}
+
+// launched passes a start by the root's own launcher to the event loop;
+// once the root's context ended, a session that started is closed.
+func (fe *frontend) launched(ctx context.Context) func(launchResult) {
+	return func(res launchResult) {
+		select {
+		case fe.events <- event{launch: &res}:
+		case <-ctx.Done():
+			if res.sess != nil {
+				_ = res.sess.Close()
+			}
+		}
+	}
 }
 
 // isSSH reports an SSH session: its Kill asks the server, which on a dead

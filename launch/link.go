@@ -12,31 +12,14 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
-// Link message types. Down: front-end (root) to agent. Up: agent to root.
-const (
-	mSpec       uint8 = 1  // down: job spec and this node's ranks
-	mStdin      uint8 = 2  // down: bytes for rank 0's stdin
-	mStdinClose uint8 = 3  // down: end of rank 0's stdin
-	mSignal     uint8 = 4  // down: deliver a signal to every rank
-	mTerminate  uint8 = 5  // down: SIGTERM every rank, SIGKILL after a delay
-	mKill       uint8 = 6  // down: SIGKILL every rank now
-	mCollResult uint8 = 7  // down: the result of a collective
-	mShutdown   uint8 = 8  // down: the job is over; clean up and exit
-	mPing       uint8 = 9  // both: heartbeat request
-	mPong       uint8 = 10 // both: heartbeat answer
-	mOutputAck  uint8 = 11 // down: this many bytes of output were written
-	mStarted    uint8 = 32 // up: ranks started, with pids
-	mOutput     uint8 = 33 // up: complete lines of one rank's stream
-	mExit       uint8 = 34 // up: a rank ended
-	mContrib    uint8 = 35 // up: a node's contribution to a collective
-	mAbort      uint8 = 36 // up: a rank called Abort
-	mStdinAck   uint8 = 37 // up: one stdin chunk was written
-	mDone       uint8 = 38 // up: the agent cleaned up and is about to exit
-)
-
 // linkMaxFrame bounds frames on agent links. A node table or a fence of a
 // large job travels in one frame.
 const linkMaxFrame = 64 << 20
+
+// linkTimeout is how long a link's peer may stay silent before the link is
+// declared dead: four heartbeat intervals and a second of slack for a
+// loaded machine.
+func linkTimeout(hb time.Duration) time.Duration { return 4*hb + time.Second }
 
 // errHeartbeat is returned when a link's peer fell silent.
 var errHeartbeat = errors.New("heartbeat timeout: peer silent")

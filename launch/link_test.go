@@ -178,7 +178,7 @@ func TestAgentWithoutJobSpecGivesUp(t *testing.T) {
 	a, b := socketpair(t)
 	defer b.Close()
 	done := make(chan error, 1)
-	go func() { done <- RunAgent(context.Background(), a) }()
+	go func() { done <- RunAgent(context.Background(), a, io.Discard) }()
 	b.Write(wire.AppendFrame(nil, mStdin, []byte("not a spec")))
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "want a job spec") {
 		t.Fatalf("RunAgent: %v", err)

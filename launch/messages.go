@@ -9,6 +9,46 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
+// The agent link's message types, every one of them. Down: root to agent
+// (through the tree). Up: agent to root. Numbers are part of the protocol
+// (docs/protocol.md): never reuse one.
+const (
+	mSpec       uint8 = 1  // down: job spec and this node's ranks (nodeSpec)
+	mStdin      uint8 = 2  // down: bytes for rank 0's stdin
+	mStdinClose uint8 = 3  // down: end of rank 0's stdin
+	mSignal     uint8 = 4  // down: deliver a signal to every rank
+	mTerminate  uint8 = 5  // down: SIGTERM every rank, SIGKILL after a delay
+	mKill       uint8 = 6  // down: SIGKILL every rank now
+	mCollResult uint8 = 7  // down: the result of a collective
+	mShutdown   uint8 = 8  // down: the job is over; clean up and exit
+	mPing       uint8 = 9  // both: heartbeat request
+	mPong       uint8 = 10 // both: heartbeat answer
+	mOutputAck  uint8 = 11 // down: output frames written, cumulative (outq.go)
+	mRoute      uint8 = 12 // down: {dst, type, payload} for agent dst
+	mBcast      uint8 = 13 // down: {type, payload} for every agent of the subtree
+	mBackup     uint8 = 14 // down: {idx, name, addr}: connect to your backup parent
+	mPrestage   uint8 = 15 // down: one chunk of the prestaged program
+	mAdopted    uint8 = 16 // down: the successor root took the link
+	mReplicas   uint8 = 17 // down: the replica agents' addresses (peerAddr...)
+	mResyncReq  uint8 = 18 // down (broadcast): report your ranks and contributions again
+
+	mStarted      uint8 = 32 // up: ranks started, with pids
+	mOutput       uint8 = 33 // up: complete lines of one rank's stream, numbered
+	mExit         uint8 = 34 // up: a rank ended
+	mContrib      uint8 = 35 // up: a node's contribution to a collective
+	mAbort        uint8 = 36 // up: a rank called Abort
+	mStdinAck     uint8 = 37 // up: one stdin chunk was written
+	mDone         uint8 = 38 // up: the agent cleaned up and is about to exit
+	mHello        uint8 = 40 // up, first frame on a new connection: who is calling
+	mFrom         uint8 = 41 // up: {src, type, payload} relayed from agent src
+	mChildUp      uint8 = 42 // up: a child connected back (childUp)
+	mChildFailed  uint8 = 43 // up: a child could not be started (childFailed)
+	mChildGone    uint8 = 44 // up: a child's link ended (childFailed)
+	mBackupUp     uint8 = 45 // up: the link to my backup parent is up (int: its index)
+	mReplicaUp    uint8 = 46 // up: {name, raft address} of a replica agent, ready to join the group
+	mOutputResync uint8 = 47 // up: {first}: the agent's output frames from first on follow, again
+)
+
 // nodeSpec is what an agent receives first: the job and its node's share.
 type nodeSpec struct {
 	JobID     string

@@ -226,15 +226,6 @@ func (w *window) release(n int) {
 	w.cond.Broadcast()
 }
 
-// reset sets the free credit to n (a new root: what the old one did not
-// acknowledge is not coming back).
-func (w *window) reset(n int) {
-	w.mu.Lock()
-	w.avail = n
-	w.mu.Unlock()
-	w.cond.Broadcast()
-}
-
 // close unblocks every waiter for good.
 func (w *window) close() {
 	w.mu.Lock()

@@ -17,10 +17,6 @@ import (
 // dropped; copies after it are duplicates and are dropped too. So no line
 // is lost and none is written twice by one root.
 
-// mOutputResync is up: {first}: the agent's frames from first on follow,
-// again. The root expects first next if it did not know what to expect.
-const mOutputResync uint8 = 47
-
 // outFrame is an output frame sent and not yet acknowledged.
 type outFrame struct {
 	seq     uint64

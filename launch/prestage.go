@@ -17,9 +17,6 @@ import (
 // children before the child's job spec; an interior agent sends its copy
 // to each of its children just before passing on the child's spec.
 
-// mPrestage is down: one chunk of the prestaged program.
-const mPrestage uint8 = 15
-
 // prestageChunkSize bounds one chunk.
 const prestageChunkSize = 1 << 20
 

@@ -22,10 +22,6 @@ import (
 // into a launch that lasts, so that a launch, too, can survive the
 // front-end (failover.go, successor.go).
 
-// mReplicaUp is up: {name, raft address} of a replica agent, ready to be
-// added to the group.
-const mReplicaUp uint8 = 46
-
 // raftStream is raft's stream layer over the job's mutual TLS.
 type raftStream struct {
 	ln    net.Listener
@@ -149,7 +145,7 @@ func (a *Agent) startReplica(ctx context.Context, ip string) (*agentReplica, err
 	a.send(mReplicaUp, replicaUp{Name: a.spec.Node, Addr: layer.Addr().String()}.encode())
 	ar := &agentReplica{r: r, tr: tr, layer: layer}
 	if a.spec.RootChild {
-		go a.watchLeadership(ctx, ar)
+		a.goFunc(func() { a.watchLeadership(ctx, ar) })
 	}
 	return ar, nil
 }

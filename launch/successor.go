@@ -62,14 +62,14 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 				// Only a child of the root can tell that the front-end is
 				// gone (it loses its link) and take its place: hand the
 				// leadership on (raft picks the most up-to-date follower).
-				go func() { _ = ar.r.Raft().LeadershipTransfer().Error() }()
+				a.goFunc(func() { _ = ar.r.Raft().LeadershipTransfer().Error() })
 				continue
 			}
 			// Leading while the front-end still holds our link would be a
 			// leadership blip, not its death: wait to lose the link (as
 			// long as the link takes to notice a silent peer).
 			hb := a.spec.Heartbeat
-			deadline := time.Now().Add(4*hb + 2*time.Second)
+			deadline := time.Now().Add(linkTimeout(hb) + time.Second)
 			for !a.up.isDown() && time.Now().Before(deadline) && ctx.Err() == nil && ar.r.IsLeader() {
 				time.Sleep(20 * time.Millisecond) // polling the link's state
 			}
@@ -79,11 +79,11 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 			if !a.up.isDown() {
 				// The front-end lives: it writes the job's log, so it
 				// must lead. Hand the leadership back.
-				go a.leadershipToFrontend(ar)
+				a.goFunc(func() { a.leadershipToFrontend(ar) })
 				continue
 			}
 			if err := a.takeOver(ctx, ar); err != nil {
-				fmt.Fprintf(os.Stderr, "ftlaunch agent on %s: take over the root: %v\n", a.spec.Node, err)
+				a.logf("take over the root: %v", err)
 				continue
 			}
 			return
@@ -196,11 +196,14 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	a.successor = s
 	a.mu.Unlock()
 	fe.warnf("node %s took over as root of job %s after the front-end was lost", a.spec.Node, st.Job.ID)
-	go func() {
+	go func() { // joined through s.done by the agent that runs it
+		// Deferred calls run last-in first-out: the root's context ends,
+		// then its goroutines are joined, then its log is closed.
 		defer close(s.done)
-		defer stop()
 		defer logf.Close()
-		go fe.out.run()
+		defer fe.wg.Wait()
+		defer stop()
+		fe.goFunc(fe.out.run)
 		// A child of the root that does not come back in time is lost.
 		lost := time.AfterFunc(adoptWait+5*time.Second, func() {
 			select {
@@ -359,21 +362,13 @@ func (a *Agent) relaunch(ctx context.Context, fe *frontend, cs []childSpec) erro
 	}
 	l := a.childLauncher(sp, ln.Addr().(*net.TCPAddr).Port, 0, cs)
 	l.logf = func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") }
-	go acceptLoop(ln, l, nil, nil)
-	go func() {
+	fe.goFunc(func() { acceptLoop(ln, l, nil, nil) })
+	fe.goFunc(func() {
 		defer closeSp()
 		defer ln.Close()
-		l.run(ctx, func(res launchResult) {
-			select {
-			case fe.events <- event{launch: &res}:
-			case <-ctx.Done():
-				if res.sess != nil {
-					_ = res.sess.Close()
-				}
-			}
-		})
+		l.run(ctx, fe.launched(ctx))
 		<-ctx.Done() // the sessions live as long as the successor
-	}()
+	})
 	return nil
 }
 

@@ -35,20 +35,6 @@ import (
 // timings, or mChildFailed) and the end of a child's link (mChildGone). The
 // front-end then sends the child its share of the job along the tree.
 
-// Tree message types (see link.go for the others).
-const (
-	mRoute  uint8 = 12 // down: {dst, type, payload} for agent dst
-	mBcast  uint8 = 13 // down: {type, payload} for every agent of the subtree
-	mBackup uint8 = 14 // down: {idx, name, addr}: connect to your backup parent
-
-	mHello       uint8 = 40 // up, first frame on a new connection: who is calling
-	mFrom        uint8 = 41 // up: {src, type, payload} relayed from agent src
-	mChildUp     uint8 = 42 // up: a child connected back (childUp)
-	mChildFailed uint8 = 43 // up: a child could not be started (childFailed)
-	mChildGone   uint8 = 44 // up: a child's link ended (childFailed)
-	mBackupUp    uint8 = 45 // up: the link to my backup parent is up (int: its index)
-)
-
 // helloTimeout bounds how long a listener waits for a new connection's
 // first frame.
 const helloTimeout = 10 * time.Second
@@ -405,14 +391,19 @@ func (l *launcher) deliver(name string, ac acceptedConn) bool {
 
 // acceptLoop accepts connections on ln until it is closed: a primary child
 // goes to its start in l, a standby link (a node whose backup parent we
-// are) to standby, which may be nil (refused).
+// are) to standby, which may be nil (refused). It returns once the
+// handshakes it started ended (each within helloTimeout).
 func acceptLoop(ln net.Listener, l *launcher, standby func(net.Conn, hello), adopt func(net.Conn, hello)) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			return
 		}
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			name, _ := secure.PeerName(conn)
 			_ = conn.SetReadDeadline(time.Now().Add(helloTimeout))
 			f, err := wire.ReadFrame(conn, 1024)
@@ -489,7 +480,8 @@ func SSHSpawner(sp *sshspawn.Spawner) spawn.Spawner { return sshSpawner{sp} }
 // localSpawner starts agents as processes on this machine (test nodes).
 // delay holds test-only start delays by node name (newLocalSpawner).
 type localSpawner struct {
-	delay map[string]startDelay
+	delay    map[string]startDelay
+	delaySet string // delayEnv's value, passed on to the agents it starts
 }
 
 // startDelay holds an agent's start for a while, or until a file exists.
@@ -504,13 +496,14 @@ type startDelay struct {
 // (local agents) honour it, and they pass it on to the agents they start.
 const delayEnv = "FTLAUNCH_TEST_DELAY_START"
 
-// newLocalSpawner returns a local spawner with the delays of delayEnv.
+// newLocalSpawner returns a local spawner with the delays of delayEnv: the
+// one place the test hook is read.
 func newLocalSpawner() (localSpawner, error) {
 	v := os.Getenv(delayEnv)
 	if v == "" {
 		return localSpawner{}, nil
 	}
-	sp := localSpawner{delay: map[string]startDelay{}}
+	sp := localSpawner{delay: map[string]startDelay{}, delaySet: v}
 	for _, item := range strings.Split(v, ",") {
 		name, ds, ok := strings.Cut(item, "=")
 		if ok && strings.HasPrefix(ds, "/") {
@@ -567,8 +560,8 @@ func (sp localSpawner) Start(ctx context.Context, host string, argv []string, st
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{}
-	if v := os.Getenv(delayEnv); v != "" {
-		cmd.Env = append(cmd.Env, delayEnv+"="+v)
+	if sp.delaySet != "" {
+		cmd.Env = append(cmd.Env, delayEnv+"="+sp.delaySet)
 	}
 	// Its own process group: a terminal's signals reach only the front-end.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
