@@ -119,7 +119,8 @@ func measure(up, queued []time.Duration) (Calibration, bool) {
 func (fe *frontend) calibrate() {
 	groups := map[int][]*agentHandle{}
 	for _, a := range fe.agents {
-		groups[a.parent] = append(groups[a.parent], a)
+		p := fe.topo.Parent(a.idx)
+		groups[p] = append(groups[p], a)
 	}
 	var total Calibration
 	gaps := 0

@@ -32,6 +32,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // Exit codes of ftlaunch itself (a rank's failure is reported with the
@@ -117,11 +118,11 @@ type frontend struct {
 	rootNode     string                  // where the root runs (live report)
 	replicasDone map[string]bool         // replica agents joined (or failed to), by name
 	endedAt      time.Time               // when the last rank ended
-	plan         *plan.Plan              // the launch tree (nil: one local agent, or a successor's)
+	plan         *plan.Plan              // the launch plan (nil: one local agent, or a successor's)
+	topo         *topology.Tree          // the launch tree: who is whose parent, backup, child
 	tree         bool                    // agents start agents (a plan, or a successor's rebuilt tree)
 	launchTmpl   *launchSpec             // a successor's: how agents start theirs
 	relaunch     func([]childSpec) error // a successor's: start root children
-	rootChildren []int                   // agents the front-end starts itself
 	ca           *secure.CA
 	ln           net.Listener
 	cancelLaunch context.CancelFunc
@@ -173,9 +174,7 @@ type agentHandle struct {
 	ended   int    // its ranks that ended
 	outNext uint64 // its next output frame to write (0: not known yet, outq.go)
 
-	// Its place in the launch tree (agent indexes; -1: the front-end).
-	parent, top, backup int
-	children, sub       []int
+	rootChild bool // a child of the root: its link is the root's own
 
 	info    childUp       // its start, as its launcher measured it
 	upAt    time.Duration // when the front-end activated it
@@ -189,7 +188,7 @@ func (a *agentHandle) send(typ uint8, p []byte) error {
 	if a.via == nil {
 		return errors.New("agent not connected")
 	}
-	if a.parent < 0 {
+	if a.rootChild {
 		return a.via.send(typ, p)
 	}
 	return a.via.send(mRoute, wrap(a.idx, typ, p))
@@ -394,7 +393,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	fe.mapping = alloc.ProcessMapping(pl)
 	for i, node := range pl.Nodes {
-		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, parent: -1, top: i, backup: -1, outNext: 1}
+		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1}
 		for _, r := range a.ranks {
 			fe.ranks[r].node = i
 		}
@@ -405,6 +404,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	fe.liveN = len(fe.agents)
 	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 {
+		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
 		a := fe.agents[0]
 		if err := fe.spawnAgent(a); err != nil {
 			return fmt.Errorf("start agent for node %s: %w", a.name, err)
@@ -437,7 +437,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		return fmt.Errorf("listen for agents: %w", err)
 	}
 	fe.ln = ln
-	children, err := fe.childSpecs(fe.rootChildren)
+	children, err := fe.childSpecs(fe.topo.Children(topology.Root))
 	if err != nil {
 		return err
 	}
@@ -507,33 +507,23 @@ func (fe *frontend) arrangeTree() error {
 	for _, v := range pl.ReplicaNodes[1:] {
 		fe.replicaNodes[int(v)-1] = true
 	}
-	for _, c := range pl.Children(0) {
-		fe.rootChildren = append(fe.rootChildren, int(c)-1)
+	names := make([]string, len(fe.agents))
+	for i, a := range fe.agents {
+		names[i] = a.name
 	}
-	for _, a := range fe.agents {
-		v := a.idx + 1
-		a.parent = int(pl.Parent[v]) - 1 // the front-end (plan node 0) is -1
-		if b := pl.Backup[v]; b > 0 {
-			a.backup = int(b) - 1
-		}
-		for _, c := range pl.Children(v) { // in launch order
-			a.children = append(a.children, int(c)-1)
-		}
+	t, err := topology.FromPlan(pl, names)
+	if err != nil {
+		return err
 	}
-	fe.deriveTree()
+	fe.setTree(t)
 	return nil
 }
 
-// deriveTree fills in, from the agents' parents, each agent's top (its
-// ancestor among the front-end's children, through which it is reached)
-// and sub (the agents below it).
-func (fe *frontend) deriveTree() {
+// setTree makes t the root's launch tree.
+func (fe *frontend) setTree(t *topology.Tree) {
+	fe.topo = t
 	for _, a := range fe.agents {
-		a.top = a.idx
-		for p := a.parent; p >= 0; p = fe.agents[p].parent {
-			fe.agents[p].sub = append(fe.agents[p].sub, a.idx)
-			a.top = p
-		}
+		a.rootChild = t.Parent(a.idx) == topology.Root
 	}
 }
 
@@ -547,7 +537,7 @@ func (fe *frontend) childSpecs(idx []int) ([]childSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("credentials for %s: %w", a.name, err)
 		}
-		cs = append(cs, childSpec{Idx: i, Name: a.name, Creds: creds.Marshal(), Sub: a.sub})
+		cs = append(cs, childSpec{Idx: i, Name: a.name, Creds: creds.Marshal(), Sub: fe.topo.Subtree(i)})
 	}
 	return cs, nil
 }
@@ -578,10 +568,10 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		return
 	}
 	a.up, a.info, a.upAt = true, up, time.Since(fe.start)
-	if a.parent < 0 {
+	if a.rootChild {
 		a.via = a.link
 	} else {
-		a.via = fe.agents[a.top].link
+		a.via = fe.agents[fe.topo.Top(a.idx)].link
 	}
 	if fe.rec.Ending() {
 		_ = a.send(mShutdown, nil)
@@ -594,7 +584,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	}
 	if fe.stage != nil {
 		spec.Prestage = true
-		if a.parent < 0 { // deeper agents get it from their parent
+		if a.rootChild { // deeper agents get it from their parent
 			if err := sendPrestaged(a.send, fe.stage.name, fe.stage.mode, bytes.NewReader(fe.stage.data), int64(len(fe.stage.data))); err != nil {
 				fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
 				return
@@ -604,14 +594,14 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	if fe.replicaNodes[a.idx] {
 		spec.Replica = fe.replicaSpec()
 	}
-	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.parent < 0
+	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.rootChild
 	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
 		spec.Addr = host
 	}
 	if fe.tree {
 		spec.Tree = true
 		spec.Launch = fe.launchSpec(a)
-		cs, err := fe.childSpecs(a.children)
+		cs, err := fe.childSpecs(fe.topo.Children(a.idx))
 		if err != nil {
 			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})
 			return
@@ -627,7 +617,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now})
 	fe.agentsUp++
 	fe.showProgress()
-	if a.parent < 0 || fe.opts.Verbose {
+	if a.rootChild || fe.opts.Verbose {
 		fe.verbosef("node %s: agent up (ssh %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, ms(up.SSH), up.Attempts, ms(up.Up))
 	}
 	// A replicated root's children learn where the replica agents are:
@@ -643,22 +633,22 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 			if len(ps) == len(fe.replicaNodes) {
 				fe.replicaPeers = ps
 				for _, b := range fe.agents {
-					if b.parent < 0 && b.up && !b.closed {
+					if b.rootChild && b.up && !b.closed {
 						_ = b.send(mReplicas, encodePeers(ps))
 					}
 				}
 			}
-		} else if fe.replicaPeers != nil && a.parent < 0 {
+		} else if fe.replicaPeers != nil && a.rootChild {
 			_ = a.send(mReplicas, encodePeers(fe.replicaPeers))
 		}
 	}
 	// Standby links: the agent to its backup parent, the agents whose
 	// backup parent it is to it.
-	if a.backup >= 0 && fe.agents[a.backup].up {
+	if bk := fe.topo.Backup(a.idx); bk >= 0 && fe.agents[bk].up {
 		fe.sendBackup(a)
 	}
 	for _, b := range fe.agents {
-		if b.backup == a.idx && b.up && !b.closed {
+		if fe.topo.Backup(b.idx) == a.idx && b.up && !b.closed {
 			fe.sendBackup(b)
 		}
 	}
@@ -668,7 +658,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 }
 
 func (fe *frontend) sendBackup(a *agentHandle) {
-	b := fe.agents[a.backup]
+	b := fe.agents[fe.topo.Backup(a.idx)]
 	if b.info.Addr == "" || b.closed {
 		return
 	}
@@ -700,20 +690,10 @@ func (fe *frontend) launchSpec(a *agentHandle) launchSpec {
 		l.Mode, l.SSHConfig, l.AcceptNew, l.ForwardAgent = "ssh", fe.opts.SSHConfig, fe.opts.SSHAcceptNew, fe.opts.SSHForwardAgent
 	}
 	l.Batch = 0
-	if fe.leafLauncher(a) {
+	if fe.topo.LeafLauncher(a.idx) {
 		l.Batch = fe.opts.Batch
 	}
 	return l
-}
-
-// leafLauncher reports whether a starts children that start none.
-func (fe *frontend) leafLauncher(a *agentHandle) bool {
-	for _, c := range a.children {
-		if len(fe.agents[c].children) > 0 {
-			return false
-		}
-	}
-	return len(a.children) > 0
 }
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
@@ -740,13 +720,13 @@ func (fe *frontend) launchReport() {
 		fe.verbosef("launcher %s: init %.1f ms; %d child(ren): ssh %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
 			name, ms(init), len(kids), ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter)
 	}
-	report("front-end", fe.launchBegan, fe.rootChildren, "")
+	report("front-end", fe.launchBegan, fe.topo.Children(topology.Root), "")
 	for _, a := range fe.agents {
 		ranks := ""
 		if a.ranksAt > 0 {
 			ranks = fmt.Sprintf("; its ranks running %.1f ms after its job arrived", ms(a.ranksAt-a.specAt))
 		}
-		report(a.name, a.info.Init, a.children, ranks)
+		report(a.name, a.info.Init, fe.topo.Children(a.idx), ranks)
 	}
 }
 
@@ -757,7 +737,7 @@ func (fe *frontend) launchFailed(a *agentHandle, msg string) {
 	if a.closed || a.up {
 		return
 	}
-	for _, x := range append([]int{a.idx}, a.sub...) {
+	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
 		b := fe.agents[x]
 		if b.closed {
 			continue
@@ -953,7 +933,7 @@ func (fe *frontend) shutdown() {
 func (fe *frontend) bcast(typ uint8, p []byte) {
 	var env []byte
 	for _, a := range fe.agents {
-		if a.parent >= 0 || a.link == nil || a.closed || a.done {
+		if !a.rootChild || a.link == nil || a.closed || a.done {
 			continue
 		}
 		if env == nil {
@@ -973,7 +953,7 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	if !a.done {
 		fe.agentLost(a, err)
 	}
-	for _, x := range a.sub {
+	for _, x := range fe.topo.Subtree(a.idx) {
 		b := fe.agents[x]
 		if b.closed {
 			continue
@@ -1021,21 +1001,21 @@ func (fe *frontend) handle(ev event) {
 	switch ev.typ {
 	case mFrom:
 		src, typ, p, err := unwrap(ev.p, true)
-		if err != nil || src < 0 || src >= len(fe.agents) || fe.agents[src].top != a.idx || src == a.idx || typ == mFrom {
+		if err != nil || src < 0 || src >= len(fe.agents) || fe.topo.Top(src) != a.idx || src == a.idx || typ == mFrom {
 			fe.protocolError(a, fmt.Errorf("relayed message from agent %d: %v", src, err))
 			return
 		}
 		fe.handle(event{agent: fe.agents[src], typ: typ, p: p})
 	case mChildUp:
 		up, err := decodeChildUp(ev.p)
-		if err != nil || !slices.Contains(a.children, up.Idx) {
+		if err != nil || !slices.Contains(fe.topo.Children(a.idx), up.Idx) {
 			fe.protocolError(a, fmt.Errorf("child up: %v", err))
 			return
 		}
 		fe.agentUp(fe.agents[up.Idx], up)
 	case mChildFailed, mChildGone:
 		cf, err := decodeChildFailed(ev.p)
-		if err != nil || !slices.Contains(a.children, cf.Idx) {
+		if err != nil || !slices.Contains(fe.topo.Children(a.idx), cf.Idx) {
 			fe.protocolError(a, fmt.Errorf("child report: %v", err))
 			return
 		}
@@ -1387,7 +1367,7 @@ func (fe *frontend) killAgents() {
 		// An agent that got its job is told to shut down first, so that it
 		// kills its ranks and exits quietly instead of reporting a lost
 		// link.
-		if a.parent < 0 && a.link != nil && !a.closed && a.link.send(mBcast, wrap(-1, mShutdown, nil)) == nil && a.cmd == nil {
+		if a.rootChild && a.link != nil && !a.closed && a.link.send(mBcast, wrap(-1, mShutdown, nil)) == nil && a.cmd == nil {
 			continue // a remote agent: closing its session now would race the shutdown
 		}
 		a.kill()
@@ -1434,7 +1414,7 @@ func (fe *frontend) finish() int {
 func (fe *frontend) backupLinks() int {
 	n := 0
 	for _, a := range fe.agents {
-		if a.backup >= 0 {
+		if fe.topo.Backup(a.idx) >= 0 {
 			n++
 		}
 	}
@@ -1483,11 +1463,11 @@ func (fe *frontend) journalPlan() {
 	p := journal.Plan{Kind: fe.plan.Kind.String(), Root: journal.RootName}
 	for _, a := range fe.agents {
 		n := journal.PlanNode{Name: a.name, Primary: journal.RootName}
-		if a.parent >= 0 {
-			n.Primary = fe.agents[a.parent].name
+		if p := fe.topo.Parent(a.idx); p >= 0 {
+			n.Primary = fe.agents[p].name
 		}
-		if a.backup >= 0 {
-			n.Backup = fe.agents[a.backup].name
+		if b := fe.topo.Backup(a.idx); b >= 0 {
+			n.Backup = fe.agents[b].name
 		}
 		p.Nodes = append(p.Nodes, n)
 	}

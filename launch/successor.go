@@ -17,6 +17,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // Root failover, the successor's side. When the front-end of a job with
@@ -247,24 +248,28 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 	byName := map[string]int{}
 	for i, n := range st.Plan.Nodes[1:] {
 		byName[n.Name] = i
-		a := &agentHandle{idx: i, name: n.Name, parent: -1, top: i, backup: -1}
+		a := &agentHandle{idx: i, name: n.Name}
 		if ag, ok := st.Agents[n.Name]; ok { // the front-end sent it its share
 			a.up, a.info = true, childUp{Idx: i, Addr: ag.Addr}
 			fe.agentsUp++
 		}
 		fe.agents = append(fe.agents, a)
 	}
+	edges := make([]topology.Edge, len(fe.agents))
 	for i, n := range st.Plan.Nodes[1:] {
-		a := fe.agents[i]
+		edges[i] = topology.Edge{Name: n.Name, Parent: topology.Root, Backup: topology.None}
 		if p, ok := byName[n.Primary]; ok {
-			a.parent = p
-			fe.agents[p].children = append(fe.agents[p].children, i)
+			edges[i].Parent = p
 		}
 		if b, ok := byName[n.Backup]; ok {
-			a.backup = b
+			edges[i].Backup = b
 		}
 	}
-	fe.deriveTree()
+	t, err := topology.FromEdges("replicated", edges)
+	if err != nil {
+		return fmt.Errorf("the replicated plan: %w", err)
+	}
+	fe.setTree(t)
 	if len(st.Ranks) != fe.opts.N {
 		return fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
 	}
@@ -316,7 +321,7 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 func (fe *frontend) resumeLaunch() {
 	var missing []int
 	for _, a := range fe.agents {
-		if a.parent < 0 && !a.up && !a.adopted && !a.closed && a.link == nil {
+		if a.rootChild && !a.up && !a.adopted && !a.closed && a.link == nil {
 			missing = append(missing, a.idx)
 		}
 	}
@@ -396,7 +401,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	// One adoption per agent: a second one (its link to this root broke)
 	// is refused; the end of the first link counts as the agent's loss.
 	// An agent this root started itself (resumeLaunch) has its link.
-	if idx < 0 || idx >= len(fe.agents) || fe.agents[idx].parent >= 0 || fe.agents[idx].name != name ||
+	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
 		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil {
 		ac.conn.Close()
 		return
@@ -408,7 +413,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	}
 	a.link = newLink(ac.conn)
 	a.via = a.link
-	for _, x := range a.sub {
+	for _, x := range fe.topo.Subtree(a.idx) {
 		fe.agents[x].via = a.link
 	}
 	a.adopted = true
@@ -430,7 +435,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 // adoptTimedOut gives up on the root's children that were not adopted.
 func (fe *frontend) adoptTimedOut() {
 	for _, a := range fe.agents {
-		if a.parent < 0 && !a.adopted && !a.closed {
+		if a.rootChild && !a.adopted && !a.closed {
 			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", adoptWait+5*time.Second))
 		}
 	}

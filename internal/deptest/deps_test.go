@@ -37,6 +37,7 @@ var layers = map[string]int{
 	"launch/journal":   1,
 	"launch/srunspawn": 1,
 	"chaos/slurm":      1,
+	"topology":         1,
 	"launch/client":    2,
 	// The launcher: root, agent and facade.
 	"launch": 3,
