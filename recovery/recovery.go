@@ -6,11 +6,13 @@
 // clock and draws no random numbers, so every decision can be tested as a
 // table of (state, event) → actions.
 //
-// The one policy built today is None: the first failure ends the job,
-// naming its cause, and nothing after it is a failure of its own. The
-// restart protocol (suspend, respawn, patch, resume) is the next policy;
-// its phases will be committed through a Commit action whose completion
-// comes back as an event before any action that depends on it is sent.
+// Policy None ends the job at its first failure, naming its cause; nothing
+// after it is a failure of its own. Policies Rank and Job run the restart
+// protocol (restart.go): each phase is committed through a Commit action,
+// and only its completion, which comes back as the Committed event, lets
+// the planner send what the phase does. The root wires None today; Rank
+// and Job are built and tested here first (the restart-protocol issue, #13,
+// wires them).
 //
 // A Planner is not safe for concurrent use: one goroutine (the root's
 // event loop) owns it.
@@ -26,6 +28,7 @@ import (
 // ftlaunch's own failures, 124 for --timeout (as GNU timeout).
 const (
 	ExitLauncher = 1
+	ExitUsage    = 2
 	ExitTimeout  = 124
 )
 
@@ -35,14 +38,35 @@ type Policy int
 const (
 	// None ends the job at its first failure, cleanly.
 	None Policy = iota
+	// Rank replaces a failed rank: suspend, respawn, patch, resume.
+	Rank
+	// Job ends every rank and starts them all again on the standing tree.
+	Job
 )
 
 func (p Policy) String() string {
 	switch p {
 	case None:
 		return "none"
+	case Rank:
+		return "rank"
+	case Job:
+		return "job"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// ParsePolicy reads --restart's value.
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "none", "":
+		return None, nil
+	case "rank":
+		return Rank, nil
+	case "job":
+		return Job, nil
+	}
+	return None, fmt.Errorf("unknown restart policy %q (none, rank or job)", s)
 }
 
 // Phase is where the job stands, as far as failures are concerned.
@@ -51,6 +75,9 @@ type Phase int
 const (
 	// Running: a failure now is handled by the policy.
 	Running Phase = iota
+	// Recovering: the restart protocol is replacing failed ranks (or the
+	// whole job); RecoveryStage tells where it is.
+	Recovering
 	// Ending: the job is being terminated (a failure, the timeout, the
 	// user's interrupt); later failures are consequences, not causes.
 	Ending
@@ -63,6 +90,8 @@ func (p Phase) String() string {
 	switch p {
 	case Running:
 		return "running"
+	case Recovering:
+		return "recovering"
 	case Ending:
 		return "ending"
 	case Over:
@@ -89,6 +118,23 @@ type Config struct {
 	// Ended are the ranks whose end a resumed root knows from the
 	// replicated state.
 	Ended []int
+
+	// For the restart policies:
+	// MaxRestarts bounds restarts: per rank under Rank, per job under Job.
+	MaxRestarts int
+	// Agents is the number of agents, which acknowledge each phase.
+	Agents int
+	// RankAgent[r] is the agent that runs rank r.
+	RankAgent []int
+	// AckTimeout bounds how long the planner waits for the agents'
+	// acknowledgements of a phase (or a respawned rank's address) before
+	// it gives up on the recovery.
+	AckTimeout time.Duration
+	// Incarnations and RankRestarts, when set, are every rank's current
+	// incarnation and restart count as the replicated node table has them
+	// (a new leader's planner).
+	Incarnations []uint64
+	RankRestarts []int
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -96,15 +142,33 @@ type Planner struct {
 	cfg     Config
 	phase   Phase
 	failure *Failure
-	ended   []bool // by rank
+	ranks   []rankState
+
+	// The restart protocol (restart.go).
+	epoch    uint64 // bumped by every recovery decision and leader change
+	version  uint64 // node-table version: bumped by every patch
+	restarts int    // job restarts (policy Job)
+	rc       *recovering
 }
 
 // New returns a planner for a job that is running.
 func New(cfg Config) *Planner {
-	p := &Planner{cfg: cfg, ended: make([]bool, cfg.Ranks)}
+	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1}
+	for r := range p.ranks {
+		p.ranks[r].inc = 1
+		if r < len(cfg.RankAgent) {
+			p.ranks[r].agent = cfg.RankAgent[r]
+		}
+		if r < len(cfg.Incarnations) && cfg.Incarnations[r] > 0 {
+			p.ranks[r].inc = cfg.Incarnations[r]
+		}
+		if r < len(cfg.RankRestarts) {
+			p.ranks[r].restarts = cfg.RankRestarts[r]
+		}
+	}
 	for _, r := range cfg.Ended {
 		if r >= 0 && r < cfg.Ranks {
-			p.ended[r] = true
+			p.ranks[r].st = rEnded
 		}
 	}
 	return p
@@ -115,7 +179,7 @@ func (p *Planner) Phase() Phase { return p.phase }
 
 // Ending reports whether the job is being terminated or is over: no
 // failure starts anything any more.
-func (p *Planner) Ending() bool { return p.phase != Running }
+func (p *Planner) Ending() bool { return p.phase == Ending || p.phase == Over }
 
 // Failure is the failure that ended the job, or nil.
 func (p *Planner) Failure() *Failure { return p.failure }
@@ -123,8 +187,9 @@ func (p *Planner) Failure() *Failure { return p.failure }
 // Resumed reports whether the planner serves a root that took over.
 func (p *Planner) Resumed() bool { return p.cfg.Resumed }
 
-// Ended reports whether rank r's end was reported.
-func (p *Planner) Ended(r int) bool { return r >= 0 && r < len(p.ended) && p.ended[r] }
+// Ended reports whether rank r's end was reported (and it is not being
+// replaced).
+func (p *Planner) Ended(r int) bool { return r >= 0 && r < len(p.ranks) && p.ranks[r].st == rEnded }
 
 // Step takes one event and returns what the root must do, in order.
 func (p *Planner) Step(ev Event) []Action {
@@ -148,9 +213,11 @@ func (p *Planner) Step(ev Event) []Action {
 		if p.phase == Over {
 			return nil // the job had already ended
 		}
+		// Losing an agent ends the job under every policy until the tree
+		// heals itself (the lost-node issue, #14).
 		return p.endJob(ExitLauncher, fmt.Sprintf("lost the agent of node %s: %s", ev.Node, ev.Err))
 	case LaunchFailed:
-		if p.phase != Running {
+		if p.phase == Ending || p.phase == Over {
 			return nil // the job is ending: agents not started yet are not needed
 		}
 		return p.endJob(ExitLauncher, ev.Msg)
@@ -162,40 +229,55 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.endJob(ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", ev.Seq, ev.Node, ev.Op, ev.Want))
 	case Stranded:
 		if p.phase != Running {
-			return nil
+			return nil // ending, or ranks are being replaced
 		}
 		return p.endJob(ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", ev.Node, ev.Seq, ev.Op))
 	case TimedOut:
 		return p.endJob(ExitTimeout, fmt.Sprintf("the job exceeded --timeout %v; terminating it", ev.Limit))
 	case Interrupted:
-		if p.phase == Running {
-			p.phase = Ending
+		if p.phase == Running || p.phase == Recovering {
+			p.phase, p.rc = Ending, nil
 		}
 		return nil
 	case Finished:
-		p.phase = Over
+		p.phase, p.rc = Over, nil
 		return nil
+	case PMIInit:
+		if p.cfg.Policy == Rank {
+			return p.endJob(ExitUsage, fmt.Sprintf("rank %d on node %s speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job", ev.Rank, ev.Node))
+		}
+		return nil
+	case Committed, Suspended, Respawned, Patched, Resumed, Restarted, Expired, LeaderChanged:
+		return p.restartStep(ev)
 	}
 	panic(fmt.Sprintf("recovery: unknown event %T", ev))
 }
 
 func (p *Planner) rankExited(ev RankExited) []Action {
-	if ev.Rank < 0 || ev.Rank >= len(p.ended) {
+	if ev.Rank < 0 || ev.Rank >= len(p.ranks) {
 		return p.endJob(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: no such rank", ev.Node, ev.Rank))
 	}
-	if p.ended[ev.Rank] {
-		if p.cfg.Resumed {
-			return nil // reported again after a failover
+	rs := &p.ranks[ev.Rank]
+	if ev.Incarnation != 0 && ev.Incarnation < rs.inc {
+		return nil // an older incarnation's end: evidence that is stale
+	}
+	if rs.st == rEnded || rs.st == rFailed {
+		if p.cfg.Resumed || rs.st == rFailed {
+			return nil // reported again: after a failover, or by two sources
 		}
 		return p.endJob(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: it had ended", ev.Node, ev.Rank))
 	}
-	p.ended[ev.Rank] = true
-	if ev.Clean() || p.phase != Running {
-		// A rank killed by the termination in progress is not a failure of
-		// its own; one that fails meanwhile is not the job's cause either.
-		return nil
+	if ev.Clean() || p.phase == Ending || p.phase == Over || p.cfg.Policy == None {
+		rs.st = rEnded
+		if ev.Clean() || p.phase == Ending || p.phase == Over {
+			// A rank killed by the termination in progress is not a failure
+			// of its own; one that fails meanwhile is not the job's cause
+			// either.
+			return nil
+		}
+		return p.endJob(ev.ExitCode(), fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe()))
 	}
-	return p.endJob(ev.ExitCode(), fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe()))
+	return p.rankFailed(ev)
 }
 
 // endJob is the policy None's answer to a failure: the first one is
@@ -206,11 +288,13 @@ func (p *Planner) endJob(code int, msg string) []Action {
 	}
 	p.failure = &Failure{Code: code, Msg: msg}
 	acts := []Action{Record{Msg: msg}, Report{Msg: msg}}
-	if p.phase == Running {
+	if p.phase == Running || p.phase == Recovering {
+		// A recovery in progress is dropped; the agents wake ranks they
+		// stopped (SIGCONT after the SIGTERM) as they terminate them.
 		acts = append(acts, Terminate{})
 	}
 	if p.phase != Over {
-		p.phase = Ending
+		p.phase, p.rc = Ending, nil
 	}
 	return acts
 }
@@ -249,11 +333,12 @@ type Event interface{ isEvent() }
 // RankExited: a rank's end, reported by its agent (or counted by the root
 // for the ranks of an agent that is gone).
 type RankExited struct {
-	Rank   int
-	Node   string
-	Code   int    // exit code
-	Signal int    // terminating signal, or 0
-	Reason string // set when ftlaunch could not run it or lost it
+	Rank        int
+	Incarnation uint64 // the incarnation that ended; 0: the current one
+	Node        string
+	Code        int    // exit code
+	Signal      int    // terminating signal, or 0
+	Reason      string // set when ftlaunch could not run it or lost it
 }
 
 // RankAborted: a rank called Abort, or (Failed) broke its protocol.

@@ -1,0 +1,495 @@
+package recovery
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The restart protocol, as the planner runs it.
+//
+// Policy Rank, for a failed rank R (and any that fail while it runs):
+//
+//	commit Suspend(epoch, failed)  →  Suspend to every agent; each acknowledges
+//	commit Respawn                 →  Respawn R on its node as incarnation+1
+//	                                  (the new rank's address comes back)
+//	commit Patch(version+1, rows)  →  Patch to every agent; each acknowledges
+//	commit Resume                  →  Resume; the job runs again
+//
+// Policy Job: commit RestartJob(epoch, restarts) → RestartJob to every agent
+// (they end their ranks and start them again as the next incarnation, with
+// a fresh PMI key space); each acknowledges.
+//
+// Every phase is committed before its commands are sent (the Commit action,
+// then the Committed event); every command carries the epoch (and a patch
+// its table version), so agents refuse older ones. A failure during a
+// recovery bumps the epoch and starts again at Suspend, with the failed
+// ranks of both; ranks already respawned keep their new incarnation and
+// are patched with the rest. A leader change bumps the epoch and commits
+// the phase it found committed again, then sends its commands again:
+// respawns are keyed by (rank, incarnation), so a respawn sent twice
+// starts one process. Acknowledgements of an older epoch, and ends of an
+// older incarnation, are ignored.
+
+// Stage is where a recovery stands.
+type Stage int
+
+const (
+	StageSuspend    Stage = iota + 1 // ranks are being suspended
+	StageRespawn                     // failed ranks are being started again
+	StagePatch                       // the node table is being patched
+	StageResume                      // ranks are told to go on
+	StageRestartJob                  // every rank is being started again (policy Job)
+)
+
+func (s Stage) String() string {
+	switch s {
+	case StageSuspend:
+		return "suspend"
+	case StageRespawn:
+		return "respawn"
+	case StagePatch:
+		return "patch"
+	case StageResume:
+		return "resume"
+	case StageRestartJob:
+		return "restart-job"
+	}
+	return fmt.Sprintf("Stage(%d)", int(s))
+}
+
+// rankSt is where one rank stands.
+type rankSt int
+
+const (
+	rRunning    rankSt = iota
+	rEnded             // ended (cleanly, or for good)
+	rFailed            // failed: to be respawned
+	rRespawning        // respawn sent: its address is awaited
+	rRespawned         // its address came: to be patched
+)
+
+type rankState struct {
+	agent    int
+	inc      uint64 // current incarnation, from 1
+	st       rankSt
+	sent     bool   // the respawn of inc was sent under this planner
+	addr     []byte // a respawned rank's address, for the patch
+	restarts int
+	history  []string // how each incarnation ended, for the job's end
+}
+
+// recovering is a recovery in progress.
+type recovering struct {
+	stage     Stage
+	committed bool         // the stage's record is committed; its commands went out
+	acks      map[int]bool // agents that acknowledged the stage (this epoch)
+}
+
+// RankRecord is one rank's part of a committed record.
+type RankRecord struct {
+	Rank        int
+	Agent       int
+	Incarnation uint64
+	Addr        []byte // a respawned rank's address (patch)
+	Restarts    int
+	Failed      bool // not respawned yet: Incarnation is the one that failed
+}
+
+// Checkpoint is what each phase commits: enough for a new leader to carry
+// the recovery on from it.
+type Checkpoint struct {
+	Epoch    uint64
+	Stage    Stage
+	Version  uint64       // the node table's version once patched
+	Restarts int          // job restarts so far
+	Ranks    []RankRecord // the ranks being recovered
+}
+
+// Epoch is the recovery epoch: it grows with every recovery decision and
+// every leader change.
+func (p *Planner) Epoch() uint64 { return p.epoch }
+
+// Version is the node table's version.
+func (p *Planner) Version() uint64 { return p.version }
+
+// Incarnation is rank r's current incarnation.
+func (p *Planner) Incarnation(r int) uint64 { return p.ranks[r].inc }
+
+// Stage is the stage of the recovery in progress, or 0.
+func (p *Planner) Stage() Stage {
+	if p.rc == nil {
+		return 0
+	}
+	return p.rc.stage
+}
+
+// rankFailed takes a rank's failure under a restart policy.
+func (p *Planner) rankFailed(ev RankExited) []Action {
+	rs := &p.ranks[ev.Rank]
+	rs.history = append(rs.history, fmt.Sprintf("incarnation %d %s", rs.inc, ev.Describe()))
+	failed := fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe())
+	limit := func(what string) []Action {
+		rs.st = rEnded
+		return p.endJob(ev.ExitCode(), fmt.Sprintf("%s; %s (--max-restarts %d): %s",
+			failed, what, p.cfg.MaxRestarts, strings.Join(rs.history, ", ")))
+	}
+	var msg string
+	if p.cfg.Policy == Job {
+		if p.restarts >= p.cfg.MaxRestarts {
+			return limit(fmt.Sprintf("the job was restarted %d time(s)", p.restarts))
+		}
+		p.restarts++
+		for r := range p.ranks { // every rank starts again, ended ones too
+			p.ranks[r].inc++
+			p.ranks[r].st, p.ranks[r].sent, p.ranks[r].addr = rRunning, false, nil
+		}
+		msg = fmt.Sprintf("%s; restarting the job (restart %d of %d)", failed, p.restarts, p.cfg.MaxRestarts)
+		return append([]Action{Record{Msg: msg}, Report{Msg: msg}}, p.begin(StageRestartJob)...)
+	}
+	if rs.restarts >= p.cfg.MaxRestarts {
+		return limit(fmt.Sprintf("it was restarted %d time(s)", rs.restarts))
+	}
+	rs.restarts++
+	rs.st, rs.sent, rs.addr = rFailed, false, nil
+	msg = fmt.Sprintf("%s; restarting it as incarnation %d (restart %d of %d)", failed, rs.inc+1, rs.restarts, p.cfg.MaxRestarts)
+	return append([]Action{Record{Msg: msg}, Report{Msg: msg}}, p.begin(StageSuspend)...)
+}
+
+// begin starts a stage under a new epoch: its record is committed first.
+func (p *Planner) begin(s Stage) []Action {
+	p.epoch++
+	p.phase = Recovering
+	p.rc = &recovering{stage: s, acks: map[int]bool{}}
+	return []Action{Commit{Rec: p.checkpoint()}}
+}
+
+// checkpoint is the committed form of the recovery in progress.
+func (p *Planner) checkpoint() Checkpoint {
+	rec := Checkpoint{Epoch: p.epoch, Stage: p.rc.stage, Version: p.version, Restarts: p.restarts}
+	if p.rc.stage == StagePatch {
+		rec.Version = p.version + 1
+	}
+	for r, rs := range p.ranks {
+		if rs.st == rFailed || rs.st == rRespawning || rs.st == rRespawned {
+			rec.Ranks = append(rec.Ranks, RankRecord{Rank: r, Agent: rs.agent, Incarnation: rs.inc, Addr: rs.addr, Restarts: rs.restarts, Failed: rs.st == rFailed})
+		}
+	}
+	return rec
+}
+
+// restartStep takes the restart protocol's own events.
+func (p *Planner) restartStep(ev Event) []Action {
+	if _, ok := ev.(LeaderChanged); ok {
+		if p.rc == nil {
+			p.epoch++
+			return nil
+		}
+		// The new leader commits the stage it found again, under a new
+		// epoch, and sends its commands again once that is committed.
+		p.epoch++
+		p.rc.committed, p.rc.acks = false, map[int]bool{}
+		for r := range p.ranks {
+			p.ranks[r].sent = false
+		}
+		return []Action{Commit{Rec: p.checkpoint()}}
+	}
+	rc := p.rc
+	if rc == nil || p.phase != Recovering {
+		return nil // a recovery that was dropped (the job is ending) or is over
+	}
+	switch ev := ev.(type) {
+	case Committed:
+		if ev.Epoch != p.epoch || ev.Stage != rc.stage || rc.committed {
+			return nil
+		}
+		rc.committed = true
+		return p.send()
+	case Suspended:
+		if ev.Epoch == p.epoch && rc.stage == StageSuspend && rc.committed {
+			rc.acks[ev.Agent] = true
+			if p.allAcked() {
+				return p.next(StageRespawn)
+			}
+		}
+	case Respawned:
+		if ev.Rank < 0 || ev.Rank >= len(p.ranks) {
+			return nil
+		}
+		rs := &p.ranks[ev.Rank]
+		if ev.Incarnation != rs.inc || rs.st != rRespawning {
+			return nil // an older incarnation, or heard already
+		}
+		rs.st, rs.addr = rRespawned, slices.Clone(ev.Addr)
+		if rc.stage == StageRespawn && rc.committed && !p.any(rFailed, rRespawning) {
+			return p.next(StagePatch)
+		}
+	case Patched:
+		if ev.Epoch == p.epoch && ev.Version == p.version+1 && rc.stage == StagePatch && rc.committed {
+			rc.acks[ev.Agent] = true
+			if p.allAcked() {
+				p.version++
+				for r := range p.ranks {
+					if p.ranks[r].st == rRespawned {
+						p.ranks[r].st, p.ranks[r].addr = rRunning, nil
+					}
+				}
+				return p.next(StageResume)
+			}
+		}
+	case Restarted:
+		if ev.Epoch == p.epoch && rc.stage == StageRestartJob && rc.committed {
+			rc.acks[ev.Agent] = true
+			if p.allAcked() {
+				p.phase, p.rc = Running, nil
+			}
+		}
+	case Resumed:
+		// Resume needs no acknowledgement to go on: the recovery ended
+		// when Resume was sent. Late ones are harmless.
+	case Expired:
+		if ev.Epoch != p.epoch || ev.Stage != rc.stage {
+			return nil
+		}
+		var missing []string
+		if rc.stage == StageRespawn {
+			for r, rs := range p.ranks {
+				if rs.st == rFailed || rs.st == rRespawning {
+					missing = append(missing, fmt.Sprintf("rank %d", r))
+				}
+			}
+		} else {
+			for a := range p.cfg.Agents {
+				if !rc.acks[a] {
+					missing = append(missing, fmt.Sprintf("agent %d", a))
+				}
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		return p.endJob(ExitLauncher, fmt.Sprintf("recovery (epoch %d) stopped at its %s stage: no answer within %v from %s",
+			p.epoch, rc.stage, p.cfg.AckTimeout, strings.Join(missing, ", ")))
+	}
+	return nil
+}
+
+// next moves the recovery to stage s (same epoch): commit it first.
+func (p *Planner) next(s Stage) []Action {
+	p.rc.stage, p.rc.committed, p.rc.acks = s, false, map[int]bool{}
+	return []Action{Commit{Rec: p.checkpoint()}}
+}
+
+// send is what a committed stage does.
+func (p *Planner) send() []Action {
+	rc := p.rc
+	arm := Arm{Epoch: p.epoch, Stage: rc.stage, After: p.cfg.AckTimeout}
+	switch rc.stage {
+	case StageSuspend:
+		return []Action{Suspend{Epoch: p.epoch}, arm}
+	case StageRespawn:
+		var acts []Action
+		for r := range p.ranks {
+			rs := &p.ranks[r]
+			if rs.st == rFailed {
+				rs.inc++
+				rs.st = rRespawning
+			}
+			if rs.st == rRespawning && !rs.sent {
+				rs.sent = true
+				acts = append(acts, Respawn{Rank: r, Agent: rs.agent, Incarnation: rs.inc, Epoch: p.epoch})
+			}
+		}
+		if !p.any(rRespawning) {
+			// Every address came already (sent again after a leader
+			// change, say): on to the patch.
+			return p.next(StagePatch)
+		}
+		return append(acts, arm)
+	case StagePatch:
+		pa := Patch{Epoch: p.epoch, Version: p.version + 1}
+		for r, rs := range p.ranks {
+			if rs.st == rRespawned {
+				pa.Rows = append(pa.Rows, RankRecord{Rank: r, Agent: rs.agent, Incarnation: rs.inc, Addr: rs.addr, Restarts: rs.restarts})
+			}
+		}
+		return []Action{pa, arm}
+	case StageResume:
+		p.phase, p.rc = Running, nil
+		return []Action{Resume{Epoch: p.epoch, Version: p.version}}
+	case StageRestartJob:
+		return []Action{RestartJob{Epoch: p.epoch, Restarts: p.restarts}, arm}
+	}
+	panic(fmt.Sprintf("recovery: stage %v has nothing to send", rc.stage))
+}
+
+func (p *Planner) allAcked() bool {
+	for a := range p.cfg.Agents {
+		if !p.rc.acks[a] {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Planner) any(sts ...rankSt) bool {
+	for _, rs := range p.ranks {
+		if slices.Contains(sts, rs.st) {
+			return true
+		}
+	}
+	return false
+}
+
+// Restore gives a planner of a new leader the recovery its predecessor
+// committed last (rec.Epoch is 0: none). The next event to give it is
+// LeaderChanged, which commits that stage again under a new epoch.
+func (p *Planner) Restore(rec Checkpoint) {
+	p.epoch, p.version, p.restarts = rec.Epoch, rec.Version, rec.Restarts
+	if rec.Stage == StagePatch {
+		p.version = rec.Version - 1 // the patch is not applied yet
+	}
+	for _, rr := range rec.Ranks {
+		if rr.Rank < 0 || rr.Rank >= len(p.ranks) {
+			continue
+		}
+		rs := &p.ranks[rr.Rank]
+		rs.agent, rs.inc, rs.restarts, rs.addr = rr.Agent, rr.Incarnation, rr.Restarts, slices.Clone(rr.Addr)
+		switch {
+		case rr.Failed:
+			rs.st = rFailed
+		case rr.Addr != nil:
+			rs.st = rRespawned
+		default:
+			rs.st = rRespawning
+		}
+	}
+	if rec.Epoch == 0 {
+		return // no recovery ever began
+	}
+	// The stage committed last is carried out again, Resume too: the old
+	// leader may have died between committing it and sending it (the
+	// planner's tests found that), and every command is idempotent.
+	p.phase = Recovering
+	p.rc = &recovering{stage: rec.Stage, acks: map[int]bool{}}
+}
+
+// Events of the restart protocol.
+
+// PMIInit: a rank initialized PMI-1 (an MPI program).
+type PMIInit struct {
+	Rank int
+	Node string
+}
+
+// Committed: a Commit action's record is in the replicated log.
+type Committed struct {
+	Epoch uint64
+	Stage Stage
+}
+
+// Suspended: an agent's ranks are all suspended (or stopped) for epoch.
+type Suspended struct {
+	Agent int
+	Epoch uint64
+}
+
+// Respawned: a respawned rank runs and published its address.
+type Respawned struct {
+	Rank        int
+	Incarnation uint64
+	Addr        []byte
+}
+
+// Patched: an agent holds the node table of Version and gave it to its
+// ranks.
+type Patched struct {
+	Agent   int
+	Epoch   uint64
+	Version uint64
+}
+
+// Resumed: an agent's ranks run again.
+type Resumed struct {
+	Agent int
+	Epoch uint64
+}
+
+// Restarted: an agent ended its ranks and started them again (policy Job).
+type Restarted struct {
+	Agent int
+	Epoch uint64
+}
+
+// Expired: the bound armed for a stage of epoch passed.
+type Expired struct {
+	Epoch uint64
+	Stage Stage
+}
+
+// LeaderChanged: this planner now serves the root's leader (a successor
+// that restored the committed record, or a leader elected again).
+type LeaderChanged struct{}
+
+func (PMIInit) isEvent()       {}
+func (Committed) isEvent()     {}
+func (Suspended) isEvent()     {}
+func (Respawned) isEvent()     {}
+func (Patched) isEvent()       {}
+func (Resumed) isEvent()       {}
+func (Restarted) isEvent()     {}
+func (Expired) isEvent()       {}
+func (LeaderChanged) isEvent() {}
+
+// Actions of the restart protocol.
+
+// Commit puts a record in the replicated log; Committed comes back once it
+// is there. Nothing that depends on it is sent before.
+type Commit struct{ Rec Checkpoint }
+
+// Suspend tells every agent to suspend its ranks (an event to client
+// library ranks, SIGSTOP to the others) and acknowledge.
+type Suspend struct{ Epoch uint64 }
+
+// Respawn tells an agent to start rank Rank again as Incarnation.
+type Respawn struct {
+	Rank        int
+	Agent       int
+	Incarnation uint64
+	Epoch       uint64
+}
+
+// Patch gives every agent the node table's new rows (Version).
+type Patch struct {
+	Epoch   uint64
+	Version uint64
+	Rows    []RankRecord
+}
+
+// Resume tells every agent to let its ranks go on.
+type Resume struct {
+	Epoch   uint64
+	Version uint64
+}
+
+// RestartJob tells every agent to end its ranks and start them again.
+type RestartJob struct {
+	Epoch    uint64
+	Restarts int
+}
+
+// Arm asks the root for an Expired event of (Epoch, Stage) After from now.
+type Arm struct {
+	Epoch uint64
+	Stage Stage
+	After time.Duration
+}
+
+func (Commit) isAction()     {}
+func (Suspend) isAction()    {}
+func (Respawn) isAction()    {}
+func (Patch) isAction()      {}
+func (Resume) isAction()     {}
+func (RestartJob) isAction() {}
+func (Arm) isAction()        {}

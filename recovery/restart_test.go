@@ -1,0 +1,459 @@
+package recovery
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// world is a small job that carries out the planner's actions the way
+// agents would, with an adversary that orders the events they produce,
+// delivers some twice, kills ranks, and changes the root's leader. It
+// checks the protocol's promises as it goes.
+type world struct {
+	t      *testing.T
+	cfg    Config
+	p      *Planner
+	rng    *rand.Rand
+	events []Event // produced, not yet delivered
+	done   []Event // delivered (for duplicates)
+
+	actual    []uint64           // incarnation running, by rank
+	starts    map[[2]uint64]int  // (rank, incarnation) → processes started
+	table     []uint64           // incarnation each rank's row names, as the agents hold it
+	version   uint64             // table version the agents hold
+	committed map[[2]uint64]bool // (epoch, stage) committed
+	last      Checkpoint         // the last committed checkpoint (the FSM's)
+	fsmInc    []uint64           // incarnations as the FSM's node table has them
+	fsmRes    []int              // restarts as the FSM has them
+	maxEpoch  uint64             // highest epoch in a command
+	failures  int                // failures injected
+	ended     bool               // the planner ended the job
+	log       []string           // what happened, for a failing test
+	suspended bool               // ranks are suspended (between Suspend and Resume)
+	resumes   int                // Resume actions seen
+	cmdEpochs map[string]uint64  // per command kind, the last epoch sent
+}
+
+func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestarts int) *world {
+	cfg := Config{Policy: policy, Ranks: ranks, Agents: agents, MaxRestarts: maxRestarts, AckTimeout: time.Second}
+	for r := range ranks {
+		cfg.RankAgent = append(cfg.RankAgent, r%agents)
+	}
+	w := &world{
+		t: t, cfg: cfg, p: New(cfg), rng: rand.New(rand.NewPCG(seed, 7)),
+		starts: map[[2]uint64]int{}, committed: map[[2]uint64]bool{}, cmdEpochs: map[string]uint64{},
+		version: 1,
+	}
+	for r := range ranks {
+		w.actual = append(w.actual, 1)
+		w.table = append(w.table, 1)
+		w.fsmInc = append(w.fsmInc, 1)
+		w.fsmRes = append(w.fsmRes, 0)
+		w.starts[[2]uint64{uint64(r), 1}] = 1
+	}
+	return w
+}
+
+func (w *world) fatalf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Fatalf(format+"\nhistory:\n  %s", append(args, strings.Join(w.log, "\n  "))...)
+}
+
+// step gives the planner an event and carries out its actions.
+func (w *world) step(ev Event) {
+	w.t.Helper()
+	w.log = append(w.log, fmt.Sprintf("event %#v", ev))
+	for _, act := range w.p.Step(ev) {
+		w.act(act)
+	}
+}
+
+func (w *world) command(kind string, epoch uint64, stage Stage) {
+	w.t.Helper()
+	if !w.committed[[2]uint64{epoch, uint64(stage)}] {
+		w.fatalf("%s of epoch %d sent before its stage %v was committed", kind, epoch, stage)
+	}
+	if epoch < w.cmdEpochs[kind] {
+		w.fatalf("%s of epoch %d after one of epoch %d", kind, epoch, w.cmdEpochs[kind])
+	}
+	w.cmdEpochs[kind] = epoch
+	w.maxEpoch = max(w.maxEpoch, epoch)
+}
+
+func (w *world) act(act Action) {
+	w.t.Helper()
+	w.log = append(w.log, fmt.Sprintf("  action %#v", act))
+	switch a := act.(type) {
+	case Commit:
+		if a.Rec.Epoch < w.last.Epoch {
+			w.fatalf("commit of epoch %d after epoch %d", a.Rec.Epoch, w.last.Epoch)
+		}
+		w.last = a.Rec
+		for _, rr := range a.Rec.Ranks {
+			w.fsmInc[rr.Rank], w.fsmRes[rr.Rank] = rr.Incarnation, rr.Restarts
+		}
+		if a.Rec.Stage == StageRestartJob {
+			for r := range w.fsmInc {
+				w.fsmInc[r] = uint64(a.Rec.Restarts) + 1
+			}
+		}
+		w.committed[[2]uint64{a.Rec.Epoch, uint64(a.Rec.Stage)}] = true
+		w.events = append(w.events, Committed{Epoch: a.Rec.Epoch, Stage: a.Rec.Stage})
+	case Suspend:
+		w.command("suspend", a.Epoch, StageSuspend)
+		w.suspended = true
+		for ag := range w.cfg.Agents {
+			w.events = append(w.events, Suspended{Agent: ag, Epoch: a.Epoch})
+		}
+	case Respawn:
+		w.command("respawn", a.Epoch, StageRespawn)
+		r := uint64(a.Rank)
+		if a.Incarnation < 2 {
+			w.fatalf("respawn of rank %d as incarnation %d", a.Rank, a.Incarnation)
+		}
+		// An agent starts an incarnation once; a command sent again
+		// (a new leader) is answered with what runs.
+		if w.actual[a.Rank] < a.Incarnation {
+			w.actual[a.Rank] = a.Incarnation
+			w.starts[[2]uint64{r, a.Incarnation}]++
+		}
+		if w.actual[a.Rank] == a.Incarnation {
+			w.events = append(w.events, Respawned{Rank: a.Rank, Incarnation: a.Incarnation, Addr: []byte(fmt.Sprintf("h:%d.%d", a.Rank, a.Incarnation))})
+		}
+	case Patch:
+		w.command("patch", a.Epoch, StagePatch)
+		if a.Version <= w.version && a.Version != w.version {
+			w.fatalf("patch to version %d while the agents hold %d", a.Version, w.version)
+		}
+		for _, row := range a.Rows {
+			if row.Incarnation > w.table[row.Rank] {
+				w.table[row.Rank] = row.Incarnation
+			}
+		}
+		w.version = max(w.version, a.Version)
+		for ag := range w.cfg.Agents {
+			w.events = append(w.events, Patched{Agent: ag, Epoch: a.Epoch, Version: a.Version})
+		}
+	case Resume:
+		w.command("resume", a.Epoch, StageResume)
+		for r := range w.actual {
+			if w.table[r] != w.actual[r] {
+				w.fatalf("resume while rank %d runs incarnation %d and the table names %d", r, w.actual[r], w.table[r])
+			}
+		}
+		w.suspended = false
+		w.resumes++
+	case RestartJob:
+		w.command("restart", a.Epoch, StageRestartJob)
+		for r := range w.actual {
+			if inc := uint64(a.Restarts) + 1; w.actual[r] < inc {
+				w.actual[r] = inc
+				w.starts[[2]uint64{uint64(r), inc}]++
+				w.table[r] = inc
+			}
+		}
+		for ag := range w.cfg.Agents {
+			w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch})
+		}
+	case Arm:
+	case Record, Report:
+	case Terminate:
+		w.ended = true
+	default:
+		w.fatalf("unknown action %T", act)
+	}
+}
+
+// kill fails rank r's running incarnation, as its agent reports it.
+func (w *world) kill(r int) {
+	w.failures++
+	w.events = append(w.events, RankExited{Rank: r, Incarnation: w.actual[r], Node: "n", Signal: 9})
+}
+
+// leaderChange replaces the planner by a new leader's, rebuilt from what
+// was committed.
+func (w *world) leaderChange() {
+	cfg := w.cfg
+	cfg.Resumed = true
+	cfg.Incarnations = slices.Clone(w.fsmInc)
+	cfg.RankRestarts = slices.Clone(w.fsmRes)
+	w.p = New(cfg)
+	w.p.Restore(w.last)
+	w.log = append(w.log, fmt.Sprintf("leader change; restored %+v", w.last))
+	w.step(LeaderChanged{})
+}
+
+// deliver hands the planner one pending event, picked by the adversary;
+// sometimes one delivered before, again.
+func (w *world) deliver() bool {
+	if len(w.events) == 0 {
+		return false
+	}
+	if len(w.done) > 0 && w.rng.IntN(8) == 0 {
+		w.step(w.done[w.rng.IntN(len(w.done))])
+		return true
+	}
+	i := w.rng.IntN(len(w.events))
+	ev := w.events[i]
+	w.events = slices.Delete(w.events, i, i+1)
+	w.done = append(w.done, ev)
+	w.step(ev)
+	return true
+}
+
+// settle delivers every pending event.
+func (w *world) settle() {
+	for n := 0; w.deliver(); n++ {
+		if n > 10000 {
+			w.fatalf("no end to the events")
+		}
+	}
+}
+
+// checkEnd verifies the state once no event is left.
+func (w *world) checkEnd(wantRecovered bool) {
+	w.t.Helper()
+	if !wantRecovered {
+		return
+	}
+	if w.p.Phase() != Running {
+		w.fatalf("phase %v at the end, stage %v", w.p.Phase(), w.p.Stage())
+	}
+	for r := range w.actual {
+		if w.p.Incarnation(r) != w.actual[r] || w.table[r] != w.actual[r] {
+			w.fatalf("rank %d: planner says incarnation %d, runs %d, table names %d", r, w.p.Incarnation(r), w.actual[r], w.table[r])
+		}
+	}
+	for k, n := range w.starts {
+		if n != 1 {
+			w.fatalf("rank %d incarnation %d started %d times", k[0], k[1], n)
+		}
+	}
+	if w.suspended {
+		w.fatalf("ranks left suspended")
+	}
+}
+
+func TestRestartOneRank(t *testing.T) {
+	w := newWorld(t, 1, Rank, 4, 2, 3)
+	w.kill(2)
+	w.settle()
+	w.checkEnd(true)
+	if w.p.Incarnation(2) != 2 || w.p.Version() != 2 || w.resumes != 1 {
+		t.Fatalf("incarnation %d, version %d, resumes %d", w.p.Incarnation(2), w.p.Version(), w.resumes)
+	}
+}
+
+func TestRestartOrderOfActions(t *testing.T) {
+	p := New(Config{Policy: Rank, Ranks: 2, Agents: 1, RankAgent: []int{0, 0}, MaxRestarts: 1, AckTimeout: time.Second})
+	kinds := func(acts []Action) string {
+		var s []string
+		for _, a := range acts {
+			s = append(s, strings.TrimPrefix(fmt.Sprintf("%T", a), "recovery."))
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		ev   Event
+		want string
+	}{
+		{RankExited{Rank: 1, Incarnation: 1, Node: "n0", Code: 3}, "Record,Report,Commit"},
+		{Suspended{Agent: 0, Epoch: 1}, ""}, // not committed yet: too early
+		{Committed{Epoch: 1, Stage: StageSuspend}, "Suspend,Arm"},
+		{Committed{Epoch: 1, Stage: StageSuspend}, ""},
+		{Suspended{Agent: 0, Epoch: 1}, "Commit"},
+		{Committed{Epoch: 1, Stage: StageRespawn}, "Respawn,Arm"},
+		{Respawned{Rank: 1, Incarnation: 1}, ""}, // the old incarnation
+		{Respawned{Rank: 1, Incarnation: 2, Addr: []byte("a")}, "Commit"},
+		{Committed{Epoch: 1, Stage: StagePatch}, "Patch,Arm"},
+		{Patched{Agent: 0, Epoch: 1, Version: 1}, ""}, // the old version
+		{Patched{Agent: 0, Epoch: 1, Version: 2}, "Commit"},
+		{Committed{Epoch: 1, Stage: StageResume}, "Resume"},
+		{RankExited{Rank: 1, Incarnation: 1, Node: "n0", Code: 3}, ""}, // stale
+		{RankExited{Rank: 1, Incarnation: 2, Node: "n0", Code: 4}, "Record,Report,Terminate"},
+	} {
+		if got := kinds(p.Step(tc.ev)); got != tc.want {
+			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
+		}
+	}
+	if f := p.Failure(); f == nil || f.Code != 4 || !strings.Contains(f.Msg, "restarted 1 time(s) (--max-restarts 1): incarnation 1 exited with code 3, incarnation 2 exited with code 4") {
+		t.Fatalf("failure %+v", f)
+	}
+}
+
+// TestRestartSecondFailureAnywhere kills a second rank (or the same one
+// again) before every event of a recovery, and changes the leader before
+// every event: the job always recovers, every incarnation starts once.
+func TestRestartSecondFailureAnywhere(t *testing.T) {
+	for _, fault := range []string{"other", "same", "leader", "leader+other"} {
+		for k := 0; k < 40; k++ {
+			for seed := range uint64(5) {
+				w := newWorld(t, seed, Rank, 3, 2, 5)
+				w.kill(0)
+				for i := 0; w.deliver(); i++ {
+					if i != k {
+						continue
+					}
+					switch fault {
+					case "other":
+						w.kill(1)
+					case "same":
+						w.kill(0)
+					case "leader":
+						w.leaderChange()
+					case "leader+other":
+						w.leaderChange()
+						w.kill(2)
+					}
+				}
+				w.checkEnd(true)
+			}
+		}
+	}
+}
+
+// TestRestartRandom explores random interleavings of failures, duplicate
+// and stale evidence and leader changes on small jobs.
+func TestRestartRandom(t *testing.T) {
+	for seed := range uint64(3000) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		ranks, agents := 1+rng.IntN(4), 1+rng.IntN(3)
+		w := newWorld(t, seed, Rank, ranks, agents, 100)
+		faults := 1 + rng.IntN(4)
+		for step := 0; faults > 0 || len(w.events) > 0; step++ {
+			if step > 20000 {
+				w.fatalf("seed %d: no end", seed)
+			}
+			switch x := rng.IntN(10); {
+			case faults > 0 && x == 0:
+				w.kill(rng.IntN(ranks))
+				faults--
+			case faults > 0 && x == 1:
+				w.leaderChange()
+				faults--
+			case x == 2 && len(w.done) > 0:
+				// Stale evidence: an end of an incarnation that was replaced.
+				r := rng.IntN(ranks)
+				if w.actual[r] > 1 {
+					w.step(RankExited{Rank: r, Incarnation: w.actual[r] - 1, Node: "n", Code: 1})
+				}
+			default:
+				if !w.deliver() && faults > 0 {
+					w.kill(rng.IntN(ranks))
+					faults--
+				}
+			}
+		}
+		w.checkEnd(true)
+	}
+}
+
+func TestRestartMaxRestarts(t *testing.T) {
+	w := newWorld(t, 3, Rank, 2, 1, 2)
+	for range 3 {
+		w.kill(1)
+		w.settle()
+	}
+	f := w.p.Failure()
+	if f == nil || w.p.Phase() != Ending || !w.ended || f.Code != 137 ||
+		!strings.Contains(f.Msg, "rank 1 on node n was killed by signal 9 (killed); it was restarted 2 time(s) (--max-restarts 2): incarnation 1 was killed") {
+		t.Fatalf("phase %v, failure %+v", w.p.Phase(), f)
+	}
+}
+
+func TestRestartDroppedWhenTheJobEnds(t *testing.T) {
+	w := newWorld(t, 4, Rank, 2, 2, 3)
+	w.kill(0)
+	w.deliver() // the exit: suspend committed next
+	w.step(TimedOut{Limit: time.Minute})
+	if w.p.Phase() != Ending || w.p.Stage() != 0 || !w.ended {
+		t.Fatalf("phase %v stage %v", w.p.Phase(), w.p.Stage())
+	}
+	n := len(w.log)
+	w.settle() // what was in flight changes nothing
+	for _, l := range w.log[n:] {
+		if strings.HasPrefix(l, "  action") {
+			t.Fatalf("an action after the job ended: %s", l)
+		}
+	}
+	w.kill(1)
+	w.settle()
+	if w.p.Failure().Code != ExitTimeout {
+		t.Fatalf("failure %+v", w.p.Failure())
+	}
+}
+
+func TestRestartExpired(t *testing.T) {
+	p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: 2 * time.Second})
+	p.Step(RankExited{Rank: 0, Incarnation: 1, Node: "n0", Code: 1})
+	p.Step(Committed{Epoch: 1, Stage: StageSuspend})
+	p.Step(Suspended{Agent: 0, Epoch: 1})
+	if acts := p.Step(Expired{Epoch: 0, Stage: StageSuspend}); acts != nil {
+		t.Fatalf("an old bound expired: %v", acts)
+	}
+	acts := p.Step(Expired{Epoch: 1, Stage: StageSuspend})
+	if len(acts) != 3 || p.Failure() == nil || p.Failure().Msg != "recovery (epoch 1) stopped at its suspend stage: no answer within 2s from agent 1" {
+		t.Fatalf("acts %v failure %+v", acts, p.Failure())
+	}
+}
+
+func TestRestartJob(t *testing.T) {
+	w := newWorld(t, 5, Job, 3, 2, 1)
+	w.kill(1)
+	w.settle()
+	w.checkEnd(true)
+	for r := range 3 {
+		if w.p.Incarnation(r) != 2 {
+			t.Fatalf("rank %d incarnation %d", r, w.p.Incarnation(r))
+		}
+	}
+	// Ends of the first incarnation (killed by the restart) are stale.
+	w.step(RankExited{Rank: 0, Incarnation: 1, Node: "n", Signal: 9})
+	if w.p.Failure() != nil {
+		t.Fatalf("stale end failed the job: %+v", w.p.Failure())
+	}
+	w.kill(2)
+	w.settle()
+	if f := w.p.Failure(); f == nil || !strings.Contains(f.Msg, "the job was restarted 1 time(s) (--max-restarts 1)") {
+		t.Fatalf("failure %+v", f)
+	}
+}
+
+func TestRestartJobLeaderChange(t *testing.T) {
+	for k := range 6 {
+		w := newWorld(t, uint64(k), Job, 2, 2, 3)
+		w.kill(0)
+		for i := 0; w.deliver(); i++ {
+			if i == k {
+				w.leaderChange()
+			}
+		}
+		w.checkEnd(true)
+	}
+}
+
+func TestPMIUnderRank(t *testing.T) {
+	p := New(Config{Policy: Rank, Ranks: 2})
+	acts := p.Step(PMIInit{Rank: 1, Node: "n0"})
+	if len(acts) != 3 || p.Failure().Code != ExitUsage || !strings.Contains(p.Failure().Msg, "--restart job") {
+		t.Fatalf("acts %v failure %+v", acts, p.Failure())
+	}
+	if acts := New(Config{Policy: Job, Ranks: 2}).Step(PMIInit{Rank: 1, Node: "n0"}); acts != nil {
+		t.Fatalf("PMI under job: %v", acts)
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	for s, want := range map[string]Policy{"none": None, "rank": Rank, "job": Job} {
+		if p, err := ParsePolicy(s); err != nil || p != want || p.String() != s {
+			t.Fatalf("%s: %v %v", s, p, err)
+		}
+	}
+	if _, err := ParsePolicy("node"); err == nil {
+		t.Fatal("no error")
+	}
+}
