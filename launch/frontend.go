@@ -89,6 +89,18 @@ type Options struct {
 	Stdin          *os.File // forwarded to rank 0 (nil: none)
 	Stdout, Stderr io.Writer
 	Signals        <-chan os.Signal // signals to forward to every rank
+
+	// startLocal, for tests of the root and the agent in one process,
+	// runs this machine's agent on the given end of its link instead of
+	// starting an `ftlaunch agent` process.
+	startLocal func(conn net.Conn) *localAgent
+}
+
+// localAgent is an agent on this machine, linked over a socketpair: an
+// `ftlaunch agent` process, or (tests) a goroutine.
+type localAgent struct {
+	kill func()       // ends it at once
+	wait func() error // waits until it ended
 }
 
 // Result is how a job ended.
@@ -162,7 +174,7 @@ type frontend struct {
 type agentHandle struct {
 	idx     int
 	name    string
-	cmd     *exec.Cmd     // the local agent on a socketpair
+	local   *localAgent   // the agent on this machine, on a socketpair
 	sess    spawn.Session // an agent the front-end started in a launch tree
 	link    *link         // the front-end's link to it, if it is a direct child
 	via     *link         // the link it is reached through (set once up)
@@ -198,8 +210,8 @@ func (a *agentHandle) send(typ uint8, p []byte) error {
 // closed (the agent sees its link end and kills its ranks).
 func (a *agentHandle) kill() {
 	switch {
-	case a.cmd != nil && a.cmd.Process != nil:
-		_ = a.cmd.Process.Kill()
+	case a.local != nil:
+		a.local.kill()
 	case a.sess != nil:
 		killSession(a.sess)
 	}
@@ -208,8 +220,8 @@ func (a *agentHandle) kill() {
 // wait waits for the agent process or its session to end.
 func (a *agentHandle) wait() {
 	switch {
-	case a.cmd != nil:
-		_ = a.cmd.Wait()
+	case a.local != nil:
+		_ = a.local.wait()
 	case a.sess != nil:
 		_ = a.sess.Wait()
 	}
@@ -755,7 +767,7 @@ func (fe *frontend) launchFailed(a *agentHandle, msg string) {
 func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 	for _, r := range a.ranks {
 		rs := &fe.ranks[r]
-		if rs.pid > 0 && a.cmd != nil { // pids are meaningful on this machine only
+		if rs.pid > 0 && a.local != nil { // pids are meaningful on this machine only
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
 		if !rs.ended {
@@ -793,17 +805,19 @@ func blockPlacement(names []string, n int) *alloc.Placement {
 // The agent runs in its own process group, so a terminal's signals reach
 // only the front-end, which forwards them.
 func (fe *frontend) spawnAgent(a *agentHandle) error {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	conn, theirs, err := socketPair()
 	if err != nil {
-		return fmt.Errorf("socketpair: %w", err)
+		return fmt.Errorf("agent link: %w", err)
 	}
-	ours := os.NewFile(uintptr(fds[0]), "agent-link")
-	theirs := os.NewFile(uintptr(fds[1]), "agent-link-child")
 	defer theirs.Close()
-	conn, err := net.FileConn(ours)
-	ours.Close()
-	if err != nil {
-		return fmt.Errorf("agent socket: %w", err)
+	if fe.opts.startLocal != nil {
+		c, err := net.FileConn(theirs)
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("agent link: %w", err)
+		}
+		a.local, a.link = fe.opts.startLocal(c), newLink(conn)
+		return nil
 	}
 	cmd := exec.Command(fe.opts.AgentPath, "agent")
 	cmd.ExtraFiles = []*os.File{theirs}
@@ -814,7 +828,8 @@ func (fe *frontend) spawnAgent(a *agentHandle) error {
 		conn.Close()
 		return err
 	}
-	a.cmd, a.link = cmd, newLink(conn)
+	a.local = &localAgent{kill: func() { _ = cmd.Process.Kill() }, wait: cmd.Wait}
+	a.link = newLink(conn)
 	return nil
 }
 
@@ -872,7 +887,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	// process (srun and ssh sessions die with their parent).
 	lost := time.After(2 * time.Second)
 	for _, a := range fe.agents {
-		if a.done || a.cmd != nil {
+		if a.done || a.local != nil {
 			a.wait()
 			continue
 		}
@@ -1367,13 +1382,13 @@ func (fe *frontend) killAgents() {
 		// An agent that got its job is told to shut down first, so that it
 		// kills its ranks and exits quietly instead of reporting a lost
 		// link.
-		if a.rootChild && a.link != nil && !a.closed && a.link.send(mBcast, wrap(-1, mShutdown, nil)) == nil && a.cmd == nil {
+		if a.rootChild && a.link != nil && !a.closed && a.link.send(mBcast, wrap(-1, mShutdown, nil)) == nil && a.local == nil {
 			continue // a remote agent: closing its session now would race the shutdown
 		}
 		a.kill()
 	}
 	for _, rs := range fe.ranks {
-		if rs.pid > 0 && !rs.ended && rs.node >= 0 && fe.agents[rs.node].cmd != nil {
+		if rs.pid > 0 && !rs.ended && rs.node >= 0 && fe.agents[rs.node].local != nil {
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
 	}
