@@ -244,27 +244,51 @@ type rootColl struct {
 	kv     map[string][]byte
 }
 
-type event struct {
-	launch       *launchResult // a start by the front-end's own launcher
-	adopt        *adoptConn    // a successor root: a child of the lost root asks for adoption
-	adoptTimeout bool          // a successor root: time is up for adoptions
-	resume       bool          // a successor root: start the root's children never started
-	replicaDone  string        // a replica agent joined the group (or will not)
-	agent        *agentHandle
-	typ          uint8
-	p            []byte
-	end          bool // the link ended with err
-	err          error
+// An event is what the root's goroutines report to its event loop: one of
+// the ev* types below.
+type event interface{ isRootEvent() }
+
+// evMessage: a message from an agent (on its link, or relayed).
+type evMessage struct {
+	agent *agentHandle
+	typ   uint8
+	p     []byte
 }
+
+// evLinkEnd: the link to one of the root's children ended.
+type evLinkEnd struct {
+	agent *agentHandle
+	err   error
+}
+
+// evLaunched: a start by the root's own launcher (up, or failed).
+type evLaunched struct{ res launchResult }
+
+// evReplicaDone: a replica agent joined the group (or will not).
+type evReplicaDone struct{ name string }
+
+// evAdopt: a successor root: a child of the lost root asks for adoption.
+type evAdopt struct{ ac *adoptConn }
+
+// evAdoptTimeout: a successor root: time is up for adoptions.
+type evAdoptTimeout struct{}
+
+// evResume: a successor root: start the root's children never started.
+type evResume struct{}
+
+func (evMessage) isRootEvent()      {}
+func (evLinkEnd) isRootEvent()      {}
+func (evLaunched) isRootEvent()     {}
+func (evReplicaDone) isRootEvent()  {}
+func (evAdopt) isRootEvent()        {}
+func (evAdoptTimeout) isRootEvent() {}
+func (evResume) isRootEvent()       {}
 
 // groupHold is how long a replicated root's group waits for a short launch
 // to finish before it starts anyway: a launch that takes longer can then
 // survive the front-end's loss (its first election takes a few hundred
 // milliseconds), and a short one does not share the CPU with it.
 const groupHold = 100 * time.Millisecond
-
-// evLinkEnd is the type of the event that reports the end of a link.
-const evLinkEnd = 0
 
 // Run launches the job on this machine and returns once every rank ended
 // and every agent exited. Problems that prevent any rank from starting (an
@@ -560,14 +584,14 @@ func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan
 	fe.goFunc(func() {
 		err := a.link.run(ctx, fe.opts.Heartbeat, linkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
 			select {
-			case events <- event{agent: a, typ: typ, p: p}:
+			case events <- evMessage{agent: a, typ: typ, p: p}:
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		})
 		select {
-		case events <- event{agent: a, end: true, err: err}:
+		case events <- evLinkEnd{agent: a, err: err}:
 		case <-ctx.Done():
 		}
 	})
@@ -981,23 +1005,13 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 }
 
 func (fe *frontend) handle(ev event) {
-	if ev.adopt != nil {
-		fe.adopt(ev.adopt)
-		return
-	}
-	if ev.adoptTimeout {
-		fe.adoptTimedOut()
-		return
-	}
-	if ev.resume {
-		fe.resumeLaunch()
-		return
-	}
-	if ev.replicaDone != "" {
-		fe.replicasDone[ev.replicaDone] = true
-		return
-	}
-	if r := ev.launch; r != nil {
+	switch ev := ev.(type) {
+	case evMessage:
+		fe.message(ev.agent, ev.typ, ev.p)
+	case evLinkEnd:
+		fe.linkEnded(ev.agent, ev.err)
+	case evLaunched:
+		r := ev.res
 		a := fe.agents[r.child.Idx]
 		if r.err != nil {
 			fe.launchFailed(a, r.err.Error())
@@ -1006,36 +1020,44 @@ func (fe *frontend) handle(ev event) {
 		a.link, a.sess = r.link, r.sess
 		fe.startReader(fe.ctx, a, fe.events)
 		fe.agentUp(a, r.up)
-		return
+	case evReplicaDone:
+		fe.replicasDone[ev.name] = true
+	case evAdopt:
+		fe.adopt(ev.ac)
+	case evAdoptTimeout:
+		fe.adoptTimedOut()
+	case evResume:
+		fe.resumeLaunch()
+	default:
+		panic(fmt.Sprintf("launch: root event %T not handled", ev))
 	}
-	a := ev.agent
-	if ev.end {
-		fe.linkEnded(a, ev.err)
-		return
-	}
-	switch ev.typ {
+}
+
+// message handles one message of agent a.
+func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
+	switch typ {
 	case mFrom:
-		src, typ, p, err := unwrap(ev.p, true)
+		src, typ, p, err := unwrap(p, true)
 		if err != nil || src < 0 || src >= len(fe.agents) || fe.topo.Top(src) != a.idx || src == a.idx || typ == mFrom {
 			fe.protocolError(a, fmt.Errorf("relayed message from agent %d: %v", src, err))
 			return
 		}
-		fe.handle(event{agent: fe.agents[src], typ: typ, p: p})
+		fe.message(fe.agents[src], typ, p)
 	case mChildUp:
-		up, err := decodeChildUp(ev.p)
+		up, err := decodeChildUp(p)
 		if err != nil || !slices.Contains(fe.topo.Children(a.idx), up.Idx) {
 			fe.protocolError(a, fmt.Errorf("child up: %v", err))
 			return
 		}
 		fe.agentUp(fe.agents[up.Idx], up)
 	case mChildFailed, mChildGone:
-		cf, err := decodeChildFailed(ev.p)
+		cf, err := decodeChildFailed(p)
 		if err != nil || !slices.Contains(fe.topo.Children(a.idx), cf.Idx) {
 			fe.protocolError(a, fmt.Errorf("child report: %v", err))
 			return
 		}
 		c := fe.agents[cf.Idx]
-		if ev.typ == mChildFailed {
+		if typ == mChildFailed {
 			fe.launchFailed(c, cf.Msg)
 		} else {
 			fe.linkEnded(c, errors.New(cf.Msg))
@@ -1043,7 +1065,7 @@ func (fe *frontend) handle(ev event) {
 	case mBackupUp:
 		fe.backupsUp++
 	case mReplicaUp:
-		ru, err := decodeReplicaUp(ev.p)
+		ru, err := decodeReplicaUp(p)
 		if err != nil || !fe.replicaNodes[a.idx] || ru.Name != a.name {
 			fe.protocolError(a, fmt.Errorf("replica up: %v", err))
 			return
@@ -1055,7 +1077,7 @@ func (fe *frontend) handle(ev event) {
 		}
 		fe.addReplica(ru)
 	case mStarted:
-		st, err := decodeStarted(ev.p)
+		st, err := decodeStarted(p)
 		if err != nil {
 			fe.protocolError(a, err)
 			return
@@ -1087,7 +1109,7 @@ func (fe *frontend) handle(ev event) {
 		fe.showProgress()
 		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
 	case mOutput:
-		seq, r, stream, data, err := decodeOutput(ev.p)
+		seq, r, stream, data, err := decodeOutput(p)
 		if err != nil || r >= len(fe.ranks) {
 			fe.protocolError(a, fmt.Errorf("output message: %v", err))
 			return
@@ -1097,14 +1119,14 @@ func (fe *frontend) handle(ev event) {
 		}
 		fe.out.push(outItem{agent: a, seq: seq, rank: r, stream: stream, data: data})
 	case mOutputResync:
-		first, err := decodeSeq(ev.p)
+		first, err := decodeSeq(p)
 		if err != nil || first == 0 {
 			fe.protocolError(a, fmt.Errorf("output resync: %v", err))
 			return
 		}
 		a.outputResync(first)
 	case mExit:
-		st, err := decodeRankStatus(ev.p)
+		st, err := decodeRankStatus(p)
 		if err != nil {
 			fe.protocolError(a, fmt.Errorf("exit message: %w", err))
 			return
@@ -1117,14 +1139,14 @@ func (fe *frontend) handle(ev event) {
 		}
 		fe.rankEnded(st)
 	case mAbort:
-		ab, err := decodeAbort(ev.p)
+		ab, err := decodeAbort(p)
 		if err != nil || ab.Rank >= len(fe.ranks) {
 			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
 			return
 		}
 		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
 	case mContrib:
-		c, err := decodeContrib(ev.p)
+		c, err := decodeContrib(p)
 		if err != nil {
 			fe.protocolError(a, err)
 			return
@@ -1139,12 +1161,12 @@ func (fe *frontend) handle(ev event) {
 		}
 	case mDone:
 		a.done = true
-		if st, err := decodeNodeStats(ev.p); err == nil && st.PMI.Requests > 0 {
+		if st, err := decodeNodeStats(p); err == nil && st.PMI.Requests > 0 {
 			fe.verbosef("node %s: PMI %d requests (%d puts, %d gets, %d barriers) answered on the node, %d B in / %d B out; %d B sent up in %d barrier(s)",
 				a.name, st.PMI.Requests, st.PMI.Puts, st.PMI.Gets, st.PMI.Barriers, st.PMI.BytesIn, st.PMI.BytesOut, st.PMIUp, st.Barrier)
 		}
 	default:
-		fe.protocolError(a, fmt.Errorf("unknown message type %d", ev.typ))
+		fe.protocolError(a, fmt.Errorf("unknown message type %d", typ))
 	}
 }
 
@@ -1591,7 +1613,7 @@ func (fe *frontend) addReplica(ru replicaUp) {
 	fe.goFunc(func() {
 		defer func() { // joined or not, the end need not wait for it
 			select {
-			case fe.events <- event{replicaDone: ru.Name}:
+			case fe.events <- evReplicaDone{name: ru.Name}:
 			case <-fe.ctx.Done():
 			}
 		}()
@@ -1638,7 +1660,7 @@ func (fe *frontend) goFunc(f func()) {
 func (fe *frontend) launched(ctx context.Context) func(launchResult) {
 	return func(res launchResult) {
 		select {
-		case fe.events <- event{launch: &res}:
+		case fe.events <- evLaunched{res: res}:
 		case <-ctx.Done():
 			if res.sess != nil {
 				_ = res.sess.Close()

@@ -208,7 +208,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 		// A child of the root that does not come back in time is lost.
 		lost := time.AfterFunc(adoptWait+5*time.Second, func() {
 			select {
-			case events <- event{adoptTimeout: true}:
+			case events <- evAdoptTimeout{}:
 			case <-sctx.Done():
 			}
 		})
@@ -218,7 +218,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 		// started by this root.
 		resume := time.AfterFunc(resumeWait, func() {
 			select {
-			case events <- event{resume: true}:
+			case events <- evResume{}:
 			case <-sctx.Done():
 			}
 		})
@@ -388,7 +388,7 @@ func (a *Agent) adoptRequest(conn net.Conn, h hello) {
 		return
 	}
 	select {
-	case s.fe.events <- event{adopt: &adoptConn{conn: conn, hello: h}}:
+	case s.fe.events <- evAdopt{ac: &adoptConn{conn: conn, hello: h}}:
 	case <-s.done:
 		conn.Close()
 	}
