@@ -297,9 +297,7 @@ func (a *Agent) bcastDown(p []byte) {
 		ls = append(ls, l)
 	}
 	t.mu.Unlock()
-	for _, l := range ls {
-		_ = l.send(mBcast, p)
-	}
+	sendEach(ls, mBcast, p)
 }
 
 // stopLaunching ends the starts still in progress; with closing set no

@@ -970,15 +970,14 @@ func (fe *frontend) shutdown() {
 // bcast sends a message to every agent: each direct child forwards it to
 // its subtree.
 func (fe *frontend) bcast(typ uint8, p []byte) {
-	var env []byte
+	var ls []*link
 	for _, a := range fe.agents {
-		if !a.rootChild || a.link == nil || a.closed || a.done {
-			continue
+		if a.rootChild && a.link != nil && !a.closed && !a.done {
+			ls = append(ls, a.link)
 		}
-		if env == nil {
-			env = wrap(-1, typ, p)
-		}
-		_ = a.link.send(mBcast, env)
+	}
+	if len(ls) > 0 {
+		sendEach(ls, mBcast, wrap(-1, typ, p))
 	}
 }
 

@@ -16,6 +16,14 @@ import (
 // large job travels in one frame.
 const linkMaxFrame = 64 << 20
 
+// sendEach writes one frame on each link: a broadcast's hop to the links
+// below (an error shows up in the link's reader).
+func sendEach(ls []*link, typ uint8, p []byte) {
+	for _, l := range ls {
+		_ = l.send(typ, p)
+	}
+}
+
 // linkTimeout is how long a link's peer may stay silent before the link is
 // declared dead: four heartbeat intervals and a second of slack for a
 // loaded machine.
