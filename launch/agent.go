@@ -293,7 +293,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	for i, r := range a.spec.Ranks {
 		info := rankproto.Info{
 			Rank: r, Size: a.spec.Size, LocalRank: i, LocalSize: localSize,
-			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID,
+			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID, Incarnation: 1,
 		}
 		rp, err := startRank(a.spec, info, a)
 		if err != nil {

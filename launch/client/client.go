@@ -8,6 +8,14 @@
 // the same call; all ranks must make their collective calls in the same
 // order. A Client is safe for concurrent use, but calls are serialized: the
 // protocol has one outstanding request per rank.
+//
+// Under ftlaunch's restart protocol (`--restart rank`) a rank is told when
+// a peer is being replaced: Events delivers Suspend (stop talking to peers,
+// reach a safe point, then Ack), Patch (the node table changed: the client
+// already holds the new rows; reconnect to the peers they name) and Resume
+// (go on). A collective in flight when a recovery begins returns
+// ErrRecovering: call it again after Resume. A rank that never reads Events
+// is stopped (SIGSTOP) by its agent instead, and continued afterwards.
 package client
 
 import (
@@ -17,6 +25,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
@@ -29,13 +38,35 @@ var ErrNotFound = errors.New("key not found")
 // ftlaunch (FTLAUNCH_FD is not set).
 var ErrNotLaunched = errors.New("not started by ftlaunch: FTLAUNCH_FD is not set")
 
+// ErrRecovering is returned by a collective that a recovery interrupted:
+// call it again once the Resume event came.
+var ErrRecovering = errors.New("ftlaunch client: a recovery began; call again after Resume")
+
+// Event is a recovery event (see Events).
+type Event = rankproto.Event
+
+// The kinds of recovery events, Event.Type.
+const (
+	Suspend = rankproto.TSuspend
+	Patch   = rankproto.TPatch
+	Resume  = rankproto.TResume
+)
+
 // Client is a rank's connection to its node agent.
 type Client struct {
-	mu    sync.Mutex
-	conn  net.Conn
-	r     *wire.Reader
-	info  rankproto.Info
+	mu     sync.Mutex // one request at a time (held across call)
+	conn   net.Conn
+	info   rankproto.Info
+	events chan Event
+	wanted atomic.Bool // Events was called: the application reads them
+
+	tmu   sync.Mutex // guards table
 	table [][]byte
+
+	wmu     sync.Mutex      // serializes writes (requests and acks)
+	replies chan wire.Frame // replies, from the reader
+	done    chan struct{}   // closed when the reader ended
+	readErr error           // why it ended (read once done is closed)
 }
 
 // Init connects to the agent through FTLAUNCH_FD and learns the rank's
@@ -60,7 +91,11 @@ func Init() (*Client, error) {
 
 // New runs the protocol over an established connection and sends Init.
 func New(conn net.Conn) (*Client, error) {
-	c := &Client{conn: conn, r: wire.NewReader(conn, rankproto.MaxFrame)}
+	c := &Client{
+		conn: conn, events: make(chan Event, 16),
+		replies: make(chan wire.Frame, 1), done: make(chan struct{}),
+	}
+	go c.read(wire.NewReader(conn, rankproto.MaxFrame)) // ends with the connection (Close)
 	f, err := c.call(rankproto.TInit, nil, rankproto.TInitOK)
 	if err != nil {
 		conn.Close()
@@ -85,24 +120,112 @@ func (c *Client) Size() int { return c.info.Size }
 // JobID returns the job's opaque identifier.
 func (c *Client) JobID() string { return c.info.JobID }
 
-// call sends one request and reads its reply, which must have type want.
+// read is the connection's reader: replies go to the call waiting for
+// them, recovery events to Events (a patch is applied to the node table
+// first). It ends when the connection does; Events is closed then.
+func (c *Client) read(r *wire.Reader) {
+	defer close(c.done)
+	defer close(c.events)
+	for {
+		f, err := r.Next()
+		if err != nil {
+			c.readErr = err
+			return
+		}
+		if !rankproto.IsEvent(f.Type) {
+			select {
+			case c.replies <- f:
+			default: // a reply nobody asked for: the agent broke the protocol
+				c.readErr = fmt.Errorf("unexpected frame of type %d", f.Type)
+				c.conn.Close()
+				return
+			}
+			continue
+		}
+		ev, err := rankproto.DecodeEvent(f.Type, f.Payload)
+		if err != nil {
+			c.readErr = err
+			c.conn.Close()
+			return
+		}
+		if ev.Type == Patch {
+			c.applyPatch(ev)
+		}
+		if c.wanted.Load() { // else nobody reads them: the agent stops the rank instead
+			c.events <- ev
+		}
+	}
+}
+
+// applyPatch puts a patch's rows into the node table and acknowledges it:
+// the rank holds the new table before it is resumed.
+func (c *Client) applyPatch(ev Event) {
+	c.tmu.Lock()
+	for _, row := range ev.Rows {
+		if row.Rank >= 0 && row.Rank < len(c.table) {
+			c.table[row.Rank] = row.ITuple
+		}
+	}
+	c.tmu.Unlock()
+	_ = c.write(rankproto.TAck, rankproto.EncodeAck(Patch, ev.Epoch))
+}
+
+func (c *Client) write(typ uint8, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return wire.WriteFrame(c.conn, typ, payload)
+}
+
+// Events delivers recovery events in order: Suspend, Patch, Resume. Read
+// it from a goroutine of the application's; it is closed when the
+// connection to the agent ends. Events are kept only once Events was
+// called; up to 16 wait for the reader, and a reader that falls further
+// behind holds up the client's calls.
+func (c *Client) Events() <-chan Event {
+	c.wanted.Store(true)
+	return c.events
+}
+
+// Ack acknowledges a Suspend event: the rank reached a safe point and
+// talks to no peer until Resume. (Patches are acknowledged by the client
+// itself, once it holds the new table.)
+func (c *Client) Ack(ev Event) error {
+	if ev.Type != Suspend {
+		return nil
+	}
+	if err := c.write(rankproto.TAck, rankproto.EncodeAck(ev.Type, ev.Epoch)); err != nil {
+		return fmt.Errorf("ftlaunch client: ack: %w", err)
+	}
+	return nil
+}
+
+// Incarnation is this rank's incarnation: 1 for the first process of the
+// rank, one more for each time it was started again.
+func (c *Client) Incarnation() uint64 { return c.info.Incarnation }
+
+// call sends one request and waits for its reply, which must have type
+// want.
 func (c *Client) call(typ uint8, payload []byte, want uint8) (wire.Frame, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := wire.WriteFrame(c.conn, typ, payload); err != nil {
+	if err := c.write(typ, payload); err != nil {
 		return wire.Frame{}, fmt.Errorf("ftlaunch client: send: %w", err)
 	}
-	f, err := c.r.Next()
-	if err != nil {
-		return wire.Frame{}, fmt.Errorf("ftlaunch client: receive: %w", err)
+	var f wire.Frame
+	select {
+	case f = <-c.replies:
+	case <-c.done:
+		return wire.Frame{}, fmt.Errorf("ftlaunch client: receive: %w", c.readErr)
 	}
-	if f.Type == rankproto.TError {
+	switch f.Type {
+	case rankproto.TError:
 		return wire.Frame{}, fmt.Errorf("ftlaunch client: agent refused the request: %s", f.Payload)
+	case rankproto.TRecovering:
+		return wire.Frame{}, ErrRecovering
+	case want:
+		return f, nil
 	}
-	if f.Type != want {
-		return wire.Frame{}, fmt.Errorf("ftlaunch client: reply of type %d, want %d", f.Type, want)
-	}
-	return f, nil
+	return wire.Frame{}, fmt.Errorf("ftlaunch client: reply of type %d, want %d", f.Type, want)
 }
 
 func (c *Client) values(typ uint8, v []byte) ([][]byte, error) {
@@ -127,17 +250,21 @@ func (c *Client) Publish(ituple []byte) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
+	c.tmu.Lock()
 	c.table = t
-	c.mu.Unlock()
+	c.tmu.Unlock()
 	return t, nil
 }
 
-// NodeTable returns the node table of the last Publish, or nil before it.
+// NodeTable returns a copy of the node table: as of the last Publish, with
+// the patches received since; nil before Publish.
 func (c *Client) NodeTable() [][]byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.table
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
+	if c.table == nil {
+		return nil
+	}
+	return append([][]byte(nil), c.table...)
 }
 
 // Allgather returns every rank's value, by rank.
@@ -201,17 +328,27 @@ func (c *Client) Ring(v []byte) (left, right []byte, err error) {
 func (c *Client) Abort(code int, msg string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := wire.WriteFrame(c.conn, rankproto.TAbort, rankproto.EncodeAbort(code, msg)); err != nil {
+	if err := c.write(rankproto.TAbort, rankproto.EncodeAbort(code, msg)); err != nil {
 		return fmt.Errorf("ftlaunch client: abort: %w", err)
 	}
 	// The agent never answers; it closes the socket when it terminates
 	// the job, and the process is signalled.
-	for {
-		if _, err := c.r.Next(); err != nil {
-			os.Exit(code & 0xff)
+	go func() { // events are not for an aborting rank
+		for range c.events {
 		}
-	}
+	}()
+	<-c.done
+	os.Exit(code & 0xff)
+	return nil
 }
 
-// Close closes the connection to the agent.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection to the agent and waits for its reader.
+func (c *Client) Close() error {
+	err := c.conn.Close()
+	go func() { // a reader blocked on a full Events ends too
+		for range c.events {
+		}
+	}()
+	<-c.done
+	return err
+}

@@ -93,3 +93,111 @@ func TestInitWithoutLauncher(t *testing.T) {
 		t.Fatal("FTLAUNCH_FD=x accepted")
 	}
 }
+
+// TestRecoveryEvents: the agent interleaves recovery events with replies;
+// the client delivers them in order, applies the patch to its node table
+// and acknowledges it, and an interrupted collective says ErrRecovering.
+func TestRecoveryEvents(t *testing.T) {
+	a, b := net.Pipe()
+	acks := make(chan [2]uint64, 4)
+	go func() {
+		defer b.Close()
+		// The agent reads while it writes (a pipe has no buffer).
+		frames := make(chan wire.Frame, 16)
+		go func() {
+			defer close(frames)
+			r := wire.NewReader(b, rankproto.MaxFrame)
+			for {
+				f, err := r.Next()
+				if err != nil {
+					return
+				}
+				frames <- f
+			}
+		}()
+		send := func(typ uint8, p []byte) { _ = wire.WriteFrame(b, typ, p) }
+		next := func() wire.Frame {
+			for f := range frames {
+				if f.Type == rankproto.TAck {
+					typ, ep, err := rankproto.DecodeAck(f.Payload)
+					if err != nil {
+						t.Errorf("ack: %v", err)
+					}
+					acks <- [2]uint64{uint64(typ), ep}
+					continue
+				}
+				return f
+			}
+			return wire.Frame{}
+		}
+		next() // init
+		send(rankproto.TInitOK, rankproto.Info{Rank: 0, Size: 2, Incarnation: 2}.Encode())
+		next() // publish
+		send(rankproto.TValues, rankproto.EncodeValues([][]byte{[]byte("a0"), []byte("a1")}))
+		next() // barrier, interrupted by a recovery
+		send(rankproto.TSuspend, rankproto.EncodeEvent(rankproto.Event{Epoch: 3}))
+		send(rankproto.TRecovering, nil)
+		send(rankproto.TPatch, rankproto.EncodeEvent(rankproto.Event{Epoch: 3, Version: 2, Rows: []rankproto.Row{{Rank: 1, Incarnation: 2, ITuple: []byte("b1")}}}))
+		send(rankproto.TResume, rankproto.EncodeEvent(rankproto.Event{Epoch: 3, Version: 2}))
+		next() // the barrier again
+		send(rankproto.TOK, nil)
+		next() // until the client closes
+	}()
+	c, err := New(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := c.Events()
+	if c.Incarnation() != 2 {
+		t.Fatalf("incarnation %d", c.Incarnation())
+	}
+	if _, err := c.Publish([]byte("a0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Barrier(); !errors.Is(err, ErrRecovering) {
+		t.Fatalf("barrier during a recovery: %v", err)
+	}
+	ev := <-events
+	if ev.Type != Suspend || ev.Epoch != 3 {
+		t.Fatalf("first event %+v", ev)
+	}
+	if err := c.Ack(ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-acks; got != [2]uint64{uint64(Suspend), 3} {
+		t.Fatalf("ack %v", got)
+	}
+	ev = <-events
+	if ev.Type != Patch || ev.Version != 2 || string(c.NodeTable()[1]) != "b1" || string(c.NodeTable()[0]) != "a0" {
+		t.Fatalf("patch %+v, table %q", ev, c.NodeTable())
+	}
+	if got := <-acks; got != [2]uint64{uint64(Patch), 3} {
+		t.Fatalf("patch ack %v", got)
+	}
+	if ev = <-events; ev.Type != Resume {
+		t.Fatalf("third event %+v", ev)
+	}
+	if err := c.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-events; ok {
+		t.Fatal("events not closed")
+	}
+}
+
+func TestEventCodecs(t *testing.T) {
+	ev := rankproto.Event{Type: rankproto.TPatch, Epoch: 9, Version: 4, Rows: []rankproto.Row{{Rank: 3, Incarnation: 2, ITuple: []byte("x")}}}
+	got, err := rankproto.DecodeEvent(rankproto.TPatch, rankproto.EncodeEvent(ev))
+	if err != nil || got.Epoch != 9 || got.Version != 4 || len(got.Rows) != 1 || string(got.Rows[0].ITuple) != "x" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := rankproto.DecodeEvent(rankproto.TOK, nil); err == nil {
+		t.Fatal("a reply decoded as an event")
+	}
+	if _, _, err := rankproto.DecodeAck(rankproto.EncodeAck(rankproto.TOK, 1)); err == nil {
+		t.Fatal("an ack of a reply")
+	}
+}

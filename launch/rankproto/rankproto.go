@@ -2,12 +2,18 @@
 // and its node agent exchange over the socket the rank inherits as
 // FTLAUNCH_FD. Frames use the overlay/wire codec.
 //
-// The protocol is strict request/response: a rank sends one request and
-// waits for its answer before it sends the next. Put and Get are answered by
-// the agent alone; Barrier, Allgather, Publish, Fence and Ring are
-// collectives answered once every rank of the job has made the same call,
-// in the same order. Abort has no answer: the job is terminated.
-// docs/protocol.md describes each message.
+// Requests are strict request/response: a rank sends one request and waits
+// for its answer before it sends the next. Put and Get are answered by the
+// agent alone; Barrier, Allgather, Publish, Fence and Ring are collectives
+// answered once every rank of the job has made the same call, in the same
+// order. Abort has no answer: the job is terminated.
+//
+// The restart protocol adds frames the agent sends on its own, between
+// replies: recovery events (suspend, patch, resume), each carrying the
+// recovery epoch. A rank acknowledges a suspend (it reached a safe point)
+// and a patch (it holds the new node table) with TAck, which has no reply.
+// A collective in flight when a recovery begins is answered TRecovering; the
+// rank calls it again once resumed. docs/protocol.md describes each message.
 package rankproto
 
 import (
@@ -30,15 +36,88 @@ const (
 	TGet       uint8 = 7 // request: key; reply TGetOK
 	TRing      uint8 = 8 // request: value; reply TRingOK
 	TAbort     uint8 = 9 // request: code, message; no reply
+	TAck       uint8 = 10 // rank → agent: acknowledges a recovery event (EncodeAck); no reply
 
 	TInitOK  uint8 = 65 // rank facts
 	TOK      uint8 = 66 // empty success
 	TValues  uint8 = 67 // one value per rank, by rank
 	TGetOK   uint8 = 68 // found flag, value
 	TRingOK  uint8 = 69 // left and right neighbour's values
-	TError   uint8 = 70 // message: the request failed
-	TMaxType uint8 = TError
+	TError      uint8 = 70 // message: the request failed
+	TRecovering uint8 = 71 // epoch: a recovery began; call again once resumed
+
+	TSuspend uint8 = 80 // agent → rank: a recovery began: reach a safe point and acknowledge (EncodeEvent)
+	TPatch   uint8 = 81 // agent → rank: node-table rows that changed, with the table's version; acknowledge
+	TResume  uint8 = 82 // agent → rank: go on
+
+	TMaxType uint8 = TResume
 )
+
+// IsEvent reports whether an agent's frame is a recovery event rather than
+// a reply.
+func IsEvent(t uint8) bool { return t == TSuspend || t == TPatch || t == TResume }
+
+// Row is one node-table entry a patch replaces.
+type Row struct {
+	Rank        int
+	Incarnation uint64
+	ITuple      []byte
+}
+
+// Event is a recovery event as the agent sends it.
+type Event struct {
+	Type    uint8  // TSuspend, TPatch or TResume
+	Epoch   uint64 // the recovery epoch
+	Version uint64 // the node table's version (patch, resume)
+	Rows    []Row  // patch: the rows that changed
+}
+
+// EncodeEvent encodes a recovery event's payload.
+func EncodeEvent(ev Event) []byte {
+	var e wire.Encoder
+	e.Uint(ev.Epoch).Uint(ev.Version).Uint(uint64(len(ev.Rows)))
+	for _, r := range ev.Rows {
+		e.Uint(uint64(r.Rank)).Uint(r.Incarnation).Bytes(r.ITuple)
+	}
+	return e.Data()
+}
+
+// DecodeEvent decodes the payload of a recovery event of type typ.
+func DecodeEvent(typ uint8, p []byte) (Event, error) {
+	d := wire.NewDecoder(p)
+	ev := Event{Type: typ, Epoch: d.Uint(), Version: d.Uint()}
+	n := d.Count(3)
+	for range n {
+		ev.Rows = append(ev.Rows, Row{Rank: int(d.Uint()), Incarnation: d.Uint(), ITuple: d.Bytes()})
+	}
+	if err := d.Err(); err != nil {
+		return Event{}, fmt.Errorf("recovery event: %w", err)
+	}
+	if !IsEvent(typ) {
+		return Event{}, fmt.Errorf("recovery event: type %d is not one", typ)
+	}
+	return ev, nil
+}
+
+// EncodeAck encodes a TAck: the event type and epoch acknowledged.
+func EncodeAck(typ uint8, epoch uint64) []byte {
+	var e wire.Encoder
+	e.Uint(uint64(typ)).Uint(epoch)
+	return e.Data()
+}
+
+// DecodeAck decodes a TAck.
+func DecodeAck(p []byte) (uint8, uint64, error) {
+	d := wire.NewDecoder(p)
+	t, ep := d.Uint(), d.Uint()
+	if err := d.Err(); err != nil {
+		return 0, 0, fmt.Errorf("ack: %w", err)
+	}
+	if t > 255 || !IsEvent(uint8(t)) {
+		return 0, 0, fmt.Errorf("ack of type %d", t)
+	}
+	return uint8(t), ep, nil
+}
 
 // Op is the kind of a collective request.
 type Op uint8
@@ -84,6 +163,8 @@ type Info struct {
 	Node                 string
 	NodeID               int
 	JobID                string
+	Incarnation          uint64 // 1 for the first; grows with every restart of the rank
+	Restarts             int    // restarts of the job so far (policy job)
 }
 
 // Encode returns the payload of a TInitOK reply.
@@ -91,6 +172,7 @@ func (i Info) Encode() []byte {
 	var e wire.Encoder
 	e.Uint(uint64(i.Rank)).Uint(uint64(i.Size)).Uint(uint64(i.LocalRank)).Uint(uint64(i.LocalSize))
 	e.String(i.Node).Uint(uint64(i.NodeID)).String(i.JobID)
+	e.Uint(i.Incarnation).Uint(uint64(i.Restarts))
 	return e.Data()
 }
 
@@ -100,6 +182,7 @@ func DecodeInfo(p []byte) (Info, error) {
 	i := Info{
 		Rank: int(d.Uint()), Size: int(d.Uint()), LocalRank: int(d.Uint()), LocalSize: int(d.Uint()),
 		Node: d.String(), NodeID: int(d.Uint()), JobID: d.String(),
+		Incarnation: d.Uint(), Restarts: int(d.Uint()),
 	}
 	if err := d.Err(); err != nil {
 		return Info{}, fmt.Errorf("init reply: %w", err)
