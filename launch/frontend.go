@@ -114,9 +114,10 @@ type Result struct {
 // frontend is the root of a local job. All its fields are owned by the
 // goroutine running loop.
 type frontend struct {
-	opts  Options
-	start time.Time
-	jobID string
+	opts     Options
+	start    time.Time // when this root began (its timings count from here)
+	jobStart time.Time // when the job began (a successor's began later)
+	jobID    string
 
 	agents []*agentHandle
 	ranks  []rankState
@@ -987,19 +988,33 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	if a.closed {
 		return
 	}
-	a.closed = true
-	if !a.done {
-		fe.agentLost(a, err)
+	// Every agent lost here and its ranks are counted before the planner
+	// hears of the loss: the ranks of the subtree failed with it, they
+	// are not ended by the termination that follows.
+	type loss struct {
+		a   *agentHandle
+		err error
 	}
-	for _, x := range fe.topo.Subtree(a.idx) {
+	var lost []loss
+	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
 		b := fe.agents[x]
-		if b.closed {
+		if b.closed && b != a {
 			continue
 		}
 		b.closed = true
-		if !b.done {
-			fe.agentLost(b, fmt.Errorf("lost with %s above it in the launch tree", a.name))
+		if b.done {
+			continue
 		}
+		why := err
+		if b != a {
+			why = fmt.Errorf("lost with %s above it in the launch tree", a.name)
+		}
+		fe.abandonRanks(b, "lost with its agent")
+		b.kill()
+		lost = append(lost, loss{b, why})
+	}
+	for _, l := range lost {
+		fe.step(recovery.AgentLost{Node: l.a.name, Err: l.err.Error()})
 	}
 }
 
@@ -1267,7 +1282,11 @@ func (fe *frontend) step(ev recovery.Event) {
 		switch act := act.(type) {
 		case recovery.Record:
 			fe.releaseJournal()
-			fe.journal.Failure(journal.Failure{Rank: raftstore.NoRank, Message: act.Msg})
+			rank := act.Rank
+			if rank == recovery.NoRank {
+				rank = raftstore.NoRank
+			}
+			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: act.Msg})
 		case recovery.Report:
 			fe.showProgress() // clears the launch line
 			fe.warnf("%s", act.Msg)
@@ -1311,14 +1330,6 @@ func (fe *frontend) onSignal(sig os.Signal) {
 	}
 	fe.verbosef("forwarding signal %d (%v) to every rank", int(s), s)
 	fe.bcast(mSignal, encodeInt(int64(s)))
-}
-
-// agentLost handles an agent whose link ended before it said it was done:
-// its ranks are killed (they run on this machine) and the job fails.
-func (fe *frontend) agentLost(a *agentHandle, err error) {
-	fe.abandonRanks(a, "lost with its agent")
-	a.kill()
-	fe.step(recovery.AgentLost{Node: a.name, Err: err.Error()})
 }
 
 func (fe *frontend) protocolError(a *agentHandle, err error) {

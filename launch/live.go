@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,7 +60,7 @@ func ReadLive(jobDir string) (*Live, error) {
 // live is what the root knows now.
 func (fe *frontend) live() Live {
 	l := Live{
-		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: fe.start,
+		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
 		Argv: fe.opts.Argv, Agents: len(fe.agents), AgentsUp: fe.agentsUp, N: fe.opts.N,
 		Ended: fe.ended, Failover: fe.rec.Resumed(),
 	}

@@ -202,36 +202,36 @@ func (p *Planner) Step(ev Event) []Action {
 			code = 1
 		}
 		if ev.Failed {
-			return p.endJob(code, fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Msg))
+			return p.endFor(ev.Node, ev.Rank, code, fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Msg))
 		}
 		msg := ev.Msg
 		if msg != "" {
 			msg = ": " + msg
 		}
-		return p.endJob(code, fmt.Sprintf("rank %d on node %s called Abort(%d)%s", ev.Rank, ev.Node, ev.Code, msg))
+		return p.endFor(ev.Node, ev.Rank, code, fmt.Sprintf("rank %d on node %s called Abort(%d)%s", ev.Rank, ev.Node, ev.Code, msg))
 	case AgentLost:
 		if p.phase == Over {
 			return nil // the job had already ended
 		}
 		// Losing an agent ends the job under every policy until the tree
 		// heals itself (the lost-node issue, #14).
-		return p.endJob(ExitLauncher, fmt.Sprintf("lost the agent of node %s: %s", ev.Node, ev.Err))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("lost the agent of node %s: %s", ev.Node, ev.Err))
 	case LaunchFailed:
 		if p.phase == Ending || p.phase == Over {
 			return nil // the job is ending: agents not started yet are not needed
 		}
-		return p.endJob(ExitLauncher, ev.Msg)
+		return p.endFor(ev.Node, NoRank, ExitLauncher, ev.Msg)
 	case LaunchError:
-		return p.endJob(ExitLauncher, ev.Msg)
+		return p.endFor(ev.Node, NoRank, ExitLauncher, ev.Msg)
 	case ProtocolError:
-		return p.endJob(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: %s", ev.Node, ev.Err))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: %s", ev.Node, ev.Err))
 	case CollectiveMismatch:
-		return p.endJob(ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", ev.Seq, ev.Node, ev.Op, ev.Want))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", ev.Seq, ev.Node, ev.Op, ev.Want))
 	case Stranded:
 		if p.phase != Running {
 			return nil // ending, or ranks are being replaced
 		}
-		return p.endJob(ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", ev.Node, ev.Seq, ev.Op))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", ev.Node, ev.Seq, ev.Op))
 	case TimedOut:
 		return p.endJob(ExitTimeout, fmt.Sprintf("the job exceeded --timeout %v; terminating it", ev.Limit))
 	case Interrupted:
@@ -244,7 +244,7 @@ func (p *Planner) Step(ev Event) []Action {
 		return nil
 	case PMIInit:
 		if p.cfg.Policy == Rank {
-			return p.endJob(ExitUsage, fmt.Sprintf("rank %d on node %s speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job", ev.Rank, ev.Node))
+			return p.endFor(ev.Node, ev.Rank, ExitUsage, fmt.Sprintf("rank %d on node %s speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job", ev.Rank, ev.Node))
 		}
 		return nil
 	case Committed, Suspended, Respawned, Patched, Resumed, Restarted, Expired, LeaderChanged:
@@ -255,7 +255,7 @@ func (p *Planner) Step(ev Event) []Action {
 
 func (p *Planner) rankExited(ev RankExited) []Action {
 	if ev.Rank < 0 || ev.Rank >= len(p.ranks) {
-		return p.endJob(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: no such rank", ev.Node, ev.Rank))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: no such rank", ev.Node, ev.Rank))
 	}
 	rs := &p.ranks[ev.Rank]
 	if ev.Incarnation != 0 && ev.Incarnation < rs.inc {
@@ -265,7 +265,7 @@ func (p *Planner) rankExited(ev RankExited) []Action {
 		if p.cfg.Resumed || rs.st == rFailed {
 			return nil // reported again: after a failover, or by two sources
 		}
-		return p.endJob(ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: it had ended", ev.Node, ev.Rank))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: it had ended", ev.Node, ev.Rank))
 	}
 	if ev.Clean() || p.phase == Ending || p.phase == Over || p.cfg.Policy == None {
 		rs.st = rEnded
@@ -275,7 +275,7 @@ func (p *Planner) rankExited(ev RankExited) []Action {
 			// either.
 			return nil
 		}
-		return p.endJob(ev.ExitCode(), fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe()))
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe()))
 	}
 	return p.rankFailed(ev)
 }
@@ -283,11 +283,17 @@ func (p *Planner) rankExited(ev RankExited) []Action {
 // endJob is the policy None's answer to a failure: the first one is
 // recorded, told and ends the job; later ones change nothing.
 func (p *Planner) endJob(code int, msg string) []Action {
+	return p.endFor("", NoRank, code, msg)
+}
+
+// endFor is endJob for a failure of a node or a rank, which the record
+// names.
+func (p *Planner) endFor(node string, rank, code int, msg string) []Action {
 	if p.failure != nil {
 		return nil
 	}
 	p.failure = &Failure{Code: code, Msg: msg}
-	acts := []Action{Record{Msg: msg}, Report{Msg: msg}}
+	acts := []Action{Record{Msg: msg, Node: node, Rank: rank}, Report{Msg: msg}}
 	if p.phase == Running || p.phase == Recovering {
 		// A recovery in progress is dropped; the agents wake ranks they
 		// stopped (SIGCONT after the SIGTERM) as they terminate them.
@@ -419,8 +425,16 @@ func (Finished) isEvent()           {}
 type Action interface{ isAction() }
 
 // Record appends the failure to the job's state log (through the journal's
-// queue: the job's end does not wait for it to be synced).
-type Record struct{ Msg string }
+// queue: the job's end does not wait for it to be synced), naming the node
+// and the rank it is about (NoRank: none).
+type Record struct {
+	Msg  string
+	Node string
+	Rank int
+}
+
+// NoRank is a Record's Rank when it is about no one rank.
+const NoRank = -1
 
 // Report tells the user.
 type Report struct{ Msg string }

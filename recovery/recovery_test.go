@@ -91,6 +91,11 @@ func TestStep(t *testing.T) {
 				p.Step(ev)
 			}
 			got := p.Step(tc.ev)
+			for i, a := range got { // subjects: TestRecordSubjects
+				if r, ok := a.(Record); ok {
+					got[i] = Record{Msg: r.Msg}
+				}
+			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Step(%#v)\n got %#v\nwant %#v", tc.ev, got, tc.want)
 			}
@@ -170,4 +175,24 @@ func TestUnknownEventPanics(t *testing.T) {
 		}
 	}()
 	New(Config{}).Step(nil)
+}
+
+// TestRecordSubjects: a failure's record names its node and rank.
+func TestRecordSubjects(t *testing.T) {
+	for _, tc := range []struct {
+		ev   Event
+		node string
+		rank int
+	}{
+		{RankExited{Rank: 2, Node: "n1", Code: 1}, "n1", 2},
+		{RankAborted{Rank: 1, Node: "n0", Code: 3}, "n0", 1},
+		{AgentLost{Node: "n3", Err: "EOF"}, "n3", NoRank},
+		{ProtocolError{Node: "n2", Err: "x"}, "n2", NoRank},
+		{TimedOut{Limit: time.Second}, "", NoRank},
+	} {
+		acts := New(Config{Ranks: 4}).Step(tc.ev)
+		if r, ok := acts[0].(Record); !ok || r.Node != tc.node || r.Rank != tc.rank {
+			t.Errorf("%#v: %#v", tc.ev, acts[0])
+		}
+	}
 }

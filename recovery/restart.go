@@ -132,7 +132,7 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 	failed := fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe())
 	limit := func(what string) []Action {
 		rs.st = rEnded
-		return p.endJob(ev.ExitCode(), fmt.Sprintf("%s; %s (--max-restarts %d): %s",
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), fmt.Sprintf("%s; %s (--max-restarts %d): %s",
 			failed, what, p.cfg.MaxRestarts, strings.Join(rs.history, ", ")))
 	}
 	var msg string
@@ -146,7 +146,7 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 			p.ranks[r].st, p.ranks[r].sent, p.ranks[r].addr = rRunning, false, nil
 		}
 		msg = fmt.Sprintf("%s; restarting the job (restart %d of %d)", failed, p.restarts, p.cfg.MaxRestarts)
-		return append([]Action{Record{Msg: msg}, Report{Msg: msg}}, p.begin(StageRestartJob)...)
+		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.begin(StageRestartJob)...)
 	}
 	if rs.restarts >= p.cfg.MaxRestarts {
 		return limit(fmt.Sprintf("it was restarted %d time(s)", rs.restarts))
@@ -154,7 +154,7 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 	rs.restarts++
 	rs.st, rs.sent, rs.addr = rFailed, false, nil
 	msg = fmt.Sprintf("%s; restarting it as incarnation %d (restart %d of %d)", failed, rs.inc+1, rs.restarts, p.cfg.MaxRestarts)
-	return append([]Action{Record{Msg: msg}, Report{Msg: msg}}, p.begin(StageSuspend)...)
+	return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.begin(StageSuspend)...)
 }
 
 // begin starts a stage under a new epoch: its record is committed first.

@@ -397,8 +397,17 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 			relTime(rep, a.Up), relTime(rep, a.RanksUp))
 	}
 	tw.Flush()
-	if len(rep.Plan.Replicas) > 0 {
-		fmt.Fprintf(bw, "  root replicas: %s\n", strings.Join(rep.Plan.Replicas, ", "))
+	// The replicas the group had last (the raft configuration): the plan
+	// names only those that were members when it was written.
+	replicas := rep.Plan.Replicas
+	if len(out.Raft.Members) > 0 {
+		replicas = nil
+		for _, m := range out.Raft.Members {
+			replicas = append(replicas, m.ID)
+		}
+	}
+	if len(replicas) > 0 {
+		fmt.Fprintf(bw, "  root replicas: %s\n", strings.Join(replicas, ", "))
 	}
 
 	fmt.Fprintf(bw, "\nNode table (version %d, epoch %d)\n", rep.Version, rep.Epoch)

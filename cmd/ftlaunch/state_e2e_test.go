@@ -316,9 +316,32 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 			Kind   string `json:"kind"`
 			Detail string `json:"detail"`
 		} `json:"events"`
+		Ranks []struct {
+			Rank int    `json:"rank"`
+			Node string `json:"node"`
+			PID  int    `json:"pid"`
+		} `json:"ranks"`
+		Raft struct {
+			Members []struct {
+				ID string `json:"id"`
+			} `json:"members"`
+		} `json:"raft"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("inspect --json: %v\n%s", err, r.stdout)
+	}
+	// The successor's writes keep what the front-end had written: every
+	// rank's node and pid.
+	for _, rk := range rep.Ranks {
+		if rk.Node == "" || rk.PID <= 0 {
+			t.Errorf("rank %d after the failover: node %q, pid %d", rk.Rank, rk.Node, rk.PID)
+		}
+	}
+	if len(rep.Raft.Members) != 3 {
+		t.Errorf("root replicas after the failover: %+v", rep.Raft.Members)
+	}
+	if st := ftlaunch(t, "", "inspect", jobs[0]).stdout; !strings.Contains(st, "root replicas: ") || strings.Count(strings.SplitN(strings.SplitN(st, "root replicas: ", 2)[1], "\n", 2)[0], ",") != 2 {
+		t.Errorf("inspect names the root replicas:\n%s", st)
 	}
 	var agree []string
 	for _, x := range rep.Replicas {

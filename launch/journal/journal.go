@@ -392,6 +392,10 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 	if r := j.cfg.Replica; r != nil {
 		j.replica = r
 		w := newWriter(j, r)
+		// A root that took over writes rows the lost root wrote before:
+		// it starts from them, so that an exit keeps the rank's node and
+		// pid.
+		w.seed(r.FSM().Copy())
 		close(j.ready)
 		readied = true
 		w.loop(ctx)

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -206,6 +207,7 @@ func Analyze(s *raftstore.State) *Report {
 
 	// Events.
 	byRank := map[int][]ReportEvent{}
+	nodeExit := map[string]ReportEvent{} // a node's first event of ranks that ended together
 	var milestones struct{ up, ranks, table, end time.Time }
 	later := func(t *time.Time, u time.Time) {
 		if u.After(*t) {
@@ -224,6 +226,10 @@ func Analyze(s *raftstore.State) *Report {
 		rep.Events = append(rep.Events, re)
 		if ev.Rank != raftstore.NoRank {
 			byRank[ev.Rank] = append(byRank[ev.Rank], re)
+		} else if ev.Kind == raftstore.EventExit && ev.Node != "" {
+			if _, ok := nodeExit[ev.Node]; !ok {
+				nodeExit[ev.Node] = re // the first: a node's failed ranks end together
+			}
 		}
 		a := agent(ev.Node)
 		switch ev.Kind {
@@ -301,6 +307,16 @@ func Analyze(s *raftstore.State) *Report {
 	for i := range s.Ranks {
 		r := &s.Ranks[i]
 		rr := ReportRank{Rank: r.Rank, Node: r.Node, PID: r.PID, Incarnation: r.Incarnation, State: r.State.String(), ExitCode: r.ExitCode, History: byRank[r.Rank]}
+		if len(rr.History) == 0 && r.State == raftstore.RankFailed {
+			// Its end was recorded with others of its node (one event for
+			// a node's ranks lost together): the event is its history.
+			h := ReportEvent{Kind: raftstore.EventExit.String(), Node: r.Node, Rank: r.Rank, Incarnation: r.Incarnation,
+				Detail: fmt.Sprintf("failed (exit code %d)", r.ExitCode)}
+			if ev, ok := nodeExit[r.Node]; ok {
+				h.Time, h.AtMS, h.Index, h.Detail = ev.Time, ev.AtMS, ev.Index, ev.Detail
+			}
+			rr.History = []ReportEvent{h}
+		}
 		if printable(r.ITuple) {
 			rr.ITuple = string(r.ITuple)
 		} else {

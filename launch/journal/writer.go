@@ -80,6 +80,19 @@ func newWriter(j *Journal, r *raftstore.Replica) *writer {
 	return w
 }
 
+// seed starts the writer from a replicated state: its rows and agents as
+// committed.
+func (w *writer) seed(st *raftstore.State) {
+	for i := range w.rows {
+		if i < len(st.Ranks) {
+			w.rows[i] = st.Ranks[i]
+		}
+	}
+	for name, ag := range st.Agents {
+		w.agents[name] = ag
+	}
+}
+
 // setJob commits the job (with its StepJob event at the job's start).
 func (w *writer) setJob(ctx context.Context) error {
 	job := w.j.cfg.Job
