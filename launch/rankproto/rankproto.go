@@ -27,22 +27,22 @@ const MaxFrame = 4 << 20
 
 // Message types. Requests go from rank to agent, replies from agent to rank.
 const (
-	TInit      uint8 = 1 // request: nothing; reply TInitOK
-	TBarrier   uint8 = 2 // request: nothing; reply TOK
-	TAllgather uint8 = 3 // request: value; reply TValues
-	TPublish   uint8 = 4 // request: I-tuple; reply TValues (the node table)
-	TPut       uint8 = 5 // request: key, value; reply TOK
-	TFence     uint8 = 6 // request: nothing; reply TOK
-	TGet       uint8 = 7 // request: key; reply TGetOK
-	TRing      uint8 = 8 // request: value; reply TRingOK
-	TAbort     uint8 = 9 // request: code, message; no reply
+	TInit      uint8 = 1  // request: nothing; reply TInitOK
+	TBarrier   uint8 = 2  // request: nothing; reply TOK
+	TAllgather uint8 = 3  // request: value; reply TValues
+	TPublish   uint8 = 4  // request: I-tuple; reply TValues (the node table)
+	TPut       uint8 = 5  // request: key, value; reply TOK
+	TFence     uint8 = 6  // request: nothing; reply TOK
+	TGet       uint8 = 7  // request: key; reply TGetOK
+	TRing      uint8 = 8  // request: value; reply TRingOK
+	TAbort     uint8 = 9  // request: code, message; no reply
 	TAck       uint8 = 10 // rank → agent: acknowledges a recovery event (EncodeAck); no reply
 
-	TInitOK  uint8 = 65 // rank facts
-	TOK      uint8 = 66 // empty success
-	TValues  uint8 = 67 // one value per rank, by rank
-	TGetOK   uint8 = 68 // found flag, value
-	TRingOK  uint8 = 69 // left and right neighbour's values
+	TInitOK     uint8 = 65 // rank facts
+	TOK         uint8 = 66 // empty success
+	TValues     uint8 = 67 // one value per rank, by rank
+	TGetOK      uint8 = 68 // found flag, value
+	TRingOK     uint8 = 69 // left and right neighbour's values
 	TError      uint8 = 70 // message: the request failed
 	TRecovering uint8 = 71 // epoch: a recovery began; call again once resumed
 
