@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ftlaunch/ftlaunch/overlay/plan"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 // Root stands for the root of the tree: the parent of its top agents.

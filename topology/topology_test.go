@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ftlaunch/ftlaunch/overlay/plan"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 func names(n int) []string {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
-	"github.com/ftlaunch/ftlaunch/overlay/plan"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 const planUsage = `Usage: ftlaunch plan --nodes N [flags]

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ftlaunch/ftlaunch/overlay/plan"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 // runPlan calls planCommand with buffers.

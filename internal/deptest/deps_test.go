@@ -20,7 +20,7 @@ const module = "github.com/ftlaunch/ftlaunch/"
 var layers = map[string]int{
 	// Leaves: nothing of the project. recovery plans over its own types.
 	"overlay/wire":     0,
-	"overlay/plan":     0,
+	"topology/plan":    0,
 	"overlay/secure":   0,
 	"recovery":         0,
 	"raftstore":        0,

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ftlaunch/ftlaunch/overlay/plan"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 func TestParseKindRoundTrip(t *testing.T) {

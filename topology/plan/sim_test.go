@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ftlaunch/ftlaunch/overlay/plan"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 // TestSimulateEqualsModel: constant REM and one lane reproduce the model

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ftlaunch/ftlaunch/overlay/plan"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 // allKinds returns one kind of every shape plus a few k-ary factors.
