@@ -28,11 +28,11 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
-	"github.com/ftlaunch/ftlaunch/topology/plan"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 // Exit codes of ftlaunch itself (a rank's failure is reported with the
