@@ -158,7 +158,8 @@ func TestPlanHumanOutput(t *testing.T) {
 func TestPlanHelp(t *testing.T) {
 	for _, arg := range []string{"--help", "-h", "-help"} {
 		code, out, errs := runPlan(t, arg)
-		if code != 0 || errs != "" || !strings.Contains(out, "Usage: ftlaunch plan") || !strings.Contains(out, "--rem-samples") {
+		if code != 0 || errs != "" || !strings.Contains(out, "Usage: ftlaunch plan") || !strings.Contains(out, "--rem-samples") ||
+			!strings.Contains(out, "-H host1") || !strings.Contains(out, "--hostfile FILE") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", arg, code, out, errs)
 		}
 	}
