@@ -52,7 +52,7 @@ func hostfile(t *testing.T, c *cluster.Cluster, slots int) string {
 func TestClusterLaunch(t *testing.T) {
 	c := chaostest.Cluster(t, 8, cluster.Config{})
 	hosts := hostfile(t, c, 4)
-	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
+	ssh := []string{"-l", "--hostfile", hosts, "--ssh-config", c.SSHConfig()} // -l: the checks read rank labels
 
 	// Every kind of launch tree: 8 agents over SSH, some started by others.
 	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial", "flat --batch 3"} {
@@ -291,7 +291,7 @@ func TestClusterLarge(t *testing.T) {
 	}
 	c := chaostest.Cluster(t, 16, cluster.Config{})
 	hosts := hostfile(t, c, 4)
-	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
+	ssh := []string{"-l", "--hostfile", hosts, "--ssh-config", c.SSHConfig()} // -l: the checks read rank labels
 	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "kary:4", "2level", "binomial", "auto --batch 4", "flat --batch 4"} {
 		t.Run("tree "+tree, func(t *testing.T) {
 			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "64", ftdemoBin)...)

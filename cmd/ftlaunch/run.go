@@ -22,18 +22,29 @@ import (
 )
 
 const runUsage = `Usage: ftlaunch run [flags] PROGRAM [ARGS...]
+       ftlaunch run [flags] -n N1 PROG1 [ARGS...] : -n N2 PROG2 [ARGS...] : ...
 
 Runs PROGRAM as a parallel job of -n ranks. Flags end at PROGRAM: everything
-after it is the program's own. Flags take one or two dashes.
+after it is the program's own, up to a lone ':' that starts the next block of
+an MPMD job (ranks numbered in order across the blocks, one PMI world;
+MPI_APPNUM is the block's index). Flags take one or two dashes, and their
+value as the next argument or after '='; a flag without a value (--label)
+takes true or false as the next argument too (--label false is --label=false).
+Spellings of mpiexec, mpirun and
+srun are accepted where they mean the same (docs/guide.md has the table).
 
-  -n, -np, --np N          number of ranks (default 1)
-  --label                  prefix output lines with "[rank] " (default true; --label=false: off)
+Per block (before its program):
+  -n, -np, --ntasks N      number of ranks (default 1; with hosts or Slurm: one per slot)
+  --wdir, --chdir, -wd DIR the ranks' working directory (default: the current directory)
+  -x, --export VAR[=VALUE] pass VAR to the ranks (the whole environment is passed anyway)
+  --env VAR=VALUE          set VAR for the ranks (also: --env VAR VALUE)
+For the whole job:
+  -genv VAR VALUE          set VAR for the ranks of every block (also -genv VAR=VALUE)
+  -l, --label, --tag-output  prefix output lines with "[rank] " (default off)
   --output-dir DIR         write each rank's output to DIR/rank.R.out and DIR/rank.R.err
-  --kill-after DURATION    delay between SIGTERM and SIGKILL when terminating ranks (default 5s)
-  --timeout DURATION       end the job after DURATION (default: $MPIEXEC_TIMEOUT seconds, or none)
-  --wdir DIR               the ranks' working directory (default: the current directory)
-  -x VAR[=VALUE]           pass VAR to the ranks (the whole environment is passed by default)
-  --env VAR=VALUE          set VAR for the ranks
+  --kill-after T           delay between SIGTERM and SIGKILL when terminating ranks (default 5s)
+  --timeout T              end the job after T (default: $MPIEXEC_TIMEOUT, or none); T is
+                           seconds (60) or a duration (1m30s), also for --kill-after
   --state-dir DIR          keep the job's state log in DIR/JOBID (default
                            $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;
                            read it with ftlaunch inspect)
@@ -49,12 +60,17 @@ slurm inside a Slurm allocation (SLURM_JOB_NODELIST set), else local):
   --slurm-start step|group step (default): one srun step per agent, so a node's loss ends only
                            its own step; group: one step for all agents (fewer srun calls)
 
-Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks):
-  -H host1,host2:4         the hosts, with optional slot counts
-  --hostfile FILE          one host per line: "host", "host:N" or "host slots=N"; # comments
-  --ppn N                  ranks per host (replaces the slot counts)
-  --map-by slot|node       block placement (default) or round-robin over hosts
-  --oversubscribe          allow more ranks than slots
+Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks; hosts that
+all name this machine - localhost, 127.0.0.1, its host name - run here without SSH):
+  -H, --host, --hosts h1,h2:4  the hosts, with optional slot counts; repeated flags and
+                           hosts add up (-H a,b,a gives a 2 slots)
+  --hostfile, -f, -machinefile FILE  one host per line: "host", "host:N" or "host slots=N
+                           [max_slots=M]"; # comments; a host on several lines adds its slots
+  --ppn, --npernode N      ranks per host (replaces the slot counts; also with --test-nodes)
+  --map-by slot|node|ppr:N:node  block placement (default), round-robin over hosts, or N per host
+  --oversubscribe          allow more ranks than slots (and, with --bind-to core, than cores)
+  --bind-to none|core|socket  bind each rank to a core of its own (round-robin over the
+                           node's cores) or to a socket (default none); --verbose reports it
   --ssh-config FILE        OpenSSH client config (default ~/.ssh/config)
   --ssh-accept-new         trust unknown host keys on first use (recorded in known_hosts)
   --agent-path PATH        ftlaunch on the hosts (default: this executable's path — a shared file system)
@@ -66,15 +82,18 @@ start others, as in ftlaunch plan.
   --batch B                leaf launchers start their children B at a time (default: all at once)
   --prestage               copy the program down the tree to each node's local storage (TMPDIR)
                            before its ranks start, and run it from there
-  --verbose                report launch phases on stderr
+  -v, --verbose            report launch phases on stderr
   --version                print the version
-  --help                   print this help
+  -h, --help               print this help
 
 Each rank gets FTLAUNCH_RANK, FTLAUNCH_SIZE, FTLAUNCH_LOCAL_RANK,
-FTLAUNCH_LOCAL_SIZE, FTLAUNCH_NODE, FTLAUNCH_NODEID, FTLAUNCH_JOBID and
-FTLAUNCH_FD (the rank-protocol socket). Exit status: 0 when every rank exits
-0; else the first failure's code (128+N for signal N); 2 for usage errors,
-124 when --timeout expires, 126/127 for a program that cannot be run.
+FTLAUNCH_LOCAL_SIZE, FTLAUNCH_NODE, FTLAUNCH_NODEID, FTLAUNCH_JOBID,
+FTLAUNCH_APPNUM and FTLAUNCH_FD (the rank-protocol socket); PMI_FD, PMI_RANK,
+PMI_SIZE, PMI_ID, PMI_PORT (MPICH); MPI_LOCALRANKID, MPI_LOCALNRANKS (as
+Hydra) and OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _NODE_RANK
+(as Open MPI). Exit status: 0 when every rank exits 0; else the first
+failure's code (128+N for signal N); 2 for usage errors, 124 when --timeout
+expires, 126/127 for a program that cannot be run.
 `
 
 // rankEnv is the ranks' environment: ours, with -genv, -x, --env and
@@ -192,6 +211,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			if len(placement.Nodes) > 1 {
 				testNodes = len(placement.Nodes)
 			}
+			f.launcher = "local"
 			break
 		}
 		policy := sshspawn.HostKeyFromConfig
