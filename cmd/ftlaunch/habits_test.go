@@ -190,6 +190,7 @@ func TestSpellings(t *testing.T) {
 		{[]string{"--export=ALL,W=z", "sh", "-c", "echo $W"}, "z"},
 		{[]string{"--ntasks", "2", "sh", "-c", "echo $FTLAUNCH_SIZE"}, "2\n2"},
 		{[]string{"-np=2", "sh", "-c", "echo $FTLAUNCH_SIZE"}, "2\n2"},
+		{[]string{"-genvall", "-K", "-bootstrap", "fork", "-prepend-rank", "echo", "x"}, "[0] x"},
 	} {
 		r := ftlaunch(t, "", append([]string{"run"}, tc.args...)...)
 		if r.code != 0 || strings.TrimSpace(r.stdout) != tc.want {
@@ -220,6 +221,9 @@ func TestSpellings(t *testing.T) {
 		{[]string{"--bind-to", "hwthread", "true"}, `--bind-to "hwthread": want none, core or socket`},
 		{[]string{"--export", "NONE", "true"}, "--export NONE: not supported"},
 		{[]string{"-genv", "V"}, "-genv V needs a value"},
+		{[]string{"--time=5", "true"}, "--time is not supported: srun's time limit is in minutes"},
+		{[]string{"--mca", "btl", "self", "true"}, "--mca is not supported"},
+		{[]string{"--multi-prog", "f"}, "--multi-prog is not supported: write the blocks on the command line"},
 	} {
 		r := ftlaunch(t, "", append([]string{"run"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.msg) || strings.Count(r.stderr, "\n") != 1 {

@@ -129,7 +129,7 @@ var runOptions = []runOption{
 	{names: []string{"genv"}, kind: optPair, set: func(f *runFlags, a *appFlags, typed, v string) error {
 		return addEnv(&f.genv, typed, v)
 	}},
-	{names: []string{"label", "l", "tag-output"}, kind: optBool, set: boolSetter(func(f *runFlags) *bool { return &f.label })},
+	{names: []string{"label", "l", "tag-output", "prepend-rank"}, kind: optBool, set: boolSetter(func(f *runFlags) *bool { return &f.label })},
 	{names: []string{"output-dir"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
 		f.outputDir = v
 		return nil
@@ -206,8 +206,15 @@ var runOptions = []runOption{
 		f.stateDir = abs
 		return nil
 	}},
-	{names: []string{"launcher"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
+	{names: []string{"genvall", "K", "kill-on-bad-exit"}, kind: optBool, set: func(f *runFlags, a *appFlags, typed, v string) error {
+		// Hydra's -genvall: the whole environment is passed anyway; srun's
+		// -K: the first failure ends the job anyway.
+		return nil
+	}},
+	{names: []string{"launcher", "bootstrap"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
 		switch v {
+		case "fork":
+			v = "local" // Hydra's name for this machine
 		case "local", "ssh", "slurm":
 		default:
 			return fmt.Errorf("%s %q: want local, ssh or slurm", typed, v)
@@ -240,9 +247,33 @@ var runOptions = []runOption{
 // unsupported are flags of the other launchers that ftlaunch refuses with
 // a reason rather than "unknown flag".
 var unsupported = map[string]string{
-	"N":     "srun reads it as a node count, which ftlaunch takes from the hosts (-H, --hostfile) or the Slurm allocation; --ppn sets ranks per node",
-	"nodes": "give the hosts (-H, --hostfile) and --ppn; inside a Slurm allocation ftlaunch uses its nodes",
-	"c":     "ranks are not given CPU counts; use --bind-to core or socket",
+	"N":               "srun reads it as a node count, which ftlaunch takes from the hosts (-H, --hostfile) or the Slurm allocation; --ppn sets ranks per node",
+	"nodes":           "ftlaunch takes the nodes from the hosts (-H, --hostfile) or the Slurm allocation; --ppn sets ranks per node",
+	"w":               "give the hosts with -H",
+	"nodelist":        "give the hosts with -H",
+	"genvnone":        "the ranks always get this environment; add to it with -x or -genv",
+	"genvlist":        "the ranks always get this environment; add to it with -x or -genv",
+	"multi-prog":      "write the blocks on the command line: -n 1 ./a : -n 3 ./b",
+	"output-filename": "use --output-dir DIR (DIR/rank.R.out and .err)",
+	"outfile-pattern": "use --output-dir DIR (DIR/rank.R.out and .err)",
+	"errfile-pattern": "use --output-dir DIR (DIR/rank.R.out and .err)",
+	"o":               "use --output-dir DIR (DIR/rank.R.out and .err)",
+	"output":          "use --output-dir DIR (DIR/rank.R.out and .err)",
+	"e":               "use --output-dir DIR (DIR/rank.R.out and .err)",
+	"error":           "use --output-dir DIR (DIR/rank.R.out and .err)",
+	"t":               "srun's time limit is in minutes; use --timeout SECONDS",
+	"time":            "srun's time limit is in minutes; use --timeout SECONDS",
+	"cpu-bind":        "use --bind-to none|core|socket",
+	"report-bindings": "--verbose reports bindings",
+	"m":               "use --map-by slot (block) or --map-by node (cyclic)",
+	"distribution":    "use --map-by slot (block) or --map-by node (cyclic)",
+	"c":               "ranks are not given CPU counts; use --bind-to core or socket",
+	"cpus-per-task":   "ranks are not given CPU counts; use --bind-to core or socket",
+	"mpi":             "ftlaunch serves PMI-1 (MPICH's) to every rank",
+	"mca":             "Open MPI's parameters: set OMPI_MCA_name with -x",
+	"prefix":          "--agent-path PATH says where ftlaunch is on the hosts",
+	"s":               "standard input always goes to rank 0",
+	"stdin":           "standard input always goes to rank 0",
 }
 
 func boolSetter(field func(*runFlags) *bool) func(*runFlags, *appFlags, string, string) error {
