@@ -409,4 +409,20 @@ func TestClusterHostfileRepeats(t *testing.T) {
 	if got := sortedLines(r.stdout); r.code != 0 || !slices.Equal(got, want) {
 		t.Fatalf("-H: exit %d\ngot  %q\nwant %q\nstderr:\n%s", r.code, got, want, r.stderr)
 	}
+
+	// This machine among the hosts: its agent starts here (no sshd runs on
+	// it for the cluster's configuration), the others over SSH; its node
+	// takes the machine's host name.
+	self, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ tree, hosts string }{{"flat", "localhost:2," + a + ":1," + b + ":1"}, {"kary:1", "127.0.0.1:2," + a + ":1," + b + ":1"}} {
+		r = ftlaunch(t, "", "run", "--ssh-config", c.SSHConfig(), "--tree", tc.tree, "-H", tc.hosts, "sh", "-c",
+			`echo "$FTLAUNCH_RANK $(hostname) $FTLAUNCH_NODE $FTLAUNCH_LOCAL_RANK/$FTLAUNCH_LOCAL_SIZE"`)
+		want = []string{"0 " + self + " " + self + " 0/2", "1 " + self + " " + self + " 1/2", "2 " + a + " " + a + " 0/1", "3 " + b + " " + b + " 0/1"}
+		if got := sortedLines(r.stdout); r.code != 0 || !slices.Equal(got, want) {
+			t.Fatalf("mixed, --tree %s: exit %d\ngot  %q\nwant %q\nstderr:\n%s", tc.tree, r.code, got, want, r.stderr)
+		}
+	}
 }

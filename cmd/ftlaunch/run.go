@@ -204,7 +204,14 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 			return launch.ExitUsage
 		}
-		if !f.launcherSet && allLocal(placement, os.Hostname) {
+		local := localNames(os.Hostname)
+		nLocal := 0
+		for _, n := range placement.Nodes {
+			if local(n.Name) {
+				nLocal++
+			}
+		}
+		if !f.launcherSet && nLocal == len(placement.Nodes) {
 			// Hosts that all name this machine run here, without SSH,
 			// as Hydra does: one agent, or (several names) local agents
 			// posing as nodes.
@@ -227,6 +234,15 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		}
 		defer spawner.Close()
 		sp = launch.SSHSpawner(spawner)
+		if !f.launcherSet && nLocal > 0 {
+			// This machine among others: its agent starts here, the
+			// others' over SSH.
+			if err := nameThisMachine(placement, local, os.Hostname); err != nil {
+				fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+				return launch.ExitUsage
+			}
+			sp = launch.HostSpawner(sp, local)
+		}
 		// Interior agents read the same configuration: give them its
 		// absolute path (the file system is shared).
 		if sshConfig != "" && sshConfig != "none" {
@@ -328,22 +344,50 @@ func placeLocal(f *runFlags, hostname func() (string, error)) (*alloc.Placement,
 	return placeOn(f, alloc.Allocation{Source: alloc.SourceNone, Hosts: hosts})
 }
 
-// allLocal reports whether every node of p names this machine: localhost,
-// a loopback address, or its host name (with or without its domain).
-// Names are compared, never resolved.
-func allLocal(p *alloc.Placement, hostname func() (string, error)) bool {
+// localNames returns a test for host names that name this machine:
+// localhost, a loopback address, or its host name (with or without its
+// domain). Names are compared, never resolved.
+func localNames(hostname func() (string, error)) func(string) bool {
 	self, _ := hostname()
 	short, _, _ := strings.Cut(self, ".")
-	for _, n := range p.Nodes {
-		name := strings.ToLower(n.Name)
+	return func(name string) bool {
+		name = strings.ToLower(name)
 		switch {
 		case name == "localhost", name == "localhost.localdomain", name == "::1", strings.HasPrefix(name, "127."):
+			return true
 		case self != "" && (strings.EqualFold(name, self) || strings.EqualFold(name, short)):
-		default:
-			return false
+			return true
+		}
+		return false
+	}
+}
+
+// nameThisMachine gives this machine's node, in a placement that also has
+// other hosts, the machine's host name when the list called it localhost or
+// 127.x: an agent deeper in the launch tree may be the one that starts it,
+// over SSH, and there "localhost" would be its own machine. A list that
+// names this machine twice (localhost and its host name) is refused: with
+// other hosts, its nodes would not be told apart.
+func nameThisMachine(p *alloc.Placement, local func(string) bool, hostname func() (string, error)) error {
+	self, err := hostname()
+	if err != nil || self == "" {
+		return fmt.Errorf("host list with this machine: its host name: %v", err)
+	}
+	var names []string
+	idx := -1
+	for i, n := range p.Nodes {
+		if local(n.Name) {
+			names = append(names, n.Name)
+			idx = i
 		}
 	}
-	return true
+	if len(names) > 1 {
+		return fmt.Errorf("hosts %s all name this machine; with other hosts, name it once", strings.Join(names, ", "))
+	}
+	if idx >= 0 {
+		p.Nodes[idx].Name = self
+	}
+	return nil
 }
 
 // forwardableStdin returns stdin if it should be forwarded to rank 0: not
