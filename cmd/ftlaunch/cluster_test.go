@@ -101,7 +101,7 @@ func TestClusterLaunch(t *testing.T) {
 		}
 		t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
 		waitFor(t, "the agent's socket", 5*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
-		args := append([]string{"run", "--hostfile", hosts, "--ssh-config", noKey, "--tree", "kary:2", "-n", "32"}, ftdemoBin)
+		args := append([]string{"run", "-l", "--hostfile", hosts, "--ssh-config", noKey, "--tree", "kary:2", "-n", "32"}, ftdemoBin)
 		// Without the agent the launch fails: the configuration has no key.
 		t.Setenv("SSH_AUTH_SOCK", "")
 		if r := ftlaunch(t, "", args...); r.code == 0 {
