@@ -23,7 +23,7 @@ deps: ## install the Debian packages the tests need (as root; no-op when present
 	@sh chaos/install-deps.sh
 
 demo: build ## run the demo: N ranks (default 8) pass a token around a ring of direct TCP connections
-	$(BIN)/ftlaunch run -n $(N) $(BIN)/ftdemo
+	$(BIN)/ftlaunch run -l -n $(N) $(BIN)/ftdemo
 
 test: deps ## vet, then run every package's tests with the race detector
 	$(GO) vet ./...

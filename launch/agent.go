@@ -290,12 +290,18 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	var st started
 	localSize := len(a.spec.Ranks)
+	binds, bindErr := rankBindings(a.spec.Bind, localSize, a.spec.BindShare)
 	for i, r := range a.spec.Ranks {
 		info := rankproto.Info{
 			Rank: r, Size: a.spec.Size, LocalRank: i, LocalSize: localSize,
 			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID, Incarnation: 1,
 		}
-		rp, err := startRank(a.spec, info, a)
+		if bindErr != nil {
+			a.reportExit(rankStatus{Rank: r, Code: ExitLauncher, Reason: bindErr.Error()})
+			continue
+		}
+		cpus := bindingOf(binds, i)
+		rp, err := startRank(a.spec, info, a, cpus)
 		if err != nil {
 			a.reportExit(rankStatus{Rank: r, Code: 127, Reason: err.Error()})
 			continue
@@ -304,6 +310,9 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 		a.order = append(a.order, r)
 		st.Ranks = append(st.Ranks, r)
 		st.Pids = append(st.Pids, rp.cmd.Process.Pid)
+		if cpus != nil {
+			st.CPUs = append(st.CPUs, cpuList(cpus))
+		}
 	}
 	if len(st.Ranks) > 0 {
 		a.send(mStarted, st.encode())

@@ -56,6 +56,14 @@ type Options struct {
 	Verbose   bool
 	TestNodes int    // local agents posing as nodes; 0 or 1: one agent for this machine
 	AgentPath string // the ftlaunch executable agents run from (on every node)
+	// Apps lists the programs of an MPMD job in rank order, their N adding
+	// up to N (nil: Argv, Env and Wdir for every rank, which are otherwise
+	// the first app's).
+	Apps []App
+	// Bind binds each node's ranks to CPUs: "none" (or ""), "core" or
+	// "socket"; BindShare lets ranks share a core (--oversubscribe).
+	Bind      string
+	BindShare bool
 
 	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
 	// machine). SSH is required with a placement.
@@ -300,6 +308,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	if len(opts.Argv) == 0 {
 		return Result{ExitCode: ExitUsage}, errors.New("no program given")
+	}
+	if err := checkApps(opts.Apps, opts.N); err != nil {
+		return Result{ExitCode: ExitUsage}, err
 	}
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = time.Second
@@ -618,6 +629,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
 		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
 		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
+		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
 	}
 	if fe.stage != nil {
 		spec.Prestage = true
@@ -1114,6 +1126,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 		if len(fresh.Ranks) == 0 {
 			return
+		}
+		for i, cpus := range st.CPUs {
+			fe.verbosef("rank %d on %s bound to CPUs %s (--bind-to %s)", st.Ranks[i], a.name, cpus, fe.opts.Bind)
 		}
 		a.ranksAt = time.Since(fe.start)
 		if fe.ranksUp >= fe.opts.N && fe.releaseTimer == nil {

@@ -80,6 +80,13 @@ type nodeSpec struct {
 	// Survive: the job has a replicated root; the agent outlives its
 	// session, and (RootChild) a child of the root outlives the root.
 	Survive, RootChild bool
+
+	// Apps lists the programs of an MPMD job in rank order (empty: Argv,
+	// Env and Wdir for every rank). Bind is --bind-to (none, core or
+	// socket; "" is none); BindShare lets ranks share cores (--oversubscribe).
+	Apps      []App
+	Bind      string
+	BindShare bool
 }
 
 func (s *nodeSpec) encode() []byte {
@@ -96,6 +103,8 @@ func (s *nodeSpec) encode() []byte {
 	e.Bool(s.Prestage)
 	encodeReplica(&e, s.Replica)
 	e.String(s.Addr).Bool(s.Survive).Bool(s.RootChild)
+	encodeApps(&e, s.Apps)
+	e.String(s.Bind).Bool(s.BindShare)
 	return e.Data()
 }
 
@@ -115,7 +124,12 @@ func decodeNodeSpec(p []byte) (*nodeSpec, error) {
 	s.Replica = decodeReplica(d)
 	s.Addr = d.String()
 	s.Survive, s.RootChild = d.Bool(), d.Bool()
+	s.Apps = decodeApps(d)
+	s.Bind, s.BindShare = d.String(), d.Bool()
 	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("job spec: %w", err)
+	}
+	if err := checkApps(s.Apps, s.Size); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
 	}
 	if len(s.Argv) == 0 || s.Size < 1 {
@@ -149,9 +163,11 @@ func decodeRankStatus(p []byte) (rankStatus, error) {
 	return s, d.Err()
 }
 
-// started lists ranks that are running, with their pids.
+// started lists ranks that are running, with their pids and, when bound
+// (--bind-to), the CPUs each is bound to ("0-1,4"; empty when unbound).
 type started struct {
 	Ranks, Pids []int
+	CPUs        []string
 }
 
 func (s started) encode() []byte {
@@ -160,6 +176,7 @@ func (s started) encode() []byte {
 	for i := range s.Ranks {
 		e.Uint(uint64(s.Ranks[i])).Uint(uint64(s.Pids[i]))
 	}
+	e.Strings(s.CPUs)
 	return e.Data()
 }
 
@@ -170,6 +187,10 @@ func decodeStarted(p []byte) (started, error) {
 	for range n {
 		s.Ranks = append(s.Ranks, int(d.Uint()))
 		s.Pids = append(s.Pids, int(d.Uint()))
+	}
+	s.CPUs = d.Strings()
+	if d.Err() == nil && len(s.CPUs) != 0 && len(s.CPUs) != len(s.Ranks) {
+		return s, fmt.Errorf("started: %d CPU lists for %d ranks", len(s.CPUs), len(s.Ranks))
 	}
 	return s, d.Err()
 }

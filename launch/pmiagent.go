@@ -27,7 +27,7 @@ const pmiLostGrace = time.Second
 
 // pmiJob returns the job facts PMI clients ask for.
 func (a *Agent) pmiJob() pmi.Job {
-	return pmi.Job{Size: a.spec.Size, KVSName: "kvs_" + a.spec.JobID, ProcessMapping: a.spec.ProcessMapping}
+	return pmi.Job{Size: a.spec.Size, KVSName: "kvs_" + a.spec.JobID, ProcessMapping: a.spec.ProcessMapping, AppOf: a.spec.appNum}
 }
 
 // Put buffers a PMI put on this node until the next barrier.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
 // ProgramError says why the program to launch cannot be run. Code is the
@@ -86,4 +88,68 @@ func codeFor(err error) int {
 		return 127
 	}
 	return 126
+}
+
+// App is one program of an MPMD job (ftlaunch run -n 2 ./a : -n 4 ./b):
+// N consecutive ranks, after those of the apps before it, run Argv in Wdir
+// with Env. Its index is the ranks' appnum (MPICH's MPI_APPNUM).
+type App struct {
+	N    int
+	Argv []string
+	Env  []string
+	Wdir string
+}
+
+func encodeApps(e *wire.Encoder, apps []App) {
+	e.Uint(uint64(len(apps)))
+	for _, a := range apps {
+		e.Uint(uint64(a.N)).Strings(a.Argv).Strings(a.Env).String(a.Wdir)
+	}
+}
+
+func decodeApps(d *wire.Decoder) []App {
+	n := d.Count(4)
+	var apps []App
+	for range n {
+		apps = append(apps, App{N: int(d.Uint()), Argv: d.Strings(), Env: d.Strings(), Wdir: d.String()})
+	}
+	return apps
+}
+
+// checkApps verifies that apps, if any, cover a job of size ranks, each
+// with a program.
+func checkApps(apps []App, size int) error {
+	if len(apps) == 0 {
+		return nil
+	}
+	total := 0
+	for i, a := range apps {
+		if a.N < 1 || len(a.Argv) == 0 {
+			return fmt.Errorf("app %d: no ranks or no program", i)
+		}
+		total += a.N
+	}
+	if total != size {
+		return fmt.Errorf("apps of %d ranks in a job of %d", total, size)
+	}
+	return nil
+}
+
+// app returns the program rank runs and its appnum: the spec's own for a
+// job of one program.
+func (s *nodeSpec) app(rank int) (App, int) {
+	first := 0
+	for i, a := range s.Apps {
+		if rank < first+a.N {
+			return a, i
+		}
+		first += a.N
+	}
+	return App{N: s.Size, Argv: s.Argv, Env: s.Env, Wdir: s.Wdir}, 0
+}
+
+// appNum returns rank's appnum (PMI's get_appnum).
+func (s *nodeSpec) appNum(rank int) int {
+	_, n := s.app(rank)
+	return n
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
@@ -59,8 +61,9 @@ func LookupEnv(env []string, key string) string {
 }
 
 // startRank spawns one rank in its own session (and so its own process
-// group) with its environment, output pipes and rank-protocol socket.
-func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error) {
+// group) with its environment, output pipes and rank-protocol socket, bound
+// to cpus unless nil.
+func startRank(spec *nodeSpec, info rankproto.Info, a *Agent, cpus *unix.CPUSet) (*rankProc, error) {
 	conn, theirs, err := socketPair()
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: rank socket: %w", info.Rank, err)
@@ -73,7 +76,8 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 	}
 	defer pmiTheirs.Close()
 
-	path, err := ResolveProgram(spec.Argv[0], spec.Wdir, LookupEnv(spec.Env, "PATH"))
+	app, appNum := spec.app(info.Rank)
+	path, err := ResolveProgram(app.Argv[0], app.Wdir, LookupEnv(app.Env, "PATH"))
 	if a.stage.done {
 		path, err = a.stage.path, nil
 	}
@@ -82,21 +86,8 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 		pmiConn.Close()
 		return nil, err
 	}
-	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Dir: spec.Wdir}
-	cmd.Env = append(append([]string(nil), spec.Env...),
-		"FTLAUNCH_RANK="+strconv.Itoa(info.Rank),
-		"FTLAUNCH_SIZE="+strconv.Itoa(info.Size),
-		"FTLAUNCH_LOCAL_RANK="+strconv.Itoa(info.LocalRank),
-		"FTLAUNCH_LOCAL_SIZE="+strconv.Itoa(info.LocalSize),
-		"FTLAUNCH_NODE="+info.Node,
-		"FTLAUNCH_NODEID="+strconv.Itoa(info.NodeID),
-		"FTLAUNCH_JOBID="+info.JobID,
-		"FTLAUNCH_FD=3",
-		"PMI_FD=4",
-		"PMI_RANK="+strconv.Itoa(info.Rank),
-		"PMI_SIZE="+strconv.Itoa(info.Size),
-		"PMI_ID="+strconv.Itoa(info.Rank),
-	)
+	cmd := &exec.Cmd{Path: path, Args: app.Argv, Dir: app.Wdir}
+	cmd.Env = append(append([]string(nil), app.Env...), rankEnv(info, appNum)...)
 	if a.pmiTCP != nil {
 		cmd.Env = append(cmd.Env, "PMI_PORT="+a.pmiTCP.port())
 	}
@@ -149,7 +140,7 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 		cmd.Stdin = inR
 		rp.stdin = inW
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startBound(cpus, cmd.Start); err != nil {
 		fail()
 		outR.Close()
 		errR.Close()
@@ -165,6 +156,39 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent) (*rankProc, error)
 	go func() { pumps.Wait(); close(rp.outDone) }()
 	rp.info = info
 	return rp, nil
+}
+
+// rankEnv is what a rank finds in its environment besides the job's:
+// ftlaunch's own variables, PMI-1's, and those that wrapper scripts written
+// for Hydra (MPI_LOCALRANKID, MPI_LOCALNRANKS) and Open MPI
+// (OMPI_COMM_WORLD_*) read, e.g. to pick a GPU by local rank. Nothing
+// pretends to be Slurm (SLURM_PROCID, SLURM_LOCALID): srun's variables are
+// left to srun.
+func rankEnv(info rankproto.Info, appNum int) []string {
+	rank, size := strconv.Itoa(info.Rank), strconv.Itoa(info.Size)
+	local, localSize := strconv.Itoa(info.LocalRank), strconv.Itoa(info.LocalSize)
+	return []string{
+		"FTLAUNCH_RANK=" + rank,
+		"FTLAUNCH_SIZE=" + size,
+		"FTLAUNCH_LOCAL_RANK=" + local,
+		"FTLAUNCH_LOCAL_SIZE=" + localSize,
+		"FTLAUNCH_NODE=" + info.Node,
+		"FTLAUNCH_NODEID=" + strconv.Itoa(info.NodeID),
+		"FTLAUNCH_JOBID=" + info.JobID,
+		"FTLAUNCH_APPNUM=" + strconv.Itoa(appNum),
+		"FTLAUNCH_FD=3",
+		"PMI_FD=4",
+		"PMI_RANK=" + rank,
+		"PMI_SIZE=" + size,
+		"PMI_ID=" + rank,
+		"MPI_LOCALRANKID=" + local,
+		"MPI_LOCALNRANKS=" + localSize,
+		"OMPI_COMM_WORLD_RANK=" + rank,
+		"OMPI_COMM_WORLD_SIZE=" + size,
+		"OMPI_COMM_WORLD_LOCAL_RANK=" + local,
+		"OMPI_COMM_WORLD_LOCAL_SIZE=" + localSize,
+		"OMPI_COMM_WORLD_NODE_RANK=" + local,
+	}
 }
 
 // pump forwards complete lines from one of the rank's output pipes. A

@@ -52,7 +52,7 @@ func hostfile(t *testing.T, c *cluster.Cluster, slots int) string {
 func TestClusterLaunch(t *testing.T) {
 	c := chaostest.Cluster(t, 8, cluster.Config{})
 	hosts := hostfile(t, c, 4)
-	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
+	ssh := []string{"-l", "--hostfile", hosts, "--ssh-config", c.SSHConfig()} // -l: the checks read rank labels
 
 	// Every kind of launch tree: 8 agents over SSH, some started by others.
 	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial", "flat --batch 3"} {
@@ -101,7 +101,7 @@ func TestClusterLaunch(t *testing.T) {
 		}
 		t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
 		waitFor(t, "the agent's socket", 5*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
-		args := append([]string{"run", "--hostfile", hosts, "--ssh-config", noKey, "--tree", "kary:2", "-n", "32"}, ftdemoBin)
+		args := append([]string{"run", "-l", "--hostfile", hosts, "--ssh-config", noKey, "--tree", "kary:2", "-n", "32"}, ftdemoBin)
 		// Without the agent the launch fails: the configuration has no key.
 		t.Setenv("SSH_AUTH_SOCK", "")
 		if r := ftlaunch(t, "", args...); r.code == 0 {
@@ -291,7 +291,7 @@ func TestClusterLarge(t *testing.T) {
 	}
 	c := chaostest.Cluster(t, 16, cluster.Config{})
 	hosts := hostfile(t, c, 4)
-	ssh := []string{"--hostfile", hosts, "--ssh-config", c.SSHConfig()}
+	ssh := []string{"-l", "--hostfile", hosts, "--ssh-config", c.SSHConfig()} // -l: the checks read rank labels
 	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "kary:4", "2level", "binomial", "auto --batch 4", "flat --batch 4"} {
 		t.Run("tree "+tree, func(t *testing.T) {
 			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "64", ftdemoBin)...)

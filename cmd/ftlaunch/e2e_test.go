@@ -234,7 +234,7 @@ func marker(t *testing.T) string {
 }
 
 func TestEchoLabeled(t *testing.T) {
-	r := ftlaunch(t, "", "run", "-n", "8", "sh", "-c", "echo hi $FTLAUNCH_RANK")
+	r := ftlaunch(t, "", "run", "-l", "-n", "8", "sh", "-c", "echo hi $FTLAUNCH_RANK")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
@@ -288,7 +288,7 @@ func TestRankOwnSession(t *testing.T) {
 func TestCollectivesThroughClientLibrary(t *testing.T) {
 	for _, tc := range []struct{ n, nodes int }{{1, 0}, {5, 0}, {16, 4}, {7, 3}} {
 		t.Run(fmt.Sprintf("n%d_nodes%d", tc.n, tc.nodes), func(t *testing.T) {
-			args := []string{"run", "-n", strconv.Itoa(tc.n), "--env", "FTLAUNCH_E2E_RANK=collectives"}
+			args := []string{"run", "-l", "-n", strconv.Itoa(tc.n), "--env", "FTLAUNCH_E2E_RANK=collectives"}
 			if tc.nodes > 0 {
 				args = append(args, "--test-nodes", strconv.Itoa(tc.nodes))
 			}
@@ -307,7 +307,7 @@ func TestCollectivesThroughClientLibrary(t *testing.T) {
 }
 
 func TestDemoRing(t *testing.T) {
-	r := ftlaunch(t, "", "run", "-n", "8", ftdemoBin)
+	r := ftlaunch(t, "", "run", "-l", "-n", "8", ftdemoBin)
 	if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -315,7 +315,7 @@ func TestDemoRing(t *testing.T) {
 
 func TestOutputIntact(t *testing.T) {
 	const perRank = 100000
-	r := ftlaunch(t, "", "run", "-n", "4", "sh", "-c", "seq 1 "+strconv.Itoa(perRank)+"; printf 'last line without newline'")
+	r := ftlaunch(t, "", "run", "-l", "-n", "4", "sh", "-c", "seq 1 "+strconv.Itoa(perRank)+"; printf 'last line without newline'")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -348,7 +348,7 @@ func TestOutputIntact(t *testing.T) {
 }
 
 func TestStdinGoesToRankZero(t *testing.T) {
-	r := ftlaunch(t, "line one\nline two\n", "run", "-n", "3", "sh", "-c", `read a; read b; echo "got:$a:$b"`)
+	r := ftlaunch(t, "line one\nline two\n", "run", "-l", "-n", "3", "sh", "-c", `read a; read b; echo "got:$a:$b"`)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -475,15 +475,16 @@ func TestBadInput(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"run", "-n", "0", "true"}, 2, "-n must be at least 1"},
-		{[]string{"run", "-n", "abc", "true"}, 2, `invalid value "abc"`},
+		{[]string{"run", "-n", "abc", "true"}, 2, `-n "abc": want a whole number`},
 		{[]string{"run"}, 2, "no program given"},
 		{[]string{"run", "-n", "2"}, 2, "no program given"},
-		{[]string{"run", "--bogus", "true"}, 2, "-bogus"},
+		{[]string{"run", "--bogus", "true"}, 2, "unknown flag --bogus"},
+		{[]string{"run", "-bogus", "true"}, 2, "unknown flag -bogus"},
 		{[]string{"run", "-n", "2", "./does-not-exist"}, 127, "does-not-exist"},
 		{[]string{"run", "no-such-program-anywhere"}, 127, "not found in PATH"},
 		{[]string{"run", noexec}, 126, "not executable"},
 		{[]string{"run", "--wdir", "/nonexistent/dir", "true"}, 2, "not a directory"},
-		{[]string{"run", "--env", "NOEQUALS", "true"}, 2, "VAR=VALUE"},
+		{[]string{"run", "--env", "NOEQUALS"}, 2, "VAR=VALUE"},
 		{[]string{"run", "--kill-after", "soon", "true"}, 2, "kill-after"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
 	} {

@@ -30,6 +30,7 @@ Usage:
   ftlaunch attach [flags] [JOB]            follow the output of a job that lost its front-end,
                                            exit with its exit code
   ftlaunch version                         print the version
+  ftlaunch help COMMAND                    print a command's help (ftlaunch help run)
 `
 
 func main() {
@@ -58,6 +59,10 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "ftlaunch %s\n", version)
 		return 0
 	case "help", "--help", "-help", "-h":
+		if len(args) > 1 && args[0] == "help" && args[1] != "agent" {
+			// ftlaunch help run: that command's own help.
+			return dispatch([]string{args[1], "--help"}, stdin, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

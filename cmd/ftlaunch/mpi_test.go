@@ -34,7 +34,7 @@ func TestMPICHHello(t *testing.T) {
 		wrap     bool // start the program with PMI_FD unset: PMI-1's TCP mode
 	}{{1, 0, false}, {2, 0, false}, {16, 0, false}, {16, 4, false}, {4, 2, true}} {
 		t.Run(fmt.Sprintf("n%d_nodes%d_tcp%v", tc.n, tc.nodes, tc.wrap), func(t *testing.T) {
-			args := []string{"run", "-n", fmt.Sprint(tc.n)}
+			args := []string{"run", "-l", "-n", fmt.Sprint(tc.n)}
 			if tc.nodes > 0 {
 				args = append(args, "--test-nodes", fmt.Sprint(tc.nodes))
 			}
@@ -59,7 +59,7 @@ func TestMPICHLarge(t *testing.T) {
 	}
 	hello := mpiProgram(t, "mpi_hello")
 	for _, nodes := range []string{"0", "4"} {
-		r := ftlaunchLimit(t, 15*time.Minute, "", "run", "-n", "64", "--test-nodes", nodes, hello)
+		r := ftlaunchLimit(t, 15*time.Minute, "", "run", "-l", "-n", "64", "--test-nodes", nodes, hello)
 		want := "[0] hello from 64 ranks, allreduce sum 2016 (want 2016), bcast 42\n"
 		if r.code != 0 || r.stdout != want {
 			t.Fatalf("--test-nodes %s: exit %d\nstdout %q\nstderr:\n%s", nodes, r.code, r.stdout, r.stderr)
@@ -128,7 +128,7 @@ func TestMPICHExitWithoutFinalize(t *testing.T) {
 
 // Programs that never speak PMI are not affected by its socket.
 func TestNonMPIProgramIgnoresPMI(t *testing.T) {
-	r := ftlaunch(t, "", "run", "-n", "2", "sh", "-c", `echo "fd=$PMI_FD rank=$PMI_RANK size=$PMI_SIZE"`)
+	r := ftlaunch(t, "", "run", "-l", "-n", "2", "sh", "-c", `echo "fd=$PMI_FD rank=$PMI_RANK size=$PMI_SIZE"`)
 	if r.code != 0 || !strings.Contains(r.stdout, "[1] fd=4 rank=1 size=2") {
 		t.Fatalf("exit %d, stdout:\n%s", r.code, r.stdout)
 	}

@@ -16,13 +16,16 @@ import (
 )
 
 const planUsage = `Usage: ftlaunch plan --nodes N [flags]
+       ftlaunch plan -H HOSTS | --hostfile FILE [flags]
 
 Builds the launch tree for N nodes (the front-end included), prints its
 depth, largest fan-out and modeled launch time, and optionally simulates it.
 See docs/model.md.
 
 Tree:
-  --nodes N           number of nodes, root (front-end) included (required)
+  --nodes N           number of nodes, root (front-end) included (or give the hosts:)
+  -H host1,host2:4    the hosts of a run: N is the front-end plus one node per host
+  --hostfile FILE     the same from a hostfile, as ftlaunch run reads it (-f, -machinefile)
   --tree KIND         greedy, kary:K, 2level, binomial, flat or auto (default auto)
   --replicas R        size of the root group: 1, 3 or 5 (default 1)
 Model (seconds):
@@ -114,7 +117,11 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&o.nodes, "nodes", 0, "")
 	fs.StringVar(&o.hostfile, "hostfile", "", "")
+	fs.StringVar(&o.hostfile, "f", "", "")
+	fs.StringVar(&o.hostfile, "machinefile", "", "")
 	fs.StringVar(&o.hosts, "H", "", "")
+	fs.StringVar(&o.hosts, "host", "", "")
+	fs.StringVar(&o.hosts, "hosts", "", "")
 	fs.StringVar(&o.tree, "tree", "auto", "")
 	fs.Float64Var(&o.seq, "seq", plan.DefaultSeq, "")
 	fs.Float64Var(&o.rem, "rem", plan.DefaultRem, "")

@@ -158,7 +158,8 @@ func TestPlanHumanOutput(t *testing.T) {
 func TestPlanHelp(t *testing.T) {
 	for _, arg := range []string{"--help", "-h", "-help"} {
 		code, out, errs := runPlan(t, arg)
-		if code != 0 || errs != "" || !strings.Contains(out, "Usage: ftlaunch plan") || !strings.Contains(out, "--rem-samples") {
+		if code != 0 || errs != "" || !strings.Contains(out, "Usage: ftlaunch plan") || !strings.Contains(out, "--rem-samples") ||
+			!strings.Contains(out, "-H host1") || !strings.Contains(out, "--hostfile FILE") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", arg, code, out, errs)
 		}
 	}
@@ -196,7 +197,7 @@ func TestPlanBadUsage(t *testing.T) {
 		{[]string{"--nodes", "10", "--simulate", "--rem-samples", filepath.Join(dir, "none")}, "--rem-samples"},
 		{[]string{"--nodes", "10", "--hostfile", "hosts"}, "either --nodes or --hostfile"},
 		{[]string{"--nodes", "10", "-H", "a,b"}, "either --nodes or --hostfile"},
-		{[]string{"-H", "a,b,a"}, `host "a" listed twice`},
+		{[]string{"-H", "a,,b"}, `entry 2 "": empty host name`},
 		{[]string{"--hostfile", filepath.Join(dir, "no-such-hostfile")}, "no-such-hostfile"},
 		{[]string{"--nodes", "10", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--frobnicate"}, "flag provided but not defined"},
@@ -219,7 +220,8 @@ func TestPlanFromAllocation(t *testing.T) {
 	if err := os.WriteFile(hosts, []byte("# three hosts\nn1 slots=4\nn2:2\n\nn3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"--hostfile", hosts}, {"-H", "n1:4,n2:2,n3"}} {
+	// A host named again adds slots, not a node (-H a,b,a is two hosts).
+	for _, args := range [][]string{{"--hostfile", hosts}, {"-H", "n1:4,n2:2,n3"}, {"-f", hosts}, {"--hosts", "n1,n2,n1,n3"}} {
 		code, out, errs := runPlan(t, append(args, "--tree", "flat", "--json")...)
 		if code != 0 || !strings.Contains(out, `"nodes":4`) {
 			t.Errorf("%q: exit %d, stdout %s, stderr %s", args, code, out, errs)

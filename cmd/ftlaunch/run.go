@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,22 +19,32 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
-	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 const runUsage = `Usage: ftlaunch run [flags] PROGRAM [ARGS...]
+       ftlaunch run [flags] -n N1 PROG1 [ARGS...] : -n N2 PROG2 [ARGS...] : ...
 
 Runs PROGRAM as a parallel job of -n ranks. Flags end at PROGRAM: everything
-after it is the program's own. Flags take one or two dashes.
+after it is the program's own, up to a lone ':' that starts the next block of
+an MPMD job (ranks numbered in order across the blocks, one PMI world;
+MPI_APPNUM is the block's index). Flags take one or two dashes, and their
+value as the next argument or after '='; a flag without a value (--label)
+takes true or false as the next argument too (--label false is --label=false).
+Spellings of mpiexec, mpirun and
+srun are accepted where they mean the same (docs/guide.md has the table).
 
-  -n, -np, --np N          number of ranks (default 1)
-  --label                  prefix output lines with "[rank] " (default true; --label=false: off)
+Per block (before its program):
+  -n, -np, --ntasks N      number of ranks (default 1; with hosts or Slurm: one per slot)
+  --wdir, --chdir, -wd DIR the ranks' working directory (default: the current directory)
+  -x, --export VAR[=VALUE] pass VAR to the ranks (the whole environment is passed anyway)
+  --env VAR=VALUE          set VAR for the ranks (also: --env VAR VALUE)
+For the whole job:
+  -genv VAR VALUE          set VAR for the ranks of every block (also -genv VAR=VALUE)
+  -l, --label, --tag-output  prefix output lines with "[rank] " (default off)
   --output-dir DIR         write each rank's output to DIR/rank.R.out and DIR/rank.R.err
-  --kill-after DURATION    delay between SIGTERM and SIGKILL when terminating ranks (default 5s)
-  --timeout DURATION       end the job after DURATION (default: $MPIEXEC_TIMEOUT seconds, or none)
-  --wdir DIR               the ranks' working directory (default: the current directory)
-  -x VAR[=VALUE]           pass VAR to the ranks (the whole environment is passed by default)
-  --env VAR=VALUE          set VAR for the ranks
+  --kill-after T           delay between SIGTERM and SIGKILL when terminating ranks (default 5s)
+  --timeout T              end the job after T (default: $MPIEXEC_TIMEOUT, or none); T is
+                           seconds (60) or a duration (1m30s), also for --kill-after
   --state-dir DIR          keep the job's state log in DIR/JOBID (default
                            $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;
                            read it with ftlaunch inspect)
@@ -52,12 +60,17 @@ slurm inside a Slurm allocation (SLURM_JOB_NODELIST set), else local):
   --slurm-start step|group step (default): one srun step per agent, so a node's loss ends only
                            its own step; group: one step for all agents (fewer srun calls)
 
-Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks):
-  -H host1,host2:4         the hosts, with optional slot counts
-  --hostfile FILE          one host per line: "host", "host:N" or "host slots=N"; # comments
-  --ppn N                  ranks per host (replaces the slot counts)
-  --map-by slot|node       block placement (default) or round-robin over hosts
-  --oversubscribe          allow more ranks than slots
+Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks; hosts that
+all name this machine - localhost, 127.0.0.1, its host name - run here without SSH):
+  -H, --host, --hosts h1,h2:4  the hosts, with optional slot counts; repeated flags and
+                           hosts add up (-H a,b,a gives a 2 slots)
+  --hostfile, -f, -machinefile FILE  one host per line: "host", "host:N" or "host slots=N
+                           [max_slots=M]"; # comments; a host on several lines adds its slots
+  --ppn, --npernode N      ranks per host (replaces the slot counts; also with --test-nodes)
+  --map-by slot|node|ppr:N:node  block placement (default), round-robin over hosts, or N per host
+  --oversubscribe          allow more ranks than slots (and, with --bind-to core, than cores)
+  --bind-to none|core|socket  bind each rank to a core of its own (round-robin over the
+                           node's cores) or to a socket (default none); --verbose reports it
   --ssh-config FILE        OpenSSH client config (default ~/.ssh/config)
   --ssh-accept-new         trust unknown host keys on first use (recorded in known_hosts)
   --agent-path PATH        ftlaunch on the hosts (default: this executable's path — a shared file system)
@@ -69,188 +82,22 @@ start others, as in ftlaunch plan.
   --batch B                leaf launchers start their children B at a time (default: all at once)
   --prestage               copy the program down the tree to each node's local storage (TMPDIR)
                            before its ranks start, and run it from there
-  --verbose                report launch phases on stderr
+  -v, --verbose            report launch phases on stderr
   --version                print the version
-  --help                   print this help
+  -h, --help               print this help
 
 Each rank gets FTLAUNCH_RANK, FTLAUNCH_SIZE, FTLAUNCH_LOCAL_RANK,
-FTLAUNCH_LOCAL_SIZE, FTLAUNCH_NODE, FTLAUNCH_NODEID, FTLAUNCH_JOBID and
-FTLAUNCH_FD (the rank-protocol socket). Exit status: 0 when every rank exits
-0; else the first failure's code (128+N for signal N); 2 for usage errors,
-124 when --timeout expires, 126/127 for a program that cannot be run.
+FTLAUNCH_LOCAL_SIZE, FTLAUNCH_NODE, FTLAUNCH_NODEID, FTLAUNCH_JOBID,
+FTLAUNCH_APPNUM and FTLAUNCH_FD (the rank-protocol socket); PMI_FD, PMI_RANK,
+PMI_SIZE, PMI_ID, PMI_PORT (MPICH); MPI_LOCALRANKID, MPI_LOCALNRANKS (as
+Hydra) and OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _NODE_RANK
+(as Open MPI). Exit status: 0 when every rank exits 0; else the first
+failure's code (128+N for signal N); 2 for usage errors, 124 when --timeout
+expires, 126/127 for a program that cannot be run.
 `
 
-// envList collects repeated -x / --env flags in order.
-type envList struct {
-	vals    *[]string
-	needsEq bool
-}
-
-func (e envList) String() string { return "" }
-func (e envList) Set(v string) error {
-	if v == "" || strings.HasPrefix(v, "=") {
-		return errors.New("want VAR or VAR=VALUE")
-	}
-	if e.needsEq && !strings.Contains(v, "=") {
-		return errors.New("want VAR=VALUE")
-	}
-	*e.vals = append(*e.vals, v)
-	return nil
-}
-
-type runFlags struct {
-	n         int
-	label     bool
-	outputDir string
-	killAfter time.Duration
-	timeout   time.Duration
-	wdir      string
-	env       []string
-	testNodes int
-	verbose   bool
-	tree      string
-	batch     int
-	prestage  bool
-	stateDir  string
-	launcher  string
-	nSet      bool
-	slurmMode string
-	replicas  int
-
-	hosts, hostfile, mapBy, sshConfig, agentPath string
-	ppn                                          int
-	oversubscribe, acceptNew                     bool
-	version                                      bool
-	help                                         bool
-}
-
-func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []string, error) {
-	f := &runFlags{n: -1}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	fs.IntVar(&f.n, "n", -1, "")
-	fs.IntVar(&f.n, "np", -1, "")
-	fs.BoolVar(&f.label, "label", true, "")
-	fs.StringVar(&f.outputDir, "output-dir", "", "")
-	fs.DurationVar(&f.killAfter, "kill-after", 5*time.Second, "")
-	fs.DurationVar(&f.timeout, "timeout", 0, "")
-	fs.StringVar(&f.wdir, "wdir", "", "")
-	fs.Var(envList{vals: &f.env}, "x", "")
-	fs.Var(envList{vals: &f.env, needsEq: true}, "env", "")
-	fs.IntVar(&f.testNodes, "test-nodes", 0, "")
-	fs.StringVar(&f.hosts, "H", "", "")
-	fs.StringVar(&f.hosts, "host", "", "")
-	fs.StringVar(&f.hostfile, "hostfile", "", "")
-	fs.IntVar(&f.ppn, "ppn", 0, "")
-	fs.StringVar(&f.mapBy, "map-by", "", "")
-	fs.BoolVar(&f.oversubscribe, "oversubscribe", false, "")
-	fs.StringVar(&f.sshConfig, "ssh-config", "", "")
-	fs.BoolVar(&f.acceptNew, "ssh-accept-new", false, "")
-	fs.StringVar(&f.agentPath, "agent-path", "", "")
-	fs.BoolVar(&f.verbose, "verbose", false, "")
-	fs.StringVar(&f.tree, "tree", "auto", "")
-	fs.IntVar(&f.batch, "batch", 0, "")
-	fs.BoolVar(&f.prestage, "prestage", false, "")
-	fs.StringVar(&f.stateDir, "state-dir", "", "")
-	fs.StringVar(&f.launcher, "launcher", "", "")
-	fs.StringVar(&f.slurmMode, "slurm-start", "step", "")
-	fs.IntVar(&f.replicas, "replicas", 1, "")
-	fs.BoolVar(&f.version, "version", false, "")
-	fs.BoolVar(&f.help, "help", false, "")
-	fs.BoolVar(&f.help, "h", false, "")
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
-	}
-	if f.help || f.version {
-		return f, nil, nil
-	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	f.nSet = set["n"] || set["np"]
-	switch {
-	case !set["n"] && !set["np"]:
-		f.n = 1
-	case f.n < 1:
-		return nil, nil, fmt.Errorf("-n must be at least 1, got %d", f.n)
-	}
-	if f.killAfter < 0 {
-		return nil, nil, fmt.Errorf("--kill-after must not be negative, got %v", f.killAfter)
-	}
-	if f.timeout < 0 {
-		return nil, nil, fmt.Errorf("--timeout must not be negative, got %v", f.timeout)
-	}
-	if !set["timeout"] {
-		if s := getenv("MPIEXEC_TIMEOUT"); s != "" {
-			secs, err := strconv.Atoi(s)
-			if err != nil || secs < 0 {
-				return nil, nil, fmt.Errorf("MPIEXEC_TIMEOUT=%q: want a number of seconds", s)
-			}
-			f.timeout = time.Duration(secs) * time.Second
-		}
-	}
-	if f.testNodes < 0 {
-		return nil, nil, fmt.Errorf("--test-nodes must not be negative, got %d", f.testNodes)
-	}
-	if _, err := plan.ParseKind(f.tree); err != nil {
-		return nil, nil, fmt.Errorf("--tree: %w", err)
-	}
-	switch f.launcher {
-	case "":
-		switch {
-		case f.hosts != "" || f.hostfile != "":
-			f.launcher = "ssh"
-		case getenv("SLURM_JOB_NODELIST") != "" && f.testNodes == 0:
-			f.launcher = "slurm"
-		default:
-			f.launcher = "local"
-		}
-	case "local", "slurm":
-		if f.hosts != "" || f.hostfile != "" {
-			return nil, nil, fmt.Errorf("--launcher %s does not take hosts (-H, --hostfile)", f.launcher)
-		}
-	case "ssh":
-		if f.hosts == "" && f.hostfile == "" {
-			return nil, nil, errors.New("--launcher ssh needs hosts (-H or --hostfile)")
-		}
-	default:
-		return nil, nil, fmt.Errorf("--launcher %q: want local, ssh or slurm", f.launcher)
-	}
-	if f.replicas != 1 && f.replicas != 3 && f.replicas != 5 {
-		return nil, nil, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", f.replicas)
-	}
-	if f.stateDir != "" {
-		abs, err := filepath.Abs(f.stateDir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--state-dir: %w", err)
-		}
-		f.stateDir = abs
-	}
-	if f.slurmMode != "step" && f.slurmMode != "group" {
-		return nil, nil, fmt.Errorf("--slurm-start %q: want step or group", f.slurmMode)
-	}
-	if f.launcher == "slurm" && f.testNodes > 0 {
-		return nil, nil, errors.New("--test-nodes runs on this machine: not with --launcher slurm")
-	}
-	if f.batch < 0 {
-		return nil, nil, fmt.Errorf("--batch must not be negative, got %d", f.batch)
-	}
-	if f.ppn < 0 {
-		return nil, nil, fmt.Errorf("--ppn must not be negative, got %d", f.ppn)
-	}
-	if f.testNodes > 0 && (f.hosts != "" || f.hostfile != "") {
-		return nil, nil, errors.New("--test-nodes runs on this machine: give it or hosts (-H, --hostfile), not both")
-	}
-	if !set["n"] && !set["np"] && (f.hosts != "" || f.hostfile != "") {
-		f.n = 0 // one rank per slot, decided by the placement
-	}
-	if fs.NArg() == 0 {
-		return nil, nil, errors.New("no program given")
-	}
-	return f, fs.Args(), nil
-}
-
-// rankEnv is the ranks' environment: ours, with -x/--env applied in order.
+// rankEnv is the ranks' environment: ours, with -genv, -x, --env and
+// --export settings applied in order.
 func rankEnv(base []string, settings []string) ([]string, error) {
 	env := append([]string(nil), base...)
 	for _, s := range settings {
@@ -267,8 +114,44 @@ func rankEnv(base []string, settings []string) ([]string, error) {
 	return env, nil
 }
 
+// resolveApps turns the command line's blocks into the job's programs:
+// each with its working directory, environment and a program that exists.
+// On error it returns the exit status to report.
+func resolveApps(f *runFlags) ([]launch.App, int, error) {
+	var apps []launch.App
+	cwd := ""
+	for _, a := range f.apps {
+		wdir := a.wdir
+		if wdir == "" {
+			if cwd == "" {
+				var err error
+				if cwd, err = os.Getwd(); err != nil {
+					return nil, launch.ExitLauncher, fmt.Errorf("current directory: %w", err)
+				}
+			}
+			wdir = cwd
+		}
+		if st, err := os.Stat(wdir); err != nil || !st.IsDir() {
+			return nil, launch.ExitUsage, fmt.Errorf("--wdir %s: not a directory", wdir)
+		}
+		env, err := rankEnv(os.Environ(), append(append([]string(nil), f.genv...), a.env...))
+		if err != nil {
+			return nil, launch.ExitUsage, err
+		}
+		if _, err := launch.ResolveProgram(a.argv[0], wdir, launch.LookupEnv(env, "PATH")); err != nil {
+			var pe *launch.ProgramError
+			if errors.As(err, &pe) {
+				return nil, pe.Code, err
+			}
+			return nil, 127, err
+		}
+		apps = append(apps, launch.App{N: a.n, Argv: a.argv, Env: env, Wdir: wdir})
+	}
+	return apps, 0, nil
+}
+
 func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
-	f, argv, err := parseRunFlags(args, os.Getenv)
+	f, err := parseRunFlags(args, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v (see: ftlaunch run --help)\n", err)
 		return launch.ExitUsage
@@ -281,29 +164,10 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "ftlaunch %s\n", version)
 		return 0
 	}
-	wdir := f.wdir
-	if wdir == "" {
-		if wdir, err = os.Getwd(); err != nil {
-			fmt.Fprintf(stderr, "ftlaunch run: current directory: %v\n", err)
-			return launch.ExitLauncher
-		}
-	}
-	if st, err := os.Stat(wdir); err != nil || !st.IsDir() {
-		fmt.Fprintf(stderr, "ftlaunch run: --wdir %s: not a directory\n", wdir)
-		return launch.ExitUsage
-	}
-	env, err := rankEnv(os.Environ(), f.env)
+	apps, code, err := resolveApps(f)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
-		return launch.ExitUsage
-	}
-	if _, err := launch.ResolveProgram(argv[0], wdir, launch.LookupEnv(env, "PATH")); err != nil {
-		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
-		var pe *launch.ProgramError
-		if errors.As(err, &pe) {
-			return pe.Code
-		}
-		return 127
+		return code
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -315,7 +179,9 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	var sp spawn.Spawner
 	sshConfig := f.sshConfig
 	forward := false
-	if f.launcher == "slurm" {
+	testNodes := f.testNodes
+	switch f.launcher {
+	case "slurm":
 		if placement, err = place(f, os.Getenv); err != nil {
 			fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 			return launch.ExitUsage
@@ -324,7 +190,6 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ftlaunch run: --launcher slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is not set)\n")
 			return launch.ExitUsage
 		}
-		f.n = len(placement.Ranks)
 		srun, err := srunspawn.New(srunspawn.Options{})
 		if err != nil {
 			fmt.Fprintf(stderr, "ftlaunch run: --launcher slurm: %v\n", err)
@@ -334,13 +199,28 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		if f.agentPath != "" {
 			self = f.agentPath
 		}
-	}
-	if f.launcher == "ssh" {
+	case "ssh":
 		if placement, err = place(f, nil); err != nil {
 			fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 			return launch.ExitUsage
 		}
-		f.n = len(placement.Ranks)
+		local := localNames(os.Hostname)
+		nLocal := 0
+		for _, n := range placement.Nodes {
+			if local(n.Name) {
+				nLocal++
+			}
+		}
+		if !f.launcherSet && nLocal == len(placement.Nodes) {
+			// Hosts that all name this machine run here, without SSH,
+			// as Hydra does: one agent, or (several names) local agents
+			// posing as nodes.
+			if len(placement.Nodes) > 1 {
+				testNodes = len(placement.Nodes)
+			}
+			f.launcher = "local"
+			break
+		}
 		policy := sshspawn.HostKeyFromConfig
 		if f.acceptNew {
 			policy = sshspawn.HostKeyAcceptNew
@@ -354,6 +234,15 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		}
 		defer spawner.Close()
 		sp = launch.SSHSpawner(spawner)
+		if !f.launcherSet && nLocal > 0 {
+			// This machine among others: its agent starts here, the
+			// others' over SSH.
+			if err := nameThisMachine(placement, local, os.Hostname); err != nil {
+				fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+				return launch.ExitUsage
+			}
+			sp = launch.HostSpawner(sp, local)
+		}
 		// Interior agents read the same configuration: give them its
 		// absolute path (the file system is shared).
 		if sshConfig != "" && sshConfig != "none" {
@@ -365,14 +254,34 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		if f.agentPath != "" {
 			self = f.agentPath
 		}
+	default:
+		// This machine, or test nodes: placed as on hosts when asked to
+		// (--ppn, --map-by).
+		if f.ppn > 0 || f.mapBy != "" {
+			if placement, err = placeLocal(f, os.Hostname); err != nil {
+				fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+				return launch.ExitUsage
+			}
+		}
+	}
+	if placement != nil {
+		f.n = len(placement.Ranks)
+		if len(apps) == 1 {
+			apps[0].N = f.n // one rank per slot
+		}
+	}
+	var mpmd []launch.App
+	if len(apps) > 1 {
+		mpmd = apps
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
 	res, err := launch.Run(context.Background(), launch.Options{
-		N: f.n, Argv: argv, Env: env, Wdir: wdir, Label: f.label, OutputDir: f.outputDir,
-		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: f.testNodes,
+		N: f.n, Argv: apps[0].Argv, Env: apps[0].Env, Wdir: apps[0].Wdir, Apps: mpmd, Label: f.label, OutputDir: f.outputDir,
+		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: testNodes,
+		Bind: f.bindTo, BindShare: f.oversubscribe,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: f.slurmMode == "group",
@@ -387,22 +296,26 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 // Slurm allocation) and places the ranks on its hosts. It returns nil for
 // no allocation.
 func place(f *runFlags, getenv func(string) string) (*alloc.Placement, error) {
-	a, err := alloc.Discover(alloc.Sources{HostList: f.hosts, Hostfile: f.hostfile, Getenv: getenv})
+	a, err := alloc.Discover(alloc.Sources{HostList: strings.Join(f.hosts, ","), Hostfile: f.hostfile, Getenv: getenv})
 	if err != nil {
 		return nil, err
 	}
 	if len(a.Hosts) == 0 {
 		return nil, nil
 	}
-	mapBy, err := alloc.ParseMapBy(f.mapBy)
+	return placeOn(f, a)
+}
+
+// placeOn places the job's ranks on a's hosts: -n of them, or without -n
+// one per slot (--ppn per host).
+func placeOn(f *runFlags, a alloc.Allocation) (*alloc.Placement, error) {
+	mapBy, _, err := alloc.ParseMapBy(f.mapBy)
 	if err != nil {
-		return nil, fmt.Errorf("--map-by: %w", err)
+		return nil, err
 	}
 	np := f.n
-	if !f.nSet {
+	if !f.nSet && len(f.apps) == 1 {
 		np = 0
-	}
-	if np == 0 {
 		for _, h := range a.Hosts {
 			np += max(h.Slots, 1)
 		}
@@ -411,6 +324,70 @@ func place(f *runFlags, getenv func(string) string) (*alloc.Placement, error) {
 		}
 	}
 	return alloc.Place(a, alloc.Request{NP: np, PPN: f.ppn, MapBy: mapBy, Oversubscribe: f.oversubscribe})
+}
+
+// placeLocal places the ranks on this machine's nodes, as the front-end
+// names them: node0, node1, ... for --test-nodes K > 1, else the host name.
+func placeLocal(f *runFlags, hostname func() (string, error)) (*alloc.Placement, error) {
+	var hosts []alloc.Host
+	if f.testNodes > 1 {
+		for i := range f.testNodes {
+			hosts = append(hosts, alloc.Host{Name: "node" + strconv.Itoa(i)})
+		}
+	} else {
+		name, err := hostname()
+		if err != nil || name == "" {
+			name = "localhost"
+		}
+		hosts = []alloc.Host{{Name: name}}
+	}
+	return placeOn(f, alloc.Allocation{Source: alloc.SourceNone, Hosts: hosts})
+}
+
+// localNames returns a test for host names that name this machine:
+// localhost, a loopback address, or its host name (with or without its
+// domain). Names are compared, never resolved.
+func localNames(hostname func() (string, error)) func(string) bool {
+	self, _ := hostname()
+	short, _, _ := strings.Cut(self, ".")
+	return func(name string) bool {
+		name = strings.ToLower(name)
+		switch {
+		case name == "localhost", name == "localhost.localdomain", name == "::1", strings.HasPrefix(name, "127."):
+			return true
+		case self != "" && (strings.EqualFold(name, self) || strings.EqualFold(name, short)):
+			return true
+		}
+		return false
+	}
+}
+
+// nameThisMachine gives this machine's node, in a placement that also has
+// other hosts, the machine's host name when the list called it localhost or
+// 127.x: an agent deeper in the launch tree may be the one that starts it,
+// over SSH, and there "localhost" would be its own machine. A list that
+// names this machine twice (localhost and its host name) is refused: with
+// other hosts, its nodes would not be told apart.
+func nameThisMachine(p *alloc.Placement, local func(string) bool, hostname func() (string, error)) error {
+	self, err := hostname()
+	if err != nil || self == "" {
+		return fmt.Errorf("host list with this machine: its host name: %v", err)
+	}
+	var names []string
+	idx := -1
+	for i, n := range p.Nodes {
+		if local(n.Name) {
+			names = append(names, n.Name)
+			idx = i
+		}
+	}
+	if len(names) > 1 {
+		return fmt.Errorf("hosts %s all name this machine; with other hosts, name it once", strings.Join(names, ", "))
+	}
+	if idx >= 0 {
+		p.Nodes[idx].Name = self
+	}
+	return nil
 }
 
 // forwardableStdin returns stdin if it should be forwarded to rank 0: not

@@ -19,7 +19,7 @@ func TestSlurmLauncher(t *testing.T) {
 	defer cancel()
 	alloc := func(t *testing.T, nodes, tasks int, noKill bool, args ...string) slurm.Result {
 		t.Helper()
-		res, err := c.Alloc(ctx, nodes, tasks, noKill, append([]string{ftlaunchBin, "run"}, args...)...)
+		res, err := c.Alloc(ctx, nodes, tasks, noKill, append([]string{ftlaunchBin, "run", "-l"}, args...)...)
 		if err != nil {
 			t.Fatalf("salloc: %v", err)
 		}

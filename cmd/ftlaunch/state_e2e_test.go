@@ -100,7 +100,7 @@ func TestRunKeepsStateLog(t *testing.T) {
 // ends with the same state.
 func TestReplicatedStateLog(t *testing.T) {
 	dir := t.TempDir()
-	r := ftlaunch(t, "", "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "-n", "8", ftdemoBin)
+	r := ftlaunch(t, "", "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "-n", "8", ftdemoBin)
 	if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -227,7 +227,7 @@ func TestRootFailoverDuringLaunch(t *testing.T) {
 func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []string, check func(stdout string), launchGate string, notYet ...string) string {
 	dir := t.TempDir()
 	gate := filepath.Join(t.TempDir(), "go")
-	args := append([]string{"run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12"}, flags...)
+	args := append([]string{"run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12"}, flags...)
 	cmd := exec.Command(ftlaunchBin, append(args, prog(gate)...)...)
 	cmd.Env = append(os.Environ(), env...)
 	errb := &syncBuffer{}

@@ -20,14 +20,14 @@ import (
 func TestTestNodesTreeKinds(t *testing.T) {
 	for _, kind := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial"} {
 		t.Run(kind, func(t *testing.T) {
-			r := ftlaunch(t, "", "run", "-n", "16", "--test-nodes", "8", "--tree", kind, ftdemoBin)
+			r := ftlaunch(t, "", "run", "-l", "-n", "16", "--test-nodes", "8", "--tree", kind, ftdemoBin)
 			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 16 ranks verified") {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}
 		})
 	}
 	t.Run("batch", func(t *testing.T) {
-		r := ftlaunch(t, "", "run", "-n", "8", "--test-nodes", "8", "--tree", "flat", "--batch", "3", "--verbose", ftdemoBin)
+		r := ftlaunch(t, "", "run", "-l", "-n", "8", "--test-nodes", "8", "--tree", "flat", "--batch", "3", "--verbose", ftdemoBin)
 		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
@@ -36,7 +36,7 @@ func TestTestNodesTreeKinds(t *testing.T) {
 		}
 	})
 	t.Run("node names and output", func(t *testing.T) {
-		r := ftlaunch(t, "", "run", "-n", "6", "--test-nodes", "3", "--tree", "kary:1", "sh", "-c", `echo "$FTLAUNCH_NODE $FTLAUNCH_NODEID"; exit 0`)
+		r := ftlaunch(t, "", "run", "-l", "-n", "6", "--test-nodes", "3", "--tree", "kary:1", "sh", "-c", `echo "$FTLAUNCH_NODE $FTLAUNCH_NODEID"; exit 0`)
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
@@ -155,7 +155,7 @@ func TestPrestage(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "ftlaunch-prestage-*"))
-	r := ftlaunch(t, "", "run", "--prestage", "--test-nodes", "4", "--tree", "kary:1", "-n", "4", prog)
+	r := ftlaunch(t, "", "run", "-l", "--prestage", "--test-nodes", "4", "--tree", "kary:1", "-n", "4", prog)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

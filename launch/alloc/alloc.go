@@ -130,7 +130,8 @@ func parseCount(s string) (int, error) {
 	return n, nil
 }
 
-// hostSet detects hosts listed twice.
+// hostSet detects hosts listed twice (Slurm node lists, which never repeat a
+// node).
 type hostSet map[string]int
 
 // add records name at position pos (1-based, for messages). When the name
@@ -143,4 +144,38 @@ func (s hostSet) add(name string, pos int) (int, bool) {
 	}
 	s[key] = pos
 	return pos, true
+}
+
+// hostMerger gathers the hosts of a host list, hostfile or node file in the
+// order of their first appearance. A host named again adds its slots, as
+// Hydra, Open MPI and PBS read a host repeated on several lines: an entry
+// without a count stands for one slot once the host is repeated (a host
+// named once without a count keeps Slots 0). Names are compared without
+// case and never resolved: "localhost" and "127.0.0.1" stay two hosts.
+type hostMerger struct {
+	hosts []Host
+	index map[string]int
+}
+
+// add adds h, or its slots to the host of the same name.
+func (m *hostMerger) add(h Host) error {
+	key := strings.ToLower(h.Name)
+	if i, ok := m.index[key]; ok {
+		prev := &m.hosts[i]
+		n := max(prev.Slots, 1) + max(h.Slots, 1)
+		if n > MaxSlots {
+			return fmt.Errorf("host %q has more than %d slots", h.Name, MaxSlots)
+		}
+		prev.Slots = n
+		return nil
+	}
+	if len(m.hosts) >= MaxHosts {
+		return fmt.Errorf("more than %d hosts", MaxHosts)
+	}
+	if m.index == nil {
+		m.index = map[string]int{}
+	}
+	m.index[key] = len(m.hosts)
+	m.hosts = append(m.hosts, h)
+	return nil
 }

@@ -13,7 +13,8 @@ const maxLineLen = 64 << 10
 
 // ParseHostList parses the value of -H: comma-separated host names, each
 // optionally followed by ":N" slots ("a,b:4"). Spaces around entries are
-// ignored. A host listed twice, an empty entry and a bad count are errors.
+// ignored. A host listed again adds its slots ("a,b,a" gives a 2 slots and
+// b none given). An empty entry and a bad count are errors.
 func ParseHostList(list string) ([]Host, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, errors.New("-H: empty host list")
@@ -22,19 +23,17 @@ func ParseHostList(list string) ([]Host, error) {
 	if len(entries) > MaxHosts {
 		return nil, fmt.Errorf("-H: more than %d hosts", MaxHosts)
 	}
-	hosts := make([]Host, 0, len(entries))
-	seen := hostSet{}
+	var m hostMerger
 	for i, e := range entries {
 		h, err := parseHostSpec(strings.TrimSpace(e))
 		if err != nil {
 			return nil, fmt.Errorf("-H entry %d %q: %w", i+1, e, err)
 		}
-		if prev, ok := seen.add(h.Name, i+1); !ok {
-			return nil, fmt.Errorf("-H: host %q listed twice (entries %d and %d)", h.Name, prev, i+1)
+		if err := m.add(h); err != nil {
+			return nil, fmt.Errorf("-H entry %d: %w", i+1, err)
 		}
-		hosts = append(hosts, h)
 	}
-	return hosts, nil
+	return m.hosts, nil
 }
 
 // parseHostSpec parses "name" or "name:N".
@@ -58,10 +57,10 @@ func parseHostSpec(s string) (Host, error) {
 // messages ("hosts:3: bad slot count \"x\""). Each line holds one host,
 // written "host", "host:N", "host slots=N" or "host:N" (Open MPI's
 // "max_slots=M" is accepted and ignored). Everything after '#' is a comment;
-// blank lines are skipped. A host listed twice is an error.
+// blank lines are skipped. A host on several lines adds their slots (a line
+// without a count is one slot then), as in a PBS node file.
 func ParseHostfile(name string, r io.Reader) ([]Host, error) {
-	var hosts []Host
-	seen := hostSet{}
+	var m hostMerger
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), maxLineLen)
 	n := 0
@@ -79,13 +78,9 @@ func ParseHostfile(name string, r io.Reader) ([]Host, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
 		}
-		if prev, ok := seen.add(h.Name, n); !ok {
-			return nil, fmt.Errorf("%s:%d: host %q listed twice (first on line %d)", name, n, h.Name, prev)
+		if err := m.add(h); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
 		}
-		if len(hosts) >= MaxHosts {
-			return nil, fmt.Errorf("%s:%d: more than %d hosts", name, n, MaxHosts)
-		}
-		hosts = append(hosts, h)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -93,10 +88,10 @@ func ParseHostfile(name string, r io.Reader) ([]Host, error) {
 		}
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	if len(hosts) == 0 {
+	if len(m.hosts) == 0 {
 		return nil, fmt.Errorf("%s: no hosts", name)
 	}
-	return hosts, nil
+	return m.hosts, nil
 }
 
 // parseHostfileLine parses the fields of one non-empty hostfile line.
@@ -135,8 +130,7 @@ func parseHostfileLine(fields []string) (Host, error) {
 // in error messages): one host name per line and one line per slot, so a host
 // repeated k times gets k slots. Hosts keep the order of their first line.
 func ParsePBSNodefile(name string, r io.Reader) ([]Host, error) {
-	var hosts []Host
-	index := map[string]int{}
+	var m hostMerger
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), maxLineLen)
 	n := 0
@@ -149,19 +143,9 @@ func ParsePBSNodefile(name string, r io.Reader) ([]Host, error) {
 		if err := validHostname(line); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
 		}
-		key := strings.ToLower(line)
-		if i, ok := index[key]; ok {
-			if hosts[i].Slots >= MaxSlots {
-				return nil, fmt.Errorf("%s:%d: host %q has more than %d slots", name, n, line, MaxSlots)
-			}
-			hosts[i].Slots++
-			continue
+		if err := m.add(Host{Name: line, Slots: 1}); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
 		}
-		if len(hosts) >= MaxHosts {
-			return nil, fmt.Errorf("%s:%d: more than %d hosts", name, n, MaxHosts)
-		}
-		index[key] = len(hosts)
-		hosts = append(hosts, Host{Name: line, Slots: 1})
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -169,8 +153,8 @@ func ParsePBSNodefile(name string, r io.Reader) ([]Host, error) {
 		}
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	if len(hosts) == 0 {
+	if len(m.hosts) == 0 {
 		return nil, fmt.Errorf("%s: no hosts", name)
 	}
-	return hosts, nil
+	return m.hosts, nil
 }

@@ -22,8 +22,10 @@ func TestParseHostList(t *testing.T) {
 		{in: "n-1.example.org:16", want: []Host{{"n-1.example.org", 16}}},
 		{in: "", wantErr: "empty host list"},
 		{in: "a,,b", wantErr: `entry 2 "": empty host name`},
-		{in: "a,b,a", wantErr: `host "a" listed twice (entries 1 and 3)`},
-		{in: "a,A", wantErr: "listed twice"},
+		{in: "a,b,a", want: []Host{{"a", 2}, {"b", 0}}},
+		{in: "a:3,A,b:2,a:2", want: []Host{{"a", 6}, {"b", 2}}},
+		{in: "localhost,127.0.0.1", want: []Host{{"localhost", 0}, {"127.0.0.1", 0}}},
+		{in: "a:1000000,a:100000", wantErr: "more than"},
 		{in: "a:0", wantErr: "slot count 0"},
 		{in: "a:-1", wantErr: `bad slot count "-1"`},
 		{in: "a:x", wantErr: `bad slot count "x"`},
@@ -54,7 +56,9 @@ func TestParseHostfile(t *testing.T) {
 		{name: "bad slots=", in: "a slots=x\n", wantErr: `hosts:1: bad slot count "x"`},
 		{name: "zero", in: "a slots=0\n", wantErr: "hosts:1: slot count 0"},
 		{name: "twice", in: "a:2 slots=2\n", wantErr: "hosts:1: slot count given twice"},
-		{name: "duplicate", in: "a\n# x\nb\na:3\n", wantErr: `hosts:4: host "a" listed twice (first on line 1)`},
+		{name: "repeated", in: "a\n# x\nb\na:3\n", want: []Host{{"a", 4}, {"b", 0}}},
+		{name: "pbs style", in: "nodeA\nnodeA\nnodeA\nnodeA\n", want: []Host{{"nodeA", 4}}},
+		{name: "hydra and open mpi", in: "a:2\nb slots=3 max_slots=4\na slots=1\n", want: []Host{{"a", 3}, {"b", 3}}},
 		{name: "unknown field", in: "a foo=1\n", wantErr: `hosts:1: unknown field "foo"`},
 		{name: "stray word", in: "a b\n", wantErr: `hosts:1: unexpected field "b"`},
 		{name: "empty", in: "# nothing\n\n", wantErr: "hosts: no hosts"},
@@ -139,7 +143,7 @@ func TestDiscover(t *testing.T) {
 	fsys := fstest.MapFS{
 		"hosts":    {Data: []byte("a:2\nb\n")},
 		"pbsnodes": {Data: []byte("p1\np1\np2\n")},
-		"badhosts": {Data: []byte("a\na\n")},
+		"badhosts": {Data: []byte("a\na:x\n")},
 	}
 	open := func(name string) (io.ReadCloser, error) { return fsys.Open(name) }
 	env := func(m map[string]string) func(string) string {
@@ -167,7 +171,7 @@ func TestDiscover(t *testing.T) {
 		{name: "pbs", src: Sources{Getenv: env(map[string]string{"PBS_NODEFILE": "pbsnodes"}), Open: open},
 			want: Allocation{Source: SourcePBS, Hosts: []Host{{"p1", 2}, {"p2", 1}}}},
 		{name: "both explicit", src: Sources{HostList: "a", Hostfile: "hosts"}, wantErr: "both -H and --hostfile"},
-		{name: "hostfile error", src: Sources{Hostfile: "badhosts", Open: open}, wantErr: `badhosts:2: host "a" listed twice`},
+		{name: "hostfile error", src: Sources{Hostfile: "badhosts", Open: open}, wantErr: `badhosts:2: bad slot count "x"`},
 		{name: "missing hostfile", src: Sources{Hostfile: "nope", Open: open}, wantErr: "open host file"},
 		{name: "slurm mismatch", src: Sources{Getenv: env(map[string]string{"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "1(x3)"})},
 			wantErr: "gives 3 nodes, SLURM_JOB_NODELIST 2"},

@@ -3,6 +3,8 @@ package alloc
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // MapBy selects how consecutive ranks are spread over nodes.
@@ -17,15 +19,28 @@ const (
 )
 
 // ParseMapBy parses the value of --map-by: "slot" (also "core" or "") or
-// "node".
-func ParseMapBy(s string) (MapBy, error) {
+// "node", or Open MPI's "ppr:N:node" (N processes per node: block order
+// with ppn N, which ParseMapBy returns). Open MPI's modifiers after a
+// colon (":PE=2", ":oversubscribe") are not accepted.
+func ParseMapBy(s string) (m MapBy, ppn int, err error) {
 	switch s {
 	case "", "slot", "core":
-		return MapBySlot, nil
+		return MapBySlot, 0, nil
 	case "node":
-		return MapByNode, nil
+		return MapByNode, 0, nil
 	}
-	return 0, fmt.Errorf("--map-by %q: want slot or node", s)
+	if rest, ok := strings.CutPrefix(s, "ppr:"); ok {
+		n, unit, _ := strings.Cut(rest, ":")
+		v, err := strconv.Atoi(n)
+		switch {
+		case err != nil || v < 1 || v > MaxSlots:
+			return 0, 0, fmt.Errorf("--map-by %q: want ppr:N:node with N in 1..%d", s, MaxSlots)
+		case unit != "node":
+			return 0, 0, fmt.Errorf("--map-by %q: only ppr:N:node (processes per node) is supported", s)
+		}
+		return MapBySlot, v, nil
+	}
+	return 0, 0, fmt.Errorf("--map-by %q: want slot, node or ppr:N:node", s)
 }
 
 // String returns the --map-by spelling of m.

@@ -105,13 +105,18 @@ func TestPlaceDetails(t *testing.T) {
 
 func TestParseMapBy(t *testing.T) {
 	for in, want := range map[string]MapBy{"": MapBySlot, "slot": MapBySlot, "core": MapBySlot, "node": MapByNode} {
-		got, err := ParseMapBy(in)
-		if err != nil || got != want {
-			t.Errorf("ParseMapBy(%q) = %v, %v; want %v", in, got, err, want)
+		got, ppn, err := ParseMapBy(in)
+		if err != nil || got != want || ppn != 0 {
+			t.Errorf("ParseMapBy(%q) = %v, %d, %v; want %v", in, got, ppn, err, want)
 		}
 	}
-	if _, err := ParseMapBy("socket"); err == nil {
-		t.Error("ParseMapBy(socket) succeeded")
+	if got, ppn, err := ParseMapBy("ppr:3:node"); err != nil || got != MapBySlot || ppn != 3 {
+		t.Errorf("ParseMapBy(ppr:3:node) = %v, %d, %v; want slot, 3", got, ppn, err)
+	}
+	for _, bad := range []string{"socket", "ppr:0:node", "ppr:2:socket", "ppr:x:node", "ppr:2"} {
+		if _, _, err := ParseMapBy(bad); err == nil {
+			t.Errorf("ParseMapBy(%s) succeeded", bad)
+		}
 	}
 }
 

@@ -79,6 +79,11 @@ type Job struct {
 	UniverseSize int
 	// AppNum is answered to get_appnum (0 for the first app context).
 	AppNum int
+	// AppOf, if set, answers get_appnum instead of AppNum with the app
+	// context of the asking rank: an MPMD job's ranks run several
+	// programs, numbered from 0 (MPICH's MPI_APPNUM). It is called on
+	// Serve's goroutine and must be safe for concurrent use.
+	AppOf func(rank int) int
 	// ProcessMapping is the PMI_process_mapping value (see the alloc
 	// package). Empty, or too long for one line, means the key is reported
 	// missing and MPICH falls back to exchanging host names.

@@ -197,7 +197,11 @@ func (s *session) handle(ctx context.Context, line []byte) error {
 		return s.reply("cmd=maxes kvsname_max=", strconv.Itoa(MaxKVSNameLen),
 			" keylen_max=", strconv.Itoa(MaxKeyLen), " vallen_max=", strconv.Itoa(MaxValueLen), "\n")
 	case "get_appnum":
-		return s.reply("cmd=appnum appnum=", strconv.Itoa(s.cfg.Job.AppNum), "\n")
+		n := s.cfg.Job.AppNum
+		if s.cfg.Job.AppOf != nil && s.rank >= 0 {
+			n = s.cfg.Job.AppOf(s.rank)
+		}
+		return s.reply("cmd=appnum appnum=", strconv.Itoa(n), "\n")
 	case "get_my_kvsname":
 		return s.reply("cmd=my_kvsname kvsname=", s.cfg.Job.KVSName, "\n")
 	case "get_universe_size":

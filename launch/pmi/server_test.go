@@ -428,3 +428,22 @@ func TestServeWithoutDeadlines(t *testing.T) {
 		t.Fatalf("output %q (stats %+v)", out.String(), st)
 	}
 }
+
+// An MPMD job answers get_appnum with each rank's app context, also for a
+// TCP-mode client once initack told its rank.
+func TestServeAppNumPerRank(t *testing.T) {
+	job := Job{Size: 4, KVSName: "k", AppOf: func(rank int) int { return min(rank, 1) }}
+	kvs := NewKVS(4, nil)
+	for rank, want := range []string{"0", "1", "1"} {
+		h := start(t, Config{Job: job, Rank: rank, Backend: kvs}, false)
+		h.roundTrip("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0")
+		h.roundTrip("cmd=get_appnum", "cmd=appnum appnum="+want)
+	}
+	h := start(t, Config{Job: job, Rank: -1, ClaimID: func(id int) (int, error) { return id, nil }, Backend: kvs}, false)
+	h.send("cmd=initack pmiid=3\n")
+	for _, want := range []string{"cmd=initack", "cmd=set size=4", "cmd=set rank=3", "cmd=set debug=0"} {
+		h.expect(want)
+	}
+	h.roundTrip("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0")
+	h.roundTrip("cmd=get_appnum", "cmd=appnum appnum=1")
+}

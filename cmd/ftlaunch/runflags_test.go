@@ -1,0 +1,118 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
+)
+
+func noEnv(string) string { return "" }
+
+func TestParseRunFlagsBlocks(t *testing.T) {
+	f, err := parseRunFlags(strings.Fields("-l -n 2 --wdir /a -x A ./a 1 -n : -np 3 -genv G g --env B=b ./b : --ntasks=1 c"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.apps) != 3 || f.n != 6 || !f.nSet || !f.label {
+		t.Fatalf("apps %+v, n %d, nSet %v, label %v", f.apps, f.n, f.nSet, f.label)
+	}
+	a, b, c := f.apps[0], f.apps[1], f.apps[2]
+	if a.n != 2 || a.wdir != "/a" || !slices.Equal(a.env, []string{"A"}) || !slices.Equal(a.argv, []string{"./a", "1", "-n"}) {
+		t.Errorf("block 1: %+v", a)
+	}
+	if b.n != 3 || b.wdir != "" || !slices.Equal(b.env, []string{"B=b"}) || !slices.Equal(b.argv, []string{"./b"}) {
+		t.Errorf("block 2: %+v", b)
+	}
+	if c.n != 1 || !slices.Equal(c.argv, []string{"c"}) {
+		t.Errorf("block 3: %+v", c)
+	}
+	if !slices.Equal(f.genv, []string{"G=g"}) {
+		t.Errorf("genv %q", f.genv)
+	}
+}
+
+func TestParseRunFlagsValues(t *testing.T) {
+	for _, tc := range []struct {
+		args  string
+		check func(*runFlags) bool
+	}{
+		{"--timeout 60 x", func(f *runFlags) bool { return f.timeout == time.Minute }},
+		{"--timeout=1.5 x", func(f *runFlags) bool { return f.timeout == 1500*time.Millisecond }},
+		{"--timeout 2m x", func(f *runFlags) bool { return f.timeout == 2*time.Minute }},
+		{"--kill-after 3 x", func(f *runFlags) bool { return f.killAfter == 3*time.Second }},
+		{"--label false x", func(f *runFlags) bool { return !f.label && f.apps[0].argv[0] == "x" }},
+		{"--label x", func(f *runFlags) bool { return f.label && f.apps[0].argv[0] == "x" }},
+		{"-v x", func(f *runFlags) bool { return f.verbose }},
+		{"-H a,b -H c x", func(f *runFlags) bool {
+			return slices.Equal(f.hosts, []string{"a,b", "c"}) && f.launcher == "ssh" && f.n == 0
+		}},
+		{"-f h -n 3 x", func(f *runFlags) bool { return f.hostfile == "h" && f.n == 3 }},
+		{"--npernode 2 x", func(f *runFlags) bool { return f.ppn == 2 && f.n == 2 }},
+		{"--ppn 2 --test-nodes 3 x", func(f *runFlags) bool { return f.ppn == 2 && f.n == 6 }},
+		{"--map-by ppr:4:node --test-nodes 2 x", func(f *runFlags) bool { return f.ppn == 4 && f.n == 8 }},
+		{"--bind-to core x", func(f *runFlags) bool { return f.bindTo == "core" }},
+		{"-launcher fork x", func(f *runFlags) bool { return f.launcher == "local" && f.launcherSet }},
+		{"-- -n 2", func(f *runFlags) bool { return f.n == 1 && slices.Equal(f.apps[0].argv, []string{"-n", "2"}) }},
+	} {
+		f, err := parseRunFlags(strings.Fields(tc.args), noEnv)
+		if err != nil || !tc.check(f) {
+			t.Errorf("%q: %+v, %v", tc.args, f, err)
+		}
+	}
+	f, err := parseRunFlags([]string{"x"}, func(k string) string { return map[string]string{"MPIEXEC_TIMEOUT": "7"}[k] })
+	if err != nil || f.timeout != 7*time.Second {
+		t.Errorf("MPIEXEC_TIMEOUT: %v, %v", f, err)
+	}
+}
+
+func TestParseRunFlagsErrors(t *testing.T) {
+	for _, tc := range []struct{ args, msg string }{
+		{"", "no program given"},
+		{"-n 2", "no program given"},
+		{"--ntasks x y", `--ntasks "x": want a whole number`},
+		{"--what y", "unknown flag --what"},
+		{"---n 2 y", "bad flag ---n"},
+		{"-N 2 y", "-N is not supported"},
+		{"y :", "nothing after the last ':'"},
+		{": y", "':' in block 1"},
+		{"-n 1 y : z", "block 2 (z) has no -n"},
+		{"--prestage -n 1 y : -n 1 z", "--prestage copies one program"},
+		{"--replicas 3 -n 1 y : -n 1 z", "--replicas > 1 with several blocks"},
+		{"--map-by ppr:2:socket y", "only ppr:N:node"},
+		{"--ppn 3 --map-by ppr:2:node y", "disagree"},
+		{"-H a --hostfile h y", "both -H and --hostfile"},
+		{"-H a --test-nodes 2 y", "--test-nodes runs on this machine"},
+		{"--launcher ssh y", "needs hosts"},
+		{"--launcher mars y", `--launcher "mars"`},
+		{"--env", "--env needs a value"},
+		{"--replicas 2 y", "--replicas must be 1, 3 or 5"},
+	} {
+		_, err := parseRunFlags(strings.Fields(tc.args), noEnv)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.msg)
+		}
+	}
+}
+
+func TestLocalNames(t *testing.T) {
+	local := localNames(func() (string, error) { return "vm1.example.org", nil })
+	for name, want := range map[string]bool{
+		"localhost": true, "LOCALHOST": true, "127.0.0.1": true, "127.0.1.1": true, "::1": true,
+		"vm1.example.org": true, "vm1": true, "VM1": true, "vm2": false, "node001": false, "10.0.0.1": false,
+	} {
+		if local(name) != want {
+			t.Errorf("local(%q) = %v", name, !want)
+		}
+	}
+	p := &alloc.Placement{Nodes: []alloc.NodePlace{{Name: "n1"}, {Name: "localhost"}}}
+	if err := nameThisMachine(p, local, func() (string, error) { return "vm1.example.org", nil }); err != nil || p.Nodes[1].Name != "vm1.example.org" || p.Nodes[0].Name != "n1" {
+		t.Errorf("nameThisMachine: %v, %+v", err, p.Nodes)
+	}
+	p = &alloc.Placement{Nodes: []alloc.NodePlace{{Name: "vm1"}, {Name: "n1"}, {Name: "localhost"}}}
+	if err := nameThisMachine(p, local, func() (string, error) { return "vm1.example.org", nil }); err == nil || !strings.Contains(err.Error(), "name it once") {
+		t.Errorf("this machine twice: %v", err)
+	}
+}
