@@ -7,11 +7,16 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
@@ -609,6 +614,10 @@ func (a *Agent) get(key string) ([]byte, bool) {
 // over SSH). It returns the process's exit code.
 func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	began := time.Now()
+	if err := cleanSignalState(); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		// One thread runs the agent's goroutines, as Hydra's proxy is one
 		// thread. Its work is small and I/O-bound, but it shares the node
@@ -675,4 +684,54 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// cleanSignalState makes the agent's ranks start with every signal's
+// default disposition and an empty signal mask, whatever the agent
+// inherited (nohup ignores SIGHUP, a background job of a script SIGINT, a
+// scheduler may block signals).
+//
+// An ignored signal stays ignored across exec, a caught one is reset to
+// the default: the agent catches SIGINT and SIGHUP (which reach it from
+// srun or a terminal it shares, and must not end it) and SIGPIPE (a write
+// to its closed stdout or stderr is then an error, not its death) and
+// drops them. Go catches the other signals itself. A signal mask survives
+// exec too, and every thread of a Go program carries the one the process
+// started with: an agent that started with signals blocked starts itself
+// again, once, with none.
+func cleanSignalState() error {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	blocked, err := blockedSignals()
+	if err != nil || blocked == 0 {
+		return err
+	}
+	runtime.LockOSThread() // the mask set below is this thread's, which exec keeps
+	var none unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
+		return fmt.Errorf("unblock signals: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("unblock signals: %w", err)
+	}
+	return fmt.Errorf("unblock signals: start again: %w", syscall.Exec(self, os.Args, os.Environ()))
+}
+
+// blockedSignals returns the signal mask of the process's main thread (the
+// one it started with, bar what Go's runtime unblocked for itself).
+func blockedSignals() (uint64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("signal mask: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "SigBlk:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return 0, fmt.Errorf("signal mask: %q: %w", line, err)
+			}
+			return m, nil
+		}
+	}
+	return 0, errors.New("signal mask: no SigBlk in /proc/self/status")
 }

@@ -147,7 +147,7 @@ type frontend struct {
 	terminating bool
 	failure     *failureInfo
 	nodeTableAt time.Duration
-	lastINT     time.Time
+	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
 
 	progress  bool // show a live launch line on stderr (a terminal)
 	agentsUp  int  // agents that got their job
@@ -1210,7 +1210,8 @@ func (fe *frontend) rankEnded(st rankStatus) {
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
 	// A rank killed by the termination ftlaunch started is not a failure
 	// of its own; one that exits with an error code meanwhile is.
-	rs.byFrontend = fe.terminating && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL))
+	rs.byFrontend = fe.terminating && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
+		fe.endSignal != 0 && st.Signal == int(fe.endSignal))
 	fe.ended++
 	if rs.node >= 0 {
 		fe.agents[rs.node].ended++
@@ -1292,22 +1293,33 @@ func (fe *frontend) terminate() {
 	fe.bcast(mTerminate, encodeInt(int64(fe.opts.KillAfter)))
 }
 
+// onSignal forwards a signal to every rank. SIGINT, SIGTERM and SIGHUP end
+// the job, as mpiexec's do: the signal goes to every rank, then SIGTERM,
+// then SIGKILL after --kill-after, and the job's exit status is 128 plus
+// the signal's number; the same signal again, or another of the three,
+// kills every rank at once. Other signals (SIGUSR1, SIGUSR2, SIGCONT) are
+// only forwarded.
 func (fe *frontend) onSignal(sig os.Signal) {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		return
 	}
-	if s == syscall.SIGINT {
-		if !fe.lastINT.IsZero() && time.Since(fe.lastINT) < 2*time.Second {
-			fe.warnf("second interrupt: killing every rank")
-			fe.terminating = true
-			fe.bcast(mKill, nil)
-			return
-		}
-		fe.lastINT = time.Now()
+	ends := s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGHUP
+	switch {
+	case ends && !fe.shutdownAt.IsZero():
+		return // every rank ended already: the job's end stands
+	case ends && fe.terminating:
+		fe.warnf("%s again: killing every rank", unix.SignalName(s))
+		fe.bcast(mKill, nil)
+		return
 	}
 	fe.verbosef("forwarding signal %d (%v) to every rank", int(s), s)
 	fe.bcast(mSignal, encodeInt(int64(s)))
+	if ends {
+		fe.endSignal = s
+		fe.fail(128+int(s), fmt.Sprintf("%s: ending the job (%s to every rank, then SIGTERM, SIGKILL after %v; %s again kills at once)",
+			unix.SignalName(s), unix.SignalName(s), fe.opts.KillAfter, unix.SignalName(s)))
+	}
 }
 
 // agentLost handles an agent whose link ended before it said it was done:

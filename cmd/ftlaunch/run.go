@@ -367,7 +367,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		}
 	}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT)
 	defer signal.Stop(sigs)
 
 	res, err := launch.Run(context.Background(), launch.Options{
@@ -432,6 +432,5 @@ func forwardableStdin(stdin *os.File) *os.File {
 }
 
 func launchAgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	return launch.AgentMain(ctx, connect, stderr)
 }
