@@ -303,6 +303,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return Result{ExitCode: ExitLauncher}, fmt.Errorf("job state log: %w", err)
 	}
 	fe.journal = j
+	if err := j.InMemory(); err != nil {
+		fe.warnf("job state log: %v; keeping the job's state in memory (ftlaunch inspect and status will not know this job)", err)
+	}
 	defer fe.closeJournal()
 	if opts.Replicas > 1 {
 		// A root group can take over only once it exists: a launch that
@@ -1541,7 +1544,9 @@ func (fe *frontend) closeJournal() {
 	if fe.raftTr != nil {
 		fe.raftTr.Close()
 	}
-	fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+	if (fe.opts.Verbose || fe.failure != nil) && fe.journal.Dir() != "" {
+		fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+	}
 }
 
 // releaseJournal lets the journal's replica start.
@@ -1575,6 +1580,9 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	cfg := journal.Config{
 		StateDir: fe.opts.StateDir, Node: cmp.Or(host, "localhost"),
 		Job: journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: r},
+		// One replica, in the front-end, can keep the state in memory;
+		// replica agents need its files.
+		Fallback: r == 1,
 	}
 	if r == 1 {
 		return cfg, nil

@@ -40,6 +40,8 @@ after it is the program's own. Flags take one or two dashes.
   --state-dir DIR          keep the job's state log in DIR/JOBID (default
                            $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;
                            read it with ftlaunch inspect)
+  --keep-logs N            keep the newest N job logs in the default state directory (default
+                           $FTLAUNCH_KEEP_LOGS, else 100; 0: all); an explicit --state-dir is never pruned
   --replicas R             keep the state log on R root replicas (1, 3 or 5; default 1): the
                            front-end and R-1 agents on other nodes, a raft group over mutual TLS
   --test-nodes K           run K agents on this machine, posing as K nodes (a launch tree
@@ -116,6 +118,7 @@ type runFlags struct {
 	nSet      bool
 	slurmMode string
 	replicas  int
+	keepLogs  int // -1: not given
 
 	hosts, hostfile, mapBy, sshConfig, agentPath string
 	ppn                                          int
@@ -156,6 +159,7 @@ func parseRunFlags(args []string, getenv func(string) string) (*runFlags, []stri
 	fs.StringVar(&f.launcher, "launcher", "", "")
 	fs.StringVar(&f.slurmMode, "slurm-start", "step", "")
 	fs.IntVar(&f.replicas, "replicas", 1, "")
+	fs.IntVar(&f.keepLogs, "keep-logs", -1, "")
 	fs.BoolVar(&f.version, "version", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
@@ -380,6 +384,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 	}
+	pruneLogs(f, stderr)
 	return res.ExitCode
 }
 
