@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -294,12 +292,38 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	var st started
 	localSize := len(a.spec.Ranks)
+	// A rank that cannot start for want of processes, descriptors or
+	// memory ends the node's start: the ranks it started are killed at
+	// once (the job cannot run, and the user is at a limit that every
+	// other program of theirs, this agent's runtime included, needs room
+	// under), the rank is reported as the job's failure, and the ranks
+	// after it as not started. Limits known beforehand (rankRoom) fail
+	// the start before any fork.
+	room, short := rankRoom(localSize)
+	if short != nil {
+		// Known before the first fork: nothing is started. The failure
+		// goes first, so that the front-end names it.
+		a.reportExit(rankStatus{Rank: a.spec.Ranks[room], Code: ExitLauncher, Reason: "could not start: " + short.Error()})
+	}
+	stopped := short != nil
 	for i, r := range a.spec.Ranks {
+		if stopped {
+			if short == nil || i != room {
+				a.reportExit(rankStatus{Rank: r, Code: ExitLauncher, Reason: "not started", Skipped: true})
+			}
+			continue
+		}
 		info := rankproto.Info{
 			Rank: r, Size: a.spec.Size, LocalRank: i, LocalSize: localSize,
 			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID,
 		}
 		rp, err := startRank(a.spec, info, a)
+		if why := shortage(err); why != "" {
+			stopped = true
+			a.killAll(syscall.SIGKILL)
+			a.reportExit(rankStatus{Rank: r, Code: ExitLauncher, Reason: "could not start: " + why})
+			continue
+		}
 		if err != nil {
 			a.reportExit(rankStatus{Rank: r, Code: 127, Reason: err.Error()})
 			continue
@@ -701,12 +725,21 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 // again, once, with none.
 func cleanSignalState() error {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-	blocked, err := blockedSignals()
-	if err != nil || blocked == 0 {
-		return err
+	// The mask of the thread that runs this goroutine, locked to it: a
+	// thread running Go code has the process's initial mask (bar what the
+	// runtime unblocked for itself); another thread may be in the middle
+	// of a clone or fork, with every signal blocked for a moment.
+	runtime.LockOSThread()
+	var mask, none unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, nil, &mask); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("signal mask: %w", err)
 	}
-	runtime.LockOSThread() // the mask set below is this thread's, which exec keeps
-	var none unix.Sigset_t
+	if mask == none {
+		runtime.UnlockOSThread()
+		return nil
+	}
+	// Still locked: the mask set below is this thread's, which exec keeps.
 	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
 		return fmt.Errorf("unblock signals: %w", err)
 	}
@@ -715,23 +748,4 @@ func cleanSignalState() error {
 		return fmt.Errorf("unblock signals: %w", err)
 	}
 	return fmt.Errorf("unblock signals: start again: %w", syscall.Exec(self, os.Args, os.Environ()))
-}
-
-// blockedSignals returns the signal mask of the process's main thread (the
-// one it started with, bar what Go's runtime unblocked for itself).
-func blockedSignals() (uint64, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("signal mask: %w", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "SigBlk:"); ok {
-			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return 0, fmt.Errorf("signal mask: %q: %w", line, err)
-			}
-			return m, nil
-		}
-	}
-	return 0, errors.New("signal mask: no SigBlk in /proc/self/status")
 }

@@ -1214,7 +1214,7 @@ func (fe *frontend) rankEnded(st rankStatus) {
 	// A rank killed by the termination ftlaunch started is not a failure
 	// of its own; one that exits with an error code meanwhile is.
 	rs.byFrontend = fe.terminating && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
-		fe.endSignal != 0 && st.Signal == int(fe.endSignal))
+		fe.endSignal != 0 && st.Signal == int(fe.endSignal)) || st.Skipped
 	fe.ended++
 	if rs.node >= 0 {
 		fe.agents[rs.node].ended++

@@ -57,12 +57,17 @@ func unprivileged(t *testing.T) (*syscall.Credential, string) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, dir
 }
 
-// runAs runs ftlaunch from dir with the given credentials and environment.
+// runAs runs ftlaunch from dir with the given credentials and environment
+// (or, when args[0] is a flag, prlimit with args: ftlaunch under limits).
 func runAs(t *testing.T, cred *syscall.Credential, dir string, env []string, limit time.Duration, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "ftlaunch"), args...)
+	bin := filepath.Join(dir, "ftlaunch")
+	if strings.HasPrefix(args[0], "-") {
+		bin = "prlimit"
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	var out, errb bytes.Buffer
@@ -173,5 +178,44 @@ func TestKeepLogs(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(own, "ft-*")); len(m) != 3 {
 		t.Errorf("an explicit --state-dir was pruned: %q", m)
+	}
+}
+
+// More ranks than the user may start processes: one clear line naming the
+// limit and the rank, exit 1, no crash, nothing left running. With one
+// node the agent sees beforehand that they do not fit; with two, each
+// node's share fits alone and the second node's forks fail midway.
+func TestTooManyRanks(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("prlimit (util-linux) not installed")
+	}
+	cred, dir := unprivileged(t)
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, int(cred.Uid), int(cred.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	for _, tc := range []struct{ n, nodes string }{{"5000", "0"}, {"400", "2"}} {
+		t.Run(tc.n+"_nodes"+tc.nodes, func(t *testing.T) {
+			m := marker(t)
+			r := runAs(t, cred, dir, env, 120*time.Second, "--nproc=300", filepath.Join(dir, "ftlaunch"), "run", "-n", tc.n, "--test-nodes", tc.nodes, "sleep", m)
+			t.Logf("exit %d after %v; stderr:\n%s", r.code, r.elapsed, r.stderr)
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if r.code != 1 || len(lines) < 1 || !strings.Contains(lines[0], "could not start") || !strings.Contains(lines[0], "RLIMIT_NPROC") ||
+				!strings.HasPrefix(lines[0], "ftlaunch: rank ") {
+				t.Errorf("want exit 1 and a first line naming the rank and the limit")
+			}
+			if tc.nodes == "0" && (len(lines) != 2 || !strings.Contains(lines[1], "state in /")) {
+				t.Errorf("want one line and the state's path, got %d lines", len(lines))
+			}
+			if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "pthread_create") {
+				t.Errorf("a crash")
+			}
+			waitGone(t, "sleep "+m, 10*time.Second)
+			waitGone(t, filepath.Join(dir, "ftlaunch"), 10*time.Second)
+		})
 	}
 }
