@@ -621,11 +621,14 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	}
 	a.specAt = time.Since(fe.start)
 	now := time.Now()
-	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now})
+	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
 	fe.agentsUp++
 	fe.showProgress()
-	if a.parent < 0 || fe.opts.Verbose {
-		fe.verbosef("node %s: agent up (ssh %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, ms(up.SSH), up.Attempts, ms(up.Up))
+	switch {
+	case a.cmd != nil:
+		fe.verbosef("node %s: agent up (a local process on a socket pair)", a.name)
+	case a.parent < 0 || fe.opts.Verbose:
+		fe.verbosef("node %s: agent up (%s %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, fe.startedBy(), ms(up.SSH), up.Attempts, ms(up.Up))
 	}
 	// A replicated root's children learn where the replica agents are:
 	// one of them adopts them if the front-end dies.
@@ -734,8 +737,8 @@ func (fe *frontend) launchReport() {
 			sum += u.SSH
 			mx, q, last = max(mx, u.SSH), max(q, u.Queued), max(last, u.Up)
 		}
-		fe.verbosef("launcher %s: init %.1f ms; %d child(ren): ssh %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
-			name, ms(init), len(kids), ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter)
+		fe.verbosef("launcher %s: init %.1f ms; %d child(ren): %s %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
+			name, ms(init), len(kids), fe.startedBy(), ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter)
 	}
 	report("front-end", fe.launchBegan, fe.rootChildren, "")
 	for _, a := range fe.agents {
@@ -745,6 +748,19 @@ func (fe *frontend) launchReport() {
 		}
 		report(a.name, a.info.Init, a.children, ranks)
 	}
+}
+
+// startedBy names how the job's agents are started, as --verbose and the
+// state log say it: an SSH session, an srun step, or a local process (test
+// nodes, or the one agent of a job on this machine).
+func (fe *frontend) startedBy() string {
+	switch {
+	case fe.opts.SSH == nil:
+		return journal.StartProcess
+	case fe.opts.Launcher == "slurm":
+		return journal.StartSrun
+	}
+	return journal.StartSSH
 }
 
 // launchFailed handles an agent that could not be started: it and the
