@@ -87,6 +87,13 @@ type Options struct {
 	Stdin          *os.File // forwarded to rank 0 (nil: none)
 	Stdout, Stderr io.Writer
 	Signals        <-chan os.Signal // signals to forward to every rank
+	// Detach, if set, is how the front-end leaves a replicated job on
+	// SIGHUP (a dropped terminal or SSH session) once its root replica
+	// group is up: it ends this process at once, as if the front-end were
+	// lost, and a replica agent takes over as root (ftlaunch attach
+	// follows the job). Without it, or before the group is up, SIGHUP
+	// ends the job as SIGTERM does.
+	Detach func(jobID string)
 }
 
 // Result is how a job ended.
@@ -1327,6 +1334,12 @@ func (fe *frontend) onSignal(sig os.Signal) {
 	switch {
 	case ends && !fe.shutdownAt.IsZero():
 		return // every rank ended already: the job's end stands
+	case s == syscall.SIGHUP && fe.opts.Replicas > 1 && fe.opts.Detach != nil && !fe.terminating:
+		if fe.groupReady() {
+			fe.opts.Detach(fe.jobID) // does not return
+			return
+		}
+		fe.warnf("SIGHUP before the root replicas are up: the job cannot go on without the front-end")
 	case ends && fe.terminating:
 		fe.warnf("%s again: killing every rank", unix.SignalName(s))
 		fe.bcast(mKill, nil)
@@ -1339,6 +1352,18 @@ func (fe *frontend) onSignal(sig os.Signal) {
 		fe.fail(128+int(s), fmt.Sprintf("%s: ending the job (%s to every rank, then SIGTERM, SIGKILL after %v; %s again kills at once)",
 			unix.SignalName(s), unix.SignalName(s), fe.opts.KillAfter, unix.SignalName(s)))
 	}
+}
+
+// groupReady reports whether a replicated root's group has every replica
+// and the root's children know where the replicas are: the job survives
+// the front-end.
+func (fe *frontend) groupReady() bool {
+	r := fe.journal.Replica()
+	if r == nil || fe.replicaPeers == nil {
+		return false
+	}
+	f := r.Raft().GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) >= fe.opts.Replicas
 }
 
 // agentLost handles an agent whose link ended before it said it was done:

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -205,4 +206,40 @@ func TestCtrlCEndsMPIJob(t *testing.T) {
 	}
 	waitGone(t, loop, 5*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+}
+
+// With --replicas 3, SIGHUP (a dropped terminal) detaches the front-end:
+// it exits 129 and the job goes on under a root replica, which attach
+// follows to the job's end.
+func TestHangupDetachesReplicatedJob(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--verbose", "-n", "4",
+		"sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done; echo done $FTLAUNCH_RANK")
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	cmd.Process.Signal(syscall.SIGHUP)
+	if code, _ := exitCode(t, cmd, 30*time.Second, errb); code != 129 || !strings.Contains(errb.String(), "goes on under a root replica") {
+		t.Fatalf("after SIGHUP: exit %d, want 129 and the job going on; stderr:\n%s", code, errb)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := ftlaunchLimit(t, 120*time.Second, "", "attach", "--state-dir", dir)
+	if r.code != 0 {
+		t.Fatalf("attach: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for rank := range 4 {
+		if want := fmt.Sprintf("[%d] done %d\n", rank, rank); !strings.Contains(r.stdout, want) {
+			t.Errorf("attach did not show %q:\n%s", want, r.stdout)
+		}
+	}
+	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
 }
