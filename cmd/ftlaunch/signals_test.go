@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,19 +36,9 @@ func init() {
 		os.Exit(3)
 	}
 	args := os.Args[1:]
-	env := slicesDelete(os.Environ(), sigWrapEnv+"=1")
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, sigWrapEnv+"=") })
 	fmt.Fprintln(os.Stderr, "sigwrap:", syscall.Exec(args[0], args, env))
 	os.Exit(3)
-}
-
-func slicesDelete(env []string, kv string) []string {
-	var out []string
-	for _, e := range env {
-		if e != kv {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // Ranks start with default dispositions and an empty signal mask, even
