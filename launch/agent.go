@@ -7,11 +7,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
@@ -291,7 +294,27 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	var st started
 	localSize := len(a.spec.Ranks)
 	binds, bindErr := rankBindings(a.spec.Bind, localSize, a.spec.BindShare)
+	// A rank that cannot start for want of processes, descriptors or
+	// memory ends the node's start: the ranks it started are killed at
+	// once (the job cannot run, and the user is at a limit that every
+	// other program of theirs, this agent's runtime included, needs room
+	// under), the rank is reported as the job's failure, and the ranks
+	// after it as not started. Limits known beforehand (rankRoom) fail
+	// the start before any fork.
+	room, short := rankRoom(localSize)
+	if short != nil {
+		// Known before the first fork: nothing is started. The failure
+		// goes first, so that the front-end names it.
+		a.reportExit(rankStatus{Rank: a.spec.Ranks[room], Code: ExitLauncher, Reason: "could not start: " + short.Error()})
+	}
+	stopped := short != nil
 	for i, r := range a.spec.Ranks {
+		if stopped {
+			if short == nil || i != room {
+				a.reportExit(rankStatus{Rank: r, Code: ExitLauncher, Reason: "not started", Skipped: true})
+			}
+			continue
+		}
 		info := rankproto.Info{
 			Rank: r, Size: a.spec.Size, LocalRank: i, LocalSize: localSize,
 			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID, Incarnation: 1,
@@ -302,6 +325,12 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		cpus := bindingOf(binds, i)
 		rp, err := startRank(a.spec, info, a, cpus)
+		if why := shortage(err); why != "" {
+			stopped = true
+			a.killAll(syscall.SIGKILL)
+			a.reportExit(rankStatus{Rank: r, Code: ExitLauncher, Reason: "could not start: " + why})
+			continue
+		}
 		if err != nil {
 			a.reportExit(rankStatus{Rank: r, Code: 127, Reason: err.Error()})
 			continue
@@ -620,6 +649,10 @@ func (a *Agent) get(key string) ([]byte, bool) {
 // over SSH). It returns the process's exit code.
 func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	began := time.Now()
+	if err := cleanSignalState(); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		// One thread runs the agent's goroutines, as Hydra's proxy is one
 		// thread. Its work is small and I/O-bound, but it shares the node
@@ -705,4 +738,44 @@ func (a *Agent) goFunc(f func()) {
 		defer a.wg.Done()
 		f()
 	}()
+}
+
+// cleanSignalState makes the agent's ranks start with every signal's
+// default disposition and an empty signal mask, whatever the agent
+// inherited (nohup ignores SIGHUP, a background job of a script SIGINT, a
+// scheduler may block signals).
+//
+// An ignored signal stays ignored across exec, a caught one is reset to
+// the default: the agent catches SIGINT and SIGHUP (which reach it from
+// srun or a terminal it shares, and must not end it) and SIGPIPE (a write
+// to its closed stdout or stderr is then an error, not its death) and
+// drops them. Go catches the other signals itself. A signal mask survives
+// exec too, and every thread of a Go program carries the one the process
+// started with: an agent that started with signals blocked starts itself
+// again, once, with none.
+func cleanSignalState() error {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	// The mask of the thread that runs this goroutine, locked to it: a
+	// thread running Go code has the process's initial mask (bar what the
+	// runtime unblocked for itself); another thread may be in the middle
+	// of a clone or fork, with every signal blocked for a moment.
+	runtime.LockOSThread()
+	var mask, none unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, nil, &mask); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("signal mask: %w", err)
+	}
+	if mask == none {
+		runtime.UnlockOSThread()
+		return nil
+	}
+	// Still locked: the mask set below is this thread's, which exec keeps.
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
+		return fmt.Errorf("unblock signals: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("unblock signals: %w", err)
+	}
+	return fmt.Errorf("unblock signals: start again: %w", syscall.Exec(self, os.Args, os.Environ()))
 }

@@ -98,6 +98,14 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	Signals        <-chan os.Signal // signals to forward to every rank
 
+	// Detach, if set, is how the front-end leaves a replicated job on
+	// SIGHUP (a dropped terminal or SSH session) once its root replica
+	// group is up: it ends this process at once, as if the front-end were
+	// lost, and a replica agent takes over as root (ftlaunch attach
+	// follows the job). Without it, or before the group is up, SIGHUP
+	// ends the job as SIGTERM does.
+	Detach func(jobID string)
+
 	// startLocal, for tests of the root and the agent in one process,
 	// runs this machine's agent on the given end of its link instead of
 	// starting an `ftlaunch agent` process.
@@ -172,7 +180,7 @@ type frontend struct {
 	terminating bool
 	rec         *recovery.Planner // decides what failures do to the job
 	nodeTableAt time.Duration
-	lastINT     time.Time
+	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
 
 	progress  bool // show a live launch line on stderr (a terminal)
 	agentsUp  int  // agents that got their job
@@ -357,6 +365,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return Result{ExitCode: ExitLauncher}, fmt.Errorf("job state log: %w", err)
 	}
 	fe.journal = j
+	if err := j.InMemory(); err != nil {
+		fe.warnf("job state log: %v; keeping the job's state in memory (ftlaunch inspect and status will not know this job)", err)
+	}
 	defer fe.closeJournal()
 	if opts.Replicas > 1 {
 		// A root group can take over only once it exists: a launch that
@@ -663,11 +674,14 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	}
 	a.specAt = time.Since(fe.start)
 	now := time.Now()
-	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now})
+	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
 	fe.agentsUp++
 	fe.showProgress()
-	if a.rootChild || fe.opts.Verbose {
-		fe.verbosef("node %s: agent up (ssh %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, ms(up.SSH), up.Attempts, ms(up.Up))
+	switch {
+	case a.local != nil:
+		fe.verbosef("node %s: agent up (a local process on a socket pair)", a.name)
+	case a.rootChild || fe.opts.Verbose:
+		fe.verbosef("node %s: agent up (%s %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, fe.startedBy(), ms(up.SSH), up.Attempts, ms(up.Up))
 	}
 	// A replicated root's children learn where the replica agents are:
 	// one of them adopts them if the front-end dies.
@@ -766,8 +780,8 @@ func (fe *frontend) launchReport() {
 			sum += u.SSH
 			mx, q, last = max(mx, u.SSH), max(q, u.Queued), max(last, u.Up)
 		}
-		fe.verbosef("launcher %s: init %.1f ms; %d child(ren): ssh %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
-			name, ms(init), len(kids), ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter)
+		fe.verbosef("launcher %s: init %.1f ms; %d child(ren): %s %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
+			name, ms(init), len(kids), fe.startedBy(), ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter)
 	}
 	report("front-end", fe.launchBegan, fe.topo.Children(topology.Root), "")
 	for _, a := range fe.agents {
@@ -777,6 +791,19 @@ func (fe *frontend) launchReport() {
 		}
 		report(a.name, a.info.Init, fe.topo.Children(a.idx), ranks)
 	}
+}
+
+// startedBy names how the job's agents are started, as --verbose and the
+// state log say it: an SSH session, an srun step, or a local process (test
+// nodes, or the one agent of a job on this machine).
+func (fe *frontend) startedBy() string {
+	switch {
+	case fe.opts.SSH == nil:
+		return journal.StartProcess
+	case fe.opts.Launcher == "slurm":
+		return journal.StartSrun
+	}
+	return journal.StartSSH
 }
 
 // launchFailed handles an agent that could not be started: it and the
@@ -1252,7 +1279,8 @@ func (fe *frontend) rankEnded(st rankStatus) {
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
 	// A rank killed by the termination ftlaunch started is not a failure
 	// of its own; one that exits with an error code meanwhile is.
-	rs.byFrontend = fe.rec.Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL))
+	rs.byFrontend = fe.rec.Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
+		fe.endSignal != 0 && st.Signal == int(fe.endSignal)) || st.Skipped
 	fe.ended++
 	if rs.node >= 0 {
 		fe.agents[rs.node].ended++
@@ -1328,23 +1356,51 @@ func (fe *frontend) terminate() {
 	fe.bcast(mTerminate, encodeInt(int64(fe.opts.KillAfter)))
 }
 
+// onSignal forwards a signal to every rank. SIGINT, SIGTERM and SIGHUP end
+// the job, as mpiexec's do: the signal goes to every rank, then SIGTERM,
+// then SIGKILL after --kill-after, and the job's exit status is 128 plus
+// the signal's number; the same signal again, or another of the three,
+// kills every rank at once. Other signals (SIGUSR1, SIGUSR2, SIGCONT) are
+// only forwarded.
 func (fe *frontend) onSignal(sig os.Signal) {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		return
 	}
-	if s == syscall.SIGINT {
-		if !fe.lastINT.IsZero() && time.Since(fe.lastINT) < 2*time.Second {
-			fe.warnf("second interrupt: killing every rank")
-			fe.step(recovery.Interrupted{})
-			fe.terminating = true
-			fe.bcast(mKill, nil)
+	ends := s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGHUP
+	switch {
+	case ends && !fe.shutdownAt.IsZero():
+		return // every rank ended already: the job's end stands
+	case s == syscall.SIGHUP && fe.opts.Replicas > 1 && fe.opts.Detach != nil && !fe.terminating:
+		if fe.groupReady() {
+			fe.opts.Detach(fe.jobID) // does not return
 			return
 		}
-		fe.lastINT = time.Now()
+		fe.warnf("SIGHUP before the root replicas are up: the job cannot go on without the front-end")
+	case ends && fe.terminating:
+		fe.warnf("%s again: killing every rank", unix.SignalName(s))
+		fe.bcast(mKill, nil)
+		return
 	}
 	fe.verbosef("forwarding signal %d (%v) to every rank", int(s), s)
 	fe.bcast(mSignal, encodeInt(int64(s)))
+	if ends {
+		fe.endSignal = s
+		fe.step(recovery.Signaled{Signal: int(s), Msg: fmt.Sprintf("%s: ending the job (%s to every rank, then SIGTERM, SIGKILL after %v; %s again kills at once)",
+			unix.SignalName(s), unix.SignalName(s), fe.opts.KillAfter, unix.SignalName(s))})
+	}
+}
+
+// groupReady reports whether a replicated root's group has every replica
+// and the root's children know where the replicas are: the job survives
+// the front-end.
+func (fe *frontend) groupReady() bool {
+	r := fe.journal.Replica()
+	if r == nil || fe.replicaPeers == nil {
+		return false
+	}
+	f := r.Raft().GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) >= fe.opts.Replicas
 }
 
 func (fe *frontend) protocolError(a *agentHandle, err error) {
@@ -1556,7 +1612,9 @@ func (fe *frontend) closeJournal() {
 	if fe.raftTr != nil {
 		fe.raftTr.Close()
 	}
-	fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+	if (fe.opts.Verbose || fe.rec.Failure() != nil) && fe.journal.Dir() != "" {
+		fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+	}
 }
 
 // releaseJournal lets the journal's replica start.
@@ -1590,6 +1648,9 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	cfg := journal.Config{
 		StateDir: fe.opts.StateDir, Node: cmp.Or(host, "localhost"),
 		Job: journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: r},
+		// One replica, in the front-end, can keep the state in memory;
+		// replica agents need its files.
+		Fallback: r == 1,
 	}
 	if r == 1 {
 		return cfg, nil

@@ -89,7 +89,7 @@ func (fe *frontend) live() Live {
 // sees the old report or the new one). Errors are not the job's: a
 // report that cannot be written is only missing.
 func (fe *frontend) writeLive() {
-	if fe.journal == nil || fe.journalDone {
+	if fe.journal == nil || fe.journalDone || fe.journal.Dir() == "" {
 		return
 	}
 	b, err := json.Marshal(fe.live())
@@ -108,7 +108,7 @@ func (fe *frontend) writeLive() {
 
 // removeLive removes the live report once the final status is committed.
 func (fe *frontend) removeLive() {
-	if fe.journal == nil {
+	if fe.journal == nil || fe.journal.Dir() == "" {
 		return
 	}
 	if err := os.Remove(filepath.Join(fe.journal.Dir(), LiveFile)); err != nil && !errors.Is(err, os.ErrNotExist) {

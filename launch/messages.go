@@ -149,17 +149,20 @@ type rankStatus struct {
 	Code   int    // exit code, when Signal is 0
 	Signal int    // terminating signal, or 0
 	Reason string // set when the rank never ran, or failed for a reason other than its exit
+	// Skipped: the rank was not started because an earlier rank of its
+	// node could not start (that one is the failure).
+	Skipped bool
 }
 
 func (s rankStatus) encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(s.Rank)).Int(int64(s.Code)).Int(int64(s.Signal)).String(s.Reason)
+	e.Uint(uint64(s.Rank)).Int(int64(s.Code)).Int(int64(s.Signal)).String(s.Reason).Bool(s.Skipped)
 	return e.Data()
 }
 
 func decodeRankStatus(p []byte) (rankStatus, error) {
 	d := wire.NewDecoder(p)
-	s := rankStatus{Rank: int(d.Uint()), Code: int(d.Int()), Signal: int(d.Int()), Reason: d.String()}
+	s := rankStatus{Rank: int(d.Uint()), Code: int(d.Int()), Signal: int(d.Int()), Reason: d.String(), Skipped: d.Bool()}
 	return s, d.Err()
 }
 

@@ -228,6 +228,7 @@ func (rp *rankProc) output(stream int, data []byte) {
 // wait waits for the rank to end and for its output to drain, and returns
 // its status.
 func (rp *rankProc) wait() rankStatus {
+	awaitExit(rp.cmd.Process.Pid)
 	err := rp.cmd.Wait()
 	close(rp.exited)
 	select {

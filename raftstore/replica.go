@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,10 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	// Logger receives raft's log; nil discards it.
 	Logger hclog.Logger
+	// InMemory keeps the raft log, the stable store and the snapshots in
+	// memory (StateDir is not used, and nothing outlives Shutdown): for a
+	// job whose state directory cannot be written.
+	InMemory bool
 }
 
 // Leadership is one change of this replica's view of the leader.
@@ -123,7 +128,7 @@ type Replica struct {
 	cfg   Config
 	dir   string
 	fsm   *FSM
-	store *raftboltdb.BoltStore
+	store io.Closer // the bbolt database (nil: in memory)
 	raft  *raft.Raft
 	obs   *raft.Observer
 
@@ -141,7 +146,7 @@ type Replica struct {
 // Open opens or creates the replica's directory and starts its raft
 // server. If another process holds the directory it fails with ErrLocked.
 func Open(cfg Config) (*Replica, error) {
-	if cfg.StateDir == "" || cfg.Name == "" || cfg.Name == "." || cfg.Name == ".." || strings.ContainsAny(cfg.Name, `/\`) {
+	if cfg.StateDir == "" && !cfg.InMemory || cfg.Name == "" || cfg.Name == "." || cfg.Name == ".." || strings.ContainsAny(cfg.Name, `/\`) {
 		return nil, fmt.Errorf("raftstore: open: need a state directory and a plain node name (got %q, %q)", cfg.StateDir, cfg.Name)
 	}
 	if cfg.Transport == nil {
@@ -165,6 +170,14 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.InMemory {
+		mem := raft.NewInmemStore()
+		r, err := start(cfg, "", mem, mem, raft.NewInmemSnapshotStore(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: open %s in memory: %w", cfg.Name, err)
+		}
+		return r, nil
+	}
 	dir := filepath.Join(cfg.StateDir, cfg.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
@@ -177,19 +190,20 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", dbPath, lockErr(err))
 	}
-	r, err := start(cfg, dir, store)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, cfg.Logger.Named("snapshots"))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("raftstore: open %s: snapshot store: %w", dir, err), store.Close())
+	}
+	r, err := start(cfg, dir, store, store, snaps, store)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("raftstore: open %s: %w", dir, err), store.Close())
 	}
 	return r, nil
 }
 
-// start creates the snapshot store and the raft server.
-func start(cfg Config, dir string, store *raftboltdb.BoltStore) (*Replica, error) {
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, cfg.Logger.Named("snapshots"))
-	if err != nil {
-		return nil, fmt.Errorf("snapshot store: %w", err)
-	}
+// start creates the raft server on its stores; closer (if not nil) is
+// closed by Shutdown.
+func start(cfg Config, dir string, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore, closer io.Closer) (*Replica, error) {
 	notify := make(chan bool) // unbuffered: raft blocks until the watcher takes it, so no change is lost
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Name)
@@ -206,17 +220,17 @@ func start(cfg Config, dir string, store *raftboltdb.BoltStore) (*Replica, error
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("raft config: %w", err)
 	}
-	existing, err := raft.HasExistingState(store, store, snaps)
+	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("look for existing state: %w", err)
 	}
 	if !existing && len(cfg.Peers) > 0 {
-		if err := raft.BootstrapCluster(rc, store, store, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Peers}); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Peers}); err != nil {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
 	fsm := NewFSM()
-	ra, err := raft.NewRaft(rc, fsm, store, store, snaps, cfg.Transport)
+	ra, err := raft.NewRaft(rc, fsm, logs, stable, snaps, cfg.Transport)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
@@ -224,7 +238,7 @@ func start(cfg Config, dir string, store *raftboltdb.BoltStore) (*Replica, error
 		cfg:       cfg,
 		dir:       dir,
 		fsm:       fsm,
-		store:     store,
+		store:     closer,
 		raft:      ra,
 		leaderOut: make(chan Leadership, 16),
 		stop:      make(chan struct{}),
@@ -359,7 +373,7 @@ func (r *Replica) watchLeadership(notify <-chan bool, obs <-chan raft.Observatio
 // one goroutine should receive from it.
 func (r *Replica) Leadership() <-chan Leadership { return r.leaderOut }
 
-// Dir returns the replica's directory, StateDir/Name.
+// Dir returns the replica's directory, StateDir/Name ("" in memory).
 func (r *Replica) Dir() string { return r.dir }
 
 // FSM returns the replica's state machine, for reads (View, Copy, Digest).
@@ -586,8 +600,10 @@ func (r *Replica) Shutdown() error {
 		r.raft.DeregisterObserver(r.obs)
 		close(r.stop)
 		r.wg.Wait()
-		if err := r.store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", dbFile, err))
+		if r.store != nil { // nil: in memory
+			if err := r.store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", dbFile, err))
+			}
 		}
 		if err := errors.Join(errs...); err != nil {
 			r.shutdownErr = fmt.Errorf("raftstore: shutdown %s: %w", r.cfg.Name, err)

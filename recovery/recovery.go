@@ -79,7 +79,7 @@ const (
 	// whole job); RecoveryStage tells where it is.
 	Recovering
 	// Ending: the job is being terminated (a failure, the timeout, the
-	// user's interrupt); later failures are consequences, not causes.
+	// user's signal); later failures are consequences, not causes.
 	Ending
 	// Over: every rank ended and the agents were told to exit; a link
 	// that ends now is an agent leaving, not a loss.
@@ -234,11 +234,11 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", ev.Node, ev.Seq, ev.Op))
 	case TimedOut:
 		return p.endJob(ExitTimeout, fmt.Sprintf("the job exceeded --timeout %v; terminating it", ev.Limit))
-	case Interrupted:
-		if p.phase == Running || p.phase == Recovering {
-			p.phase, p.rc = Ending, nil
+	case Signaled:
+		if p.phase == Over {
+			return nil // every rank ended: the job's end stands
 		}
-		return nil
+		return p.endJob(128+ev.Signal, ev.Msg)
 	case Finished:
 		p.phase, p.rc = Over, nil
 		return nil
@@ -401,9 +401,13 @@ type Stranded struct {
 // TimedOut: the job's --timeout expired.
 type TimedOut struct{ Limit time.Duration }
 
-// Interrupted: the user ended the job (a second interrupt): what fails now
-// fails because of it.
-type Interrupted struct{}
+// Signaled: the user ended the job with a terminating signal (SIGINT,
+// SIGTERM, SIGHUP), which was forwarded to every rank: the job ends with
+// 128+Signal, and what fails now fails because of it.
+type Signaled struct {
+	Signal int
+	Msg    string
+}
 
 // Finished: every rank ended and the agents were told to exit.
 type Finished struct{}
@@ -417,7 +421,7 @@ func (ProtocolError) isEvent()      {}
 func (CollectiveMismatch) isEvent() {}
 func (Stranded) isEvent()           {}
 func (TimedOut) isEvent()           {}
-func (Interrupted) isEvent()        {}
+func (Signaled) isEvent()           {}
 func (Finished) isEvent()           {}
 
 // An Action is something the root must do: one of the types below, carried

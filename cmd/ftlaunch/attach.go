@@ -20,7 +20,7 @@ Follows a job whose front-end was lost (a job run with --replicas 3 or 5):
 prints the output its new root writes to the job's state directory
 (output/rank.R.out on stdout, output/rank.R.err on stderr, each line
 labeled "[R] ") as it comes, until the job ends, then exits with the job's
-exit code. JOB is a job id or directory (default: the latest job).
+exit code, after the lines that said why if it failed. JOB is a job id or directory (default: the latest job).
 
   --state-dir DIR   the state directory (default $XDG_STATE_HOME/ftlaunch/jobs)
 `
@@ -66,6 +66,9 @@ func attachCommand(args []string, stdout, stderr io.Writer) int {
 		switch st.State {
 		case "finished":
 			f.flush()
+			if *st.ExitCode != 0 {
+				writeFailure(stderr, st)
+			}
 			return *st.ExitCode
 		case "unfinished":
 			f.flush()
@@ -73,6 +76,16 @@ func attachCommand(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		time.Sleep(attachPoll) // polling files another process writes
+	}
+}
+
+// writeFailure prints why a failed job failed, as its root said it.
+func writeFailure(w io.Writer, st *jobStatus) {
+	for _, f := range st.Failures {
+		fmt.Fprintf(w, "ftlaunch: %s\n", f)
+	}
+	if len(st.Failures) == 0 {
+		fmt.Fprintf(w, "ftlaunch: job %s ended with exit code %d: %s\n", st.Job, *st.ExitCode, st.Message)
 	}
 }
 

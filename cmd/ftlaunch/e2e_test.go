@@ -596,7 +596,11 @@ func TestDoubleInterruptKills(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
-	case <-done:
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("after two SIGINTs: %v, want exit 130; stderr:\n%s", err, errb.String())
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("a second SIGINT did not end the job; stderr:\n%s", errb.String())
 	}

@@ -30,7 +30,7 @@ type svgSegment struct {
 // ColorBrewer's Set2.
 func svgSegments() [5]svgSegment {
 	return [5]svgSegment{
-		{"ssh", "#8da0cb"},
+		{"agent start (ssh, srun, process)", "#8da0cb"},
 		{"connect-back", "#66c2a5"},
 		{"rank start", "#fc8d62"},
 		{"wait for node table", "#e5c494"},

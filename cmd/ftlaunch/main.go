@@ -70,6 +70,16 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// detach returns how the front-end of a replicated job leaves it on
+// SIGHUP: it says so and exits at once with 129 (128 + SIGHUP), as if it
+// were lost; a root replica carries on.
+func detach(stderr io.Writer) func(jobID string) {
+	return func(jobID string) {
+		fmt.Fprintf(stderr, "ftlaunch: SIGHUP: the front-end leaves; job %s goes on under a root replica (follow it: ftlaunch attach %s)\n", jobID, jobID)
+		os.Exit(128 + 1)
+	}
+}
+
 func agentCommand(args []string, stderr io.Writer) int {
 	connect := len(args) == 1 && args[0] == "--connect"
 	if len(args) != 0 && !connect {

@@ -48,6 +48,8 @@ For the whole job:
   --state-dir DIR          keep the job's state log in DIR/JOBID (default
                            $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;
                            read it with ftlaunch inspect)
+  --keep-logs N            keep the newest N job logs in the default state directory (default
+                           $FTLAUNCH_KEEP_LOGS, else 100; 0: all); an explicit --state-dir is never pruned
   --replicas R             keep the state log on R root replicas (1, 3 or 5; default 1): the
                            front-end and R-1 agents on other nodes, a raft group over mutual TLS
   --test-nodes K           run K agents on this machine, posing as K nodes (a launch tree
@@ -275,20 +277,21 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		mpmd = apps
 	}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT)
 	defer signal.Stop(sigs)
 
 	res, err := launch.Run(context.Background(), launch.Options{
 		N: f.n, Argv: apps[0].Argv, Env: apps[0].Env, Wdir: apps[0].Wdir, Apps: mpmd, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: testNodes,
 		Bind: f.bindTo, BindShare: f.oversubscribe,
-		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs,
+		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: f.slurmMode == "group",
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 	}
+	pruneLogs(f, stderr)
 	return res.ExitCode
 }
 
@@ -409,6 +412,5 @@ func forwardableStdin(stdin *os.File) *os.File {
 }
 
 func launchAgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	return launch.AgentMain(ctx, connect, stderr)
 }

@@ -60,6 +60,7 @@ type runFlags struct {
 	launcherSet bool
 	slurmMode   string
 	replicas    int
+	keepLogs    int // -1: not given
 	bindTo      string
 
 	hosts                                 []string // each -H value
@@ -240,6 +241,17 @@ var runOptions = []runOption{
 		f.replicas = n
 		return nil
 	}},
+	{names: []string{"keep-logs"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
+		n, err := atoi(typed, v)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			return fmt.Errorf("%s must not be negative, got %d", typed, n)
+		}
+		f.keepLogs = n
+		return nil
+	}},
 	{names: []string{"version"}, kind: optBool, set: boolSetter(func(f *runFlags) *bool { return &f.version })},
 	{names: []string{"help", "h"}, kind: optBool, set: boolSetter(func(f *runFlags) *bool { return &f.help })},
 }
@@ -352,7 +364,7 @@ func lookupOption(name string) *runOption {
 // parseRunFlags reads the command line of `ftlaunch run` (getenv supplies
 // MPIEXEC_TIMEOUT and SLURM_JOB_NODELIST).
 func parseRunFlags(args []string, getenv func(string) string) (*runFlags, error) {
-	f := &runFlags{killAfter: 5 * time.Second, tree: "auto", slurmMode: "step", replicas: 1}
+	f := &runFlags{killAfter: 5 * time.Second, tree: "auto", slurmMode: "step", replicas: 1, keepLogs: -1}
 	timeoutSet := false
 	app := appFlags{n: -1}
 	for i := 0; i < len(args); i++ {

@@ -20,8 +20,8 @@ func TestRunKeepsStateLog(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "state in "+dir+"/ft-") {
-		t.Fatalf("no state path on stderr:\n%s", r.stderr)
+	if r.stderr != "" { // a successful run prints nothing of its own
+		t.Fatalf("stderr of a successful run:\n%s", r.stderr)
 	}
 	jobs, _ := filepath.Glob(filepath.Join(dir, "ft-*"))
 	if len(jobs) != 1 {
@@ -78,8 +78,8 @@ func TestRunKeepsStateLog(t *testing.T) {
 
 	// A failing job's status is committed too.
 	r = ftlaunch(t, "", "run", "--state-dir", dir, "-n", "2", "sh", "-c", "exit 6")
-	if r.code != 6 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.code != 6 || !strings.Contains(r.stderr, "state in "+dir+"/ft-") {
+		t.Fatalf("exit %d, want 6 and the state's path: %s", r.code, r.stderr)
 	}
 	r = ftlaunch(t, "", "status", "--state-dir", dir)
 	if !strings.Contains(r.stdout, "exit code 6") {

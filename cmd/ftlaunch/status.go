@@ -46,6 +46,9 @@ type jobStatus struct {
 	End      time.Time      `json:"end,omitzero"`
 	Ranks    map[string]int `json:"ranks,omitempty"` // rank state -> count
 	Failures []string       `json:"failures,omitempty"`
+	// Lost says what became of an unfinished job's ranks, when its files
+	// tell: a job without replicas lost its only root, the front-end.
+	Lost string `json:"lost,omitempty"`
 	// Live is a running job's live report (absent: none yet, or ended).
 	Live *launch.Live `json:"live,omitempty"`
 }
@@ -118,8 +121,18 @@ func readStatus(stateDir, target string) (*jobStatus, error) {
 		code := rep.Status.ExitCode
 		st.State, st.ExitCode, st.Message, st.End = "finished", &code, rep.Status.Message, rep.Status.End
 	}
+	frontendLost := !rep.Status.Done && rep.Job.Replicas <= 1
+	if frontendLost {
+		// Its files are not locked: the front-end, the job's only root, is
+		// gone, and every agent that lost it killed its ranks.
+		st.Lost = "front-end lost; ranks were cleaned up by their agents"
+	}
 	for _, r := range rep.Ranks {
-		st.Ranks[r.State]++
+		state := r.State
+		if frontendLost && (state == "starting" || state == "running" || state == "suspended") {
+			state = "cleaned up"
+		}
+		st.Ranks[state]++
 	}
 	for _, ev := range rep.Events {
 		if ev.Kind == "failure" {
@@ -167,7 +180,11 @@ func writeStatusText(w io.Writer, st *jobStatus) error {
 			fmt.Fprintf(bw, ": %s", st.Message)
 		}
 	case "unfinished":
-		fmt.Fprint(bw, " (the front-end stopped before the job's end was recorded)")
+		if st.Lost != "" {
+			fmt.Fprintf(bw, ": %s", st.Lost)
+		} else {
+			fmt.Fprint(bw, " (the front-end stopped before the job's end was recorded)")
+		}
 	}
 	fmt.Fprintln(bw)
 	fmt.Fprintf(bw, "  %d rank(s) on %d node(s): %s\n", st.N, st.Nodes, strings.Join(st.Argv, " "))
@@ -179,7 +196,7 @@ func writeStatusText(w io.Writer, st *jobStatus) error {
 		fmt.Fprintln(bw)
 	}
 	var parts []string
-	for _, s := range []string{"unknown", "starting", "running", "suspended", "exited", "failed"} {
+	for _, s := range []string{"unknown", "starting", "running", "suspended", "exited", "failed", "cleaned up"} {
 		if n := st.Ranks[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, s))
 		}

@@ -100,9 +100,11 @@ func TestInitWithoutLauncher(t *testing.T) {
 func TestRecoveryEvents(t *testing.T) {
 	a, b := net.Pipe()
 	acks := make(chan [2]uint64, 4)
+	suspended := make(chan struct{})
 	go func() {
 		defer b.Close()
-		// The agent reads while it writes (a pipe has no buffer).
+		// The agent reads while it writes (a pipe has no buffer); it
+		// takes acknowledgements as they come.
 		frames := make(chan wire.Frame, 16)
 		go func() {
 			defer close(frames)
@@ -112,24 +114,22 @@ func TestRecoveryEvents(t *testing.T) {
 				if err != nil {
 					return
 				}
-				frames <- f
-			}
-		}()
-		send := func(typ uint8, p []byte) { _ = wire.WriteFrame(b, typ, p) }
-		next := func() wire.Frame {
-			for f := range frames {
 				if f.Type == rankproto.TAck {
 					typ, ep, err := rankproto.DecodeAck(f.Payload)
 					if err != nil {
 						t.Errorf("ack: %v", err)
 					}
 					acks <- [2]uint64{uint64(typ), ep}
+					if typ == rankproto.TSuspend {
+						close(suspended)
+					}
 					continue
 				}
-				return f
+				frames <- f
 			}
-			return wire.Frame{}
-		}
+		}()
+		send := func(typ uint8, p []byte) { _ = wire.WriteFrame(b, typ, p) }
+		next := func() wire.Frame { return <-frames }
 		next() // init
 		send(rankproto.TInitOK, rankproto.Info{Rank: 0, Size: 2, Incarnation: 2}.Encode())
 		next() // publish
@@ -137,6 +137,7 @@ func TestRecoveryEvents(t *testing.T) {
 		next() // barrier, interrupted by a recovery
 		send(rankproto.TSuspend, rankproto.EncodeEvent(rankproto.Event{Epoch: 3}))
 		send(rankproto.TRecovering, nil)
+		<-suspended // as an agent does: the patch after every rank suspended
 		send(rankproto.TPatch, rankproto.EncodeEvent(rankproto.Event{Epoch: 3, Version: 2, Rows: []rankproto.Row{{Rank: 1, Incarnation: 2, ITuple: []byte("b1")}}}))
 		send(rankproto.TResume, rankproto.EncodeEvent(rankproto.Event{Epoch: 3, Version: 2}))
 		next() // the barrier again

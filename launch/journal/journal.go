@@ -70,6 +70,11 @@ type Config struct {
 	// successor root's): the journal writes through it, does not record
 	// the job again, and leaves it running at Close.
 	Replica *raftstore.Replica
+	// Fallback keeps the state in memory when the state directory cannot
+	// be written (nor found), instead of failing Open or losing the
+	// records: the replica runs as usual, and nothing is left afterwards
+	// (InMemory says why). Only for a single voter: a group needs files.
+	Fallback bool
 }
 
 // Stats counts what the journal wrote.
@@ -101,6 +106,7 @@ type Journal struct {
 	release chan struct{} // closed by Close: ends a Hold
 	relOnce sync.Once
 	replica *raftstore.Replica
+	memory  error // why the state is kept in memory (nil: in files); set before run starts
 
 	mu      sync.Mutex
 	queue   []record
@@ -147,12 +153,17 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	if cfg.Job.N < 1 || cfg.Job.N > raftstore.MaxRanks {
 		return nil, fmt.Errorf("journal: open: job %s of %d ranks: need 1..%d", cfg.Job.ID, cfg.Job.N, raftstore.MaxRanks)
 	}
+	var memory error
 	if cfg.StateDir == "" {
 		d, err := DefaultStateDir()
-		if err != nil {
+		switch {
+		case err == nil:
+			cfg.StateDir = d
+		case cfg.Fallback && len(cfg.Peers) == 0:
+			memory = err
+		default:
 			return nil, fmt.Errorf("journal: open: %w", err)
 		}
-		cfg.StateDir = d
 	}
 	if cfg.Node == "" {
 		h, err := os.Hostname()
@@ -185,11 +196,14 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		done:    make(chan struct{}),
 		release: make(chan struct{}),
 	}
-	if err := os.MkdirAll(j.jobDir, 0o700); err != nil {
-		return nil, fmt.Errorf("journal: open: %w", err)
+	if memory == nil {
+		memory = makeJobDir(cfg.StateDir, cfg.Job.ID)
+		if memory != nil && (!cfg.Fallback || len(cfg.Peers) > 0) {
+			return nil, fmt.Errorf("journal: open: %w", memory)
+		}
 	}
-	if err := setLatest(cfg.StateDir, cfg.Job.ID); err != nil {
-		return nil, fmt.Errorf("journal: open: %w", err)
+	if memory != nil {
+		j.memory, j.jobDir = memory, ""
 	}
 	if cfg.Transport == nil {
 		_, tr := raft.NewInmemTransport(raft.ServerAddress("inmem:" + cfg.Node))
@@ -204,12 +218,31 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	return j, nil
 }
 
+// makeJobDir creates the job's directory and points STATE-DIR/latest at
+// it.
+func makeJobDir(stateDir, jobID string) error {
+	if err := os.MkdirAll(JobDir(stateDir, jobID), 0o700); err != nil {
+		return err
+	}
+	return setLatest(stateDir, jobID)
+}
+
 // Dir returns the job's state directory, STATE-DIR/<job id>: what
-// `ftlaunch inspect` takes.
+// `ftlaunch inspect` takes ("" when the state is kept in memory).
 func (j *Journal) Dir() string { return j.jobDir }
 
-// ReplicaDir returns this replica's directory, Dir()/<node>.
-func (j *Journal) ReplicaDir() string { return filepath.Join(j.jobDir, j.cfg.Node) }
+// ReplicaDir returns this replica's directory, Dir()/<node> ("" in
+// memory).
+func (j *Journal) ReplicaDir() string {
+	if j.jobDir == "" {
+		return ""
+	}
+	return filepath.Join(j.jobDir, j.cfg.Node)
+}
+
+// InMemory returns why the journal keeps the state in memory (see
+// Config.Fallback), or nil when it writes files.
+func (j *Journal) InMemory() error { return j.memory }
 
 // Ready waits until the replica leads and has recorded the job, or failed
 // to (then it returns the error). The front-end need not call it.
@@ -416,6 +449,7 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 		Peers:     j.cfg.Peers,
 		Timing:    j.cfg.Timing,
 		Logger:    j.cfg.Logger,
+		InMemory:  j.memory != nil,
 	})
 	if err != nil {
 		j.setErr(fmt.Errorf("journal: %w", err))

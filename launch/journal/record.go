@@ -71,12 +71,23 @@ type AgentUp struct {
 	// Launched is when the agent's launch began (the SSH session was
 	// requested, or the local process forked); zero: unknown.
 	Launched time.Time
-	// SSH is how long the SSH session took to come up, queueing for a
-	// slot included (0 for a local agent).
+	// SSH is how long the agent's start took (its SSH session or srun
+	// step came up, or its process was started), queueing for a slot
+	// included (0 for a local agent on a socket pair).
 	SSH time.Duration
 	// Connected is when the agent connected back; zero: now.
 	Connected time.Time
+	// Start is how the agent was started: StartSSH ("": the same),
+	// StartSrun or StartProcess.
+	Start string
 }
+
+// How agents are started (AgentUp.Start).
+const (
+	StartSSH     = "ssh"
+	StartSrun    = "srun"
+	StartProcess = "process" // a local process (test nodes, or a job on this machine)
+)
 
 // RankExit is how a rank ended, as the agent reported it.
 type RankExit struct {
@@ -124,6 +135,7 @@ const (
 	StepPlan     = "plan"    // the plan was recorded
 	StepLaunch   = "launch"  // an agent's launch began
 	StepSSH      = "ssh"     // an agent's SSH session came up
+	StepStart    = "start"   // an agent's srun step or local process started (StepSSH for an SSH session)
 	StepUp       = "up"      // an agent connected back
 	StepRanks    = "ranks"   // a node's ranks were started
 	StepTable    = "table"   // the node table went to every rank

@@ -247,7 +247,7 @@ func Analyze(s *raftstore.State) *Report {
 			switch step {
 			case StepLaunch:
 				a.Launch = ev.Time
-			case StepSSH:
+			case StepSSH, StepStart:
 				a.SSHUp = ev.Time
 			case StepUp:
 				a.Up = ev.Time

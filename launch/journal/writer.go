@@ -225,7 +225,15 @@ func (w *writer) absorbAgent(at time.Time, a *AgentUp) {
 		ev.Time, ev.Detail = a.Launched, detail(StepLaunch, "agent launch began")
 		w.event(ev)
 		if a.SSH > 0 {
-			ev.Time, ev.Detail = a.Launched.Add(a.SSH), detail(StepSSH, "ssh session up after %s", ms(a.SSH))
+			switch a.Start {
+			case "", StartSSH:
+				ev.Detail = detail(StepSSH, "ssh session up after %s", ms(a.SSH))
+			case StartSrun:
+				ev.Detail = detail(StepStart, "srun step started after %s", ms(a.SSH))
+			default:
+				ev.Detail = detail(StepStart, "%s started after %s", a.Start, ms(a.SSH))
+			}
+			ev.Time = a.Launched.Add(a.SSH)
 			w.event(ev)
 		}
 	}
