@@ -1,0 +1,479 @@
+package launch
+
+// The root's event loop: agents' messages, link ends, collectives merged at
+// the root, stdin, and the job's end.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// loop is the front-end's event loop: it owns all job state.
+func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
+	var timeout <-chan time.Time
+	if fe.opts.Timeout > 0 {
+		t := time.NewTimer(fe.opts.Timeout - time.Since(fe.start))
+		defer t.Stop()
+		timeout = t.C
+	}
+	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
+		fe.stdinCredit = make(chan struct{}, 4)
+		for range cap(fe.stdinCredit) {
+			fe.stdinCredit <- struct{}{}
+		}
+		go fe.forwardStdin(ctx, fe.stdinAgent)
+	}
+	var shutdownTimer, settle <-chan time.Time
+	liveTick := time.NewTicker(liveInterval)
+	defer liveTick.Stop()
+	for !fe.allAgentsGone() {
+		select {
+		case ev := <-events:
+			fe.handle(ev)
+		case <-liveTick.C:
+			fe.writeLive()
+		case <-settle:
+		case sig := <-fe.opts.Signals:
+			fe.onSignal(sig)
+		case <-timeout:
+			fe.step(recovery.TimedOut{Limit: fe.opts.Timeout})
+		case <-shutdownTimer:
+			fe.warnf("agents did not exit after the job ended; killing them")
+			fe.killAgents()
+			shutdownTimer = nil
+		case <-ctx.Done():
+			fe.killAgents()
+			return ExitLauncher
+		}
+		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
+			if !fe.replicasSettled() {
+				settle = time.After(50 * time.Millisecond) // look again
+				continue
+			}
+			// The job's end is committed while every replica still runs.
+			fe.closeJournal()
+			fe.shutdown()
+			shutdownTimer = time.After(5 * time.Second)
+		}
+	}
+	// Sessions of agents that finished end at once. A lost agent's may
+	// not: srun cancelling a step on a dead node can take tens of seconds.
+	// Those get a bounded wait; what is left of them goes with this
+	// process (srun and ssh sessions die with their parent).
+	lost := time.After(2 * time.Second)
+	for _, a := range fe.agents {
+		if a.done || a.local != nil {
+			a.wait()
+			continue
+		}
+		ended := make(chan struct{})
+		go func() {
+			a.wait()
+			close(ended)
+		}()
+		select {
+		case <-ended:
+		case <-lost:
+		}
+	}
+	return fe.finish()
+}
+
+// replicasSettled reports whether the job's end can be committed: every
+// replica agent that is up has joined the group (or failed to), so that
+// the final status is on all of them — a short job ends before its
+// replica agents started theirs. It gives up waiting after 10 s.
+func (fe *frontend) replicasSettled() bool {
+	if fe.endedAt.IsZero() {
+		fe.endedAt = time.Now()
+	}
+	for i := range fe.replicaNodes {
+		if a := fe.agents[i]; !a.closed && !a.done && !fe.replicasDone[a.name] {
+			if time.Since(fe.endedAt) > 10*time.Second {
+				fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
+				return true
+			}
+			fe.releaseJournal() // they join once the front-end's replica leads
+			return false
+		}
+	}
+	return true
+}
+
+func (fe *frontend) allAgentsGone() bool {
+	for _, a := range fe.agents {
+		if !a.closed {
+			return false
+		}
+	}
+	return true
+}
+
+func (fe *frontend) shutdown() {
+	fe.step(recovery.Finished{})
+	fe.bcast(mShutdown, nil)
+	fe.shutdownAt = time.Now()
+	if fe.cancelLaunch != nil {
+		fe.cancelLaunch()
+	}
+}
+
+// bcast sends a message to every agent: each direct child forwards it to
+// its subtree.
+func (fe *frontend) bcast(typ uint8, p []byte) {
+	var ls []*link
+	for _, a := range fe.agents {
+		if a.rootChild && a.link != nil && !a.closed && !a.done {
+			ls = append(ls, a.link)
+		}
+	}
+	if len(ls) > 0 {
+		sendEach(ls, mBcast, wrap(-1, typ, p))
+	}
+}
+
+// linkEnded handles the end of an agent's link (told by the link itself,
+// or by its parent agent): it and the agents below it are gone.
+func (fe *frontend) linkEnded(a *agentHandle, err error) {
+	if a.closed {
+		return
+	}
+	// Every agent lost here and its ranks are counted before the planner
+	// hears of the loss: the ranks of the subtree failed with it, they
+	// are not ended by the termination that follows.
+	type loss struct {
+		a   *agentHandle
+		err error
+	}
+	var lost []loss
+	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
+		b := fe.agents[x]
+		if b.closed && b != a {
+			continue
+		}
+		b.closed = true
+		if b.done {
+			continue
+		}
+		why := err
+		if b != a {
+			why = fmt.Errorf("lost with %s above it in the launch tree", a.name)
+		}
+		fe.abandonRanks(b, "lost with its agent")
+		b.kill()
+		lost = append(lost, loss{b, why})
+	}
+	for _, l := range lost {
+		fe.step(recovery.AgentLost{Node: l.a.name, Err: l.err.Error()})
+	}
+}
+
+func (fe *frontend) handle(ev event) {
+	switch ev := ev.(type) {
+	case evMessage:
+		fe.message(ev.agent, ev.typ, ev.p)
+	case evLinkEnd:
+		fe.linkEnded(ev.agent, ev.err)
+	case evLaunched:
+		r := ev.res
+		a := fe.agents[r.child.Idx]
+		if r.err != nil {
+			fe.launchFailed(a, r.err.Error())
+			return
+		}
+		a.link, a.sess = r.link, r.sess
+		fe.startReader(fe.ctx, a, fe.events)
+		fe.agentUp(a, r.up)
+	case evReplicaDone:
+		fe.replicasDone[ev.name] = true
+	case evAdopt:
+		fe.adopt(ev.ac)
+	case evAdoptTimeout:
+		fe.adoptTimedOut()
+	case evResume:
+		fe.resumeLaunch()
+	default:
+		panic(fmt.Sprintf("launch: root event %T not handled", ev))
+	}
+}
+
+// message handles one message of agent a.
+func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
+	switch typ {
+	case mFrom:
+		src, typ, p, err := unwrap(p, true)
+		if err != nil || src < 0 || src >= len(fe.agents) || fe.topo.Top(src) != a.idx || src == a.idx || typ == mFrom {
+			fe.protocolError(a, fmt.Errorf("relayed message from agent %d: %v", src, err))
+			return
+		}
+		fe.message(fe.agents[src], typ, p)
+	case mChildUp:
+		up, err := decodeChildUp(p)
+		if err != nil || !slices.Contains(fe.topo.Children(a.idx), up.Idx) {
+			fe.protocolError(a, fmt.Errorf("child up: %v", err))
+			return
+		}
+		fe.agentUp(fe.agents[up.Idx], up)
+	case mChildFailed, mChildGone:
+		cf, err := decodeChildFailed(p)
+		if err != nil || !slices.Contains(fe.topo.Children(a.idx), cf.Idx) {
+			fe.protocolError(a, fmt.Errorf("child report: %v", err))
+			return
+		}
+		c := fe.agents[cf.Idx]
+		if typ == mChildFailed {
+			fe.launchFailed(c, cf.Msg)
+		} else {
+			fe.linkEnded(c, errors.New(cf.Msg))
+		}
+	case mBackupUp:
+		fe.backupsUp++
+	case mReplicaUp:
+		ru, err := decodeReplicaUp(p)
+		if err != nil || !fe.replicaNodes[a.idx] || ru.Name != a.name {
+			fe.protocolError(a, fmt.Errorf("replica up: %v", err))
+			return
+		}
+		if ru.Addr == "" { // its replica could not start
+			fe.warnf("root replica on %s did not start; the state log has one replica less", ru.Name)
+			fe.replicasDone[ru.Name] = true
+			return
+		}
+		fe.addReplica(ru)
+	case mStarted:
+		st, err := decodeStarted(p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		var fresh started // not heard of before (a successor hears of ranks again)
+		for i, r := range st.Ranks {
+			if r >= 0 && r < len(fe.ranks) {
+				rs := &fe.ranks[r]
+				rs.pid = st.Pids[i]
+				if rs.node < 0 { // a successor learns where it runs
+					rs.node = a.idx
+					a.ranks = append(a.ranks, r)
+				}
+				if !rs.started {
+					rs.started = true
+					fe.ranksUp++
+					fresh.Ranks, fresh.Pids = append(fresh.Ranks, r), append(fresh.Pids, st.Pids[i])
+				}
+			}
+		}
+		if len(fresh.Ranks) == 0 {
+			return
+		}
+		for i, cpus := range st.CPUs {
+			fe.verbosef("rank %d on %s bound to CPUs %s (--bind-to %s)", st.Ranks[i], a.name, cpus, fe.opts.Bind)
+		}
+		a.ranksAt = time.Since(fe.start)
+		if fe.ranksUp >= fe.opts.N && fe.releaseTimer == nil {
+			fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
+		}
+		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
+		fe.showProgress()
+		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
+	case mOutput:
+		seq, r, stream, data, err := decodeOutput(p)
+		if err != nil || r >= len(fe.ranks) {
+			fe.protocolError(a, fmt.Errorf("output message: %v", err))
+			return
+		}
+		if !a.takeOutput(seq) {
+			return // a copy, or sent again after a failover (outq.go)
+		}
+		fe.out.push(outItem{agent: a, seq: seq, rank: r, stream: stream, data: data})
+	case mOutputResync:
+		first, err := decodeSeq(p)
+		if err != nil || first == 0 {
+			fe.protocolError(a, fmt.Errorf("output resync: %v", err))
+			return
+		}
+		a.outputResync(first)
+	case mExit:
+		st, err := decodeRankStatus(p)
+		if err != nil {
+			fe.protocolError(a, fmt.Errorf("exit message: %w", err))
+			return
+		}
+		if st.Rank >= len(fe.ranks) || fe.rec.Ended(st.Rank) {
+			// A rank that does not exist, or reported again: the planner
+			// tells a protocol error from evidence repeated after a failover.
+			fe.step(recovery.RankExited{Rank: st.Rank, Node: a.name, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
+			return
+		}
+		fe.rankEnded(st)
+	case mAbort:
+		ab, err := decodeAbort(p)
+		if err != nil || ab.Rank >= len(fe.ranks) {
+			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
+			return
+		}
+		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
+	case mContrib:
+		c, err := decodeContrib(p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		fe.contribute(a, c)
+	case mStdinAck:
+		if fe.stdinCredit != nil {
+			select {
+			case fe.stdinCredit <- struct{}{}:
+			default:
+			}
+		}
+	case mDone:
+		a.done = true
+		if st, err := decodeNodeStats(p); err == nil && st.PMI.Requests > 0 {
+			fe.verbosef("node %s: PMI %d requests (%d puts, %d gets, %d barriers) answered on the node, %d B in / %d B out; %d B sent up in %d barrier(s)",
+				a.name, st.PMI.Requests, st.PMI.Puts, st.PMI.Gets, st.PMI.Barriers, st.PMI.BytesIn, st.PMI.BytesOut, st.PMIUp, st.Barrier)
+		}
+	default:
+		fe.protocolError(a, fmt.Errorf("unknown message type %d", typ))
+	}
+}
+
+// contribute merges a node's contribution; when every node has given its
+// part, the result goes down to every node.
+func (fe *frontend) contribute(a *agentHandle, c *contrib) {
+	rc := fe.colls[c.Seq]
+	if rc == nil {
+		rc = &rootColl{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
+		if c.Op != rankproto.OpBarrier && !isKVOp(c.Op) {
+			rc.values = make([][]byte, fe.opts.N)
+		}
+		fe.colls[c.Seq] = rc
+	}
+	if rc.op != c.Op {
+		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: rc.op.String()})
+		return
+	}
+	if rc.from[a.idx] {
+		return // reported again after a failover
+	}
+	for i, r := range c.Ranks {
+		if rc.values != nil && r < len(rc.values) {
+			rc.values[r] = c.Values[i]
+		}
+	}
+	for k, v := range c.KV {
+		rc.kv[k] = v
+	}
+	rc.got++
+	rc.from[a.idx] = true
+	if rc.got < fe.liveN {
+		fe.checkStranded()
+		return
+	}
+	delete(fe.colls, c.Seq)
+	res := &collResult{Seq: c.Seq, Op: c.Op, Values: rc.values}
+	if isKVOp(c.Op) {
+		res.KV = rc.kv
+	}
+	fe.bcast(mCollResult, res.encode())
+	fe.releaseJournal()
+	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
+		fe.nodeTableAt = time.Since(fe.start)
+		nodes := make([]string, len(fe.ranks))
+		for r := range fe.ranks {
+			nodes[r] = fe.nodeOf(r)
+		}
+		fe.journal.NodeTable(nodes, rc.values)
+		fe.verbosef("node table of %d ranks published", fe.opts.N)
+	}
+}
+
+// forwardStdin copies the front-end's stdin to rank 0 in chunks, with at
+// most cap(stdinCredit) chunks unacknowledged.
+func (fe *frontend) forwardStdin(ctx context.Context, a *agentHandle) {
+	buf := make([]byte, 32<<10)
+	for {
+		select {
+		case <-fe.stdinCredit:
+		case <-ctx.Done():
+			return
+		}
+		n, err := fe.opts.Stdin.Read(buf)
+		if n > 0 {
+			if a.send(mStdin, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = a.send(mStdinClose, nil)
+			return
+		}
+	}
+}
+
+func (fe *frontend) killAgents() {
+	for _, a := range fe.agents {
+		// An agent that got its job is told to shut down first, so that it
+		// kills its ranks and exits quietly instead of reporting a lost
+		// link.
+		if a.rootChild && a.link != nil && !a.closed && a.link.send(mBcast, wrap(-1, mShutdown, nil)) == nil && a.local == nil {
+			continue // a remote agent: closing its session now would race the shutdown
+		}
+		a.kill()
+	}
+	for _, rs := range fe.ranks {
+		if rs.pid > 0 && !rs.ended && rs.node >= 0 && fe.agents[rs.node].local != nil {
+			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// finish prints the failure summary and returns the exit code.
+func (fe *frontend) finish() int {
+	if fe.plan != nil {
+		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up",
+			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsUp, fe.backupLinks())
+	}
+	fe.verbosef("job ended")
+	failure := fe.rec.Failure()
+	if failure == nil {
+		return 0
+	}
+	var failed []int
+	for r, rs := range fe.ranks {
+		st := rs.status
+		if (st.Code != 0 || st.Signal != 0 || st.Reason != "") && !rs.byFrontend {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) > 1 {
+		sort.Ints(failed)
+		var b strings.Builder
+		fmt.Fprintf(&b, "ftlaunch: %d ranks failed:\n", len(failed))
+		for _, r := range failed {
+			fmt.Fprintf(&b, "  rank %-6d node %-16s %s\n", r, fe.nodeOf(r), describe(fe.ranks[r].status))
+		}
+		fe.out.message(b.String())
+	}
+	return failure.Code
+}
+
+// backupLinks counts the standby links the plan asks for: one per agent
+// whose backup parent is another agent.
+func (fe *frontend) backupLinks() int {
+	n := 0
+	for _, a := range fe.agents {
+		if fe.topo.Backup(a.idx) >= 0 {
+			n++
+		}
+	}
+	return n
+}
