@@ -314,7 +314,6 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 		tr.Phase = []Phase{Launch, Run}[rng.IntN(2)]
 	}
 	used := map[int]bool{} // agents already hit (or held)
-	rankUsed := map[int]bool{}
 	if tr.Phase == Launch {
 		// Hold back a leaf that no fault needs up: prefer a leaf, since
 		// nothing below it waits.
@@ -342,7 +341,7 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 			case Rank:
 				var free []int
 				for r, n := range t.RankNode {
-					if !used[n] && !rankUsed[r] {
+					if !used[n] {
 						free = append(free, r)
 					}
 				}
@@ -351,7 +350,7 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 				}
 				a.Target = Target{Rank: free[rng.IntN(len(free))]}
 				a.Target.Node = t.RankNode[a.Target.Rank]
-				rankUsed[a.Target.Rank] = true
+				used[a.Target.Node] = true // one fault per node
 			default:
 				var free []int
 				for _, n := range t.targets(f, cfg.Replicas) {

@@ -281,7 +281,11 @@ func faultList(fs []trial.Fault) string {
 
 // replayCommand is the command line that runs trial r again.
 func replayCommand(o *chaosOptions, seed uint64) string {
-	args := []string{"ftlaunch", "chaos", "--cluster", o.cluster, "--nodes", strconv.Itoa(o.nodes), "--ppn", strconv.Itoa(o.ppn),
+	self, err := os.Executable()
+	if err != nil {
+		self = "ftlaunch"
+	}
+	args := []string{self, "chaos", "--cluster", o.cluster, "--nodes", strconv.Itoa(o.nodes), "--ppn", strconv.Itoa(o.ppn),
 		"--trials", "1", "--seed", strconv.FormatUint(seed, 10), "--when", o.when, "--concurrent", strconv.Itoa(o.concurrent),
 		"--restart", o.restart, "--replicas", strconv.Itoa(o.replicas), "--tree", o.tree,
 		"--steps", strconv.Itoa(o.steps), "--interval", o.interval.String()}
@@ -340,6 +344,9 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 		fmt.Fprintf(w, "; successor root took over after %s", secs(r.takeover))
 	}
 	fmt.Fprintf(w, "; job over after %s; its last process gone %s after that (or after the last SIGCONT)\n", secs(r.jobTime), secs(r.cleanup))
+	for _, n := range r.notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
 	if r.pass() {
 		fmt.Fprintln(w, "  PASS")
 		return
