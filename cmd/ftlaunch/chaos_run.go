@@ -616,7 +616,10 @@ func (t *trialRun) judge() {
 		}
 	}
 	o.Lines = t.outputLines()
-	if os.Getenv(chaosPlantEnv) == "duplicate" && len(o.Lines) > 0 {
+	if os.Getenv(chaosPlantEnv) == "duplicate" {
+		if len(o.Lines) == 0 {
+			o.Lines = []string{"[0] planted line"}
+		}
 		o.Lines = append(o.Lines, o.Lines[0])
 	}
 	builtin := t.o.app == ""
