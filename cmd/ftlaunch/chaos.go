@@ -343,7 +343,8 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 	if r.takeover >= 0 {
 		fmt.Fprintf(w, "; successor root took over after %s", secs(r.takeover))
 	}
-	fmt.Fprintf(w, "; job over after %s; its last process gone %s after that (or after the last SIGCONT)\n", secs(r.jobTime), secs(r.cleanup))
+	fmt.Fprintf(w, "; job over after %s with %d of its processes up; the last gone %s after that (or after the last SIGCONT)\n",
+		secs(r.jobTime), r.atEnd, secs(r.cleanup))
 	for _, n := range r.notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}

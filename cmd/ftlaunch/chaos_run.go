@@ -55,6 +55,7 @@ type trialResult struct {
 	takeover        time.Duration // root kill to the successor's takeover (-1: none)
 	jobTime         time.Duration // start to the job's end
 	cleanup         time.Duration // the job's end to its last process gone (-1: some left)
+	atEnd           int           // the job's processes still up when it was over
 	outcome         trial.Outcome
 	expect          trial.Expectation
 	violations      []trial.Violation
@@ -512,6 +513,7 @@ func (t *trialRun) finish(over time.Time) {
 	t.openGate()
 	r := t.res
 	r.jobTime = over.Sub(r.start)
+	r.atEnd = len(t.scanner.scan(true))
 	var planted *exec.Cmd
 	if os.Getenv(chaosPlantEnv) == "leftover" {
 		// A process of the job that outlives it, as a broken agent would
