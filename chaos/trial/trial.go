@@ -262,8 +262,12 @@ type Action struct {
 	Fault  Fault
 	Target Target
 	// At is when the fault falls: after every rank runs (run phase), or
-	// after its target is up (launch phase).
-	At time.Duration
+	// after its target is up (launch phase); with AfterPrevious, after the
+	// trial's previous action was applied (a double fault: with no
+	// restart the first ends the job within milliseconds, so the second
+	// falls right after it).
+	At            time.Duration
+	AfterPrevious bool
 }
 
 // String is "rank rank 5" → "rank 5", "interior node1", "root front-end".
@@ -374,9 +378,12 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 			return Trial{}, fmt.Errorf("trial %d: no free target for fault %d of %d (faults %s over %d nodes)",
 				index, k+1, cfg.Concurrent, joinFaults(faults), t.Nodes())
 		}
-		if tr.Phase == Launch {
+		switch {
+		case k > 0:
+			act.At, act.AfterPrevious = time.Duration(rng.IntN(30))*time.Millisecond, true
+		case tr.Phase == Launch:
 			act.At = time.Duration(rng.IntN(100)) * time.Millisecond
-		} else {
+		default:
 			act.At = time.Duration(rng.Int64N(int64(cfg.RunLength)/2 + 1))
 		}
 		tr.Actions = append(tr.Actions, *act)

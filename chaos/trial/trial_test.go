@@ -71,7 +71,7 @@ func TestScheduleCoversAndFits(t *testing.T) {
 			t.Fatalf("trial %d: phase %s, hold %d", i, tr.Phase, tr.Hold)
 		}
 		hit := map[int]bool{}
-		for _, a := range tr.Actions {
+		for k, a := range tr.Actions {
 			seen[a.Fault] = true
 			n := a.Target.Node
 			switch a.Fault {
@@ -104,6 +104,9 @@ func TestScheduleCoversAndFits(t *testing.T) {
 				t.Fatalf("trial %d: node%d hit twice: %+v", i, n, tr)
 			}
 			hit[n] = true
+			if a.AfterPrevious != (k > 0) || a.AfterPrevious && a.At >= 30*time.Millisecond {
+				t.Fatalf("trial %d: action %d: %+v", i, k, a)
+			}
 			if tr.Phase == Run && a.At > cfg.RunLength/2 {
 				t.Fatalf("run-phase fault at %v, after half the run", a.At)
 			}

@@ -55,6 +55,7 @@ exit status is 1 when a trial failed. A failing trial keeps its directory
   --steps S, --interval D  the default application's length: S steps of D (default 20 x 100ms)
   --out DIR                where trials keep their directories (default: a new temporary one)
   --keep                   keep every trial's directory, not only the failing ones'
+  --strict                 fail the trials that pass only by a known limit (docs/chaos.md)
   --trial-timeout D        give up on a trial after D (default 2m)
 `
 
@@ -77,6 +78,7 @@ type chaosOptions struct {
 	interval    time.Duration
 	out         string
 	keep        bool
+	strict      bool
 	trialLimit  time.Duration
 	parsedFault []trial.Fault
 	phase       trial.Phase
@@ -102,6 +104,7 @@ func parseChaosFlags(args []string) (*chaosOptions, error) {
 	fs.DurationVar(&o.interval, "interval", 100*time.Millisecond, "")
 	fs.StringVar(&o.out, "out", "", "")
 	fs.BoolVar(&o.keep, "keep", false, "")
+	fs.BoolVar(&o.strict, "strict", false, "")
 	fs.DurationVar(&o.trialLimit, "trial-timeout", 2*time.Minute, "")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
