@@ -265,7 +265,7 @@ type Action struct {
 	// after its target is up (launch phase); with AfterPrevious, after the
 	// trial's previous action was applied (a double fault: with no
 	// restart the first ends the job within milliseconds, so the second
-	// falls right after it).
+	// falls at once after it, At being 0).
 	At            time.Duration
 	AfterPrevious bool
 }
@@ -380,7 +380,7 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 		}
 		switch {
 		case k > 0:
-			act.At, act.AfterPrevious = time.Duration(rng.IntN(30))*time.Millisecond, true
+			act.AfterPrevious = true // at once
 		case tr.Phase == Launch:
 			act.At = time.Duration(rng.IntN(100)) * time.Millisecond
 		default:
