@@ -158,7 +158,7 @@ func runTrial(ctx context.Context, o *chaosOptions, self string, topo trial.Topo
 		t.cmd.Process.Kill()
 		<-exited
 	}
-	t.finish(over)
+	t.finish(over, interrupted)
 	r.applied = t.applied()
 	t.judge()
 	if r.pass() && !o.keep {
@@ -516,7 +516,7 @@ func (t *trialRun) targetPID(a trial.Action) (int, error) {
 // finish makes sure nothing of the trial stays stopped or held, then waits
 // (bounded) for the job's processes to go; those left are named, then
 // killed, so that the next trial starts clean.
-func (t *trialRun) finish(over time.Time) {
+func (t *trialRun) finish(over time.Time, interrupted bool) {
 	for _, a := range t.acts {
 		if a.PID > 0 && (a.Fault == trial.Stop || a.Fault == trial.Slow) {
 			syscall.Kill(a.PID, syscall.SIGCONT)
@@ -551,6 +551,9 @@ func (t *trialRun) finish(over time.Time) {
 		// replicas to adopt it for 30 s (launch/failover.go's adoptWait)
 		// before it kills its ranks: a stopped one does once continued.
 		bound = time.Now().Add(chaosCleanupReplicated)
+	}
+	if interrupted {
+		bound = time.Now() // the user is waiting: kill what is left now
 	}
 	var left []jobProc
 	for {

@@ -28,6 +28,14 @@ func TestChaosShort(t *testing.T) {
 	if kept, _ := filepath.Glob(filepath.Join(out, "trial-*")); len(kept) != 0 {
 		t.Errorf("passing trials kept their directories: %v", kept)
 	}
+	// With three root replicas, losing one ends the job, and the two
+	// replicas left agree.
+	r = ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "4", "--trials", "1",
+		"--seed", "6", "--replicas", "3", "--faults", "replica", "--steps", "10", "--out", out)
+	t.Logf("chaos --replicas 3 took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" {
+		t.Fatalf("--replicas 3: exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	}
 }
 
 // The checks can fail: a process planted in the job's directory after the
