@@ -53,7 +53,8 @@ exit status is 1 when a trial failed. A failing trial keeps its directory
   --app PATH               the application (default: ftlaunch's own, "ftlaunch chaos app");
                            arguments after -- are its own
   --steps S, --interval D  the default application's length: S steps of D (default 20 x 100ms)
-  --out DIR                where trials keep their directories (default: a new temporary one)
+  --out DIR                where the run makes its directory (ftlaunch-chaos-*) for its trials
+                           (default: the temporary directory)
   --keep                   keep every trial's directory, not only the failing ones'
   --strict                 fail the trials that pass only by a known limit (docs/chaos.md)
   --trial-timeout D        give up on a trial after D (default 2m)
@@ -224,13 +225,16 @@ func chaosCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ftlaunch chaos: cannot find my own executable: %v\n", err)
 		return 1
 	}
-	if o.out == "" {
-		if o.out, err = os.MkdirTemp("", "ftlaunch-chaos-"); err != nil {
-			fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
+	// Each run has a directory of its own (under --out when given), so
+	// that runs sharing --out never mix their trials.
+	if o.out != "" {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch chaos: --out: %v\n", err)
 			return 1
 		}
-	} else if err := os.MkdirAll(o.out, 0o755); err != nil {
-		fmt.Fprintf(stderr, "ftlaunch chaos: --out: %v\n", err)
+	}
+	if o.out, err = os.MkdirTemp(o.out, "ftlaunch-chaos-"); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

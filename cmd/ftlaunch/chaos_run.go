@@ -113,6 +113,7 @@ type trialRun struct {
 	gateOpen bool
 	failover bool // the front-end was killed after the group formed: the job goes on
 	jobDir   string
+	stray    []string // more than one job in the trial's state directory (a harness bug)
 }
 
 // runTrial runs one trial to its end and judges it. Problems of the
@@ -293,8 +294,13 @@ func (t *trialRun) observe(now time.Time) {
 		t.runStart = now
 	}
 	if t.jobDir == "" {
-		if jobs, _ := filepath.Glob(filepath.Join(t.stateDir, "ft-*")); len(jobs) == 1 {
+		jobs, _ := filepath.Glob(filepath.Join(t.stateDir, "ft-*"))
+		switch len(jobs) {
+		case 0:
+		case 1:
 			t.jobDir = jobs[0]
+		default:
+			t.stray = jobs // the trial's state directory is its own: never
 		}
 	}
 }
@@ -587,6 +593,10 @@ func (t *trialRun) judge() {
 	}
 	for k := range r.detect {
 		r.detect[k] = -1
+	}
+	if len(t.stray) > 0 {
+		r.violations = append(r.violations, trial.Violation{Invariant: "harness",
+			Detail: fmt.Sprintf("the trial's state directory holds %d jobs: %v", len(t.stray), t.stray)})
 	}
 	res, err := loadState(t.stateDir, "")
 	var running *errRunning

@@ -25,7 +25,7 @@ func TestChaosShort(t *testing.T) {
 	if r.code != 0 || lastLine(r.stdout) != "3 passed, 0 failed" {
 		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
 	}
-	if kept, _ := filepath.Glob(filepath.Join(out, "trial-*")); len(kept) != 0 {
+	if kept, _ := filepath.Glob(filepath.Join(out, "*", "trial-*")); len(kept) != 0 {
 		t.Errorf("passing trials kept their directories: %v", kept)
 	}
 	// With three root replicas, losing one ends the job, and the two
@@ -61,10 +61,14 @@ func TestChaosPlantedViolation(t *testing.T) {
 			if !regexp.MustCompile(`replay: \S+ chaos --cluster test-nodes .*--trials 1 --seed 11 `).MatchString(r.stdout) {
 				t.Errorf("no replay command:\n%s", r.stdout)
 			}
-			if dbs, _ := filepath.Glob(filepath.Join(dir, "trial-001", "state", "ft-*", "*", "raft.db")); len(dbs) != 1 {
+			if dbs, _ := filepath.Glob(filepath.Join(dir, "ftlaunch-chaos-*", "trial-001", "state", "ft-*", "*", "raft.db")); len(dbs) != 1 {
 				t.Errorf("the failing trial did not keep its state log: %v", dbs)
 			}
-			work, err := filepath.EvalSymlinks(filepath.Join(dir, "trial-001", "work"))
+			works, _ := filepath.Glob(filepath.Join(dir, "ftlaunch-chaos-*", "trial-001", "work"))
+			if len(works) != 1 {
+				t.Fatalf("the failing trial's directory: %v", works)
+			}
+			work, err := filepath.EvalSymlinks(works[0])
 			if err != nil {
 				t.Fatal(err)
 			}
