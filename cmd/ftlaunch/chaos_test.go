@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/trial"
 )
 
 // lastLine is the last line of s.
@@ -99,5 +102,49 @@ func TestChaosRefuses(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, tc.msg) {
 			t.Errorf("chaos %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.msg)
 		}
+	}
+}
+
+// A front-end killed before its replica initialized the log is the known
+// limit, and only then: not without a root fault, not when another
+// replica's file exists.
+func TestChaosLostBeforeLog(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(t.TempDir(), "ft-0123456789ab")
+	if err := os.MkdirAll(job, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := &actionRun{Applied: trial.Applied{Action: trial.Action{Fault: trial.Root, Target: trial.Target{Node: -1, Rank: -1}}, Time: time.Now()}}
+	rank := &actionRun{Applied: trial.Applied{Action: trial.Action{Fault: trial.Rank, Target: trial.Target{Node: 0, Rank: 1}}, Time: time.Now()}}
+	noLog := errors.New("holds no replica's files")
+	truncated := errors.New("replica database is truncated or corrupt")
+	tr := &trialRun{jobDir: job, acts: []*actionRun{root}}
+	if !tr.lostBeforeLog(noLog) {
+		t.Error("root killed, no raft.db: not the known limit")
+	}
+	if (&trialRun{jobDir: job, acts: []*actionRun{rank}}).lostBeforeLog(noLog) {
+		t.Error("no root fault: taken for the known limit")
+	}
+	write := func(node string) {
+		if err := os.MkdirAll(filepath.Join(job, node), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(job, node, "raft.db"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(host)
+	if !tr.lostBeforeLog(truncated) {
+		t.Error("the front-end's file without its buckets: not the known limit")
+	}
+	if tr.lostBeforeLog(errors.New("permission denied")) {
+		t.Error("another read error taken for the known limit")
+	}
+	write("node0")
+	if tr.lostBeforeLog(truncated) {
+		t.Error("a replica agent's file exists: taken for the known limit")
 	}
 }
