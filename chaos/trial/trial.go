@@ -84,6 +84,8 @@ func ParsePhase(s string) (Phase, error) {
 	switch p := Phase(s); p {
 	case Launch, Run, Any:
 		return p, nil
+	case "recovery":
+		return "", errors.New("--when recovery: there is no recovery to hit yet (--restart none); want launch, run or any")
 	}
 	return "", fmt.Errorf("--when %q: want launch, run or any", s)
 }

@@ -97,6 +97,7 @@ func TestChaosRefuses(t *testing.T) {
 		{[]string{"--cluster", "test-nodes", "--tree", "auto"}, "--tree auto"},
 		{[]string{"--cluster", "test-nodes", "--faults", "rank,meteor"}, `unknown fault "meteor"`},
 		{[]string{"--cluster", "test-nodes", "--when", "later"}, "--when"},
+		{[]string{"--cluster", "test-nodes", "--when", "recovery"}, "no recovery to hit yet"},
 	} {
 		r := ftlaunch(t, "", append([]string{"chaos"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.msg) {
