@@ -21,6 +21,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
 // chaosPlantEnv plants a violation in every trial, to show that the checks
@@ -673,7 +674,9 @@ func (t *trialRun) judge() {
 
 // lostBeforeLog says whether the front-end was killed before its replica
 // initialized the log's file: the job's directory holds no raft.db, or
-// only the front-end's, unreadable as truncated.
+// only the front-end's, which bbolt created but the replica had not
+// filled yet (read as truncated, or as a database without ftlaunch's
+// bucket).
 func (t *trialRun) lostBeforeLog(err error) bool {
 	rootKilled := false
 	for _, a := range t.acts {
@@ -685,7 +688,8 @@ func (t *trialRun) lostBeforeLog(err error) bool {
 	dbs, _ := filepath.Glob(filepath.Join(t.jobDir, "*", "raft.db"))
 	host, _ := os.Hostname()
 	return len(dbs) == 0 ||
-		len(dbs) == 1 && filepath.Base(filepath.Dir(dbs[0])) == host && strings.Contains(err.Error(), "truncated or corrupt")
+		len(dbs) == 1 && filepath.Base(filepath.Dir(dbs[0])) == host &&
+			(errors.Is(err, raftstore.ErrCorrupt) || errors.Is(err, raftstore.ErrForeign))
 }
 
 func errString(err error) string {

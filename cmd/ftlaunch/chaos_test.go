@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
+	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
 // lastLine is the last line of s.
@@ -121,7 +123,8 @@ func TestChaosLostBeforeLog(t *testing.T) {
 	root := &actionRun{Applied: trial.Applied{Action: trial.Action{Fault: trial.Root, Target: trial.Target{Node: -1, Rank: -1}}, Time: time.Now()}}
 	rank := &actionRun{Applied: trial.Applied{Action: trial.Action{Fault: trial.Rank, Target: trial.Target{Node: 0, Rank: 1}}, Time: time.Now()}}
 	noLog := errors.New("holds no replica's files")
-	truncated := errors.New("replica database is truncated or corrupt")
+	truncated := fmt.Errorf("raftstore: inspect %s: %w", job, raftstore.ErrCorrupt)
+	foreign := fmt.Errorf("raftstore: inspect %s: a bbolt database without the ftlaunch bucket: %w", job, raftstore.ErrForeign)
 	tr := &trialRun{jobDir: job, acts: []*actionRun{root}}
 	if !tr.lostBeforeLog(noLog) {
 		t.Error("root killed, no raft.db: not the known limit")
@@ -138,8 +141,8 @@ func TestChaosLostBeforeLog(t *testing.T) {
 		}
 	}
 	write(host)
-	if !tr.lostBeforeLog(truncated) {
-		t.Error("the front-end's file without its buckets: not the known limit")
+	if !tr.lostBeforeLog(truncated) || !tr.lostBeforeLog(foreign) {
+		t.Error("the front-end's file not filled yet: not the known limit")
 	}
 	if tr.lostBeforeLog(errors.New("permission denied")) {
 		t.Error("another read error taken for the known limit")
