@@ -5,6 +5,7 @@
 //	ftlaunch inspect [flags] [STATE]         read a job's state log: timeline, node table, raft
 //	ftlaunch status [flags] [JOB]            print a job's state once
 //	ftlaunch attach [flags] [JOB]            follow a job that lost its front-end
+//	ftlaunch chaos --cluster test-nodes ...  run jobs under seeded faults and check the outcome
 //	ftlaunch version                         print the version
 //
 // `ftlaunch agent` is internal: the front-end starts it, one per node.
@@ -29,6 +30,7 @@ Usage:
   ftlaunch status [flags] [JOB]            print a job's state once (running, finished, exit code)
   ftlaunch attach [flags] [JOB]            follow the output of a job that lost its front-end,
                                            exit with its exit code
+  ftlaunch chaos --cluster test-nodes ...  run jobs under seeded faults, check every invariant
   ftlaunch version                         print the version
   ftlaunch help COMMAND                    print a command's help (ftlaunch help run)
 `
@@ -53,6 +55,8 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		return statusCommand(args[1:], stdout, stderr)
 	case "attach":
 		return attachCommand(args[1:], stdout, stderr)
+	case "chaos":
+		return chaosCommand(args[1:], stdout, stderr)
 	case "agent":
 		return agentCommand(args[1:], stderr)
 	case "version", "--version", "-version":

@@ -1,0 +1,296 @@
+package trial
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Ending is how a job may end.
+type Ending string
+
+// The endings.
+const (
+	// Completed: the final status is committed with exit code 0.
+	Completed Ending = "completed"
+	// Failed: the final status is committed with a non-zero exit code and
+	// a message naming the fault.
+	Failed Ending = "failed"
+	// Unfinished: the front-end was lost with no replica to take over;
+	// no final status, nothing left running.
+	Unfinished Ending = "unfinished"
+)
+
+// Applied is an action as the runner carried it out.
+type Applied struct {
+	Action
+	Time time.Time // when the signal went (zero: not applied)
+	PID  int
+	// Skipped says why the action was not applied (the job ended first,
+	// its target was already gone); empty when applied.
+	Skipped string
+	// GroupFormed: for a root fault with replicas, the raft group had
+	// every replica when the front-end was killed.
+	GroupFormed bool
+}
+
+// Expectation is what today's policy promises for a trial: one of
+// Endings, and for Failed a message naming one of Names.
+type Expectation struct {
+	Endings []Ending
+	Names   []string
+	// Lost lists the replica nodes that may lag (their agent was killed
+	// or stopped; "fe" style names are the caller's): excluded from the
+	// digest comparison.
+	Lost []string
+	// RootLost: the front-end was killed.
+	RootLost bool
+}
+
+// Expect returns the promise for the applied actions under --restart none
+// with the given number of root replicas. root is the front-end's replica
+// name (its host name) for Lost.
+func Expect(applied []Applied, t Topology, replicas int, root string) Expectation {
+	var e Expectation
+	failed, unfinished := false, false
+	for _, a := range applied {
+		if a.Skipped != "" || a.Time.IsZero() {
+			continue
+		}
+		switch a.Fault {
+		case Slow:
+			// Slow is not dead: the job must not fail for it.
+		case Root:
+			e.RootLost = true
+			e.Lost = append(e.Lost, root)
+			if replicas <= 1 || !a.GroupFormed {
+				unfinished = true
+			}
+		case Rank:
+			failed = true
+			e.Names = append(e.Names, a.Target.String())
+		default:
+			failed = true
+			e.Names = append(e.Names, NodeName(a.Target.Node))
+			for _, n := range t.Subtree(a.Target.Node) {
+				e.Lost = append(e.Lost, NodeName(n))
+			}
+		}
+	}
+	switch {
+	case unfinished && failed:
+		// Whichever comes first: the failure committed, or the root lost.
+		e.Endings = []Ending{Failed, Unfinished}
+	case unfinished:
+		e.Endings = []Ending{Unfinished}
+	case failed:
+		e.Endings = []Ending{Failed}
+	default:
+		e.Endings = []Ending{Completed}
+	}
+	return e
+}
+
+// Event is a failure in the state log.
+type Event struct {
+	Index  uint64
+	Time   time.Time
+	Detail string
+}
+
+// ReplicaState is one replica's state at the end.
+type ReplicaState struct {
+	Node   string
+	Digest string // hex; empty when Err
+	Err    string
+}
+
+// Outcome is what the runner observed once a trial was over.
+type Outcome struct {
+	// State is the job's state from its log: finished, unfinished or
+	// running (files still locked), or "" when no log could be read.
+	State    string
+	ExitCode int
+	Message  string
+	// Failures are the log's failure events; EndIndex is the log index
+	// of its job-end event (0: none).
+	Failures []Event
+	EndIndex uint64
+	// Versions are the (epoch, node-table version) pairs of the log's
+	// events in log order.
+	Versions [][2]uint64
+	// Left lists the job's processes still alive after the cleanup bound.
+	Left []string
+	// Replicas are every replica's digest.
+	Replicas []ReplicaState
+	// StateProblems are raftstore's invariant violations and read problems.
+	StateProblems []string
+	// Lines is the job's output, labeled "[R] " per rank, from the
+	// front-end's stdout and a successor's output files; checked for
+	// duplicates only when OutputUnique (the built-in application writes
+	// every line once).
+	Lines        []string
+	OutputUnique bool
+	// AppOK says the application's result was verified (its final line);
+	// checked when the job completed and AppChecked.
+	AppOK, AppChecked bool
+}
+
+// The invariants, in the order they are checked and reported.
+const (
+	InvStatus     = "status"           // the final status is one the policy promises, naming the fault
+	InvNoLeft     = "no-process-left"  // no process of the job outlives the cleanup bound
+	InvPaired     = "failure-paired"   // every failure in the log is followed by the job's end
+	InvDigests    = "replica-digests"  // every live replica applied the same log
+	InvMonotonic  = "monotonic"        // epochs and node-table versions never go back
+	InvState      = "state-invariants" // raftstore's own checks of the state
+	InvOutput     = "output-unique"    // no output line duplicated
+	InvAppResult  = "app-result"       // a completed job's application verified its result
+	InvFaultFired = "fault-applied"    // at least one planned fault was applied
+)
+
+// Violation is a broken invariant.
+type Violation struct {
+	Invariant string
+	Detail    string
+}
+
+func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
+
+// names reports whether msg names one of names as a whole word ("node1"
+// is not named by "node10", nor "rank 1" by "rank 12").
+func names(msg string, names []string) bool {
+	for _, n := range names {
+		if regexp.MustCompile(`(^|[^\w])` + regexp.QuoteMeta(n) + `($|[^\w])`).MatchString(msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns the violated invariants, the first one first (the order
+// of the Inv constants).
+func Check(applied []Applied, e Expectation, o Outcome) []Violation {
+	var vs []Violation
+	add := func(inv, format string, args ...any) {
+		vs = append(vs, Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)})
+	}
+	fired := false
+	for _, a := range applied {
+		fired = fired || (a.Skipped == "" && !a.Time.IsZero())
+	}
+
+	// The final status.
+	got := Ending("")
+	switch {
+	case o.State == "finished" && o.ExitCode == 0:
+		got = Completed
+	case o.State == "finished":
+		got = Failed
+	case o.State == "unfinished":
+		got = Unfinished
+	}
+	switch {
+	case got == "":
+		add(InvStatus, "the job has no final state (state %q): want %s", o.State, joinEndings(e.Endings))
+	case !slices.Contains(e.Endings, got):
+		add(InvStatus, "want %s, got %s (exit code %d: %s)", joinEndings(e.Endings), describe(o), o.ExitCode, o.Message)
+	case got == Failed && !names(o.Message, e.Names):
+		add(InvStatus, "the final status %q does not name the fault (%s)", o.Message, strings.Join(e.Names, " or "))
+	}
+	if len(o.Left) > 0 {
+		add(InvNoLeft, "%d process(es) of the job left: %s", len(o.Left), strings.Join(o.Left, "; "))
+	}
+	// Every failure paired with the job's end; a failed job has one.
+	switch {
+	case o.State == "finished":
+		if o.EndIndex == 0 {
+			add(InvPaired, "the job finished with no job-end event in its log")
+		}
+		for _, f := range o.Failures {
+			if f.Index > o.EndIndex {
+				add(InvPaired, "failure at log index %d after the job's end (%d): %s", f.Index, o.EndIndex, f.Detail)
+				break
+			}
+		}
+		if got == Failed && len(o.Failures) == 0 {
+			add(InvPaired, "the job failed with no failure in its log")
+		}
+	case o.State == "unfinished" && !e.RootLost && len(o.Failures) > 0:
+		add(InvPaired, "failure %q never paired with the job's end: the log has no final status", o.Failures[0].Detail)
+	}
+	// Digests of the replicas that stayed up.
+	var ref ReplicaState
+	for _, r := range o.Replicas {
+		if slices.Contains(e.Lost, r.Node) {
+			continue
+		}
+		if r.Err != "" {
+			add(InvDigests, "replica %s unreadable: %s", r.Node, r.Err)
+			break
+		}
+		if ref.Node == "" {
+			ref = r
+			continue
+		}
+		if r.Digest != ref.Digest {
+			add(InvDigests, "replica %s digest %.12s differs from %s's %.12s", r.Node, r.Digest, ref.Node, ref.Digest)
+			break
+		}
+	}
+	for i := 1; i < len(o.Versions); i++ {
+		p, c := o.Versions[i-1], o.Versions[i]
+		if c[0] < p[0] || c[0] == p[0] && c[1] < p[1] {
+			add(InvMonotonic, "event %d: (epoch %d, table version %d) after (%d, %d)", i, c[0], c[1], p[0], p[1])
+			break
+		}
+	}
+	if len(o.StateProblems) > 0 {
+		add(InvState, "%s", strings.Join(o.StateProblems, "; "))
+	}
+	if o.OutputUnique {
+		seen := map[string]bool{}
+		for _, l := range o.Lines {
+			if seen[l] {
+				add(InvOutput, "line %q written twice", l)
+				break
+			}
+			seen[l] = true
+		}
+	}
+	if got == Completed && o.AppChecked && !o.AppOK {
+		add(InvAppResult, "the job completed but the application did not verify its result")
+	}
+	if !fired {
+		add(InvFaultFired, "no planned fault was applied: %s", skipped(applied))
+	}
+	return vs
+}
+
+func describe(o Outcome) string {
+	switch {
+	case o.State == "finished" && o.ExitCode == 0:
+		return string(Completed)
+	case o.State == "finished":
+		return string(Failed)
+	}
+	return o.State
+}
+
+func joinEndings(es []Ending) string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = string(e)
+	}
+	return strings.Join(s, " or ")
+}
+
+func skipped(applied []Applied) string {
+	var s []string
+	for _, a := range applied {
+		s = append(s, a.Action.String()+": "+a.Skipped)
+	}
+	return strings.Join(s, "; ")
+}

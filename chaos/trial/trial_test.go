@@ -1,0 +1,264 @@
+package trial
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kary2 is the kary:2 plan over 6 test nodes: node0 and node1 under the
+// root, node2..node5 under them; replicas on node0 and node1; 2 ranks per
+// node.
+func kary2() Topology {
+	return Topology{
+		Parent:   []int{-1, -1, 0, 0, 1, 1},
+		Replicas: []int{0, 1},
+		RankNode: []int{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5},
+	}
+}
+
+func testConfig() Config {
+	return Config{Cluster: TestNodes, When: Any, Concurrent: 1, Replicas: 1, RunLength: 2 * time.Second}
+}
+
+func TestScheduleIsDeterministic(t *testing.T) {
+	topo := kary2()
+	for _, conc := range []int{1, 2} {
+		cfg := testConfig()
+		cfg.Concurrent = conc
+		for i := range 50 {
+			seed := TrialSeed(42, i)
+			a, err := Schedule(i, seed, cfg, topo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Schedule(i, seed, cfg, topo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("seed %d: two schedules differ:\n%+v\n%+v", seed, a, b)
+			}
+			if len(a.Actions) != conc {
+				t.Fatalf("seed %d: %d actions, want %d", seed, len(a.Actions), conc)
+			}
+		}
+	}
+	// The first trial's seed is the run's: --seed S --trials 1 replays it.
+	if TrialSeed(99, 0) != 99 || TrialSeed(99, 1) == TrialSeed(99, 2) {
+		t.Fatal("trial seeds: the first must be the run's, the others distinct")
+	}
+}
+
+// Over many seeds every fault, both phases and every kind of target turn
+// up, and each action's target fits its fault.
+func TestScheduleCoversAndFits(t *testing.T) {
+	topo := kary2()
+	cfg := testConfig()
+	cfg.Replicas = 3
+	cfg.Concurrent = 2
+	seen := map[Fault]bool{}
+	phases := map[Phase]bool{}
+	for i := range 400 {
+		tr, err := Schedule(i, TrialSeed(7, i), cfg, topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		phases[tr.Phase] = true
+		if (tr.Phase == Launch) != (tr.Hold >= 0) {
+			t.Fatalf("trial %d: phase %s, hold %d", i, tr.Phase, tr.Hold)
+		}
+		hit := map[int]bool{}
+		for k, a := range tr.Actions {
+			seen[a.Fault] = true
+			n := a.Target.Node
+			switch a.Fault {
+			case Root:
+				if n != -1 {
+					t.Fatalf("root fault on node %d", n)
+				}
+				continue
+			case Rank:
+				if topo.RankNode[a.Target.Rank] != n {
+					t.Fatalf("rank %d is not on node %d", a.Target.Rank, n)
+				}
+			case Leaf:
+				if len(topo.Children(n)) != 0 {
+					t.Fatalf("leaf fault on interior node%d", n)
+				}
+			case Interior:
+				if len(topo.Children(n)) == 0 {
+					t.Fatalf("interior fault on leaf node%d", n)
+				}
+			case Replica:
+				if !slices.Contains(topo.Replicas, n) {
+					t.Fatalf("replica fault on node%d", n)
+				}
+			}
+			if n == tr.Hold {
+				t.Fatalf("trial %d: fault on the held node%d: %+v", i, n, tr)
+			}
+			if hit[n] {
+				t.Fatalf("trial %d: node%d hit twice: %+v", i, n, tr)
+			}
+			hit[n] = true
+			if a.AfterPrevious != (k > 0) || a.AfterPrevious && a.At != 0 {
+				t.Fatalf("trial %d: action %d: %+v", i, k, a)
+			}
+			if tr.Phase == Run && a.At > cfg.RunLength/2 {
+				t.Fatalf("run-phase fault at %v, after half the run", a.At)
+			}
+		}
+	}
+	for _, f := range []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Stop, Slow} {
+		if !seen[f] {
+			t.Errorf("fault %s never scheduled", f)
+		}
+	}
+	if seen[Node] || seen[Partition] {
+		t.Error("emulated-cluster faults scheduled on test nodes")
+	}
+	if !phases[Launch] || !phases[Run] {
+		t.Errorf("phases seen: %v", phases)
+	}
+}
+
+func TestValidateRefuses(t *testing.T) {
+	flat := Topology{Parent: []int{-1, -1, -1}, RankNode: []int{0, 1, 2}}
+	for _, tc := range []struct {
+		faults   []Fault
+		topo     Topology
+		replicas int
+		want     string
+	}{
+		{[]Fault{Replica}, kary2(), 1, `fault "replica" has no target`},
+		{[]Fault{Interior}, flat, 1, `fault "interior" has no target`},
+		{[]Fault{Node}, kary2(), 1, "needs --cluster emulated"},
+		{[]Fault{Partition}, kary2(), 1, "needs --cluster emulated"},
+	} {
+		cfg := testConfig()
+		cfg.Faults, cfg.Replicas = tc.faults, tc.replicas
+		err := Validate(cfg, tc.topo)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("faults %v: %v, want %q", tc.faults, err, tc.want)
+		}
+	}
+	// The default set leaves out what has no target.
+	if got := Available(TestNodes, flat, 1); slices.Contains(got, Interior) || slices.Contains(got, Replica) || slices.Contains(got, Node) {
+		t.Errorf("available on a flat tree: %v", got)
+	}
+	if got := Available(TestNodes, kary2(), 3); !slices.Contains(got, Replica) {
+		t.Errorf("available with 3 replicas: %v", got)
+	}
+	if _, err := ParseFaults("rank,bogus"); err == nil {
+		t.Error("ParseFaults accepted bogus")
+	}
+}
+
+func applied(f Fault, target Target) Applied {
+	return Applied{Action: Action{Fault: f, Target: target}, Time: time.Unix(100, 0), PID: 1234}
+}
+
+// good is the outcome of a trial that did what was promised for an agent
+// fault on node3.
+func good() Outcome {
+	return Outcome{
+		State: "finished", ExitCode: 1, Message: "lost the agent of node node3: EOF",
+		Failures: []Event{{Index: 10, Detail: "lost the agent of node node3: EOF"}},
+		EndIndex: 12, Versions: [][2]uint64{{0, 1}, {0, 2}, {0, 2}},
+		Replicas:     []ReplicaState{{Node: "fe", Digest: "aa"}},
+		Lines:        []string{"[0] step 1 rank 0", "[1] step 1 rank 1"},
+		OutputUnique: true, AppChecked: true,
+	}
+}
+
+// The checker names the invariant each planted violation breaks, first.
+func TestCheckNamesTheInvariant(t *testing.T) {
+	topo := kary2()
+	acts := []Applied{applied(Agent, Target{Node: 3, Rank: -1})}
+	exp := Expect(acts, topo, 1, "fe")
+	if vs := Check(acts, exp, good()); len(vs) != 0 {
+		t.Fatalf("a good outcome fails: %v", vs)
+	}
+	for _, tc := range []struct {
+		name  string
+		plant func(o *Outcome)
+		want  string
+	}{
+		{"process left", func(o *Outcome) { o.Left = []string{"4242 (sleep 300)"} }, InvNoLeft},
+		{"completed after a kill", func(o *Outcome) { o.ExitCode, o.Message = 0, "" }, InvStatus},
+		{"message names another node", func(o *Outcome) { o.Message = "lost the agent of node node33: EOF" }, InvStatus},
+		{"no final status", func(o *Outcome) { o.State = "unfinished" }, InvStatus},
+		{"still running", func(o *Outcome) { o.State = "running" }, InvStatus},
+		{"failure after the end", func(o *Outcome) { o.Failures = append(o.Failures, Event{Index: 13, Detail: "late"}) }, InvPaired},
+		{"no failure logged", func(o *Outcome) { o.Failures = nil }, InvPaired},
+		{"digests differ", func(o *Outcome) {
+			o.Replicas = append(o.Replicas, ReplicaState{Node: "node1", Digest: "bb"})
+		}, InvDigests},
+		{"epoch went back", func(o *Outcome) { o.Versions = [][2]uint64{{1, 3}, {0, 4}} }, InvMonotonic},
+		{"state broken", func(o *Outcome) { o.StateProblems = []string{"rank 3 on an unknown node"} }, InvState},
+		{"line twice", func(o *Outcome) { o.Lines = append(o.Lines, o.Lines[0]) }, InvOutput},
+	} {
+		o := good()
+		tc.plant(&o)
+		vs := Check(acts, exp, o)
+		if len(vs) == 0 || vs[0].Invariant != tc.want {
+			t.Errorf("%s: violations %v, want %s first", tc.name, vs, tc.want)
+		}
+	}
+	// A lagging replica of a killed node is not compared.
+	o := good()
+	o.Replicas = append(o.Replicas, ReplicaState{Node: "node3", Digest: "cc"})
+	if vs := Check(acts, exp, o); len(vs) != 0 {
+		t.Errorf("the killed node's replica was compared: %v", vs)
+	}
+	// No fault applied at all is a failed trial, not a pass.
+	skipped := []Applied{{Action: Action{Fault: Rank, Target: Target{Node: 0, Rank: 1}}, Skipped: "the job ended first"}}
+	co := good()
+	co.ExitCode, co.Message, co.Failures, co.AppOK = 0, "", nil, true
+	if vs := Check(skipped, Expect(skipped, topo, 1, "fe"), co); len(vs) != 1 || vs[0].Invariant != InvFaultFired {
+		t.Errorf("no fault applied: %v", vs)
+	}
+	// A completed job must show the application's result.
+	co.AppOK = false
+	slow := []Applied{applied(Slow, Target{Node: 2, Rank: -1})}
+	if vs := Check(slow, Expect(slow, topo, 1, "fe"), co); len(vs) != 1 || vs[0].Invariant != InvAppResult {
+		t.Errorf("completed without the result: %v", vs)
+	}
+	co.AppOK = true
+	if vs := Check(slow, Expect(slow, topo, 1, "fe"), co); len(vs) != 0 {
+		t.Errorf("a slow agent's completed job: %v", vs)
+	}
+}
+
+func TestExpect(t *testing.T) {
+	topo := kary2()
+	root := applied(Root, Target{Node: -1, Rank: -1})
+	rank := applied(Rank, Target{Node: 2, Rank: 5})
+	for _, tc := range []struct {
+		name     string
+		acts     []Applied
+		replicas int
+		want     []Ending
+	}{
+		{"root, one replica", []Applied{root}, 1, []Ending{Unfinished}},
+		{"root, group formed", []Applied{{Action: root.Action, Time: root.Time, GroupFormed: true}}, 3, []Ending{Completed}},
+		{"root, no group yet", []Applied{root}, 3, []Ending{Unfinished}},
+		{"rank and root", []Applied{rank, root}, 1, []Ending{Failed, Unfinished}},
+		{"slow", []Applied{applied(Slow, Target{Node: 1, Rank: -1})}, 1, []Ending{Completed}},
+		{"skipped", []Applied{{Action: rank.Action, Skipped: "gone"}}, 1, []Ending{Completed}},
+	} {
+		if got := Expect(tc.acts, topo, tc.replicas, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	e := Expect([]Applied{applied(Interior, Target{Node: 0, Rank: -1})}, topo, 3, "fe")
+	if !reflect.DeepEqual(e.Lost, []string{"node0", "node2", "node3"}) || !reflect.DeepEqual(e.Names, []string{"node0"}) {
+		t.Errorf("interior node0: lost %v, names %v", e.Lost, e.Names)
+	}
+	if !names("rank 5 on node node2 was killed", []string{"rank 5"}) || names("rank 15 on node node7", []string{"rank 5"}) {
+		t.Error("names matches whole words only")
+	}
+}

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/trial"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
+)
+
+const chaosUsage = `Usage: ftlaunch chaos --cluster test-nodes [flags] [-- APP-ARGS...]
+
+Runs a job K times (trials) under a seeded schedule of faults applied from
+outside (signals), then checks that each job ended as promised: today, with
+no restart, any failure ends the job cleanly naming the fault, a lost
+front-end with one replica leaves no process and the status "unfinished",
+and with --replicas 3 a lost front-end's job goes on and completes. After
+every trial it checks the invariants: the final status, no process of the
+job left, every failure in the state log paired with the job's end, equal
+digests on the replicas that stayed up, monotonic epochs and node-table
+versions, the state log's own invariants, no output line written twice,
+and the application's result. The last line is "N passed, M failed"; the
+exit status is 1 when a trial failed. A failing trial keeps its directory
+(state log, the front-end's output) and prints the command that replays it.
+
+  --cluster test-nodes     where the trials run (required): test-nodes (local agents);
+                           emulated is not supported yet
+  --nodes N                agents (test nodes) per job (default 6)
+  --ppn N                  ranks per node (default 2)
+  --trials K               trials (default 10)
+  --seed S                 the first trial's seed (default: from the clock, printed);
+                           --seed S --trials 1 replays a trial printed with seed S
+  --faults LIST            any of rank,agent,leaf,interior,root,replica,stop,slow
+                           (default: every fault with a target in the plan);
+                           node and partition need the emulated cluster
+  --when launch|run|any    when faults fall (default any: chosen per trial)
+  --concurrent 1|2         faults per trial (default 1)
+  --restart none           the restart policy (only none exists yet)
+  --replicas R             root replicas: 1, 3 or 5 (default 1)
+  --tree KIND              the launch tree (default kary:2, so there are interior agents;
+                           any kind but auto)
+  --app PATH               the application (default: ftlaunch's own, "ftlaunch chaos app");
+                           arguments after -- are its own
+  --steps S, --interval D  the default application's length: S steps of D (default 20 x 100ms)
+  --out DIR                where the run makes its directory (ftlaunch-chaos-*) for its trials
+                           (default: the temporary directory)
+  --keep                   keep every trial's directory, not only the failing ones'
+  --strict                 fail the trials that pass only by a known limit (docs/chaos.md)
+  --trial-timeout D        give up on a trial after D (default 2m)
+`
+
+// chaosOptions are the flags of one chaos run.
+type chaosOptions struct {
+	cluster     string
+	nodes, ppn  int
+	trials      int
+	seed        uint64
+	seedSet     bool
+	faults      string
+	when        string
+	concurrent  int
+	restart     string
+	replicas    int
+	tree        string
+	app         string
+	appArgs     []string
+	steps       int
+	interval    time.Duration
+	out         string
+	keep        bool
+	strict      bool
+	trialLimit  time.Duration
+	parsedFault []trial.Fault
+	phase       trial.Phase
+}
+
+func parseChaosFlags(args []string) (*chaosOptions, error) {
+	o := &chaosOptions{}
+	fs := flag.NewFlagSet("ftlaunch chaos", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.cluster, "cluster", "", "")
+	fs.IntVar(&o.nodes, "nodes", 6, "")
+	fs.IntVar(&o.ppn, "ppn", 2, "")
+	fs.IntVar(&o.trials, "trials", 10, "")
+	seed := fs.String("seed", "", "")
+	fs.StringVar(&o.faults, "faults", "", "")
+	fs.StringVar(&o.when, "when", "any", "")
+	fs.IntVar(&o.concurrent, "concurrent", 1, "")
+	fs.StringVar(&o.restart, "restart", "none", "")
+	fs.IntVar(&o.replicas, "replicas", 1, "")
+	fs.StringVar(&o.tree, "tree", "kary:2", "")
+	fs.StringVar(&o.app, "app", "", "")
+	fs.IntVar(&o.steps, "steps", 20, "")
+	fs.DurationVar(&o.interval, "interval", 100*time.Millisecond, "")
+	fs.StringVar(&o.out, "out", "", "")
+	fs.BoolVar(&o.keep, "keep", false, "")
+	fs.BoolVar(&o.strict, "strict", false, "")
+	fs.DurationVar(&o.trialLimit, "trial-timeout", 2*time.Minute, "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o.appArgs = fs.Args()
+	if len(o.appArgs) > 0 && o.app == "" {
+		return nil, fmt.Errorf("unexpected argument %q (application arguments need --app)", o.appArgs[0])
+	}
+	switch trial.Cluster(o.cluster) {
+	case trial.TestNodes:
+	case trial.Emulated:
+		return nil, errors.New("--cluster emulated is not supported yet: use --cluster test-nodes")
+	case "":
+		return nil, errors.New("--cluster is required: test-nodes (emulated is not supported yet)")
+	default:
+		return nil, fmt.Errorf("--cluster %q: want test-nodes (emulated is not supported yet)", o.cluster)
+	}
+	if o.restart != "none" {
+		return nil, fmt.Errorf("--restart %q: only none exists yet (the restart protocol is not built)", o.restart)
+	}
+	if o.nodes < 1 || o.ppn < 1 || o.trials < 1 || o.steps < 1 || o.interval <= 0 {
+		return nil, errors.New("--nodes, --ppn, --trials, --steps and --interval must be positive")
+	}
+	if o.replicas != 1 && o.replicas != 3 && o.replicas != 5 {
+		return nil, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", o.replicas)
+	}
+	if o.replicas > 1 && o.nodes < o.replicas-1 {
+		return nil, fmt.Errorf("--replicas %d needs at least %d nodes", o.replicas, o.replicas-1)
+	}
+	if *seed != "" {
+		s, err := strconv.ParseUint(*seed, 0, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--seed %q: want an unsigned integer", *seed)
+		}
+		o.seed, o.seedSet = s, true
+	}
+	var err error
+	if o.parsedFault, err = trial.ParseFaults(o.faults); err != nil {
+		return nil, fmt.Errorf("--faults: %w", err)
+	}
+	if o.phase, err = trial.ParsePhase(o.when); err != nil {
+		return nil, err
+	}
+	if o.app != "" {
+		if o.app, err = filepath.Abs(o.app); err != nil {
+			return nil, fmt.Errorf("--app: %w", err)
+		}
+	}
+	if o.out != "" {
+		if o.out, err = filepath.Abs(o.out); err != nil {
+			return nil, fmt.Errorf("--out: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// chaosTopology builds the plan the front-end will build (test node i is
+// plan node i+1) and the block placement of the ranks.
+func chaosTopology(o *chaosOptions) (trial.Topology, error) {
+	kind, err := plan.ParseKind(o.tree)
+	if err != nil {
+		return trial.Topology{}, fmt.Errorf("--tree: %w", err)
+	}
+	if kind.Shape == plan.Auto {
+		// The front-end shapes auto with its own calibration of local
+		// starts, which chaos cannot see: the plan must be known up front.
+		return trial.Topology{}, errors.New("--tree auto: chaos plans its faults over the launch tree up front; give a kind (kary:2, binomial, greedy, 2level, flat)")
+	}
+	pl, err := plan.Build(kind, o.nodes+1, plan.Params{Replicas: o.replicas})
+	if err != nil {
+		return trial.Topology{}, err
+	}
+	t := trial.Topology{Parent: make([]int, o.nodes)}
+	for v := 1; v <= o.nodes; v++ {
+		t.Parent[v-1] = int(pl.Parent[v]) - 1
+	}
+	for _, v := range pl.ReplicaNodes[1:] {
+		t.Replicas = append(t.Replicas, int(v)-1)
+	}
+	for r := range o.nodes * o.ppn {
+		t.RankNode = append(t.RankNode, r/o.ppn)
+	}
+	return t, nil
+}
+
+func chaosCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "app" {
+		return chaosAppCommand(args[1:], stdout, stderr)
+	}
+	o, err := parseChaosFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, chaosUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch chaos: %v (see ftlaunch chaos --help)\n", err)
+		return 2
+	}
+	topo, err := chaosTopology(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
+		return 2
+	}
+	cfg := trial.Config{
+		Cluster: trial.Cluster(o.cluster), Faults: o.parsedFault, When: o.phase, Concurrent: o.concurrent,
+		Replicas: o.replicas, RunLength: time.Duration(o.steps) * o.interval,
+	}
+	if err := trial.Validate(cfg, topo); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
+		return 2
+	}
+	if !o.seedSet {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch chaos: cannot find my own executable: %v\n", err)
+		return 1
+	}
+	// Each run has a directory of its own (under --out when given), so
+	// that runs sharing --out never mix their trials.
+	if o.out != "" {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch chaos: --out: %v\n", err)
+			return 1
+		}
+	}
+	if o.out, err = os.MkdirTemp(o.out, "ftlaunch-chaos-"); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	faults := cfg.Faults
+	if faults == nil {
+		faults = trial.Available(cfg.Cluster, topo, cfg.Replicas)
+	}
+	fmt.Fprintf(stdout, "chaos: %d trial(s) on %d test nodes x %d ranks, %s tree, %d replica(s), --restart %s; faults %s, when %s, %d per trial; seed %d; trials in %s\n",
+		o.trials, o.nodes, o.ppn, o.tree, o.replicas, o.restart, faultList(faults), o.when, o.concurrent, o.seed, o.out)
+	var results []*trialResult
+	for i := range o.trials {
+		tr, err := trial.Schedule(i, trial.TrialSeed(o.seed, i), cfg, topo)
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
+			return 2
+		}
+		r := runTrial(ctx, o, self, topo, tr, stderr)
+		results = append(results, r)
+		writeTrialReport(stdout, o, r)
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "ftlaunch chaos: interrupted after %d trial(s)\n", len(results))
+			break
+		}
+	}
+	writeChaosSummary(stdout, results)
+	failed := 0
+	for _, r := range results {
+		if !r.pass() {
+			failed++
+		}
+	}
+	if !o.keep && failed == 0 {
+		os.Remove(o.out) // empty unless a trial kept its directory
+	}
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", len(results)-failed, failed)
+	if failed > 0 || ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+func faultList(fs []trial.Fault) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = string(f)
+	}
+	return strings.Join(s, ",")
+}
+
+// replayCommand is the command line that runs trial r again.
+func replayCommand(o *chaosOptions, seed uint64) string {
+	self, err := os.Executable()
+	if err != nil {
+		self = "ftlaunch"
+	}
+	args := []string{self, "chaos", "--cluster", o.cluster, "--nodes", strconv.Itoa(o.nodes), "--ppn", strconv.Itoa(o.ppn),
+		"--trials", "1", "--seed", strconv.FormatUint(seed, 10), "--when", o.when, "--concurrent", strconv.Itoa(o.concurrent),
+		"--restart", o.restart, "--replicas", strconv.Itoa(o.replicas), "--tree", o.tree,
+		"--steps", strconv.Itoa(o.steps), "--interval", o.interval.String()}
+	if o.faults != "" {
+		args = append(args, "--faults", o.faults)
+	}
+	if o.app != "" {
+		args = append(args, "--app", o.app)
+		if len(o.appArgs) > 0 {
+			args = append(append(args, "--"), o.appArgs...)
+		}
+	}
+	return strings.Join(args, " ")
+}
+
+// at is ds[k], or -1 beyond its end.
+func at(ds []time.Duration, k int) time.Duration {
+	if k < len(ds) {
+		return ds[k]
+	}
+	return -1
+}
+
+func secs(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3fs", d.Seconds())
+}
+
+// writeTrialReport prints one trial: its faults with their times, the
+// ending, the durations measured, and pass or the first violation.
+func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
+	tr := r.trial
+	fmt.Fprintf(w, "trial %d seed %d, %s phase", tr.Index+1, tr.Seed, tr.Phase)
+	if tr.Hold >= 0 {
+		fmt.Fprintf(w, " (%s held back)", trial.NodeName(tr.Hold))
+	}
+	fmt.Fprintln(w, ":")
+	for k, a := range r.applied {
+		if a.Skipped != "" {
+			fmt.Fprintf(w, "  fault %-16s not applied: %s\n", a.Action.String(), a.Skipped)
+			continue
+		}
+		fmt.Fprintf(w, "  fault %-16s pid %d at +%.3fs", a.Action.String(), a.PID, a.Time.Sub(r.start).Seconds())
+		if d := at(r.detect, k); d >= 0 {
+			fmt.Fprintf(w, ", detected after %s", secs(d))
+		}
+		if d := at(r.resumed, k); d >= 0 {
+			fmt.Fprintf(w, ", SIGCONT after %s", secs(d))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "  ended %s", r.ending())
+	if r.takeover >= 0 {
+		fmt.Fprintf(w, "; successor root took over after %s", secs(r.takeover))
+	}
+	fmt.Fprintf(w, "; job over after %s with %d of its processes up; the last gone %s after that (or after the last SIGCONT)\n",
+		secs(r.jobTime), r.atEnd, secs(r.cleanup))
+	for _, n := range r.notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if r.pass() {
+		fmt.Fprintln(w, "  PASS")
+		return
+	}
+	fmt.Fprintf(w, "  FAIL %s\n", r.violations[0])
+	for _, v := range r.violations[1:] {
+		fmt.Fprintf(w, "       also %s\n", v)
+	}
+	fmt.Fprintf(w, "  kept: %s\n", r.dir)
+	fmt.Fprintf(w, "  replay: %s\n", replayCommand(o, tr.Seed))
+}
+
+// writeChaosSummary prints one row per trial.
+func writeChaosSummary(w io.Writer, rs []*trialResult) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRIAL\tSEED\tPHASE\tFAULTS\tDETECTED\tENDED\tCLEANUP\tRESULT")
+	for _, r := range rs {
+		var fs, det []string
+		for k, a := range r.applied {
+			s := a.Action.String()
+			if a.Skipped != "" {
+				s += " (not applied)"
+			}
+			fs = append(fs, s)
+			if d := at(r.detect, k); d >= 0 {
+				det = append(det, secs(d))
+			}
+		}
+		if r.takeover >= 0 {
+			det = append(det, "takeover "+secs(r.takeover))
+		}
+		if len(det) == 0 {
+			det = []string{"-"}
+		}
+		res := "pass"
+		if !r.pass() {
+			res = "FAIL " + r.violations[0].Invariant
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.trial.Index+1, r.trial.Seed, r.trial.Phase,
+			strings.Join(fs, " + "), strings.Join(det, ","), r.ending(), secs(r.cleanup), res)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,753 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/trial"
+	"github.com/ftlaunch/ftlaunch/launch"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+// chaosPlantEnv plants a violation in every trial, to show that the checks
+// can fail (tests only): "leftover" leaves a process of the job behind,
+// "duplicate" writes an output line twice.
+const chaosPlantEnv = "FTLAUNCH_CHAOS_PLANT"
+
+// delayStartEnv is launch's test-only hold on a test node's start
+// (FTLAUNCH_TEST_DELAY_START=node3=/path: until the file exists). Chaos
+// holds one leaf with it so that launch-phase faults fall during a launch.
+const delayStartEnv = "FTLAUNCH_TEST_DELAY_START"
+
+// Timing of a trial.
+const (
+	chaosPoll              = 20 * time.Millisecond   // how often the runner looks at /proc and the job
+	chaosGroupWait         = 20 * time.Second        // how long a root or replica fault waits for the raft group
+	chaosCleanup           = 20 * time.Second        // bound for the job's processes to go once it is over
+	chaosCleanupReplicated = 40 * time.Second        // the same with root replicas: orphans wait 30 s for adoption
+	chaosStopBound         = 30 * time.Second        // a stop never detected is continued after this
+	chaosSlowFor           = 1500 * time.Millisecond // a slow agent is throttled this long
+	chaosSlowPeriod        = 100 * time.Millisecond  // stopped, then running, this long each
+)
+
+// trialResult is what a trial did and found.
+type trialResult struct {
+	trial   trial.Trial
+	dir     string
+	start   time.Time
+	applied []trial.Applied
+	// detect[k] is applied[k]'s fault to its failure in the state log;
+	// resumed[k] a stop's SIGSTOP to its SIGCONT (-1: not measured).
+	detect, resumed []time.Duration
+	takeover        time.Duration // root kill to the successor's takeover (-1: none)
+	jobTime         time.Duration // start to the job's end
+	cleanup         time.Duration // the job's end to its last process gone (-1: some left)
+	atEnd           int           // the job's processes still up when it was over
+	outcome         trial.Outcome
+	expect          trial.Expectation
+	violations      []trial.Violation
+	notes           []string // what the report should say beside pass or fail
+}
+
+func (r *trialResult) pass() bool { return len(r.violations) == 0 }
+
+// ending is the job's end as observed.
+func (r *trialResult) ending() string {
+	o := r.outcome
+	switch o.State {
+	case "finished":
+		if o.ExitCode == 0 {
+			return "completed"
+		}
+		return fmt.Sprintf("failed (exit %d)", o.ExitCode)
+	case "":
+		return "no state"
+	}
+	return o.State
+}
+
+// actionRun is the runner's state of one action.
+type actionRun struct {
+	trial.Applied
+	done bool
+	// stop: when detected, when to continue, continued.
+	detectAt, contAt time.Time
+	continued        bool
+	// slow: throttled until, next toggle, stopped now.
+	slowUntil, toggle time.Time
+	slowStopped       bool
+}
+
+// trialRun is one trial in progress; runTrial owns it.
+type trialRun struct {
+	o        *chaosOptions
+	topo     trial.Topology
+	tr       trial.Trial
+	res      *trialResult
+	work     string
+	stateDir string
+	gate     string
+	errPath  string
+	outPath  string
+	scanner  procScanner
+	cmd      *exec.Cmd
+	acts     []*actionRun
+
+	rankProc map[int]jobProc
+	nodeUp   map[int]time.Time
+	runStart time.Time
+	gateOpen bool
+	failover bool // the front-end was killed after the group formed: the job goes on
+	jobDir   string
+	stray    []string // more than one job in the trial's state directory (a harness bug)
+}
+
+// runTrial runs one trial to its end and judges it. Problems of the
+// harness itself (a job that cannot start) are violations too.
+func runTrial(ctx context.Context, o *chaosOptions, self string, topo trial.Topology, tr trial.Trial, stderr io.Writer) *trialResult {
+	r := &trialResult{trial: tr, takeover: -1, cleanup: -1, jobTime: -1}
+	r.dir = filepath.Join(o.out, fmt.Sprintf("trial-%03d", tr.Index+1))
+	t := &trialRun{
+		o: o, topo: topo, tr: tr, res: r,
+		work: filepath.Join(r.dir, "work"), stateDir: filepath.Join(r.dir, "state"), gate: filepath.Join(r.dir, "launch-gate"),
+		errPath: filepath.Join(r.dir, "frontend.stderr"), outPath: filepath.Join(r.dir, "frontend.stdout"),
+		rankProc: map[int]jobProc{}, nodeUp: map[int]time.Time{}, gateOpen: tr.Hold < 0,
+	}
+	for _, a := range tr.Actions {
+		t.acts = append(t.acts, &actionRun{Applied: trial.Applied{Action: a}})
+	}
+	harness := func(err error) *trialResult {
+		r.violations = append(r.violations, trial.Violation{Invariant: "harness", Detail: err.Error()})
+		r.applied = t.applied()
+		return r
+	}
+	if err := os.MkdirAll(t.work, 0o755); err != nil {
+		return harness(fmt.Errorf("trial directory: %w", err))
+	}
+	work, err := filepath.EvalSymlinks(t.work)
+	if err != nil {
+		return harness(fmt.Errorf("trial directory: %w", err))
+	}
+	marker := fmt.Sprintf("%d-%d-%d", os.Getpid(), tr.Index, tr.Seed)
+	t.scanner = procScanner{workDir: work, marker: marker, self: os.Getpid()}
+	if err := t.start(self, marker); err != nil {
+		return harness(err)
+	}
+	exited := make(chan struct{})
+	go func() { t.cmd.Wait(); close(exited) }() // waited for below before runTrial returns
+	over, interrupted := t.drive(ctx, exited)
+	if interrupted {
+		r.violations = append(r.violations, trial.Violation{Invariant: "harness", Detail: "interrupted"})
+	}
+	select {
+	case <-exited:
+	default:
+		t.cmd.Process.Kill()
+		<-exited
+	}
+	t.finish(over, interrupted)
+	r.applied = t.applied()
+	t.judge()
+	if r.pass() && !o.keep {
+		if err := os.RemoveAll(r.dir); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch chaos: remove %s: %v\n", r.dir, err)
+		}
+	}
+	return r
+}
+
+func (t *trialRun) applied() []trial.Applied {
+	out := make([]trial.Applied, len(t.acts))
+	for i, a := range t.acts {
+		out[i] = a.Applied
+	}
+	return out
+}
+
+// start starts the front-end: the job on test nodes, in the trial's own
+// directory, with the trial's marker in its environment.
+func (t *trialRun) start(self, marker string) error {
+	o := t.o
+	app := []string{self, "chaos", "app", "--steps", strconv.Itoa(o.steps), "--interval", o.interval.String()}
+	if o.app != "" {
+		app = append([]string{o.app}, o.appArgs...)
+	}
+	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "--test-nodes", strconv.Itoa(o.nodes),
+		"--tree", o.tree, "--replicas", strconv.Itoa(o.replicas), "--kill-after", "1s",
+		"--timeout", (o.trialLimit / 2).String(), "-n", strconv.Itoa(o.nodes * o.ppn)}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, delayStartEnv+"=") && !strings.HasPrefix(kv, chaosMarkerEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, chaosMarkerEnv+"="+marker)
+	if t.tr.Hold >= 0 {
+		env = append(env, delayStartEnv+"="+trial.NodeName(t.tr.Hold)+"="+t.gate)
+	}
+	outF, err := os.Create(t.outPath)
+	if err != nil {
+		return fmt.Errorf("front-end's stdout: %w", err)
+	}
+	defer outF.Close()
+	errF, err := os.Create(t.errPath)
+	if err != nil {
+		return fmt.Errorf("front-end's stderr: %w", err)
+	}
+	defer errF.Close()
+	cmd := exec.Command(self, append(args, app...)...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = t.work, env, outF, errF
+	// Its own process group: the chaos run's Ctrl-C is ours to handle.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the job: %w", err)
+	}
+	t.cmd, t.res.start = cmd, time.Now()
+	return nil
+}
+
+// drive applies the trial's faults as their times come and returns when
+// the job is over and every fault has run its course (or the trial's time
+// is up: the job is then reported as not ended). It returns when the job
+// was over.
+func (t *trialRun) drive(ctx context.Context, exited <-chan struct{}) (over time.Time, interrupted bool) {
+	tick := time.NewTicker(chaosPoll)
+	defer tick.Stop()
+	deadline := t.res.start.Add(t.o.trialLimit)
+	feExited := false
+	var lastStatus time.Time
+	jobOver := false
+	for {
+		select {
+		case <-ctx.Done():
+			return time.Now(), true
+		case <-exited:
+			feExited, exited = true, nil
+		case <-tick.C:
+		}
+		now := time.Now()
+		t.observe(now)
+		if !jobOver {
+			switch {
+			case !t.failover:
+				jobOver = feExited
+			case now.Sub(lastStatus) >= 250*time.Millisecond:
+				// The successor root runs the job: over once the log
+				// has its final status (or its roots were lost).
+				lastStatus = now
+				if st, err := readStatus(t.stateDir, ""); err == nil && st.State != "running" {
+					jobOver = true
+				}
+			}
+			if jobOver {
+				over = now
+			}
+		}
+		t.act(now, jobOver)
+		if jobOver && t.settled() {
+			return over, false
+		}
+		if now.After(deadline) {
+			return now, false
+		}
+	}
+}
+
+// observe notes the job's ranks and which nodes are up.
+func (t *trialRun) observe(now time.Time) {
+	for _, p := range t.scanner.scan(false) {
+		if p.rank < 0 {
+			continue
+		}
+		if _, ok := t.rankProc[p.rank]; !ok {
+			t.rankProc[p.rank] = p
+		}
+	}
+	for i := range t.topo.Nodes() {
+		if _, ok := t.nodeUp[i]; ok {
+			continue
+		}
+		up := true
+		for _, r := range t.topo.RanksOf(i) {
+			_, seen := t.rankProc[r]
+			up = up && seen
+		}
+		if up {
+			t.nodeUp[i] = now
+		}
+	}
+	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) {
+		t.runStart = now
+	}
+	if t.jobDir == "" {
+		jobs, _ := filepath.Glob(filepath.Join(t.stateDir, "ft-*"))
+		switch len(jobs) {
+		case 0:
+		case 1:
+			t.jobDir = jobs[0]
+		default:
+			t.stray = jobs // the trial's state directory is its own: never
+		}
+	}
+}
+
+// phaseStart is when action k's clock starts, or zero while it cannot.
+func (t *trialRun) phaseStart(k int, now time.Time) time.Time {
+	a := t.acts[k].Action
+	if a.AfterPrevious && k > 0 {
+		prev := t.acts[k-1]
+		switch {
+		case !prev.done:
+			return time.Time{}
+		case prev.Skipped != "":
+			return now
+		}
+		return prev.Time
+	}
+	if t.tr.Phase == trial.Run {
+		return t.runStart
+	}
+	if a.Target.Node >= 0 {
+		return t.nodeUp[a.Target.Node]
+	}
+	// The front-end in a launch: once every node but the held one is up.
+	var last time.Time
+	for i := range t.topo.Nodes() {
+		if i == t.tr.Hold {
+			continue
+		}
+		up, ok := t.nodeUp[i]
+		if !ok {
+			return time.Time{}
+		}
+		if up.After(last) {
+			last = up
+		}
+	}
+	return last
+}
+
+// groupFormed says whether every replica agent joined the raft group.
+func (t *trialRun) groupFormed() bool {
+	b, err := os.ReadFile(t.errPath)
+	return err == nil && bytes.Count(b, []byte("joined the group")) >= t.o.replicas-1
+}
+
+// act applies the actions whose time came, continues stopped agents,
+// throttles slow ones, and opens the launch gate once the launch-phase
+// faults are in.
+func (t *trialRun) act(now time.Time, jobOver bool) {
+	for k, a := range t.acts {
+		if a.done {
+			continue
+		}
+		if jobOver {
+			a.done, a.Skipped = true, "the job ended first"
+			continue
+		}
+		t0 := t.phaseStart(k, now)
+		if t0.IsZero() || now.Before(t0.Add(a.At)) {
+			continue
+		}
+		formed := t.o.replicas > 1 && t.groupFormed()
+		if t.o.replicas > 1 && (a.Fault == trial.Root || a.Fault == trial.Replica) && !formed && now.Before(t0.Add(chaosGroupWait)) {
+			continue
+		}
+		a.done = true
+		pid, err := t.targetPID(a.Action)
+		if err != nil {
+			a.Skipped = err.Error()
+			continue
+		}
+		sig := syscall.SIGKILL
+		if a.Fault == trial.Stop || a.Fault == trial.Slow {
+			sig = syscall.SIGSTOP
+		}
+		if err := syscall.Kill(pid, sig); err != nil {
+			a.Skipped = fmt.Sprintf("signal %d: %v", pid, err)
+			continue
+		}
+		a.Time, a.PID, a.GroupFormed = now, pid, formed
+		switch a.Fault {
+		case trial.Root:
+			t.failover = t.o.replicas > 1 && formed
+		case trial.Slow:
+			a.slowUntil, a.toggle, a.slowStopped = now.Add(chaosSlowFor), now.Add(chaosSlowPeriod), true
+		}
+	}
+	if !t.gateOpen {
+		all := true
+		for _, a := range t.acts {
+			all = all && a.done
+		}
+		if all || jobOver {
+			t.openGate()
+		}
+	}
+	for _, a := range t.acts {
+		if a.Time.IsZero() || a.Skipped != "" {
+			continue
+		}
+		switch a.Fault {
+		case trial.Stop:
+			t.stepStop(a, now, jobOver)
+		case trial.Slow:
+			t.stepSlow(a, now, jobOver)
+		}
+	}
+}
+
+// stepStop continues a stopped agent 3x the detection time after its stop
+// (detected: the root reports a failure, or the job ended).
+func (t *trialRun) stepStop(a *actionRun, now time.Time, jobOver bool) {
+	if a.continued {
+		return
+	}
+	if a.detectAt.IsZero() {
+		detected := jobOver
+		if !detected && t.jobDir != "" {
+			if l, err := launch.ReadLive(t.jobDir); err == nil && l.Failure != "" {
+				detected = true
+			}
+		}
+		switch {
+		case detected:
+			a.detectAt = now
+			a.contAt = a.Time.Add(3 * now.Sub(a.Time))
+		case now.Sub(a.Time) > chaosStopBound:
+			a.detectAt, a.contAt = now, now
+		}
+	}
+	if !a.contAt.IsZero() && !now.Before(a.contAt) {
+		syscall.Kill(a.PID, syscall.SIGCONT)
+		a.continued = true
+		t.res.resumedSet(t.index(a), now.Sub(a.Time))
+	}
+}
+
+// stepSlow stops and continues a slow agent in turn until its time is up.
+func (t *trialRun) stepSlow(a *actionRun, now time.Time, jobOver bool) {
+	if a.slowUntil.IsZero() {
+		return
+	}
+	if jobOver || !now.Before(a.slowUntil) {
+		syscall.Kill(a.PID, syscall.SIGCONT)
+		a.slowUntil, a.slowStopped = time.Time{}, false
+		return
+	}
+	if now.Before(a.toggle) {
+		return
+	}
+	sig := syscall.SIGSTOP
+	if a.slowStopped {
+		sig = syscall.SIGCONT
+	}
+	syscall.Kill(a.PID, sig)
+	a.slowStopped, a.toggle = !a.slowStopped, now.Add(chaosSlowPeriod)
+}
+
+func (t *trialRun) index(a *actionRun) int { return slices.Index(t.acts, a) }
+
+func (r *trialResult) resumedSet(k int, d time.Duration) {
+	for len(r.resumed) <= k {
+		r.resumed = append(r.resumed, -1)
+	}
+	r.resumed[k] = d
+}
+
+// settled: every action applied or skipped, stops continued, slows over.
+func (t *trialRun) settled() bool {
+	for _, a := range t.acts {
+		if !a.done || a.Skipped == "" && !a.Time.IsZero() &&
+			(a.Fault == trial.Stop && !a.continued || a.Fault == trial.Slow && !a.slowUntil.IsZero()) {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *trialRun) openGate() {
+	if t.gateOpen {
+		return
+	}
+	t.gateOpen = true
+	if f, err := os.Create(t.gate); err == nil {
+		f.Close()
+	}
+}
+
+// targetPID finds the process an action hits: a rank, its node's agent
+// (its ranks' parent), or the front-end.
+func (t *trialRun) targetPID(a trial.Action) (int, error) {
+	if a.Fault == trial.Root {
+		return t.cmd.Process.Pid, nil
+	}
+	live := map[int]jobProc{}
+	for _, p := range t.scanner.scan(false) {
+		live[p.pid] = p
+	}
+	if a.Fault == trial.Rank {
+		p, ok := t.rankProc[a.Target.Rank]
+		if _, alive := live[p.pid]; !ok || !alive {
+			return 0, fmt.Errorf("rank %d was already gone", a.Target.Rank)
+		}
+		return p.pid, nil
+	}
+	for _, r := range t.topo.RanksOf(a.Target.Node) {
+		p, ok := t.rankProc[r]
+		if !ok {
+			continue
+		}
+		if agent, alive := live[p.ppid]; alive && strings.Contains(agent.cmdline, " agent") {
+			return agent.pid, nil
+		}
+	}
+	return 0, fmt.Errorf("the agent of %s was already gone", trial.NodeName(a.Target.Node))
+}
+
+// finish makes sure nothing of the trial stays stopped or held, then waits
+// (bounded) for the job's processes to go; those left are named, then
+// killed, so that the next trial starts clean.
+func (t *trialRun) finish(over time.Time, interrupted bool) {
+	for _, a := range t.acts {
+		if a.PID > 0 && (a.Fault == trial.Stop || a.Fault == trial.Slow) {
+			syscall.Kill(a.PID, syscall.SIGCONT)
+		}
+	}
+	t.openGate()
+	r := t.res
+	r.jobTime = over.Sub(r.start)
+	r.atEnd = len(t.scanner.scan(true))
+	var planted *exec.Cmd
+	if os.Getenv(chaosPlantEnv) == "leftover" {
+		// A process of the job that outlives it, as a broken agent would
+		// leave: in the job's directory, in a session of its own.
+		planted = exec.Command("sleep", "300")
+		planted.Dir = t.work
+		planted.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := planted.Start(); err != nil {
+			planted = nil
+		}
+	}
+	// The cleanup is timed from the job's end, or from the last SIGCONT
+	// when a stopped agent was continued later (it could not act before).
+	from := over
+	for _, a := range t.acts {
+		if d := a.contAt; a.continued && d.After(from) {
+			from = d
+		}
+	}
+	bound := time.Now().Add(chaosCleanup)
+	if t.o.replicas > 1 {
+		// An agent of a replicated job that lost its parent asks the
+		// replicas to adopt it for 30 s (launch/failover.go's adoptWait)
+		// before it kills its ranks: a stopped one does once continued.
+		bound = time.Now().Add(chaosCleanupReplicated)
+	}
+	if interrupted {
+		bound = time.Now() // the user is waiting: kill what is left now
+	}
+	var left []jobProc
+	for {
+		left = t.scanner.scan(true)
+		if len(left) == 0 {
+			r.cleanup = time.Since(from)
+			break
+		}
+		if time.Now().After(bound) {
+			break
+		}
+		time.Sleep(chaosPoll) // polling /proc for processes to end
+	}
+	for _, p := range left {
+		r.outcome.Left = append(r.outcome.Left, p.String())
+		syscall.Kill(p.pid, syscall.SIGCONT)
+		syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	if planted != nil {
+		planted.Process.Kill()
+		planted.Wait()
+	}
+}
+
+// judge reads the job's state log and output and checks the invariants.
+func (t *trialRun) judge() {
+	r, o := t.res, &t.res.outcome
+	r.detect = make([]time.Duration, len(r.applied))
+	for len(r.resumed) < len(r.applied) {
+		r.resumed = append(r.resumed, -1)
+	}
+	for k := range r.detect {
+		r.detect[k] = -1
+	}
+	if len(t.stray) > 0 {
+		r.violations = append(r.violations, trial.Violation{Invariant: "harness",
+			Detail: fmt.Sprintf("the trial's state directory holds %d jobs: %v", len(t.stray), t.stray)})
+	}
+	res, err := loadState(t.stateDir, "")
+	var running *errRunning
+	switch {
+	case t.lostBeforeLog(err):
+		// With one replica the log starts once the launch is over (or
+		// 100 ms into one that lasts): a front-end lost before its
+		// replica initialized its file leaves no log, or a file without
+		// its buckets, that `ftlaunch status` cannot read. No final
+		// status was recorded: unfinished, a known limit (--strict: a
+		// failure).
+		const limit = "the front-end was lost before its replica initialized the state log: ftlaunch status cannot read the job"
+		if t.o.strict {
+			o.StateProblems = append(o.StateProblems, "read the state log: "+errString(err)+" ("+limit+")")
+			break
+		}
+		o.State = "unfinished"
+		r.notes = append(r.notes, "known limit: "+limit+" ("+errString(err)+")")
+	case errors.As(err, &running):
+		o.State = "running"
+	case err != nil:
+		o.StateProblems = append(o.StateProblems, "read the state log: "+err.Error())
+	default:
+		rep := journal.Analyze(res.Best.State)
+		o.State = "unfinished"
+		if rep.Status.Done {
+			o.State, o.ExitCode, o.Message = "finished", rep.Status.ExitCode, rep.Status.Message
+		}
+		for _, ev := range rep.Events {
+			o.Versions = append(o.Versions, [2]uint64{ev.Epoch, ev.Version})
+			switch ev.Kind {
+			case "failure":
+				o.Failures = append(o.Failures, trial.Event{Index: ev.Index, Time: ev.Time, Detail: ev.Detail})
+			case "job-end":
+				o.EndIndex = ev.Index
+			case "leader":
+				for _, a := range r.applied {
+					if a.Fault == trial.Root && !a.Time.IsZero() && r.takeover < 0 {
+						r.takeover = ev.Time.Sub(a.Time)
+					}
+				}
+			}
+		}
+		t.detections(o.Failures)
+		o.StateProblems = append(o.StateProblems, rep.Invariants...)
+		o.StateProblems = append(o.StateProblems, res.Best.Problems...)
+		for _, rf := range res.Replicas {
+			rp := trial.ReplicaState{Node: filepath.Base(rf.Path)}
+			if rf.Err != nil {
+				rp.Err = rf.Err.Error()
+			} else {
+				d := rf.In.State.Digest()
+				rp.Node, rp.Digest = rf.In.Meta.Node, hex.EncodeToString(d[:])
+			}
+			o.Replicas = append(o.Replicas, rp)
+		}
+	}
+	o.Lines = t.outputLines()
+	if os.Getenv(chaosPlantEnv) == "duplicate" {
+		if len(o.Lines) == 0 {
+			o.Lines = []string{"[0] planted line"}
+		}
+		o.Lines = append(o.Lines, o.Lines[0])
+	}
+	builtin := t.o.app == ""
+	o.OutputUnique, o.AppChecked = builtin, builtin
+	for _, l := range o.Lines {
+		o.AppOK = o.AppOK || strings.HasPrefix(l, "[0] "+chaosAppDone)
+	}
+	host, _ := os.Hostname()
+	r.expect = trial.Expect(r.applied, t.topo, t.o.replicas, host)
+	r.violations = append(r.violations, trial.Check(r.applied, r.expect, *o)...)
+}
+
+// lostBeforeLog says whether the front-end was killed before its replica
+// initialized the log's file: the job's directory holds no raft.db, or
+// only the front-end's, which bbolt created but the replica had not
+// filled yet (read as truncated, or as a database without ftlaunch's
+// bucket).
+func (t *trialRun) lostBeforeLog(err error) bool {
+	rootKilled := false
+	for _, a := range t.acts {
+		rootKilled = rootKilled || a.Fault == trial.Root && !a.Time.IsZero()
+	}
+	if !rootKilled || t.jobDir == "" || err == nil {
+		return false
+	}
+	dbs, _ := filepath.Glob(filepath.Join(t.jobDir, "*", "raft.db"))
+	host, _ := os.Hostname()
+	return len(dbs) == 0 ||
+		len(dbs) == 1 && filepath.Base(filepath.Dir(dbs[0])) == host &&
+			(errors.Is(err, raftstore.ErrCorrupt) || errors.Is(err, raftstore.ErrForeign))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// detections matches every applied fault with the first failure after it
+// that names its target (else the first failure after it).
+func (t *trialRun) detections(fails []trial.Event) {
+	r := t.res
+	for k, a := range r.applied {
+		if a.Time.IsZero() || a.Fault == trial.Root || a.Fault == trial.Slow {
+			continue
+		}
+		name := a.Target.String()
+		word := regexp.MustCompile(`(^|[^\w])` + regexp.QuoteMeta(name) + `($|[^\w])`)
+		for _, f := range fails {
+			if f.Time.Before(a.Time) {
+				continue
+			}
+			if r.detect[k] < 0 {
+				r.detect[k] = f.Time.Sub(a.Time)
+			}
+			if word.MatchString(f.Detail) {
+				r.detect[k] = f.Time.Sub(a.Time)
+				break
+			}
+		}
+	}
+}
+
+// outputLines reads the job's output: the front-end's stdout (labeled by
+// the front-end) and, after a failover, the successor's files (labeled
+// here as attach does).
+func (t *trialRun) outputLines() []string {
+	var lines []string
+	read := func(path, label string) {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 2<<20)
+		for sc.Scan() {
+			lines = append(lines, label+sc.Text())
+		}
+	}
+	read(t.outPath, "")
+	if t.jobDir != "" {
+		outs, _ := filepath.Glob(filepath.Join(t.jobDir, "output", "rank.*.out"))
+		for _, p := range outs {
+			rank := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "rank."), ".out")
+			read(p, "["+rank+"] ")
+		}
+	}
+	return lines
+}

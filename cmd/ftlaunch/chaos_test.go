@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/trial"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+// lastLine is the last line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// A short chaos run: three trials on four test nodes, each killing a rank,
+// an interior agent or the front-end, all passing every invariant.
+func TestChaosShort(t *testing.T) {
+	out := t.TempDir()
+	r := ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "4", "--trials", "3",
+		"--seed", "5", "--faults", "rank,interior,root", "--steps", "10", "--out", out)
+	t.Logf("chaos took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "3 passed, 0 failed" {
+		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	}
+	if kept, _ := filepath.Glob(filepath.Join(out, "*", "trial-*")); len(kept) != 0 {
+		t.Errorf("passing trials kept their directories: %v", kept)
+	}
+	// With three root replicas, losing one ends the job, and the two
+	// replicas left agree.
+	r = ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "4", "--trials", "1",
+		"--seed", "6", "--replicas", "3", "--faults", "replica", "--steps", "10", "--out", out)
+	t.Logf("chaos --replicas 3 took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" {
+		t.Fatalf("--replicas 3: exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	}
+}
+
+// The checks can fail: a process planted in the job's directory after the
+// job is named as left behind, the trial fails, keeps its state and
+// prints how to replay it, and chaos kills the planted process.
+func TestChaosPlantedViolation(t *testing.T) {
+	out := t.TempDir()
+	for _, tc := range []struct{ plant, invariant string }{
+		{"leftover", "no-process-left"},
+		{"duplicate", "output-unique"},
+	} {
+		t.Run(tc.plant, func(t *testing.T) {
+			t.Setenv(chaosPlantEnv, tc.plant)
+			dir := filepath.Join(out, tc.plant)
+			r := ftlaunchLimit(t, 120*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "2", "--trials", "1",
+				"--seed", "11", "--faults", "rank", "--when", "run", "--steps", "5", "--out", dir)
+			if r.code != 1 || lastLine(r.stdout) != "0 passed, 1 failed" {
+				t.Fatalf("exit %d, last line %q:\n%s\nstderr:\n%s", r.code, lastLine(r.stdout), r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "FAIL "+tc.invariant+": ") {
+				t.Errorf("the failure does not name %s first:\n%s", tc.invariant, r.stdout)
+			}
+			if !regexp.MustCompile(`replay: \S+ chaos --cluster test-nodes .*--trials 1 --seed 11 `).MatchString(r.stdout) {
+				t.Errorf("no replay command:\n%s", r.stdout)
+			}
+			if dbs, _ := filepath.Glob(filepath.Join(dir, "ftlaunch-chaos-*", "trial-001", "state", "ft-*", "*", "raft.db")); len(dbs) != 1 {
+				t.Errorf("the failing trial did not keep its state log: %v", dbs)
+			}
+			works, _ := filepath.Glob(filepath.Join(dir, "ftlaunch-chaos-*", "trial-001", "work"))
+			if len(works) != 1 {
+				t.Fatalf("the failing trial's directory: %v", works)
+			}
+			work, err := filepath.EvalSymlinks(works[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := (procScanner{workDir: work, self: os.Getpid()}).scan(false); len(left) != 0 {
+				t.Errorf("chaos left processes of the trial: %v", left)
+			}
+		})
+	}
+}
+
+func TestChaosRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--trials", "1"}, "--cluster is required"},
+		{[]string{"--cluster", "emulated"}, "not supported yet"},
+		{[]string{"--cluster", "test-nodes", "--faults", "node"}, "needs --cluster emulated"},
+		{[]string{"--cluster", "test-nodes", "--faults", "partition"}, "needs --cluster emulated"},
+		{[]string{"--cluster", "test-nodes", "--faults", "replica"}, `fault "replica" has no target in the plan`},
+		{[]string{"--cluster", "test-nodes", "--tree", "flat", "--faults", "interior"}, `fault "interior" has no target in the plan`},
+		{[]string{"--cluster", "test-nodes", "--restart", "always"}, "only none exists yet"},
+		{[]string{"--cluster", "test-nodes", "--tree", "auto"}, "--tree auto"},
+		{[]string{"--cluster", "test-nodes", "--faults", "rank,meteor"}, `unknown fault "meteor"`},
+		{[]string{"--cluster", "test-nodes", "--when", "later"}, "--when"},
+		{[]string{"--cluster", "test-nodes", "--when", "recovery"}, "no recovery to hit yet"},
+	} {
+		r := ftlaunch(t, "", append([]string{"chaos"}, tc.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.msg) {
+			t.Errorf("chaos %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.msg)
+		}
+	}
+}
+
+// A front-end killed before its replica initialized the log is the known
+// limit, and only then: not without a root fault, not when another
+// replica's file exists.
+func TestChaosLostBeforeLog(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(t.TempDir(), "ft-0123456789ab")
+	if err := os.MkdirAll(job, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := &actionRun{Applied: trial.Applied{Action: trial.Action{Fault: trial.Root, Target: trial.Target{Node: -1, Rank: -1}}, Time: time.Now()}}
+	rank := &actionRun{Applied: trial.Applied{Action: trial.Action{Fault: trial.Rank, Target: trial.Target{Node: 0, Rank: 1}}, Time: time.Now()}}
+	noLog := errors.New("holds no replica's files")
+	truncated := fmt.Errorf("raftstore: inspect %s: %w", job, raftstore.ErrCorrupt)
+	foreign := fmt.Errorf("raftstore: inspect %s: a bbolt database without the ftlaunch bucket: %w", job, raftstore.ErrForeign)
+	tr := &trialRun{jobDir: job, acts: []*actionRun{root}}
+	if !tr.lostBeforeLog(noLog) {
+		t.Error("root killed, no raft.db: not the known limit")
+	}
+	if (&trialRun{jobDir: job, acts: []*actionRun{rank}}).lostBeforeLog(noLog) {
+		t.Error("no root fault: taken for the known limit")
+	}
+	write := func(node string) {
+		if err := os.MkdirAll(filepath.Join(job, node), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(job, node, "raft.db"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(host)
+	if !tr.lostBeforeLog(truncated) || !tr.lostBeforeLog(foreign) {
+		t.Error("the front-end's file not filled yet: not the known limit")
+	}
+	if tr.lostBeforeLog(errors.New("permission denied")) {
+		t.Error("another read error taken for the known limit")
+	}
+	write("node0")
+	if tr.lostBeforeLog(truncated) {
+		t.Error("a replica agent's file exists: taken for the known limit")
+	}
+}
