@@ -142,7 +142,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		opts:  opts,
 		start: time.Now(),
 		jobID: newJobID(),
-		colls: map[uint64]*rootColl{},
+		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
 		out:   newOutputWriter(opts.Stdout, opts.Stderr, opts.Label),
 		ranks: make([]rankState, opts.N),
 		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),

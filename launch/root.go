@@ -69,7 +69,8 @@ type frontend struct {
 	replicaPeers []peerAddr // the replica agents, once all are up
 	exitCode     int
 	colls        map[uint64]*rootColl
-	liveN        int // agents hosting ranks
+	answered     map[uint64]bool // collectives this root answered
+	liveN        int             // agents hosting ranks
 
 	out         *outputWriter
 	stdinAgent  *agentHandle

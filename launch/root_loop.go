@@ -349,6 +349,12 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 // contribute merges a node's contribution; when every node has given its
 // part, the result goes down to every node.
 func (fe *frontend) contribute(a *agentHandle, c *contrib) {
+	if fe.answered[c.Seq] {
+		// Sent again after a failover (an adopted agent reports what it
+		// had not heard answered; the answer may have crossed it): a
+		// finished collective is never opened again.
+		return
+	}
 	rc := fe.colls[c.Seq]
 	if rc == nil {
 		rc = &rootColl{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
@@ -379,6 +385,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 		return
 	}
 	delete(fe.colls, c.Seq)
+	fe.answered[c.Seq] = true
 	res := &collResult{Seq: c.Seq, Op: c.Op, Values: rc.values}
 	if isKVOp(c.Op) {
 		res.KV = rc.kv

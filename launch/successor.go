@@ -153,7 +153,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	peers := slices.Clone(a.replicas)
 	a.mu.Unlock()
 	fe := &frontend{
-		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{},
+		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
 		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
 		ctx: sctx, events: events, replicasDone: map[string]bool{},
 		tree: true, launchTmpl: &tmpl, mapping: a.spec.ProcessMapping, replicaPeers: peers, rootNode: a.spec.Node,
