@@ -100,3 +100,44 @@ func (a *agentHandle) outputResync(first uint64) {
 		a.outNext = first
 	}
 }
+
+// window is a byte-counting semaphore: an agent's output credit.
+type window struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	avail  int
+	closed bool
+}
+
+func newWindow(n int) *window {
+	w := &window{avail: n}
+	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+// acquire waits until n bytes of credit are free and takes them. It
+// returns at once once the window is closed.
+func (w *window) acquire(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.avail < n && !w.closed {
+		w.cond.Wait()
+	}
+	w.avail -= n
+}
+
+// release returns n bytes of credit.
+func (w *window) release(n int) {
+	w.mu.Lock()
+	w.avail += n
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+// close unblocks every waiter for good.
+func (w *window) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}

@@ -2,12 +2,13 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -15,34 +16,190 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
-	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
-	"github.com/ftlaunch/ftlaunch/topology"
 )
 
-// Root failover, the successor's side. When the front-end of a job with
-// replicated root state dies, the raft group elects one of the replica
-// agents. That agent, once it also lost its own link to the front-end,
-// takes over: it commits an epoch bump naming itself (the leader change
-// is in the event log), rebuilds the root's view of the job from the
-// replicated state (plan, node table, exits), and runs the front-end's
-// event loop over the links of the root's children, which ask it to adopt
-// them (its own agent too, over its own listener). Output from then on
-// goes to files in the job's state directory (output/rank.R.out, .err;
-// output/ftlaunch.log for ftlaunch's messages); the final status is
-// committed as the front-end would have.
+// Root failover (--replicas 3 or 5), agents' side. An agent of a
+// replicated job survives its front-end: it ignores its session's end
+// (stdin EOF), and a child of the root that loses its parent keeps its
+// ranks and asks the replica agents, in turn, to adopt it; the one that
+// leads the raft group after the front-end's death runs a successor root
+// (successor.go) and adopts it. Meanwhile everything the agent sends up
+// (its own messages and those it relays) waits in a bounded buffer, and
+// once adopted it reports again what a new root needs: its ranks, their
+// exits, its unanswered collective contributions.
 
-// successor is a root running inside a replica agent.
-type successor struct {
-	fe   *frontend
-	done chan struct{}
+// adoptWait bounds how long an orphaned child of the root looks for a new
+// root before it kills its ranks and exits.
+const adoptWait = 30 * time.Second
+
+// maxPending bounds what an agent buffers for its parent while it has none.
+const maxPending = 64 << 20
+
+// uplink is an agent's way up: its parent link, or, between a lost parent
+// and an adoption, a buffer.
+type uplink struct {
+	mu      sync.Mutex
+	l       *link
+	down    bool // no parent: buffer
+	pending [][2][]byte
+	size    int
 }
 
-func (s *successor) wait(d time.Duration) {
-	select {
-	case <-s.done:
-	case <-time.After(d):
+// send writes a frame up, or buffers it while the agent has no parent. A
+// failed write of an agent that may be adopted buffers the frame too.
+func (u *uplink) send(typ uint8, p []byte, buffer bool) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.down {
+		err := u.l.send(typ, p)
+		if err == nil || !buffer {
+			return err
+		}
+		u.down = true
 	}
+	if !buffer {
+		return errors.New("no parent link")
+	}
+	if u.size+len(p) > maxPending {
+		return fmt.Errorf("more than %d bytes wait for a new root", maxPending)
+	}
+	u.pending = append(u.pending, [2][]byte{{typ}, append([]byte(nil), p...)})
+	u.size += len(p)
+	return nil
+}
+
+// lose marks the parent gone: frames wait from now on.
+func (u *uplink) lose() {
+	u.mu.Lock()
+	u.down = true
+	u.mu.Unlock()
+}
+
+// attach takes a new parent link and sends what waited.
+func (u *uplink) attach(l *link) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.l, u.down = l, false
+	for _, f := range u.pending {
+		if err := l.send(f[0][0], f[1]); err != nil {
+			return err
+		}
+	}
+	u.pending, u.size = nil, 0
+	return nil
+}
+
+// survives reports whether the agent outlives the loss of its parent: a
+// child of the root in a replicated job.
+func (a *Agent) survives() bool {
+	return a.tree != nil && a.spec.Survive && a.spec.RootChild
+}
+
+// seekAdoption looks for the successor root among the replica agents until
+// one adopts this agent or adoptWait passes.
+func (a *Agent) seekAdoption(ctx context.Context) (*link, error) {
+	deadline := time.Now().Add(adoptWait)
+	for time.Now().Before(deadline) {
+		a.mu.Lock()
+		peers := append([]peerAddr(nil), a.replicas...)
+		a.mu.Unlock()
+		for _, p := range peers {
+			if l := a.askAdoption(ctx, p); l != nil {
+				return l, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("no root adopted node %s within %v", a.spec.Node, adoptWait)
+}
+
+// askAdoption asks one replica agent; it returns the new parent link if
+// that agent runs the successor root.
+func (a *Agent) askAdoption(ctx context.Context, p peerAddr) *link {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
+	if err != nil {
+		return nil
+	}
+	if err := wire.WriteFrame(conn, mHello, hello{Idx: a.tree.idx, Adopt: true}.encode()); err != nil {
+		conn.Close()
+		return nil
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	f, err := wire.ReadFrame(conn, 1024)
+	_ = conn.SetReadDeadline(time.Time{})
+	if err != nil || f.Type != mAdopted {
+		conn.Close()
+		return nil
+	}
+	return newLink(conn)
+}
+
+// resync reports again what a new root needs to know of this node: its
+// children that are up, its ranks, their exits, and the collective
+// contributions not yet answered.
+func (a *Agent) resync() {
+	if t := a.tree; t != nil {
+		// Children first: a successor that does not know one is up (the
+		// front-end died before it recorded it) sends it its share.
+		t.mu.Lock()
+		ups := make([]childUp, 0, len(t.ups))
+		for _, u := range t.ups {
+			ups = append(ups, u)
+		}
+		t.mu.Unlock()
+		for _, u := range ups {
+			a.send(mChildUp, u.encode())
+		}
+	}
+	var st started
+	for _, r := range a.order {
+		st.Ranks = append(st.Ranks, r)
+		st.Pids = append(st.Pids, a.ranks[r].cmd.Process.Pid)
+	}
+	if len(st.Ranks) > 0 {
+		a.send(mStarted, st.encode())
+	}
+	a.mu.Lock()
+	exits := make([]rankStatus, 0, len(a.exits))
+	for _, s := range a.exits {
+		exits = append(exits, s)
+	}
+	contribs := make([][]byte, 0, len(a.sentUp))
+	for _, p := range a.sentUp {
+		contribs = append(contribs, p)
+	}
+	a.mu.Unlock()
+	// Output before exits, as always: a rank's exit follows its output.
+	a.outQ.resend(a.send)
+	for _, s := range exits {
+		a.send(mExit, s.encode())
+	}
+	for _, p := range contribs {
+		a.send(mContrib, p)
+	}
+}
+
+// stdinGone is closed when an agent's session ended (its stdin reached
+// EOF); an agent that does not survive its parent ends then.
+func watchStdin() <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			if _, err := os.Stdin.Read(buf); err != nil {
+				close(gone)
+				return
+			}
+		}
+	}()
+	return gone
 }
 
 // watchLeadership takes over the root when this agent's replica leads and
@@ -232,119 +389,6 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	return nil
 }
 
-// resumeWait is how long a successor waits for the root's children to
-// ask for adoption before it starts those that were never recorded up.
-const resumeWait = time.Second
-
-// rebuild sets up the root's view from the replicated state: agents in
-// plan order (the front-end's indexes), their tree, which of them were up,
-// the ranks and which of them ended. placement, if it covers every agent,
-// gives each agent's ranks (the replica spec's copy of the plan's); else
-// they come from the node table, and the agents report those it lacks.
-func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
-	if len(st.Plan.Nodes) < 2 {
-		return fmt.Errorf("no plan in the replicated state")
-	}
-	byName := map[string]int{}
-	for i, n := range st.Plan.Nodes[1:] {
-		byName[n.Name] = i
-		a := &agentHandle{idx: i, name: n.Name}
-		if ag, ok := st.Agents[n.Name]; ok { // the front-end sent it its share
-			a.up, a.info = true, childUp{Idx: i, Addr: ag.Addr}
-			fe.agentsUp++
-		}
-		fe.agents = append(fe.agents, a)
-	}
-	edges := make([]topology.Edge, len(fe.agents))
-	for i, n := range st.Plan.Nodes[1:] {
-		edges[i] = topology.Edge{Name: n.Name, Parent: topology.Root, Backup: topology.None}
-		if p, ok := byName[n.Primary]; ok {
-			edges[i].Parent = p
-		}
-		if b, ok := byName[n.Backup]; ok {
-			edges[i].Backup = b
-		}
-	}
-	t, err := topology.FromEdges("replicated", edges)
-	if err != nil {
-		return fmt.Errorf("the replicated plan: %w", err)
-	}
-	fe.setTree(t)
-	if len(st.Ranks) != fe.opts.N {
-		return fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
-	}
-	for r := range fe.ranks {
-		fe.ranks[r].node = -1
-	}
-	if len(placement) == len(fe.agents) {
-		for i, ranks := range placement {
-			for _, r := range ranks {
-				if r < 0 || r >= len(fe.ranks) || fe.ranks[r].node >= 0 {
-					return fmt.Errorf("placement: rank %d of node %s", r, fe.agents[i].name)
-				}
-				fe.ranks[r].node = i
-			}
-			fe.agents[i].ranks = slices.Clone(ranks)
-		}
-	}
-	for r, row := range st.Ranks {
-		rs := &fe.ranks[r]
-		if rs.node < 0 {
-			i, ok := byName[row.Node]
-			if !ok {
-				// Not recorded before the front-end died: the agent
-				// that runs it says so when it reports again (mStarted).
-				continue
-			}
-			rs.node = i
-			fe.agents[i].ranks = append(fe.agents[i].ranks, r)
-		}
-		if row.State == raftstore.RankUnknown {
-			continue
-		}
-		rs.pid, rs.started = row.PID, true
-		fe.ranksUp++
-		if row.State == raftstore.RankExited || row.State == raftstore.RankFailed {
-			rs.ended = true
-			rs.status = rankStatus{Rank: r, Code: row.ExitCode}
-			fe.ended++
-			fe.agents[rs.node].ended++
-		}
-	}
-	fe.liveN = len(fe.agents)
-	return nil
-}
-
-// resumeLaunch starts the root's children that are neither up nor
-// adopted: the front-end died before it started them (or before they
-// connected). Their subtrees follow as usual.
-func (fe *frontend) resumeLaunch() {
-	var missing []int
-	for _, a := range fe.agents {
-		if a.rootChild && !a.up && !a.adopted && !a.closed && a.link == nil {
-			missing = append(missing, a.idx)
-		}
-	}
-	if len(missing) == 0 || fe.relaunch == nil || fe.rec.Ending() {
-		return
-	}
-	cs, err := fe.childSpecs(missing)
-	if err == nil {
-		err = fe.relaunch(cs)
-	}
-	if err != nil {
-		for _, i := range missing {
-			fe.launchFailed(fe.agents[i], fmt.Sprintf("start the agent on %s after the root failed over: %v", fe.agents[i].name, err))
-		}
-		return
-	}
-	names := make([]string, len(missing))
-	for i, x := range missing {
-		names[i] = fe.agents[x].name
-	}
-	fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
-}
-
 // relaunch starts some of the root's children for the successor root fe:
 // over this agent's way of starting its own (its spawner), connecting back
 // to a listener of its own with this agent's credentials.
@@ -391,52 +435,5 @@ func (a *Agent) adoptRequest(conn net.Conn, h hello) {
 	case s.fe.events <- evAdopt{ac: &adoptConn{conn: conn, hello: h}}:
 	case <-s.done:
 		conn.Close()
-	}
-}
-
-// adopt takes a child of the lost root as its own.
-func (fe *frontend) adopt(ac *adoptConn) {
-	idx := ac.hello.Idx
-	name, _ := secure.PeerName(ac.conn)
-	// One adoption per agent: a second one (its link to this root broke)
-	// is refused; the end of the first link counts as the agent's loss.
-	// An agent this root started itself (resumeLaunch) has its link.
-	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
-		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil {
-		ac.conn.Close()
-		return
-	}
-	a := fe.agents[idx]
-	if err := wire.WriteFrame(ac.conn, mAdopted, nil); err != nil {
-		ac.conn.Close()
-		return
-	}
-	a.link = newLink(ac.conn)
-	a.via = a.link
-	for _, x := range fe.topo.Subtree(a.idx) {
-		fe.agents[x].via = a.link
-	}
-	a.adopted = true
-	if !a.up {
-		// Up, with its share, before the front-end could record it: an
-		// agent without one does not outlive its parent.
-		a.up, a.upAt = true, time.Since(fe.start)
-		fe.agentsUp++
-	}
-	fe.startReader(fe.ctx, a, fe.events)
-	// The agents below report again too.
-	_ = a.link.send(mBcast, wrap(-1, mResyncReq, nil))
-	fe.verbosef("adopted node %s", a.name)
-	if fe.terminating {
-		_ = a.link.send(mBcast, wrap(-1, mTerminate, encodeInt(int64(fe.opts.KillAfter))))
-	}
-}
-
-// adoptTimedOut gives up on the root's children that were not adopted.
-func (fe *frontend) adoptTimedOut() {
-	for _, a := range fe.agents {
-		if a.rootChild && !a.adopted && !a.closed {
-			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", adoptWait+5*time.Second))
-		}
 	}
 }

@@ -1,0 +1,170 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+)
+
+// The agent process: `ftlaunch agent` (its parent link on file descriptor 3,
+// or over TCP from the bootstrap on stdin), and its signal state.
+
+// RunAgent runs an agent on an established parent connection until the job
+// ends or the link is lost. What it has to say goes to log.
+func RunAgent(ctx context.Context, conn io.ReadWriteCloser, log io.Writer) error {
+	return runAgent(ctx, conn, nil, log)
+}
+
+func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer) error {
+	l := newLink(conn)
+	a := &Agent{
+		log:       log,
+		tree:      tree,
+		link:      l,
+		up:        &uplink{l: l},
+		exits:     map[int]rankStatus{},
+		sentUp:    map[uint64][]byte{},
+		outWin:    newWindow(outputWindow),
+		outQ:      newOutQueue(),
+		firstColl: make(chan struct{}),
+		ranks:     map[int]*rankProc{},
+		seq:       map[int]uint64{},
+		colls:     map[uint64]*localColl{},
+		puts:      map[string][]byte{},
+		kv:        map[string][]byte{},
+		gone:      map[int]bool{},
+		pmiPuts:   map[string][]byte{},
+		pmiKV:     map[string][]byte{},
+		exited:    make(chan struct{}),
+	}
+	return a.run(ctx)
+}
+
+// AgentMain is the body of the internal `ftlaunch agent` command. Its
+// parent link is inherited as file descriptor 3 (an agent on the
+// front-end's machine), or with connect set a TCP connection with mutual
+// TLS to the front-end, from credentials read on stdin (an agent started
+// over SSH). It returns the process's exit code.
+func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
+	began := time.Now()
+	if err := cleanSignalState(); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One thread runs the agent's goroutines, as Hydra's proxy is one
+		// thread. Its work is small and I/O-bound, but it shares the node
+		// with ranks that keep every core busy (MPI ranks busy-poll): with
+		// several Ps, a PMI round trip hands goroutines between threads,
+		// and each hand-off waits for the kernel to schedule a thread
+		// behind the ranks. 16 MPICH ranks on one 2-core machine beside
+		// CPU hogs: 0.97-1.03x mpiexec's time with one P, 0.99-1.02x with
+		// two, and once 2.9x (docs/benchmarks.md).
+		runtime.GOMAXPROCS(1)
+	}
+	var conn io.ReadWriteCloser
+	var tree *treeState
+	if connect {
+		b, err := readBootstrap(os.Stdin)
+		if err == nil {
+			// In a group start, Slurm names the node the task runs on.
+			node := os.Getenv("SLURMD_NODENAME")
+			if node == "" {
+				node, _ = os.Hostname()
+			}
+			err = b.pick(node)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		creds, err := secure.UnmarshalCredentials(b.Creds)
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		// The listener for this agent's children and standby links.
+		ln, err := secure.Listen(ctx, "tcp", ":0", creds)
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		tree = newTreeState(b.Idx, creds, ln)
+		c, err := connectBack(ctx, b, creds, hello{Idx: b.Idx, Port: tree.port, Init: time.Since(began)})
+		if err != nil {
+			ln.Close()
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		conn = c
+		// The SSH session that started the agent stays open for the job's
+		// life; its end (the front-end closed it, or sshd dropped it) is the
+		// end of the agent too.
+		// (An agent of a replicated job outlives it: see run.)
+		tree.stdinGone = watchStdin()
+	} else {
+		f := os.NewFile(3, "parent-link")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
+			return 2
+		}
+		conn = c
+	}
+	if err := runAgent(ctx, conn, tree, stderr); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// cleanSignalState makes the agent's ranks start with every signal's
+// default disposition and an empty signal mask, whatever the agent
+// inherited (nohup ignores SIGHUP, a background job of a script SIGINT, a
+// scheduler may block signals).
+//
+// An ignored signal stays ignored across exec, a caught one is reset to
+// the default: the agent catches SIGINT and SIGHUP (which reach it from
+// srun or a terminal it shares, and must not end it) and SIGPIPE (a write
+// to its closed stdout or stderr is then an error, not its death) and
+// drops them. Go catches the other signals itself. A signal mask survives
+// exec too, and every thread of a Go program carries the one the process
+// started with: an agent that started with signals blocked starts itself
+// again, once, with none.
+func cleanSignalState() error {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	// The mask of the thread that runs this goroutine, locked to it: a
+	// thread running Go code has the process's initial mask (bar what the
+	// runtime unblocked for itself); another thread may be in the middle
+	// of a clone or fork, with every signal blocked for a moment.
+	runtime.LockOSThread()
+	var mask, none unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, nil, &mask); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("signal mask: %w", err)
+	}
+	if mask == none {
+		runtime.UnlockOSThread()
+		return nil
+	}
+	// Still locked: the mask set below is this thread's, which exec keeps.
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
+		return fmt.Errorf("unblock signals: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("unblock signals: %w", err)
+	}
+	return fmt.Errorf("unblock signals: start again: %w", syscall.Exec(self, os.Args, os.Environ()))
+}
