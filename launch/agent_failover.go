@@ -205,48 +205,74 @@ func watchStdin() <-chan struct{} {
 // watchLeadership takes over the root when this agent's replica leads and
 // the front-end is gone (this agent lost its link to it).
 func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
+	// Level-triggered: raft's leadership channel may drop changes, and a
+	// replica that already leads when the front-end dies (a leadership
+	// blip handed back too late, a transfer that failed) gets no new
+	// event. So the state is looked at on every event and every tick.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	hb := a.spec.Heartbeat
+	var leadingSince time.Time // leading and not handed on since
+	var lastErr string         // the last failure to take over, said once
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case l, ok := <-ar.r.Leadership():
+		case _, ok := <-ar.r.Leadership():
 			if !ok {
 				return
 			}
-			if !l.IsLeader {
-				continue
-			}
-			if !a.spec.RootChild {
-				// Only a child of the root can tell that the front-end is
-				// gone (it loses its link) and take its place: hand the
-				// leadership on (raft picks the most up-to-date follower).
+		case <-tick.C:
+		}
+		if !ar.r.IsLeader() {
+			leadingSince = time.Time{}
+			continue
+		}
+		if !a.spec.RootChild {
+			// Only a child of the root can tell that the front-end is
+			// gone (it loses its link) and take its place: hand the
+			// leadership on (raft picks the most up-to-date follower),
+			// again a while later if it is still here.
+			if leadingSince.IsZero() || time.Since(leadingSince) > linkTimeout(hb) {
+				leadingSince = time.Now()
 				a.goFunc(func() { _ = ar.r.Raft().LeadershipTransfer().Error() })
-				continue
 			}
-			// Leading while the front-end still holds our link would be a
-			// leadership blip, not its death: wait to lose the link (as
-			// long as the link takes to notice a silent peer).
-			hb := a.spec.Heartbeat
-			deadline := time.Now().Add(linkTimeout(hb) + time.Second)
-			for !a.up.isDown() && time.Now().Before(deadline) && ctx.Err() == nil && ar.r.IsLeader() {
-				time.Sleep(20 * time.Millisecond) // polling the link's state
-			}
-			if !ar.r.IsLeader() {
-				continue
-			}
-			if !a.up.isDown() {
-				// The front-end lives: it writes the job's log, so it
-				// must lead. Hand the leadership back.
-				a.goFunc(func() { a.leadershipToFrontend(ar) })
-				continue
-			}
+			continue
+		}
+		if a.up.isDown() {
 			if err := a.takeOver(ctx, ar); err != nil {
-				a.logf("take over the root: %v", err)
-				continue
+				if msg := err.Error(); msg != lastErr {
+					lastErr = msg
+					a.logf("take over the root: %v", err)
+					a.traceFailover("take over the root: %v", err)
+				}
+				continue // again on the next tick, while this replica leads
 			}
 			return
 		}
+		// Leading while the front-end still holds our link is a
+		// leadership blip, not its death: wait to lose the link (as long
+		// as the link takes to notice a silent peer), else the front-end
+		// lives, writes the job's log and must lead: hand it back.
+		if leadingSince.IsZero() {
+			leadingSince = time.Now()
+		}
+		if time.Since(leadingSince) > linkTimeout(hb)+time.Second {
+			leadingSince = time.Now() // and again after as long, if it did not take
+			a.goFunc(func() { a.leadershipToFrontend(ar) })
+		}
 	}
+}
+
+// traceFailover appends a line to the job's directory: a replica agent
+// whose front-end died has no one reading its stderr any more.
+func (a *Agent) traceFailover(format string, args ...any) {
+	f, err := os.OpenFile(filepath.Join(a.spec.Replica.JobDir, "failover."+a.spec.Node+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339Nano)}, args...)...)
 }
 
 // leadershipToFrontend transfers the raft leadership to the front-end's
