@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -144,6 +145,7 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 // again, once, with none.
 func cleanSignalState() error {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	unignoreSignals()
 	// The mask of the thread that runs this goroutine, locked to it: a
 	// thread running Go code has the process's initial mask (bar what the
 	// runtime unblocked for itself); another thread may be in the middle
@@ -167,4 +169,34 @@ func cleanSignalState() error {
 		return fmt.Errorf("unblock signals: %w", err)
 	}
 	return fmt.Errorf("unblock signals: start again: %w", syscall.Exec(self, os.Args, os.Environ()))
+}
+
+// kernelSigaction is the kernel's struct sigaction on linux/amd64 (and
+// arm64): handler, flags, restorer, mask.
+type kernelSigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// unignoreSignals sets every signal the agent inherited as ignored and
+// that the Go runtime leaves alone back to its default: an ignored signal
+// stays ignored across exec, into the ranks. The runtime installs its own
+// handlers for the signals it manages (a caught signal is reset by exec);
+// a program built with cgo (the race detector) leaves signals 32 and 33 to
+// the C library, and keeps them as they came.
+func unignoreSignals() {
+	const sigIgn, sigDfl = 1, 0
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(syscall.SIGKILL) || sig == int(syscall.SIGSTOP) {
+			continue
+		}
+		var old kernelSigaction
+		if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 || old.handler != sigIgn {
+			continue
+		}
+		dfl := kernelSigaction{handler: sigDfl}
+		_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	}
 }
