@@ -202,3 +202,14 @@ func TestEventCodecs(t *testing.T) {
 		t.Fatal("an ack of a reply")
 	}
 }
+
+// TestInfoFromAnOlderAgent: an Init reply without the fields appended
+// later (incarnation, restarts) decodes, as incarnation 1.
+func TestInfoFromAnOlderAgent(t *testing.T) {
+	var e wire.Encoder
+	e.Uint(1).Uint(2).Uint(1).Uint(2).String("n").Uint(0).String("ft-1")
+	i, err := rankproto.DecodeInfo(e.Data())
+	if err != nil || i.Rank != 1 || i.JobID != "ft-1" || i.Incarnation != 1 || i.Restarts != 0 {
+		t.Fatalf("%+v %v", i, err)
+	}
+}

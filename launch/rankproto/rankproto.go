@@ -181,8 +181,12 @@ func DecodeInfo(p []byte) (Info, error) {
 	d := wire.NewDecoder(p)
 	i := Info{
 		Rank: int(d.Uint()), Size: int(d.Uint()), LocalRank: int(d.Uint()), LocalSize: int(d.Uint()),
-		Node: d.String(), NodeID: int(d.Uint()), JobID: d.String(),
-		Incarnation: d.Uint(), Restarts: int(d.Uint()),
+		Node: d.String(), NodeID: int(d.Uint()), JobID: d.String(), Incarnation: 1,
+	}
+	if rest := d.Rest(); d.Err() == nil && len(rest) > 0 {
+		// Appended later: an older agent sends no incarnation (1).
+		d = wire.NewDecoder(rest)
+		i.Incarnation, i.Restarts = d.Uint(), int(d.Uint())
 	}
 	if err := d.Err(); err != nil {
 		return Info{}, fmt.Errorf("init reply: %w", err)
