@@ -171,8 +171,10 @@ func cleanSignalState() error {
 	return fmt.Errorf("unblock signals: start again: %w", syscall.Exec(self, os.Args, os.Environ()))
 }
 
-// kernelSigaction is the kernel's struct sigaction on linux/amd64 (and
-// arm64): handler, flags, restorer, mask.
+// kernelSigaction is the kernel's struct sigaction on linux/amd64:
+// handler, flags, restorer, mask. Only the handler is read, and SIG_DFL
+// is set with every other field zero, which reads the same whatever the
+// layout of the rest.
 type kernelSigaction struct {
 	handler  uintptr
 	flags    uint64
