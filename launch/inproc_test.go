@@ -149,17 +149,24 @@ func TestInProcessRankFails(t *testing.T) {
 }
 
 func TestInProcessAgentLost(t *testing.T) {
+	// A rank that runs writes to a FIFO; the test's reader wakes then and
+	// ends the agent.
 	gate := filepath.Join(t.TempDir(), "running")
-	j := runInProcess(t, Options{N: 2, Argv: []string{"/bin/sh", "-c", "touch " + gate + "; exec sleep 30"}}, func(j *inprocJob) {
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // a reader still waiting (no rank ran) is let go
+		if f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	j := runInProcess(t, Options{N: 2, Argv: []string{"/bin/sh", "-c", "echo up > " + gate + "; exec sleep 30"}}, func(j *inprocJob) {
 		kill := j.kill
-		go func() { // the agent dies once its ranks run
-			for {
-				if _, err := os.Stat(gate); err == nil {
-					kill()
-					return
-				}
-				time.Sleep(10 * time.Millisecond) // polling for the file
+		go func() {
+			if f, err := os.Open(gate); err == nil { // returns once a rank opened it
+				f.Close()
 			}
+			kill()
 		}()
 	})
 	if j.err != nil || j.res.ExitCode != ExitLauncher {

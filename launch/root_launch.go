@@ -396,12 +396,7 @@ func (fe *frontend) launchFailed(a *agentHandle, msg string) {
 	if a.closed || a.up {
 		return
 	}
-	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
-		b := fe.agents[x]
-		if b.closed {
-			continue
-		}
-		b.closed = true
+	for _, b := range fe.closeSubtree(a) {
 		fe.abandonRanks(b, "never started: "+msg)
 		for _, r := range b.ranks { // the launch failure itself is the report
 			fe.ranks[r].byFrontend = true

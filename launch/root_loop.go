@@ -150,31 +150,34 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	// Every agent lost here and its ranks are counted before the planner
 	// hears of the loss: the ranks of the subtree failed with it, they
 	// are not ended by the termination that follows.
-	type loss struct {
-		a   *agentHandle
-		err error
+	var lost []*agentHandle
+	for _, b := range fe.closeSubtree(a) {
+		if !b.done {
+			fe.abandonRanks(b, "lost with its agent")
+			b.kill()
+			lost = append(lost, b)
+		}
 	}
-	var lost []loss
-	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
-		b := fe.agents[x]
-		if b.closed && b != a {
-			continue
-		}
-		b.closed = true
-		if b.done {
-			continue
-		}
+	for _, b := range lost {
 		why := err
 		if b != a {
 			why = fmt.Errorf("lost with %s above it in the launch tree", a.name)
 		}
-		fe.abandonRanks(b, "lost with its agent")
-		b.kill()
-		lost = append(lost, loss{b, why})
+		fe.step(recovery.AgentLost{Node: b.name, Err: why.Error()})
 	}
-	for _, l := range lost {
-		fe.step(recovery.AgentLost{Node: l.a.name, Err: l.err.Error()})
+}
+
+// closeSubtree marks a and the agents below it gone and returns those that
+// were not already.
+func (fe *frontend) closeSubtree(a *agentHandle) []*agentHandle {
+	var out []*agentHandle
+	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
+		if b := fe.agents[x]; !b.closed {
+			b.closed = true
+			out = append(out, b)
+		}
 	}
+	return out
 }
 
 func (fe *frontend) handle(ev event) {
@@ -307,11 +310,15 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, fmt.Errorf("exit message: %w", err))
 			return
 		}
-		if st.Rank >= len(fe.ranks) || fe.rec.Ended(st.Rank) {
-			// A rank that does not exist, or reported again: the planner
-			// tells a protocol error from evidence repeated after a failover.
-			fe.step(recovery.RankExited{Rank: st.Rank, Node: a.name, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
+		if st.Rank >= len(fe.ranks) {
+			fe.protocolError(a, fmt.Errorf("exit message for rank %d: no such rank", st.Rank))
 			return
+		}
+		if fe.ranks[st.Rank].ended { // the root's count: ranks abandoned with a lost agent too
+			if !fe.rec.Resumed() {
+				fe.protocolError(a, fmt.Errorf("exit message for rank %d: it had ended", st.Rank))
+			}
+			return // reported again after a failover
 		}
 		fe.rankEnded(st)
 	case mAbort:

@@ -187,10 +187,6 @@ func (p *Planner) Failure() *Failure { return p.failure }
 // Resumed reports whether the planner serves a root that took over.
 func (p *Planner) Resumed() bool { return p.cfg.Resumed }
 
-// Ended reports whether rank r's end was reported (and it is not being
-// replaced).
-func (p *Planner) Ended(r int) bool { return r >= 0 && r < len(p.ranks) && p.ranks[r].st == rEnded }
-
 // Step takes one event and returns what the root must do, in order.
 func (p *Planner) Step(ev Event) []Action {
 	switch ev := ev.(type) {

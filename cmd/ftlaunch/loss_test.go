@@ -20,13 +20,7 @@ func children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, not ')'.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if p, ok := readStat(filepath.Join("/proc", e.Name())); ok && p.ppid == pid {
 			out = append(out, c)
 		}
 	}

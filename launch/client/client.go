@@ -146,14 +146,11 @@ func (c *Client) read() {
 			}
 			continue
 		}
-		ev, err := rankproto.DecodeEvent(f.Type, f.Payload)
+		ev, err := c.takeEvent(f)
 		if err != nil {
 			c.readErr = err
 			c.conn.Close()
 			return
-		}
-		if ev.Type == Patch {
-			c.applyPatch(ev)
 		}
 		c.events <- ev
 	}
@@ -169,14 +166,20 @@ func (c *Client) next() (wire.Frame, error) {
 		if err != nil || !rankproto.IsEvent(f.Type) {
 			return f, err
 		}
-		ev, err := rankproto.DecodeEvent(f.Type, f.Payload)
-		if err != nil {
+		if _, err := c.takeEvent(f); err != nil {
 			return wire.Frame{}, err
 		}
-		if ev.Type == Patch {
-			c.applyPatch(ev)
-		}
 	}
+}
+
+// takeEvent decodes a recovery event; a patch is applied to the node
+// table (and acknowledged) whoever reads it.
+func (c *Client) takeEvent(f wire.Frame) (Event, error) {
+	ev, err := rankproto.DecodeEvent(f.Type, f.Payload)
+	if err == nil && ev.Type == Patch {
+		c.applyPatch(ev)
+	}
+	return ev, err
 }
 
 // applyPatch puts a patch's rows into the node table and acknowledges it:
