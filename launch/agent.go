@@ -67,7 +67,9 @@ type Agent struct {
 	ended      int       // ranks whose exit was reported
 	killing    bool
 
-	exited chan struct{} // closed when every rank's exit was reported
+	exited chan struct{} // closed when every rank's exit was reported (a respawn makes a new one)
+
+	rec agentRecovery // the restart protocol's state (agent_recovery.go); guarded by mu
 }
 
 func (a *Agent) run(ctx context.Context) error {
@@ -168,7 +170,7 @@ func (a *Agent) run(ctx context.Context) error {
 			select {
 			case <-time.After(groupHold):
 			case <-a.firstColl:
-			case <-a.exited:
+			case <-a.exitedCh():
 			case <-ctx.Done():
 				replica <- nil
 				return
@@ -229,7 +231,7 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	a.killAll(syscall.SIGTERM)
 	select {
-	case <-a.exited:
+	case <-a.exitedCh():
 	case <-time.After(min(a.spec.KillAfter, linkLostGrace)):
 	}
 	a.killAll(syscall.SIGKILL)
@@ -237,6 +239,43 @@ func (a *Agent) run(ctx context.Context) error {
 }
 
 var errShutdown = errors.New("shutdown")
+
+// runRank starts the goroutines that serve a started rank: its stdin, its
+// rank protocol, its PMI-1 socket, and the report of its end.
+func (a *Agent) runRank(ctx context.Context, rp *rankProc) {
+	wg := a.wg
+	if rp.stdin != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rp.feedStdin(ctx)
+		}()
+	}
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		rp.serveRank(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		defer rp.pmiConn.Close()
+		a.servePMI(ctx, rp, rp.pmiConn, rp.rank)
+		// The rank keeps its PMI socket for its whole life.
+		select {
+		case <-ctx.Done():
+		case <-rp.exited:
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		st := rp.wait()
+		if rp.replaced.Load() {
+			return // ended by a restart of the job: not news
+		}
+		st.Incarnation = rp.info.Incarnation
+		a.reportExit(st)
+	}()
+}
 
 func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	// The TCP-mode listener exists before the ranks (they get its port)
@@ -288,6 +327,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 			a.reportExit(rankStatus{Rank: r, Code: 127, Reason: err.Error()})
 			continue
 		}
+		rp.cpus = cpus
 		a.ranks[r] = rp
 		a.order = append(a.order, r)
 		st.Ranks = append(st.Ranks, r)
@@ -307,29 +347,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 		}()
 	}
 	for _, r := range a.order {
-		rp := a.ranks[r]
-		if rp.stdin != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rp.feedStdin(ctx)
-			}()
-		}
-		wg.Add(3)
-		go func() {
-			defer wg.Done()
-			rp.serveRank(ctx)
-		}()
-		go func() {
-			defer wg.Done()
-			defer rp.pmiConn.Close()
-			a.servePMI(ctx, rp, rp.pmiConn, rp.rank)
-			<-ctx.Done() // the rank keeps its PMI socket for its whole life
-		}()
-		go func() {
-			defer wg.Done()
-			a.reportExit(rp.wait())
-		}()
+		a.runRank(ctx, a.ranks[r])
 	}
 	if len(a.spec.Ranks) == 0 {
 		close(a.exited)
@@ -360,10 +378,27 @@ func (a *Agent) reportExit(s rankStatus) {
 	a.mu.Lock()
 	a.ended++
 	done := a.ended == len(a.spec.Ranks)
+	delete(a.rec.stopped, s.Rank)
 	a.mu.Unlock()
+	a.rec.wake()
 	if done {
 		close(a.exited)
 	}
+}
+
+// rank is the current process of local rank r, or nil.
+func (a *Agent) rank(r int) *rankProc {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ranks[r]
+}
+
+// exitedCh is closed once every rank's end was reported (a respawn
+// replaces it).
+func (a *Agent) exitedCh() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.exited
 }
 
 // handle executes one message from the parent. It runs on the link's
@@ -371,7 +406,7 @@ func (a *Agent) reportExit(s rankStatus) {
 func (a *Agent) handle(typ uint8, p []byte) error {
 	switch typ {
 	case mStdin:
-		if rp := a.ranks[0]; rp != nil {
+		if rp := a.rank(0); rp != nil {
 			rp.writeStdin(p, func() { a.send(mStdinAck, nil) })
 		} else {
 			a.send(mStdinAck, nil)
@@ -387,7 +422,7 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		}
 		a.outWin.release(n)
 	case mStdinClose:
-		if rp := a.ranks[0]; rp != nil {
+		if rp := a.rank(0); rp != nil {
 			rp.closeStdin()
 		}
 	case mSignal:
@@ -442,6 +477,12 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		a.mu.Unlock()
 	case mResyncReq:
 		a.resync()
+	case mSuspend, mRespawn, mPatch, mResume, mRestartJob:
+		m, err := decodeRecMsg(p)
+		if err != nil {
+			return err
+		}
+		a.recover(typ, m)
 	case mAdopted:
 	case mSpec:
 		// Sent again by a successor root, which cannot tell whether the
@@ -484,7 +525,7 @@ func (a *Agent) terminate(d time.Duration) {
 	go func() {
 		defer a.wg.Done()
 		select {
-		case <-a.exited:
+		case <-a.exitedCh():
 		case <-time.After(d):
 		case <-a.ctx.Done():
 		}
@@ -496,8 +537,28 @@ func (a *Agent) terminate(d time.Duration) {
 // of ranks that already ended are signalled too: their leftover children
 // share the group.
 func (a *Agent) killAll(sig syscall.Signal) {
+	a.mu.Lock()
+	procs := make([]*rankProc, 0, len(a.order))
+	var stopped []*rankProc
 	for _, r := range a.order {
-		a.ranks[r].signal(sig)
+		rp := a.ranks[r]
+		switch {
+		case sig == syscall.SIGCONT && a.rec.stopped[r]:
+			continue // held while the recovery suspends it
+		case a.rec.stopped[r] && sig != syscall.SIGSTOP:
+			// A stopped rank gets a terminating signal only once
+			// continued.
+			stopped = append(stopped, rp)
+			delete(a.rec.stopped, r)
+		}
+		procs = append(procs, rp)
+	}
+	a.mu.Unlock()
+	for _, rp := range procs {
+		rp.signal(sig)
+	}
+	for _, rp := range stopped {
+		rp.signal(syscall.SIGCONT)
 	}
 }
 

@@ -24,6 +24,9 @@ const strandedMsg = "ended without joining a collective call (barrier, fence, al
 func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.rec.suspended {
+		return 0, errRecovering // answered at once: call again once resumed
+	}
 	seq := a.seq[rank]
 	a.seq[rank]++
 	c := a.colls[seq]
@@ -76,6 +79,10 @@ func (a *Agent) collDone(res *collResult) {
 	delete(a.colls, res.Seq)
 	delete(a.sentUp, res.Seq)
 	switch res.Op {
+	case rankproto.OpPublish:
+		if a.rec.table == nil {
+			a.rec.table = res.Values // the node table, patched by recoveries
+		}
 	case rankproto.OpFence:
 		for k, v := range res.KV {
 			a.kv[k] = v
@@ -90,7 +97,7 @@ func (a *Agent) collDone(res *collResult) {
 		return
 	}
 	for r := range c.values {
-		if rp := a.ranks[r]; rp != nil {
+		if rp := a.rank(r); rp != nil {
 			rp.deliver(res)
 		}
 	}

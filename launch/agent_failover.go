@@ -159,10 +159,14 @@ func (a *Agent) resync() {
 		}
 	}
 	var st started
+	a.mu.Lock()
 	for _, r := range a.order {
+		rp := a.ranks[r]
 		st.Ranks = append(st.Ranks, r)
-		st.Pids = append(st.Pids, a.ranks[r].cmd.Process.Pid)
+		st.Pids = append(st.Pids, rp.cmd.Process.Pid)
+		st.Incs = append(st.Incs, rp.info.Incarnation)
 	}
+	a.mu.Unlock()
 	if len(st.Ranks) > 0 {
 		a.send(mStarted, st.encode())
 	}

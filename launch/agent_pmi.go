@@ -40,7 +40,7 @@ func (a *Agent) Put(rank int, key, value string) error {
 
 // Barrier takes part in the job-wide PMI barrier for rank.
 func (a *Agent) Barrier(ctx context.Context, rank int) error {
-	rp := a.ranks[rank]
+	rp := a.rank(rank)
 	if rp == nil {
 		return fmt.Errorf("pmi barrier: rank %d does not run on node %s", rank, a.spec.Node)
 	}
@@ -69,7 +69,7 @@ func (a *Agent) Abort(rank, code int, msg string) {
 // rank finalizes, closes it or the agent ends. The connection stays open
 // for the rank's life (an aborting rank waits on it forever).
 func (a *Agent) servePMI(ctx context.Context, rp *rankProc, conn net.Conn, rank int) {
-	st, err := pmi.Serve(ctx, conn, pmi.Config{Job: a.pmiJob(), Rank: rank, Backend: a})
+	st, err := pmi.Serve(ctx, conn, pmi.Config{Job: a.pmiJob(), Rank: rank, Backend: a, Observe: a.observePMI(rank)})
 	a.addPMIStats(st)
 	a.pmiDone(ctx, rp, err)
 }
@@ -156,7 +156,7 @@ func (l *pmiListener) port() string {
 func (l *pmiListener) claim(a *Agent, id int) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if a.ranks[id] == nil {
+	if a.rank(id) == nil {
 		return 0, fmt.Errorf("PMI_ID %d is not a rank of node %s", id, a.spec.Node)
 	}
 	if l.claimed[id] {
@@ -181,7 +181,7 @@ func (l *pmiListener) serve(ctx context.Context, a *Agent, wg *sync.WaitGroup) {
 			defer conn.Close()
 			var rank = -1
 			_, err := pmi.Serve(ctx, conn, pmi.Config{
-				Job: a.pmiJob(), Rank: -1, Backend: a,
+				Job: a.pmiJob(), Rank: -1, Backend: a, Observe: a.observePMI(-1),
 				ClaimID: func(id int) (int, error) {
 					r, err := l.claim(a, id)
 					rank = r
@@ -189,7 +189,7 @@ func (l *pmiListener) serve(ctx context.Context, a *Agent, wg *sync.WaitGroup) {
 				},
 			})
 			if rank >= 0 {
-				a.pmiDone(ctx, a.ranks[rank], err)
+				a.pmiDone(ctx, a.rank(rank), err)
 			}
 			if errors.As(err, new(*pmi.AbortError)) {
 				<-ctx.Done() // keep an aborting rank's connection open

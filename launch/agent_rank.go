@@ -47,6 +47,13 @@ type rankProc struct {
 
 	pmiConn net.Conn    // agent's end of the PMI-1 socket (PMI_FD)
 	pmiLost atomic.Bool // the PMI connection closed after init, before finalize
+
+	cpus      *unix.CPUSet // its binding (--bind-to), nil if none
+	wmu       sync.Mutex   // serializes writes on conn (replies and recovery events)
+	inited    atomic.Bool  // it connected with the rank protocol (Init)
+	replaced  atomic.Bool  // ended by a restart of the job: its end is not reported
+	published bool         // its Publish was taken (a respawned rank's is held)
+	addr      []byte       // a respawned rank's published I-tuple (guarded by Agent.mu)
 }
 
 // LookupEnv returns the value of the last setting of key in env (a list of
@@ -176,6 +183,8 @@ func rankEnv(info rankproto.Info, appNum int) []string {
 		"FTLAUNCH_NODEID=" + strconv.Itoa(info.NodeID),
 		"FTLAUNCH_JOBID=" + info.JobID,
 		"FTLAUNCH_APPNUM=" + strconv.Itoa(appNum),
+		"FTLAUNCH_INCARNATION=" + strconv.FormatUint(max(info.Incarnation, 1), 10),
+		"FTLAUNCH_RESTARTS=" + strconv.Itoa(info.Restarts),
 		"FTLAUNCH_FD=3",
 		"PMI_FD=4",
 		"PMI_RANK=" + rank,
@@ -347,6 +356,19 @@ func (rp *rankProc) fail(msg string) {
 }
 
 func (rp *rankProc) reply(typ uint8, p []byte) error {
+	rp.wmu.Lock()
+	defer rp.wmu.Unlock()
+	return wire.WriteFrame(rp.conn, typ, p)
+}
+
+// event sends the rank a recovery event (agent-initiated: the client's
+// reader takes it). A write that does not go through within a second
+// fails: the rank is stopped instead.
+func (rp *rankProc) event(typ uint8, p []byte) error {
+	rp.wmu.Lock()
+	defer rp.wmu.Unlock()
+	_ = rp.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	defer rp.conn.SetWriteDeadline(time.Time{})
 	return wire.WriteFrame(rp.conn, typ, p)
 }
 
@@ -354,7 +376,15 @@ func (rp *rankProc) request(ctx context.Context, f wire.Frame) error {
 	a := rp.agent
 	switch f.Type {
 	case rankproto.TInit:
+		rp.inited.Store(true)
 		return rp.reply(rankproto.TInitOK, rp.info.Encode())
+	case rankproto.TAck:
+		typ, epoch, err := rankproto.DecodeAck(f.Payload)
+		if err != nil {
+			return err
+		}
+		a.suspendAck(rp.rank, typ, epoch)
+		return nil
 	case rankproto.TPut:
 		k, v, err := rankproto.DecodeKV(f.Payload)
 		if err != nil {
@@ -388,7 +418,24 @@ func (rp *rankProc) request(ctx context.Context, f wire.Frame) error {
 			}
 			value = vs[0]
 		}
+		if f.Type == rankproto.TPublish && a.spec.Restart == "rank" && rp.info.Incarnation > 1 && !rp.published {
+			// A respawned rank: its I-tuple patches the others' tables;
+			// it gets the whole table when they resume.
+			rp.published = true
+			a.published(rp, bytes.Clone(value))
+			res, err := rp.await(ctx, heldPublish)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			return rp.reply(collReply(res, rp.rank))
+		}
 		seq, err := a.contribute(rp.rank, rankproto.Op(f.Type), value)
+		if errors.Is(err, errRecovering) {
+			return rp.reply(rankproto.TRecovering, nil)
+		}
 		if err != nil {
 			_ = rp.reply(rankproto.TError, []byte(err.Error()))
 			return err
@@ -399,6 +446,9 @@ func (rp *rankProc) request(ctx context.Context, f wire.Frame) error {
 				return nil
 			}
 			return err
+		}
+		if res.recovering {
+			return rp.reply(rankproto.TRecovering, nil)
 		}
 		return rp.reply(collReply(res, rp.rank))
 	default:

@@ -51,6 +51,14 @@ type Options struct {
 	Bind      string
 	BindShare bool
 
+	// Restart is what a failed rank costs the job (--restart): the job
+	// (recovery.None, the default), the rank alone, started again as its
+	// next incarnation (recovery.Rank), or a restart of every rank
+	// (recovery.Job); MaxRestarts bounds the restarts, per rank under
+	// Rank, per job under Job.
+	Restart     recovery.Policy
+	MaxRestarts int
+
 	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
 	// machine). SSH is required with a placement.
 	Placement *alloc.Placement
@@ -146,6 +154,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		out:   newOutputWriter(opts.Stdout, opts.Stderr, opts.Label),
 		ranks: make([]rankState, opts.N),
 		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
+
+		recovered: map[int]uint64{},
 
 		replicasDone: map[string]bool{},
 	}

@@ -83,6 +83,15 @@ type frontend struct {
 	nodeTableAt time.Duration
 	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
 
+	// The restart protocol (root_recovery.go).
+	collEpoch   uint64         // collectives counted under this epoch; older ones are dropped
+	recovered   map[int]uint64 // ranks being started again, with their new incarnation
+	resumeAcks  map[int]bool   // agents that resumed their ranks (nil: none awaited)
+	restartAcks map[int]bool   // agents that started their ranks again (nil: none awaited)
+	failedAt    time.Time      // the failure the recovery in progress began with
+	recoveryAt  time.Time      // the last phase committed
+	leaderFed   bool           // a successor told its planner it leads
+
 	progress  bool // show a live launch line on stderr (a terminal)
 	agentsUp  int  // agents that got their job
 	ranksUp   int
@@ -147,6 +156,7 @@ func (a *agentHandle) wait() {
 
 type rankState struct {
 	node       int
+	inc        uint64 // its incarnation (0: the first)
 	pid        int
 	started    bool // reported running
 	ended      bool

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -30,7 +31,11 @@ func (fe *frontend) rankEnded(st rankStatus) {
 		fe.agents[rs.node].ended++
 	}
 	ev := exitEvent(st, fe.nodeOf(st.Rank))
+	if !ev.Clean() && fe.rec.Phase() == recovery.Running {
+		fe.failedAt = time.Now()
+	}
 	fe.step(ev)
+	fe.revertEnds(st.Rank)
 	if ev.Clean() {
 		fe.checkStranded()
 	}
@@ -38,7 +43,7 @@ func (fe *frontend) rankEnded(st rankStatus) {
 
 // exitEvent is a rank's end as the planner takes it.
 func exitEvent(st rankStatus, node string) recovery.RankExited {
-	return recovery.RankExited{Rank: st.Rank, Node: node, Code: st.Code, Signal: st.Signal, Reason: st.Reason}
+	return recovery.RankExited{Rank: st.Rank, Incarnation: st.Incarnation, Node: node, Code: st.Code, Signal: st.Signal, Reason: st.Reason}
 }
 
 func describe(st rankStatus) string { return exitEvent(st, "").Describe() }
@@ -80,7 +85,9 @@ func (fe *frontend) step(ev recovery.Event) {
 		case recovery.Terminate:
 			fe.terminate()
 		default:
-			panic(fmt.Sprintf("launch: recovery action %T not carried out", act))
+			if !fe.recoveryAction(act) {
+				panic(fmt.Sprintf("launch: recovery action %T not carried out", act))
+			}
 		}
 	}
 	if len(acts) > 0 {

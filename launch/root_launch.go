@@ -47,6 +47,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		fe.agents = append(fe.agents, a)
 	}
 	fe.liveN = len(fe.agents)
+	fe.rec = recovery.New(fe.plannerConfig())
 	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 {
 		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
 		a := fe.agents[0]
@@ -226,6 +227,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
 		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
 		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
+		Restart: fe.opts.Restart.String(),
 	}
 	if fe.stage != nil {
 		spec.Prestage = true

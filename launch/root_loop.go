@@ -204,6 +204,10 @@ func (fe *frontend) handle(ev event) {
 		fe.adoptTimedOut()
 	case evResume:
 		fe.resumeLaunch()
+	case evCommitted:
+		fe.committed(ev)
+	case evExpired:
+		fe.step(recovery.Expired{Epoch: ev.epoch, Stage: ev.stage})
 	default:
 		panic(fmt.Sprintf("launch: root event %T not handled", ev))
 	}
@@ -211,6 +215,9 @@ func (fe *frontend) handle(ev event) {
 
 // message handles one message of agent a.
 func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
+	if fe.recoveryMessage(a, typ, p) {
+		return
+	}
 	switch typ {
 	case mFrom:
 		src, typ, p, err := unwrap(p, true)
@@ -258,10 +265,21 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, err)
 			return
 		}
-		var fresh started // not heard of before (a successor hears of ranks again)
+		var fresh, again started // not heard of before (a successor hears of ranks again); started again
 		for i, r := range st.Ranks {
 			if r >= 0 && r < len(fe.ranks) {
 				rs := &fe.ranks[r]
+				if st.Incs != nil && st.Incs[i] > 1 && (st.Incs[i] > rs.inc || rs.pid != st.Pids[i]) {
+					// A respawn, a restarted job, or a successor hearing
+					// of one.
+					rs.inc, rs.pid, rs.started = st.Incs[i], st.Pids[i], true
+					if rs.node < 0 {
+						rs.node = a.idx
+						a.ranks = append(a.ranks, r)
+					}
+					again.Ranks, again.Pids, again.Incs = append(again.Ranks, r), append(again.Pids, st.Pids[i]), append(again.Incs, st.Incs[i])
+					continue
+				}
 				rs.pid = st.Pids[i]
 				if rs.node < 0 { // a successor learns where it runs
 					rs.node = a.idx
@@ -273,6 +291,10 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 					fresh.Ranks, fresh.Pids = append(fresh.Ranks, r), append(fresh.Pids, st.Pids[i])
 				}
 			}
+		}
+		if len(again.Ranks) > 0 {
+			fe.journal.RanksRestarted(a.name, again.Ranks, again.Pids, again.Incs)
+			fe.verbosef("node %s: rank(s) %s started again", a.name, ranksText(again.Ranks))
 		}
 		if len(fresh.Ranks) == 0 {
 			return
@@ -313,6 +335,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		if st.Rank >= len(fe.ranks) {
 			fe.protocolError(a, fmt.Errorf("exit message for rank %d: no such rank", st.Rank))
 			return
+		}
+		if st.Incarnation != 0 && st.Incarnation < max(fe.ranks[st.Rank].inc, 1) {
+			return // an older incarnation's end, told again
 		}
 		if fe.ranks[st.Rank].ended { // the root's count: ranks abandoned with a lost agent too
 			if !fe.rec.Resumed() {
@@ -356,6 +381,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 // contribute merges a node's contribution; when every node has given its
 // part, the result goes down to every node.
 func (fe *frontend) contribute(a *agentHandle, c *contrib) {
+	if c.Seq>>32 < fe.collEpoch {
+		return // abandoned by a recovery
+	}
 	if fe.answered[c.Seq] {
 		// Sent again after a failover (an adopted agent reports what it
 		// had not heard answered; the answer may have crossed it): a
@@ -400,6 +428,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	fe.bcast(mCollResult, res.encode())
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
+		fe.step(recovery.TablePublished{})
 		fe.nodeTableAt = time.Since(fe.start)
 		nodes := make([]string, len(fe.ranks))
 		for r := range fe.ranks {

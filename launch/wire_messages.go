@@ -31,6 +31,11 @@ const (
 	mAdopted    uint8 = 16 // down: the successor root took the link
 	mReplicas   uint8 = 17 // down: the replica agents' addresses (peerAddr...)
 	mResyncReq  uint8 = 18 // down (broadcast): report your ranks and contributions again
+	mSuspend    uint8 = 19 // down (broadcast): recovery: suspend your ranks (recMsg: epoch)
+	mRespawn    uint8 = 20 // down: recovery: start rank again as incarnation (recMsg)
+	mPatch      uint8 = 21 // down (broadcast): recovery: node-table rows (recMsg: epoch, version, rows)
+	mResume     uint8 = 22 // down (broadcast): recovery: let your ranks go on (recMsg: epoch, version)
+	mRestartJob uint8 = 23 // down (broadcast): recovery: end your ranks and start them again (recMsg: epoch, restarts)
 
 	mStarted      uint8 = 32 // up: ranks started, with pids
 	mOutput       uint8 = 33 // up: complete lines of one rank's stream, numbered
@@ -47,6 +52,12 @@ const (
 	mBackupUp     uint8 = 45 // up: the link to my backup parent is up (int: its index)
 	mReplicaUp    uint8 = 46 // up: {name, raft address} of a replica agent, ready to join the group
 	mOutputResync uint8 = 47 // up: {first}: the agent's output frames from first on follow, again
+	mSuspended    uint8 = 48 // up: recovery: every rank of mine is suspended (recMsg: epoch)
+	mRespawned    uint8 = 49 // up: recovery: a respawned rank published its I-tuple (recMsg: rank, incarnation, addr)
+	mPatched      uint8 = 50 // up: recovery: my ranks hold the patched table (recMsg: epoch, version)
+	mResumed      uint8 = 51 // up: recovery: my ranks go on (recMsg: epoch)
+	mRestarted    uint8 = 52 // up: recovery: my ranks were started again (recMsg: epoch)
+	mPMIInit      uint8 = 53 // up: a rank initialized PMI-1 (recMsg: rank), under --restart rank only
 )
 
 // nodeSpec is what an agent receives first: the job and its node's share.
@@ -87,6 +98,9 @@ type nodeSpec struct {
 	Apps      []App
 	Bind      string
 	BindShare bool
+
+	// Restart is the restart policy (--restart: "none", "rank", "job").
+	Restart string
 }
 
 func (s *nodeSpec) encode() []byte {
@@ -105,6 +119,7 @@ func (s *nodeSpec) encode() []byte {
 	e.String(s.Addr).Bool(s.Survive).Bool(s.RootChild)
 	encodeApps(&e, s.Apps)
 	e.String(s.Bind).Bool(s.BindShare)
+	e.String(s.Restart)
 	return e.Data()
 }
 
@@ -126,6 +141,9 @@ func decodeNodeSpec(p []byte) (*nodeSpec, error) {
 	s.Survive, s.RootChild = d.Bool(), d.Bool()
 	s.Apps = decodeApps(d)
 	s.Bind, s.BindShare = d.String(), d.Bool()
+	if d.Len() > 0 {
+		s.Restart = d.String()
+	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
 	}
@@ -152,17 +170,23 @@ type rankStatus struct {
 	// Skipped: the rank was not started because an earlier rank of its
 	// node could not start (that one is the failure).
 	Skipped bool
+	// Incarnation is the process's incarnation (1: the first; 0: not
+	// said, the current one).
+	Incarnation uint64
 }
 
 func (s rankStatus) encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(s.Rank)).Int(int64(s.Code)).Int(int64(s.Signal)).String(s.Reason).Bool(s.Skipped)
+	e.Uint(uint64(s.Rank)).Int(int64(s.Code)).Int(int64(s.Signal)).String(s.Reason).Bool(s.Skipped).Uint(s.Incarnation)
 	return e.Data()
 }
 
 func decodeRankStatus(p []byte) (rankStatus, error) {
 	d := wire.NewDecoder(p)
 	s := rankStatus{Rank: int(d.Uint()), Code: int(d.Int()), Signal: int(d.Int()), Reason: d.String(), Skipped: d.Bool()}
+	if d.Len() > 0 {
+		s.Incarnation = d.Uint()
+	}
 	return s, d.Err()
 }
 
@@ -171,6 +195,9 @@ func decodeRankStatus(p []byte) (rankStatus, error) {
 type started struct {
 	Ranks, Pids []int
 	CPUs        []string
+	// Incs are the ranks' incarnations when they were started again (a
+	// respawn, a restarted job); nil for a first start.
+	Incs []uint64
 }
 
 func (s started) encode() []byte {
@@ -180,6 +207,10 @@ func (s started) encode() []byte {
 		e.Uint(uint64(s.Ranks[i])).Uint(uint64(s.Pids[i]))
 	}
 	e.Strings(s.CPUs)
+	e.Uint(uint64(len(s.Incs)))
+	for _, inc := range s.Incs {
+		e.Uint(inc)
+	}
 	return e.Data()
 }
 
@@ -194,6 +225,14 @@ func decodeStarted(p []byte) (started, error) {
 	s.CPUs = d.Strings()
 	if d.Err() == nil && len(s.CPUs) != 0 && len(s.CPUs) != len(s.Ranks) {
 		return s, fmt.Errorf("started: %d CPU lists for %d ranks", len(s.CPUs), len(s.Ranks))
+	}
+	if d.Len() > 0 {
+		for range d.Count(1) {
+			s.Incs = append(s.Incs, d.Uint())
+		}
+		if d.Err() == nil && len(s.Incs) != 0 && len(s.Incs) != len(s.Ranks) {
+			return s, fmt.Errorf("started: %d incarnations for %d ranks", len(s.Incs), len(s.Ranks))
+		}
 	}
 	return s, d.Err()
 }
@@ -291,6 +330,8 @@ type collResult struct {
 	Op     rankproto.Op
 	Values [][]byte
 	KV     map[string][]byte
+
+	recovering bool // not sent: the agent abandoned the collective for a recovery
 }
 
 func (c *collResult) encode() []byte {

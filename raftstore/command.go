@@ -23,6 +23,7 @@ const (
 	TypeAppendEvents CommandType = 5
 	TypeBumpEpoch    CommandType = 6
 	TypeFinish       CommandType = 7
+	TypeSetRecovery  CommandType = 8
 )
 
 // payloadVersion is the encoding version written at the start of every
@@ -32,7 +33,8 @@ const (
 const payloadVersion = 1
 
 // A Command changes the replicated state. It is one of *SetJob, *SetPlan,
-// *UpdateAgents, *UpdateRanks, *AppendEvents, *BumpEpoch, *Finish. Every
+// *UpdateAgents, *UpdateRanks, *AppendEvents, *BumpEpoch, *Finish,
+// *SetRecovery. Every
 // command may carry events, appended atomically with its other effect.
 type Command interface {
 	Type() CommandType
@@ -102,6 +104,16 @@ type Finish struct {
 	Events []Event
 }
 
+// SetRecovery records where a recovery stands: the root's own record of
+// the phase it committed (opaque to this package), which a new leader
+// carries on from. Epoch, when non-zero, must not be below the recorded
+// one: a record of an older epoch is refused.
+type SetRecovery struct {
+	Epoch  uint64
+	Record []byte
+	Events []Event
+}
+
 func (*SetJob) Type() CommandType       { return TypeSetJob }
 func (*SetPlan) Type() CommandType      { return TypeSetPlan }
 func (*UpdateAgents) Type() CommandType { return TypeUpdateAgents }
@@ -109,6 +121,7 @@ func (*UpdateRanks) Type() CommandType  { return TypeUpdateRanks }
 func (*AppendEvents) Type() CommandType { return TypeAppendEvents }
 func (*BumpEpoch) Type() CommandType    { return TypeBumpEpoch }
 func (*Finish) Type() CommandType       { return TypeFinish }
+func (*SetRecovery) Type() CommandType  { return TypeSetRecovery }
 
 func (c *SetJob) events() []Event       { return c.Events }
 func (c *SetPlan) events() []Event      { return c.Events }
@@ -117,6 +130,7 @@ func (c *UpdateRanks) events() []Event  { return c.Events }
 func (c *AppendEvents) events() []Event { return c.Events }
 func (c *BumpEpoch) events() []Event    { return c.Events }
 func (c *Finish) events() []Event       { return c.Events }
+func (c *SetRecovery) events() []Event  { return c.Events }
 
 // Encode returns the log entry for a command: the type byte, the payload
 // version, the events, then the type's own fields (last, so that a newer
@@ -180,6 +194,11 @@ func (c *BumpEpoch) appendPayload(e *encoder) {
 	e.string(c.Reason)
 }
 
+func (c *SetRecovery) appendPayload(e *encoder) {
+	e.uint(c.Epoch)
+	e.bytes(c.Record)
+}
+
 func (c *Finish) appendPayload(e *encoder) {
 	e.int(unixNano(c.Time))
 	e.int(int64(c.Status.ExitCode))
@@ -227,6 +246,8 @@ func decode(b []byte) (Command, error) {
 		c = &BumpEpoch{}
 	case TypeFinish:
 		c = &Finish{}
+	case TypeSetRecovery:
+		c = &SetRecovery{}
 	default:
 		if full&IgnoreUnknown != 0 {
 			return nil, errIgnored{typ}
@@ -270,6 +291,10 @@ func decode(b []byte) (Command, error) {
 		c.ExpectEpoch = d.uint()
 		c.Leader = d.string()
 		c.Reason = d.string()
+		c.Events = evs
+	case *SetRecovery:
+		c.Epoch = d.uint()
+		c.Record = d.bytes()
 		c.Events = evs
 	case *Finish:
 		c.Time = fromUnixNano(d.int())

@@ -235,6 +235,14 @@ func (f *FSM) apply(index, term uint64, c Command) (*Result, error) {
 			s.LeaderTerm = term
 			auto = append(auto, Event{Time: c.Time, Kind: EventLeader, Node: c.Leader, Rank: NoRank, Detail: c.Reason})
 		}
+	case *SetRecovery:
+		if s.Version == 0 {
+			return nil, refuse("recovery before the job")
+		}
+		if c.Epoch != 0 && c.Epoch < s.RecoveryEpoch {
+			return nil, refuse("recovery record of epoch %d, now %d", c.Epoch, s.RecoveryEpoch)
+		}
+		s.Recovery, s.RecoveryEpoch = c.Record, max(c.Epoch, s.RecoveryEpoch)
 	case *Finish:
 		if s.Status.Done {
 			if s.Status != c.Status {

@@ -188,6 +188,11 @@ type State struct {
 
 	Status Status
 	Events []Event
+
+	// Recovery is the root's record of the last recovery phase it
+	// committed (SetRecovery), opaque here; RecoveryEpoch is its epoch.
+	Recovery      []byte
+	RecoveryEpoch uint64
 }
 
 // Copy returns a copy of s that shares only immutable byte slices.
@@ -263,6 +268,10 @@ func (s *State) marshal() []byte {
 		e.uint(ev.Epoch)
 		e.uint(ev.Version)
 	}
+	// Appended after the events: a snapshot written before recoveries
+	// existed ends here.
+	e.uint(s.RecoveryEpoch)
+	e.bytes(s.Recovery)
 	return e.buf
 }
 
@@ -321,6 +330,10 @@ func unmarshalState(b []byte) (*State, error) {
 		ev.Epoch = d.uint()
 		ev.Version = d.uint()
 		s.Events = append(s.Events, ev)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		s.RecoveryEpoch = d.uint()
+		s.Recovery = d.bytes()
 	}
 	if d.err != nil {
 		return nil, d.err

@@ -130,6 +130,9 @@ type Config struct {
 	// acknowledgements of a phase (or a respawned rank's address) before
 	// it gives up on the recovery.
 	AckTimeout time.Duration
+	// TableReady: the first node table was published already (a new
+	// leader's planner).
+	TableReady bool
 	// Incarnations and RankRestarts, when set, are every rank's current
 	// incarnation and restart count as the replicated node table has them
 	// (a new leader's planner).
@@ -149,11 +152,12 @@ type Planner struct {
 	version  uint64 // node-table version: bumped by every patch
 	restarts int    // job restarts (policy Job)
 	rc       *recovering
+	table    bool // the first node table was published (TablePublished)
 }
 
 // New returns a planner for a job that is running.
 func New(cfg Config) *Planner {
-	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1}
+	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady}
 	for r := range p.ranks {
 		p.ranks[r].inc = 1
 		if r < len(cfg.RankAgent) {
@@ -237,6 +241,9 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.endJob(128+ev.Signal, ev.Msg)
 	case Finished:
 		p.phase, p.rc = Over, nil
+		return nil
+	case TablePublished:
+		p.table = true
 		return nil
 	case PMIInit:
 		if p.cfg.Policy == Rank {

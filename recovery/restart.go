@@ -117,6 +117,16 @@ func (p *Planner) Version() uint64 { return p.version }
 // Incarnation is rank r's current incarnation.
 func (p *Planner) Incarnation(r int) uint64 { return p.ranks[r].inc }
 
+// Replacing reports whether rank r is being started again: its end is
+// not the rank's.
+func (p *Planner) Replacing(r int) bool {
+	if r < 0 || r >= len(p.ranks) {
+		return false
+	}
+	st := p.ranks[r].st
+	return st == rFailed || st == rRespawning || st == rRespawned
+}
+
 // Stage is the stage of the recovery in progress, or 0.
 func (p *Planner) Stage() Stage {
 	if p.rc == nil {
@@ -147,6 +157,10 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 		}
 		msg = fmt.Sprintf("%s; restarting the job (restart %d of %d)", failed, p.restarts, p.cfg.MaxRestarts)
 		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.begin(StageRestartJob)...)
+	}
+	if !p.table {
+		rs.st = rEnded
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), fmt.Sprintf("%s before every rank held the node table; under --restart rank a rank is replaced only once the table exists: the job ends", failed))
 	}
 	if rs.restarts >= p.cfg.MaxRestarts {
 		return limit(fmt.Sprintf("it was restarted %d time(s)", rs.restarts))
@@ -377,6 +391,11 @@ func (p *Planner) Restore(rec Checkpoint) {
 
 // Events of the restart protocol.
 
+// TablePublished: the first node table went to every rank. Under policy
+// Rank a failure before it ends the job: a rank can be replaced only in a
+// job whose table exists to be patched.
+type TablePublished struct{}
+
 // PMIInit: a rank initialized PMI-1 (an MPI program).
 type PMIInit struct {
 	Rank int
@@ -432,15 +451,16 @@ type Expired struct {
 // that restored the committed record, or a leader elected again).
 type LeaderChanged struct{}
 
-func (PMIInit) isEvent()       {}
-func (Committed) isEvent()     {}
-func (Suspended) isEvent()     {}
-func (Respawned) isEvent()     {}
-func (Patched) isEvent()       {}
-func (Resumed) isEvent()       {}
-func (Restarted) isEvent()     {}
-func (Expired) isEvent()       {}
-func (LeaderChanged) isEvent() {}
+func (PMIInit) isEvent()        {}
+func (TablePublished) isEvent() {}
+func (Committed) isEvent()      {}
+func (Suspended) isEvent()      {}
+func (Respawned) isEvent()      {}
+func (Patched) isEvent()        {}
+func (Resumed) isEvent()        {}
+func (Restarted) isEvent()      {}
+func (Expired) isEvent()        {}
+func (LeaderChanged) isEvent()  {}
 
 // Actions of the restart protocol.
 

@@ -39,7 +39,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestarts int) *world {
-	cfg := Config{Policy: policy, Ranks: ranks, Agents: agents, MaxRestarts: maxRestarts, AckTimeout: time.Second}
+	cfg := Config{Policy: policy, Ranks: ranks, Agents: agents, MaxRestarts: maxRestarts, AckTimeout: time.Second, TableReady: true}
 	for r := range ranks {
 		cfg.RankAgent = append(cfg.RankAgent, r%agents)
 	}
@@ -249,7 +249,7 @@ func TestRestartOneRank(t *testing.T) {
 }
 
 func TestRestartOrderOfActions(t *testing.T) {
-	p := New(Config{Policy: Rank, Ranks: 2, Agents: 1, RankAgent: []int{0, 0}, MaxRestarts: 1, AckTimeout: time.Second})
+	p := New(Config{Policy: Rank, Ranks: 2, Agents: 1, RankAgent: []int{0, 0}, MaxRestarts: 1, AckTimeout: time.Second, TableReady: true})
 	kinds := func(acts []Action) string {
 		var s []string
 		for _, a := range acts {
@@ -388,7 +388,7 @@ func TestRestartDroppedWhenTheJobEnds(t *testing.T) {
 }
 
 func TestRestartExpired(t *testing.T) {
-	p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: 2 * time.Second})
+	p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: 2 * time.Second, TableReady: true})
 	p.Step(RankExited{Rank: 0, Incarnation: 1, Node: "n0", Code: 1})
 	p.Step(Committed{Epoch: 1, Stage: StageSuspend})
 	p.Step(Suspended{Agent: 0, Epoch: 1})

@@ -45,6 +45,10 @@ For the whole job:
   --kill-after T           delay between SIGTERM and SIGKILL when terminating ranks (default 5s)
   --timeout T              end the job after T (default: $MPIEXEC_TIMEOUT, or none); T is
                            seconds (60) or a duration (1m30s), also for --kill-after
+  --restart none|rank|job  what a failed rank costs: the job (none, the default), the rank
+                           alone, started again (rank; ranks must use the Go client library),
+                           or a restart of every rank (job; MPI programs with checkpoints)
+  --max-restarts N         restarts allowed: per rank under rank, per job under job (default 3)
   --state-dir DIR          keep the job's state log in DIR/JOBID (default
                            $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;
                            read it with ftlaunch inspect)
@@ -282,7 +286,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 
 	res, err := launch.Run(context.Background(), launch.Options{
 		N: f.n, Argv: apps[0].Argv, Env: apps[0].Env, Wdir: apps[0].Wdir, Apps: mpmd, Label: f.label, OutputDir: f.outputDir,
-		KillAfter: f.killAfter, Timeout: f.timeout, Verbose: f.verbose, TestNodes: testNodes,
+		KillAfter: f.killAfter, Timeout: f.timeout, Restart: f.restart, MaxRestarts: f.maxRestarts, Verbose: f.verbose, TestNodes: testNodes,
 		Bind: f.bindTo, BindShare: f.oversubscribe,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
@@ -62,6 +63,8 @@ type runFlags struct {
 	replicas    int
 	keepLogs    int // -1: not given
 	bindTo      string
+	restart     recovery.Policy
+	maxRestarts int
 
 	hosts                                 []string // each -H value
 	hostfile, mapBy, sshConfig, agentPath string
@@ -142,6 +145,21 @@ var runOptions = []runOption{
 	{names: []string{"timeout"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) (err error) {
 		f.timeout, err = parseSeconds(typed, v)
 		return err
+	}},
+	{names: []string{"restart"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) (err error) {
+		f.restart, err = recovery.ParsePolicy(v)
+		if err != nil {
+			return fmt.Errorf("%s %q: want none, rank or job", typed, v)
+		}
+		return nil
+	}},
+	{names: []string{"max-restarts"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%s %q: want a number of restarts, 0 or more", typed, v)
+		}
+		f.maxRestarts = n
+		return nil
 	}},
 	{names: []string{"test-nodes"}, kind: optValue, set: intSetter(func(f *runFlags) *int { return &f.testNodes })},
 	{names: []string{"H", "host", "hosts"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
@@ -364,7 +382,7 @@ func lookupOption(name string) *runOption {
 // parseRunFlags reads the command line of `ftlaunch run` (getenv supplies
 // MPIEXEC_TIMEOUT and SLURM_JOB_NODELIST).
 func parseRunFlags(args []string, getenv func(string) string) (*runFlags, error) {
-	f := &runFlags{killAfter: 5 * time.Second, tree: "auto", slurmMode: "step", replicas: 1, keepLogs: -1}
+	f := &runFlags{killAfter: 5 * time.Second, tree: "auto", slurmMode: "step", replicas: 1, keepLogs: -1, maxRestarts: 3}
 	timeoutSet := false
 	app := appFlags{n: -1}
 	for i := 0; i < len(args); i++ {

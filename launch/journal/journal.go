@@ -125,6 +125,7 @@ type record struct {
 	table   *table
 	exit    *RankExit
 	failure *Failure
+	phase   *RecoveryPhase
 	sync    chan error
 	finish  *raftstore.Status
 }
@@ -133,6 +134,7 @@ type started struct {
 	node  string
 	ranks []int
 	pids  []int
+	incs  []uint64 // restarted ranks' incarnations (nil: a first start)
 }
 
 type table struct {

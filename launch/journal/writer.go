@@ -25,6 +25,7 @@ type writer struct {
 
 	// The next flush.
 	plan        *raftstore.SetPlan
+	recovery    *raftstore.SetRecovery
 	dirtyAgents []string
 	dirty       []bool
 	dirtyRows   []int
@@ -172,6 +173,11 @@ func (w *writer) absorb(rec record) {
 		w.absorbExit(rec.at, rec.exit)
 	case rec.failure != nil:
 		w.absorbFailure(rec.at, rec.failure)
+	case rec.phase != nil:
+		w.absorbPhase(rec.at, rec.phase)
+		if rec.sync != nil { // answered once the phase is committed
+			w.syncs = append(w.syncs, rec.sync)
+		}
 	case rec.sync != nil:
 		w.syncs = append(w.syncs, rec.sync)
 	case rec.finish != nil:
@@ -275,6 +281,10 @@ func (w *writer) absorbStarted(at time.Time, s *started) {
 		}
 		row := &w.rows[r]
 		row.Incarnation = max(row.Incarnation, 1)
+		if s.incs != nil && s.incs[i] > row.Incarnation {
+			// Started again: a new incarnation, running.
+			row.Incarnation, row.State, row.ExitCode = s.incs[i], raftstore.RankRunning, 0
+		}
 		row.Node, row.PID = s.node, s.pids[i]
 		if row.State == raftstore.RankUnknown || row.State == raftstore.RankStarting {
 			row.State = raftstore.RankRunning
@@ -375,6 +385,10 @@ func (w *writer) flush(ctx context.Context) {
 	if w.plan != nil {
 		cmds = append(cmds, w.plan)
 	}
+	if w.recovery != nil {
+		cmds = append(cmds, w.recovery)
+		w.recovery = nil
+	}
 	if len(w.dirtyAgents) > 0 {
 		c := &raftstore.UpdateAgents{}
 		for _, n := range w.dirtyAgents {
@@ -404,6 +418,8 @@ func (w *writer) flush(ctx context.Context) {
 		case *raftstore.UpdateAgents:
 			c.Events = events
 		case *raftstore.UpdateRanks:
+			c.Events = events
+		case *raftstore.SetRecovery:
 			c.Events = events
 		default:
 			cmds = append(cmds, &raftstore.AppendEvents{Events: events})

@@ -285,6 +285,10 @@ func (d *Decoder) Strings() []string {
 	return ss
 }
 
+// Len is the number of bytes not yet decoded: a field appended by a newer
+// encoder is read only when there is one.
+func (d *Decoder) Len() int { return len(d.b) }
+
 // Rest returns the bytes not yet decoded (aliasing the payload) and
 // consumes them.
 func (d *Decoder) Rest() []byte {

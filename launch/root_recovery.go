@@ -1,0 +1,272 @@
+package launch
+
+// The root's side of the restart protocol: it carries out the planner's
+// recovery actions (commit a phase, then send its commands) and feeds the
+// agents' acknowledgements back to it.
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// recoveryAckTimeout bounds each phase of a recovery: the agents'
+// acknowledgements, or a respawned rank's address.
+const recoveryAckTimeout = 30 * time.Second
+
+// evCommitted: a recovery phase is in the replicated log (or could not be
+// put there: err).
+type evCommitted struct {
+	epoch uint64
+	stage recovery.Stage
+	err   error
+}
+
+// evExpired: the bound armed for a recovery phase passed.
+type evExpired struct {
+	epoch uint64
+	stage recovery.Stage
+}
+
+func (evCommitted) isRootEvent() {}
+func (evExpired) isRootEvent()   {}
+
+// plannerConfig is the recovery planner's configuration for this job.
+func (fe *frontend) plannerConfig() recovery.Config {
+	cfg := recovery.Config{
+		Policy: fe.opts.Restart, Ranks: fe.opts.N, MaxRestarts: fe.opts.MaxRestarts,
+		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
+		RankAgent: make([]int, fe.opts.N),
+	}
+	for r, rs := range fe.ranks {
+		cfg.RankAgent[r] = rs.node
+	}
+	return cfg
+}
+
+// commit puts a recovery phase in the state log; evCommitted follows.
+func (fe *frontend) commit(rec recovery.Checkpoint) {
+	record, err := json.Marshal(rec)
+	if err != nil {
+		panic(fmt.Sprintf("launch: encode recovery record: %v", err)) // plain data
+	}
+	ph := journal.RecoveryPhase{Epoch: rec.Epoch, Stage: rec.Stage.String(), Record: record, Rank: -1}
+	var ranks []int
+	for _, rr := range rec.Ranks {
+		ranks = append(ranks, rr.Rank)
+		if rec.Stage == recovery.StagePatch && rr.Addr != nil {
+			ph.Rows = append(ph.Rows, journal.PatchRow{Rank: rr.Rank, Incarnation: rr.Incarnation, ITuple: rr.Addr})
+		}
+	}
+	if len(ranks) == 1 {
+		ph.Rank = ranks[0]
+	}
+	switch rec.Stage {
+	case recovery.StageSuspend, recovery.StageRespawn:
+		ph.Detail = "rank(s) " + ranksText(ranks)
+	case recovery.StagePatch:
+		ph.Detail = fmt.Sprintf("node table version %d: rank(s) %s", rec.Version, ranksText(ranks))
+	case recovery.StageResume:
+		for r, inc := range fe.recovered {
+			ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
+		}
+		clear(fe.recovered)
+	case recovery.StageRestartJob:
+		ph.Detail = fmt.Sprintf("restart %d of the job", rec.Restarts)
+		for r, inc := range fe.recovered {
+			ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
+		}
+		clear(fe.recovered)
+	}
+	fe.recoveryAt = time.Now()
+	fe.releaseJournal()
+	done := make(chan error, 1)
+	fe.journal.Commit(ph, done)
+	fe.goFunc(func() {
+		var err error
+		select {
+		case err = <-done:
+		case <-fe.ctx.Done():
+			return
+		}
+		select {
+		case fe.events <- evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err}:
+		case <-fe.ctx.Done():
+		}
+	})
+}
+
+// committed takes a phase's commit.
+func (fe *frontend) committed(ev evCommitted) {
+	if ev.err != nil {
+		fe.step(recovery.LaunchError{Msg: fmt.Sprintf("recovery (epoch %d): the %s phase could not be committed to the state log: %v", ev.epoch, ev.stage, ev.err)})
+		return
+	}
+	fe.verbosef("recovery: %s phase of epoch %d committed", ev.stage, ev.epoch)
+	fe.step(recovery.Committed{Epoch: ev.epoch, Stage: ev.stage})
+}
+
+// arm posts evExpired after d.
+func (fe *frontend) arm(act recovery.Arm) {
+	fe.goFunc(func() {
+		t := time.NewTimer(act.After)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-fe.ctx.Done():
+			return
+		}
+		select {
+		case fe.events <- evExpired{epoch: act.Epoch, stage: act.Stage}:
+		case <-fe.ctx.Done():
+		}
+	})
+}
+
+// recoveryAction carries out one of the restart protocol's actions; it
+// reports false for an action that is not one of them.
+func (fe *frontend) recoveryAction(act recovery.Action) bool {
+	switch act := act.(type) {
+	case recovery.Commit:
+		fe.commit(act.Rec)
+	case recovery.Arm:
+		fe.arm(act)
+	case recovery.Suspend:
+		fe.abandonCollectives(act.Epoch)
+		fe.verbosef("recovery: suspending every rank (epoch %d)", act.Epoch)
+		fe.bcast(mSuspend, recMsg{Epoch: act.Epoch}.encode())
+	case recovery.Respawn:
+		rs := &fe.ranks[act.Rank]
+		rs.inc = act.Incarnation
+		fe.recovered[act.Rank] = act.Incarnation
+		a := fe.agents[act.Agent]
+		fe.verbosef("recovery: starting rank %d again on %s as incarnation %d", act.Rank, a.name, act.Incarnation)
+		_ = a.send(mRespawn, recMsg{Epoch: act.Epoch, Rank: act.Rank, Incarnation: act.Incarnation}.encode())
+	case recovery.Patch:
+		m := recMsg{Epoch: act.Epoch, Version: act.Version}
+		for _, row := range act.Rows {
+			m.Rows = append(m.Rows, recRow{Rank: row.Rank, Incarnation: row.Incarnation, Addr: row.Addr})
+		}
+		fe.verbosef("recovery: patching the node table to version %d (%d row(s))", act.Version, len(act.Rows))
+		fe.bcast(mPatch, m.encode())
+	case recovery.Resume:
+		fe.resumeAcks = map[int]bool{}
+		fe.verbosef("recovery: resuming every rank (epoch %d)", act.Epoch)
+		fe.bcast(mResume, recMsg{Epoch: act.Epoch, Version: act.Version}.encode())
+	case recovery.RestartJob:
+		fe.abandonCollectives(act.Epoch)
+		fe.restartAcks = map[int]bool{}
+		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
+		fe.bcast(mRestartJob, recMsg{Epoch: act.Epoch, Restarts: act.Restarts}.encode())
+	default:
+		return false
+	}
+	return true
+}
+
+// abandonCollectives drops the collectives in flight: a recovery's agents
+// answer their ranks that a recovery began, and count collectives afresh
+// under its epoch.
+func (fe *frontend) abandonCollectives(epoch uint64) {
+	clear(fe.colls)
+	fe.collEpoch = epoch
+}
+
+// revertEnds counts rank r (under --restart job, every rank) as running
+// again when the planner starts it again: its end is not the rank's.
+func (fe *frontend) revertEnds(r int) {
+	if fe.rec.Stage() == recovery.StageRestartJob {
+		for i := range fe.ranks {
+			fe.reviveRank(i)
+		}
+		return
+	}
+	if fe.rec.Replacing(r) {
+		fe.reviveRank(r)
+	}
+}
+
+// reviveRank counts an ended rank as running again.
+func (fe *frontend) reviveRank(r int) {
+	rs := &fe.ranks[r]
+	if !rs.ended {
+		return
+	}
+	if rs.status.Code != 0 || rs.status.Signal != 0 || rs.status.Reason != "" {
+		if _, ok := fe.recovered[r]; !ok {
+			fe.recovered[r] = rs.inc + 1
+		}
+	}
+	rs.ended, rs.status, rs.byFrontend = false, rankStatus{}, false
+	fe.ended--
+	if rs.node >= 0 {
+		fe.agents[rs.node].ended--
+	}
+}
+
+// recoveryMessage handles an agent's message of the restart protocol; it
+// reports false for a message that is not one.
+func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
+	switch typ {
+	case mSuspended, mRespawned, mPatched, mResumed, mRestarted, mPMIInit:
+	default:
+		return false
+	}
+	m, err := decodeRecMsg(p)
+	if err != nil || m.Rank >= fe.opts.N {
+		fe.protocolError(a, fmt.Errorf("recovery message %d: %v", typ, err))
+		return true
+	}
+	switch typ {
+	case mSuspended:
+		fe.step(recovery.Suspended{Agent: a.idx, Epoch: m.Epoch})
+	case mRespawned:
+		fe.step(recovery.Respawned{Rank: m.Rank, Incarnation: m.Incarnation, Addr: m.Addr})
+	case mPatched:
+		fe.step(recovery.Patched{Agent: a.idx, Epoch: m.Epoch, Version: m.Version})
+	case mResumed:
+		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch})
+		if fe.resumeAcks != nil && m.Epoch == fe.rec.Epoch() {
+			fe.resumeAcks[a.idx] = true
+			if len(fe.resumeAcks) == fe.liveAgents() {
+				fe.resumeAcks = nil
+				fe.journal.Commit(journal.RecoveryPhase{Epoch: m.Epoch, Stage: "resumed", Rank: -1,
+					Detail: fmt.Sprintf("every rank goes on, %.0f ms after the failure", ms(time.Since(fe.failedAt)))}, nil)
+				fe.warnf("recovered: every rank runs again (%.0f ms after the failure)", ms(time.Since(fe.failedAt)))
+			}
+		}
+	case mRestarted:
+		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch})
+		if fe.restartAcks != nil && m.Epoch == fe.rec.Epoch() {
+			fe.restartAcks[a.idx] = true
+			if len(fe.restartAcks) == fe.liveAgents() {
+				fe.restartAcks = nil
+				fe.journal.Commit(journal.RecoveryPhase{Epoch: m.Epoch, Stage: "restarted", Rank: -1,
+					Detail: fmt.Sprintf("every rank started again, %.0f ms after the failure", ms(time.Since(fe.failedAt)))}, nil)
+				fe.warnf("recovered: every rank started again (%.0f ms after the failure)", ms(time.Since(fe.failedAt)))
+			}
+		}
+	case mPMIInit:
+		fe.step(recovery.PMIInit{Rank: m.Rank, Node: a.name})
+	}
+	return true
+}
+
+func ranksText(ranks []int) string {
+	s := fmt.Sprint(ranks)
+	return s[1 : len(s)-1]
+}
+
+// liveAgents counts the agents that take part in a recovery.
+func (fe *frontend) liveAgents() int {
+	n := 0
+	for _, a := range fe.agents {
+		if !a.closed {
+			n++
+		}
+	}
+	return n
+}
