@@ -382,9 +382,9 @@ func (a *Agent) restartJob(m recMsg) {
 			}
 		}
 		a.mu.Lock()
-		if a.rec.restarted != m.Epoch {
+		if a.rec.restarted != m.Epoch || a.killing {
 			a.mu.Unlock()
-			return // a newer restart took over
+			return // a newer restart took over, or the job is ending
 		}
 		a.colls, a.sentUp = map[uint64]*localColl{}, map[uint64][]byte{}
 		a.puts, a.kv = map[string][]byte{}, map[string][]byte{}

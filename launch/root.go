@@ -162,6 +162,9 @@ type rankState struct {
 	ended      bool
 	status     rankStatus
 	byFrontend bool // ended while ftlaunch was terminating the job
+	// revived: counted as running again for a restart that has not
+	// started it yet; its end (status) stands if the job ends first.
+	revived bool
 }
 
 type rootColl struct {

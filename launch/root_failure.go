@@ -100,6 +100,7 @@ func (fe *frontend) terminate() {
 		return
 	}
 	fe.terminating = true
+	fe.unrevive()
 	fe.verbosef("terminating the job: SIGTERM to every rank, SIGKILL after %v", fe.opts.KillAfter)
 	if fe.cancelLaunch != nil {
 		fe.cancelLaunch()

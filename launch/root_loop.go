@@ -273,6 +273,16 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 					// A respawn, a restarted job, or a successor hearing
 					// of one.
 					rs.inc, rs.pid, rs.started = st.Incs[i], st.Pids[i], true
+					if rs.ended && !rs.revived && fe.terminating {
+						// Started after the job began to end: its end
+						// is to come.
+						rs.ended = false
+						fe.ended--
+						if rs.node >= 0 {
+							fe.agents[rs.node].ended--
+						}
+					}
+					rs.revived = false
 					if rs.node < 0 {
 						rs.node = a.idx
 						a.ranks = append(a.ranks, r)

@@ -197,13 +197,28 @@ func (fe *frontend) reviveRank(r int) {
 	}
 	if rs.status.Code != 0 || rs.status.Signal != 0 || rs.status.Reason != "" {
 		if _, ok := fe.recovered[r]; !ok {
-			fe.recovered[r] = rs.inc + 1
+			fe.recovered[r] = max(rs.inc, 1) + 1
 		}
 	}
-	rs.ended, rs.status, rs.byFrontend = false, rankStatus{}, false
+	rs.ended, rs.revived = false, true
 	fe.ended--
 	if rs.node >= 0 {
 		fe.agents[rs.node].ended--
+	}
+}
+
+// unrevive counts the ranks a restart had not started yet when the job
+// began to end as ended again, as they ended before.
+func (fe *frontend) unrevive() {
+	for r := range fe.ranks {
+		rs := &fe.ranks[r]
+		if rs.revived && !rs.ended {
+			rs.revived, rs.ended = false, true
+			fe.ended++
+			if rs.node >= 0 {
+				fe.agents[rs.node].ended++
+			}
+		}
 	}
 }
 
