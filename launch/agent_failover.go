@@ -16,7 +16,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
-	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 // Root failover (--replicas 3 or 5), agents' side. An agent of a
@@ -367,11 +366,12 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 			ended = append(ended, r)
 		}
 	}
-	fe.rec = recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N, Resumed: true, Ended: ended})
+	fe.rec = fe.successorPlanner(st, job, ended)
 	fe.relaunch = func(cs []childSpec) error { return a.relaunch(sctx, fe, cs) }
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(a.spec.Replica.JobDir), Node: a.spec.Node, Replica: ar.r,
-		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas},
+		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
+			Restart: job.Restart, MaxRestarts: job.MaxRestarts},
 	})
 	if err != nil {
 		return fail(err)

@@ -155,7 +155,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		ranks: make([]rankState, opts.N),
 		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
 
-		recovered: map[int]uint64{},
+		recovered: map[int]uint64{}, holdAt: os.Getenv(holdEnv),
 
 		replicasDone: map[string]bool{},
 	}

@@ -91,6 +91,7 @@ type frontend struct {
 	failedAt    time.Time      // the failure the recovery in progress began with
 	recoveryAt  time.Time      // the last phase committed
 	leaderFed   bool           // a successor told its planner it leads
+	holdAt      string         // test hook: the phase to hold (holdEnv)
 
 	progress  bool // show a live launch line on stderr (a terminal)
 	agentsUp  int  // agents that got their job

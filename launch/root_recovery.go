@@ -5,11 +5,13 @@ package launch
 // agents' acknowledgements back to it.
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -45,6 +47,65 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		cfg.RankAgent[r] = rs.node
 	}
 	return cfg
+}
+
+// restartName is a policy as the job's record keeps it ("" for none).
+func restartName(p recovery.Policy) string {
+	if p == recovery.None {
+		return ""
+	}
+	return p.String()
+}
+
+// successorPlanner is the planner of a root that took over: the job's
+// policy, every rank's incarnation as the replicated table has it, and
+// the recovery its predecessor committed last, which it carries on once
+// it leads the agents (feedLeader).
+func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended []int) *recovery.Planner {
+	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
+	fe.opts.MaxRestarts = job.MaxRestarts
+	fe.recovered = map[int]uint64{}
+	cfg := fe.plannerConfig()
+	cfg.Resumed, cfg.Ended = true, ended
+	cfg.Incarnations = make([]uint64, fe.opts.N)
+	for r := range st.Ranks {
+		if r < fe.opts.N {
+			cfg.Incarnations[r] = st.Ranks[r].Incarnation
+			fe.ranks[r].inc = st.Ranks[r].Incarnation
+			cfg.TableReady = cfg.TableReady || st.Ranks[r].ITuple != nil
+		}
+	}
+	p := recovery.New(cfg)
+	if len(st.Recovery) > 0 {
+		var rec recovery.Checkpoint
+		if err := json.Unmarshal(st.Recovery, &rec); err != nil {
+			fe.warnf("the recovery record in the state log is unreadable (%v): no recovery carried on", err)
+		} else {
+			p.Restore(rec)
+			fe.collEpoch = rec.Epoch
+		}
+	}
+	return p
+}
+
+// feedLeader tells a successor's planner that it leads, once every child
+// of the root was adopted or given up: a recovery its predecessor left
+// is carried on from its last committed phase.
+func (fe *frontend) feedLeader() {
+	if fe.leaderFed || fe.launchTmpl == nil {
+		return
+	}
+	for _, a := range fe.agents {
+		if a.rootChild && !a.adopted && !a.closed {
+			return
+		}
+	}
+	fe.leaderFed = true
+	if fe.rec.Stage() != 0 {
+		fe.warnf("carrying on the recovery of epoch %d at its %s phase", fe.rec.Epoch(), fe.rec.Stage())
+		fe.failedAt = time.Now()
+	}
+	fe.step(recovery.LeaderChanged{})
 }
 
 // commit puts a recovery phase in the state log; evCommitted follows.
@@ -99,8 +160,18 @@ func (fe *frontend) commit(rec recovery.Checkpoint) {
 	})
 }
 
+// holdEnv names a recovery phase at which the front-end stops once it is
+// committed, saying so on stderr ("ftlaunch: test hook: holding …"): for
+// tests that kill the front-end in the middle of a recovery. Read once, by
+// Run; successors do not hold.
+const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
+
 // committed takes a phase's commit.
 func (fe *frontend) committed(ev evCommitted) {
+	if fe.holdAt != "" && ev.err == nil && ev.stage.String() == fe.holdAt {
+		fe.warnf("test hook: holding the recovery at its committed %s phase (%s)", ev.stage, holdEnv)
+		return
+	}
 	if ev.err != nil {
 		fe.step(recovery.LaunchError{Msg: fmt.Sprintf("recovery (epoch %d): the %s phase could not be committed to the state log: %v", ev.epoch, ev.stage, ev.err)})
 		return

@@ -184,6 +184,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	// The agents below report again too.
 	_ = a.link.send(mBcast, wrap(-1, mResyncReq, nil))
 	fe.verbosef("adopted node %s", a.name)
+	defer fe.feedLeader()
 	if fe.terminating {
 		_ = a.link.send(mBcast, wrap(-1, mTerminate, encodeInt(int64(fe.opts.KillAfter))))
 	}
@@ -196,6 +197,7 @@ func (fe *frontend) adoptTimedOut() {
 			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", adoptWait+5*time.Second))
 		}
 	}
+	fe.feedLeader()
 }
 
 // adoptConn is the successor root's side of an adoption request.

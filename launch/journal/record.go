@@ -18,6 +18,10 @@ type Job struct {
 	Nodes    []string  `json:"nodes,omitempty"` // the allocation, if known at Open
 	Start    time.Time `json:"start"`           // when the front-end started the job
 	Replicas int       `json:"replicas"`        // size of the root replica group
+	// Restart and MaxRestarts are the job's restart policy (--restart:
+	// "" is none) and bound, for a successor root.
+	Restart     string `json:"restart,omitempty"`
+	MaxRestarts int    `json:"max_restarts,omitempty"`
 	Version  string    `json:"version,omitempty"`
 }
 
