@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rankProcess finds the process of rank's incarnation inc whose command
+// line contains marker (a path unique to the test), or 0.
+func rankProcess(marker string, rank int, inc uint64) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		cl, err := os.ReadFile(filepath.Join(p, "cmdline"))
+		if err != nil || !bytes.Contains(cl, []byte(marker)) {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(p, "environ"))
+		if err != nil {
+			continue
+		}
+		vars := map[string]string{}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if k, v, ok := strings.Cut(string(kv), "="); ok {
+				vars[k] = v
+			}
+		}
+		if vars["FTLAUNCH_RANK"] == strconv.Itoa(rank) && vars["FTLAUNCH_INCARNATION"] == strconv.FormatUint(inc, 10) {
+			pid, _ := strconv.Atoi(filepath.Base(p))
+			return pid
+		}
+	}
+	return 0
+}
+
+// ringSteps makes the ring application last about 25 s (10 ms a step):
+// long enough for its failures to happen while it runs, on a loaded
+// machine too.
+const ringSteps = "2500"
+
+// killRank SIGKILLs rank's first incarnation once it runs.
+func killRank(t *testing.T, marker string, rank int) {
+	t.Helper()
+	var pid int
+	waitFor(t, "rank "+strconv.Itoa(rank)+" to run", 30*time.Second, func() bool {
+		pid = rankProcess(marker, rank, 1)
+		return pid > 0
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill rank %d (pid %d): %v", rank, pid, err)
+	}
+}
+
+// TestRestartRank is the restart protocol's acceptance: a 16-rank ring
+// application on 8 test nodes with a replicated root, three ranks killed
+// one after the other (rank 2 on node1, a node that hosts a root
+// replica, then ranks 9 and 14): each is started again as incarnation 2,
+// the others roll back to their last common checkpoint, and the result
+// is right.
+func TestRestartRank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 16-rank job with three recoveries")
+	}
+	dir, ck := t.TempDir(), t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
+		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	defer func() {
+		if t.Failed() {
+			t.Logf("stderr:\n%s", errb.String())
+		}
+	}()
+	for i, r := range []int{2, 9, 14} {
+		killRank(t, ck, r)
+		waitFor(t, "recovery "+strconv.Itoa(i+1), 60*time.Second, func() bool {
+			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
+		})
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("job: %v", err)
+		}
+	case <-time.After(120 * time.Second):
+		t.Fatal("the job did not end")
+	}
+	if !strings.Contains(out.String(), "checksum") {
+		t.Fatalf("no checksum line:\n%s", out.String())
+	}
+	f := strings.Fields(strings.TrimSpace(out.String()))
+	if len(f) < 4 || f[0] != "checksum" || f[1] != f[3] {
+		t.Fatalf("wrong result: %q", out.String())
+	}
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	for _, r := range []string{"rank 2 ", "rank 9 ", "rank 14 "} {
+		if !strings.Contains(insp.stdout, r) {
+			t.Errorf("inspect does not name %s:\n%s", r, insp.stdout)
+		}
+	}
+	for _, ph := range []string{"suspend: epoch", "respawn: epoch", "patch: epoch", "resume: epoch", "resumed: epoch"} {
+		if n := strings.Count(insp.stdout, ph); n < 3 {
+			t.Errorf("inspect shows %q %d times, want 3:\n%s", ph, n, insp.stdout)
+		}
+	}
+	if n := strings.Count(insp.stdout, "runs as incarnation 2"); n < 3 {
+		t.Errorf("inspect shows %d ranks recovered as incarnation 2, want 3:\n%s", n, insp.stdout)
+	}
+	if left := rankProcess(ck, 0, 1); left != 0 {
+		t.Errorf("rank 0 still runs (pid %d)", left)
+	}
+}
+
+// TestRestartRankFailoverMidRecovery kills the front-end (the root's
+// leader) between the committed suspend of a recovery and its respawn: the
+// successor carries the recovery on, the rank is started again exactly
+// once, and attach ends with the job's success.
+func TestRestartRankFailoverMidRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated job with a failover during a recovery")
+	}
+	dir, ck := t.TempDir(), t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "6", "-n", "12",
+		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_HOLD_RECOVERY=suspend")
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	defer func() {
+		if t.Failed() {
+			t.Logf("front-end's stderr:\n%s", errb.String())
+			logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", l, b)
+			}
+		}
+	}()
+	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	killRank(t, ck, 5)
+	waitFor(t, "the front-end to hold the recovery", 30*time.Second, func() bool {
+		return strings.Contains(errb.String(), "test hook: holding the recovery at its committed suspend phase")
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitFor(t, "the rank started again", 60*time.Second, func() bool { return rankProcess(ck, 5, 2) > 0 })
+	r := ftlaunchLimit(t, 120*time.Second, "", "attach", "--state-dir", dir)
+	if r.code != 0 {
+		t.Fatalf("attach: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	f := strings.Fields(r.stdout[strings.Index(r.stdout, "checksum"):])
+	if len(f) < 4 || f[1] != f[3] {
+		t.Fatalf("wrong result in attach's output:\n%s", r.stdout)
+	}
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	if n := strings.Count(insp.stdout, "ranks: 1 rank(s) started: 5"); n != 1 {
+		t.Errorf("rank 5 was started again %d time(s), want once:\n%s", n, insp.stdout)
+	}
+}
+
+// TestRestartJobAlwaysFails: a rank that fails in every incarnation ends
+// the job after --max-restarts restarts, naming the rank and its history,
+// with its last failure's exit code, and nothing left running.
+func TestRestartJobAlwaysFails(t *testing.T) {
+	m := t.TempDir()
+	r := ftlaunch(t, "", "run", "--restart", "job", "--max-restarts", "2", "-n", "3", "sh", "-c",
+		`[ "$FTLAUNCH_RANK" = 1 ] && { sleep 0.2; exit 5; }; exec sleep 30 `+m)
+	if r.code != 5 {
+		t.Fatalf("exit %d, want 5\n%s", r.code, r.stderr)
+	}
+	want := "rank 1 on node"
+	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "(--max-restarts 2): incarnation 1 exited with code 5, incarnation 2 exited with code 5, incarnation 3 exited with code 5") {
+		t.Errorf("stderr does not name the rank and its history:\n%s", r.stderr)
+	}
+	if n := strings.Count(r.stderr, "restarting the job"); n != 2 {
+		t.Errorf("%d restarts, want 2:\n%s", n, r.stderr)
+	}
+	if left := liveProcesses(t, "sleep 30 "+m); len(left) > 0 {
+		t.Errorf("ranks left running: %v", left)
+	}
+}
+
+// TestRestartRankRefusesMPI: under --restart rank an MPI program ends the
+// job at its first PMI init, pointing to --restart job.
+func TestRestartRankRefusesMPI(t *testing.T) {
+	prog := mpiProgram(t, "mpi_hello")
+	r := ftlaunch(t, "", "run", "--restart", "rank", "-n", "2", prog)
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+}
+
+// TestRestartFlags: bad values are refused with a clear line.
+func TestRestartFlags(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"--restart sometimes", `--restart "sometimes": want none, rank or job`},
+		{"--max-restarts -1", `--max-restarts "-1": want a number of restarts`},
+	} {
+		r := ftlaunch(t, "", append(append([]string{"run"}, strings.Fields(tc.args)...), "true")...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q", tc.args, r.code, r.stderr)
+		}
+	}
+}
