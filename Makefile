@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build deps test test-mpi-large test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas clean
+.PHONY: help build deps test test-mpi-large test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -48,7 +48,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime $(or $(FUZZTIME),20s) ./launch/rankproto
 	$(GO) test -run XXX -fuzz FuzzParseLine -fuzztime $(or $(FUZZTIME),20s) ./launch/pmi
 
-bench: bench-go bench-launch bench-replicas bench-cluster bench-slurm ## every benchmark (Go benchmarks and launcher comparisons)
+bench: bench-go bench-launch bench-replicas bench-recovery bench-cluster bench-slurm ## every benchmark (Go benchmarks and launcher comparisons)
 
 bench-go: ## Go benchmarks of plans, collectives, codecs
 	$(GO) test -run XXX -bench . -benchmem ./overlay/... ./launch/...
@@ -70,6 +70,9 @@ bench-slurm: deps build ftslurm-bin ## ftlaunch --launcher slurm against srun an
 	@set -e; S="$(FTSLURM_BIN) -name ftbs -prefix 10.79.0.0/24"; \
 	$$S up -n 8 >/dev/null; trap '$$S down >/dev/null' EXIT; \
 	$$S run salloc -N 8 -n 16 sh $(CURDIR)/chaos/bench-slurm.sh $(BIN)/ftlaunch auto $(or $(RUNS),9)
+
+bench-recovery: deps build ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20)
+	sh chaos/bench-recovery.sh $(BIN)/ftlaunch $(or $(TRIALS),20)
 
 bench-replicas: build ## the state log's cost: the demo with --replicas 1 and 3, interleaved (OLD=path: an older ftlaunch beside them)
 	sh chaos/bench-replicas.sh $(BIN)/ftlaunch $(BIN)/ftdemo $(or $(RUNS),15) $(OLD)
