@@ -541,6 +541,7 @@ type ringApp struct {
 	suspendEpoch uint64 // the newest Suspend's epoch
 	needRollback bool   // resumed (or started again): agree on a rollback first
 	lost         string // why the ring failed, when it did without a Suspend
+	cause        string // what began the recovery under way, for its log line
 	recoveries   int
 
 	// The ring.
@@ -580,7 +581,7 @@ func ringAppRun(c *client.Client, cfg ringConfig, stdout, stderr io.Writer) (boo
 	a.value = ringStart(cfg.seed, a.rank)
 	a.needRollback = a.inc > 1 // started again: the others went on without this rank
 	if a.needRollback {
-		a.logf("incarnation %d starts: it rolls back with the others", a.inc)
+		a.cause = fmt.Sprintf("incarnation %d started", a.inc)
 	}
 	if err := a.publish(); err != nil {
 		return false, err
@@ -714,7 +715,7 @@ func (a *ringApp) loop() (bool, error) {
 			return a.c.Allgather(binary.BigEndian.AppendUint64(nil, a.value))
 		})
 		if errors.Is(err, client.ErrRecovering) {
-			if err := a.waitRecovery("the final allgather was interrupted by a recovery"); err != nil {
+			if err := a.waitRecovery(fmt.Sprintf("the final allgather at step %d was interrupted by a recovery", a.step)); err != nil {
 				return false, err
 			}
 			continue
@@ -739,9 +740,6 @@ func (a *ringApp) finish(vals [][]byte) (bool, error) {
 		if _, err := fmt.Fprintf(a.stdout, "checksum %016x expected %016x\n", got, want); err != nil {
 			return false, fmt.Errorf("rank 0: write the checksum: %w", err)
 		}
-	}
-	if a.recoveries > 0 {
-		a.logf("done after %d recoveries", a.recoveries)
 	}
 	return got == want, nil
 }
@@ -788,8 +786,8 @@ func (a *ringApp) handle(ev client.Event) error {
 		if err := a.c.Ack(ev); err != nil {
 			return fmt.Errorf("rank %d: %w", a.rank, err)
 		}
-		if !a.suspended {
-			a.logf("suspended at step %d (recovery epoch %d)", a.step, ev.Epoch)
+		if a.cause == "" {
+			a.cause = fmt.Sprintf("suspended at step %d", a.step)
 		}
 		a.suspended = true
 		a.suspendEpoch = max(a.suspendEpoch, ev.Epoch)
@@ -817,8 +815,8 @@ func (a *ringApp) agentGone() error {
 // then for the Resume (bounded the same after the Suspend).
 func (a *ringApp) waitRecovery(why string) error {
 	a.closeRing()
-	if !a.suspended && !a.needRollback {
-		a.logf("%s; waiting for the recovery", why)
+	if a.cause == "" {
+		a.cause = why
 	}
 	limit := time.NewTimer(a.cfg.wait)
 	defer limit.Stop()
@@ -872,7 +870,13 @@ func (a *ringApp) rollback() error {
 	if err != nil {
 		return fmt.Errorf("rank %d: roll back to step %d: %w", a.rank, step, err)
 	}
-	a.logf("rolls back from step %d to step %d (ring round %d)", a.step, step, round)
+	// The recovery's one line on stderr.
+	epoch := ""
+	if a.suspendEpoch > 0 { // a rank started again was not told
+		epoch = fmt.Sprintf("recovery epoch %d: ", a.suspendEpoch)
+	}
+	a.logf("%s; %srolls back from step %d to step %d (ring round %d)", a.cause, epoch, a.step, step, round)
+	a.cause = ""
 	a.step, a.value, a.round, a.incs = step, v, round, incs
 	return nil
 }
