@@ -59,6 +59,8 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		return chaosCommand(args[1:], stdout, stderr)
 	case "agent":
 		return agentCommand(args[1:], stderr)
+	case "ringapp": // the recovery application, for tests and demos (not in the usage)
+		return ringAppCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "ftlaunch %s\n", version)
 		return 0
