@@ -338,7 +338,7 @@ func (rp *rankProc) serveRank(ctx context.Context) {
 	for {
 		f, err := r.Next()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) && !rp.died() {
 				rp.fail(fmt.Sprintf("rank protocol: %v", err))
 			}
 			return
@@ -347,6 +347,18 @@ func (rp *rankProc) serveRank(ctx context.Context) {
 			rp.fail(fmt.Sprintf("rank protocol: %v", err))
 			return
 		}
+	}
+}
+
+// died reports whether the rank's process ended within a moment: a read
+// that fails because the rank died (a connection reset: it was killed
+// with frames unread) is its exit, reported as such, not a protocol error.
+func (rp *rankProc) died() bool {
+	select {
+	case <-rp.exited:
+		return true
+	case <-time.After(500 * time.Millisecond):
+		return false
 	}
 }
 

@@ -57,6 +57,15 @@ func killRank(t *testing.T, marker string, rank int) {
 	}
 }
 
+// tablePublished waits until every rank holds the node table (a rank is
+// replaced only then), as the front-end's --verbose output says.
+func tablePublished(t *testing.T, errb *syncBuffer, n int) {
+	t.Helper()
+	waitFor(t, "the node table", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "node table of "+strconv.Itoa(n)+" ranks published")
+	})
+}
+
 // TestRestartRank is the restart protocol's acceptance: a 16-rank ring
 // application on 8 test nodes with a replicated root, three ranks killed
 // one after the other (rank 2 on node1, a node that hosts a root
@@ -68,7 +77,7 @@ func TestRestartRank(t *testing.T) {
 		t.Skip("a 16-rank job with three recoveries")
 	}
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
 		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errb
@@ -81,6 +90,7 @@ func TestRestartRank(t *testing.T) {
 			t.Logf("stderr:\n%s", errb.String())
 		}
 	}()
+	tablePublished(t, errb, 16)
 	for i, r := range []int{2, 9, 14} {
 		killRank(t, ck, r)
 		waitFor(t, "recovery "+strconv.Itoa(i+1), 60*time.Second, func() bool {
@@ -132,7 +142,7 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 		t.Skip("a replicated job with a failover during a recovery")
 	}
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "6", "-n", "12",
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "6", "-n", "12",
 		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
 	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_HOLD_RECOVERY=suspend")
 	errb := &syncBuffer{}
@@ -154,6 +164,7 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
+	tablePublished(t, errb, 12)
 	killRank(t, ck, 5)
 	waitFor(t, "the front-end to hold the recovery", 30*time.Second, func() bool {
 		return strings.Contains(errb.String(), "test hook: holding the recovery at its committed suspend phase")
@@ -179,9 +190,9 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 // the job after --max-restarts restarts, naming the rank and its history,
 // with its last failure's exit code, and nothing left running.
 func TestRestartJobAlwaysFails(t *testing.T) {
-	m := t.TempDir()
+	m := marker(t)
 	r := ftlaunch(t, "", "run", "--restart", "job", "--max-restarts", "2", "-n", "3", "sh", "-c",
-		`[ "$FTLAUNCH_RANK" = 1 ] && { sleep 0.2; exit 5; }; exec sleep 30 `+m)
+		`[ "$FTLAUNCH_RANK" = 1 ] && { sleep 0.2; exit 5; }; exec sleep `+m)
 	if r.code != 5 {
 		t.Fatalf("exit %d, want 5\n%s", r.code, r.stderr)
 	}
@@ -192,7 +203,7 @@ func TestRestartJobAlwaysFails(t *testing.T) {
 	if n := strings.Count(r.stderr, "restarting the job"); n != 2 {
 		t.Errorf("%d restarts, want 2:\n%s", n, r.stderr)
 	}
-	if left := liveProcesses(t, "sleep 30 "+m); len(left) > 0 {
+	if left := liveProcesses(t, "sleep "+m); len(left) > 0 {
 		t.Errorf("ranks left running: %v", left)
 	}
 }
