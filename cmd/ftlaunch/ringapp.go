@@ -43,7 +43,10 @@ func ringAppCommand(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.dir, "dir", "", "")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "")
 	fs.DurationVar(&cfg.wait, "recovery-wait", 30*time.Second, "")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, ringAppUsage)
+		return 0
+	} else if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch ringapp: %v\n", err)
 		return 2
 	}
@@ -67,6 +70,21 @@ func ringAppCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+const ringAppUsage = `ftlaunch ringapp: the recovery application (run it under ftlaunch run)
+
+Usage: ftlaunch run [flags] -n N ftlaunch ringapp [flags]
+  --steps N              steps to compute (default 150: about 3 s)
+  --step-time D          the work of a step (default 20ms)
+  --checkpoint-every K   steps between checkpoints (default 5)
+  --dir PATH             checkpoint directory (default: under the temporary
+                         directory, by job id, removed at the end)
+  --seed S               the initial values' seed (default 1)
+  --recovery-wait D      how long a rank waits for a recovery to begin or
+                         end, or for a neighbour (default 30s)
+
+Rank 0 prints "checksum C expected E"; the exit code is 0 iff C == E.
+`
 
 // ringConfig is ringapp's flags.
 type ringConfig struct {
