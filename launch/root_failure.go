@@ -33,6 +33,10 @@ func (fe *frontend) rankEnded(st rankStatus) {
 	ev := exitEvent(st, fe.nodeOf(st.Rank))
 	if !ev.Clean() && fe.rec.Phase() == recovery.Running {
 		fe.failedAt = time.Now()
+		if fe.opts.Restart == recovery.Job {
+			// Named as recovered by the restart the planner commits.
+			fe.recovered[st.Rank] = max(rs.inc, 1) + 1
+		}
 	}
 	fe.step(ev)
 	fe.revertEnds(st.Rank)

@@ -233,3 +233,66 @@ func TestRestartFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartJobMPICH: under --restart job an MPICH program that
+// checkpoints is restarted from its checkpoint after one rank is killed
+// and completes; with --max-restarts 1 a second kill ends the job with a
+// clear line.
+func TestRestartJobMPICH(t *testing.T) {
+	prog := mpiProgram(t, "mpi_ckpt")
+	for _, tc := range []struct {
+		kills int
+		code  int
+	}{{1, 0}, {2, 137}} {
+		ck := t.TempDir()
+		cmd := exec.Command(ftlaunchBin, "run", "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
+		out, errb := &syncBuffer{}, &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		for k := 1; k <= tc.kills; k++ {
+			inc := uint64(k)
+			var pid int
+			waitFor(t, "a checkpoint of rank 2's incarnation", 60*time.Second, func() bool {
+				pid = rankProcess(prog, 2, inc)
+				_, err := os.Stat(filepath.Join(ck, "rank-2"))
+				return pid > 0 && err == nil
+			})
+			if k == 1 {
+				// Let the job get past its first checkpoint.
+				st, _ := os.Stat(filepath.Join(ck, "rank-2"))
+				waitFor(t, "a later checkpoint", 30*time.Second, func() bool {
+					st2, err := os.Stat(filepath.Join(ck, "rank-2"))
+					return err == nil && st2.ModTime().After(st.ModTime())
+				})
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			if k < tc.kills {
+				waitFor(t, "the restart", 60*time.Second, func() bool {
+					return strings.Contains(errb.String(), "recovered: every rank started again")
+				})
+			}
+		}
+		err := cmd.Wait()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != tc.code {
+			t.Fatalf("%d kill(s): exit %d, want %d\nstdout:\n%s\nstderr:\n%s", tc.kills, code, tc.code, out.String(), errb.String())
+		}
+		if tc.kills == 1 {
+			f := strings.Fields(out.String())
+			if len(f) < 6 || f[0] != "steps" || f[3] != f[5] {
+				t.Errorf("wrong result: %q", out.String())
+			}
+			if !strings.Contains(errb.String(), "restarted from step") || strings.Contains(errb.String(), "restarted from step 0 ") {
+				t.Errorf("the job did not restart from a checkpoint:\n%s", errb.String())
+			}
+		} else if !strings.Contains(errb.String(), "the job was restarted 1 time(s) (--max-restarts 1)") {
+			t.Errorf("no clear line for the second failure:\n%s", errb.String())
+		}
+	}
+}

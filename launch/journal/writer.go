@@ -551,6 +551,8 @@ func takeEvents(c raftstore.Command) []raftstore.Event {
 		evs, c.Events = c.Events, nil
 	case *raftstore.SetPlan:
 		evs, c.Events = c.Events, nil
+	case *raftstore.SetRecovery:
+		evs, c.Events = c.Events, nil
 	case *raftstore.UpdateAgents:
 		evs, c.Events = c.Events, nil
 	case *raftstore.UpdateRanks:
