@@ -548,6 +548,7 @@ func writeRecoveries(w io.Writer, rep *journal.Report) {
 					dur = "(the log ends here)"
 				}
 				_, detail, _ := strings.Cut(p.Detail, "; ")
+				detail = orDash(detail)
 				fmt.Fprintf(tw, "    %s\t%d\t%s\t+%.1f ms\t%s\t%s\n", orDash(p.Stage), p.Epoch, sec(p.AtMS), p.OffsetMS, dur, detail)
 			}
 			tw.Flush()
