@@ -373,6 +373,8 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	}
 	tw.Flush()
 
+	writeRecoveries(bw, rep)
+
 	fmt.Fprintln(bw, "\nTimeline")
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	evs := slices.Clone(rep.Events)
@@ -393,8 +395,21 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NODE\tLEVEL\tPRIMARY\tBACKUP\tADDRESS\tRANKS\tUP\tRANKS STARTED")
 	for _, a := range rep.Agents {
+		started := relTime(rep, a.RanksUp)
+		if len(a.RanksRestarted) > 0 {
+			// The launch's start; a recovery's are the agent's restarts.
+			var again []string
+			for i, t := range a.RanksRestarted {
+				if i == 3 {
+					again = append(again, fmt.Sprintf("... %d more", len(a.RanksRestarted)-i))
+					break
+				}
+				again = append(again, relTime(rep, t))
+			}
+			started += " (again: " + strings.Join(again, ", ") + ")"
+		}
 		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", a.Node, a.Level, orDash(a.Primary), orDash(a.Backup), orDash(a.Addr), a.Ranks,
-			relTime(rep, a.Up), relTime(rep, a.RanksUp))
+			relTime(rep, a.Up), started)
 	}
 	tw.Flush()
 	// The replicas the group had last (the raft configuration): the plan
@@ -410,7 +425,11 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 		fmt.Fprintf(bw, "  root replicas: %s\n", strings.Join(replicas, ", "))
 	}
 
-	fmt.Fprintf(bw, "\nNode table (version %d, epoch %d)\n", rep.Version, rep.Epoch)
+	fmt.Fprintf(bw, "\nNode table (version %d, epoch %d", rep.Version, rep.Epoch)
+	if rep.RecoveryEpoch > 0 {
+		fmt.Fprintf(bw, ", recovery epoch %d", rep.RecoveryEpoch)
+	}
+	fmt.Fprintln(bw, ")")
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  RANK\tNODE\tPID\tINC\tSTATE\tEXIT\tI-TUPLE")
 	for i, r := range rep.Ranks {
@@ -426,21 +445,7 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	}
 	tw.Flush()
 
-	fmt.Fprintln(bw, "\nRank history (ranks with failures or unclean exits)")
-	n := 0
-	for _, r := range rep.Ranks {
-		if len(r.History) == 0 {
-			continue
-		}
-		n++
-		fmt.Fprintf(bw, "  rank %d (now incarnation %d on %s, %s, exit code %d)\n", r.Rank, r.Incarnation, orDash(r.Node), r.State, r.ExitCode)
-		for _, h := range r.History {
-			fmt.Fprintf(bw, "    %s  %s  incarnation %d on %s: %s\n", sec(h.AtMS), h.Kind, h.Incarnation, orDash(h.Node), h.Detail)
-		}
-	}
-	if n == 0 {
-		fmt.Fprintln(bw, "  (none: every rank ran once)")
-	}
+	writeRankHistory(bw, rep)
 
 	ri := out.Raft
 	fmt.Fprintf(bw, "\nRaft (read from replica %s)\n", ri.Node)
@@ -481,6 +486,233 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 		}
 	}
 	return bw.err
+}
+
+// subject names what failed: a rank (on its node, in its incarnation), a
+// node, or the job.
+func (r *recoveryView) subject() string {
+	switch {
+	case r.Rank >= 0 && r.Node != "":
+		return fmt.Sprintf("rank %d on %s, incarnation %d", r.Rank, r.Node, r.Incarnation)
+	case r.Rank >= 0:
+		return fmt.Sprintf("rank %d, incarnation %d", r.Rank, r.Incarnation)
+	case r.Node != "":
+		return "node " + r.Node
+	}
+	return "the job"
+}
+
+type recoveryView struct{ *journal.Recovery }
+
+// writeRecoveries prints each failure with the recovery phases that
+// followed it, their durations and the outcome.
+func writeRecoveries(w io.Writer, rep *journal.Report) {
+	outcomes := map[string]int{}
+	for _, r := range rep.Recoveries {
+		outcomes[r.Outcome]++
+	}
+	var counts []string
+	for _, o := range []string{journal.OutcomeResumed, journal.OutcomeRestarted, journal.OutcomeRecovered, journal.OutcomeInProgress, journal.OutcomeNotRecovered} {
+		if outcomes[o] > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", outcomes[o], o))
+		}
+	}
+	fmt.Fprintf(w, "\nRecoveries (%d failure(s)", len(rep.Recoveries))
+	if len(counts) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(counts, ", "))
+	}
+	fmt.Fprintln(w, ")")
+	if len(rep.Recoveries) == 0 {
+		fmt.Fprintln(w, "  (none: no failure was declared)")
+	}
+	for i := range rep.Recoveries {
+		r := recoveryView{&rep.Recoveries[i]}
+		fmt.Fprintf(w, "  %s  %s: %s\n", sec(r.Failure.AtMS), r.subject(), r.Failure.Detail)
+		for _, x := range r.Repeats {
+			fmt.Fprintf(w, "    %s  failed again (incarnation %d): %s\n", sec(x.AtMS), x.Incarnation, x.Detail)
+		}
+		switch {
+		case len(r.Phases) == 0 && (r.Rank >= 0 || r.Node != ""):
+			fmt.Fprintln(w, "    (no recovery phase recorded)")
+		case len(r.Phases) > 0:
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "    PHASE\tEPOCH\tAT\tAFTER FAILURE\tDURATION\tDETAIL")
+			for _, p := range r.Phases {
+				dur := fmt.Sprintf("%.1f ms", p.DurationMS)
+				switch {
+				case p.Stage == "resumed" || p.Stage == "restarted":
+					dur = "-"
+				case p.Open && r.Outcome == journal.OutcomeNotRecovered:
+					dur += " (until the job's end)"
+				case p.Open:
+					dur = "(the log ends here)"
+				}
+				_, detail, _ := strings.Cut(p.Detail, "; ")
+				detail = orDash(detail)
+				fmt.Fprintf(tw, "    %s\t%d\t%s\t+%.1f ms\t%s\t%s\n", orDash(p.Stage), p.Epoch, sec(p.AtMS), p.OffsetMS, dur, detail)
+			}
+			tw.Flush()
+		}
+		var again string
+		if !r.Restarted.IsZero() {
+			again = fmt.Sprintf(", started again at %s", sec(r.RestartedMS))
+		}
+		switch r.Outcome {
+		case journal.OutcomeResumed, journal.OutcomeRestarted, journal.OutcomeRecovered:
+			what := map[string]string{
+				journal.OutcomeResumed:   "every rank went on",
+				journal.OutcomeRestarted: "every rank was started again",
+				journal.OutcomeRecovered: "resume sent; not every agent acknowledged it",
+			}[r.Outcome]
+			inc := ""
+			if r.NewIncarnation > 0 {
+				inc = fmt.Sprintf("; rank %d runs as incarnation %d%s", r.Rank, r.NewIncarnation, again)
+			}
+			fmt.Fprintf(w, "    %s at %s, %.1f ms after the failure: %s%s\n", r.Outcome, sec(r.EndMS), r.TotalMS, what, inc)
+		case journal.OutcomeNotRecovered:
+			at := ""
+			if p := r.Stage(); p != nil {
+				at = fmt.Sprintf(" during its %s phase", p.Stage)
+			}
+			switch {
+			case rep.Status.Done:
+				fmt.Fprintf(w, "    not recovered: the job ended at %s%s%s\n", sec(rep.Status.EndMS), at, again)
+			default:
+				fmt.Fprintln(w, "    not recovered: the job's own failure ends it")
+			}
+		default:
+			at := "before any recovery phase"
+			if p := r.Stage(); p != nil {
+				at = fmt.Sprintf("at its %s phase since %s", p.Stage, sec(p.AtMS))
+			}
+			fmt.Fprintf(w, "    in progress: the log ends %s%s (the job's end was never recorded)\n", at, again)
+		}
+	}
+}
+
+// writeRankHistory prints the ranks that failed, ended uncleanly or ran
+// more than once: each incarnation with the events about it. Ranks with
+// no event of their own (ranks restarted with the job, ranks that ended
+// with the others of their node) are summed up by what befell them.
+func writeRankHistory(w io.Writer, rep *journal.Report) {
+	fmt.Fprintln(w, "\nRank history (ranks that failed, ended uncleanly or ran more than once)")
+	n := 0
+	type group struct {
+		ranks []int
+		text  string
+	}
+	var groups []*group
+	byText := map[string]*group{}
+	for _, r := range rep.Ranks {
+		incs := r.Incarnations
+		if len(r.History) == 0 {
+			if len(incs) <= 1 && r.ExitCode == 0 {
+				continue
+			}
+			var parts []string
+			if len(incs) > 1 {
+				var starts []string
+				for _, in := range incs {
+					starts = append(starts, fmt.Sprintf("%s (incarnation %d)", startText(in), in.Incarnation))
+				}
+				parts = append(parts, "started "+strings.Join(starts, ", "))
+			}
+			parts = append(parts, fmt.Sprintf("now incarnation %d, %s, exit code %d", r.Incarnation, r.State, r.ExitCode))
+			if len(incs) > 0 && incs[len(incs)-1].End != "" && r.ExitCode != 0 {
+				last := incs[len(incs)-1]
+				how := last.End
+				if last.Shared {
+					how += ", with other ranks of its node"
+				}
+				parts = append(parts, "ended: "+how)
+			}
+			text := strings.Join(parts, "; ")
+			g := byText[text]
+			if g == nil {
+				g = &group{text: text}
+				byText[text] = g
+				groups = append(groups, g)
+			}
+			g.ranks = append(g.ranks, r.Rank)
+			continue
+		}
+		n++
+		fmt.Fprintf(w, "  rank %d (now incarnation %d on %s, %s, exit code %d)\n", r.Rank, r.Incarnation, orDash(r.Node), r.State, r.ExitCode)
+		// Each event goes to the incarnation it names, else to the one
+		// that ran at its time (a recovery's phases).
+		evs := make([][]journal.ReportEvent, len(incs))
+		var loose []journal.ReportEvent
+		for _, h := range r.History {
+			k := -1
+			for i, in := range incs {
+				if h.Incarnation > 0 && in.Incarnation == h.Incarnation {
+					k = i
+					break
+				}
+				if h.Incarnation == 0 && (in.Started.IsZero() || !in.Started.After(h.Time)) {
+					k = i
+				}
+			}
+			if k < 0 && h.Incarnation == 0 && len(incs) > 0 {
+				k = 0
+			}
+			if k < 0 {
+				loose = append(loose, h)
+				continue
+			}
+			evs[k] = append(evs[k], h)
+		}
+		for i, in := range incs {
+			fmt.Fprintf(w, "    incarnation %d", in.Incarnation)
+			if in.Node != "" {
+				fmt.Fprintf(w, " on %s", in.Node)
+			}
+			fmt.Fprintf(w, ": started %s", startText(in))
+			if !in.Ended.IsZero() {
+				fmt.Fprintf(w, ", ended %s: %s", sec(in.EndedMS), in.End)
+				if in.Shared {
+					fmt.Fprint(w, ", with other ranks of its node")
+				}
+			}
+			fmt.Fprintln(w)
+			writeHistory(w, "      ", evs[i], in.Node)
+		}
+		writeHistory(w, "    ", loose, "")
+	}
+	for _, g := range groups {
+		what := "rank"
+		if len(g.ranks) > 1 {
+			what = "ranks"
+		}
+		fmt.Fprintf(w, "  %s %s: %s\n", what, journal.RankList(g.ranks), g.text)
+		n++
+	}
+	if n == 0 {
+		fmt.Fprintln(w, "  (none: no rank failed, ended uncleanly or was started again)")
+	}
+}
+
+func startText(in journal.RankIncarnation) string {
+	if in.Started.IsZero() {
+		return "-"
+	}
+	return sec(in.StartedMS)
+}
+
+// writeHistory prints a rank's events; node is the incarnation's (an
+// event on another node says so).
+func writeHistory(w io.Writer, indent string, evs []journal.ReportEvent, node string) {
+	for _, h := range evs {
+		where := ""
+		if h.Node != "" && h.Node != node {
+			where = " (on " + h.Node + ")"
+		}
+		detail := h.Detail
+		if h.Step == journal.StepExit {
+			detail = strings.TrimPrefix(detail, journal.StepExit+": ")
+		}
+		fmt.Fprintf(w, "%s%s  %-9s  %s%s\n", indent, sec(h.AtMS), h.Kind, detail, where)
+	}
 }
 
 func relTime(rep *journal.Report, t time.Time) string {

@@ -56,7 +56,8 @@ func writeSVGFile(path string, w io.Writer, rep *journal.Report) error {
 // SSH session, its connection back, its ranks' start, the wait for the
 // node table and the run; markers for failures (red), recovery steps
 // (orange) and leader changes (purple). Marks that concern no agent are
-// vertical lines across every row.
+// vertical lines across every row. Below the agents, a row per failure
+// shows the phases of its recovery (svgRecovery).
 func writeSVG(w *bytes.Buffer, rep *journal.Report) {
 	start := rep.Job.Start
 	at := func(t time.Time) float64 {
@@ -77,14 +78,27 @@ func writeSVG(w *bytes.Buffer, rep *journal.Report) {
 		end = 1
 	}
 	x := func(ms float64) float64 { return svgLabelW + math.Max(0, ms)/end*svgChartW }
-	rows := len(rep.Agents)
+	// A row per failure of a rank or node, below the agents' rows.
+	var recs []*journal.Recovery
+	for i := range rep.Recoveries {
+		if r := &rep.Recoveries[i]; r.Rank >= 0 || r.Node != "" {
+			recs = append(recs, r)
+		}
+	}
+	rows := len(rep.Agents) + len(recs)
 	segs := svgSegments()
 	height := svgTop + rows*svgRowH + 56
+	if len(recs) > 0 {
+		height += 18 // the phases' legend
+	}
 	width := svgLabelW + svgChartW + 20
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n")
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
 	fmt.Fprintf(w, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	title := fmt.Sprintf("job %s: %d rank(s) on %d node(s)", rep.Job.ID, rep.Job.N, rows)
+	title := fmt.Sprintf("job %s: %d rank(s) on %d node(s)", rep.Job.ID, rep.Job.N, len(rep.Agents))
+	if len(rep.Recoveries) > 0 {
+		title += fmt.Sprintf(", %d failure(s)", len(rep.Recoveries))
+	}
 	if rep.Status.Done {
 		title += fmt.Sprintf(", exit code %d after %.3f s", rep.Status.ExitCode, rep.Status.EndMS/1000)
 	}
@@ -133,12 +147,23 @@ func writeSVG(w *bytes.Buffer, rep *journal.Report) {
 				x(b[0]), y+(svgRowH-svgBarH)/2, width, svgBarH, segs[k].color,
 				esc(fmt.Sprintf("%s %s: %s to %s (%.1f ms)", a.Node, segs[k].name, fmtMS(b[0]), fmtMS(b[1]), b[1]-b[0])))
 		}
+		for _, t := range a.RanksRestarted {
+			// Ranks started again by a recovery: a tick on the run.
+			fmt.Fprintf(w, `<line class="restart" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="2"><title>%s</title></line>`+"\n",
+				x(at(t)), y+2, x(at(t)), y+svgRowH-2, stageColor("respawn"), esc(fmt.Sprintf("%s: rank(s) started again at %s", a.Node, fmtMS(at(t)))))
+		}
 		for _, m := range a.Marks {
 			svgMarker(w, x(m.AtMS), float64(y+svgRowH/2), m)
 		}
 		fmt.Fprintf(w, "</g>\n")
 	}
+	for i, r := range recs {
+		svgRecovery(w, rep, r, svgTop+(len(rep.Agents)+i)*svgRowH, width, len(rep.Agents)+i, x, end)
+	}
 	for _, m := range rep.Marks {
+		if m.Kind == "recovery" && len(recs) > 0 {
+			continue // on the failures' rows
+		}
 		fmt.Fprintf(w, `<g class="mark"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-dasharray="4 3"/><title>%s</title></g>`+"\n",
 			x(m.AtMS), svgTop-4, x(m.AtMS), svgTop+rows*svgRowH, markColor(m.Kind), esc(fmt.Sprintf("%s at %s: %s", m.Kind, fmtMS(m.AtMS), m.Detail)))
 	}
@@ -154,7 +179,95 @@ func writeSVG(w *bytes.Buffer, rep *journal.Report) {
 		fmt.Fprintf(w, `<circle cx="%d" cy="%d" r="5" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx+5, ly+5, markColor(k), lx+14, ly+9, k)
 		lx += 30 + 7*len(k)
 	}
+	if len(recs) > 0 {
+		ly += 18
+		lx = 8
+		for _, st := range []string{"suspend", "respawn", "patch", "resume", "restart-job", "resumed"} {
+			fmt.Fprintf(w, `<rect x="%d" y="%d" width="14" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, stageColor(st), lx+18, ly+9, esc(st))
+			lx += 30 + 7*len(st)
+		}
+	}
 	fmt.Fprintf(w, "</svg>\n")
+}
+
+// svgRecovery draws a failure's row: a line from the failure to the
+// recovery's end (or the job's), the failure (a cross), a bar per phase of
+// the restart protocol until the next, and the end ("resumed",
+// "restarted": a circle).
+func svgRecovery(w *bytes.Buffer, rep *journal.Report, r *journal.Recovery, y, width, i int, x func(float64) float64, end float64) {
+	label := fmt.Sprintf("rank %d", r.Rank)
+	switch {
+	case r.Rank < 0:
+		label = "node " + r.Node
+	case r.NewIncarnation > 0:
+		label += fmt.Sprintf(" (inc %d→%d)", r.Incarnation, r.NewIncarnation)
+	default:
+		label += fmt.Sprintf(" (inc %d)", r.Incarnation)
+	}
+	fmt.Fprintf(w, `<g class="recovery" data-rank="%d" data-outcome="%s">`+"\n", r.Rank, esc(r.Outcome))
+	if i%2 == 1 {
+		fmt.Fprintf(w, `<rect x="0" y="%d" width="%d" height="%d" fill="#f6f6f6"/>`+"\n", y, width, svgRowH)
+	}
+	fmt.Fprintf(w, `<text x="8" y="%d" fill="%s">%s</text>`+"\n", y+15, markColor("failure"), esc(label))
+	cy := float64(y + svgRowH/2)
+	stop := end
+	switch {
+	case r.Over():
+		stop = r.EndMS
+	case rep.Status.Done:
+		stop = rep.Status.EndMS
+	}
+	fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`+"\n", x(r.Failure.AtMS), cy, x(stop), cy)
+	for k, p := range r.Phases {
+		if p.Stage == "resumed" || p.Stage == "restarted" {
+			continue
+		}
+		to := p.AtMS + p.DurationMS
+		if k+1 < len(r.Phases) {
+			to = r.Phases[k+1].AtMS
+		} else if p.Open {
+			to = stop
+		}
+		fmt.Fprintf(w, `<rect class="phase" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
+			x(p.AtMS), y+(svgRowH-svgBarH)/2, math.Max(x(to)-x(p.AtMS), 1), svgBarH, stageColor(p.Stage),
+			esc(fmt.Sprintf("rank %d: %s (epoch %d) at %s, +%.1f ms after the failure, for %.1f ms", r.Rank, p.Stage, p.Epoch, fmtMS(p.AtMS), p.OffsetMS, to-p.AtMS)))
+	}
+	svgMarker(w, x(r.Failure.AtMS), cy, journal.Mark{AtMS: r.Failure.AtMS, Kind: "failure", Rank: r.Rank, Detail: r.Failure.Detail})
+	// What became of it, in words beside the row's end (a recovery is
+	// short beside a job).
+	note := r.Outcome
+	if r.Over() {
+		fmt.Fprintf(w, `<circle class="end" cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", x(r.EndMS), cy, stageColor("resumed"),
+			esc(fmt.Sprintf("rank %d %s at %s, %.1f ms after the failure", r.Rank, r.Outcome, fmtMS(r.EndMS), r.TotalMS)))
+		note = fmt.Sprintf("%s after %s", r.Outcome, fmtMS(r.TotalMS))
+	} else if p := r.Stage(); p != nil {
+		note += " (at " + p.Stage + ")"
+	}
+	nx, anchor := x(stop)+8, "start"
+	if nx > float64(svgLabelW+svgChartW)-120 {
+		nx, anchor = x(r.Failure.AtMS)-8, "end"
+	}
+	fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="%s" fill="#555">%s</text>`+"\n", nx, y+15, anchor, esc(note))
+	fmt.Fprintf(w, "</g>\n")
+}
+
+// stageColor colours a recovery phase.
+func stageColor(stage string) string {
+	switch stage {
+	case "suspend":
+		return "#fdb462"
+	case "respawn":
+		return "#fb8072"
+	case "patch":
+		return "#80b1d3"
+	case "resume":
+		return "#b3de69"
+	case "restart-job":
+		return "#bc80bd"
+	case "resumed", "restarted":
+		return "#2ca02c"
+	}
+	return "#cccccc"
 }
 
 func svgMarker(w *bytes.Buffer, cx, cy float64, m journal.Mark) {

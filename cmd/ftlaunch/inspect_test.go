@@ -90,6 +90,9 @@ func TestInspectText(t *testing.T) {
 		"launch agents", "exchange node table", "up: connected back from 10.0.0.2:7100",
 		"Plan (flat tree, root ftlaunch-root)", "node3  1      ftlaunch-root",
 		"Node table (version", "10.0.0.2:30006", "rank 6 (now incarnation 1 on node1, exited, exit code 3)",
+		"    incarnation 1 on node1: started +", ", ended +",
+		"Recoveries (1 failure(s): 1 not recovered)", "rank 6 on node1, incarnation 1: rank 6 on node node1 exited with code 3",
+		"    not recovered: the job ended at +", "now incarnation 1, exited, exit code 143; ended: killed by signal 15 (exit code 143), with other ranks of its node",
 		"members: fe (voter,", "invariants: ok",
 	} {
 		if !strings.Contains(out, want) {
@@ -186,7 +189,7 @@ func TestInspectSVG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, bars, markers := 0, 0, 0
+	rows, bars, markers, recoveries := 0, 0, 0, 0
 	var nodes []string
 	dec := xml.NewDecoder(bytes.NewReader(b))
 	for {
@@ -206,15 +209,18 @@ func TestInspectSVG(t *testing.T) {
 				bars++
 			case "marker":
 				markers++
+			case "recovery":
+				recoveries++
 			}
 		}
 	}
 	if rows != 4 || strings.Join(nodes, ",") != strings.Join(testNodes, ",") {
 		t.Errorf("%d rows %q, want one per agent", rows, nodes)
 	}
-	// Each agent: ssh, connect-back, rank start, wait, run.
-	if bars < 4*4 || markers != 1 {
-		t.Errorf("%d bars, %d markers", bars, markers)
+	// Each agent: ssh, connect-back, rank start, wait, run; rank 6's
+	// failure on node1's row and on a row of its own.
+	if bars < 4*4 || markers != 2 || recoveries != 1 {
+		t.Errorf("%d bars, %d markers, %d recovery rows", bars, markers, recoveries)
 	}
 	// --svg - writes the picture to standard output instead of the text.
 	code, out, _ := run(t, inspectCommand, "--svg", "-", j.ReplicaDir())
@@ -393,4 +399,267 @@ func TestStatusUnfinished(t *testing.T) {
 	if code, out, _ := run(t, inspectCommand, jobDir); code != 0 || !strings.Contains(out, "never recorded") {
 		t.Errorf("inspect: exit %d:\n%s", code, out)
 	}
+}
+
+// recordRecoveredJob writes a job of 4 nodes x 4 ranks whose rank 14 is
+// killed and recovered under --restart rank, as the root writes it: the
+// failure, each phase committed (suspend, respawn, the restarted rank's
+// start, patch, resume, resumed), then the end.
+func recordRecoveredJob(t *testing.T, stateDir, id string) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(context.Background(), journal.Config{StateDir: stateDir, Node: "fe",
+		Job: journal.Job{ID: id, Argv: []string{"./ring"}, N: 16, Nodes: testNodes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Plan(journal.FlatPlan(testNodes))
+	t0 := time.Now()
+	for i, n := range testNodes {
+		j.AgentUp(journal.AgentUp{Node: n, Launched: t0, Connected: t0.Add(time.Duration(1+i) * time.Millisecond)})
+	}
+	names, its := make([]string, 16), make([][]byte, 16)
+	for i, n := range testNodes {
+		var ranks, pids []int
+		for r := 4 * i; r < 4*i+4; r++ {
+			ranks, pids = append(ranks, r), append(pids, 2000+r)
+			names[r], its[r] = n, fmt.Appendf(nil, "10.0.0.%d:%d", i+1, 30000+r)
+		}
+		j.RanksStarted(n, ranks, pids)
+	}
+	j.NodeTable(names, its)
+	sync := func() {
+		if err := j.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // phases apart
+	}
+	sync()
+	j.RankExited(journal.RankExit{Rank: 14, Signal: 9})
+	j.Failure(journal.Failure{Node: "node3", Rank: 14, Message: "rank 14 on node node3 was killed by signal 9; restarting it as incarnation 2 (restart 1 of 3)"})
+	sync()
+	phase := func(stage string, p journal.RecoveryPhase) {
+		p.Epoch, p.Stage = 1, stage
+		done := make(chan error, 1)
+		j.Commit(p, done)
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	phase("suspend", journal.RecoveryPhase{Rank: 14, Detail: "rank(s) 14"})
+	phase("respawn", journal.RecoveryPhase{Rank: 14, Detail: "rank(s) 14"})
+	j.RanksRestarted("node3", []int{14}, []int{3014}, []uint64{2})
+	sync()
+	phase("patch", journal.RecoveryPhase{Rank: 14, Detail: "node table version 2: rank(s) 14",
+		Rows: []journal.PatchRow{{Rank: 14, Incarnation: 2, ITuple: []byte("10.0.0.4:31014")}}})
+	phase("resume", journal.RecoveryPhase{Rank: -1, Recovered: []journal.PatchRow{{Rank: 14, Incarnation: 2}}})
+	phase("resumed", journal.RecoveryPhase{Rank: -1, Detail: "every rank goes on"})
+	for r := range 16 {
+		j.RankExited(journal.RankExit{Rank: r})
+	}
+	if err := j.Close(context.Background(), 0, "success"); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// TestInspectRecoveries: a failure is shown with the phases of its
+// recovery and their durations, the rank's two incarnations apart, the
+// launch phases and the plan without the respawn; the JSON and the SVG
+// carry the same.
+func TestInspectRecoveries(t *testing.T) {
+	dir := t.TempDir()
+	j := recordRecoveredJob(t, dir, "ft-rec")
+	code, out, errs := run(t, inspectCommand, j.Dir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"Recoveries (1 failure(s): 1 resumed)",
+		"rank 14 on node3, incarnation 1: rank 14 on node node3 was killed by signal 9",
+		"    PHASE    EPOCH  AT", "    suspend  1 ", "    respawn  1 ", "    patch    1 ", "    resume   1 ", "    resumed  1 ",
+		"every rank went on; rank 14 runs as incarnation 2, started again at +",
+		"Node table (version", "recovery epoch 1)",
+		"  rank 14 (now incarnation 2 on node3, exited, exit code 0)",
+		"    incarnation 1 on node3: started +", "killed by signal 9 (exit code 137)",
+		"    incarnation 2 on node3: started +",
+		"recovered  resume: rank 14 runs as incarnation 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"incarnation 0", "on -", "every rank ran once"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("output has %q:\n%s", bad, out)
+		}
+	}
+	// The plan's RANKS STARTED is node3's launch, the respawn beside it.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "  node3  1") && !strings.Contains(line, "(again: +") {
+			t.Errorf("node3's plan row: %q", line)
+		}
+	}
+
+	_, out, _ = run(t, inspectCommand, j.Dir(), "--json")
+	var got struct {
+		Phases []struct {
+			Name     string
+			End      time.Time
+			Duration float64 `json:"duration_ms"`
+		}
+		Recoveries []journal.Recovery
+		Ranks      []journal.ReportRank
+		Agents     []journal.AgentTimeline
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(got.Recoveries) != 1 {
+		t.Fatalf("recoveries %+v", got.Recoveries)
+	}
+	rec := got.Recoveries[0]
+	var stages []string
+	total := 0.0
+	for _, p := range rec.Phases {
+		stages = append(stages, p.Stage)
+		total += p.DurationMS
+		if p.Stage != "resumed" && p.DurationMS < 5 {
+			t.Errorf("phase %s lasted %.1f ms", p.Stage, p.DurationMS)
+		}
+	}
+	if strings.Join(stages, ",") != "suspend,respawn,patch,resume,resumed" || rec.Outcome != "resumed" || rec.Rank != 14 || rec.Node != "node3" ||
+		rec.Incarnation != 1 || rec.NewIncarnation != 2 || rec.TotalMS < total || rec.Restarted.IsZero() {
+		t.Errorf("recovery %+v", rec)
+	}
+	incs := got.Ranks[14].Incarnations
+	if len(incs) != 2 || incs[0].Incarnation != 1 || incs[1].Incarnation != 2 || incs[0].End == "" || !incs[1].Started.Equal(rec.Restarted) {
+		t.Errorf("rank 14's incarnations %+v", incs)
+	}
+	// The launch's phases end before the failure: the respawn's start
+	// is not the launch's.
+	for _, p := range got.Phases {
+		if p.Name != "run" && p.End.After(rec.Failure.Time) {
+			t.Errorf("phase %s ends at %v, after the failure at %v", p.Name, p.End, rec.Failure.Time)
+		}
+		if p.Name == "exchange node table" && p.Duration < 0 {
+			t.Errorf("phase %+v", p)
+		}
+	}
+	if a := got.Agents[3]; a.RanksUp.After(rec.Failure.Time) || len(a.RanksRestarted) != 1 {
+		t.Errorf("node3: %+v", a)
+	}
+
+	svg := filepath.Join(t.TempDir(), "rec.svg")
+	if code, _, errs := run(t, inspectCommand, j.Dir(), "--svg", svg); code != 0 {
+		t.Fatalf("--svg: exit %d: %s", code, errs)
+	}
+	b, _ := os.ReadFile(svg)
+	if n := strings.Count(string(b), `class="phase"`); n != 4 || !strings.Contains(string(b), `class="recovery" data-rank="14" data-outcome="resumed"`) ||
+		!strings.Contains(string(b), `class="restart"`) {
+		t.Errorf("%d phases in the SVG:\n%s", n, b)
+	}
+}
+
+func TestStatusRecoveries(t *testing.T) {
+	dir := t.TempDir()
+	j := recordRecoveredJob(t, dir, "ft-rec")
+	code, out, errs := run(t, statusCommand, j.Dir())
+	if code != 0 || !strings.Contains(out, "finished, exit code 0") || !strings.Contains(out, "  recoveries: 1, the longest ") ||
+		!strings.Contains(out, "failure: rank 14 on node node3") {
+		t.Errorf("exit %d:\n%s%s", code, out, errs)
+	}
+}
+
+// TestStatusRecovering: a job whose log ends during a recovery (its
+// front-end stopped at the respawn phase) says where it stood.
+func TestStatusRecovering(t *testing.T) {
+	dir := t.TempDir()
+	jobDir := journal.JobDir(dir, "ft-recovering")
+	start := time.Now().Add(-time.Minute)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	r := openReplica(t, jobDir, &raftstore.SetJob{Job: raftstore.JobSpec{ID: "ft-recovering", Size: 4, Spec: jobSpec(t, "ft-recovering", 4, start)}})
+	apply(t, r,
+		&raftstore.AppendEvents{Events: []raftstore.Event{
+			{Time: at(2000), Kind: raftstore.EventFailure, Node: "n1", Rank: 2, Incarnation: 1, Detail: "rank 2 on node n1 was killed by signal 9"},
+			{Time: at(2001), Kind: raftstore.EventRecovery, Rank: 2, Detail: "suspend: epoch 1; rank(s) 2"},
+			{Time: at(2030), Kind: raftstore.EventRecovery, Rank: 2, Detail: "respawn: epoch 1; rank(s) 2"},
+		}})
+	if err := r.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, statusCommand, jobDir)
+	if code != 0 || !strings.Contains(out, "recovering rank 2: at its respawn phase since +2.030s (epoch 1)") {
+		t.Errorf("exit %d:\n%s%s", code, out, errs)
+	}
+	_, out, _ = run(t, statusCommand, jobDir, "--json")
+	var st jobStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Recovering) != 1 || st.Recoveries != 0 {
+		t.Errorf("--json: %v %+v", err, st)
+	}
+	_, out, _ = run(t, inspectCommand, jobDir)
+	if !strings.Contains(out, "in progress: the log ends at its respawn phase since +2.030s") || !strings.Contains(out, "(the log ends here)") {
+		t.Errorf("inspect:\n%s", out)
+	}
+}
+
+// TestStatusAfterFailover: after a takeover, status gives the job's start
+// (the front-end's), not the time the successor took over.
+func TestStatusAfterFailover(t *testing.T) {
+	dir := t.TempDir()
+	jobDir := journal.JobDir(dir, "ft-failover")
+	start := time.Now().Add(-time.Hour).Truncate(time.Second)
+	r := openReplica(t, jobDir, &raftstore.SetJob{Job: raftstore.JobSpec{ID: "ft-failover", Size: 2, Spec: jobSpec(t, "ft-failover", 2, start)},
+		Events: []raftstore.Event{{Time: start, Kind: raftstore.EventLaunch, Rank: raftstore.NoRank, Detail: "job: 2 ranks: ./app"}}})
+	apply(t, r,
+		&raftstore.BumpEpoch{Time: start.Add(30 * time.Minute), Leader: "node0", Reason: "the front-end was lost"},
+		&raftstore.Finish{Time: start.Add(40 * time.Minute), Status: raftstore.Status{ExitCode: 0, Message: "success"}})
+	if err := r.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, statusCommand, jobDir)
+	want := "started " + start.Local().Format("2006-01-02 15:04:05 MST") + ", ran 2400.000 s"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want %q:\n%s%s", code, want, out, errs)
+	}
+	_, out, _ = run(t, inspectCommand, jobDir)
+	if !strings.Contains(out, "took over") && !strings.Contains(out, "leader") {
+		t.Errorf("inspect shows no takeover:\n%s", out)
+	}
+}
+
+// openReplica starts a job's single replica and applies cmd once it leads.
+func openReplica(t *testing.T, jobDir string, cmd raftstore.Command) *raftstore.Replica {
+	t.Helper()
+	addr, tr := raft.NewInmemTransport("")
+	t.Cleanup(func() { tr.Close() })
+	r, err := raftstore.Open(raftstore.Config{StateDir: jobDir, Name: "fe", Transport: tr, Peers: []raft.Server{{Suffrage: raft.Voter, ID: "fe", Address: addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range r.Leadership() {
+		if l.IsLeader {
+			break
+		}
+	}
+	apply(t, r, cmd)
+	return r
+}
+
+func apply(t *testing.T, r *raftstore.Replica, cmds ...raftstore.Command) {
+	t.Helper()
+	for _, c := range cmds {
+		if _, err := r.Apply(context.Background(), c); err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+}
+
+func jobSpec(t *testing.T, id string, n int, start time.Time) []byte {
+	t.Helper()
+	b, err := json.Marshal(journal.Job{ID: id, N: n, Start: start, Argv: []string{"./app"}, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

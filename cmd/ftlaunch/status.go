@@ -46,6 +46,15 @@ type jobStatus struct {
 	End      time.Time      `json:"end,omitzero"`
 	Ranks    map[string]int `json:"ranks,omitempty"` // rank state -> count
 	Failures []string       `json:"failures,omitempty"`
+	// Recoveries counts the failures recovered (the rank runs again);
+	// Longest is the longest recovery, from failure to resumed, in ms.
+	Recoveries int     `json:"recoveries,omitempty"`
+	Longest    float64 `json:"longest_recovery_ms,omitempty"`
+	// Recovering says where each recovery the log leaves open stands, in
+	// a job that has not ended; NotRecovered, the failures a finished job
+	// ended with before recovering them.
+	Recovering   []string `json:"recovering,omitempty"`
+	NotRecovered []string `json:"not_recovered,omitempty"`
 	// Lost says what became of an unfinished job's ranks, when its files
 	// tell: a job without replicas lost its only root, the front-end.
 	Lost string `json:"lost,omitempty"`
@@ -134,12 +143,45 @@ func readStatus(stateDir, target string) (*jobStatus, error) {
 		}
 		st.Ranks[state]++
 	}
-	for _, ev := range rep.Events {
-		if ev.Kind == "failure" {
-			st.Failures = append(st.Failures, ev.Detail)
+	// The failures, a rank's failure again while the first was open
+	// included (the log keeps it as a launch event).
+	for _, r := range rep.Recoveries {
+		st.Failures = append(st.Failures, r.Failure.Detail)
+	}
+	recoveryStatus(st, rep)
+	return st, nil
+}
+
+// recoveryStatus sums up a job's recoveries: how many were over, and
+// where those still open stand.
+func recoveryStatus(st *jobStatus, rep *journal.Report) {
+	for i := range rep.Recoveries {
+		r := &rep.Recoveries[i]
+		subject := fmt.Sprintf("rank %d", r.Rank)
+		if r.Rank < 0 {
+			if r.Node == "" {
+				continue // the job's own failure: it ends the job
+			}
+			subject = "node " + r.Node
+		}
+		switch r.Outcome {
+		case journal.OutcomeResumed, journal.OutcomeRestarted, journal.OutcomeRecovered:
+			st.Recoveries++
+			st.Longest = max(st.Longest, r.TotalMS)
+		case journal.OutcomeInProgress:
+			if p := r.Stage(); p != nil {
+				st.Recovering = append(st.Recovering, fmt.Sprintf("recovering %s: at its %s phase since %s (epoch %d)", subject, p.Stage, sec(p.AtMS), p.Epoch))
+			} else {
+				st.Recovering = append(st.Recovering, fmt.Sprintf("recovering %s: failed at %s, no recovery phase recorded yet", subject, sec(r.Failure.AtMS)))
+			}
+		case journal.OutcomeNotRecovered:
+			how := "before any recovery phase"
+			if p := r.Stage(); p != nil {
+				how = "during its " + p.Stage + " phase"
+			}
+			st.NotRecovered = append(st.NotRecovered, fmt.Sprintf("%s, failed at %s: the job ended %s", subject, sec(r.Failure.AtMS), how))
 		}
 	}
-	return st, nil
 }
 
 func writeStatusText(w io.Writer, st *jobStatus) error {
@@ -204,6 +246,19 @@ func writeStatusText(w io.Writer, st *jobStatus) error {
 	fmt.Fprintf(bw, "  ranks: %s\n", strings.Join(parts, ", "))
 	for _, f := range st.Failures {
 		fmt.Fprintf(bw, "  failure: %s\n", f)
+	}
+	if st.Recoveries > 0 {
+		fmt.Fprintf(bw, "  recoveries: %d, the longest %.1f ms from the failure to the rank running again\n", st.Recoveries, st.Longest)
+	}
+	for _, r := range st.Recovering {
+		fmt.Fprintf(bw, "  %s", r)
+		if st.State == "unfinished" {
+			fmt.Fprint(bw, "; the log ends there")
+		}
+		fmt.Fprintln(bw)
+	}
+	for _, r := range st.NotRecovered {
+		fmt.Fprintf(bw, "  not recovered: %s\n", r)
 	}
 	fmt.Fprintf(bw, "  state: %s\n", st.StateDir)
 	return bw.err
