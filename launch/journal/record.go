@@ -22,7 +22,7 @@ type Job struct {
 	// "" is none) and bound, for a successor root.
 	Restart     string `json:"restart,omitempty"`
 	MaxRestarts int    `json:"max_restarts,omitempty"`
-	Version  string    `json:"version,omitempty"`
+	Version     string `json:"version,omitempty"`
 }
 
 // DecodeJob decodes the spec of a job written by this package.
