@@ -46,6 +46,9 @@ type Agent struct {
 	exits     map[int]rankStatus // exits reported, to report again to a new root
 	sentUp    map[uint64][]byte  // contributions sent up and not yet answered
 	successor *successor         // the root this agent runs after the front-end's death
+	// rootReplica names the replica agent whose successor root adopted
+	// this agent ("": none did), which its replica hands leadership to.
+	rootReplica string
 
 	spec  *nodeSpec
 	ranks map[int]*rankProc

@@ -32,6 +32,11 @@ import (
 // root before it kills its ranks and exits.
 const adoptWait = 30 * time.Second
 
+// leaderlessTrace is how long a replica agent whose front-end is gone
+// waits for the group to elect a leader before it traces the group's state
+// (an election takes well under a second).
+const leaderlessTrace = 5 * time.Second
+
 // maxPending bounds what an agent buffers for its parent while it has none.
 const maxPending = 64 << 20
 
@@ -105,6 +110,9 @@ func (a *Agent) seekAdoption(ctx context.Context) (*link, error) {
 		a.mu.Unlock()
 		for _, p := range peers {
 			if l := a.askAdoption(ctx, p); l != nil {
+				a.mu.Lock()
+				a.rootReplica = p.Name
+				a.mu.Unlock()
 				return l, nil
 			}
 		}
@@ -217,6 +225,8 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 	hb := a.spec.Heartbeat
 	var leadingSince time.Time // leading and not handed on since
 	var lastErr string         // the last failure to take over, said once
+	var leaderless time.Time   // since when the front-end is gone and no leader known
+	var toldLeaderless bool    // ... and it was said
 	for {
 		select {
 		case <-ctx.Done():
@@ -229,6 +239,18 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 		}
 		if !ar.r.IsLeader() {
 			leadingSince = time.Time{}
+			if id, _ := ar.r.Leader(); id != "" || !a.up.isDown() {
+				leaderless, toldLeaderless = time.Time{}, false
+			} else if leaderless.IsZero() {
+				leaderless = time.Now()
+			} else if !toldLeaderless && time.Since(leaderless) > leaderlessTrace {
+				// A group that elects no one takes no one over: say
+				// what this replica sees of it.
+				toldLeaderless = true
+				st := ar.r.Raft().Stats()
+				a.traceFailover("the front-end is gone and the root replica group elected no leader in %v: this replica is %s in term %s, last log index %s, configuration %s",
+					leaderlessTrace, st["state"], st["term"], st["last_log_index"], st["latest_configuration"])
+			}
 			continue
 		}
 		if !a.spec.RootChild {
@@ -256,13 +278,23 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 		// Leading while the front-end still holds our link is a
 		// leadership blip, not its death: wait to lose the link (as long
 		// as the link takes to notice a silent peer), else the front-end
-		// lives, writes the job's log and must lead: hand it back.
+		// lives, writes the job's log and must lead: hand it back. A
+		// successor that adopted this agent gets it back sooner: its log
+		// gives up on a write it cannot make within seconds (the job's
+		// final status, 5 s), and were it dead, the transfer would fail
+		// and the link would end all the same.
 		if leadingSince.IsZero() {
 			leadingSince = time.Now()
 		}
-		if time.Since(leadingSince) > linkTimeout(hb)+time.Second {
+		wait := linkTimeout(hb) + time.Second
+		a.mu.Lock()
+		if a.rootReplica != "" {
+			wait = time.Second
+		}
+		a.mu.Unlock()
+		if time.Since(leadingSince) > wait {
 			leadingSince = time.Now() // and again after as long, if it did not take
-			a.goFunc(func() { a.leadershipToFrontend(ar) })
+			a.goFunc(func() { a.leadershipToRoot(ar) })
 		}
 	}
 }
@@ -278,10 +310,14 @@ func (a *Agent) traceFailover(format string, args ...any) {
 	fmt.Fprintf(f, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339Nano)}, args...)...)
 }
 
-// leadershipToFrontend transfers the raft leadership to the front-end's
-// replica: the member that is none of the replica agents.
-func (a *Agent) leadershipToFrontend(ar *agentReplica) {
+// leadershipToRoot transfers the raft leadership to the replica of the
+// root this agent reports to: the front-end's (the member that is none of
+// the replica agents), or, once a successor adopted this agent, that of
+// the replica agent that runs it. The successor's state log writes only
+// while its replica leads.
+func (a *Agent) leadershipToRoot(ar *agentReplica) {
 	a.mu.Lock()
+	root := a.rootReplica
 	agents := map[string]bool{a.spec.Node: true}
 	for _, p := range a.replicas {
 		agents[p.Name] = true
@@ -292,8 +328,10 @@ func (a *Agent) leadershipToFrontend(ar *agentReplica) {
 		return
 	}
 	for _, srv := range f.Configuration().Servers {
-		if !agents[string(srv.ID)] && srv.Suffrage == raft.Voter {
-			_ = ar.r.Raft().LeadershipTransferToServer(srv.ID, srv.Address).Error()
+		if srv.Suffrage == raft.Voter && (root == "" && !agents[string(srv.ID)] || root != "" && string(srv.ID) == root) {
+			if err := ar.r.Raft().LeadershipTransferToServer(srv.ID, srv.Address).Error(); err != nil {
+				a.traceFailover("hand the leadership back to %s: %v", srv.ID, err)
+			}
 			return
 		}
 	}

@@ -165,10 +165,13 @@ func (fe *frontend) addReplica(ru replicaUp) {
 		if r == nil {
 			return
 		}
+		// One at a time: see joinGroup.
+		fe.joinMu.Lock()
+		defer fe.joinMu.Unlock()
 		// A leadership blip (a loaded machine) fails a change: try again
 		// while there is time.
 		for {
-			err := r.Raft().AddVoter(raft.ServerID(ru.Name), raft.ServerAddress(ru.Addr), 0, 10*time.Second).Error()
+			err := joinGroup(r.Raft(), raft.ServerID(ru.Name), raft.ServerAddress(ru.Addr), 10*time.Second)
 			if err == nil {
 				break
 			}
@@ -181,4 +184,27 @@ func (fe *frontend) addReplica(ru replicaUp) {
 		}
 		fe.verbosef("root replica on %s joined the group (%s)", ru.Name, ru.Addr)
 	})
+}
+
+// joinGroup adds a replica to the raft group as a voter in two
+// configuration changes: as a nonvoter first, then promoted. Added as a
+// voter at once, it would be committed by a majority of the configuration
+// that has it, which need not include the voters already there (with three
+// replicas, the front-end and the new one suffice). Were the front-end to
+// die before the first replica agent got that entry, the two left could
+// never elect a leader: the first still sees a group of two voters, the
+// dead front-end and itself, and raft refuses votes to a candidate outside
+// its configuration, while the newer one's log is ahead of it. As a
+// nonvoter, the new replica is committed by a majority of the voters
+// already there (with three replicas: both), so that once it votes they
+// know it. Joins must not overlap: one replica promoted while another is a
+// nonvoter that has not heard of it would undo this.
+func joinGroup(r *raft.Raft, id raft.ServerID, addr raft.ServerAddress, timeout time.Duration) error {
+	if err := r.AddNonvoter(id, addr, 0, timeout).Error(); err != nil {
+		return fmt.Errorf("add %s to the group as a nonvoter: %w", id, err)
+	}
+	if err := r.AddVoter(id, addr, 0, timeout).Error(); err != nil {
+		return fmt.Errorf("make %s a voter: %w", id, err)
+	}
+	return nil
 }
