@@ -85,14 +85,13 @@ type frontend struct {
 	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
 
 	// The restart protocol (root_recovery.go).
-	collEpoch   uint64         // collectives counted under this epoch; older ones are dropped
-	recovered   map[int]uint64 // ranks being started again, with their new incarnation
-	resumeAcks  map[int]bool   // agents that resumed their ranks (nil: none awaited)
-	restartAcks map[int]bool   // agents that started their ranks again (nil: none awaited)
-	failedAt    time.Time      // the failure the recovery in progress began with
-	recoveryAt  time.Time      // the last phase committed
-	leaderFed   bool           // a successor told its planner it leads
-	holdAt      string         // test hook: the phase to hold (holdEnv)
+	collEpoch  uint64         // collectives counted under this epoch; older ones are dropped
+	recovered  map[int]uint64 // ranks being started again, with their new incarnation
+	lastAcks   map[int]bool   // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
+	failedAt   time.Time      // the failure the recovery in progress began with
+	recoveryAt time.Time      // the last phase committed
+	leaderFed  bool           // a successor told its planner it leads
+	holdAt     string         // test hook: the phase to hold (holdEnv)
 
 	progress  bool // show a live launch line on stderr (a terminal)
 	agentsUp  int  // agents that got their job

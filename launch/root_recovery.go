@@ -224,12 +224,12 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.verbosef("recovery: patching the node table to version %d (%d row(s))", act.Version, len(act.Rows))
 		fe.bcast(mPatch, m.encode())
 	case recovery.Resume:
-		fe.resumeAcks = map[int]bool{}
+		fe.lastAcks = map[int]bool{}
 		fe.verbosef("recovery: resuming every rank (epoch %d)", act.Epoch)
 		fe.bcast(mResume, recMsg{Epoch: act.Epoch, Version: act.Version}.encode())
 	case recovery.RestartJob:
 		fe.abandonCollectives(act.Epoch)
-		fe.restartAcks = map[int]bool{}
+		fe.lastAcks = map[int]bool{}
 		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
 		fe.bcast(mRestartJob, recMsg{Epoch: act.Epoch, Restarts: act.Restarts}.encode())
 	default:
@@ -315,30 +315,32 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 		fe.step(recovery.Patched{Agent: a.idx, Epoch: m.Epoch, Version: m.Version})
 	case mResumed:
 		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch})
-		if fe.resumeAcks != nil && m.Epoch == fe.rec.Epoch() {
-			fe.resumeAcks[a.idx] = true
-			if len(fe.resumeAcks) == fe.liveAgents() {
-				fe.resumeAcks = nil
-				fe.journal.Commit(journal.RecoveryPhase{Epoch: m.Epoch, Stage: "resumed", Rank: -1,
-					Detail: fmt.Sprintf("every rank goes on, %.0f ms after the failure", ms(time.Since(fe.failedAt)))}, nil)
-				fe.warnf("recovered: every rank runs again (%.0f ms after the failure)", ms(time.Since(fe.failedAt)))
-			}
-		}
+		fe.lastAck(a, m.Epoch, "resumed", "every rank goes on", "every rank runs again")
 	case mRestarted:
 		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch})
-		if fe.restartAcks != nil && m.Epoch == fe.rec.Epoch() {
-			fe.restartAcks[a.idx] = true
-			if len(fe.restartAcks) == fe.liveAgents() {
-				fe.restartAcks = nil
-				fe.journal.Commit(journal.RecoveryPhase{Epoch: m.Epoch, Stage: "restarted", Rank: -1,
-					Detail: fmt.Sprintf("every rank started again, %.0f ms after the failure", ms(time.Since(fe.failedAt)))}, nil)
-				fe.warnf("recovered: every rank started again (%.0f ms after the failure)", ms(time.Since(fe.failedAt)))
-			}
-		}
+		fe.lastAck(a, m.Epoch, "restarted", "every rank started again", "every rank started again")
 	case mPMIInit:
 		fe.step(recovery.PMIInit{Rank: m.Rank, Node: a.name})
 	}
 	return true
+}
+
+// lastAck counts an agent's acknowledgement of a recovery's last phase;
+// once every live agent's is in, the recovery's end (stage) is recorded
+// and told, with the time since the failure.
+func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told string) {
+	if fe.lastAcks == nil || epoch != fe.rec.Epoch() {
+		return
+	}
+	fe.lastAcks[a.idx] = true
+	if len(fe.lastAcks) < fe.liveAgents() {
+		return
+	}
+	fe.lastAcks = nil
+	after := ms(time.Since(fe.failedAt))
+	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1,
+		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
+	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
 }
 
 func ranksText(ranks []int) string {

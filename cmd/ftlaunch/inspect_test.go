@@ -444,7 +444,7 @@ func recordRecoveredJob(t *testing.T, stateDir, id string) *journal.Journal {
 		if err := <-done; err != nil {
 			t.Fatalf("%s: %v", stage, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // phases apart: their durations are shown
 	}
 	phase("suspend", journal.RecoveryPhase{Rank: 14, Detail: "rank(s) 14"})
 	phase("respawn", journal.RecoveryPhase{Rank: 14, Detail: "rank(s) 14"})
