@@ -14,4 +14,4 @@ timed() {
 }
 
 # median FILE: the median of the numbers in FILE, one per line.
-median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+median() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.10g\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
