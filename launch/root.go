@@ -90,6 +90,7 @@ type frontend struct {
 	lastAcks   map[int]bool   // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
 	failedAt   time.Time      // the failure the recovery in progress began with
 	recoveryAt time.Time      // the last phase committed
+	recoveries int            // recoveries over (every agent acknowledged the last phase)
 	leaderFed  bool           // a successor told its planner it leads
 	holdAt     string         // test hook: the phase to hold (holdEnv)
 

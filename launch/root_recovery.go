@@ -337,6 +337,7 @@ func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told st
 		return
 	}
 	fe.lastAcks = nil
+	fe.recoveries++
 	after := ms(time.Since(fe.failedAt))
 	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1,
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)

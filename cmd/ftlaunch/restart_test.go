@@ -169,6 +169,18 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 	waitFor(t, "the front-end to hold the recovery", 30*time.Second, func() bool {
 		return strings.Contains(errb.String(), "test hook: holding the recovery at its committed suspend phase")
 	})
+	// status shows the recovery in progress (the live report, rewritten
+	// once a second).
+	last := ""
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last status while the recovery was held:\n%s", last)
+		}
+	}()
+	waitFor(t, "status to show the recovery", 10*time.Second, func() bool {
+		last = ftlaunch(t, "", "status", "--state-dir", dir).stdout
+		return strings.Contains(last, "recovering rank(s) 5: at its suspend phase (epoch ")
+	})
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	waitFor(t, "the rank started again", 60*time.Second, func() bool { return rankProcess(ck, 5, 2) > 0 })
