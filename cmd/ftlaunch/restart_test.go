@@ -69,16 +69,17 @@ func tablePublished(t *testing.T, errb *syncBuffer, n int) {
 // TestRestartRank is the restart protocol's acceptance: a 16-rank ring
 // application on 8 test nodes with a replicated root, three ranks killed
 // one after the other (rank 2 on node1, a node that hosts a root
-// replica, then ranks 9 and 14): each is started again as incarnation 2,
-// the others roll back to their last common checkpoint, and the result
-// is right.
+// replica, then rank 9, then rank 13 inside the final allgather, which
+// waits for rank 14 (held with --hold-rank until a recovery ran): each is
+// started again as incarnation 2, the others roll back to their last
+// common checkpoint, and the result is right.
 func TestRestartRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 16-rank job with three recoveries")
 	}
 	dir, ck := t.TempDir(), t.TempDir()
 	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
-		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck, "--hold-rank", "14")
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errb
 	if err := cmd.Start(); err != nil {
@@ -91,7 +92,17 @@ func TestRestartRank(t *testing.T) {
 		}
 	}()
 	tablePublished(t, errb, 16)
-	for i, r := range []int{2, 9, 14} {
+	for i, r := range []int{2, 9, 13} {
+		if r == 13 {
+			// Rank 14 is done with its steps and holds; the others are
+			// done once their last checkpoint is written: from there they
+			// enter the final allgather, which waits for rank 14.
+			waitFor(t, "every rank at the end of its steps", 90*time.Second, func() bool {
+				n, _ := filepath.Glob(filepath.Join(ck, "r*-s"+strings.Repeat("0", 10-len(ringSteps))+ringSteps+".ckpt"))
+				_, err := os.Stat(filepath.Join(ck, ".hold-r000014"))
+				return len(n) == 16 && err == nil
+			})
+		}
 		killRank(t, ck, r)
 		waitFor(t, "recovery "+strconv.Itoa(i+1), 60*time.Second, func() bool {
 			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
@@ -115,7 +126,7 @@ func TestRestartRank(t *testing.T) {
 		t.Fatalf("wrong result: %q", out.String())
 	}
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	for _, r := range []string{"rank 2 ", "rank 9 ", "rank 14 "} {
+	for _, r := range []string{"rank 2 ", "rank 9 ", "rank 13 "} {
 		if !strings.Contains(insp.stdout, r) {
 			t.Errorf("inspect does not name %s:\n%s", r, insp.stdout)
 		}
@@ -124,6 +135,9 @@ func TestRestartRank(t *testing.T) {
 		if n := strings.Count(insp.stdout, ph); n < 3 {
 			t.Errorf("inspect shows %q %d times, want 3:\n%s", ph, n, insp.stdout)
 		}
+	}
+	if !strings.Contains(errb.String(), "suspended in the final allgather at step "+ringSteps+";") {
+		t.Errorf("no rank says a recovery interrupted the final allgather")
 	}
 	if n := strings.Count(insp.stdout, "runs as incarnation 2"); n < 3 {
 		t.Errorf("inspect shows %d ranks recovered as incarnation 2, want 3:\n%s", n, insp.stdout)
