@@ -58,7 +58,8 @@ func restartName(p recovery.Policy) string {
 }
 
 // successorPlanner is the planner of a root that took over: the job's
-// policy, every rank's incarnation as the replicated table has it, and
+// policy, every rank's incarnation (and under --restart rank its restart
+// count) as the replicated table has it, and
 // the recovery its predecessor committed last, which it carries on once
 // it leads the agents (feedLeader).
 func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended []int) *recovery.Planner {
@@ -68,9 +69,18 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	cfg := fe.plannerConfig()
 	cfg.Resumed, cfg.Ended = true, ended
 	cfg.Incarnations = make([]uint64, fe.opts.N)
+	if fe.opts.Restart == recovery.Rank {
+		// A rank's restarts are its respawns: every one is patched into
+		// the table as the next incarnation. (A rank the last record is
+		// about gets its count from the record: Restore.)
+		cfg.RankRestarts = make([]int, fe.opts.N)
+	}
 	for r := range st.Ranks {
 		if r < fe.opts.N {
 			cfg.Incarnations[r] = st.Ranks[r].Incarnation
+			if cfg.RankRestarts != nil && st.Ranks[r].Incarnation > 1 {
+				cfg.RankRestarts[r] = int(st.Ranks[r].Incarnation - 1)
+			}
 			fe.ranks[r].inc = st.Ranks[r].Incarnation
 			cfg.TableReady = cfg.TableReady || st.Ranks[r].ITuple != nil
 		}

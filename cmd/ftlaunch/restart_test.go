@@ -212,6 +212,69 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 	}
 }
 
+// TestRestartCountSurvivesFailover: under --restart rank --max-restarts 1,
+// rank 5 is replaced once; then the front-end dies, and the successor
+// counts that restart (from the rank's incarnation in the replicated
+// table): rank 5's second failure ends the job instead of a second
+// restart.
+func TestRestartCountSurvivesFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated job with a recovery and a failover")
+	}
+	dir, ck := t.TempDir(), t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--max-restarts", "1",
+		"--test-nodes", "6", "-n", "12", ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	log := func() string {
+		logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
+		if len(logs) != 1 {
+			return ""
+		}
+		b, _ := os.ReadFile(logs[0])
+		return string(b)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("front-end's stderr:\n%s\nsuccessor's log:\n%s", errb.String(), log())
+		}
+	}()
+	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	tablePublished(t, errb, 12)
+	killRank(t, ck, 5)
+	waitFor(t, "the recovery", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitFor(t, "a successor", 60*time.Second, func() bool { return strings.Contains(log(), "took over as root") })
+	var pid int
+	waitFor(t, "rank 5's second incarnation", 30*time.Second, func() bool {
+		pid = rankProcess(ck, 5, 2)
+		return pid > 0
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := ftlaunchLimit(t, 120*time.Second, "", "attach", "--state-dir", dir)
+	if r.code != 128+9 {
+		t.Fatalf("attach: exit %d, want 137\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "rank 5 on node") || !strings.Contains(r.stderr, "it was restarted 1 time(s) (--max-restarts 1)") {
+		t.Errorf("attach does not say why the job ended:\n%s", r.stderr)
+	}
+	if strings.Contains(log(), "restarting it as incarnation 3") {
+		t.Errorf("the successor restarted rank 5 a second time")
+	}
+	waitFor(t, "the ranks to end", 30*time.Second, func() bool { return rankProcess(ck, 0, 1) == 0 })
+}
+
 // TestRestartJobAlwaysFails: a rank that fails in every incarnation ends
 // the job after --max-restarts restarts, naming the rank and its history,
 // with its last failure's exit code, and nothing left running.
