@@ -91,8 +91,11 @@ type frontend struct {
 	failedAt   time.Time      // the failure the recovery in progress began with
 	recoveryAt time.Time      // the last phase committed
 	recoveries int            // recoveries over (every agent acknowledged the last phase)
-	leaderFed  bool           // a successor told its planner it leads
-	holdAt     string         // test hook: the phase to hold (holdEnv)
+	// pendingRestart is a restart of the job decided during the launch,
+	// sent once every agent is up (flushRestart).
+	pendingRestart []byte
+	leaderFed      bool   // a successor told its planner it leads
+	holdAt         string // test hook: the phase to hold (holdEnv)
 
 	progress  bool // show a live launch line on stderr (a terminal)
 	agentsUp  int  // agents that got their job

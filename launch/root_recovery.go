@@ -240,12 +240,36 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 	case recovery.RestartJob:
 		fe.abandonCollectives(act.Epoch)
 		fe.lastAcks = map[int]bool{}
+		m := recMsg{Epoch: act.Epoch, Restarts: act.Restarts}.encode()
+		if n := len(fe.agents) - fe.agentsUp; n > 0 && fe.launchTmpl == nil {
+			// During the launch: the restart goes to every agent once all
+			// are up (flushRestart), so that none starts its ranks as an
+			// older incarnation after it.
+			fe.pendingRestart = m
+			fe.verbosef("recovery: restarting every rank (restart %d, epoch %d) once the %d agent(s) not up yet are", act.Restarts, act.Epoch, n)
+			return true
+		}
 		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
-		fe.bcast(mRestartJob, recMsg{Epoch: act.Epoch, Restarts: act.Restarts}.encode())
+		fe.bcast(mRestartJob, m)
 	default:
 		return false
 	}
 	return true
+}
+
+// flushRestart sends a restart of the job held for the launch, once every
+// agent is up (and the restart is still the one in progress).
+func (fe *frontend) flushRestart() {
+	if fe.pendingRestart == nil || fe.agentsUp < len(fe.agents) {
+		return
+	}
+	m := fe.pendingRestart
+	fe.pendingRestart = nil
+	if fe.rec.Stage() != recovery.StageRestartJob {
+		return // the job is ending
+	}
+	fe.verbosef("recovery: every agent is up: restarting every rank")
+	fe.bcast(mRestartJob, m)
 }
 
 // abandonCollectives drops the collectives in flight: a recovery's agents

@@ -275,6 +275,50 @@ func TestRestartCountSurvivesFailover(t *testing.T) {
 	waitFor(t, "the ranks to end", 30*time.Second, func() bool { return rankProcess(ck, 0, 1) == 0 })
 }
 
+// TestRestartJobDuringLaunch: under --restart job, a rank that fails while
+// another node's agent is not up yet restarts the job once every agent is
+// up: the late agent's ranks run as the same incarnation as the others
+// (found by ftlaunch chaos: the restart waited 30 s for the late agent's
+// acknowledgement, then ended the job).
+func TestRestartJobDuringLaunch(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "-l", "--restart", "job", "--test-nodes", "3", "--tree", "flat", "-n", "3", "sh", "-c",
+		`case $FTLAUNCH_RANK$FTLAUNCH_INCARNATION in 01) exit 3;; *1) exec sleep 60;; esac; echo incarnation $FTLAUNCH_INCARNATION restarts $FTLAUNCH_RESTARTS`)
+	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_DELAY_START=node2="+gate)
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	defer func() {
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+		}
+	}()
+	waitFor(t, "the restart to wait for node2", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "once the 1 agent(s) not up yet are")
+	})
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("job: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the job did not end")
+	}
+	for r := range 3 {
+		if want := "[" + itoa(r) + "] incarnation 2 restarts 1\n"; !strings.Contains(out.String(), want) {
+			t.Errorf("no %q", want)
+		}
+	}
+}
+
 // TestRestartJobAlwaysFails: a rank that fails in every incarnation ends
 // the job after --max-restarts restarts, naming the rank and its history,
 // with its last failure's exit code, and nothing left running.
