@@ -380,13 +380,15 @@ func (a *Agent) reportExit(s rankStatus) {
 	a.send(mExit, s.encode())
 	a.mu.Lock()
 	a.ended++
-	done := a.ended == len(a.spec.Ranks)
+	if a.ended == len(a.spec.Ranks) {
+		// Under the lock: a restart of the job replaces the channel
+		// (reviveLocked), and must not find it closed by an end it
+		// already counted, nor have its new one closed by this end.
+		close(a.exited)
+	}
 	delete(a.rec.stopped, s.Rank)
 	a.mu.Unlock()
 	a.rec.wake()
-	if done {
-		close(a.exited)
-	}
 }
 
 // rank is the current process of local rank r, or nil.
