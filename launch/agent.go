@@ -25,6 +25,7 @@ const linkLostGrace = time.Second
 // rank's process group and returns: no orphans.
 type Agent struct {
 	log    io.Writer // the agent's own messages (its stderr: its parent forwards them)
+	trace  *phaseLog // its phases, for a front-end's --verbose (nil: none)
 	link   *link
 	up     *uplink   // how frames reach the parent (buffered while it has none)
 	outWin *window   // output credit granted by the front-end
@@ -127,6 +128,7 @@ func (a *Agent) run(ctx context.Context) error {
 		a.link.conn.Close()
 		return fmt.Errorf("agent: %w", err)
 	}
+	a.trace.logf("job received: %d rank(s)", len(a.spec.Ranks))
 	if a.spec.Prestage && !a.stage.done {
 		a.link.conn.Close()
 		return fmt.Errorf("agent on %s: the prestaged program did not arrive before the job", a.spec.Node)
@@ -341,6 +343,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	if len(st.Ranks) > 0 {
 		a.send(mStarted, st.encode())
+		a.trace.logf("%d rank(s) started and reported", len(st.Ranks))
 	}
 	if l := a.pmiTCP; l != nil {
 		wg.Add(1)
@@ -385,6 +388,7 @@ func (a *Agent) reportExit(s rankStatus) {
 	a.mu.Unlock()
 	a.rec.wake()
 	if done {
+		a.trace.logf("every rank's exit reported")
 		close(a.exited)
 	}
 }
@@ -449,6 +453,7 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		}
 		a.collDone(res)
 	case mShutdown:
+		a.trace.logf("shutdown received")
 		a.killAll(syscall.SIGKILL)
 		a.mu.Lock()
 		st := nodeStats{PMI: a.pmiStats, PMIUp: a.pmiUp, Barrier: a.pmiBarrier}

@@ -27,9 +27,14 @@ func RunAgent(ctx context.Context, conn io.ReadWriteCloser, log io.Writer) error
 }
 
 func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer) error {
+	return runAgentTraced(ctx, conn, tree, log, nil)
+}
+
+func runAgentTraced(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *phaseLog) error {
 	l := newLink(conn)
 	a := &Agent{
 		log:       log,
+		trace:     trace,
 		tree:      tree,
 		link:      l,
 		up:        &uplink{l: l},
@@ -60,6 +65,8 @@ func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log
 // over SSH). It returns the process's exit code.
 func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	began := time.Now()
+	trace := newPhaseLog(stderr)
+	trace.at(began, "agent process running (its main began)")
 	if err := cleanSignalState(); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 2
@@ -125,10 +132,11 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 		}
 		conn = c
 	}
-	if err := runAgent(ctx, conn, tree, stderr); err != nil {
+	if err := runAgentTraced(ctx, conn, tree, stderr, trace); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 1
 	}
+	trace.logf("agent exits")
 	return 0
 }
 

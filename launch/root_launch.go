@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -447,6 +448,9 @@ func (fe *frontend) spawnAgent(a *agentHandle) error {
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stderr = fe.opts.Stderr
 	cmd.Env = []string{}
+	if fe.opts.Verbose {
+		cmd.Env = append(cmd.Env, traceEnv+"="+strconv.FormatInt(fe.start.UnixNano(), 10))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		conn.Close()

@@ -55,6 +55,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			return ExitLauncher
 		}
 		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
+			if fe.endedAt.IsZero() {
+				fe.verbosef("every rank ended")
+			}
 			if !fe.replicasSettled() {
 				settle = time.After(50 * time.Millisecond) // look again
 				continue
@@ -62,9 +65,11 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			// The job's end is committed while every replica still runs.
 			fe.closeJournal()
 			fe.shutdown()
+			fe.verbosef("agents told to exit")
 			shutdownTimer = time.After(5 * time.Second)
 		}
 	}
+	fe.verbosef("every agent's link ended")
 	// Sessions of agents that finished end at once. A lost agent's may
 	// not: srun cancelling a step on a dead node can take tens of seconds.
 	// Those get a bounded wait; what is left of them goes with this

@@ -84,6 +84,9 @@ type Stats struct {
 	Flushes int
 	Rows    int // node-table rows written (a row written twice counts twice)
 	Events  int
+	// Opened is how long the replica took from Open to have its files
+	// open (a Hold included; 0 until it has).
+	Opened time.Duration
 	// Leading is how long the replica took from Open to lead (0 until it
 	// does).
 	Leading time.Duration
@@ -458,6 +461,9 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 		return
 	}
 	j.replica = r
+	j.mu.Lock()
+	j.stats.Opened = time.Since(j.opened)
+	j.mu.Unlock()
 	defer func() {
 		if err := r.Shutdown(); err != nil {
 			j.setErr(fmt.Errorf("journal: %w", err))
