@@ -1,0 +1,223 @@
+package raftstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// SoloConfig configures a Solo.
+type SoloConfig struct {
+	// StateDir is the state directory; the log goes under StateDir/Name/.
+	StateDir string
+	// Name is the node name, the single voter's raft server ID.
+	Name string
+	// InMemory keeps the log in memory (StateDir is not used).
+	InMemory bool
+}
+
+// Solo is the log of a group of one voter, written without a raft server.
+// A single voter needs no election and no replication: whatever it appends
+// is committed once it is on its disk. Solo writes what a raft server
+// would (the bootstrap configuration at index 1, term 1; a vote for itself
+// and a no-op at index 2, term 2, as raft's first leader writes them; then
+// one entry per command, term 2), in the same files, so that
+// OpenReadOnly, `ftlaunch inspect` and a raft server opened on the
+// directory later read it as any replica's. What it saves is the
+// election's wait (one or two heartbeat timeouts) and raft's own
+// goroutines and writes: a batch of commands is one bbolt transaction, one
+// sync.
+//
+// Threading: every method may be called from any goroutine; appends are
+// serialized.
+type Solo struct {
+	cfg   SoloConfig
+	dir   string
+	fsm   *FSM
+	logs  raft.LogStore
+	store *raftboltdb.BoltStore // nil: in memory
+
+	mu     sync.Mutex
+	next   uint64 // the next entry's index
+	closed bool
+}
+
+// soloAddr is the single voter's address in its configuration: it has no
+// transport, and nobody dials it.
+func soloAddr(name string) raft.ServerAddress { return raft.ServerAddress("solo:" + name) }
+
+// soloTerm is the term of a solo log's entries after the bootstrap.
+const soloTerm = 2
+
+// OpenSolo creates a single voter's log in a new directory (it fails if
+// the directory already holds a replica's database). It writes the
+// database's metadata and raft's stable store; the log's first entries go
+// with the first Apply.
+func OpenSolo(cfg SoloConfig) (*Solo, error) {
+	if cfg.StateDir == "" && !cfg.InMemory || cfg.Name == "" || cfg.Name == "." || cfg.Name == ".." || strings.ContainsAny(cfg.Name, `/\`) {
+		return nil, fmt.Errorf("raftstore: open solo: need a state directory and a plain node name (got %q, %q)", cfg.StateDir, cfg.Name)
+	}
+	s := &Solo{cfg: cfg, fsm: NewFSM(), next: 1}
+	if cfg.InMemory {
+		s.logs = raft.NewInmemStore()
+		return s, nil
+	}
+	s.dir = filepath.Join(cfg.StateDir, cfg.Name)
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftstore: open solo %s: %w", s.dir, err)
+	}
+	dbPath := filepath.Join(s.dir, dbFile)
+	if err := initSolo(dbPath, cfg.Name); err != nil {
+		return nil, fmt.Errorf("raftstore: open solo %s: %w", dbPath, err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: lockTimeout}})
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open solo %s: %w", dbPath, lockErr(err))
+	}
+	s.logs, s.store = store, store
+	return s, nil
+}
+
+// initSolo creates a new database with, in one transaction, its buckets,
+// ftlaunch's metadata and raft's stable store as a single voter that voted
+// for itself in term 2 leaves them.
+func initSolo(path, name string) error {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	if err != nil {
+		return lockErr(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		if tx.Bucket([]byte(bucketMeta)) != nil || tx.Bucket([]byte(bucketLogs)) != nil {
+			return fmt.Errorf("a replica's database is already there: %w", os.ErrExist)
+		}
+		meta, err := tx.CreateBucket([]byte(bucketMeta))
+		if err != nil {
+			return err
+		}
+		var e encoder
+		e.uint(formatVersion)
+		if err := meta.Put([]byte(metaKeyFormat), e.buf); err != nil {
+			return err
+		}
+		if err := meta.Put([]byte(metaKeyNode), []byte(name)); err != nil {
+			return err
+		}
+		if err := meta.Put([]byte(metaKeyCreated), []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket([]byte(bucketLogs)); err != nil {
+			return err
+		}
+		conf, err := tx.CreateBucket([]byte(bucketConf))
+		if err != nil {
+			return err
+		}
+		// raft-boltdb's encoding of a uint64: 8 bytes, big-endian.
+		term := binary.BigEndian.AppendUint64(nil, soloTerm)
+		if err := conf.Put([]byte(confKeyCurrentTerm), term); err != nil {
+			return err
+		}
+		if err := conf.Put([]byte(confKeyLastVoteTerm), term); err != nil {
+			return err
+		}
+		// raft records the candidate's address.
+		return conf.Put([]byte(confKeyLastVoteCand), []byte(soloAddr(name)))
+	})
+	return errors.Join(err, db.Close())
+}
+
+// Dir returns the log's directory, StateDir/Name ("" in memory).
+func (s *Solo) Dir() string { return s.dir }
+
+// FSM returns the state machine, with every command applied so far.
+func (s *Solo) FSM() *FSM { return s.fsm }
+
+// Apply commits one command (one transaction, one sync) and returns what
+// the FSM made of it, with Replica.Apply's errors: ErrRefused,
+// ErrUnknownCommand or ErrMalformed for a command that was committed and
+// refused; ErrShutdown after Close; any other error for a command that
+// was not written.
+func (s *Solo) Apply(c Command) (*Result, error) {
+	res, err := s.ApplyBatch([]Command{c})
+	if err != nil {
+		return nil, err
+	}
+	return res[0].Result, res[0].Err
+}
+
+// Outcome is what the FSM made of one command of a batch.
+type Outcome struct {
+	Result *Result
+	Err    error // the command was committed and refused (ErrRefused...)
+}
+
+// ApplyBatch commits commands in order in one transaction (one sync) and
+// returns what the FSM made of each. Commands and events without a time
+// get the current time. An error means none was written.
+func (s *Solo) ApplyBatch(cs []Command) ([]Outcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("raftstore: solo apply: %w", ErrShutdown)
+	}
+	now := time.Now()
+	var logs []*raft.Log
+	if s.next == 1 {
+		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(s.cfg.Name), Address: soloAddr(s.cfg.Name)}}}
+		logs = append(logs,
+			&raft.Log{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(conf), AppendedAt: now},
+			&raft.Log{Index: 2, Term: soloTerm, Type: raft.LogNoop, AppendedAt: now})
+	}
+	next := s.next + uint64(len(logs))
+	for _, c := range cs {
+		stamp(c, now)
+		logs = append(logs, &raft.Log{Index: next, Term: soloTerm, Type: raft.LogCommand, Data: Encode(c), AppendedAt: now})
+		next++
+	}
+	if err := s.logs.StoreLogs(logs); err != nil {
+		return nil, fmt.Errorf("raftstore: solo apply: %w", err)
+	}
+	s.next = next
+	out := make([]Outcome, 0, len(cs))
+	for _, l := range logs {
+		resp := s.fsm.Apply(l)
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		switch r := resp.(type) {
+		case *Result:
+			out = append(out, Outcome{Result: r})
+		case error:
+			out = append(out, Outcome{Err: fmt.Errorf("raftstore: solo apply: %w", r)})
+		default:
+			out = append(out, Outcome{Err: fmt.Errorf("raftstore: solo apply: unexpected response %T", resp)})
+		}
+	}
+	return out, nil
+}
+
+// Close closes the database. It is idempotent.
+func (s *Solo) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.store == nil {
+		return nil
+	}
+	if err := s.store.Close(); err != nil {
+		return fmt.Errorf("raftstore: close solo %s: %w", s.cfg.Name, err)
+	}
+	return nil
+}
