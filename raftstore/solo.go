@@ -103,15 +103,7 @@ func initSolo(path, name string) error {
 		if err != nil {
 			return err
 		}
-		var e encoder
-		e.uint(formatVersion)
-		if err := meta.Put([]byte(metaKeyFormat), e.buf); err != nil {
-			return err
-		}
-		if err := meta.Put([]byte(metaKeyNode), []byte(name)); err != nil {
-			return err
-		}
-		if err := meta.Put([]byte(metaKeyCreated), []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		if err := putMeta(meta, name); err != nil {
 			return err
 		}
 		if _, err := tx.CreateBucket([]byte(bucketLogs)); err != nil {
