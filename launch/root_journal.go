@@ -109,6 +109,9 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 		// One replica, in the front-end, can keep the state in memory;
 		// replica agents need its files.
 		Fallback: r == 1,
+		// One replica needs no election: its log is written without a
+		// raft server (docs/state.md).
+		Solo: r == 1,
 	}
 	if r == 1 {
 		return cfg, nil
