@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
@@ -25,7 +26,8 @@ type SoloConfig struct {
 	InMemory bool
 }
 
-// Solo is the log of a group of one voter, written without a raft server.
+// Solo is the log of a group of one voter, written without a raft server
+// (also the log of a group that never formed: see OpenSolo).
 // A single voter needs no election and no replication: whatever it appends
 // is committed once it is on its disk. Solo writes what a raft server
 // would (the bootstrap configuration at index 1, term 1; a vote for itself
@@ -48,6 +50,8 @@ type Solo struct {
 
 	mu     sync.Mutex
 	next   uint64 // the next entry's index
+	term   uint64 // the term of the entries after the bootstrap
+	led    bool   // the term's first entry, a no-op, is written
 	closed bool
 }
 
@@ -58,15 +62,18 @@ func soloAddr(name string) raft.ServerAddress { return raft.ServerAddress("solo:
 // soloTerm is the term of a solo log's entries after the bootstrap.
 const soloTerm = 2
 
-// OpenSolo creates a single voter's log in a new directory (it fails if
-// the directory already holds a replica's database). It writes the
-// database's metadata and raft's stable store; the log's first entries go
-// with the first Apply.
+// OpenSolo creates a single voter's log in a new directory, or continues
+// one that a raft server bootstrapped as this node alone and that holds no
+// command (a group that never formed: the server did not lead, or led
+// alone and wrote nothing); it fails on any other database. It writes the database's
+// metadata and raft's stable store (a vote for itself in a term after any
+// the raft server reached); the log's next entries go with the first
+// Apply.
 func OpenSolo(cfg SoloConfig) (*Solo, error) {
 	if cfg.StateDir == "" && !cfg.InMemory || cfg.Name == "" || cfg.Name == "." || cfg.Name == ".." || strings.ContainsAny(cfg.Name, `/\`) {
 		return nil, fmt.Errorf("raftstore: open solo: need a state directory and a plain node name (got %q, %q)", cfg.StateDir, cfg.Name)
 	}
-	s := &Solo{cfg: cfg, fsm: NewFSM(), next: 1}
+	s := &Solo{cfg: cfg, fsm: NewFSM(), next: 1, term: soloTerm}
 	if cfg.InMemory {
 		s.logs = raft.NewInmemStore()
 		return s, nil
@@ -76,7 +83,8 @@ func OpenSolo(cfg SoloConfig) (*Solo, error) {
 		return nil, fmt.Errorf("raftstore: open solo %s: %w", s.dir, err)
 	}
 	dbPath := filepath.Join(s.dir, dbFile)
-	if err := initSolo(dbPath, cfg.Name); err != nil {
+	var err error
+	if s.next, s.term, err = initSolo(dbPath, cfg.Name); err != nil {
 		return nil, fmt.Errorf("raftstore: open solo %s: %w", dbPath, err)
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: lockTimeout}})
@@ -87,44 +95,78 @@ func OpenSolo(cfg SoloConfig) (*Solo, error) {
 	return s, nil
 }
 
-// initSolo creates a new database with, in one transaction, its buckets,
-// ftlaunch's metadata and raft's stable store as a single voter that voted
-// for itself in term 2 leaves them.
-func initSolo(path, name string) error {
+// initSolo prepares the database in one transaction: a new one gets its
+// buckets and ftlaunch's metadata; one a raft server bootstrapped and
+// never led is checked. Either gets raft's stable store as a single voter
+// that voted for itself leaves it. It returns the log's next index and the
+// term of the entries to come.
+func initSolo(path, name string) (next, term uint64, err error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
 	if err != nil {
-		return lockErr(err)
+		return 0, 0, lockErr(err)
 	}
+	next, term = 1, soloTerm
 	err = db.Update(func(tx *bbolt.Tx) error {
-		if tx.Bucket([]byte(bucketMeta)) != nil || tx.Bucket([]byte(bucketLogs)) != nil {
-			return fmt.Errorf("a replica's database is already there: %w", os.ErrExist)
+		var logs, conf *bbolt.Bucket
+		if tx.Bucket([]byte(bucketMeta)) == nil {
+			meta, err := tx.CreateBucket([]byte(bucketMeta))
+			if err != nil {
+				return err
+			}
+			if err := putMeta(meta, name); err != nil {
+				return err
+			}
+		} else {
+			m, err := readMeta(tx)
+			if err != nil {
+				return err
+			}
+			if m.Node != name {
+				return fmt.Errorf("the directory belongs to node %q, not %q: %w", m.Node, name, ErrForeign)
+			}
 		}
-		meta, err := tx.CreateBucket([]byte(bucketMeta))
-		if err != nil {
+		if logs, err = tx.CreateBucketIfNotExists([]byte(bucketLogs)); err != nil {
 			return err
 		}
-		if err := putMeta(meta, name); err != nil {
+		if conf, err = tx.CreateBucketIfNotExists([]byte(bucketConf)); err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucket([]byte(bucketLogs)); err != nil {
-			return err
-		}
-		conf, err := tx.CreateBucket([]byte(bucketConf))
-		if err != nil {
-			return err
+		// A raft server's bootstrap wrote the configuration at index 1,
+		// and if it led alone, a no-op; a command, or a configuration with
+		// another member, means that it wrote a group's log.
+		c := logs.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var l raft.Log
+			if err := codec.NewDecoderBytes(v, &codec.MsgpackHandle{}).Decode(&l); err != nil {
+				return fmt.Errorf("log entry %d: %w (%v)", binary.BigEndian.Uint64(k), ErrCorrupt, err)
+			}
+			switch l.Type {
+			case raft.LogNoop, raft.LogBarrier:
+			case raft.LogConfiguration:
+				conf := raft.DecodeConfiguration(l.Data)
+				if len(conf.Servers) != 1 || conf.Servers[0].ID != raft.ServerID(name) {
+					return fmt.Errorf("its log has a configuration of %d servers at entry %d: a group's log: %w", len(conf.Servers), l.Index, os.ErrExist)
+				}
+			default:
+				return fmt.Errorf("its log has entries (entry %d is a %v): %w", l.Index, l.Type, os.ErrExist)
+			}
+			next = l.Index + 1
 		}
 		// raft-boltdb's encoding of a uint64: 8 bytes, big-endian.
-		term := binary.BigEndian.AppendUint64(nil, soloTerm)
-		if err := conf.Put([]byte(confKeyCurrentTerm), term); err != nil {
+		if v := conf.Get([]byte(confKeyCurrentTerm)); len(v) == 8 {
+			term = max(term, binary.BigEndian.Uint64(v)+1)
+		}
+		t := binary.BigEndian.AppendUint64(nil, term)
+		if err := conf.Put([]byte(confKeyCurrentTerm), t); err != nil {
 			return err
 		}
-		if err := conf.Put([]byte(confKeyLastVoteTerm), term); err != nil {
+		if err := conf.Put([]byte(confKeyLastVoteTerm), t); err != nil {
 			return err
 		}
 		// raft records the candidate's address.
 		return conf.Put([]byte(confKeyLastVoteCand), []byte(soloAddr(name)))
 	})
-	return errors.Join(err, db.Close())
+	return next, term, errors.Join(err, db.Close())
 }
 
 // Dir returns the log's directory, StateDir/Name ("" in memory).
@@ -163,22 +205,25 @@ func (s *Solo) ApplyBatch(cs []Command) ([]Outcome, error) {
 	}
 	now := time.Now()
 	var logs []*raft.Log
-	if s.next == 1 {
+	next := s.next
+	if next == 1 {
 		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(s.cfg.Name), Address: soloAddr(s.cfg.Name)}}}
-		logs = append(logs,
-			&raft.Log{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(conf), AppendedAt: now},
-			&raft.Log{Index: 2, Term: soloTerm, Type: raft.LogNoop, AppendedAt: now})
+		logs = append(logs, &raft.Log{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(conf), AppendedAt: now})
+		next++
 	}
-	next := s.next + uint64(len(logs))
+	if !s.led { // a leader's first entry in its term
+		logs = append(logs, &raft.Log{Index: next, Term: s.term, Type: raft.LogNoop, AppendedAt: now})
+		next++
+	}
 	for _, c := range cs {
 		stamp(c, now)
-		logs = append(logs, &raft.Log{Index: next, Term: soloTerm, Type: raft.LogCommand, Data: Encode(c), AppendedAt: now})
+		logs = append(logs, &raft.Log{Index: next, Term: s.term, Type: raft.LogCommand, Data: Encode(c), AppendedAt: now})
 		next++
 	}
 	if err := s.logs.StoreLogs(logs); err != nil {
 		return nil, fmt.Errorf("raftstore: solo apply: %w", err)
 	}
-	s.next = next
+	s.next, s.led = next, true
 	out := make([]Outcome, 0, len(cs))
 	for _, l := range logs {
 		resp := s.fsm.Apply(l)

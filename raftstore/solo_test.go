@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -109,5 +110,58 @@ func TestSoloInMemory(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(state); len(ents) != 0 || s.Dir() != "" {
 		t.Fatalf("files %v, dir %q", ents, s.Dir())
+	}
+}
+
+// TestSoloAfterBootstrap: a single voter's raft server that never led
+// (its timers far off), or led and wrote nothing, leaves a log a solo log
+// continues; one with a command does not.
+func TestSoloAfterBootstrap(t *testing.T) {
+	slow := Timing{HeartbeatTimeout: time.Hour, ElectionTimeout: time.Hour, LeaderLeaseTimeout: time.Hour, CommitTimeout: time.Second}
+	t.Run("never led", func(t *testing.T) { testSoloAfterBootstrap(t, slow, false, 4) })
+	t.Run("led", func(t *testing.T) { testSoloAfterBootstrap(t, DefaultTiming(1), true, 6) })
+}
+
+func testSoloAfterBootstrap(t *testing.T, timing Timing, lead bool, last uint64) {
+	state := t.TempDir()
+	addr, tr := raft.NewInmemTransport("")
+	defer tr.Close()
+	r, err := Open(Config{StateDir: state, Name: "n0", Transport: tr, Timing: timing,
+		Peers: []raft.Server{{Suffrage: raft.Voter, ID: "n0", Address: addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lead {
+		for l := range r.Leadership() {
+			if l.IsLeader {
+				break
+			}
+		}
+		if err := r.Barrier(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenSolo(SoloConfig{StateDir: state, Name: "n0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplyBatch([]Command{&SetJob{Job: JobSpec{ID: "job-7", Size: 2}}, &Finish{Status: Status{Done: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := OpenReadOnly(filepath.Join(state, "n0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.LastIndex != last || !in.State.Status.Done || in.State.Job.ID != "job-7" || len(in.Configuration.Servers) != 1 || in.Configuration.Servers[0].Address != addr {
+		t.Fatalf("inspection: %+v", in)
+	}
+	if _, err := OpenSolo(SoloConfig{StateDir: state, Name: "n0"}); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("a solo log over a written log: %v, want os.ErrExist", err)
 	}
 }
