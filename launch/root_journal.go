@@ -39,6 +39,9 @@ func (fe *frontend) journalPlan() {
 			n.Backup = fe.agents[b].name
 		}
 		p.Nodes = append(p.Nodes, n)
+		if fe.replicaNodes[a.idx] {
+			p.Replicas = append(p.Replicas, a.name)
+		}
 	}
 	fe.journal.Plan(p)
 }

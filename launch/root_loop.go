@@ -95,11 +95,17 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 
 // replicasSettled reports whether the job's end can be committed: every
 // replica agent that is up has joined the group (or failed to), so that
-// the final status is on all of them — a short job ends before its
-// replica agents started theirs. It gives up waiting after 10 s.
+// the final status is on all of them, or the group has not formed at all.
+// It gives up waiting after 10 s.
 func (fe *frontend) replicasSettled() bool {
 	if fe.endedAt.IsZero() {
 		fe.endedAt = time.Now()
+	}
+	if fe.journal.Replica() == nil {
+		// The group has not formed (the front-end's replica does not lead
+		// yet, or has none): nobody joined, and the journal writes the
+		// end alone instead of waiting for an election (docs/state.md).
+		return true
 	}
 	for i := range fe.replicaNodes {
 		if a := fe.agents[i]; !a.closed && !a.done && !fe.replicasDone[a.name] {

@@ -95,8 +95,11 @@ type Stats struct {
 	// open (a Hold included; 0 until it has).
 	Opened time.Duration
 	// Leading is how long the replica took from Open to lead (0 until it
-	// does).
+	// does); a solo log leads once open.
 	Leading time.Duration
+	// Alone: Close came before the replica led a group of its own, and
+	// its log was written without raft (as a solo log's).
+	Alone bool
 }
 
 // Journal is the front-end's handle on the job's state log.
@@ -458,6 +461,12 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 	if !j.hold(ctx) {
 		return
 	}
+	if j.alone() && j.isClosing() {
+		// Closed before the replica started: no group to wait for.
+		j.runSolo(ctx)
+		readied = true
+		return
+	}
 	r, err := raftstore.Open(raftstore.Config{
 		StateDir:  j.jobDir,
 		Name:      j.cfg.Node,
@@ -475,12 +484,22 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 	j.mu.Lock()
 	j.stats.Opened = time.Since(j.opened)
 	j.mu.Unlock()
-	defer func() {
+	shutdown := func() {
 		if err := r.Shutdown(); err != nil {
 			j.setErr(fmt.Errorf("journal: %w", err))
 		}
-	}()
+	}
+	defer shutdown()
 	if err := j.awaitLeadership(startCtx, ctx, r); err != nil {
+		if errors.Is(err, errClosedAlone) {
+			// Closed before the group formed: its only member writes
+			// the log alone, without waiting for an election.
+			shutdown()
+			j.replica = nil
+			j.runSolo(ctx)
+			readied = true
+			return
+		}
 		j.setErr(fmt.Errorf("journal: %w", err))
 		return
 	}
@@ -526,6 +545,9 @@ func (j *Journal) runSolo(ctx context.Context) {
 		return
 	}
 	j.solo = s
+	j.mu.Lock()
+	j.stats.Alone = !j.cfg.Solo
+	j.mu.Unlock()
 	defer func() {
 		if err := s.Close(); err != nil {
 			j.setErr(fmt.Errorf("journal: %w", err))
@@ -544,12 +566,36 @@ func (j *Journal) runSolo(ctx context.Context) {
 	w.loop(ctx)
 }
 
-// awaitLeadership waits until r leads.
+// errClosedAlone: Close came before the replica led a group of one.
+var errClosedAlone = errors.New("closed before the replica led")
+
+// alone reports whether the journal's replica starts a group of its own:
+// itself the only peer (replicas may join once it leads).
+func (j *Journal) alone() bool {
+	p := j.cfg.Peers
+	return j.cfg.Replica == nil && len(p) == 1 && p[0].ID == raft.ServerID(j.cfg.Node)
+}
+
+func (j *Journal) isClosing() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.closing
+}
+
+// awaitLeadership waits until r leads. If Close comes first and the
+// replica is alone (nobody can have joined a replica that never led), it
+// returns errClosedAlone.
 func (j *Journal) awaitLeadership(startCtx, ctx context.Context, r *raftstore.Replica) error {
 	timeout := time.NewTimer(j.cfg.ElectTimeout)
 	defer timeout.Stop()
+	var closed <-chan struct{}
+	if j.alone() {
+		closed = j.release
+	}
 	for {
 		select {
+		case <-closed:
+			return errClosedAlone
 		case l, ok := <-r.Leadership():
 			if !ok {
 				return errors.New("replica shut down before it led")

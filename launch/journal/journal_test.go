@@ -191,6 +191,42 @@ func TestJournalSoloPhases(t *testing.T) {
 	}
 }
 
+// TestJournalClosedAlone: a replica whose group never formed (its raft
+// timers far off: it never leads) writes the job's records and final
+// status alone at Close, without waiting for an election; so does one
+// still held at Close.
+func TestJournalClosedAlone(t *testing.T) {
+	slow := raftstore.Timing{HeartbeatTimeout: time.Hour, ElectionTimeout: time.Hour, LeaderLeaseTimeout: time.Hour, CommitTimeout: time.Second}
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-test", N: 8}, Timing: slow}
+			if held {
+				cfg.Hold = make(chan struct{})
+			}
+			j := openCfg(t, cfg)
+			launch(j, []string{"node0", "node1"}, 4, -1)
+			if err := j.Close(context.Background(), 0, "success"); err != nil {
+				t.Fatal(err)
+			}
+			if st := j.Stats(); !st.Alone || st.Flushes != 1 {
+				t.Errorf("stats %+v: want the log written alone, in one flush", st)
+			}
+			in, err := raftstore.OpenReadOnly(j.ReplicaDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := in.State.CheckInvariants(); err != nil {
+				t.Error(err)
+			}
+			s := in.State
+			if !s.Status.Done || s.Job.ID != "ft-test" || s.Ranks[7].State != raftstore.RankExited {
+				t.Errorf("status %+v, job %+v, rank 7 %+v", s.Status, s.Job, s.Ranks[7])
+			}
+		})
+	}
+}
+
 // TestJournalBatches: a job of 16,384 ranks on 64 nodes costs a handful
 // of entries, each UpdateRanks of at most MaxRows rows.
 func TestJournalBatches(t *testing.T) {

@@ -204,9 +204,17 @@ func (w *writer) absorbPlan(at time.Time, p *Plan) {
 	for _, n := range p.Nodes {
 		nodes = append(nodes, raftstore.PlanNode{Name: n.Name, Primary: n.Primary, Backup: n.Backup})
 	}
-	replicas := make([]string, 0, len(w.j.cfg.Peers))
+	replicas := make([]string, 0, len(w.j.cfg.Peers)+len(p.Replicas))
 	for _, s := range w.j.cfg.Peers {
 		replicas = append(replicas, string(s.ID))
+	}
+	if len(replicas) == 0 { // a solo log: itself
+		replicas = append(replicas, w.j.cfg.Node)
+	}
+	for _, n := range p.Replicas {
+		if !slices.Contains(replicas, n) {
+			replicas = append(replicas, n)
+		}
 	}
 	kind := p.Kind
 	if kind == "" {
