@@ -24,12 +24,15 @@ const linkLostGrace = time.Second
 // signals and termination. When the parent link is lost it kills every
 // rank's process group and returns: no orphans.
 type Agent struct {
-	log    io.Writer // the agent's own messages (its stderr: its parent forwards them)
-	trace  *phaseLog // its phases, for a front-end's --verbose (nil: none)
-	link   *link
-	up     *uplink   // how frames reach the parent (buffered while it has none)
-	outWin *window   // output credit granted by the front-end
-	outQ   *outQueue // output sent and not yet acknowledged
+	log   io.Writer // the agent's own messages (its stderr: its parent forwards them)
+	trace *phaseLog // its phases, for a front-end's --verbose (nil: none)
+	// rankGroup, if set, is told of each rank's process group (its pid)
+	// as the rank starts: an in-process agent's orphan guard.
+	rankGroup func(pgid int)
+	link      *link
+	up        *uplink   // how frames reach the parent (buffered while it has none)
+	outWin    *window   // output credit granted by the front-end
+	outQ      *outQueue // output sent and not yet acknowledged
 
 	firstColl     chan struct{} // closed when the node's first collective is answered
 	firstCollOnce sync.Once

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -26,14 +29,17 @@ import (
 //     so the agent runs in process only when nothing is ignored or
 //     blocked (inheritedSignalsClean); otherwise it is a process as
 //     before.
-//   - Its ranks die with it: they are started with Pdeathsig, which the
-//     kernel sends when the thread that forked them exits. A Go thread
-//     exits only when a goroutine locked to it ends without unlocking;
-//     the agent's goroutines unlock (startBound), and the front-end locks
-//     none. The front-end's death still kills the ranks, but not their
-//     own children: an agent process that saw its link drop killed each
-//     rank's process group, and in process nobody is left to. That is why
-//     it is not the default (Options.AgentInProcess).
+//   - Its ranks and their own children die with it: an agent process that
+//     saw its link drop (the front-end killed) sent SIGTERM to each rank's
+//     process group, SIGKILL a second later. In process nobody would be
+//     left to, so a guard does it: a /bin/sh process outside the
+//     front-end, told of each rank's process group on a pipe, that signals
+//     them if the pipe ends without "end" (the kernel closes it when the
+//     front-end dies) (orphanGuard). The ranks themselves also get
+//     Pdeathsig, which the kernel sends when the thread that forked them
+//     exits (a Go thread exits only when a goroutine locked to it ends
+//     without unlocking; the agent unlocks, startBound). Without /bin/sh
+//     the agent is a process as before.
 //   - Its own signals: the agent process ignored SIGINT and SIGHUP from a
 //     terminal it shared; in process they reach the front-end, which
 //     forwards them as before.
@@ -41,7 +47,7 @@ import (
 // startInProcess runs the agent on conn in a goroutine; kill ends it at
 // once (its link closes; it kills its ranks), wait waits until it
 // returned.
-func (fe *frontend) startInProcess(conn net.Conn) *localAgent {
+func (fe *frontend) startInProcess(conn net.Conn, guard *orphanGuard) *localAgent {
 	ctx, cancel := context.WithCancel(context.Background())
 	var trace *phaseLog
 	if fe.opts.Verbose {
@@ -53,10 +59,12 @@ func (fe *frontend) startInProcess(conn net.Conn) *localAgent {
 		defer close(done)
 		defer conn.Close()
 		trace.logf("agent running in the front-end's process")
-		err = runAgentTraced(ctx, conn, nil, fe.opts.Stderr, trace)
+		err = runAgentTraced(ctx, conn, nil, fe.opts.Stderr, trace, guard.add)
 		if err != nil {
 			fmt.Fprintf(fe.opts.Stderr, "ftlaunch agent: %v\n", err)
 		}
+		// The agent killed its ranks' groups as it returned.
+		guard.release()
 		trace.logf("agent returned")
 	}()
 	return &localAgent{
@@ -64,6 +72,61 @@ func (fe *frontend) startInProcess(conn net.Conn) *localAgent {
 		wait:      func() error { <-done; cancel(); return err },
 		inProcess: true,
 	}
+}
+
+// guardScript is the orphan guard's program: it collects process groups,
+// one per line, until "end" (exit) or the end of its input (the front-end
+// died): then SIGTERM to every group, SIGKILL a second later.
+const guardScript = `g=; while read -r p; do [ "$p" = end ] && exit 0; g="$g -$p"; done; ` +
+	`[ -n "$g" ] || exit 0; kill -s TERM -- $g 2>/dev/null; sleep 1; kill -s KILL -- $g 2>/dev/null; exit 0`
+
+// orphanGuard is the in-process agent's guard: a /bin/sh process in a
+// session of its own (a terminal's signals do not reach it) that outlives
+// the front-end. Its methods may be called from any goroutine.
+type orphanGuard struct {
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	w   *os.File // its input (nil once released)
+}
+
+// startGuard starts the guard.
+func startGuard() (*orphanGuard, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("orphan guard: %w", err)
+	}
+	defer r.Close()
+	cmd := exec.Command("/bin/sh", "-c", guardScript)
+	cmd.Stdin, cmd.Env = r, []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("orphan guard: %w", err)
+	}
+	return &orphanGuard{cmd: cmd, w: w}, nil
+}
+
+// add tells the guard of a rank's process group.
+func (g *orphanGuard) add(pgid int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w != nil {
+		_, _ = fmt.Fprintf(g.w, "%d\n", pgid)
+	}
+}
+
+// release ends the guard without signalling anything, and reaps it.
+func (g *orphanGuard) release() {
+	g.mu.Lock()
+	w := g.w
+	g.w = nil
+	g.mu.Unlock()
+	if w == nil {
+		return
+	}
+	_, _ = w.WriteString("end\n")
+	w.Close()
+	_ = g.cmd.Wait()
 }
 
 // inheritedSignalsClean reports whether ranks forked by this process

@@ -27,14 +27,17 @@ func RunAgent(ctx context.Context, conn io.ReadWriteCloser, log io.Writer) error
 }
 
 func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer) error {
-	return runAgentTraced(ctx, conn, tree, log, nil)
+	return runAgentTraced(ctx, conn, tree, log, nil, nil)
 }
 
-func runAgentTraced(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *phaseLog) error {
+// runAgentTraced is runAgent with the agent's phase log and the hook told
+// of each rank's process group (both may be nil).
+func runAgentTraced(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *phaseLog, rankGroup func(int)) error {
 	l := newLink(conn)
 	a := &Agent{
 		log:       log,
 		trace:     trace,
+		rankGroup: rankGroup,
 		tree:      tree,
 		link:      l,
 		up:        &uplink{l: l},
@@ -132,7 +135,7 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 		}
 		conn = c
 	}
-	if err := runAgentTraced(ctx, conn, tree, stderr, trace); err != nil {
+	if err := runAgentTraced(ctx, conn, tree, stderr, trace, nil); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 1
 	}

@@ -102,8 +102,8 @@ type Options struct {
 
 	// AgentInProcess runs this machine's agent of a local launch in the
 	// front-end's process where it can (agent_inproc.go): a Go process's
-	// start less, but a rank's own children outlive a front-end killed
-	// with SIGKILL (nobody is left to kill the ranks' process groups).
+	// start less; a /bin/sh guard kills the ranks' process groups if the
+	// front-end dies.
 	AgentInProcess bool
 
 	// startLocal, for tests of the root and the agent in one process,

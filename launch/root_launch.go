@@ -441,7 +441,11 @@ func (fe *frontend) spawnAgent(a *agentHandle) error {
 	defer theirs.Close()
 	start := fe.opts.startLocal
 	if start == nil && fe.opts.AgentInProcess && inheritedSignalsClean() {
-		start = fe.startInProcess
+		if g, err := startGuard(); err == nil {
+			start = func(c net.Conn) *localAgent { return fe.startInProcess(c, g) }
+		} else if fe.opts.Verbose {
+			fe.verbosef("node %s: the agent runs as a process: %v", a.name, err)
+		}
 	}
 	if start != nil {
 		c, err := net.FileConn(theirs)
