@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 )
 
@@ -36,17 +35,18 @@ type SoloConfig struct {
 // OpenReadOnly, `ftlaunch inspect` and a raft server opened on the
 // directory later read it as any replica's. What it saves is the
 // election's wait (one or two heartbeat timeouts) and raft's own
-// goroutines and writes: a batch of commands is one bbolt transaction, one
-// sync.
+// goroutines and writes: the database is opened once, its metadata and
+// stable store are one transaction, and a batch of commands is one more
+// (entries encoded as raft-boltdb encodes them).
 //
 // Threading: every method may be called from any goroutine; appends are
 // serialized.
 type Solo struct {
-	cfg   SoloConfig
-	dir   string
-	fsm   *FSM
-	logs  raft.LogStore
-	store *raftboltdb.BoltStore // nil: in memory
+	cfg SoloConfig
+	dir string
+	fsm *FSM
+	db  *bbolt.DB     // the database (nil: in memory)
+	mem raft.LogStore // the log in memory
 
 	mu     sync.Mutex
 	next   uint64 // the next entry's index
@@ -75,7 +75,7 @@ func OpenSolo(cfg SoloConfig) (*Solo, error) {
 	}
 	s := &Solo{cfg: cfg, fsm: NewFSM(), next: 1, term: soloTerm}
 	if cfg.InMemory {
-		s.logs = raft.NewInmemStore()
+		s.mem = raft.NewInmemStore()
 		return s, nil
 	}
 	s.dir = filepath.Join(cfg.StateDir, cfg.Name)
@@ -84,14 +84,9 @@ func OpenSolo(cfg SoloConfig) (*Solo, error) {
 	}
 	dbPath := filepath.Join(s.dir, dbFile)
 	var err error
-	if s.next, s.term, err = initSolo(dbPath, cfg.Name); err != nil {
+	if s.db, s.next, s.term, err = initSolo(dbPath, cfg.Name); err != nil {
 		return nil, fmt.Errorf("raftstore: open solo %s: %w", dbPath, err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: lockTimeout}})
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: open solo %s: %w", dbPath, lockErr(err))
-	}
-	s.logs, s.store = store, store
 	return s, nil
 }
 
@@ -100,10 +95,10 @@ func OpenSolo(cfg SoloConfig) (*Solo, error) {
 // never led is checked. Either gets raft's stable store as a single voter
 // that voted for itself leaves it. It returns the log's next index and the
 // term of the entries to come.
-func initSolo(path, name string) (next, term uint64, err error) {
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+func initSolo(path, name string) (db *bbolt.DB, next, term uint64, err error) {
+	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
 	if err != nil {
-		return 0, 0, lockErr(err)
+		return nil, 0, 0, lockErr(err)
 	}
 	next, term = 1, soloTerm
 	err = db.Update(func(tx *bbolt.Tx) error {
@@ -166,7 +161,33 @@ func initSolo(path, name string) (next, term uint64, err error) {
 		// raft records the candidate's address.
 		return conf.Put([]byte(confKeyLastVoteCand), []byte(soloAddr(name)))
 	})
-	return next, term, errors.Join(err, db.Close())
+	if err != nil {
+		return nil, 0, 0, errors.Join(err, db.Close())
+	}
+	return db, next, term, nil
+}
+
+// storeLogs appends entries in one transaction, encoded as raft-boltdb
+// encodes them (msgpack, times in its old format), so that it and raft
+// read them back.
+func (s *Solo) storeLogs(logs []*raft.Log) error {
+	if s.db == nil {
+		return s.mem.StoreLogs(logs)
+	}
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketLogs))
+		h := codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}}
+		for _, l := range logs {
+			var val []byte
+			if err := codec.NewEncoderBytes(&val, &h).Encode(l); err != nil {
+				return fmt.Errorf("encode log entry %d: %w", l.Index, err)
+			}
+			if err := b.Put(binary.BigEndian.AppendUint64(nil, l.Index), val); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Dir returns the log's directory, StateDir/Name ("" in memory).
@@ -220,7 +241,7 @@ func (s *Solo) ApplyBatch(cs []Command) ([]Outcome, error) {
 		logs = append(logs, &raft.Log{Index: next, Term: s.term, Type: raft.LogCommand, Data: Encode(c), AppendedAt: now})
 		next++
 	}
-	if err := s.logs.StoreLogs(logs); err != nil {
+	if err := s.storeLogs(logs); err != nil {
 		return nil, fmt.Errorf("raftstore: solo apply: %w", err)
 	}
 	s.next, s.led = next, true
@@ -250,10 +271,10 @@ func (s *Solo) Close() error {
 		return nil
 	}
 	s.closed = true
-	if s.store == nil {
+	if s.db == nil {
 		return nil
 	}
-	if err := s.store.Close(); err != nil {
+	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("raftstore: close solo %s: %w", s.cfg.Name, err)
 	}
 	return nil
