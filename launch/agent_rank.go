@@ -347,7 +347,11 @@ func (rp *rankProc) serveRank(ctx context.Context) {
 			return
 		}
 		if err := rp.request(ctx, f); err != nil {
-			rp.fail(fmt.Sprintf("rank protocol: %v", err))
+			// A reply that cannot be written to a rank that was killed
+			// meanwhile (a broken pipe) is its exit too.
+			if ctx.Err() == nil && !rp.died() {
+				rp.fail(fmt.Sprintf("rank protocol: %v", err))
+			}
 			return
 		}
 	}
