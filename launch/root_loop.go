@@ -158,13 +158,7 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 			lost = append(lost, b)
 		}
 	}
-	for _, b := range lost {
-		why := err
-		if b != a {
-			why = fmt.Errorf("lost with %s above it in the launch tree", a.name)
-		}
-		fe.step(recovery.AgentLost{Node: b.name, Err: why.Error()})
-	}
+	fe.lostAgents(a, lost, err, errors.Is(err, errHeartbeat)) // root_relaunch.go
 }
 
 // closeSubtree marks a and the agents below it gone and returns those that
@@ -183,8 +177,14 @@ func (fe *frontend) closeSubtree(a *agentHandle) []*agentHandle {
 func (fe *frontend) handle(ev event) {
 	switch ev := ev.(type) {
 	case evMessage:
+		if ev.agent != fe.agents[ev.agent.idx] {
+			return // from an agent incarnation that was lost and replaced
+		}
 		fe.message(ev.agent, ev.typ, ev.p)
 	case evLinkEnd:
+		if ev.agent != fe.agents[ev.agent.idx] {
+			return
+		}
 		fe.linkEnded(ev.agent, ev.err)
 	case evLaunched:
 		r := ev.res
@@ -208,6 +208,10 @@ func (fe *frontend) handle(ev event) {
 		fe.committed(ev)
 	case evExpired:
 		fe.step(recovery.Expired{Epoch: ev.epoch, Stage: ev.stage})
+	case evRelaunched:
+		fe.relaunched(ev)
+	case evPlanner:
+		fe.step(ev.ev)
 	default:
 		panic(fmt.Sprintf("launch: root event %T not handled", ev))
 	}
@@ -438,6 +442,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	fe.bcast(mCollResult, res.encode())
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
+		fe.table = rc.values
 		fe.step(recovery.TablePublished{})
 		fe.nodeTableAt = time.Since(fe.start)
 		nodes := make([]string, len(fe.ranks))
