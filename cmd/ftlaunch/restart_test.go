@@ -97,23 +97,7 @@ func TestRestartRank(t *testing.T) {
 			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
 		})
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("job: %v", err)
-		}
-	case <-time.After(120 * time.Second):
-		t.Fatal("the job did not end")
-	}
-	if !strings.Contains(out.String(), "checksum") {
-		t.Fatalf("no checksum line:\n%s", out.String())
-	}
-	f := strings.Fields(strings.TrimSpace(out.String()))
-	if len(f) < 4 || f[0] != "checksum" || f[1] != f[3] {
-		t.Fatalf("wrong result: %q", out.String())
-	}
+	ringDone(t, cmd, out)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	for _, r := range []string{"rank 2 ", "rank 9 ", "rank 14 "} {
 		if !strings.Contains(insp.stdout, r) {
