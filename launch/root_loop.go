@@ -111,7 +111,9 @@ func (fe *frontend) replicasSettled() bool {
 
 func (fe *frontend) allAgentsGone() bool {
 	for _, a := range fe.agents {
-		if !a.closed {
+		// An agent being started again is not gone (the job's only agent,
+		// say), unless the job ends first.
+		if !a.closed || fe.rec.Relaunching(a.idx) && !fe.rec.Ending() {
 			return false
 		}
 	}

@@ -76,6 +76,9 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 		}
 	}
 	fe.agents[act.Agent] = a
+	if old.local != nil {
+		fe.goFunc(old.wait) // killed when it was lost: reaped (a session is, by its launcher)
+	}
 	if fe.stdinAgent == old {
 		fe.stdinAgent = a // stdin is not forwarded to a rank started again
 	}

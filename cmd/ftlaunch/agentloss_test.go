@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -9,15 +10,15 @@ import (
 	"time"
 )
 
-// runRing starts the ring application on 4 test nodes (a flat tree, no
-// replicas) under policy, waits for its node table, and returns the
+// runRing starts the ring application with n ranks under policy (and the
+// flags where, e.g. test nodes), waits for its node table, and returns the
 // command, its output buffers (stderr is logged if the test fails), its
 // state directory and the checkpoint directory (its marker).
-func runRing(t *testing.T, policy string) (cmd *exec.Cmd, out, errb *syncBuffer, dir, ck string) {
+func runRing(t *testing.T, policy string, n int, where ...string) (cmd *exec.Cmd, out, errb *syncBuffer, dir, ck string) {
 	t.Helper()
 	dir, ck = t.TempDir(), t.TempDir()
-	cmd = exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--test-nodes", "4", "--tree", "flat", "--restart", policy, "-n", "8",
-		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+	args := append([]string{"run", "--verbose", "--state-dir", dir, "--restart", policy, "-n", strconv.Itoa(n)}, where...)
+	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
 	out, errb = &syncBuffer{}, &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errb
 	if err := cmd.Start(); err != nil {
@@ -30,7 +31,7 @@ func runRing(t *testing.T, policy string) (cmd *exec.Cmd, out, errb *syncBuffer,
 			t.Logf("stderr:\n%s", errb.String())
 		}
 	})
-	tablePublished(t, errb, 8)
+	tablePublished(t, errb, n)
 	return cmd, out, errb, dir, ck
 }
 
@@ -79,7 +80,7 @@ func TestAgentLostRelaunchRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an 8-rank job whose agent is killed twice")
 	}
-	cmd, out, errb, dir, ck := runRing(t, "rank")
+	cmd, out, errb, dir, ck := runRing(t, "rank", 8, "--test-nodes", "4", "--tree", "flat")
 	old := 0
 	for i := range 2 {
 		old = killAgent(t, ck, "node2", old)
@@ -113,7 +114,7 @@ func TestAgentLostRelaunchJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an 8-rank job whose agent is killed")
 	}
-	cmd, out, errb, dir, ck := runRing(t, "job")
+	cmd, out, errb, dir, ck := runRing(t, "job", 8, "--test-nodes", "4", "--tree", "flat")
 	killAgent(t, ck, "node1", 0)
 	waitFor(t, "the restart", 60*time.Second, func() bool {
 		return strings.Contains(errb.String(), "recovered: every rank started again")
@@ -127,4 +128,27 @@ func TestAgentLostRelaunchJob(t *testing.T) {
 	}
 	waitGone(t, ck, 10*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+}
+
+// TestAgentLostRelaunchLocal: the one agent of a job on this machine (on
+// a socket pair, no launch tree) is lost and spawned again the same way;
+// every rank goes through the restart protocol on it.
+func TestAgentLostRelaunchLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-rank job whose agent is killed")
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	cmd, out, errb, _, ck := runRing(t, "rank", 3)
+	killAgent(t, ck, host, 0)
+	waitFor(t, "the recovery", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	ringDone(t, cmd, out)
+	if want := "its rank(s) 0, 1, 2 as their next incarnation"; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr does not say %q", want)
+	}
+	waitGone(t, ck, 10*time.Second)
 }
