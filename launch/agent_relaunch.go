@@ -42,10 +42,10 @@ func (a *Agent) standby(ctx context.Context, wg *sync.WaitGroup) {
 		a.ranks[r] = &rankProc{rank: r, agent: a, cmd: &exec.Cmd{}, info: info, exited: gone, cpus: bindingOf(binds, i)}
 		a.order = append(a.order, r)
 		a.gone[r] = true
-		a.seq[r] = rl.Epoch << 32
+		a.seq[r] = rl.CollEpoch << 32
 	}
 	a.ended = n
-	a.rec.epoch, a.rec.version = rl.Epoch, rl.Version
+	a.rec.epoch, a.rec.coll, a.rec.version = rl.Epoch, rl.CollEpoch, rl.Version
 	a.rec.table = rl.Table
 	a.rec.suspended, a.rec.settled = rl.Suspended, rl.Suspended
 	exited := a.exited

@@ -89,6 +89,13 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 		for i, a := range fe.agents {
 			a.inc = p.AgentIncarnation(i) // agents relaunched before, as the last record says
 		}
+		// Ranks the recovery carried on starts again (those of a lost
+		// agent, say) are running, whatever the table says of their end.
+		for r := range fe.ranks {
+			if p.Replacing(r) || p.RestartsJob() {
+				fe.reviveRank(r)
+			}
+		}
 	}()
 	if len(st.Recovery) > 0 {
 		var rec recovery.Checkpoint
@@ -110,8 +117,8 @@ func (fe *frontend) feedLeader() {
 		return
 	}
 	for _, a := range fe.agents {
-		if a.rootChild && !a.adopted && !a.closed {
-			return
+		if a.rootChild && !a.adopted && !a.closed && !fe.rec.Relaunching(a.idx) {
+			return // (an agent lost and being started again is not waited for)
 		}
 	}
 	fe.leaderFed = true

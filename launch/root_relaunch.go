@@ -69,7 +69,9 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 		}
 		return
 	}
-	a := &agentHandle{idx: old.idx, name: old.name, ranks: old.ranks, rootChild: old.rootChild, inc: act.Incarnation}
+	// adopted: its link is this root's own, as an adopted agent's is (a
+	// successor does not wait for it to ask for adoption).
+	a := &agentHandle{idx: old.idx, name: old.name, ranks: old.ranks, rootChild: old.rootChild, inc: act.Incarnation, adopted: true}
 	for _, r := range a.ranks {
 		if fe.ranks[r].ended {
 			a.ended++
@@ -144,7 +146,7 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 // relaunchSpec is what a relaunched agent is told beyond the node's share.
 func (fe *frontend) relaunchSpec(a *agentHandle) *relaunchSpec {
 	rl := &relaunchSpec{
-		Incarnation: a.inc, Epoch: fe.rec.Epoch(), Version: fe.rec.Version(), Table: fe.table,
+		Incarnation: a.inc, Epoch: fe.rec.Epoch(), CollEpoch: fe.collEpoch, Version: fe.rec.Version(), Table: fe.table,
 		Suspended: fe.opts.Restart == recovery.Rank && fe.rec.Stage() != 0,
 	}
 	for _, r := range a.ranks {

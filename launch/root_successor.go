@@ -160,7 +160,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	// An agent this root started itself (resumeLaunch) has its link.
 	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
 		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil ||
-		max(ac.hello.Inc, 1) != fe.agents[idx].inc { // an incarnation declared lost
+		max(ac.hello.Inc, 1) != fe.agents[idx].inc || fe.rec.Relaunching(idx) { // an incarnation declared lost
 		ac.conn.Close()
 		return
 	}

@@ -10,6 +10,7 @@ type relaunchSpec struct {
 	Incarnation uint64   // the agent's own
 	Incs        []uint64 // each of its ranks' incarnation that was lost, in Ranks order
 	Epoch       uint64   // the recovery's: commands of older epochs are refused
+	CollEpoch   uint64   // the epoch the job's collectives are counted under (the last suspension's)
 	Suspended   bool     // under --restart rank: its ranks start held until the resume
 	Version     uint64   // the node table's version
 	Table       [][]byte // the node table (I-tuples by rank; nil before the first Publish)
@@ -24,7 +25,7 @@ func encodeRelaunch(e *wire.Encoder, rl *relaunchSpec) {
 	for _, inc := range rl.Incs {
 		e.Uint(inc)
 	}
-	e.Uint(rl.Epoch).Bool(rl.Suspended).Uint(rl.Version).Uint(uint64(len(rl.Table)))
+	e.Uint(rl.Epoch).Uint(rl.CollEpoch).Bool(rl.Suspended).Uint(rl.Version).Uint(uint64(len(rl.Table)))
 	for _, row := range rl.Table {
 		e.Bytes(row)
 	}
@@ -39,7 +40,7 @@ func decodeRelaunch(d *wire.Decoder) *relaunchSpec {
 	for range n {
 		rl.Incs = append(rl.Incs, d.Uint())
 	}
-	rl.Epoch, rl.Suspended, rl.Version = d.Uint(), d.Bool(), d.Uint()
+	rl.Epoch, rl.CollEpoch, rl.Suspended, rl.Version = d.Uint(), d.Uint(), d.Bool(), d.Uint()
 	n = d.Count(1)
 	for range n {
 		rl.Table = append(rl.Table, d.Bytes())

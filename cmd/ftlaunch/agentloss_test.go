@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -149,6 +150,30 @@ func TestAgentLostRelaunchLocal(t *testing.T) {
 	ringDone(t, cmd, out)
 	if want := "its rank(s) 0, 1, 2 as their next incarnation"; !strings.Contains(errb.String(), want) {
 		t.Errorf("stderr does not say %q", want)
+	}
+	waitGone(t, ck, 10*time.Second)
+}
+
+// TestAgentLostRelaunchFailover: the front-end (the root's leader) is
+// SIGKILLed once the relaunch of a lost agent is committed and before it
+// starts the agent: the successor carries the recovery on from the
+// committed phase, starts the node's next agent incarnation itself (once),
+// and the job completes with the right result.
+func TestAgentLostRelaunchFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated job with a failover during a relaunch")
+	}
+	cmd, errb, dir, ck := startHeld(t, "relaunch", "--test-nodes", "6", "--tree", "flat")
+	killAgent(t, ck, "node4", 0) // not a replica agent's node (node0, node1)
+	waitFor(t, "the front-end to hold the recovery", 30*time.Second, func() bool {
+		return strings.Contains(errb.String(), "test hook: holding the recovery at its committed relaunch phase")
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	attachRight(t, dir)
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	if n := len(regexp.MustCompile(`node4\s+up: connected back`).FindAllString(insp.stdout, -1)); n != 2 {
+		t.Errorf("node4's agent connected %d time(s), want twice (its first incarnation and the successor's relaunch):\n%s", n, insp.stdout)
 	}
 	waitGone(t, ck, 10*time.Second)
 }
