@@ -444,7 +444,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	fe.bcast(mCollResult, res.encode())
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
-		fe.table = rc.values
+		fe.table = slices.Clone(rc.values) // patched in place later; the journal keeps rc.values
 		fe.step(recovery.TablePublished{})
 		fe.nodeTableAt = time.Since(fe.start)
 		nodes := make([]string, len(fe.ranks))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -176,4 +177,28 @@ func TestAgentLostRelaunchFailover(t *testing.T) {
 		t.Errorf("node4's agent connected %d time(s), want twice (its first incarnation and the successor's relaunch):\n%s", n, insp.stdout)
 	}
 	waitGone(t, ck, 10*time.Second)
+}
+
+// TestAgentLostPastMaxRestarts: the second loss of a node's agent under
+// --max-restarts 1 ends the job, naming why, with nothing left running.
+func TestAgentLostPastMaxRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an 8-rank job whose agent is killed twice")
+	}
+	cmd, _, errb, _, ck := runRing(t, "rank", 8, "--test-nodes", "4", "--tree", "flat", "--max-restarts", "1")
+	old := killAgent(t, ck, "node2", 0)
+	waitFor(t, "the recovery", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	killAgent(t, ck, "node2", old)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("job: %v, want exit code 1", err)
+	}
+	if want := "lost the agent of node node2: EOF; its agent was started again 1 time(s) (--max-restarts 1): the job ends"; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr does not say %q", want)
+	}
+	waitGone(t, ck, 10*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
 }
