@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
 )
 
 // runRing starts the ring application with n ranks under policy (and the
@@ -201,4 +204,29 @@ func TestAgentLostPastMaxRestarts(t *testing.T) {
 	}
 	waitGone(t, ck, 10*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+}
+
+// TestClusterAgentLostRelaunch: over SSH on the emulated cluster, the
+// agent of one host is SIGKILLed (its host still answers): a new agent
+// incarnation is started there over a new SSH session and its ranks go
+// through the restart protocol on it.
+func TestClusterAgentLostRelaunch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an emulated cluster")
+	}
+	c := chaostest.Cluster(t, 4, cluster.Config{})
+	cmd, out, errb, dir, ck := runRing(t, "rank", 8, "--hostfile", hostfile(t, c, 2), "--ssh-config", c.SSHConfig(), "--tree", "flat")
+	killAgent(t, ck, "node003", 0)
+	waitFor(t, "the recovery", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	ringDone(t, cmd, out)
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	for _, want := range []string{"the agent of node node003 as incarnation 2", "resumed at"} {
+		if !strings.Contains(insp.stdout, want) {
+			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
+		}
+	}
+	waitGone(t, ck, 20*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
 }
