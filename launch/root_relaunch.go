@@ -125,8 +125,12 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 	r := ev.res
 	a := fe.agents[r.child.Idx]
 	if a.inc != ev.inc || a.up || a.closed {
+		// Superseded (the job ended, or a newer incarnation was decided).
+		if r.link != nil {
+			r.link.conn.Close()
+		}
 		if r.sess != nil {
-			killSession(r.sess) // superseded
+			killSession(r.sess)
 		}
 		return
 	}
