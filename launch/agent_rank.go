@@ -344,7 +344,13 @@ func (rp *rankProc) serveRank(ctx context.Context) {
 			return
 		}
 		if err := rp.request(ctx, f); err != nil {
-			rp.fail(fmt.Sprintf("rank protocol: %v", err))
+			// A reply that cannot be written because the rank died (killed
+			// before it read it: a broken pipe) is its exit, not a
+			// protocol error; what the rank sent wrong is one at once.
+			var op *net.OpError
+			if ctx.Err() == nil && !(errors.As(err, &op) && rp.died()) {
+				rp.fail(fmt.Sprintf("rank protocol: %v", err))
+			}
 			return
 		}
 	}

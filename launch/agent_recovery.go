@@ -406,7 +406,9 @@ func (a *Agent) restartJob(m recMsg) {
 		var st started
 		for _, old := range olds {
 			info := old.info
-			info.Incarnation++
+			// The job's restart R runs every rank as incarnation R+1 (a
+			// rank that missed a restart, its agent not up yet, catches up).
+			info.Incarnation = max(info.Incarnation+1, uint64(m.Restarts)+1)
 			info.Restarts = m.Restarts
 			rp, err := startRank(a.spec, info, a, old.cpus)
 			if err != nil {

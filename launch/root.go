@@ -94,8 +94,12 @@ type frontend struct {
 	lastAcks   map[int]bool   // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
 	failedAt   time.Time      // the failure the recovery in progress began with
 	recoveryAt time.Time      // the last phase committed
-	leaderFed  bool           // a successor told its planner it leads
-	holdAt     string         // test hook: the phase to hold (holdEnv)
+	recoveries int            // recoveries over (every agent acknowledged the last phase)
+	// pendingRestart is a restart of the job decided during the launch,
+	// sent once every agent is up (flushRestart).
+	pendingRestart []byte
+	leaderFed      bool   // a successor told its planner it leads
+	holdAt         string // test hook: the phase to hold (holdEnv)
 
 	progress  bool // show a live launch line on stderr (a terminal)
 	agentsUp  int  // agents that got their job

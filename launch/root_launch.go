@@ -319,6 +319,7 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	if fe.agentsUp == len(fe.agents) && fe.plan != nil {
 		fe.launchReport()
 	}
+	fe.flushRestart()
 }
 
 func (fe *frontend) sendBackup(a *agentHandle) {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 // The live report: while a job runs, its replicas hold the state log's
@@ -41,6 +43,25 @@ type Live struct {
 	Failure string `json:"failure,omitempty"`
 	// Failover is set once a successor took the root over.
 	Failover bool `json:"failover,omitempty"`
+	// Recoveries counts the recoveries this root saw to their end (a
+	// successor counts from its takeover).
+	Recoveries int `json:"recoveries,omitempty"`
+	// Recovery is the recovery in progress, if any.
+	Recovery *LiveRecovery `json:"recovery,omitempty"`
+}
+
+// LiveRecovery is where a recovery in progress stands.
+type LiveRecovery struct {
+	// Ranks are the ranks being started again (under --restart job: every
+	// rank, and Ranks is empty).
+	Ranks []int  `json:"ranks,omitempty"`
+	Stage string `json:"stage"` // suspend, respawn, patch, resume, restart-job
+	Epoch uint64 `json:"epoch"`
+	// Failed is when the root learned of the failure that began it (for a
+	// successor: when it carried the recovery on); Phase when its current
+	// phase went to the state log (zero: not yet).
+	Failed time.Time `json:"failed"`
+	Phase  time.Time `json:"phase,omitzero"`
 }
 
 // ReadLive reads a job's live report; a job without one gets an error
@@ -81,6 +102,21 @@ func (fe *frontend) live() Live {
 	}
 	if f := fe.rec.Failure(); f != nil {
 		l.Failure = f.Msg
+	}
+	l.Recoveries = fe.recoveries
+	if st := fe.rec.Stage(); st != 0 {
+		r := &LiveRecovery{Stage: st.String(), Epoch: fe.rec.Epoch(), Failed: fe.failedAt}
+		if fe.recoveryAt.After(fe.failedAt) {
+			r.Phase = fe.recoveryAt
+		}
+		if st != recovery.StageRestartJob {
+			for i := range fe.ranks {
+				if _, ok := fe.recovered[i]; ok || fe.rec.Replacing(i) {
+					r.Ranks = append(r.Ranks, i)
+				}
+			}
+		}
+		l.Recovery = r
 	}
 	return l
 }

@@ -59,7 +59,8 @@ func restartName(p recovery.Policy) string {
 }
 
 // successorPlanner is the planner of a root that took over: the job's
-// policy, every rank's incarnation as the replicated table has it, and
+// policy, every rank's incarnation (and under --restart rank its restart
+// count) as the replicated table has it, and
 // the recovery its predecessor committed last, which it carries on once
 // it leads the agents (feedLeader).
 func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended []int) *recovery.Planner {
@@ -69,9 +70,18 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	cfg := fe.plannerConfig()
 	cfg.Resumed, cfg.Ended = true, ended
 	cfg.Incarnations = make([]uint64, fe.opts.N)
+	if fe.opts.Restart == recovery.Rank {
+		// A rank's restarts are its respawns: every one is patched into
+		// the table as the next incarnation. (A rank the last record is
+		// about gets its count from the record: Restore.)
+		cfg.RankRestarts = make([]int, fe.opts.N)
+	}
 	for r := range st.Ranks {
 		if r < fe.opts.N {
 			cfg.Incarnations[r] = st.Ranks[r].Incarnation
+			if cfg.RankRestarts != nil && st.Ranks[r].Incarnation > 1 {
+				cfg.RankRestarts[r] = int(st.Ranks[r].Incarnation - 1)
+			}
 			fe.ranks[r].inc = st.Ranks[r].Incarnation
 			cfg.TableReady = cfg.TableReady || st.Ranks[r].ITuple != nil
 		}
@@ -270,12 +280,36 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 	case recovery.RestartJob:
 		fe.abandonCollectives(act.Epoch)
 		fe.lastAcks = map[int]bool{}
+		m := recMsg{Epoch: act.Epoch, Restarts: act.Restarts}.encode()
+		if n := len(fe.agents) - fe.agentsUp; n > 0 && fe.launchTmpl == nil {
+			// During the launch: the restart goes to every agent once all
+			// are up (flushRestart), so that none starts its ranks as an
+			// older incarnation after it.
+			fe.pendingRestart = m
+			fe.verbosef("recovery: restarting every rank (restart %d, epoch %d) once the %d agent(s) not up yet are", act.Restarts, act.Epoch, n)
+			return true
+		}
 		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
-		fe.bcast(mRestartJob, recMsg{Epoch: act.Epoch, Restarts: act.Restarts}.encode())
+		fe.bcast(mRestartJob, m)
 	default:
 		return false
 	}
 	return true
+}
+
+// flushRestart sends a restart of the job held for the launch, once every
+// agent is up (and the restart is still the one in progress).
+func (fe *frontend) flushRestart() {
+	if fe.pendingRestart == nil || fe.agentsUp < len(fe.agents) {
+		return
+	}
+	m := fe.pendingRestart
+	fe.pendingRestart = nil
+	if fe.rec.Stage() != recovery.StageRestartJob {
+		return // the job is ending
+	}
+	fe.verbosef("recovery: every agent is up: restarting every rank")
+	fe.bcast(mRestartJob, m)
 }
 
 // abandonCollectives drops the collectives in flight: a recovery's agents
@@ -377,6 +411,7 @@ func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told st
 		return
 	}
 	fe.lastAcks = nil
+	fe.recoveries++
 	after := ms(time.Since(fe.failedAt))
 	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1,
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)

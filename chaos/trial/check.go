@@ -36,8 +36,27 @@ type Applied struct {
 	GroupFormed bool
 }
 
-// Expectation is what today's policy promises for a trial: one of
-// Endings, and for Failed a message naming one of Names.
+// Policy is the job's restart policy (ftlaunch run --restart).
+type Policy string
+
+// The policies.
+const (
+	NoRestart   Policy = "none" // any failure ends the job
+	RestartRank Policy = "rank" // a failed rank is replaced
+	RestartJob  Policy = "job"  // every rank is started again
+)
+
+// ParsePolicy reads --restart.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case NoRestart, RestartRank, RestartJob:
+		return p, nil
+	}
+	return "", fmt.Errorf("--restart %q: want none, rank or job", s)
+}
+
+// Expectation is what the policy promises for a trial: one of Endings,
+// and for Failed a message naming one of Names.
 type Expectation struct {
 	Endings []Ending
 	Names   []string
@@ -47,12 +66,19 @@ type Expectation struct {
 	Lost []string
 	// RootLost: the front-end was killed.
 	RootLost bool
+	// Recover: the policy promises to recover from the faults applied (a
+	// rank's, under --restart rank or job): every failure in the log must
+	// be followed by a recovery that ran to its end.
+	Recover bool
 }
 
-// Expect returns the promise for the applied actions under --restart none
+// Expect returns the promise for the applied actions under the policy
 // with the given number of root replicas. root is the front-end's replica
-// name (its host name) for Lost.
-func Expect(applied []Applied, t Topology, replicas int, root string) Expectation {
+// name (its host name) for Lost. Under --restart rank, a rank lost during
+// the launch (before the first node table) ends the job; under job it is
+// started again with the others. Losing an agent ends the job under every
+// policy today.
+func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Phase, root string) Expectation {
 	var e Expectation
 	failed, unfinished := false, false
 	for _, a := range applied {
@@ -69,6 +95,10 @@ func Expect(applied []Applied, t Topology, replicas int, root string) Expectatio
 				unfinished = true
 			}
 		case Rank:
+			if policy == RestartJob || policy == RestartRank && phase == Run {
+				e.Recover = true
+				continue
+			}
 			failed = true
 			e.Names = append(e.Names, a.Target.String())
 		default:
@@ -136,6 +166,17 @@ type Outcome struct {
 	// AppOK says the application's result was verified (its final line);
 	// checked when the job completed and AppChecked.
 	AppOK, AppChecked bool
+	// Recoveries are the log's recoveries (failures paired with their
+	// phases), with how each ended.
+	Recoveries []Recovery
+}
+
+// Recovery is one recovery in the log.
+type Recovery struct {
+	Subject string // "rank 5", "node node3"
+	Outcome string // as journal.Analyze has it: resumed, restarted, in progress, ...
+	Done    bool   // it ran to its end: every rank runs again
+	TotalMS float64
 }
 
 // The invariants, in the order they are checked and reported.
@@ -147,6 +188,7 @@ const (
 	InvMonotonic  = "monotonic"        // epochs and node-table versions never go back
 	InvState      = "state-invariants" // raftstore's own checks of the state
 	InvOutput     = "output-unique"    // no output line duplicated
+	InvRecovered  = "recovered"        // under a restart policy, every failure of a completed job was recovered
 	InvAppResult  = "app-result"       // a completed job's application verified its result
 	InvFaultFired = "fault-applied"    // at least one planned fault was applied
 )
@@ -258,6 +300,19 @@ func Check(applied []Applied, e Expectation, o Outcome) []Violation {
 				break
 			}
 			seen[l] = true
+		}
+	}
+	if got == Completed && e.Recover {
+		switch {
+		case len(o.Recoveries) == 0:
+			add(InvRecovered, "the job completed, but its log has no recovery of the %d failure(s) in it", len(o.Failures))
+		default:
+			for _, r := range o.Recoveries {
+				if !r.Done {
+					add(InvRecovered, "the recovery of %s did not run to its end: %s", r.Subject, r.Outcome)
+					break
+				}
+			}
 		}
 	}
 	if got == Completed && o.AppChecked && !o.AppOK {

@@ -85,7 +85,7 @@ func ParsePhase(s string) (Phase, error) {
 	case Launch, Run, Any:
 		return p, nil
 	case "recovery":
-		return "", errors.New("--when recovery: there is no recovery to hit yet (--restart none); want launch, run or any")
+		return "", errors.New("--when recovery: chaos has no recovery to hit yet (faults timed into a recovery are not built; --concurrent 2 --restart rank may land a second fault in one); want launch, run or any")
 	}
 	return "", fmt.Errorf("--when %q: want launch, run or any", s)
 }

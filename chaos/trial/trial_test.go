@@ -178,7 +178,7 @@ func good() Outcome {
 func TestCheckNamesTheInvariant(t *testing.T) {
 	topo := kary2()
 	acts := []Applied{applied(Agent, Target{Node: 3, Rank: -1})}
-	exp := Expect(acts, topo, 1, "fe")
+	exp := Expect(acts, topo, 1, NoRestart, Run, "fe")
 	if vs := Check(acts, exp, good()); len(vs) != 0 {
 		t.Fatalf("a good outcome fails: %v", vs)
 	}
@@ -218,18 +218,34 @@ func TestCheckNamesTheInvariant(t *testing.T) {
 	skipped := []Applied{{Action: Action{Fault: Rank, Target: Target{Node: 0, Rank: 1}}, Skipped: "the job ended first"}}
 	co := good()
 	co.ExitCode, co.Message, co.Failures, co.AppOK = 0, "", nil, true
-	if vs := Check(skipped, Expect(skipped, topo, 1, "fe"), co); len(vs) != 1 || vs[0].Invariant != InvFaultFired {
+	if vs := Check(skipped, Expect(skipped, topo, 1, NoRestart, Run, "fe"), co); len(vs) != 1 || vs[0].Invariant != InvFaultFired {
 		t.Errorf("no fault applied: %v", vs)
 	}
 	// A completed job must show the application's result.
 	co.AppOK = false
 	slow := []Applied{applied(Slow, Target{Node: 2, Rank: -1})}
-	if vs := Check(slow, Expect(slow, topo, 1, "fe"), co); len(vs) != 1 || vs[0].Invariant != InvAppResult {
+	if vs := Check(slow, Expect(slow, topo, 1, NoRestart, Run, "fe"), co); len(vs) != 1 || vs[0].Invariant != InvAppResult {
 		t.Errorf("completed without the result: %v", vs)
 	}
 	co.AppOK = true
-	if vs := Check(slow, Expect(slow, topo, 1, "fe"), co); len(vs) != 0 {
+	if vs := Check(slow, Expect(slow, topo, 1, NoRestart, Run, "fe"), co); len(vs) != 0 {
 		t.Errorf("a slow agent's completed job: %v", vs)
+	}
+	// Under --restart rank, a completed job's failures were recovered.
+	ranked := []Applied{applied(Rank, Target{Node: 2, Rank: 5})}
+	re := Expect(ranked, topo, 1, RestartRank, Run, "fe")
+	co.Failures = []Event{{Index: 7, Detail: "rank 5 on node node2 was killed by signal 9"}}
+	co.Recoveries = []Recovery{{Subject: "rank 5", Outcome: "resumed", Done: true}}
+	if vs := Check(ranked, re, co); len(vs) != 0 {
+		t.Errorf("a recovered rank: %v", vs)
+	}
+	co.Recoveries[0].Outcome, co.Recoveries[0].Done = "in progress", false
+	if vs := Check(ranked, re, co); len(vs) != 1 || vs[0].Invariant != InvRecovered {
+		t.Errorf("a recovery left in progress: %v", vs)
+	}
+	co.Recoveries = nil
+	if vs := Check(ranked, re, co); len(vs) != 1 || vs[0].Invariant != InvRecovered {
+		t.Errorf("no recovery in the log: %v", vs)
 	}
 }
 
@@ -250,13 +266,36 @@ func TestExpect(t *testing.T) {
 		{"slow", []Applied{applied(Slow, Target{Node: 1, Rank: -1})}, 1, []Ending{Completed}},
 		{"skipped", []Applied{{Action: rank.Action, Skipped: "gone"}}, 1, []Ending{Completed}},
 	} {
-		if got := Expect(tc.acts, topo, tc.replicas, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
+		if got := Expect(tc.acts, topo, tc.replicas, NoRestart, Run, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	e := Expect([]Applied{applied(Interior, Target{Node: 0, Rank: -1})}, topo, 3, "fe")
+	e := Expect([]Applied{applied(Interior, Target{Node: 0, Rank: -1})}, topo, 3, NoRestart, Run, "fe")
 	if !reflect.DeepEqual(e.Lost, []string{"node0", "node2", "node3"}) || !reflect.DeepEqual(e.Names, []string{"node0"}) {
 		t.Errorf("interior node0: lost %v, names %v", e.Lost, e.Names)
+	}
+	// Under the restart policies.
+	agent := applied(Leaf, Target{Node: 3, Rank: -1})
+	for _, tc := range []struct {
+		name    string
+		acts    []Applied
+		policy  Policy
+		phase   Phase
+		want    []Ending
+		recover bool
+	}{
+		{"rank, rank, run", []Applied{rank}, RestartRank, Run, []Ending{Completed}, true},
+		{"rank, rank, launch", []Applied{rank}, RestartRank, Launch, []Ending{Failed}, false},
+		{"rank, job, launch", []Applied{rank}, RestartJob, Launch, []Ending{Completed}, true},
+		{"two ranks, job, run", []Applied{rank, applied(Rank, Target{Node: 0, Rank: 1})}, RestartJob, Run, []Ending{Completed}, true},
+		{"agent, rank", []Applied{agent}, RestartRank, Run, []Ending{Failed}, false},
+		{"rank and agent, rank", []Applied{rank, agent}, RestartRank, Run, []Ending{Failed}, true},
+		{"rank and root, rank", []Applied{rank, root}, RestartRank, Run, []Ending{Unfinished}, true},
+	} {
+		e := Expect(tc.acts, topo, 1, tc.policy, tc.phase, "fe")
+		if !reflect.DeepEqual(e.Endings, tc.want) || e.Recover != tc.recover {
+			t.Errorf("%s: %v recover %v, want %v recover %v", tc.name, e.Endings, e.Recover, tc.want, tc.recover)
+		}
 	}
 	if !names("rank 5 on node node2 was killed", []string{"rank 5"}) || names("rank 15 on node node7", []string{"rank 5"}) {
 		t.Error("names matches whole words only")

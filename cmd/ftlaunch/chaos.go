@@ -22,12 +22,15 @@ import (
 const chaosUsage = `Usage: ftlaunch chaos --cluster test-nodes [flags] [-- APP-ARGS...]
 
 Runs a job K times (trials) under a seeded schedule of faults applied from
-outside (signals), then checks that each job ended as promised: today, with
-no restart, any failure ends the job cleanly naming the fault, a lost
-front-end with one replica leaves no process and the status "unfinished",
-and with --replicas 3 a lost front-end's job goes on and completes. After
+outside (signals), then checks that each job ended as promised: with no
+restart, any failure ends the job cleanly naming the fault; with --restart
+rank or job, a rank's loss is recovered and the job completes with the
+right result (a lost agent still ends it); a lost front-end with one
+replica leaves no process and the status "unfinished", and with --replicas
+3 a lost front-end's job goes on and completes. After
 every trial it checks the invariants: the final status, no process of the
-job left, every failure in the state log paired with the job's end, equal
+job left, every failure in the state log paired with the job's end (and
+under a restart policy, with a recovery that ran to its end), equal
 digests on the replicas that stayed up, monotonic epochs and node-table
 versions, the state log's own invariants, no output line written twice,
 and the application's result. The last line is "N passed, M failed"; the
@@ -46,13 +49,18 @@ exit status is 1 when a trial failed. A failing trial keeps its directory
                            node and partition need the emulated cluster
   --when launch|run|any    when faults fall (default any: chosen per trial)
   --concurrent 1|2         faults per trial (default 1)
-  --restart none           the restart policy (only none exists yet)
+  --restart none|rank|job  the job's restart policy (default none); under rank and job the
+                           default application is the recovery application
+                           ("ftlaunch ringapp", about 2 s) and run-phase faults fall
+                           after the first node table
   --replicas R             root replicas: 1, 3 or 5 (default 1)
   --tree KIND              the launch tree (default kary:2, so there are interior agents;
                            any kind but auto)
-  --app PATH               the application (default: ftlaunch's own, "ftlaunch chaos app");
-                           arguments after -- are its own
-  --steps S, --interval D  the default application's length: S steps of D (default 20 x 100ms)
+  --app PATH               the application (default: ftlaunch's own, "ftlaunch chaos app",
+                           or "ftlaunch ringapp" under a restart policy); arguments after
+                           -- are its own
+  --steps S, --interval D  the default application's length: S steps of D (default 20 x 100ms;
+                           the ring application takes 10 steps of D/10 for each)
   --out DIR                where the run makes its directory (ftlaunch-chaos-*) for its trials
                            (default: the temporary directory)
   --keep                   keep every trial's directory, not only the failing ones'
@@ -83,6 +91,7 @@ type chaosOptions struct {
 	trialLimit  time.Duration
 	parsedFault []trial.Fault
 	phase       trial.Phase
+	policy      trial.Policy
 }
 
 func parseChaosFlags(args []string) (*chaosOptions, error) {
@@ -123,9 +132,11 @@ func parseChaosFlags(args []string) (*chaosOptions, error) {
 	default:
 		return nil, fmt.Errorf("--cluster %q: want test-nodes (emulated is not supported yet)", o.cluster)
 	}
-	if o.restart != "none" {
-		return nil, fmt.Errorf("--restart %q: only none exists yet (the restart protocol is not built)", o.restart)
+	policy, perr := trial.ParsePolicy(o.restart)
+	if perr != nil {
+		return nil, perr
 	}
+	o.policy = policy
 	if o.nodes < 1 || o.ppn < 1 || o.trials < 1 || o.steps < 1 || o.interval <= 0 {
 		return nil, errors.New("--nodes, --ppn, --trials, --steps and --interval must be positive")
 	}
@@ -346,6 +357,13 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 		}
 		fmt.Fprintln(w)
 	}
+	for _, rc := range r.outcome.Recoveries {
+		fmt.Fprintf(w, "  recovery of %s: %s", rc.Subject, rc.Outcome)
+		if rc.Done {
+			fmt.Fprintf(w, ", %.3fs after the failure", rc.TotalMS/1000)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "  ended %s", r.ending())
 	if r.takeover >= 0 {
 		fmt.Fprintf(w, "; successor root took over after %s", secs(r.takeover))
@@ -371,7 +389,7 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 func writeChaosSummary(w io.Writer, rs []*trialResult) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRIAL\tSEED\tPHASE\tFAULTS\tDETECTED\tENDED\tCLEANUP\tRESULT")
+	fmt.Fprintln(tw, "TRIAL\tSEED\tPHASE\tFAULTS\tDETECTED\tRECOVERED\tENDED\tCLEANUP\tRESULT")
 	for _, r := range rs {
 		var fs, det []string
 		for k, a := range r.applied {
@@ -390,12 +408,23 @@ func writeChaosSummary(w io.Writer, rs []*trialResult) {
 		if len(det) == 0 {
 			det = []string{"-"}
 		}
+		var rec []string
+		for _, rc := range r.outcome.Recoveries {
+			if rc.Done {
+				rec = append(rec, fmt.Sprintf("%.3fs", rc.TotalMS/1000))
+			} else {
+				rec = append(rec, rc.Outcome)
+			}
+		}
+		if len(rec) == 0 {
+			rec = []string{"-"}
+		}
 		res := "pass"
 		if !r.pass() {
 			res = "FAIL " + r.violations[0].Invariant
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.trial.Index+1, r.trial.Seed, r.trial.Phase,
-			strings.Join(fs, " + "), strings.Join(det, ","), r.ending(), secs(r.cleanup), res)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.trial.Index+1, r.trial.Seed, r.trial.Phase,
+			strings.Join(fs, " + "), strings.Join(det, ","), strings.Join(rec, ","), r.ending(), secs(r.cleanup), res)
 	}
 	tw.Flush()
 }

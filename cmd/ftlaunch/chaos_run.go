@@ -184,11 +184,17 @@ func (t *trialRun) applied() []trial.Applied {
 func (t *trialRun) start(self, marker string) error {
 	o := t.o
 	app := []string{self, "chaos", "app", "--steps", strconv.Itoa(o.steps), "--interval", o.interval.String()}
+	if o.policy != trial.NoRestart {
+		// The recovery application, as long as the chaos application:
+		// 10 ring steps per step.
+		app = []string{self, "ringapp", "--steps", strconv.Itoa(10 * o.steps), "--step-time", (o.interval / 10).String(),
+			"--dir", filepath.Join(t.work, "ckpt"), "--recovery-wait", "20s"}
+	}
 	if o.app != "" {
 		app = append([]string{o.app}, o.appArgs...)
 	}
 	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "--test-nodes", strconv.Itoa(o.nodes),
-		"--tree", o.tree, "--replicas", strconv.Itoa(o.replicas), "--kill-after", "1s",
+		"--tree", o.tree, "--replicas", strconv.Itoa(o.replicas), "--restart", o.restart, "--kill-after", "1s",
 		"--timeout", (o.trialLimit / 2).String(), "-n", strconv.Itoa(o.nodes * o.ppn)}
 	var env []string
 	for _, kv := range os.Environ() {
@@ -291,7 +297,7 @@ func (t *trialRun) observe(now time.Time) {
 			t.nodeUp[i] = now
 		}
 	}
-	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) {
+	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) && t.tablePublished() {
 		t.runStart = now
 	}
 	if t.jobDir == "" {
@@ -304,6 +310,17 @@ func (t *trialRun) observe(now time.Time) {
 			t.stray = jobs // the trial's state directory is its own: never
 		}
 	}
+}
+
+// tablePublished says whether the job's ranks may be replaced: under a
+// restart policy, once the front-end published the first node table (its
+// --verbose line); a rank lost before that ends a --restart rank job.
+func (t *trialRun) tablePublished() bool {
+	if t.o.policy == trial.NoRestart {
+		return true
+	}
+	b, _ := os.ReadFile(t.errPath)
+	return bytes.Contains(b, []byte("node table of "+strconv.Itoa(len(t.topo.RankNode))+" ranks published"))
 }
 
 // phaseStart is when action k's clock starts, or zero while it cannot.
@@ -642,6 +659,17 @@ func (t *trialRun) judge() {
 			}
 		}
 		t.detections(o.Failures)
+		for _, rc := range rep.Recoveries {
+			subject := fmt.Sprintf("rank %d", rc.Rank)
+			if rc.Rank < 0 {
+				if rc.Node == "" {
+					continue // the job's own failure (a signal, the timeout)
+				}
+				subject = "node " + rc.Node
+			}
+			done := rc.Outcome == journal.OutcomeResumed || rc.Outcome == journal.OutcomeRestarted || rc.Outcome == journal.OutcomeRecovered
+			o.Recoveries = append(o.Recoveries, trial.Recovery{Subject: subject, Outcome: rc.Outcome, Done: done, TotalMS: rc.TotalMS})
+		}
 		o.StateProblems = append(o.StateProblems, rep.Invariants...)
 		o.StateProblems = append(o.StateProblems, res.Best.Problems...)
 		for _, rf := range res.Replicas {
@@ -665,10 +693,14 @@ func (t *trialRun) judge() {
 	builtin := t.o.app == ""
 	o.OutputUnique, o.AppChecked = builtin, builtin
 	for _, l := range o.Lines {
-		o.AppOK = o.AppOK || strings.HasPrefix(l, "[0] "+chaosAppDone)
+		if t.o.policy == trial.NoRestart {
+			o.AppOK = o.AppOK || strings.HasPrefix(l, "[0] "+chaosAppDone)
+		} else if f := strings.Fields(strings.TrimPrefix(l, "[0] ")); len(f) == 4 && f[0] == "checksum" && f[2] == "expected" {
+			o.AppOK = o.AppOK || f[1] == f[3] // the ring application's result (rank 0's line)
+		}
 	}
 	host, _ := os.Hostname()
-	r.expect = trial.Expect(r.applied, t.topo, t.o.replicas, host)
+	r.expect = trial.Expect(r.applied, t.topo, t.o.replicas, t.o.policy, t.tr.Phase, host)
 	r.violations = append(r.violations, trial.Check(r.applied, r.expect, *o)...)
 }
 

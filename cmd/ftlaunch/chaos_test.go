@@ -43,6 +43,22 @@ func TestChaosShort(t *testing.T) {
 	}
 }
 
+// Under --restart rank, a rank's loss is recovered: the recovery
+// application's job completes with the right checksum, and the trial
+// reports the recovery; a lost interior agent still ends the job.
+func TestChaosRestartRank(t *testing.T) {
+	out := t.TempDir()
+	r := ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "4", "--trials", "2",
+		"--seed", "6", "--restart", "rank", "--faults", "rank,interior", "--when", "run", "--steps", "10", "--out", out)
+	t.Logf("chaos --restart rank took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "2 passed, 0 failed" {
+		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	}
+	if !regexp.MustCompile(`recovery of rank \d+: resumed, \d+\.\d+s after the failure`).MatchString(r.stdout) {
+		t.Errorf("no trial recovered a rank:\n%s", r.stdout)
+	}
+}
+
 // The checks can fail: a process planted in the job's directory after the
 // job is named as left behind, the trial fails, keeps its state and
 // prints how to replay it, and chaos kills the planted process.
@@ -95,7 +111,7 @@ func TestChaosRefuses(t *testing.T) {
 		{[]string{"--cluster", "test-nodes", "--faults", "partition"}, "needs --cluster emulated"},
 		{[]string{"--cluster", "test-nodes", "--faults", "replica"}, `fault "replica" has no target in the plan`},
 		{[]string{"--cluster", "test-nodes", "--tree", "flat", "--faults", "interior"}, `fault "interior" has no target in the plan`},
-		{[]string{"--cluster", "test-nodes", "--restart", "always"}, "only none exists yet"},
+		{[]string{"--cluster", "test-nodes", "--restart", "always"}, "want none, rank or job"},
 		{[]string{"--cluster", "test-nodes", "--tree", "auto"}, "--tree auto"},
 		{[]string{"--cluster", "test-nodes", "--faults", "rank,meteor"}, `unknown fault "meteor"`},
 		{[]string{"--cluster", "test-nodes", "--when", "later"}, "--when"},

@@ -69,16 +69,17 @@ func tablePublished(t *testing.T, errb *syncBuffer, n int) {
 // TestRestartRank is the restart protocol's acceptance: a 16-rank ring
 // application on 8 test nodes with a replicated root, three ranks killed
 // one after the other (rank 2 on node1, a node that hosts a root
-// replica, then ranks 9 and 14): each is started again as incarnation 2,
-// the others roll back to their last common checkpoint, and the result
-// is right.
+// replica, then rank 9, then rank 13 inside the final allgather, which
+// waits for rank 14 (held with --hold-rank until a recovery ran): each is
+// started again as incarnation 2, the others roll back to their last
+// common checkpoint, and the result is right.
 func TestRestartRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 16-rank job with three recoveries")
 	}
 	dir, ck := t.TempDir(), t.TempDir()
 	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
-		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck, "--hold-rank", "14")
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errb
 	if err := cmd.Start(); err != nil {
@@ -91,7 +92,17 @@ func TestRestartRank(t *testing.T) {
 		}
 	}()
 	tablePublished(t, errb, 16)
-	for i, r := range []int{2, 9, 14} {
+	for i, r := range []int{2, 9, 13} {
+		if r == 13 {
+			// Rank 14 is done with its steps and holds; the others are
+			// done once their last checkpoint is written: from there they
+			// enter the final allgather, which waits for rank 14.
+			waitFor(t, "every rank at the end of its steps", 90*time.Second, func() bool {
+				n, _ := filepath.Glob(filepath.Join(ck, "r*-s"+strings.Repeat("0", 10-len(ringSteps))+ringSteps+".ckpt"))
+				_, err := os.Stat(filepath.Join(ck, ".hold-r000014"))
+				return len(n) == 16 && err == nil
+			})
+		}
 		killRank(t, ck, r)
 		waitFor(t, "recovery "+strconv.Itoa(i+1), 60*time.Second, func() bool {
 			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
@@ -99,7 +110,7 @@ func TestRestartRank(t *testing.T) {
 	}
 	ringDone(t, cmd, out)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	for _, r := range []string{"rank 2 ", "rank 9 ", "rank 14 "} {
+	for _, r := range []string{"rank 2 ", "rank 9 ", "rank 13 "} {
 		if !strings.Contains(insp.stdout, r) {
 			t.Errorf("inspect does not name %s:\n%s", r, insp.stdout)
 		}
@@ -108,6 +119,9 @@ func TestRestartRank(t *testing.T) {
 		if n := strings.Count(insp.stdout, ph); n < 3 {
 			t.Errorf("inspect shows %q %d times, want 3:\n%s", ph, n, insp.stdout)
 		}
+	}
+	if !strings.Contains(errb.String(), "suspended in the final allgather at step "+ringSteps+";") {
+		t.Errorf("no rank says a recovery interrupted the final allgather")
 	}
 	if n := strings.Count(insp.stdout, "runs as incarnation 2"); n < 3 {
 		t.Errorf("inspect shows %d ranks recovered as incarnation 2, want 3:\n%s", n, insp.stdout)
@@ -182,6 +196,18 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 	waitFor(t, "the front-end to hold the recovery", 30*time.Second, func() bool {
 		return strings.Contains(errb.String(), "test hook: holding the recovery at its committed suspend phase")
 	})
+	// status shows the recovery in progress (the live report, rewritten
+	// once a second).
+	last := ""
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last status while the recovery was held:\n%s", last)
+		}
+	}()
+	waitFor(t, "status to show the recovery", 10*time.Second, func() bool {
+		last = ftlaunch(t, "", "status", "--state-dir", dir).stdout
+		return strings.Contains(last, "recovering rank(s) 5: at its suspend phase (epoch ")
+	})
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	waitFor(t, "the rank started again", 60*time.Second, func() bool { return rankProcess(ck, 5, 2) > 0 })
@@ -189,6 +215,113 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	if n := strings.Count(insp.stdout, "ranks: 1 rank(s) started: 5"); n != 1 {
 		t.Errorf("rank 5 was started again %d time(s), want once:\n%s", n, insp.stdout)
+	}
+}
+
+// TestRestartCountSurvivesFailover: under --restart rank --max-restarts 1,
+// rank 5 is replaced once; then the front-end dies, and the successor
+// counts that restart (from the rank's incarnation in the replicated
+// table): rank 5's second failure ends the job instead of a second
+// restart.
+func TestRestartCountSurvivesFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated job with a recovery and a failover")
+	}
+	dir, ck := t.TempDir(), t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--max-restarts", "1",
+		"--test-nodes", "6", "-n", "12", ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	log := func() string {
+		logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
+		if len(logs) != 1 {
+			return ""
+		}
+		b, _ := os.ReadFile(logs[0])
+		return string(b)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("front-end's stderr:\n%s\nsuccessor's log:\n%s", errb.String(), log())
+		}
+	}()
+	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	tablePublished(t, errb, 12)
+	killRank(t, ck, 5)
+	waitFor(t, "the recovery", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitFor(t, "a successor", 60*time.Second, func() bool { return strings.Contains(log(), "took over as root") })
+	var pid int
+	waitFor(t, "rank 5's second incarnation", 30*time.Second, func() bool {
+		pid = rankProcess(ck, 5, 2)
+		return pid > 0
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := ftlaunchLimit(t, 120*time.Second, "", "attach", "--state-dir", dir)
+	if r.code != 128+9 {
+		t.Fatalf("attach: exit %d, want 137\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "rank 5 on node") || !strings.Contains(r.stderr, "it was restarted 1 time(s) (--max-restarts 1)") {
+		t.Errorf("attach does not say why the job ended:\n%s", r.stderr)
+	}
+	if strings.Contains(log(), "restarting it as incarnation 3") {
+		t.Errorf("the successor restarted rank 5 a second time")
+	}
+	waitFor(t, "the ranks to end", 30*time.Second, func() bool { return rankProcess(ck, 0, 1) == 0 })
+}
+
+// TestRestartJobDuringLaunch: under --restart job, a rank that fails while
+// another node's agent is not up yet restarts the job once every agent is
+// up: the late agent's ranks run as the same incarnation as the others
+// (found by ftlaunch chaos: the restart waited 30 s for the late agent's
+// acknowledgement, then ended the job).
+func TestRestartJobDuringLaunch(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "-l", "--restart", "job", "--test-nodes", "3", "--tree", "flat", "-n", "3", "sh", "-c",
+		`case $FTLAUNCH_RANK$FTLAUNCH_INCARNATION in 01) exit 3;; *1) exec sleep 60;; esac; echo incarnation $FTLAUNCH_INCARNATION restarts $FTLAUNCH_RESTARTS`)
+	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_DELAY_START=node2="+gate)
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	defer func() {
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+		}
+	}()
+	waitFor(t, "the restart to wait for node2", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "once the 1 agent(s) not up yet are")
+	})
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("job: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the job did not end")
+	}
+	for r := range 3 {
+		if want := "[" + itoa(r) + "] incarnation 2 restarts 1\n"; !strings.Contains(out.String(), want) {
+			t.Errorf("no %q", want)
+		}
 	}
 }
 

@@ -43,6 +43,7 @@ func ringAppCommand(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.dir, "dir", "", "")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "")
 	fs.DurationVar(&cfg.wait, "recovery-wait", 30*time.Second, "")
+	hold := fs.Int("hold-rank", -1, "")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, ringAppUsage)
 		return 0
@@ -50,6 +51,7 @@ func ringAppCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ftlaunch ringapp: %v\n", err)
 		return 2
 	}
+	cfg.hold, cfg.holding = *hold, *hold >= 0
 	if err := cfg.check(fs.NArg()); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch ringapp: %v\n", err)
 		return 2
@@ -82,6 +84,12 @@ Usage: ftlaunch run [flags] -n N ftlaunch ringapp [flags]
   --seed S               the initial values' seed (default 1)
   --recovery-wait D      how long a rank waits for a recovery to begin or
                          end, or for a neighbour (default 30s)
+  --hold-rank R          for tests of a failure during a collective: rank R's
+                         first incarnation, done with its steps, creates
+                         .hold-rR (R in 6 digits) in the checkpoint directory
+                         and waits outside the final allgather, which the
+                         others enter, until a recovery ran (another rank
+                         failed: at most --recovery-wait)
 
 Rank 0 prints "checksum C expected E"; the exit code is 0 iff C == E.
 `
@@ -94,6 +102,8 @@ type ringConfig struct {
 	dir      string        // --dir: the checkpoint directory ("": under os.TempDir, by job)
 	seed     uint64        // --seed: the initial values' seed
 	wait     time.Duration // --recovery-wait: bound on each wait for the launcher or a peer
+	hold     int           // --hold-rank: the rank that waits for a recovery before the end,
+	holding  bool          // if set
 }
 
 func (cfg *ringConfig) check(nargs int) error {
@@ -558,6 +568,8 @@ type ringApp struct {
 	suspended    bool   // a Suspend was acknowledged; no Resume yet
 	suspendEpoch uint64 // the newest Suspend's epoch
 	needRollback bool   // resumed (or started again): agree on a rollback first
+	held         bool   // --hold-rank: this rank held once
+	inColl       string // the collective this rank is in, if any, for the log
 	lost         string // why the ring failed, when it did without a Suspend
 	cause        string // what began the recovery under way, for its log line
 	recoveries   int
@@ -655,7 +667,7 @@ func ringListenHost() string {
 func (a *ringApp) publish() error {
 	start := time.Now()
 	for {
-		_, err := a.collective(func() ([][]byte, error) { return a.c.Publish([]byte(a.addr)) })
+		_, err := a.collective("the publication of its address", func() ([][]byte, error) { return a.c.Publish([]byte(a.addr)) })
 		if err == nil {
 			return nil
 		}
@@ -729,7 +741,13 @@ func (a *ringApp) loop() (bool, error) {
 		} else if err != nil {
 			return false, err
 		}
-		vals, err := a.collective(func() ([][]byte, error) {
+		if a.cfg.holding && a.rank == a.cfg.hold && a.inc == 1 && !a.held {
+			if err := a.holdForRecovery(); err != nil {
+				return false, err
+			}
+			continue
+		}
+		vals, err := a.collective("the final allgather", func() ([][]byte, error) {
 			return a.c.Allgather(binary.BigEndian.AppendUint64(nil, a.value))
 		})
 		if errors.Is(err, client.ErrRecovering) {
@@ -742,6 +760,18 @@ func (a *ringApp) loop() (bool, error) {
 		}
 		return a.finish(vals)
 	}
+}
+
+// holdForRecovery is --hold-rank: the rank says it is done with its
+// steps (a file) and waits for a recovery to run, so that the others wait
+// for it in the final allgather while a rank is killed.
+func (a *ringApp) holdForRecovery() error {
+	a.held = true
+	f := filepath.Join(a.cfg.dir, fmt.Sprintf(".hold-r%06d", a.rank))
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		return fmt.Errorf("rank %d: --hold-rank: %w", a.rank, err)
+	}
+	return a.waitRecovery(fmt.Sprintf("held at step %d before the final allgather (--hold-rank)", a.step))
 }
 
 // finish checks the final values; rank 0 prints the checksum line.
@@ -765,7 +795,10 @@ func (a *ringApp) finish(vals [][]byte) (bool, error) {
 // collective makes one call to the agent, handling recovery events while
 // it waits: a Suspend that comes is acknowledged at once (a rank inside a
 // collective talks to no peer); the call then ends with ErrRecovering.
-func (a *ringApp) collective(call func() ([][]byte, error)) ([][]byte, error) {
+// what names the collective in the recovery's log line.
+func (a *ringApp) collective(what string, call func() ([][]byte, error)) ([][]byte, error) {
+	a.inColl = what
+	defer func() { a.inColl = "" }()
 	type result struct {
 		vals [][]byte
 		err  error
@@ -804,7 +837,9 @@ func (a *ringApp) handle(ev client.Event) error {
 		if err := a.c.Ack(ev); err != nil {
 			return fmt.Errorf("rank %d: %w", a.rank, err)
 		}
-		if a.cause == "" {
+		if a.cause == "" && a.inColl != "" {
+			a.cause = fmt.Sprintf("suspended in %s at step %d", a.inColl, a.step)
+		} else if a.cause == "" {
 			a.cause = fmt.Sprintf("suspended at step %d", a.step)
 		}
 		a.suspended = true
@@ -873,7 +908,7 @@ func (a *ringApp) rollback() error {
 	}
 	mine := ringAgreement{inc: a.inc, round: a.round, steps: steps}
 	a.needRollback = false // a Resume during the call sets it again
-	vals, err := a.collective(func() ([][]byte, error) { return a.c.Allgather(mine.encode()) })
+	vals, err := a.collective("the rollback agreement", func() ([][]byte, error) { return a.c.Allgather(mine.encode()) })
 	if err != nil {
 		if errors.Is(err, client.ErrRecovering) {
 			return err

@@ -211,6 +211,16 @@ func writeStatusText(w io.Writer, st *jobStatus) error {
 		fmt.Fprintf(bw, "  %d rank(s) on %d node(s): %s\n", st.N, st.Nodes, strings.Join(st.Argv, " "))
 		fmt.Fprintf(bw, "  started %s, %.1f s ago\n", st.Start.Local().Format("2006-01-02 15:04:05 MST"), time.Since(st.Start).Seconds())
 		fmt.Fprintf(bw, "  agents: %d of %d up; ranks: %d running, %d ended\n", l.AgentsUp, l.Agents, l.Running, l.Ended)
+		if r := l.Recovery; r != nil {
+			subject := "the job (every rank started again)"
+			if len(r.Ranks) > 0 {
+				subject = "rank(s) " + strings.Trim(fmt.Sprint(r.Ranks), "[]")
+			}
+			fmt.Fprintf(bw, "  recovering %s: at its %s phase (epoch %d), %.1f s after the failure\n", subject, r.Stage, r.Epoch, l.Updated.Sub(r.Failed).Seconds())
+		}
+		if l.Recoveries > 0 {
+			fmt.Fprintf(bw, "  recoveries: %d over\n", l.Recoveries)
+		}
 		for _, f := range st.Failures {
 			fmt.Fprintf(bw, "  failure: %s\n", f)
 		}
