@@ -24,11 +24,15 @@ const linkLostGrace = time.Second
 // signals and termination. When the parent link is lost it kills every
 // rank's process group and returns: no orphans.
 type Agent struct {
-	log    io.Writer // the agent's own messages (its stderr: its parent forwards them)
-	link   *link
-	up     *uplink   // how frames reach the parent (buffered while it has none)
-	outWin *window   // output credit granted by the front-end
-	outQ   *outQueue // output sent and not yet acknowledged
+	log   io.Writer // the agent's own messages (its stderr: its parent forwards them)
+	trace *phaseLog // its phases, for a front-end's --verbose (nil: none)
+	// rankGroup, if set, is told of each rank's process group (its pid)
+	// as the rank starts: an in-process agent's orphan guard.
+	rankGroup func(pgid int)
+	link      *link
+	up        *uplink   // how frames reach the parent (buffered while it has none)
+	outWin    *window   // output credit granted by the front-end
+	outQ      *outQueue // output sent and not yet acknowledged
 
 	firstColl     chan struct{} // closed when the node's first collective is answered
 	firstCollOnce sync.Once
@@ -127,6 +131,7 @@ func (a *Agent) run(ctx context.Context) error {
 		a.link.conn.Close()
 		return fmt.Errorf("agent: %w", err)
 	}
+	a.trace.logf("job received: %d rank(s)", len(a.spec.Ranks))
 	if a.spec.Prestage && !a.stage.done {
 		a.link.conn.Close()
 		return fmt.Errorf("agent on %s: the prestaged program did not arrive before the job", a.spec.Node)
@@ -345,6 +350,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	if len(st.Ranks) > 0 {
 		a.send(mStarted, st.encode())
+		a.trace.logf("%d rank(s) started and reported", len(st.Ranks))
 	}
 	if l := a.pmiTCP; l != nil {
 		wg.Add(1)
@@ -384,13 +390,16 @@ func (a *Agent) reportExit(s rankStatus) {
 	a.send(mExit, s.encode())
 	a.mu.Lock()
 	a.ended++
-	done := a.ended == len(a.spec.Ranks)
+	if a.ended == len(a.spec.Ranks) {
+		// Under the lock: a restart of the job replaces the channel
+		// (reviveLocked), and must not find it closed by an end it
+		// already counted, nor have its new one closed by this end.
+		a.trace.logf("every rank's exit reported")
+		close(a.exited)
+	}
 	delete(a.rec.stopped, s.Rank)
 	a.mu.Unlock()
 	a.rec.wake()
-	if done {
-		close(a.exited)
-	}
 }
 
 // rank is the current process of local rank r, or nil.
@@ -453,6 +462,7 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		}
 		a.collDone(res)
 	case mShutdown:
+		a.trace.logf("shutdown received")
 		a.killAll(syscall.SIGKILL)
 		a.mu.Lock()
 		st := nodeStats{PMI: a.pmiStats, PMIUp: a.pmiUp, Barrier: a.pmiBarrier}

@@ -27,9 +27,17 @@ func RunAgent(ctx context.Context, conn io.ReadWriteCloser, log io.Writer) error
 }
 
 func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer) error {
+	return runAgentTraced(ctx, conn, tree, log, nil, nil)
+}
+
+// runAgentTraced is runAgent with the agent's phase log and the hook told
+// of each rank's process group (both may be nil).
+func runAgentTraced(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *phaseLog, rankGroup func(int)) error {
 	l := newLink(conn)
 	a := &Agent{
 		log:       log,
+		trace:     trace,
+		rankGroup: rankGroup,
 		tree:      tree,
 		link:      l,
 		up:        &uplink{l: l},
@@ -60,6 +68,8 @@ func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log
 // over SSH). It returns the process's exit code.
 func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	began := time.Now()
+	trace := newPhaseLog(stderr)
+	trace.at(began, "agent process running (its main began)")
 	if err := cleanSignalState(); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 2
@@ -126,10 +136,11 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 		}
 		conn = c
 	}
-	if err := runAgent(ctx, conn, tree, stderr); err != nil {
+	if err := runAgentTraced(ctx, conn, tree, stderr, trace, nil); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 1
 	}
+	trace.logf("agent exits")
 	return 0
 }
 

@@ -156,6 +156,9 @@ func startRank(spec *nodeSpec, info rankproto.Info, a *Agent, cpus *unix.CPUSet)
 		}
 		return nil, fmt.Errorf("rank %d on %s: %w", info.Rank, info.Node, err)
 	}
+	if a.rankGroup != nil {
+		a.rankGroup(cmd.Process.Pid)
+	}
 	var pumps sync.WaitGroup
 	pumps.Add(2)
 	go func() { defer pumps.Done(); rp.pump(outR, streamStdout) }()

@@ -100,6 +100,12 @@ type Options struct {
 	// ends the job as SIGTERM does.
 	Detach func(jobID string)
 
+	// AgentInProcess runs this machine's agent of a local launch in the
+	// front-end's process where it can (agent_inproc.go): a Go process's
+	// start less; a /bin/sh guard kills the ranks' process groups if the
+	// front-end dies.
+	AgentInProcess bool
+
 	// startLocal, for tests of the root and the agent in one process,
 	// runs this machine's agent on the given end of its link instead of
 	// starting an `ftlaunch agent` process.
@@ -109,8 +115,9 @@ type Options struct {
 // localAgent is an agent on this machine, linked over a socketpair: an
 // `ftlaunch agent` process, or (tests) a goroutine.
 type localAgent struct {
-	kill func()       // ends it at once
-	wait func() error // waits until it ended
+	kill      func()       // ends it at once
+	wait      func() error // waits until it ended
+	inProcess bool         // a goroutine of the front-end (agent_inproc.go)
 }
 
 // Result is how a job ended.

@@ -39,6 +39,9 @@ func (fe *frontend) journalPlan() {
 			n.Backup = fe.agents[b].name
 		}
 		p.Nodes = append(p.Nodes, n)
+		if fe.replicaNodes[a.idx] {
+			p.Replicas = append(p.Replicas, a.name)
+		}
 	}
 	fe.journal.Plan(p)
 }
@@ -56,8 +59,14 @@ func (fe *frontend) closeJournal() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	began := time.Now()
 	if err := fe.journal.Close(ctx, code, msg); err != nil {
 		fe.warnf("job state log: %v", err)
+	}
+	if fe.opts.Verbose {
+		st := fe.journal.Stats()
+		fe.verbosef("state log closed in %.1f ms: its replica had its files open %.1f ms and led %.1f ms after the job began; %d entries in %d flushes",
+			ms(time.Since(began)), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
 	}
 	fe.removeLive()
 	if fe.raftTr != nil {
@@ -103,6 +112,9 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 		// One replica, in the front-end, can keep the state in memory;
 		// replica agents need its files.
 		Fallback: r == 1,
+		// One replica needs no election: its log is written without a
+		// raft server (docs/state.md).
+		Solo: r == 1,
 	}
 	if r == 1 {
 		return cfg, nil

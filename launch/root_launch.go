@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -279,6 +280,8 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 	fe.agentsUp++
 	fe.showProgress()
 	switch {
+	case a.local != nil && a.local.inProcess:
+		fe.verbosef("node %s: agent up (in the front-end's process, on a socket pair)", a.name)
 	case a.local != nil:
 		fe.verbosef("node %s: agent up (a local process on a socket pair)", a.name)
 	case a.rootChild || fe.opts.Verbose:
@@ -440,28 +443,41 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 	}
 }
 
-// spawnAgent starts an agent process with its link on file descriptor 3.
-// The agent runs in its own process group, so a terminal's signals reach
-// only the front-end, which forwards them.
+// spawnAgent starts this machine's agent on a socketpair link: an agent
+// process with its link on file descriptor 3, or if asked and where it can,
+// a goroutine of the front-end (agent_inproc.go). An agent process runs in its
+// own process group, so a terminal's signals reach only the front-end,
+// which forwards them.
 func (fe *frontend) spawnAgent(a *agentHandle) error {
 	conn, theirs, err := socketPair()
 	if err != nil {
 		return fmt.Errorf("agent link: %w", err)
 	}
 	defer theirs.Close()
-	if fe.opts.startLocal != nil {
+	start := fe.opts.startLocal
+	if start == nil && fe.opts.AgentInProcess && inheritedSignalsClean() {
+		if g, err := startGuard(); err == nil {
+			start = func(c net.Conn) *localAgent { return fe.startInProcess(c, g) }
+		} else if fe.opts.Verbose {
+			fe.verbosef("node %s: the agent runs as a process: %v", a.name, err)
+		}
+	}
+	if start != nil {
 		c, err := net.FileConn(theirs)
 		if err != nil {
 			conn.Close()
 			return fmt.Errorf("agent link: %w", err)
 		}
-		a.local, a.link = fe.opts.startLocal(c), newLink(conn)
+		a.local, a.link = start(c), newLink(conn)
 		return nil
 	}
 	cmd := exec.Command(fe.opts.AgentPath, "agent")
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stderr = fe.opts.Stderr
 	cmd.Env = []string{}
+	if fe.opts.Verbose {
+		cmd.Env = append(cmd.Env, traceEnv+"="+strconv.FormatInt(fe.start.UnixNano(), 10))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		conn.Close()

@@ -55,6 +55,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			return ExitLauncher
 		}
 		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
+			if fe.endedAt.IsZero() {
+				fe.verbosef("every rank ended")
+			}
 			if !fe.replicasSettled() {
 				settle = time.After(50 * time.Millisecond) // look again
 				continue
@@ -62,9 +65,11 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			// The job's end is committed while every replica still runs.
 			fe.closeJournal()
 			fe.shutdown()
+			fe.verbosef("agents told to exit")
 			shutdownTimer = time.After(5 * time.Second)
 		}
 	}
+	fe.verbosef("every agent's link ended")
 	// Sessions of agents that finished end at once. A lost agent's may
 	// not: srun cancelling a step on a dead node can take tens of seconds.
 	// Those get a bounded wait; what is left of them goes with this
@@ -90,11 +95,17 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 
 // replicasSettled reports whether the job's end can be committed: every
 // replica agent that is up has joined the group (or failed to), so that
-// the final status is on all of them — a short job ends before its
-// replica agents started theirs. It gives up waiting after 10 s.
+// the final status is on all of them, or the group has not formed at all.
+// It gives up waiting after 10 s.
 func (fe *frontend) replicasSettled() bool {
 	if fe.endedAt.IsZero() {
 		fe.endedAt = time.Now()
+	}
+	if fe.journal.Replica() == nil {
+		// The group has not formed (the front-end's replica does not lead
+		// yet, or has none): nobody joined, and the journal writes the
+		// end alone instead of waiting for an election (docs/state.md).
+		return true
 	}
 	for i := range fe.replicaNodes {
 		if a := fe.agents[i]; !a.closed && !a.done && !fe.replicasDone[a.name] {

@@ -321,17 +321,28 @@ func (fe *frontend) abandonCollectives(epoch uint64) {
 }
 
 // revertEnds counts rank r (under --restart job, every rank) as running
-// again when the planner starts it again: its end is not the rank's.
+// again when the planner starts it again: its end is not the rank's. The
+// end of an incarnation the planner started already (one that ran and
+// ended while the recovery was still under way) is the rank's own.
 func (fe *frontend) revertEnds(r int) {
 	if fe.rec.RestartsJob() {
 		for i := range fe.ranks {
-			fe.reviveRank(i)
+			if fe.olderEnd(i) {
+				fe.reviveRank(i)
+			}
 		}
 		return
 	}
-	if fe.rec.Replacing(r) {
+	if fe.rec.Replacing(r) && (fe.rec.AwaitsRespawn(r) || fe.olderEnd(r)) {
 		fe.reviveRank(r)
 	}
+}
+
+// olderEnd reports whether rank r's recorded end is of an incarnation
+// older than the planner's current one (or of one not known).
+func (fe *frontend) olderEnd(r int) bool {
+	inc := fe.ranks[r].status.Incarnation
+	return inc == 0 || inc < fe.rec.Incarnation(r)
 }
 
 // reviveRank counts an ended rank as running again.

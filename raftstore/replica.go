@@ -276,17 +276,23 @@ func initMeta(path, name string) error {
 			}
 			return nil
 		}
-		var e encoder
-		e.uint(formatVersion)
-		if err := b.Put([]byte(metaKeyFormat), e.buf); err != nil {
-			return err
-		}
-		if err := b.Put([]byte(metaKeyNode), []byte(name)); err != nil {
-			return err
-		}
-		return b.Put([]byte(metaKeyCreated), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		return putMeta(b, name)
 	})
 	return errors.Join(err, db.Close())
+}
+
+// putMeta writes a new database's metadata: its format, its node, when it
+// was created.
+func putMeta(b *bbolt.Bucket, name string) error {
+	var e encoder
+	e.uint(formatVersion)
+	if err := b.Put([]byte(metaKeyFormat), e.buf); err != nil {
+		return err
+	}
+	if err := b.Put([]byte(metaKeyNode), []byte(name)); err != nil {
+		return err
+	}
+	return b.Put([]byte(metaKeyCreated), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 }
 
 // lockErr turns bbolt's lock timeout into ErrLocked.

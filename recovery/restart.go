@@ -131,6 +131,12 @@ func (p *Planner) Replacing(r int) bool {
 	return st == rFailed || st == rRespawning || st == rRespawned
 }
 
+// AwaitsRespawn reports whether rank r failed and its next incarnation was
+// not started yet: the end recorded for it is the failed one's.
+func (p *Planner) AwaitsRespawn(r int) bool {
+	return r >= 0 && r < len(p.ranks) && p.ranks[r].st == rFailed
+}
+
 // Stage is the stage of the recovery in progress, or 0.
 func (p *Planner) Stage() Stage {
 	if p.rc == nil {

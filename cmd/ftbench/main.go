@@ -4,7 +4,14 @@
 // startup — from `ftlaunch run` until every rank holds the node table —
 // with the demo application.
 //
-//	ftbench -ftlaunch bin/ftlaunch -ftdemo bin/ftdemo [-runs 7] [-sizes 1,64,256]
+//	ftbench -ftlaunch bin/ftlaunch -ftdemo bin/ftdemo [-runs 11] [-sizes 1,4,16,64,256]
+//	        [-baseline OLD-FTLAUNCH] [-replicas "--replicas 3 --test-nodes 4"]
+//
+// The comparison with mpiexec prints, for every rank count, each
+// command's median, p25 and p75 and its ratio to mpiexec measured in the
+// same rounds; then the same with the state log on three replicas, beside
+// ftlaunch without --replicas on the same test nodes. The machine's load
+// averages are printed before and after.
 //
 // It prints Markdown tables (the form docs/benchmarks.md keeps).
 package main
@@ -28,8 +35,11 @@ func main() {
 	ftl := flag.String("ftlaunch", "bin/ftlaunch", "the ftlaunch binary")
 	demo := flag.String("ftdemo", "bin/ftdemo", "the demo application")
 	mpiexec := flag.String("mpiexec", "mpiexec", "MPICH's mpiexec (empty: skip the comparison)")
-	runs := flag.Int("runs", 7, "runs of each command")
-	sizes := flag.String("sizes", "1,64,256", "rank counts")
+	runs := flag.Int("runs", 11, "runs of each command")
+	sizes := flag.String("sizes", "1,4,16,64,256", "rank counts")
+	baseline := flag.String("baseline", "", "an older ftlaunch to time beside -ftlaunch (before and after a change)")
+	inProcess := flag.Bool("inprocess", false, "also time ftlaunch with its local agent in the front-end's process (FTLAUNCH_AGENT_INPROCESS=1)")
+	replicas := flag.String("replicas", "--replicas 3 --test-nodes 4", "ftlaunch run flags of the replicated comparison, space-separated (empty: skip it)")
 	extra := flag.String("args", "", "extra ftlaunch run flags, space-separated (e.g. \"--test-nodes 4\")")
 	hostfile := flag.String("hostfile", "", "compare across these hosts (lines host:slots) instead of on this machine")
 	sshConfig := flag.String("ssh-config", "", "OpenSSH config for the hosts (with -hostfile)")
@@ -55,7 +65,7 @@ func main() {
 	if *hostfile != "" {
 		err = runHosts(*ftl, *mpiexec, *runs, *hostfile, *sshConfig, *bridge, *ppn, strings.FieldsFunc(*trees, func(r rune) bool { return r == ',' }), strings.Fields(*extra), prog)
 	} else {
-		err = run(*ftl, *demo, *mpiexec, *runs, ns, strings.Fields(*extra), prog)
+		err = run(*ftl, *demo, *mpiexec, *baseline, *inProcess, *runs, ns, strings.Fields(*extra), strings.Fields(*replicas), prog)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ftbench: %v\n", err)
@@ -147,10 +157,16 @@ func parseSizes(s string) ([]int, error) {
 var tableRE = regexp.MustCompile(`\[\s*([0-9.]+)s\] node table of \d+ ranks published`)
 
 // timed runs a command to completion and returns its wall time and stderr.
-func timed(argv []string) (time.Duration, []byte, error) {
+func timed(argv []string) (time.Duration, []byte, error) { return timedEnv(argv, nil) }
+
+// timedEnv is timed with variables added to the environment.
+func timedEnv(argv, env []string) (time.Duration, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	cmd.Stdout = nil
@@ -171,11 +187,11 @@ func median(ds []time.Duration) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", d.Seconds()*1e3) }
 
-func run(ftl, demo, mpiexec string, runs int, ns []int, extra, prog []string) error {
+func run(ftl, demo, mpiexec, baseline string, inProcess bool, runs int, ns []int, extra, replicas, prog []string) error {
 	host, _ := os.Hostname()
 	fmt.Printf("ftbench: %d runs each, interleaved; host %s, %s\n\n", runs, host, time.Now().UTC().Format(time.RFC3339))
 	if demo == "" {
-		return compare(ftl, mpiexec, runs, ns, extra, prog)
+		return compare(ftl, baseline, mpiexec, inProcess, runs, ns, extra, replicas, prog)
 	}
 
 	fmt.Println("Startup with the demo application (ftlaunch run start → every rank holds the node table), and the whole demo run:")
@@ -200,12 +216,18 @@ func run(ftl, demo, mpiexec string, runs int, ns []int, extra, prog []string) er
 		}
 		fmt.Printf("| %d | %s | %s | %s |\n", n, ms(median(table)), ms(slices.Min(table)), ms(median(whole)))
 	}
-	return compare(ftl, mpiexec, runs, ns, extra, prog)
+	return compare(ftl, baseline, mpiexec, inProcess, runs, ns, extra, replicas, prog)
 }
 
 // compare times whole runs of prog under ftlaunch and under mpiexec on
-// this machine, interleaved.
-func compare(ftl, mpiexec string, runs int, ns []int, extra, prog []string) error {
+// this machine, interleaved: for each rank count, one run of every
+// command in turn (the order rotating from round to round), so that they
+// all see the same load. It prints one table with ftlaunch as told (extra),
+// and, unless replicas is empty, one with the state log on three replicas
+// (replicas, e.g. "--replicas 3 --test-nodes 4") beside the same ftlaunch
+// without --replicas (the test nodes kept) and mpiexec. baseline, if set,
+// is an older ftlaunch timed beside the new one in both.
+func compare(ftl, baseline, mpiexec string, inProcess bool, runs int, ns []int, extra, replicas, prog []string) error {
 	if mpiexec == "" {
 		return nil
 	}
@@ -213,26 +235,139 @@ func compare(ftl, mpiexec string, runs int, ns []int, extra, prog []string) erro
 		return fmt.Errorf("mpiexec not found (install mpich, or -mpiexec ''): %w", err)
 	}
 	fmt.Println()
-	fmt.Printf("Whole run of `%s`, ftlaunch against MPICH's mpiexec (Hydra), interleaved:\n", strings.Join(prog, " "))
+	fmt.Printf("Whole run of `%s`, ftlaunch %s against MPICH's mpiexec (Hydra), interleaved; load before: %s\n", strings.Join(prog, " "), argText(extra), loadAvg())
 	fmt.Println()
-	fmt.Println("| ranks | ftlaunch (median) | mpiexec (median) | ratio ftlaunch/mpiexec |")
-	fmt.Println("|---:|---:|---:|---:|")
-	for _, n := range ns {
-		var a, b []time.Duration
-		for range runs {
-			d, _, err := timed(append(append([]string{ftl, "run", "-n", strconv.Itoa(n)}, extra...), prog...))
-			if err != nil {
-				return err
-			}
-			a = append(a, d)
-			d, _, err = timed(append([]string{mpiexec, "-n", strconv.Itoa(n)}, prog...))
-			if err != nil {
-				return err
-			}
-			b = append(b, d)
+	cmds := []timedCmd{{name: "ftlaunch", argv: append(append([]string{ftl, "run"}, extra...), prog...)}}
+	if inProcess {
+		cmds = append(cmds, timedCmd{name: "ftlaunch, agent in process", argv: cmds[0].argv, env: []string{"FTLAUNCH_AGENT_INPROCESS=1"}})
+	}
+	if baseline != "" {
+		cmds = append(cmds, timedCmd{name: "baseline", argv: append(append([]string{baseline, "run"}, extra...), prog...)})
+	}
+	cmds = append(cmds, timedCmd{name: "mpiexec", argv: append([]string{mpiexec}, prog...)})
+	if err := table(cmds, runs, ns); err != nil {
+		return err
+	}
+	if len(replicas) == 0 {
+		return nil
+	}
+	var without []string // the replicated run's flags but --replicas
+	for i := 0; i < len(replicas); i++ {
+		if replicas[i] == "--replicas" || replicas[i] == "-replicas" {
+			i++
+			continue
 		}
-		ma, mb := median(a), median(b)
-		fmt.Printf("| %d | %s | %s | %.2f |\n", n, ms(ma), ms(mb), ma.Seconds()/mb.Seconds())
+		if !strings.HasPrefix(replicas[i], "--replicas=") {
+			without = append(without, replicas[i])
+		}
+	}
+	fmt.Println()
+	fmt.Printf("The same with the state log on three replicas (4 ranks or more): ftlaunch %s, against ftlaunch %s and mpiexec, interleaved; load before: %s\n", argText(replicas), argText(without), loadAvg())
+	fmt.Println()
+	cmds = []timedCmd{
+		{name: "ftlaunch " + argText(replicas), argv: append(append(append([]string{ftl, "run"}, extra...), replicas...), prog...)},
+		{name: "ftlaunch " + argText(without), argv: append(append(append([]string{ftl, "run"}, extra...), without...), prog...)},
+	}
+	if baseline != "" {
+		cmds = append(cmds, timedCmd{name: "baseline " + argText(replicas), argv: append(append(append([]string{baseline, "run"}, extra...), replicas...), prog...)})
+	}
+	cmds = append(cmds, timedCmd{name: "mpiexec", argv: append([]string{mpiexec}, prog...)})
+	// Three replicas need three nodes with ranks.
+	var big []int
+	for _, n := range ns {
+		if n >= 4 {
+			big = append(big, n)
+		}
+	}
+	if err := table(cmds, runs, big); err != nil {
+		return err
+	}
+	fmt.Printf("\nLoad after: %s\n", loadAvg())
+	return nil
+}
+
+// timedCmd is one command of a comparison; "-n N" goes after argv[0] (and
+// its subcommand, for ftlaunch).
+type timedCmd struct {
+	name string
+	argv []string
+	env  []string // added to ftbench's environment
+}
+
+// withN returns the command's argv for n ranks.
+func (c timedCmd) withN(n int) []string {
+	at := 1
+	if len(c.argv) > 1 && c.argv[1] == "run" {
+		at = 2
+	}
+	out := append([]string(nil), c.argv[:at]...)
+	out = append(out, "-n", strconv.Itoa(n))
+	return append(out, c.argv[at:]...)
+}
+
+// table times cmds for every rank count, interleaved, and prints for each
+// its median, p25 and p75 and its median's ratio to the last command's
+// (mpiexec) and, with more than two commands, to the first's.
+func table(cmds []timedCmd, runs int, ns []int) error {
+	head := "| ranks | command | median | p25 | p75 | / " + cmds[len(cmds)-1].name + " |"
+	rule := "|---:|---|---:|---:|---:|---:|"
+	if len(cmds) > 2 {
+		head += " / " + cmds[0].name + " |"
+		rule += "---:|"
+	}
+	fmt.Println(head)
+	fmt.Println(rule)
+	for _, n := range ns {
+		times := make([][]time.Duration, len(cmds))
+		for round := range runs {
+			for k := range cmds {
+				i := (k + round) % len(cmds)
+				d, _, err := timedEnv(cmds[i].withN(n), cmds[i].env)
+				if err != nil {
+					return err
+				}
+				times[i] = append(times[i], d)
+			}
+		}
+		last, first := median(times[len(times)-1]), median(times[0])
+		for i, c := range cmds {
+			m := median(times[i])
+			row := fmt.Sprintf("| %d | %s | %s | %s | %s | %.2f |", n, c.name, ms(m), ms(quantile(times[i], 0.25)), ms(quantile(times[i], 0.75)), m.Seconds()/last.Seconds())
+			if len(cmds) > 2 {
+				row += fmt.Sprintf(" %.2f |", m.Seconds()/first.Seconds())
+			}
+			fmt.Println(row)
+		}
 	}
 	return nil
+}
+
+// quantile returns the q-quantile of ds (nearest rank).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// argText shows flags as typed ("(no flags)" for none).
+func argText(args []string) string {
+	if len(args) == 0 {
+		return "(no flags)"
+	}
+	return strings.Join(args, " ")
+}
+
+// loadAvg returns the machine's load averages (1, 5, 15 minutes), as
+// uptime prints them.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
 }

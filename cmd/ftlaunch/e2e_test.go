@@ -560,15 +560,23 @@ func startBackground(t *testing.T, m string, args ...string) (*exec.Cmd, *syncBu
 	return cmd, errb
 }
 
+// The ranks and their own children (sh runs sleep as a child) go with a
+// front-end killed by SIGKILL: with the agent as a process, and with the
+// agent in the front-end's process (its orphan guard kills them).
 func TestFrontEndKilledLeavesNoRank(t *testing.T) {
-	m := marker(t)
-	cmd, _ := startBackground(t, m, "run", "-n", "4", "sh", "-c", "sleep "+m)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	for _, inProcess := range []string{"", "1"} {
+		t.Run("inprocess="+inProcess, func(t *testing.T) {
+			t.Setenv("FTLAUNCH_AGENT_INPROCESS", inProcess)
+			m := marker(t)
+			cmd, _ := startBackground(t, m, "run", "-n", "4", "sh", "-c", "sleep "+m+"; true")
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			took := waitGone(t, "sleep "+m, 5*time.Second)
+			t.Logf("ranks gone %v after SIGKILL of the front-end", took)
+			waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+		})
 	}
-	took := waitGone(t, "sleep "+m, 5*time.Second)
-	t.Logf("ranks gone %v after SIGKILL of the front-end", took)
-	waitGone(t, ftlaunchBin+" agent", 5*time.Second)
 }
 
 func TestSignalsForwarded(t *testing.T) {

@@ -424,6 +424,17 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	if len(replicas) > 0 {
 		fmt.Fprintf(bw, "  root replicas: %s\n", strings.Join(replicas, ", "))
 	}
+	// The plan names every node meant to host a replica: those that never
+	// joined (the job ended before its group formed, or they were lost).
+	var missing []string
+	for _, n := range rep.Plan.Replicas {
+		if !slices.Contains(replicas, n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(bw, "  root replicas that never joined the group: %s\n", strings.Join(missing, ", "))
+	}
 
 	fmt.Fprintf(bw, "\nNode table (version %d, epoch %d", rep.Version, rep.Epoch)
 	if rep.RecoveryEpoch > 0 {

@@ -296,7 +296,9 @@ func TestRestartJobDuringLaunch(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
 	defer func() {
 		if t.Failed() {
 			t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
@@ -308,10 +310,9 @@ func TestRestartJobDuringLaunch(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
+		done <- err // for the cleanup
 		if err != nil {
 			t.Fatalf("job: %v", err)
 		}

@@ -291,6 +291,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: f.slurmMode == "group",
+		AgentInProcess: os.Getenv(agentInProcessEnv) != "",
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
@@ -414,6 +415,12 @@ func forwardableStdin(stdin *os.File) *os.File {
 	}
 	return stdin
 }
+
+// agentInProcessEnv, set (to anything), runs a local launch's agent in
+// the front-end's process instead of as an `ftlaunch agent` process
+// (launch.Options.AgentInProcess; docs/benchmarks.md says what it saves
+// and docs/guide.md what it costs).
+const agentInProcessEnv = "FTLAUNCH_AGENT_INPROCESS"
 
 func launchAgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	return launch.AgentMain(ctx, connect, stderr)

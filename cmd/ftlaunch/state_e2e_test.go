@@ -100,35 +100,71 @@ func TestRunKeepsStateLog(t *testing.T) {
 // ends with the same state.
 func TestReplicatedStateLog(t *testing.T) {
 	dir := t.TempDir()
-	r := ftlaunch(t, "", "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "-n", "8", ftdemoBin)
-	if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	// A job that outlasts the group's formation: its ranks wait for a
+	// file made once both replica agents joined. Every replica has its
+	// end.
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--verbose", "-n", "8",
+		"sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.01; done")
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	r = ftlaunch(t, "", "inspect", "--json", "--state-dir", dir)
-	if r.code != 0 {
-		t.Fatalf("inspect: exit %d: %s", r.code, r.stderr)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, "both replicas in the group", 20*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	var rep struct {
-		Status struct {
-			Done bool `json:"done"`
-		} `json:"status"`
-		Replicas []struct {
-			Node   string `json:"node"`
-			Digest string `json:"digest"`
-		} `json:"replicas"`
-		Raft struct {
-			Members []json.RawMessage `json:"members"`
-		} `json:"raft"`
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v\nstderr:\n%s", err, errb.String())
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("inspect --json: %v", err)
-	}
+	rep := inspectReplicas(t, dir)
 	if !rep.Status.Done || len(rep.Replicas) != 3 || len(rep.Raft.Members) != 3 {
-		t.Fatalf("want a finished job with 3 replicas and 3 members:\n%s", r.stdout)
+		t.Fatalf("want a finished job with 3 replicas and 3 members: %+v", rep)
 	}
 	for _, x := range rep.Replicas[1:] {
 		if x.Digest != rep.Replicas[0].Digest {
 			t.Errorf("replica digests differ: %+v", rep.Replicas)
+		}
+	}
+
+	// A job shorter than the group's formation does not wait for it: its
+	// end is on the replicas that joined (if any did), and inspect names
+	// those that never did.
+	r := ftlaunch(t, "", "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "-n", "8", ftdemoBin)
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	rep = inspectReplicas(t, dir)
+	if !rep.Status.Done || len(rep.Raft.Members) == 0 {
+		t.Fatalf("want a finished job with its members: %+v", rep)
+	}
+	best, joined := "", 0
+	for _, x := range rep.Replicas {
+		if x.Node == rep.Raft.Node {
+			best = x.Digest
+		}
+	}
+	for _, x := range rep.Replicas {
+		for _, m := range rep.Raft.Members {
+			if m.ID == x.Node {
+				joined++
+				if x.Digest != best {
+					t.Errorf("member %s's digest differs: %+v", x.Node, rep.Replicas)
+				}
+			}
+		}
+	}
+	if joined != len(rep.Raft.Members) {
+		t.Errorf("%d members, %d of them with files: %+v", len(rep.Raft.Members), joined, rep)
+	}
+	if len(rep.Raft.Members) < 3 {
+		r = ftlaunch(t, "", "inspect", "--state-dir", dir)
+		if !strings.Contains(r.stdout, "root replicas that never joined the group: node") {
+			t.Errorf("inspect does not name the replicas that never joined:\n%s", r.stdout)
 		}
 	}
 
@@ -142,6 +178,36 @@ func TestReplicatedStateLog(t *testing.T) {
 			t.Errorf("%q: exit %d: %s", bad, r.code, r.stderr)
 		}
 	}
+}
+
+// replicaReport is what the state-log tests read of `inspect --json`.
+type replicaReport struct {
+	Status struct {
+		Done bool `json:"done"`
+	} `json:"status"`
+	Replicas []struct {
+		Node   string `json:"node"`
+		Digest string `json:"digest"`
+	} `json:"replicas"`
+	Raft struct {
+		Node    string `json:"node"`
+		Members []struct {
+			ID string `json:"id"`
+		} `json:"members"`
+	} `json:"raft"`
+}
+
+func inspectReplicas(t *testing.T, dir string) replicaReport {
+	t.Helper()
+	r := ftlaunch(t, "", "inspect", "--json", "--state-dir", dir)
+	if r.code != 0 {
+		t.Fatalf("inspect: exit %d: %s", r.code, r.stderr)
+	}
+	var rep replicaReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("inspect --json: %v", err)
+	}
+	return rep
 }
 
 // Losing the node of a replica fails the job (no recovery yet), but the

@@ -147,6 +147,9 @@ func readStatus(stateDir, target string) (*jobStatus, error) {
 	// included (the log keeps it as a launch event).
 	for _, r := range rep.Recoveries {
 		st.Failures = append(st.Failures, r.Failure.Detail)
+		for _, again := range r.Repeats {
+			st.Failures = append(st.Failures, again.Detail)
+		}
 	}
 	recoveryStatus(st, rep)
 	return st, nil

@@ -59,3 +59,21 @@ func TestStatusAfterFrontEndKilled(t *testing.T) {
 		t.Errorf("status: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// FTLAUNCH_AGENT_INPROCESS runs a local job's agent in the front-end's
+// process: the same job, the same exit codes, and --verbose says so.
+func TestAgentInProcess(t *testing.T) {
+	t.Setenv("FTLAUNCH_AGENT_INPROCESS", "1")
+	dir := t.TempDir()
+	r := ftlaunch(t, "", "run", "--state-dir", dir, "--verbose", "-l", "-n", "4", "sh", "-c", "echo hi $FTLAUNCH_RANK")
+	if r.code != 0 || !strings.Contains(r.stderr, "agent up (in the front-end's process") || strings.Count(r.stdout, "] hi ") != 4 {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := ftlaunch(t, "", "run", "--state-dir", dir, "-n", "2", "sh", "-c", "exit 3"); r.code != 3 {
+		t.Errorf("a failing rank: exit %d, want 3:\n%s", r.code, r.stderr)
+	}
+	r = ftlaunch(t, "", "inspect", "--state-dir", dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "exit code 3") || !strings.Contains(r.stdout, "invariants: ok") {
+		t.Errorf("inspect: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

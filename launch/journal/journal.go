@@ -63,13 +63,20 @@ type Config struct {
 	Logger hclog.Logger
 	// Hold, if not nil, delays the replica's start (its files, its
 	// election) until Hold is closed or Close is called, so that it does
-	// not compete for the CPU with the launch it records. Records queue
-	// meanwhile.
+	// not compete for the CPU with the launch it records (a solo log opens
+	// its file at once and holds its writes). Records queue meanwhile.
 	Hold <-chan struct{}
 	// Replica, if set, is a replica that already leads the job's group (a
 	// successor root's): the journal writes through it, does not record
 	// the job again, and leaves it running at Close.
 	Replica *raftstore.Replica
+	// Solo writes the log of a single voter without a raft server
+	// (raftstore.Solo): no election to wait for, and each flush is one
+	// transaction and one sync, the final status riding with the records
+	// still queued at Close. The files are a replica's as raft writes them.
+	// Transport, Peers and Timing are not used, Replica returns nil (FSM
+	// gives the state).
+	Solo bool
 	// Fallback keeps the state in memory when the state directory cannot
 	// be written (nor found), instead of failing Open or losing the
 	// records: the replica runs as usual, and nothing is left afterwards
@@ -84,9 +91,15 @@ type Stats struct {
 	Flushes int
 	Rows    int // node-table rows written (a row written twice counts twice)
 	Events  int
+	// Opened is how long the replica took from Open to have its files
+	// open (a Hold included; 0 until it has).
+	Opened time.Duration
 	// Leading is how long the replica took from Open to lead (0 until it
-	// does).
+	// does); a solo log leads once open.
 	Leading time.Duration
+	// Alone: Close came before the replica led a group of its own, and
+	// its log was written without raft (as a solo log's).
+	Alone bool
 }
 
 // Journal is the front-end's handle on the job's state log.
@@ -106,6 +119,7 @@ type Journal struct {
 	release chan struct{} // closed by Close: ends a Hold
 	relOnce sync.Once
 	replica *raftstore.Replica
+	solo    *raftstore.Solo
 	memory  error // why the state is kept in memory (nil: in files); set before run starts
 
 	mu      sync.Mutex
@@ -207,11 +221,14 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	if memory != nil {
 		j.memory, j.jobDir = memory, ""
 	}
-	if cfg.Transport == nil {
+	if cfg.Solo && (cfg.Transport != nil || len(cfg.Peers) > 0 || cfg.Replica != nil) {
+		return nil, errors.New("journal: open: a solo log has no transport, peers or replica")
+	}
+	if cfg.Transport == nil && !cfg.Solo {
 		_, tr := raft.NewInmemTransport(raft.ServerAddress("inmem:" + cfg.Node))
 		j.cfg.Transport, j.ownsTr = tr, true
 	}
-	if len(j.cfg.Peers) == 0 {
+	if len(j.cfg.Peers) == 0 && !cfg.Solo {
 		j.cfg.Peers = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.Node), Address: j.cfg.Transport.LocalAddr()}}
 	}
 	var runCtx context.Context
@@ -436,13 +453,19 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 		w.loop(ctx)
 		return
 	}
-	if h := j.cfg.Hold; h != nil {
-		select {
-		case <-h:
-		case <-j.release:
-		case <-ctx.Done():
-			return
-		}
+	if j.cfg.Solo {
+		j.runSolo(ctx)
+		readied = true
+		return
+	}
+	if !j.hold(ctx) {
+		return
+	}
+	if j.alone() && j.isClosing() {
+		// Closed before the replica started: no group to wait for.
+		j.runSolo(ctx)
+		readied = true
+		return
 	}
 	r, err := raftstore.Open(raftstore.Config{
 		StateDir:  j.jobDir,
@@ -458,12 +481,25 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 		return
 	}
 	j.replica = r
-	defer func() {
+	j.mu.Lock()
+	j.stats.Opened = time.Since(j.opened)
+	j.mu.Unlock()
+	shutdown := func() {
 		if err := r.Shutdown(); err != nil {
 			j.setErr(fmt.Errorf("journal: %w", err))
 		}
-	}()
+	}
+	defer shutdown()
 	if err := j.awaitLeadership(startCtx, ctx, r); err != nil {
+		if errors.Is(err, errClosedAlone) {
+			// Closed before the group formed: its only member writes
+			// the log alone, without waiting for an election.
+			shutdown()
+			j.replica = nil
+			j.runSolo(ctx)
+			readied = true
+			return
+		}
 		j.setErr(fmt.Errorf("journal: %w", err))
 		return
 	}
@@ -480,12 +516,86 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 	w.loop(ctx)
 }
 
-// awaitLeadership waits until r leads.
+// hold waits for the end of Config.Hold (or Close); it reports false if
+// ctx ended first.
+func (j *Journal) hold(ctx context.Context) bool {
+	h := j.cfg.Hold
+	if h == nil {
+		return true
+	}
+	select {
+	case <-h:
+	case <-j.release:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// runSolo is run's body for a solo log: it opens the log at once (a
+// single voter leads from the start, and opening a bbolt file costs the
+// launch no CPU to speak of: it waits for the disk), closes ready, and
+// after the Hold writes until Close; the job's record goes with the first
+// flush.
+func (j *Journal) runSolo(ctx context.Context) {
+	s, err := raftstore.OpenSolo(raftstore.SoloConfig{StateDir: j.jobDir, Name: j.cfg.Node, InMemory: j.memory != nil})
+	if err != nil {
+		j.setErr(fmt.Errorf("journal: %w", err))
+		close(j.ready)
+		return
+	}
+	j.solo = s
+	j.mu.Lock()
+	j.stats.Alone = !j.cfg.Solo
+	j.mu.Unlock()
+	defer func() {
+		if err := s.Close(); err != nil {
+			j.setErr(fmt.Errorf("journal: %w", err))
+		}
+	}()
+	j.mu.Lock()
+	j.stats.Opened = time.Since(j.opened)
+	j.stats.Leading = j.stats.Opened
+	j.mu.Unlock()
+	close(j.ready)
+	if !j.hold(ctx) {
+		return
+	}
+	w := newWriter(j, nil)
+	w.solo, w.job = s, true
+	w.loop(ctx)
+}
+
+// errClosedAlone: Close came before the replica led a group of one.
+var errClosedAlone = errors.New("closed before the replica led")
+
+// alone reports whether the journal's replica starts a group of its own:
+// itself the only peer (replicas may join once it leads).
+func (j *Journal) alone() bool {
+	p := j.cfg.Peers
+	return j.cfg.Replica == nil && len(p) == 1 && p[0].ID == raft.ServerID(j.cfg.Node)
+}
+
+func (j *Journal) isClosing() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.closing
+}
+
+// awaitLeadership waits until r leads. If Close comes first and the
+// replica is alone (nobody can have joined a replica that never led), it
+// returns errClosedAlone.
 func (j *Journal) awaitLeadership(startCtx, ctx context.Context, r *raftstore.Replica) error {
 	timeout := time.NewTimer(j.cfg.ElectTimeout)
 	defer timeout.Stop()
+	var closed <-chan struct{}
+	if j.alone() {
+		closed = j.release
+	}
 	for {
 		select {
+		case <-closed:
+			return errClosedAlone
 		case l, ok := <-r.Leadership():
 			if !ok {
 				return errors.New("replica shut down before it led")
@@ -512,6 +622,24 @@ func (j *Journal) Replica() *raftstore.Replica {
 	default:
 		return nil
 	}
+}
+
+// FSM returns the state machine the journal writes through once its
+// replica (or solo log) is ready, nil before and after a failed start.
+// Tests read the state with it.
+func (j *Journal) FSM() *raftstore.FSM {
+	select {
+	case <-j.ready:
+	default:
+		return nil
+	}
+	switch {
+	case j.solo != nil:
+		return j.solo.FSM()
+	case j.replica != nil:
+		return j.replica.FSM()
+	}
+	return nil
 }
 
 // encodeJob is the job's raftstore spec.

@@ -51,17 +51,30 @@ func launch(j *Journal, nodes []string, per int, failRank int) {
 
 func open(t testing.TB, dir string, n int) *Journal {
 	t.Helper()
-	j, err := Open(context.Background(), Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-test", Argv: []string{"./app", "-x"}, N: n}})
+	return openCfg(t, Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-test", Argv: []string{"./app", "-x"}, N: n}})
+}
+
+func openCfg(t testing.TB, cfg Config) *Journal {
+	t.Helper()
+	j, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return j
 }
 
+// TestJournalRecordsAJob: a job's records, through a raft replica and
+// through a solo log, read back as the job.
 func TestJournalRecordsAJob(t *testing.T) {
+	for _, solo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("solo=%v", solo), func(t *testing.T) { testRecordsAJob(t, solo) })
+	}
+}
+
+func testRecordsAJob(t *testing.T, solo bool) {
 	dir := t.TempDir()
 	nodes := []string{"node0", "node1", "node2", "node3"}
-	j := open(t, dir, 16)
+	j := openCfg(t, Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-test", Argv: []string{"./app", "-x"}, N: 16}, Solo: solo})
 	// Records made before the replica leads wait in the queue.
 	launch(j, nodes, 4, 6)
 	if err := j.Close(context.Background(), 3, "rank 6 failed"); err != nil {
@@ -70,6 +83,9 @@ func TestJournalRecordsAJob(t *testing.T) {
 	st := j.Stats()
 	if st.Entries > 8 || st.Refused != 0 {
 		t.Errorf("stats %+v: want a handful of entries, none refused", st)
+	}
+	if solo && st.Flushes != 1 {
+		t.Errorf("stats %+v: a solo log closed at once writes everything in one flush", st)
 	}
 	if got, err := Latest(dir); err != nil || got != j.Dir() {
 		t.Errorf("Latest = %q, %v; want %q", got, err, j.Dir())
@@ -129,6 +145,85 @@ func TestJournalRecordsAJob(t *testing.T) {
 	}
 	if len(rep.Invariants) != 0 {
 		t.Errorf("invariants %q", rep.Invariants)
+	}
+}
+
+// TestJournalSoloPhases: a solo log answers a recovery phase's commit
+// once the phase is written (its state machine has it, with the records
+// made before it), and the final status goes in Close's flush.
+func TestJournalSoloPhases(t *testing.T) {
+	dir := t.TempDir()
+	j := openCfg(t, Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-test", N: 8}, Solo: true, Linger: time.Hour})
+	launch(j, []string{"node0", "node1"}, 4, 5)
+	done := make(chan error, 1)
+	j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: []byte("rec-1")}, done)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var epoch uint64
+	var exited int
+	j.FSM().View(func(s *raftstore.State) {
+		epoch = s.RecoveryEpoch
+		for _, r := range s.Ranks {
+			if r.State == raftstore.RankExited {
+				exited++
+			}
+		}
+	})
+	if epoch != 1 || exited != 8 {
+		t.Fatalf("after the phase's commit: recovery epoch %d, %d ranks exited; want 1 and 8", epoch, exited)
+	}
+	if err := j.Close(context.Background(), 3, "rank 5 failed"); err != nil {
+		t.Fatal(err)
+	}
+	in, err := raftstore.OpenReadOnly(j.ReplicaDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.State.CheckInvariants(); err != nil {
+		t.Error(err)
+	}
+	if s := in.State; !s.Status.Done || s.Status.ExitCode != 3 || s.Ranks[5].ExitCode != 3 || s.RecoveryEpoch != 1 {
+		t.Errorf("status %+v, rank 5 %+v, recovery epoch %d", s.Status, s.Ranks[5], s.RecoveryEpoch)
+	}
+	if st := j.Stats(); st.Flushes != 2 || st.Refused != 0 {
+		t.Errorf("stats %+v: want the phase's flush and Close's", st)
+	}
+}
+
+// TestJournalClosedAlone: a replica whose group never formed (its raft
+// timers far off: it never leads) writes the job's records and final
+// status alone at Close, without waiting for an election; so does one
+// still held at Close.
+func TestJournalClosedAlone(t *testing.T) {
+	slow := raftstore.Timing{HeartbeatTimeout: time.Hour, ElectionTimeout: time.Hour, LeaderLeaseTimeout: time.Hour, CommitTimeout: time.Second}
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-test", N: 8}, Timing: slow}
+			if held {
+				cfg.Hold = make(chan struct{})
+			}
+			j := openCfg(t, cfg)
+			launch(j, []string{"node0", "node1"}, 4, -1)
+			if err := j.Close(context.Background(), 0, "success"); err != nil {
+				t.Fatal(err)
+			}
+			if st := j.Stats(); !st.Alone || st.Flushes != 1 {
+				t.Errorf("stats %+v: want the log written alone, in one flush", st)
+			}
+			in, err := raftstore.OpenReadOnly(j.ReplicaDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := in.State.CheckInvariants(); err != nil {
+				t.Error(err)
+			}
+			s := in.State
+			if !s.Status.Done || s.Job.ID != "ft-test" || s.Ranks[7].State != raftstore.RankExited {
+				t.Errorf("status %+v, job %+v, rank 7 %+v", s.Status, s.Job, s.Ranks[7])
+			}
+		})
 	}
 }
 

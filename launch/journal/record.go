@@ -46,6 +46,10 @@ type Plan struct {
 	Kind  string // TreeFlat, or the kind the plan builder reports
 	Root  string
 	Nodes []PlanNode
+	// Replicas are the agents' nodes that host root replicas besides the
+	// journal's own (the group they join once it leads; `ftlaunch
+	// inspect` names those that never did).
+	Replicas []string
 }
 
 // PlanNode is one agent's place in the tree.

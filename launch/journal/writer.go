@@ -16,7 +16,9 @@ import (
 // goroutine touches it.
 type writer struct {
 	j    *Journal
-	r    *raftstore.Replica
+	r    *raftstore.Replica // nil for a solo log
+	solo *raftstore.Solo    // a solo log's (nil: r's)
+	job  bool               // the job is still to be recorded, with the first flush
 	rows []raftstore.Rank
 	// agents' incarnations as written.
 	agents map[string]raftstore.Agent
@@ -96,15 +98,19 @@ func (w *writer) seed(st *raftstore.State) {
 
 // setJob commits the job (with its StepJob event at the job's start).
 func (w *writer) setJob(ctx context.Context) error {
+	return w.apply(ctx, w.jobCommand())
+}
+
+// jobCommand records the job, with its StepJob event at the job's start.
+func (w *writer) jobCommand() raftstore.Command {
 	job := w.j.cfg.Job
-	cmd := &raftstore.SetJob{
+	return &raftstore.SetJob{
 		Job: raftstore.JobSpec{ID: job.ID, Size: job.N, Spec: encodeJob(job)},
 		Events: []raftstore.Event{{
 			Time: job.Start, Kind: raftstore.EventLaunch, Rank: raftstore.NoRank,
 			Detail: detail(StepJob, "%d ranks: %s", job.N, strings.Join(job.Argv, " ")),
 		}},
 	}
-	return w.apply(ctx, cmd)
 }
 
 // loop folds records into flushes until Close's record is written or ctx
@@ -120,7 +126,6 @@ func (w *writer) loop(ctx context.Context) {
 		if w.due() {
 			w.flush(ctx)
 			if w.finish != nil {
-				w.commitFinish(ctx)
 				return
 			}
 			continue
@@ -199,9 +204,17 @@ func (w *writer) absorbPlan(at time.Time, p *Plan) {
 	for _, n := range p.Nodes {
 		nodes = append(nodes, raftstore.PlanNode{Name: n.Name, Primary: n.Primary, Backup: n.Backup})
 	}
-	replicas := make([]string, 0, len(w.j.cfg.Peers))
+	replicas := make([]string, 0, len(w.j.cfg.Peers)+len(p.Replicas))
 	for _, s := range w.j.cfg.Peers {
 		replicas = append(replicas, string(s.ID))
+	}
+	if len(replicas) == 0 { // a solo log: itself
+		replicas = append(replicas, w.j.cfg.Node)
+	}
+	for _, n := range p.Replicas {
+		if !slices.Contains(replicas, n) {
+			replicas = append(replicas, n)
+		}
 	}
 	kind := p.Kind
 	if kind == "" {
@@ -379,9 +392,15 @@ func (w *writer) absorbFailure(at time.Time, f *Failure) {
 
 // flush writes the pending records: the plan, the agents, the changed
 // rows (at most MaxRows per entry), with the events on the last entry
-// (or on Finish, if Close is pending, or alone).
+// (or alone), then the final status with the events still pending if
+// Close was called. A solo log writes them in one batch, the job's record
+// first if it is still to be written.
 func (w *writer) flush(ctx context.Context) {
 	var cmds []raftstore.Command
+	if w.job {
+		cmds = append(cmds, w.jobCommand())
+		w.job = false
+	}
 	if w.plan != nil {
 		cmds = append(cmds, w.plan)
 	}
@@ -425,22 +444,19 @@ func (w *writer) flush(ctx context.Context) {
 			cmds = append(cmds, &raftstore.AppendEvents{Events: events})
 		}
 	}
-	var err error
-	for _, c := range cmds {
-		if e := w.apply(ctx, c); e != nil && err == nil {
-			err = e
-		}
+	if w.finish != nil {
+		cmds = append(cmds, &raftstore.Finish{Time: w.finishAt, Status: *w.finish, Events: events})
 	}
+	err := w.applyAll(ctx, cmds)
 	w.j.mu.Lock()
 	w.j.stats.Flushes++
 	w.j.stats.Rows += rows
-	if w.finish == nil {
-		w.j.stats.Events += len(events)
+	w.j.stats.Events += len(events)
+	if w.finish != nil {
+		w.j.stats.Events++ // the final status's own
 	}
 	w.j.mu.Unlock()
-	if w.finish == nil {
-		w.events = nil
-	}
+	w.events = nil
 	w.plan, w.dirtyAgents = nil, nil
 	clear(w.exits)
 	w.first, w.urgent = time.Time{}, false
@@ -464,21 +480,54 @@ func (w *writer) answerSyncs(err error) {
 	w.syncs = nil
 }
 
-// commitFinish commits the final status with the events still pending.
-func (w *writer) commitFinish(ctx context.Context) {
-	n := len(w.events)
-	_ = w.apply(ctx, &raftstore.Finish{Time: w.finishAt, Status: *w.finish, Events: w.events})
-	w.j.mu.Lock()
-	w.j.stats.Events += n + 1
-	w.j.mu.Unlock()
-	w.events = nil
+// applyAll commits commands in order and returns the first error: a
+// solo log's in one batch, a replica's one by one.
+func (w *writer) applyAll(ctx context.Context, cmds []raftstore.Command) error {
+	var first error
+	keep := func(e error) {
+		if e != nil && first == nil {
+			first = e
+		}
+	}
+	if w.solo == nil {
+		for _, c := range cmds {
+			keep(w.apply(ctx, c))
+		}
+		return first
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	out, err := w.solo.ApplyBatch(cmds)
+	if err != nil {
+		err = fmt.Errorf("journal: %w", err)
+		w.j.setErr(err)
+		return err
+	}
+	for i, o := range out {
+		w.count(o.Err)
+		if o.Err != nil {
+			keep(w.refused(ctx, cmds[i], o.Err))
+		}
+	}
+	return first
+}
+
+// commit commits one command through the solo log or the replica.
+func (w *writer) commit(ctx context.Context, c raftstore.Command) error {
+	if w.solo != nil {
+		_, err := w.solo.Apply(c)
+		return err
+	}
+	_, err := w.r.Apply(ctx, c)
+	return err
 }
 
 // apply commits one command. If the state machine refuses a command that
 // carries events, the command is retried without them and the events are
 // appended one by one, so that one bad event costs only itself.
 func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
-	_, err := w.r.Apply(ctx, c)
+	err := w.commit(ctx, c)
 	w.count(err)
 	for try := 0; err != nil && try < 5 && w.regained(ctx, err); try++ {
 		// Leadership went to another replica and came back (a loaded
@@ -491,6 +540,13 @@ func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
 	if err == nil {
 		return nil
 	}
+	return w.refused(ctx, c, err)
+}
+
+// refused handles a command that was not committed (err is the journal's)
+// or that the state machine refused: one refused with events is committed
+// again without them, and its events one by one.
+func (w *writer) refused(ctx context.Context, c raftstore.Command, err error) error {
 	if !errors.Is(err, raftstore.ErrRefused) {
 		err = fmt.Errorf("journal: %w", err)
 		w.j.setErr(err)
@@ -510,12 +566,12 @@ func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
 		}
 	}
 	if _, ok := c.(*raftstore.AppendEvents); !ok {
-		_, e := w.r.Apply(ctx, c)
+		e := w.commit(ctx, c)
 		w.count(e)
 		keep(e)
 	}
 	for _, ev := range evs {
-		_, e := w.r.Apply(ctx, &raftstore.AppendEvents{Events: []raftstore.Event{ev}})
+		e := w.commit(ctx, &raftstore.AppendEvents{Events: []raftstore.Event{ev}})
 		w.count(e)
 		keep(e)
 	}
