@@ -48,9 +48,8 @@ func (a *Agent) standby(ctx context.Context, wg *sync.WaitGroup) {
 	a.rec.epoch, a.rec.coll, a.rec.version = rl.Epoch, rl.CollEpoch, rl.Version
 	a.rec.table = rl.Table
 	a.rec.suspended, a.rec.settled = rl.Suspended, rl.Suspended
-	exited := a.exited
+	close(a.exited) // every rank "ended"; under the lock, as reportExit (a respawn replaces it)
 	a.mu.Unlock()
-	close(exited)
 	if l := a.pmiTCP; l != nil {
 		wg.Add(1)
 		go func() {
