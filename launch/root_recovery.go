@@ -102,7 +102,9 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 		// Ranks the recovery carried on starts again (those of a lost
 		// agent, say) are running, whatever the table says of their end.
 		for r := range fe.ranks {
-			if p.Replacing(r) || p.RestartsJob() {
+			inc := fe.ranks[r].status.Incarnation
+			older := inc == 0 || inc < p.Incarnation(r) // as olderEnd, before fe.rec is p
+			if p.Replacing(r) && (p.AwaitsRespawn(r) || older) || p.RestartsJob() && older {
 				fe.reviveRank(r)
 			}
 		}

@@ -192,7 +192,9 @@ func (fe *frontend) lostAgents(a *agentHandle, lost []*agentHandle, err error, s
 		}
 		if fe.rec.RestartsJob() {
 			for r := range fe.ranks {
-				fe.reviveRank(r)
+				if fe.olderEnd(r) {
+					fe.reviveRank(r)
+				}
 			}
 			continue
 		}
