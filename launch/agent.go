@@ -286,6 +286,10 @@ func (a *Agent) runRank(ctx context.Context, rp *rankProc) {
 }
 
 func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
+	if a.spec.Relaunch != nil {
+		a.standby(ctx, wg) // the recovery starts them (agent_relaunch.go)
+		return
+	}
 	// The TCP-mode listener exists before the ranks (they get its port)
 	// but accepts only once a.ranks is complete.
 	if l, err := a.listenPMI(); err == nil {

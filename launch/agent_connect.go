@@ -30,6 +30,10 @@ type bootstrap struct {
 	Hosts  []string
 	Idx    int    // the agent's index in the job
 	Parent string // the parent's certificate name ("": the front-end)
+	// Inc is the agent's incarnation on its node (0 or 1: the first; more:
+	// started again after the one before was lost). Its hello says it, and
+	// its parent takes no other incarnation's connection in its place.
+	Inc uint64
 	// Group, for one start of several agents with the same stdin (one srun
 	// step for many nodes): each agent's entry, found by its node name.
 	Group []groupEntry
@@ -62,6 +66,7 @@ func (b *bootstrap) encode() []byte {
 	for _, g := range b.Group {
 		e.String(g.Name).Uint(uint64(g.Idx)).Bytes(g.Creds)
 	}
+	e.Uint(b.Inc)
 	return wire.AppendFrame(nil, mSpec, e.Data())
 }
 
@@ -76,6 +81,7 @@ func readBootstrap(r io.Reader) (*bootstrap, error) {
 	for range n {
 		b.Group = append(b.Group, groupEntry{Name: d.String(), Idx: int(d.Uint()), Creds: d.Bytes()})
 	}
+	b.Inc = d.Uint()
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}

@@ -134,7 +134,7 @@ func (a *Agent) askAdoption(ctx context.Context, p peerAddr) *link {
 	if err != nil {
 		return nil
 	}
-	if err := wire.WriteFrame(conn, mHello, hello{Idx: a.tree.idx, Adopt: true}.encode()); err != nil {
+	if err := wire.WriteFrame(conn, mHello, hello{Idx: a.tree.idx, Adopt: true, Inc: a.tree.inc}.encode()); err != nil {
 		conn.Close()
 		return nil
 	}
@@ -169,6 +169,9 @@ func (a *Agent) resync() {
 	a.mu.Lock()
 	for _, r := range a.order {
 		rp := a.ranks[r]
+		if rp.cmd.Process == nil {
+			continue // a relaunched agent's rank not started again yet
+		}
 		st.Ranks = append(st.Ranks, r)
 		st.Pids = append(st.Pids, rp.cmd.Process.Pid)
 		st.Incs = append(st.Incs, rp.info.Incarnation)
@@ -404,8 +407,8 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 			ended = append(ended, r)
 		}
 	}
+	fe.relaunch = func(cs []childSpec, report func(launchResult)) error { return a.relaunch(sctx, fe, cs, report) }
 	fe.rec = fe.successorPlanner(st, job, ended)
-	fe.relaunch = func(cs []childSpec) error { return a.relaunch(sctx, fe, cs) }
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(a.spec.Replica.JobDir), Node: a.spec.Node, Replica: ar.r,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
@@ -459,8 +462,9 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 
 // relaunch starts some of the root's children for the successor root fe:
 // over this agent's way of starting its own (its spawner), connecting back
-// to a listener of its own with this agent's credentials.
-func (a *Agent) relaunch(ctx context.Context, fe *frontend, cs []childSpec) error {
+// to a listener of its own with this agent's credentials. Each start is
+// reported to report.
+func (a *Agent) relaunch(ctx context.Context, fe *frontend, cs []childSpec, report func(launchResult)) error {
 	sp, closeSp, err := a.spawner()
 	if err != nil {
 		return err
@@ -483,7 +487,7 @@ func (a *Agent) relaunch(ctx context.Context, fe *frontend, cs []childSpec) erro
 	fe.goFunc(func() {
 		defer closeSp()
 		defer ln.Close()
-		l.run(ctx, fe.launched(ctx))
+		l.run(ctx, report)
 		<-ctx.Done() // the sessions live as long as the successor
 	})
 	return nil

@@ -113,7 +113,8 @@ func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 			return 2
 		}
 		tree = newTreeState(b.Idx, creds, ln)
-		c, err := connectBack(ctx, b, creds, hello{Idx: b.Idx, Port: tree.port, Init: time.Since(began)})
+		tree.inc = b.Inc
+		c, err := connectBack(ctx, b, creds, hello{Idx: b.Idx, Port: tree.port, Init: time.Since(began), Inc: b.Inc})
 		if err != nil {
 			ln.Close()
 			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)

@@ -39,7 +39,12 @@ var errRecovering = errors.New("a recovery is in progress")
 // guarded by Agent.mu, except changed (made once, never replaced), which
 // wakes the suspension's wait.
 type agentRecovery struct {
-	epoch     uint64       // the newest epoch heard
+	epoch uint64 // the newest epoch heard
+	// coll is the epoch collectives are counted under: the last
+	// suspension's (or restart's). A new root leader's commands carry a
+	// newer epoch without a new suspension: a rank respawned under it
+	// counts with the others.
+	coll      uint64
 	suspended bool         // between Suspend and Resume
 	settled   bool         // every rank of the suspension acknowledged or was stopped
 	acked     map[int]bool // ranks that acknowledged the suspension
@@ -113,6 +118,7 @@ func (a *Agent) suspend(m recMsg) {
 	for _, r := range a.order {
 		a.seq[r] = m.Epoch << 32
 	}
+	a.rec.coll = m.Epoch
 	a.puts = map[string][]byte{}
 	if first {
 		a.rec.suspended, a.rec.settled = true, false
@@ -246,7 +252,7 @@ func (a *Agent) respawn(m recMsg) {
 	a.ranks[m.Rank] = rp
 	delete(a.gone, m.Rank)
 	delete(a.exits, m.Rank)
-	a.seq[m.Rank] = a.rec.epoch << 32
+	a.seq[m.Rank] = a.rec.coll << 32
 	if a.rec.suspended {
 		a.rec.held[m.Rank] = true
 	}
@@ -394,6 +400,7 @@ func (a *Agent) restartJob(m recMsg) {
 		for _, r := range a.order {
 			a.seq[r] = m.Epoch << 32
 		}
+		a.rec.coll = m.Epoch
 		a.reviveLocked(a.ended)
 		a.mu.Unlock()
 		var st started

@@ -21,6 +21,7 @@ const childWait = 10 * time.Second
 // children's links and the routes to the agents below them.
 type treeState struct {
 	idx   int
+	inc   uint64 // the agent's incarnation on its node (bootstrap.Inc)
 	creds *secure.Credentials
 	ln    net.Listener
 	port  int
@@ -241,7 +242,7 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p peerAdd
 			return
 		}
 		l := newLink(conn)
-		if err := l.send(mHello, hello{Idx: a.tree.idx, Backup: true}.encode()); err != nil {
+		if err := l.send(mHello, hello{Idx: a.tree.idx, Backup: true, Inc: a.tree.inc}.encode()); err != nil {
 			conn.Close()
 			return
 		}

@@ -70,7 +70,14 @@ type launcher struct {
 	logf     func(format string, args ...any)
 
 	mu      sync.Mutex
-	waiting map[string]chan acceptedConn // children started and not yet connected, by name
+	waiting map[string]awaited // children started and not yet connected, by name
+}
+
+// awaited is a child started and not yet connected: the incarnation it
+// was started as, and where its connection goes.
+type awaited struct {
+	inc uint64
+	ch  chan acceptedConn
 }
 
 type acceptedConn struct {
@@ -79,7 +86,7 @@ type acceptedConn struct {
 }
 
 func newLauncher(sp spawn.Spawner, argv []string, port int, hosts []string, batch int, children []childSpec) *launcher {
-	return &launcher{sp: sp, argv: argv, port: port, hosts: hosts, batch: batch, children: children, waiting: map[string]chan acceptedConn{}}
+	return &launcher{sp: sp, argv: argv, port: port, hosts: hosts, batch: batch, children: children, waiting: map[string]awaited{}}
 }
 
 // run starts the children in plan order, in batches when batch > 0, and
@@ -101,7 +108,7 @@ func (l *launcher) run(ctx context.Context, report func(launchResult)) {
 		var wg sync.WaitGroup
 		for i := lo; i < hi; i++ {
 			c := &l.children[i]
-			ch := l.expect(c.Name)
+			ch := l.expect(c.Name, c.Inc)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -112,18 +119,19 @@ func (l *launcher) run(ctx context.Context, report func(launchResult)) {
 	}
 }
 
-// expect registers a child whose connection back is awaited.
-func (l *launcher) expect(name string) chan acceptedConn {
+// expect registers a child whose connection back is awaited, started as
+// incarnation inc.
+func (l *launcher) expect(name string, inc uint64) chan acceptedConn {
 	ch := make(chan acceptedConn, 1)
 	l.mu.Lock()
-	l.waiting[name] = ch
+	l.waiting[name] = awaited{inc: max(inc, 1), ch: ch}
 	l.mu.Unlock()
 	return ch
 }
 
 // start starts one child in a session of its own and waits for it.
 func (l *launcher) start(ctx context.Context, c *childSpec, ch chan acceptedConn, begin time.Time) launchResult {
-	boot := (&bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.parent}).encode()
+	boot := (&bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.parent, Inc: c.Inc}).encode()
 	sess, err := l.sp.Start(ctx, c.Name, l.argv, boot)
 	if err != nil {
 		l.forget(c.Name)
@@ -145,7 +153,7 @@ func (l *launcher) runGroup(ctx context.Context, begin time.Time, report func(la
 	for i, c := range l.children {
 		hosts[i] = c.Name
 		boot.Group = append(boot.Group, groupEntry{Name: c.Name, Idx: c.Idx, Creds: c.Creds})
-		chans[i] = l.expect(c.Name)
+		chans[i] = l.expect(c.Name, c.Inc)
 	}
 	sess, err := l.group.StartGroup(ctx, hosts, l.argv, boot.encode())
 	if err != nil {
@@ -215,16 +223,19 @@ func (l *launcher) forget(name string) {
 }
 
 // deliver hands a primary child's connection to its waiting start; it
-// reports false for a caller nobody waits for.
+// reports false for a caller nobody waits for, or another incarnation of
+// the node's agent than the one started (one that was declared lost).
 func (l *launcher) deliver(name string, ac acceptedConn) bool {
 	l.mu.Lock()
-	ch := l.waiting[name]
-	delete(l.waiting, name)
+	w, ok := l.waiting[name]
+	if ok && w.inc == max(ac.hello.Inc, 1) {
+		delete(l.waiting, name)
+	}
 	l.mu.Unlock()
-	if ch == nil {
+	if !ok || w.inc != max(ac.hello.Inc, 1) {
 		return false
 	}
-	ch <- ac
+	w.ch <- ac
 	return true
 }
 

@@ -44,15 +44,18 @@ type frontend struct {
 
 	releaseTimer *time.Timer // lets the journal's replica start after the launch
 
-	rootNode     string                  // where the root runs (live report)
-	replicasDone map[string]bool         // replica agents joined (or failed to), by name
-	joinMu       sync.Mutex              // held by the replica agent joining the group (addReplica)
-	endedAt      time.Time               // when the last rank ended
-	plan         *plan.Plan              // the launch plan (nil: one local agent, or a successor's)
-	topo         *topology.Tree          // the launch tree: who is whose parent, backup, child
-	tree         bool                    // agents start agents (a plan, or a successor's rebuilt tree)
-	launchTmpl   *launchSpec             // a successor's: how agents start theirs
-	relaunch     func([]childSpec) error // a successor's: start root children
+	rootNode     string          // where the root runs (live report)
+	replicasDone map[string]bool // replica agents joined (or failed to), by name
+	joinMu       sync.Mutex      // held by the replica agent joining the group (addReplica)
+	endedAt      time.Time       // when the last rank ended
+	plan         *plan.Plan      // the launch plan (nil: one local agent, or a successor's)
+	topo         *topology.Tree  // the launch tree: who is whose parent, backup, child
+	tree         bool            // agents start agents (a plan, or a successor's rebuilt tree)
+	launchTmpl   *launchSpec     // a successor's: how agents start theirs
+	// relaunch starts root children after the launch (a successor's for
+	// those the front-end had not started, anyone's for a lost agent
+	// started again), each reported to report.
+	relaunch     func(cs []childSpec, report func(launchResult)) error
 	ca           *secure.CA
 	ln           net.Listener
 	cancelLaunch context.CancelFunc
@@ -86,6 +89,7 @@ type frontend struct {
 
 	// The restart protocol (root_recovery.go).
 	collEpoch  uint64         // collectives counted under this epoch; older ones are dropped
+	table      [][]byte       // the node table (I-tuples by rank) as published and patched: a relaunched agent's
 	recovered  map[int]uint64 // ranks being started again, with their new incarnation
 	lastAcks   map[int]bool   // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
 	failedAt   time.Time      // the failure the recovery in progress began with
@@ -106,6 +110,7 @@ type frontend struct {
 type agentHandle struct {
 	idx     int
 	name    string
+	inc     uint64        // the agent's incarnation on its node (1: the first; root_relaunch.go)
 	local   *localAgent   // the agent on this machine, on a socketpair
 	sess    spawn.Session // an agent the front-end started in a launch tree
 	link    *link         // the front-end's link to it, if it is a direct child

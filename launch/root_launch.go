@@ -38,7 +38,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	fe.mapping = alloc.ProcessMapping(pl)
 	for i, node := range pl.Nodes {
-		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1}
+		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1, inc: 1}
 		for _, r := range a.ranks {
 			fe.ranks[r].node = i
 		}
@@ -48,9 +48,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		fe.agents = append(fe.agents, a)
 	}
 	fe.liveN = len(fe.agents)
-	fe.rec = recovery.New(fe.plannerConfig())
 	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 {
 		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
+		fe.rec = recovery.New(fe.plannerConfig())
 		a := fe.agents[0]
 		if err := fe.spawnAgent(a); err != nil {
 			return fmt.Errorf("start agent for node %s: %w", a.name, err)
@@ -62,6 +62,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if err := fe.arrangeTree(); err != nil {
 		return err
 	}
+	fe.rec = recovery.New(fe.plannerConfig())
 	if err := fe.issueRoot(); err != nil {
 		return err
 	}
@@ -106,6 +107,16 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	fe.cancelLaunch = cancel
 	fe.launchBegan = time.Since(fe.start)
 	fe.goFunc(func() { l.run(lctx, fe.launched(ctx)) })
+	// A lost agent is started again the same way (root_relaunch.go), not
+	// cancelled with the launch.
+	fe.relaunch = func(cs []childSpec, report func(launchResult)) error {
+		for i := range cs {
+			c := cs[i]
+			ch := l.expect(c.Name, c.Inc)
+			fe.goFunc(func() { report(l.start(ctx, &c, ch, time.Now())) })
+		}
+		return nil
+	}
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
 }
@@ -229,6 +240,9 @@ func (fe *frontend) agentUp(a *agentHandle, up childUp) {
 		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
 		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
 		Restart: fe.opts.Restart.String(),
+	}
+	if a.inc > 1 {
+		spec.Relaunch = fe.relaunchSpec(a)
 	}
 	if fe.stage != nil {
 		spec.Prestage = true

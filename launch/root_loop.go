@@ -122,7 +122,9 @@ func (fe *frontend) replicasSettled() bool {
 
 func (fe *frontend) allAgentsGone() bool {
 	for _, a := range fe.agents {
-		if !a.closed {
+		// An agent being started again is not gone (the job's only agent,
+		// say), unless the job ends first.
+		if !a.closed || fe.rec.Relaunching(a.idx) && !fe.rec.Ending() {
 			return false
 		}
 	}
@@ -169,13 +171,7 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 			lost = append(lost, b)
 		}
 	}
-	for _, b := range lost {
-		why := err
-		if b != a {
-			why = fmt.Errorf("lost with %s above it in the launch tree", a.name)
-		}
-		fe.step(recovery.AgentLost{Node: b.name, Err: why.Error()})
-	}
+	fe.lostAgents(a, lost, err, errors.Is(err, errHeartbeat)) // root_relaunch.go
 }
 
 // closeSubtree marks a and the agents below it gone and returns those that
@@ -194,8 +190,14 @@ func (fe *frontend) closeSubtree(a *agentHandle) []*agentHandle {
 func (fe *frontend) handle(ev event) {
 	switch ev := ev.(type) {
 	case evMessage:
+		if ev.agent != fe.agents[ev.agent.idx] {
+			return // from an agent incarnation that was lost and replaced
+		}
 		fe.message(ev.agent, ev.typ, ev.p)
 	case evLinkEnd:
+		if ev.agent != fe.agents[ev.agent.idx] {
+			return
+		}
 		fe.linkEnded(ev.agent, ev.err)
 	case evLaunched:
 		r := ev.res
@@ -219,6 +221,10 @@ func (fe *frontend) handle(ev event) {
 		fe.committed(ev)
 	case evExpired:
 		fe.step(recovery.Expired{Epoch: ev.epoch, Stage: ev.stage})
+	case evRelaunched:
+		fe.relaunched(ev)
+	case evPlanner:
+		fe.step(ev.ev)
 	default:
 		panic(fmt.Sprintf("launch: root event %T not handled", ev))
 	}
@@ -449,6 +455,7 @@ func (fe *frontend) contribute(a *agentHandle, c *contrib) {
 	fe.bcast(mCollResult, res.encode())
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
+		fe.table = slices.Clone(rc.values) // patched in place later; the journal keeps rc.values
 		fe.step(recovery.TablePublished{})
 		fe.nodeTableAt = time.Since(fe.start)
 		nodes := make([]string, len(fe.ranks))

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -41,7 +42,7 @@ func (fe *frontend) plannerConfig() recovery.Config {
 	cfg := recovery.Config{
 		Policy: fe.opts.Restart, Ranks: fe.opts.N, MaxRestarts: fe.opts.MaxRestarts,
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
-		RankAgent: make([]int, fe.opts.N),
+		RankAgent: make([]int, fe.opts.N), Roles: fe.agentRoles(),
 	}
 	for r, rs := range fe.ranks {
 		cfg.RankAgent[r] = rs.node
@@ -86,6 +87,28 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 		}
 	}
 	p := recovery.New(cfg)
+	if cfg.TableReady {
+		fe.table = make([][]byte, fe.opts.N)
+		for r := range st.Ranks {
+			if r < fe.opts.N {
+				fe.table[r] = st.Ranks[r].ITuple
+			}
+		}
+	}
+	defer func() {
+		for i, a := range fe.agents {
+			a.inc = p.AgentIncarnation(i) // agents relaunched before, as the last record says
+		}
+		// Ranks the recovery carried on starts again (those of a lost
+		// agent, say) are running, whatever the table says of their end.
+		for r := range fe.ranks {
+			inc := fe.ranks[r].status.Incarnation
+			older := inc == 0 || inc < p.Incarnation(r) // as olderEnd, before fe.rec is p
+			if p.Replacing(r) && (p.AwaitsRespawn(r) || older) || p.RestartsJob() && older {
+				fe.reviveRank(r)
+			}
+		}
+	}()
 	if len(st.Recovery) > 0 {
 		var rec recovery.Checkpoint
 		if err := json.Unmarshal(st.Recovery, &rec); err != nil {
@@ -106,8 +129,8 @@ func (fe *frontend) feedLeader() {
 		return
 	}
 	for _, a := range fe.agents {
-		if a.rootChild && !a.adopted && !a.closed {
-			return
+		if a.rootChild && !a.adopted && !a.closed && !fe.rec.Relaunching(a.idx) {
+			return // (an agent lost and being started again is not waited for)
 		}
 	}
 	fe.leaderFed = true
@@ -145,6 +168,20 @@ func (fe *frontend) commit(rec recovery.Checkpoint) {
 			ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
 		}
 		clear(fe.recovered)
+	case recovery.StageRelaunch:
+		var ds []string
+		for _, ar := range rec.Agents {
+			if inc := ar.Incarnation; !ar.Up {
+				if ar.Lost {
+					inc++
+				}
+				ds = append(ds, fmt.Sprintf("the agent of node %s as incarnation %d", ar.Node, inc))
+			}
+		}
+		ph.Detail = strings.Join(ds, ", ")
+		if len(ranks) > 0 {
+			ph.Detail += "; rank(s) " + ranksText(ranks)
+		}
 	case recovery.StageRestartJob:
 		ph.Detail = fmt.Sprintf("restart %d of the job", rec.Restarts)
 		for r, inc := range fe.recovered {
@@ -215,6 +252,8 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.commit(act.Rec)
 	case recovery.Arm:
 		fe.arm(act)
+	case recovery.Relaunch:
+		fe.relaunchAgent(act)
 	case recovery.Suspend:
 		fe.abandonCollectives(act.Epoch)
 		fe.verbosef("recovery: suspending every rank (epoch %d)", act.Epoch)
@@ -230,6 +269,9 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		m := recMsg{Epoch: act.Epoch, Version: act.Version}
 		for _, row := range act.Rows {
 			m.Rows = append(m.Rows, recRow{Rank: row.Rank, Incarnation: row.Incarnation, Addr: row.Addr})
+			if row.Rank < len(fe.table) {
+				fe.table[row.Rank] = row.Addr
+			}
 		}
 		fe.verbosef("recovery: patching the node table to version %d (%d row(s))", act.Version, len(act.Rows))
 		fe.bcast(mPatch, m.encode())
@@ -285,7 +327,7 @@ func (fe *frontend) abandonCollectives(epoch uint64) {
 // end of an incarnation the planner started already (one that ran and
 // ended while the recovery was still under way) is the rank's own.
 func (fe *frontend) revertEnds(r int) {
-	if fe.rec.Stage() == recovery.StageRestartJob {
+	if fe.rec.RestartsJob() {
 		for i := range fe.ranks {
 			if fe.olderEnd(i) {
 				fe.reviveRank(i)

@@ -54,7 +54,7 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 	byName := map[string]int{}
 	for i, n := range st.Plan.Nodes[1:] {
 		byName[n.Name] = i
-		a := &agentHandle{idx: i, name: n.Name}
+		a := &agentHandle{idx: i, name: n.Name, inc: 1}
 		if ag, ok := st.Agents[n.Name]; ok { // the front-end sent it its share
 			a.up, a.info = true, childUp{Idx: i, Addr: ag.Addr}
 			fe.agentsUp++
@@ -136,7 +136,7 @@ func (fe *frontend) resumeLaunch() {
 	}
 	cs, err := fe.childSpecs(missing)
 	if err == nil {
-		err = fe.relaunch(cs)
+		err = fe.relaunch(cs, fe.launched(fe.ctx))
 	}
 	if err != nil {
 		for _, i := range missing {
@@ -159,7 +159,8 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	// is refused; the end of the first link counts as the agent's loss.
 	// An agent this root started itself (resumeLaunch) has its link.
 	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
-		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil {
+		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil ||
+		max(ac.hello.Inc, 1) != fe.agents[idx].inc || fe.rec.Relaunching(idx) { // an incarnation declared lost
 		ac.conn.Close()
 		return
 	}

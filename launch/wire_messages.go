@@ -101,6 +101,10 @@ type nodeSpec struct {
 
 	// Restart is the restart policy (--restart: "none", "rank", "job").
 	Restart string
+
+	// Relaunch, if set, is an agent started again on its node after the
+	// one before was lost (agent_relaunch.go): it starts no rank by itself.
+	Relaunch *relaunchSpec
 }
 
 func (s *nodeSpec) encode() []byte {
@@ -120,6 +124,7 @@ func (s *nodeSpec) encode() []byte {
 	encodeApps(&e, s.Apps)
 	e.String(s.Bind).Bool(s.BindShare)
 	e.String(s.Restart)
+	encodeRelaunch(&e, s.Relaunch)
 	return e.Data()
 }
 
@@ -144,8 +149,15 @@ func decodeNodeSpec(p []byte) (*nodeSpec, error) {
 	if d.Len() > 0 {
 		s.Restart = d.String()
 	}
+	if d.Len() > 0 {
+		s.Relaunch = decodeRelaunch(d)
+	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
+	}
+	if rl := s.Relaunch; rl != nil && (len(rl.Incs) != len(s.Ranks) || len(rl.Table) > s.Size) {
+		return nil, fmt.Errorf("job spec: a relaunch with %d incarnations for %d ranks and a table of %d rows for a job of %d",
+			len(rl.Incs), len(s.Ranks), len(rl.Table), s.Size)
 	}
 	if err := checkApps(s.Apps, s.Size); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)

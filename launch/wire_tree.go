@@ -38,17 +38,18 @@ type hello struct {
 	Adopt  bool          // a child of the lost root asks for adoption
 	Port   int           // where the caller listens for its own children
 	Init   time.Duration // from the caller's process start to this hello
+	Inc    uint64        // the caller's incarnation on its node (bootstrap.Inc)
 }
 
 func (h hello) encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(h.Idx)).Bool(h.Backup).Uint(uint64(h.Port)).Int(int64(h.Init)).Bool(h.Adopt)
+	e.Uint(uint64(h.Idx)).Bool(h.Backup).Uint(uint64(h.Port)).Int(int64(h.Init)).Bool(h.Adopt).Uint(h.Inc)
 	return e.Data()
 }
 
 func decodeHello(p []byte) (hello, error) {
 	d := wire.NewDecoder(p)
-	h := hello{Idx: int(d.Uint()), Backup: d.Bool(), Port: int(d.Uint()), Init: time.Duration(d.Int()), Adopt: d.Bool()}
+	h := hello{Idx: int(d.Uint()), Backup: d.Bool(), Port: int(d.Uint()), Init: time.Duration(d.Int()), Adopt: d.Bool(), Inc: d.Uint()}
 	if err := d.Err(); err != nil {
 		return h, fmt.Errorf("hello: %w", err)
 	}
@@ -87,6 +88,7 @@ type childSpec struct {
 	Name  string
 	Creds []byte
 	Sub   []int
+	Inc   uint64 // its incarnation (bootstrap.Inc); not sent in a parent's spec
 }
 
 // launchSpec tells an agent how to start its children.

@@ -138,6 +138,10 @@ type Config struct {
 	// (a new leader's planner).
 	Incarnations []uint64
 	RankRestarts []int
+	// Roles[a] is what agent a is in the launch tree beyond its ranks:
+	// under a restart policy a lost agent is started again on its node
+	// only if it is a RootLeaf (relaunch.go). Missing entries are RootLeaf.
+	Roles []Role
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -152,12 +156,16 @@ type Planner struct {
 	version  uint64 // node-table version: bumped by every patch
 	restarts int    // job restarts (policy Job)
 	rc       *recovering
-	table    bool // the first node table was published (TablePublished)
+	table    bool         // the first node table was published (TablePublished)
+	agents   []agentState // relaunch.go
 }
 
 // New returns a planner for a job that is running.
 func New(cfg Config) *Planner {
-	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady}
+	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady, agents: make([]agentState, cfg.Agents)}
+	for a := range p.agents {
+		p.agents[a].inc = 1
+	}
 	for r := range p.ranks {
 		p.ranks[r].inc = 1
 		if r < len(cfg.RankAgent) {
@@ -210,12 +218,9 @@ func (p *Planner) Step(ev Event) []Action {
 		}
 		return p.endFor(ev.Node, ev.Rank, code, fmt.Sprintf("rank %d on node %s called Abort(%d)%s", ev.Rank, ev.Node, ev.Code, msg))
 	case AgentLost:
-		if p.phase == Over {
-			return nil // the job had already ended
-		}
-		// Losing an agent ends the job under every policy until the tree
-		// heals itself (the lost-node issue, #14).
-		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("lost the agent of node %s: %s", ev.Node, ev.Err))
+		return p.agentLost(ev)
+	case Relaunched, RelaunchFailed:
+		return p.relaunchStep(ev)
 	case LaunchFailed:
 		if p.phase == Ending || p.phase == Over {
 			return nil // the job is ending: agents not started yet are not needed
@@ -362,8 +367,17 @@ type RankAborted struct {
 // AgentLost: an agent's link ended before it said it was done (told by the
 // link itself, or by its parent), or it went with an agent above it.
 type AgentLost struct {
-	Node string
-	Err  string
+	Agent int // its index
+	// Incarnation is the agent incarnation that was lost (1: the first
+	// agent of the node; 0: the current one). A loss of an older one is
+	// stale evidence.
+	Incarnation uint64
+	Node        string
+	Err         string
+	// Silent: the agent stopped answering (a heartbeat's timeout), rather
+	// than its link ending or its process exiting: its node may be gone,
+	// and is not tried again.
+	Silent bool
 }
 
 // LaunchFailed: an agent could not be started.

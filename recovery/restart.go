@@ -41,6 +41,7 @@ const (
 	StagePatch                       // the node table is being patched
 	StageResume                      // ranks are told to go on
 	StageRestartJob                  // every rank is being started again (policy Job)
+	StageRelaunch                    // lost agents are being started again (relaunch.go)
 )
 
 func (s Stage) String() string {
@@ -55,6 +56,8 @@ func (s Stage) String() string {
 		return "resume"
 	case StageRestartJob:
 		return "restart-job"
+	case StageRelaunch:
+		return "relaunch"
 	}
 	return fmt.Sprintf("Stage(%d)", int(s))
 }
@@ -102,9 +105,10 @@ type RankRecord struct {
 type Checkpoint struct {
 	Epoch    uint64
 	Stage    Stage
-	Version  uint64       // the node table's version once patched
-	Restarts int          // job restarts so far
-	Ranks    []RankRecord // the ranks being recovered
+	Version  uint64        // the node table's version once patched
+	Restarts int           // job restarts so far
+	Ranks    []RankRecord  // the ranks being recovered
+	Agents   []AgentRecord `json:",omitempty"` // the agents being started again
 }
 
 // Epoch is the recovery epoch: it grows with every recovery decision and
@@ -187,7 +191,7 @@ func (p *Planner) begin(s Stage) []Action {
 
 // checkpoint is the committed form of the recovery in progress.
 func (p *Planner) checkpoint() Checkpoint {
-	rec := Checkpoint{Epoch: p.epoch, Stage: p.rc.stage, Version: p.version, Restarts: p.restarts}
+	rec := Checkpoint{Epoch: p.epoch, Stage: p.rc.stage, Version: p.version, Restarts: p.restarts, Agents: p.agentRecords()}
 	if p.rc.stage == StagePatch {
 		rec.Version = p.version + 1
 	}
@@ -213,6 +217,9 @@ func (p *Planner) restartStep(ev Event) []Action {
 		for r := range p.ranks {
 			p.ranks[r].sent = false
 		}
+		for a := range p.agents {
+			p.agents[a].sent = false
+		}
 		return []Action{Commit{Rec: p.checkpoint()}}
 	}
 	rc := p.rc
@@ -230,7 +237,7 @@ func (p *Planner) restartStep(ev Event) []Action {
 		if ev.Epoch == p.epoch && rc.stage == StageSuspend && rc.committed {
 			rc.acks[ev.Agent] = true
 			if p.allAcked() {
-				return p.next(StageRespawn)
+				return p.afterSuspend()
 			}
 		}
 	case Respawned:
@@ -273,15 +280,22 @@ func (p *Planner) restartStep(ev Event) []Action {
 			return nil
 		}
 		var missing []string
-		if rc.stage == StageRespawn {
+		switch rc.stage {
+		case StageRespawn:
 			for r, rs := range p.ranks {
 				if rs.st == rFailed || rs.st == rRespawning {
 					missing = append(missing, fmt.Sprintf("rank %d", r))
 				}
 			}
-		} else {
+		case StageRelaunch:
+			for _, as := range p.agents {
+				if as.st != aUp {
+					missing = append(missing, fmt.Sprintf("the agent of node %s", as.node))
+				}
+			}
+		default:
 			for a := range p.cfg.Agents {
-				if !rc.acks[a] {
+				if p.agents[a].st == aUp && !rc.acks[a] {
 					missing = append(missing, fmt.Sprintf("agent %d", a))
 				}
 			}
@@ -307,6 +321,11 @@ func (p *Planner) send() []Action {
 	arm := Arm{Epoch: p.epoch, Stage: rc.stage, After: p.cfg.AckTimeout}
 	switch rc.stage {
 	case StageSuspend:
+		if p.allAcked() {
+			// No agent runs ranks to suspend (the only one was lost), or
+			// each acknowledged already (a relaunched one has none).
+			return append([]Action{Suspend{Epoch: p.epoch}}, p.afterSuspend()...)
+		}
 		return []Action{Suspend{Epoch: p.epoch}, arm}
 	case StageRespawn:
 		var acts []Action
@@ -340,13 +359,17 @@ func (p *Planner) send() []Action {
 		return []Action{Resume{Epoch: p.epoch, Version: p.version}}
 	case StageRestartJob:
 		return []Action{RestartJob{Epoch: p.epoch, Restarts: p.restarts}, arm}
+	case StageRelaunch:
+		return p.sendRelaunch(arm)
 	}
 	panic(fmt.Sprintf("recovery: stage %v has nothing to send", rc.stage))
 }
 
+// allAcked reports whether every agent that runs acknowledged the stage
+// (an agent lost and not started again yet has nothing to acknowledge).
 func (p *Planner) allAcked() bool {
 	for a := range p.cfg.Agents {
-		if !p.rc.acks[a] {
+		if p.agents[a].st == aUp && !p.rc.acks[a] {
 			return false
 		}
 	}
@@ -383,6 +406,14 @@ func (p *Planner) Restore(rec Checkpoint) {
 			rs.st = rRespawned
 		default:
 			rs.st = rRespawning
+		}
+	}
+	p.restoreAgents(rec.Agents)
+	if p.cfg.Policy == Job && rec.Epoch > 0 {
+		// Every rank's incarnation follows the job's restarts, decided
+		// (a relaunch first) or done: the node table may not say so yet.
+		for r := range p.ranks {
+			p.ranks[r].inc = max(p.ranks[r].inc, uint64(rec.Restarts)+1)
 		}
 	}
 	if rec.Epoch == 0 {

@@ -36,6 +36,10 @@ type world struct {
 	suspended bool               // ranks are suspended (between Suspend and Resume)
 	resumes   int                // Resume actions seen
 	cmdEpochs map[string]uint64  // per command kind, the last epoch sent
+
+	agentInc    []uint64          // incarnation of each agent's process
+	agentUp     []bool            // its process runs
+	agentStarts map[[2]uint64]int // (agent, incarnation) → processes started
 }
 
 func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestarts int) *world {
@@ -46,7 +50,10 @@ func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestar
 	w := &world{
 		t: t, cfg: cfg, p: New(cfg), rng: rand.New(rand.NewPCG(seed, 7)),
 		starts: map[[2]uint64]int{}, committed: map[[2]uint64]bool{}, cmdEpochs: map[string]uint64{},
-		version: 1,
+		version: 1, agentStarts: map[[2]uint64]int{},
+	}
+	for range agents {
+		w.agentInc, w.agentUp = append(w.agentInc, 1), append(w.agentUp, true)
 	}
 	for r := range ranks {
 		w.actual = append(w.actual, 1)
@@ -107,13 +114,18 @@ func (w *world) act(act Action) {
 		w.command("suspend", a.Epoch, StageSuspend)
 		w.suspended = true
 		for ag := range w.cfg.Agents {
-			w.events = append(w.events, Suspended{Agent: ag, Epoch: a.Epoch})
+			if w.agentUp[ag] {
+				w.events = append(w.events, Suspended{Agent: ag, Epoch: a.Epoch})
+			}
 		}
 	case Respawn:
 		w.command("respawn", a.Epoch, StageRespawn)
 		r := uint64(a.Rank)
 		if a.Incarnation < 2 {
 			w.fatalf("respawn of rank %d as incarnation %d", a.Rank, a.Incarnation)
+		}
+		if !w.agentUp[a.Agent] {
+			break // lost: the root hears nothing of it
 		}
 		// An agent starts an incarnation once; a command sent again
 		// (a new leader) is answered with what runs.
@@ -136,7 +148,9 @@ func (w *world) act(act Action) {
 		}
 		w.version = max(w.version, a.Version)
 		for ag := range w.cfg.Agents {
-			w.events = append(w.events, Patched{Agent: ag, Epoch: a.Epoch, Version: a.Version})
+			if w.agentUp[ag] {
+				w.events = append(w.events, Patched{Agent: ag, Epoch: a.Epoch, Version: a.Version})
+			}
 		}
 	case Resume:
 		w.command("resume", a.Epoch, StageResume)
@@ -157,7 +171,26 @@ func (w *world) act(act Action) {
 			}
 		}
 		for ag := range w.cfg.Agents {
-			w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch})
+			if w.agentUp[ag] {
+				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch})
+			}
+		}
+	case Relaunch:
+		w.command("relaunch", a.Epoch, StageRelaunch)
+		if a.Incarnation < 2 {
+			w.fatalf("relaunch of agent %d as incarnation %d", a.Agent, a.Incarnation)
+		}
+		// The root starts an incarnation once; a command sent again is
+		// answered with what runs.
+		if w.agentInc[a.Agent] < a.Incarnation {
+			if w.agentUp[a.Agent] {
+				w.fatalf("relaunch of agent %d as incarnation %d while incarnation %d runs", a.Agent, a.Incarnation, w.agentInc[a.Agent])
+			}
+			w.agentInc[a.Agent], w.agentUp[a.Agent] = a.Incarnation, true
+			w.agentStarts[[2]uint64{uint64(a.Agent), a.Incarnation}]++
+		}
+		if w.agentInc[a.Agent] == a.Incarnation && w.agentUp[a.Agent] {
+			w.events = append(w.events, Relaunched{Agent: a.Agent, Incarnation: a.Incarnation})
 		}
 	case Arm:
 	case Record, Report:
@@ -172,6 +205,17 @@ func (w *world) act(act Action) {
 func (w *world) kill(r int) {
 	w.failures++
 	w.events = append(w.events, RankExited{Rank: r, Incarnation: w.actual[r], Node: "n", Signal: 9})
+}
+
+// loseAgent kills agent a's process, and with it its ranks: the root
+// reports the loss (and, for the ranks, nothing more).
+func (w *world) loseAgent(a int) {
+	if !w.agentUp[a] {
+		return
+	}
+	w.failures++
+	w.agentUp[a] = false
+	w.events = append(w.events, AgentLost{Agent: a, Incarnation: w.agentInc[a], Node: fmt.Sprintf("n%d", a), Err: "EOF"})
 }
 
 // leaderChange replaces the planner by a new leader's, rebuilt from what
@@ -231,6 +275,16 @@ func (w *world) checkEnd(wantRecovered bool) {
 	for k, n := range w.starts {
 		if n != 1 {
 			w.fatalf("rank %d incarnation %d started %d times", k[0], k[1], n)
+		}
+	}
+	for k, n := range w.agentStarts {
+		if n != 1 {
+			w.fatalf("agent %d incarnation %d started %d times", k[0], k[1], n)
+		}
+	}
+	for a := range w.agentUp {
+		if !w.agentUp[a] || w.p.AgentIncarnation(a) != w.agentInc[a] {
+			w.fatalf("agent %d: up %v, incarnation %d, planner says %d", a, w.agentUp[a], w.agentInc[a], w.p.AgentIncarnation(a))
 		}
 	}
 	if w.suspended {

@@ -108,23 +108,7 @@ func TestRestartRank(t *testing.T) {
 			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
 		})
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("job: %v", err)
-		}
-	case <-time.After(120 * time.Second):
-		t.Fatal("the job did not end")
-	}
-	if !strings.Contains(out.String(), "checksum") {
-		t.Fatalf("no checksum line:\n%s", out.String())
-	}
-	f := strings.Fields(strings.TrimSpace(out.String()))
-	if len(f) < 4 || f[0] != "checksum" || f[1] != f[3] {
-		t.Fatalf("wrong result: %q", out.String())
-	}
+	ringDone(t, cmd, out)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	for _, r := range []string{"rank 2 ", "rank 9 ", "rank 13 "} {
 		if !strings.Contains(insp.stdout, r) {
@@ -147,25 +131,25 @@ func TestRestartRank(t *testing.T) {
 	}
 }
 
-// TestRestartRankFailoverMidRecovery kills the front-end (the root's
-// leader) between the committed suspend of a recovery and its respawn: the
-// successor carries the recovery on, the rank is started again exactly
-// once, and attach ends with the job's success.
-func TestRestartRankFailoverMidRecovery(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a replicated job with a failover during a recovery")
-	}
-	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "6", "-n", "12",
-		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
-	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_HOLD_RECOVERY=suspend")
-	errb := &syncBuffer{}
+// startHeld starts a 12-rank ring application under --restart rank with a
+// replicated root (3 replicas) whose front-end holds the first recovery at
+// its committed phase hold (holdEnv), on the nodes where says; it waits
+// until both replica agents joined the group and the node table exists.
+// On failure, the test logs the front-end's stderr and the successor's log.
+func startHeld(t *testing.T, hold string, where ...string) (cmd *exec.Cmd, errb *syncBuffer, dir, ck string) {
+	t.Helper()
+	dir, ck = t.TempDir(), t.TempDir()
+	args := append([]string{"run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "-n", "12"}, where...)
+	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
+	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_HOLD_RECOVERY="+hold)
+	errb = &syncBuffer{}
 	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	defer func() {
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
 		if t.Failed() {
 			t.Logf("front-end's stderr:\n%s", errb.String())
 			logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
@@ -174,11 +158,40 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 				t.Logf("%s:\n%s", l, b)
 			}
 		}
-	}()
+	})
 	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
 	tablePublished(t, errb, 12)
+	return cmd, errb, dir, ck
+}
+
+// attachRight attaches to the job of dir, which must end with exit 0 and
+// the right checksum.
+func attachRight(t *testing.T, dir string) {
+	t.Helper()
+	r := ftlaunchLimit(t, 120*time.Second, "", "attach", "--state-dir", dir)
+	if r.code != 0 {
+		t.Fatalf("attach: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	i := strings.Index(r.stdout, "checksum")
+	if i < 0 {
+		t.Fatalf("no checksum in attach's output:\n%s", r.stdout)
+	}
+	if f := strings.Fields(r.stdout[i:]); len(f) < 4 || f[1] != f[3] {
+		t.Fatalf("wrong result in attach's output:\n%s", r.stdout)
+	}
+}
+
+// TestRestartRankFailoverMidRecovery kills the front-end (the root's
+// leader) between the committed suspend of a recovery and its respawn: the
+// successor carries the recovery on, the rank is started again exactly
+// once, and attach ends with the job's success.
+func TestRestartRankFailoverMidRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated job with a failover during a recovery")
+	}
+	cmd, errb, dir, ck := startHeld(t, "suspend", "--test-nodes", "6")
 	killRank(t, ck, 5)
 	waitFor(t, "the front-end to hold the recovery", 30*time.Second, func() bool {
 		return strings.Contains(errb.String(), "test hook: holding the recovery at its committed suspend phase")
@@ -198,14 +211,7 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	waitFor(t, "the rank started again", 60*time.Second, func() bool { return rankProcess(ck, 5, 2) > 0 })
-	r := ftlaunchLimit(t, 120*time.Second, "", "attach", "--state-dir", dir)
-	if r.code != 0 {
-		t.Fatalf("attach: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
-	f := strings.Fields(r.stdout[strings.Index(r.stdout, "checksum"):])
-	if len(f) < 4 || f[1] != f[3] {
-		t.Fatalf("wrong result in attach's output:\n%s", r.stdout)
-	}
+	attachRight(t, dir)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	if n := strings.Count(insp.stdout, "ranks: 1 rank(s) started: 5"); n != 1 {
 		t.Errorf("rank 5 was started again %d time(s), want once:\n%s", n, insp.stdout)

@@ -691,12 +691,14 @@ func recoveries(s *raftstore.State, at func(time.Time) float64, incs [][]RankInc
 			step := RecoveryStep{Stage: stage, Epoch: epoch, Time: ev.Time, AtMS: at(ev.Time), Detail: ev.Detail, Index: ev.Index}
 			for _, k := range slices.Clone(open) {
 				r := &recs[k]
-				if r.Rank < 0 {
-					continue // the protocol recovers ranks
+				if r.Rank < 0 && r.Node == "" {
+					continue // the job's own failure: the protocol recovers ranks and agents
 				}
 				switch {
+				case r.Rank < 0 && strings.Contains(ev.Detail, "of node "+r.Node+" "):
+					// A lost agent's relaunch names its node.
 				case len(ranks) > 0:
-					if !slices.Contains(ranks, r.Rank) {
+					if !slices.ContainsFunc(ranks, func(x int) bool { return x == r.Rank || r.Rank < 0 && s.Ranks[x].Node == r.Node }) {
 						continue
 					}
 				case stage == "restart-job":

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
+)
+
+// runRing starts the ring application with n ranks under policy (and the
+// flags where, e.g. test nodes), waits for its node table, and returns the
+// command, its output buffers (stderr is logged if the test fails), its
+// state directory and the checkpoint directory (its marker).
+func runRing(t *testing.T, policy string, n int, where ...string) (cmd *exec.Cmd, out, errb *syncBuffer, dir, ck string) {
+	t.Helper()
+	dir, ck = t.TempDir(), t.TempDir()
+	args := append([]string{"run", "--verbose", "--state-dir", dir, "--restart", policy, "-n", strconv.Itoa(n)}, where...)
+	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
+	out, errb = &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("stderr:\n%s", errb.String())
+		}
+	})
+	tablePublished(t, errb, n)
+	return cmd, out, errb, dir, ck
+}
+
+// killAgent SIGKILLs the agent of node (the parent of its ranks), which
+// must not be old, and returns its pid.
+func killAgent(t *testing.T, ck, node string, old int) int {
+	t.Helper()
+	var pid int
+	waitFor(t, "the agent of "+node+" with its ranks", 30*time.Second, func() bool {
+		pid = agentOf(t, ck, node)
+		return pid != old
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the agent of %s (pid %d): %v", node, pid, err)
+	}
+	return pid
+}
+
+// ringDone waits for the ring application's job and checks its checksum.
+func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("job: %v", err)
+		}
+	case <-time.After(120 * time.Second):
+		t.Fatal("the job did not end")
+	}
+	f := strings.Fields(strings.TrimSpace(out.String()))
+	if len(f) < 4 || f[0] != "checksum" || f[1] != f[3] {
+		t.Fatalf("wrong result: %q", out.String())
+	}
+}
+
+// TestAgentLostRelaunchRank is the first step of relaunching a lost agent
+// (#14, item 3): the agent of node2 (a leaf child of the root, no replica)
+// is SIGKILLed mid-run, with its two ranks; a new agent incarnation starts
+// on the node and the ranks go through the restart protocol on it. Then
+// the new agent is killed too (a second loss of the same node's agent):
+// incarnation 3 takes over. The result is right, the job exits 0, inspect
+// shows both recoveries with their relaunch phase, nothing is left.
+func TestAgentLostRelaunchRank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an 8-rank job whose agent is killed twice")
+	}
+	cmd, out, errb, dir, ck := runRing(t, "rank", 8, "--test-nodes", "4", "--tree", "flat")
+	old := 0
+	for i := range 2 {
+		old = killAgent(t, ck, "node2", old)
+		waitFor(t, "recovery "+strconv.Itoa(i+1), 60*time.Second, func() bool {
+			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
+		})
+	}
+	ringDone(t, cmd, out)
+	for _, want := range []string{
+		"lost the agent of node node2: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 4, 5 as their next incarnation",
+		"starting its agent again as incarnation 3 (restart 2 of 3)",
+	} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr does not say %q", want)
+		}
+	}
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	for ph, n := range map[string]int{"relaunch  ": 2, "the agent of node node2 as incarnation 2": 1, "the agent of node node2 as incarnation 3": 1,
+		"respawn   ": 2, "resumed at": 2, "2 resumed": 1} {
+		if got := strings.Count(insp.stdout, ph); got < n {
+			t.Errorf("inspect shows %q %d times, want %d:\n%s", ph, got, n, insp.stdout)
+		}
+	}
+	waitGone(t, ck, 10*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+}
+
+// TestAgentLostRelaunchJob: under --restart job the lost agent is started
+// again and the whole job restarts on the healed tree.
+func TestAgentLostRelaunchJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an 8-rank job whose agent is killed")
+	}
+	cmd, out, errb, dir, ck := runRing(t, "job", 8, "--test-nodes", "4", "--tree", "flat")
+	killAgent(t, ck, "node1", 0)
+	waitFor(t, "the restart", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank started again")
+	})
+	ringDone(t, cmd, out)
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	for _, want := range []string{"relaunch  ", "the agent of node node1 as incarnation 2", "restart-job", "every rank was started again"} {
+		if !strings.Contains(insp.stdout, want) {
+			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
+		}
+	}
+	waitGone(t, ck, 10*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+}
+
+// TestAgentLostRelaunchLocal: the one agent of a job on this machine (on
+// a socket pair, no launch tree) is lost and spawned again the same way;
+// every rank goes through the restart protocol on it.
+func TestAgentLostRelaunchLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-rank job whose agent is killed")
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	cmd, out, errb, _, ck := runRing(t, "rank", 3)
+	killAgent(t, ck, host, 0)
+	waitFor(t, "the recovery", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	ringDone(t, cmd, out)
+	if want := "its rank(s) 0, 1, 2 as their next incarnation"; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr does not say %q", want)
+	}
+	waitGone(t, ck, 10*time.Second)
+}
+
+// TestAgentLostRelaunchFailover: the front-end (the root's leader) is
+// SIGKILLed once the relaunch of a lost agent is committed and before it
+// starts the agent: the successor carries the recovery on from the
+// committed phase, starts the node's next agent incarnation itself (once),
+// and the job completes with the right result.
+func TestAgentLostRelaunchFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated job with a failover during a relaunch")
+	}
+	cmd, errb, dir, ck := startHeld(t, "relaunch", "--test-nodes", "6", "--tree", "flat")
+	killAgent(t, ck, "node4", 0) // not a replica agent's node (node0, node1)
+	waitFor(t, "the front-end to hold the recovery", 30*time.Second, func() bool {
+		return strings.Contains(errb.String(), "test hook: holding the recovery at its committed relaunch phase")
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	attachRight(t, dir)
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	if n := len(regexp.MustCompile(`node4\s+up: connected back`).FindAllString(insp.stdout, -1)); n != 2 {
+		t.Errorf("node4's agent connected %d time(s), want twice (its first incarnation and the successor's relaunch):\n%s", n, insp.stdout)
+	}
+	waitGone(t, ck, 10*time.Second)
+}
+
+// TestAgentLostPastMaxRestarts: the second loss of a node's agent under
+// --max-restarts 1 ends the job, naming why, with nothing left running.
+func TestAgentLostPastMaxRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an 8-rank job whose agent is killed twice")
+	}
+	cmd, _, errb, _, ck := runRing(t, "rank", 8, "--test-nodes", "4", "--tree", "flat", "--max-restarts", "1")
+	old := killAgent(t, ck, "node2", 0)
+	waitFor(t, "the recovery", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	killAgent(t, ck, "node2", old)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("job: %v, want exit code 1", err)
+	}
+	if want := "lost the agent of node node2: EOF; its agent was started again 1 time(s) (--max-restarts 1): the job ends"; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr does not say %q", want)
+	}
+	waitGone(t, ck, 10*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+}
+
+// TestClusterAgentLostRelaunch: over SSH on the emulated cluster, the
+// agent of one host is SIGKILLed (its host still answers): a new agent
+// incarnation is started there over a new SSH session and its ranks go
+// through the restart protocol on it.
+func TestClusterAgentLostRelaunch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an emulated cluster")
+	}
+	c := chaostest.Cluster(t, 4, cluster.Config{})
+	cmd, out, errb, dir, ck := runRing(t, "rank", 8, "--hostfile", hostfile(t, c, 2), "--ssh-config", c.SSHConfig(), "--tree", "flat")
+	killAgent(t, ck, "node003", 0)
+	waitFor(t, "the recovery", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	ringDone(t, cmd, out)
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	for _, want := range []string{"the agent of node node003 as incarnation 2", "resumed at"} {
+		if !strings.Contains(insp.stdout, want) {
+			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
+		}
+	}
+	waitGone(t, ck, 20*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+}

@@ -1,0 +1,351 @@
+package recovery
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Losing an agent, under a restart policy.
+//
+// A lost agent whose node still answers (its link ended, its process
+// exited) is started again on the same node as its next incarnation, and
+// its ranks go through the restart protocol on the new agent:
+//
+//	Rank: commit Suspend (epoch+1; the agent's ranks failed, the agent lost)
+//	      →  Suspend to every live agent; each acknowledges
+//	      commit Relaunch  →  Relaunch the agent as incarnation+1; it comes
+//	                          up with the job's share, the epoch and the
+//	                          node table, and starts no rank by itself
+//	      commit Respawn   →  its ranks, as their next incarnation, then
+//	      Patch and Resume as for a failed rank
+//	Job:  commit Relaunch (epoch+1, restarts+1)  →  Relaunch, then
+//	      commit RestartJob  →  every agent, the new one too, starts every
+//	                            rank again
+//
+// A relaunch counts against --max-restarts twice over: the agent's own
+// restarts (a node whose agent keeps dying ends the job) and, under Rank,
+// each of its ranks' (under Job, the job's). Only a child of the root with
+// no agents below it and no root replica is relaunched so far; losing any
+// other agent, a silent node, an agent before the first node table, or a
+// relaunch that fails ends the job, naming why.
+
+// Role is what an agent is in the launch tree, beyond its ranks.
+type Role int
+
+const (
+	// RootLeaf: a child of the root with no agent below it. A lost one is
+	// started again on its node.
+	RootLeaf Role = iota
+	// Leaf: an agent with no agent below it, whose parent is another agent.
+	Leaf
+	// Interior: an agent with agents below it.
+	Interior
+	// ReplicaHost: an agent that hosts one of the root's replicas.
+	ReplicaHost
+)
+
+// agentSt is where one agent stands.
+type agentSt int
+
+const (
+	aUp          agentSt = iota // running (or never lost)
+	aLost                       // lost: to be started again as inc+1
+	aRelaunching                // its Relaunch was decided: inc is the new incarnation, awaited
+)
+
+type agentState struct {
+	node     string
+	inc      uint64 // current incarnation, from 1
+	st       agentSt
+	sent     bool // the Relaunch of inc was sent under this planner
+	restarts int
+}
+
+// AgentRecord is one agent's part of a committed record: an agent lost
+// and being started again, or one started again before (Up), so that a new
+// leader knows every agent's incarnation from the last record alone.
+type AgentRecord struct {
+	Agent       int
+	Node        string
+	Incarnation uint64
+	Restarts    int
+	Lost        bool // not relaunched yet: Incarnation is the one that was lost
+	Up          bool // relaunched and up
+}
+
+// AgentIncarnation is agent a's current incarnation (1: the first).
+func (p *Planner) AgentIncarnation(a int) uint64 { return p.agents[a].inc }
+
+// Relaunching reports whether agent a is lost and being started again:
+// its ranks are not the job's end.
+func (p *Planner) Relaunching(a int) bool {
+	return a >= 0 && a < len(p.agents) && p.agents[a].st != aUp
+}
+
+// RestartsJob reports whether a restart of the whole job is decided and
+// not carried out yet: every rank's end until then is the old
+// incarnation's.
+func (p *Planner) RestartsJob() bool {
+	return p.rc != nil && (p.rc.stage == StageRestartJob || p.cfg.Policy == Job && p.rc.stage == StageRelaunch)
+}
+
+func (p *Planner) role(a int) Role {
+	if a < len(p.cfg.Roles) {
+		return p.cfg.Roles[a]
+	}
+	return RootLeaf
+}
+
+// agentLost takes the loss of an agent.
+func (p *Planner) agentLost(ev AgentLost) []Action {
+	if p.phase == Over {
+		return nil // the job had already ended
+	}
+	lost := fmt.Sprintf("lost the agent of node %s: %s", ev.Node, ev.Err)
+	if p.cfg.Policy == None || p.phase == Ending || ev.Agent < 0 || ev.Agent >= len(p.agents) {
+		return p.endFor(ev.Node, NoRank, ExitLauncher, lost)
+	}
+	as := &p.agents[ev.Agent]
+	if ev.Incarnation != 0 && ev.Incarnation < as.inc {
+		return nil // an older incarnation's loss: evidence that is stale
+	}
+	if ev.Incarnation > as.inc {
+		// An incarnation a lost leader started and this planner has not
+		// heard of: it was lost too.
+		as.inc = ev.Incarnation
+	} else if as.st == aLost {
+		return nil // reported again (two sources)
+	}
+	// aRelaunching: the new incarnation was lost before it came up, a
+	// second loss.
+	if why := p.cannotRelaunch(ev); why != "" {
+		return p.endFor(ev.Node, NoRank, ExitLauncher, lost+"; "+why)
+	}
+	if as.restarts >= p.cfg.MaxRestarts {
+		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; its agent was started again %d time(s) (--max-restarts %d): the job ends",
+			lost, as.restarts, p.cfg.MaxRestarts))
+	}
+	var ranks []int
+	for r := range p.ranks {
+		if p.ranks[r].agent == ev.Agent && p.ranks[r].st != rEnded {
+			ranks = append(ranks, r)
+		}
+	}
+	if p.cfg.Policy == Job {
+		if p.restarts >= p.cfg.MaxRestarts {
+			return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; the job was restarted %d time(s) (--max-restarts %d)",
+				lost, p.restarts, p.cfg.MaxRestarts))
+		}
+		p.restarts++
+		for r := range p.ranks { // every rank starts again, ended ones too
+			p.ranks[r].inc++
+			p.ranks[r].st, p.ranks[r].sent, p.ranks[r].addr = rRunning, false, nil
+		}
+		as.restarts++
+		as.st, as.sent, as.node = aLost, false, ev.Node
+		msg := fmt.Sprintf("%s; starting its agent again as incarnation %d (restart %d of %d), then restarting the job (restart %d of %d)",
+			lost, as.inc+1, as.restarts, p.cfg.MaxRestarts, p.restarts, p.cfg.MaxRestarts)
+		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageRelaunch)...)
+	}
+	for _, r := range ranks {
+		rs := &p.ranks[r]
+		if rs.st == rFailed {
+			continue // failed already, and counted: not respawned yet
+		}
+		if rs.restarts >= p.cfg.MaxRestarts {
+			rs.history = append(rs.history, fmt.Sprintf("incarnation %d lost with its agent", rs.inc))
+			rs.st = rEnded
+			return p.endFor(ev.Node, r, ExitLauncher, fmt.Sprintf("%s; its rank %d was restarted %d time(s) (--max-restarts %d): %s",
+				lost, r, rs.restarts, p.cfg.MaxRestarts, strings.Join(rs.history, ", ")))
+		}
+	}
+	for _, r := range ranks {
+		rs := &p.ranks[r]
+		if rs.st != rFailed {
+			rs.history = append(rs.history, fmt.Sprintf("incarnation %d lost with its agent", rs.inc))
+			rs.restarts++
+		}
+		rs.st, rs.sent, rs.addr = rFailed, false, nil
+	}
+	as.restarts++
+	as.st, as.sent, as.node = aLost, false, ev.Node
+	msg := fmt.Sprintf("%s; starting its agent again as incarnation %d (restart %d of %d) and its rank(s) %s as their next incarnation",
+		lost, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
+	return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageSuspend)...)
+}
+
+// cannotRelaunch says why a lost agent is not started again ("": it is).
+func (p *Planner) cannotRelaunch(ev AgentLost) string {
+	switch {
+	case ev.Silent:
+		return "its node went silent, and a silent node is not tried again (taking a spare node is not built yet): the job ends"
+	case p.role(ev.Agent) == Interior:
+		return "it had agents below it in the launch tree (healing an interior agent is not built yet): the job ends"
+	case p.role(ev.Agent) == ReplicaHost:
+		return "it hosted a root replica (replacing a replica agent is not built yet): the job ends"
+	case p.role(ev.Agent) == Leaf:
+		return "it was below another agent in the launch tree (only a child of the root is started again so far): the job ends"
+	case !p.table:
+		return "it was lost before every rank held the node table; an agent is started again only once the table exists: the job ends"
+	}
+	return ""
+}
+
+func ranksList(ranks []int) string {
+	if len(ranks) == 0 {
+		return "(none)"
+	}
+	s := make([]string, len(ranks))
+	for i, r := range ranks {
+		s[i] = fmt.Sprint(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// relaunchStep takes a relaunch's outcome.
+func (p *Planner) relaunchStep(ev Event) []Action {
+	switch ev := ev.(type) {
+	case Relaunched:
+		if ev.Agent < 0 || ev.Agent >= len(p.agents) {
+			return nil
+		}
+		as := &p.agents[ev.Agent]
+		if as.st != aRelaunching || ev.Incarnation != as.inc {
+			return nil // an older incarnation, or heard already
+		}
+		as.st = aUp
+		rc := p.rc
+		if rc == nil || p.phase != Recovering {
+			return nil
+		}
+		switch {
+		case rc.stage == StageSuspend:
+			// It started no rank: it has nothing to suspend.
+			rc.acks[ev.Agent] = true
+			if rc.committed && p.allAcked() {
+				return p.afterSuspend()
+			}
+		case rc.stage == StageRelaunch && rc.committed && !p.anyAgent(aLost, aRelaunching):
+			return p.afterRelaunch()
+		}
+	case RelaunchFailed:
+		if ev.Agent < 0 || ev.Agent >= len(p.agents) {
+			return nil
+		}
+		as := &p.agents[ev.Agent]
+		if as.st != aRelaunching || ev.Incarnation != as.inc {
+			return nil
+		}
+		return p.endFor(as.node, NoRank, ExitLauncher, fmt.Sprintf("could not start the agent of node %s again (incarnation %d): %s (taking a spare node is not built yet): the job ends",
+			as.node, as.inc, ev.Msg))
+	}
+	return nil
+}
+
+// afterSuspend is the stage after a suspension: agents lost are started
+// again first.
+func (p *Planner) afterSuspend() []Action {
+	if p.anyAgent(aLost, aRelaunching) {
+		return p.next(StageRelaunch)
+	}
+	return p.next(StageRespawn)
+}
+
+// afterRelaunch is the stage after every lost agent runs again.
+func (p *Planner) afterRelaunch() []Action {
+	if p.cfg.Policy == Job {
+		return p.next(StageRestartJob)
+	}
+	return p.next(StageRespawn)
+}
+
+// sendRelaunch is what a committed Relaunch stage does.
+func (p *Planner) sendRelaunch(arm Arm) []Action {
+	var acts []Action
+	for a := range p.agents {
+		as := &p.agents[a]
+		if as.st == aLost {
+			as.inc++
+			as.st = aRelaunching
+		}
+		if as.st == aRelaunching && !as.sent {
+			as.sent = true
+			acts = append(acts, Relaunch{Agent: a, Node: as.node, Incarnation: as.inc, Epoch: p.epoch})
+		}
+	}
+	if !p.anyAgent(aRelaunching) {
+		// Every agent came up already (sent again after a leader change).
+		return p.afterRelaunch()
+	}
+	return append(acts, arm)
+}
+
+func (p *Planner) anyAgent(sts ...agentSt) bool {
+	for _, as := range p.agents {
+		for _, st := range sts {
+			if as.st == st {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// agentRecords is the committed form of the agents being started again.
+func (p *Planner) agentRecords() []AgentRecord {
+	var out []AgentRecord
+	for a, as := range p.agents {
+		if as.st != aUp || as.inc > 1 {
+			out = append(out, AgentRecord{Agent: a, Node: as.node, Incarnation: as.inc, Restarts: as.restarts, Lost: as.st == aLost, Up: as.st == aUp})
+		}
+	}
+	return out
+}
+
+// restoreAgents takes the agents of a committed record.
+func (p *Planner) restoreAgents(recs []AgentRecord) {
+	for _, ar := range recs {
+		if ar.Agent < 0 || ar.Agent >= len(p.agents) {
+			continue
+		}
+		as := &p.agents[ar.Agent]
+		as.node, as.inc, as.restarts, as.sent = ar.Node, ar.Incarnation, ar.Restarts, false
+		switch {
+		case ar.Up:
+			as.st = aUp
+		case ar.Lost:
+			as.st = aLost
+		default:
+			as.st = aRelaunching
+		}
+	}
+}
+
+// Relaunched: a relaunched agent is up and has its share of the job.
+type Relaunched struct {
+	Agent       int
+	Incarnation uint64
+}
+
+// RelaunchFailed: a relaunched agent could not be started, or did not
+// connect back.
+type RelaunchFailed struct {
+	Agent       int
+	Incarnation uint64
+	Msg         string
+}
+
+func (Relaunched) isEvent()     {}
+func (RelaunchFailed) isEvent() {}
+
+// Relaunch tells the root to start agent Agent again on its node as
+// Incarnation: fresh credentials, the job's share of the node, the
+// recovery's epoch and the node table; it starts no rank by itself.
+type Relaunch struct {
+	Agent       int
+	Node        string
+	Incarnation uint64
+	Epoch       uint64
+}
+
+func (Relaunch) isAction() {}

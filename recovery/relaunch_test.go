@@ -1,0 +1,241 @@
+package recovery
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kinds names the actions' types, in order.
+func kinds(acts []Action) string {
+	var s []string
+	for _, a := range acts {
+		s = append(s, strings.TrimPrefix(fmt.Sprintf("%T", a), "recovery."))
+	}
+	return strings.Join(s, ",")
+}
+
+// TestRelaunchOrderOfActions follows a lost leaf agent through the restart
+// protocol under policy Rank, one event at a time.
+func TestRelaunchOrderOfActions(t *testing.T) {
+	p := New(Config{Policy: Rank, Ranks: 4, Agents: 2, RankAgent: []int{0, 0, 1, 1}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true})
+	var relaunch Relaunch
+	var respawns []Respawn
+	for _, tc := range []struct {
+		ev   Event
+		want string
+	}{
+		{AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}, "Record,Report,Commit"},
+		{AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "reported by its parent"}, ""}, // the same loss again
+		{Committed{Epoch: 1, Stage: StageSuspend}, "Suspend,Arm"},
+		{Suspended{Agent: 0, Epoch: 1}, "Commit"}, // the lost agent has nothing to acknowledge
+		{Committed{Epoch: 1, Stage: StageRelaunch}, "Relaunch,Arm"},
+		{Committed{Epoch: 1, Stage: StageRelaunch}, ""},
+		{Relaunched{Agent: 1, Incarnation: 1}, ""}, // not the new incarnation
+		{Relaunched{Agent: 1, Incarnation: 2}, "Commit"},
+		{Relaunched{Agent: 1, Incarnation: 2}, ""},
+		{Committed{Epoch: 1, Stage: StageRespawn}, "Respawn,Respawn,Arm"},
+		{AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}, ""}, // stale: the old incarnation
+		{Respawned{Rank: 2, Incarnation: 2, Addr: []byte("a2")}, ""},
+		{Respawned{Rank: 3, Incarnation: 2, Addr: []byte("a3")}, "Commit"},
+		{Committed{Epoch: 1, Stage: StagePatch}, "Patch,Arm"},
+		{Patched{Agent: 0, Epoch: 1, Version: 2}, ""}, // the relaunched agent acknowledges too
+		{Patched{Agent: 1, Epoch: 1, Version: 2}, "Commit"},
+		{Committed{Epoch: 1, Stage: StageResume}, "Resume"},
+	} {
+		acts := p.Step(tc.ev)
+		if got := kinds(acts); got != tc.want {
+			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
+		}
+		for _, a := range acts {
+			switch a := a.(type) {
+			case Relaunch:
+				relaunch = a
+			case Respawn:
+				respawns = append(respawns, a)
+			case Commit:
+				if tc.ev == (Suspended{Agent: 0, Epoch: 1}) && (a.Rec.Stage != StageRelaunch || len(a.Rec.Agents) != 1 || !a.Rec.Agents[0].Lost) {
+					t.Fatalf("relaunch record %+v", a.Rec)
+				}
+			case Record:
+				if tc.ev == (AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}) && a.Msg != "lost the agent of node n1: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 2, 3 as their next incarnation" {
+					t.Fatalf("record %q", a.Msg)
+				}
+			}
+		}
+	}
+	if relaunch != (Relaunch{Agent: 1, Node: "n1", Incarnation: 2, Epoch: 1}) {
+		t.Fatalf("relaunch %+v", relaunch)
+	}
+	if len(respawns) != 2 || respawns[0] != (Respawn{Rank: 2, Agent: 1, Incarnation: 2, Epoch: 1}) || respawns[1].Rank != 3 {
+		t.Fatalf("respawns %+v", respawns)
+	}
+	if p.Phase() != Running || p.AgentIncarnation(1) != 2 || p.Relaunching(1) || p.Version() != 2 {
+		t.Fatalf("phase %v, agent incarnation %d, version %d", p.Phase(), p.AgentIncarnation(1), p.Version())
+	}
+	// A loss of the new incarnation is a loss again.
+	if got := kinds(p.Step(AgentLost{Agent: 1, Incarnation: 2, Node: "n1", Err: "EOF"})); got != "Record,Report,Commit" {
+		t.Fatalf("second loss: %s", got)
+	}
+}
+
+// TestRelaunchEnds lists the losses that still end the job, and why.
+func TestRelaunchEnds(t *testing.T) {
+	base := Config{Policy: Rank, Ranks: 4, Agents: 4, RankAgent: []int{0, 1, 2, 3}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true,
+		Roles: []Role{RootLeaf, Interior, ReplicaHost, Leaf}}
+	for _, tc := range []struct {
+		name   string
+		cfg    func(*Config)
+		before []Event
+		ev     Event
+		want   string // in the failure's message
+	}{
+		{name: "policy none", cfg: func(c *Config) { c.Policy = None }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
+			want: "lost the agent of node n0: EOF"},
+		{name: "interior agent", ev: AgentLost{Agent: 1, Node: "n1", Err: "EOF"}, want: "it had agents below it in the launch tree"},
+		{name: "replica agent", ev: AgentLost{Agent: 2, Node: "n2", Err: "EOF"}, want: "it hosted a root replica"},
+		{name: "leaf below an agent", ev: AgentLost{Agent: 3, Node: "n3", Err: "EOF"}, want: "it was below another agent"},
+		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent"},
+		{name: "before the node table", cfg: func(c *Config) { c.TableReady = false }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
+			want: "before every rank held the node table"},
+		{name: "agent restarts past the limit", cfg: func(c *Config) { c.MaxRestarts = 0 }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
+			want: "its agent was started again 0 time(s) (--max-restarts 0)"},
+		{name: "its rank past the limit", cfg: func(c *Config) { c.MaxRestarts = 1; c.Incarnations = []uint64{2}; c.RankRestarts = []int{1} },
+			ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"}, want: "its rank 0 was restarted 1 time(s) (--max-restarts 1): incarnation 2 lost with its agent"},
+		{name: "relaunch failed", before: []Event{AgentLost{Agent: 0, Node: "n0", Err: "EOF"}, Committed{Epoch: 1, Stage: StageSuspend},
+			Suspended{Agent: 1, Epoch: 1}, Suspended{Agent: 2, Epoch: 1}, Suspended{Agent: 3, Epoch: 1}, Committed{Epoch: 1, Stage: StageRelaunch}},
+			ev: RelaunchFailed{Agent: 0, Incarnation: 2, Msg: "ssh: connection refused"}, want: "could not start the agent of node n0 again (incarnation 2): ssh: connection refused"},
+		{name: "relaunch expired", before: []Event{AgentLost{Agent: 0, Node: "n0", Err: "EOF"}, Committed{Epoch: 1, Stage: StageSuspend},
+			Suspended{Agent: 1, Epoch: 1}, Suspended{Agent: 2, Epoch: 1}, Suspended{Agent: 3, Epoch: 1}, Committed{Epoch: 1, Stage: StageRelaunch}},
+			ev: Expired{Epoch: 1, Stage: StageRelaunch}, want: "stopped at its relaunch stage: no answer within 1s from the agent of node n0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			p := New(cfg)
+			for _, ev := range tc.before {
+				p.Step(ev)
+			}
+			acts := p.Step(tc.ev)
+			f := p.Failure()
+			if f == nil || !strings.Contains(f.Msg, tc.want) || f.Code != ExitLauncher || p.Phase() != Ending || !strings.HasSuffix(kinds(acts), "Terminate") {
+				t.Fatalf("acts %s, phase %v, failure %+v; want %q", kinds(acts), p.Phase(), f, tc.want)
+			}
+		})
+	}
+}
+
+// TestRelaunchJob: under policy Job, the agent comes back and the whole
+// job starts again on the healed tree; the ends of the old incarnation
+// that arrive meanwhile are stale.
+func TestRelaunchJob(t *testing.T) {
+	p := New(Config{Policy: Job, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 1, AckTimeout: time.Second, TableReady: true})
+	for _, tc := range []struct {
+		ev   Event
+		want string
+	}{
+		{AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}, "Record,Report,Commit"},
+		{RankExited{Rank: 0, Incarnation: 1, Node: "n0", Code: 1}, ""}, // a consequence
+		{Committed{Epoch: 1, Stage: StageRelaunch}, "Relaunch,Arm"},
+		{Relaunched{Agent: 1, Incarnation: 2}, "Commit"},
+		{Committed{Epoch: 1, Stage: StageRestartJob}, "RestartJob,Arm"},
+		{Restarted{Agent: 0, Epoch: 1}, ""},
+		{Restarted{Agent: 1, Epoch: 1}, ""},
+	} {
+		if got := kinds(p.Step(tc.ev)); got != tc.want {
+			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
+		}
+	}
+	if p.Phase() != Running || p.Incarnation(0) != 2 || p.Incarnation(1) != 2 || p.AgentIncarnation(1) != 2 {
+		t.Fatalf("phase %v, incarnations %d %d, agent %d", p.Phase(), p.Incarnation(0), p.Incarnation(1), p.AgentIncarnation(1))
+	}
+	p.Step(AgentLost{Agent: 0, Incarnation: 1, Node: "n0", Err: "EOF"})
+	if f := p.Failure(); f == nil || !strings.Contains(f.Msg, "the job was restarted 1 time(s) (--max-restarts 1)") {
+		t.Fatalf("failure %+v", f)
+	}
+}
+
+// TestRelaunchSecondFailureAnywhere loses an agent, then before every
+// event of its recovery injects a second fault: a rank of another agent
+// killed, another agent lost, the same agent lost again (its new
+// incarnation), a leader change. The job always recovers; every agent and
+// rank incarnation starts once.
+func TestRelaunchSecondFailureAnywhere(t *testing.T) {
+	for _, fault := range []string{"rank", "other agent", "same agent", "leader", "leader+rank"} {
+		for k := 0; k < 40; k++ {
+			for seed := range uint64(5) {
+				w := newWorld(t, seed, Rank, 4, 3, 5)
+				w.loseAgent(0)
+				for i := 0; w.deliver(); i++ {
+					if i != k {
+						continue
+					}
+					switch fault {
+					case "rank":
+						w.kill(1)
+					case "other agent":
+						w.loseAgent(2)
+					case "same agent":
+						w.loseAgent(0)
+					case "leader":
+						w.leaderChange()
+					case "leader+rank":
+						w.leaderChange()
+						w.kill(2)
+					}
+				}
+				w.checkEnd(true)
+			}
+		}
+	}
+}
+
+// TestRelaunchRandom explores random interleavings of agent losses, rank
+// failures, duplicate and stale evidence and leader changes, under both
+// restart policies.
+func TestRelaunchRandom(t *testing.T) {
+	for seed := range uint64(2000) {
+		rng := rand.New(rand.NewPCG(seed, 41))
+		ranks, agents := 1+rng.IntN(5), 1+rng.IntN(3)
+		policy := Rank
+		if seed%3 == 0 {
+			policy = Job
+		}
+		w := newWorld(t, seed, policy, ranks, agents, 100)
+		faults := 1 + rng.IntN(4)
+		for step := 0; faults > 0 || len(w.events) > 0; step++ {
+			if step > 20000 {
+				w.fatalf("seed %d: no end", seed)
+			}
+			switch x := rng.IntN(12); {
+			case faults > 0 && x == 0:
+				w.loseAgent(rng.IntN(agents))
+				faults--
+			case faults > 0 && x == 1 && policy == Rank:
+				if r := rng.IntN(ranks); w.agentUp[w.cfg.RankAgent[r]] {
+					w.kill(r)
+				}
+				faults--
+			case faults > 0 && x == 2:
+				w.leaderChange()
+				faults--
+			case x == 3 && len(w.done) > 0:
+				// Stale evidence: the loss of an agent incarnation that was
+				// replaced.
+				if a := rng.IntN(agents); w.agentInc[a] > 1 {
+					w.step(AgentLost{Agent: a, Incarnation: w.agentInc[a] - 1, Node: "n", Err: "EOF"})
+				}
+			default:
+				if !w.deliver() && faults > 0 {
+					w.loseAgent(rng.IntN(agents))
+					faults--
+				}
+			}
+		}
+		w.checkEnd(true)
+	}
+}
