@@ -76,8 +76,11 @@ type Expectation struct {
 // with the given number of root replicas. root is the front-end's replica
 // name (its host name) for Lost. Under --restart rank, a rank lost during
 // the launch (before the first node table) ends the job; under job it is
-// started again with the others. Losing an agent ends the job under every
-// policy today.
+// started again with the others. A SIGKILLed agent is started again under
+// rank and job when it is a child of the root with no agent below it and
+// no root replica, once the first node table exists (recovery/relaunch.go);
+// any other lost agent (interior, a replica's host, a leaf below another
+// agent, a stopped one, which goes silent) ends the job.
 func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Phase, root string) Expectation {
 	var e Expectation
 	failed, unfinished := false, false
@@ -102,6 +105,11 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 			failed = true
 			e.Names = append(e.Names, a.Target.String())
 		default:
+			if relaunched(a, t, replicas, policy, phase) {
+				e.Recover = true
+				e.Lost = append(e.Lost, NodeName(a.Target.Node))
+				continue
+			}
 			failed = true
 			e.Names = append(e.Names, NodeName(a.Target.Node))
 			for _, n := range t.Subtree(a.Target.Node) {
@@ -121,6 +129,20 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 		e.Endings = []Ending{Completed}
 	}
 	return e
+}
+
+// relaunched says whether the policy starts the agent hit by a again.
+func relaunched(a Applied, t Topology, replicas int, policy Policy, phase Phase) bool {
+	n := a.Target.Node
+	switch {
+	case policy == NoRestart || phase != Run || n < 0 || n >= t.Nodes():
+		return false
+	case a.Fault != Agent && a.Fault != Leaf:
+		return false // interior, replica, stop (silent), slow
+	case replicas > 1 && slices.Contains(t.Replicas, n):
+		return false
+	}
+	return t.Parent[n] == -1 && len(t.Children(n)) == 0
 }
 
 // Event is a failure in the state log.

@@ -288,13 +288,35 @@ func TestExpect(t *testing.T) {
 		{"rank, rank, launch", []Applied{rank}, RestartRank, Launch, []Ending{Failed}, false},
 		{"rank, job, launch", []Applied{rank}, RestartJob, Launch, []Ending{Completed}, true},
 		{"two ranks, job, run", []Applied{rank, applied(Rank, Target{Node: 0, Rank: 1})}, RestartJob, Run, []Ending{Completed}, true},
-		{"agent, rank", []Applied{agent}, RestartRank, Run, []Ending{Failed}, false},
+		{"agent below an agent, rank", []Applied{agent}, RestartRank, Run, []Ending{Failed}, false},
 		{"rank and agent, rank", []Applied{rank, agent}, RestartRank, Run, []Ending{Failed}, true},
 		{"rank and root, rank", []Applied{rank, root}, RestartRank, Run, []Ending{Unfinished}, true},
 	} {
 		e := Expect(tc.acts, topo, 1, tc.policy, tc.phase, "fe")
 		if !reflect.DeepEqual(e.Endings, tc.want) || e.Recover != tc.recover {
 			t.Errorf("%s: %v recover %v, want %v recover %v", tc.name, e.Endings, e.Recover, tc.want, tc.recover)
+		}
+	}
+	// A flat tree: every agent is a child of the root with none below it.
+	flat := Topology{Parent: []int{-1, -1, -1}, RankNode: []int{0, 0, 1, 1, 2, 2}, Replicas: []int{0, 1}}
+	leaf2 := applied(Leaf, Target{Node: 2, Rank: -1})
+	for _, tc := range []struct {
+		name     string
+		acts     []Applied
+		policy   Policy
+		phase    Phase
+		replicas int
+		want     []Ending
+	}{
+		{"leaf, rank, run", []Applied{leaf2}, RestartRank, Run, 1, []Ending{Completed}},
+		{"leaf, job, run", []Applied{leaf2}, RestartJob, Run, 1, []Ending{Completed}},
+		{"leaf, none", []Applied{leaf2}, NoRestart, Run, 1, []Ending{Failed}},
+		{"leaf, rank, launch", []Applied{leaf2}, RestartRank, Launch, 1, []Ending{Failed}},
+		{"leaf hosting a replica", []Applied{applied(Leaf, Target{Node: 1, Rank: -1})}, RestartRank, Run, 3, []Ending{Failed}},
+		{"stopped leaf", []Applied{applied(Stop, Target{Node: 2, Rank: -1})}, RestartRank, Run, 1, []Ending{Failed}},
+	} {
+		if got := Expect(tc.acts, flat, tc.replicas, tc.policy, tc.phase, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("flat, %s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	if !names("rank 5 on node node2 was killed", []string{"rank 5"}) || names("rank 15 on node node7", []string{"rank 5"}) {

@@ -25,7 +25,9 @@ Runs a job K times (trials) under a seeded schedule of faults applied from
 outside (signals), then checks that each job ended as promised: with no
 restart, any failure ends the job cleanly naming the fault; with --restart
 rank or job, a rank's loss is recovered and the job completes with the
-right result (a lost agent still ends it); a lost front-end with one
+right result, and so is a SIGKILLed agent that is a child of the root with
+no agent below it and no root replica (any other lost agent ends the job);
+a lost front-end with one
 replica leaves no process and the status "unfinished", and with --replicas
 3 a lost front-end's job goes on and completes. After
 every trial it checks the invariants: the final status, no process of the

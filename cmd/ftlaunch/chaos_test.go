@@ -45,7 +45,8 @@ func TestChaosShort(t *testing.T) {
 
 // Under --restart rank, a rank's loss is recovered: the recovery
 // application's job completes with the right checksum, and the trial
-// reports the recovery; a lost interior agent still ends the job.
+// reports the recovery; a lost interior agent still ends the job, a lost
+// leaf under the root is started again.
 func TestChaosRestartRank(t *testing.T) {
 	out := t.TempDir()
 	r := ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "4", "--trials", "2",
@@ -56,6 +57,14 @@ func TestChaosRestartRank(t *testing.T) {
 	}
 	if !regexp.MustCompile(`recovery of rank \d+: resumed, \d+\.\d+s after the failure`).MatchString(r.stdout) {
 		t.Errorf("no trial recovered a rank:\n%s", r.stdout)
+	}
+	// On a flat tree a lost leaf agent is started again and its ranks
+	// with it.
+	r = ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "3", "--tree", "flat", "--trials", "1",
+		"--seed", "6", "--restart", "rank", "--faults", "leaf", "--when", "run", "--steps", "10", "--out", out)
+	t.Logf("chaos --tree flat --faults leaf took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" || !regexp.MustCompile(`recovery of node node\d: resumed`).MatchString(r.stdout) {
+		t.Fatalf("a lost leaf: exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
 	}
 }
 
