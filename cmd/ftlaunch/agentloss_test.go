@@ -176,7 +176,13 @@ func TestAgentLostRelaunchFailover(t *testing.T) {
 	cmd.Wait()
 	attachRight(t, dir)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	if n := len(regexp.MustCompile(`node4\s+up: connected back`).FindAllString(insp.stdout, -1)); n != 2 {
+	// Counted by address: a leadership blip while the front-end led can
+	// write a batch of events twice (launch/journal's apply retries).
+	addrs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`node4\s+up: connected back from (\S+)`).FindAllStringSubmatch(insp.stdout, -1) {
+		addrs[m[1]] = true
+	}
+	if n := len(addrs); n != 2 {
 		t.Errorf("node4's agent connected %d time(s), want twice (its first incarnation and the successor's relaunch):\n%s", n, insp.stdout)
 	}
 	waitGone(t, ck, 10*time.Second)
