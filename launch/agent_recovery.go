@@ -242,12 +242,10 @@ func (a *Agent) respawn(m recMsg) {
 	info.Incarnation = m.Incarnation
 	a.mu.Unlock()
 	<-old.exited // its end was reported: it was reaped
-	rp, err := startRank(a.spec, info, a, old.cpus)
-	if err != nil {
-		a.reportExit(rankStatus{Rank: m.Rank, Code: 127, Reason: "could not start it again: " + err.Error(), Incarnation: m.Incarnation})
+	rp := a.startAgain(old, info)
+	if rp == nil {
 		return
 	}
-	rp.cpus = old.cpus
 	a.mu.Lock()
 	a.ranks[m.Rank] = rp
 	delete(a.gone, m.Rank)
@@ -350,6 +348,18 @@ func (a *Agent) resume(m recMsg) {
 	a.send(mResumed, recMsg{Epoch: m.Epoch}.encode())
 }
 
+// startAgain starts old's rank as info's incarnation, with old's binding;
+// a start that fails is reported as the rank's end, and gives nil.
+func (a *Agent) startAgain(old *rankProc, info rankproto.Info) *rankProc {
+	rp, err := startRank(a.spec, info, a, old.cpus)
+	if err != nil {
+		a.reportExit(rankStatus{Rank: old.rank, Code: 127, Reason: "could not start it again: " + err.Error(), Incarnation: info.Incarnation})
+		return nil
+	}
+	rp.cpus = old.cpus
+	return rp
+}
+
 // restartJob ends every rank and starts them all again as their next
 // incarnation, with a fresh PMI key space (--restart job). A command of an
 // epoch already carried out is acknowledged again.
@@ -410,12 +420,10 @@ func (a *Agent) restartJob(m recMsg) {
 			// rank that missed a restart, its agent not up yet, catches up).
 			info.Incarnation = max(info.Incarnation+1, uint64(m.Restarts)+1)
 			info.Restarts = m.Restarts
-			rp, err := startRank(a.spec, info, a, old.cpus)
-			if err != nil {
-				a.reportExit(rankStatus{Rank: old.rank, Code: 127, Reason: "could not start it again: " + err.Error(), Incarnation: info.Incarnation})
+			rp := a.startAgain(old, info)
+			if rp == nil {
 				continue
 			}
-			rp.cpus = old.cpus
 			a.mu.Lock()
 			a.ranks[old.rank] = rp
 			a.mu.Unlock()

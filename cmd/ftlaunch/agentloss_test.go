@@ -55,8 +55,10 @@ func killAgent(t *testing.T, ck, node string, old int) int {
 	return pid
 }
 
-// ringDone waits for the ring application's job and checks its checksum.
-func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
+// jobSucceeds waits for the job started as cmd to end with exit 0 within
+// limit; past it, the job is killed and reaped (before the cleanups, which
+// wait for it too) and the test fails.
+func jobSucceeds(t *testing.T, cmd *exec.Cmd, limit time.Duration) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -65,9 +67,17 @@ func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
 		if err != nil {
 			t.Fatalf("job: %v", err)
 		}
-	case <-time.After(120 * time.Second):
+	case <-time.After(limit):
+		cmd.Process.Kill()
+		<-done
 		t.Fatal("the job did not end")
 	}
+}
+
+// ringDone waits for the ring application's job and checks its checksum.
+func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
+	t.Helper()
+	jobSucceeds(t, cmd, 120*time.Second)
 	f := strings.Fields(strings.TrimSpace(out.String()))
 	if len(f) < 4 || f[0] != "checksum" || f[1] != f[3] {
 		t.Fatalf("wrong result: %q", out.String())

@@ -296,9 +296,7 @@ func TestRestartJobDuringLaunch(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	defer func() {
 		if t.Failed() {
 			t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
@@ -310,15 +308,7 @@ func TestRestartJobDuringLaunch(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		done <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("job: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the job did not end")
-	}
+	jobSucceeds(t, cmd, 60*time.Second)
 	for r := range 3 {
 		if want := "[" + itoa(r) + "] incarnation 2 restarts 1\n"; !strings.Contains(out.String(), want) {
 			t.Errorf("no %q", want)
