@@ -13,7 +13,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
@@ -346,117 +345,27 @@ func (u *uplink) isDown() bool {
 	return u.down
 }
 
-// takeOver builds and starts the successor root.
+// takeOver builds and starts the successor root (root_successor.go's
+// resume) from this replica's state.
 func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := ar.r.Takeover(tctx); err != nil {
 		return err
 	}
-	st := ar.r.FSM().Copy()
-	job, err := journal.DecodeJob(st.Job.Spec)
-	if err != nil {
-		return err
-	}
-	outDir := filepath.Join(a.spec.Replica.JobDir, "output")
-	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(filepath.Join(outDir, "ftlaunch.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	opts := Options{
-		// Its log is a file, for after the fact: verbose.
-		N: st.Job.Size, Argv: job.Argv, Env: a.spec.Env, Wdir: a.spec.Wdir, Label: true, OutputDir: outDir, Verbose: true,
-		KillAfter: a.spec.KillAfter, Heartbeat: a.spec.Heartbeat, Replicas: a.spec.Replica.Replicas,
-		Stdout: logf, Stderr: logf,
-	}
-	sctx := context.WithoutCancel(ctx) // it outlives this agent's own link
-	sctx, stop := context.WithCancel(sctx)
-	events := make(chan event, 256)
-	tmpl := a.spec.Launch
 	a.mu.Lock()
 	peers := slices.Clone(a.replicas)
 	a.mu.Unlock()
-	fe := &frontend{
-		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
-		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
-		ctx: sctx, events: events, replicasDone: map[string]bool{},
-		tree: true, launchTmpl: &tmpl, mapping: a.spec.ProcessMapping, replicaPeers: peers, rootNode: a.spec.Node,
-	}
-	fail := func(err error) error {
-		stop()
-		logf.Close()
-		return err
-	}
-	if len(a.spec.Replica.CA) > 0 {
-		if fe.ca, err = secure.UnmarshalCA(a.spec.Replica.CA); err != nil {
-			return fail(fmt.Errorf("the job's CA: %w", err))
-		}
-	}
-	if err := fe.out.openFiles(outDir, opts.N); err != nil {
-		return fail(err)
-	}
-	if err := fe.rebuild(st, a.spec.Replica.Placement); err != nil {
-		return fail(err)
-	}
-	var ended []int
-	for r, rs := range fe.ranks {
-		if rs.ended {
-			ended = append(ended, r)
-		}
-	}
-	fe.relaunch = func(cs []childSpec, report func(launchResult)) error { return a.relaunch(sctx, fe, cs, report) }
-	fe.rec = fe.successorPlanner(st, job, ended)
-	j, err := journal.Open(sctx, journal.Config{
-		StateDir: filepath.Dir(a.spec.Replica.JobDir), Node: a.spec.Node, Replica: ar.r,
-		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
-			Restart: job.Restart, MaxRestarts: job.MaxRestarts},
+	s, err := resume(ctx, resumeConfig{
+		Spec: a.spec, Replica: ar.r, Peers: peers,
+		Relaunch: a.relaunch,
 	})
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	fe.journal = j
-	fe.journalHold = make(chan struct{})
-	fe.releaseJournal()
-	s := &successor{fe: fe, done: make(chan struct{})}
 	a.mu.Lock()
 	a.successor = s
 	a.mu.Unlock()
-	fe.warnf("node %s took over as root of job %s after the front-end was lost", a.spec.Node, st.Job.ID)
-	go func() { // joined through s.done by the agent that runs it
-		// Deferred calls run last-in first-out: the root's context ends,
-		// then its goroutines are joined, then its log is closed.
-		defer close(s.done)
-		defer logf.Close()
-		defer fe.wg.Wait()
-		defer stop()
-		fe.goFunc(fe.out.run)
-		// A child of the root that does not come back in time is lost.
-		lost := time.AfterFunc(adoptWait+5*time.Second, func() {
-			select {
-			case events <- evAdoptTimeout{}:
-			case <-sctx.Done():
-			}
-		})
-		defer lost.Stop()
-		// The root's children the front-end had not started yet (none
-		// of them was recorded up, none asked to be adopted) are
-		// started by this root.
-		resume := time.AfterFunc(resumeWait, func() {
-			select {
-			case events <- evResume{}:
-			case <-sctx.Done():
-			}
-		})
-		defer resume.Stop()
-		fe.writeLive() // status shows the new root at once
-		code := fe.loop(sctx, events)
-		fe.exitCode = code
-		fe.closeJournal()
-		fe.out.close()
-	}()
 	return nil
 }
 
@@ -464,7 +373,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 // over this agent's way of starting its own (its spawner), connecting back
 // to a listener of its own with this agent's credentials. Each start is
 // reported to report.
-func (a *Agent) relaunch(ctx context.Context, fe *frontend, cs []childSpec, report func(launchResult)) error {
+func (a *Agent) relaunch(ctx context.Context, cs []childSpec, h relaunchHooks, report func(launchResult)) error {
 	sp, closeSp, err := a.spawner()
 	if err != nil {
 		return err
@@ -482,9 +391,9 @@ func (a *Agent) relaunch(ctx context.Context, fe *frontend, cs []childSpec, repo
 		return fmt.Errorf("listen for agents: %w", err)
 	}
 	l := a.childLauncher(sp, ln.Addr().(*net.TCPAddr).Port, 0, cs)
-	l.logf = func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") }
-	fe.goFunc(func() { acceptLoop(ln, l, nil, nil) })
-	fe.goFunc(func() {
+	l.logf = h.Logf
+	h.Go(func() { acceptLoop(ln, l, nil, nil) })
+	h.Go(func() {
 		defer closeSp()
 		defer ln.Close()
 		l.run(ctx, report)
@@ -503,9 +412,5 @@ func (a *Agent) adoptRequest(conn net.Conn, h hello) {
 		conn.Close()
 		return
 	}
-	select {
-	case s.fe.events <- evAdopt{ac: &adoptConn{conn: conn, hello: h}}:
-	case <-s.done:
-		conn.Close()
-	}
+	s.adopt(conn, h)
 }

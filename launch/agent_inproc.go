@@ -59,7 +59,7 @@ func (fe *frontend) startInProcess(conn net.Conn, guard *orphanGuard) *localAgen
 		defer close(done)
 		defer conn.Close()
 		trace.logf("agent running in the front-end's process")
-		err = runAgentTraced(ctx, conn, nil, fe.opts.Stderr, trace, guard.add)
+		err = fe.local.Run(ctx, conn, fe.opts.Stderr, trace, guard.add)
 		if err != nil {
 			fmt.Fprintf(fe.opts.Stderr, "ftlaunch agent: %v\n", err)
 		}

@@ -44,13 +44,13 @@ func runInProcess(t *testing.T, opts Options, ready func(*inprocJob)) *inprocJob
 		opts.Env = os.Environ()
 	}
 	opts.Stdout, opts.Stderr = &j.stdout, &j.stderr
-	opts.startLocal = func(conn net.Conn) *localAgent {
+	start := func(conn net.Conn) *localAgent {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		var err error
 		go func() {
 			defer close(done)
-			err = runAgent(ctx, conn, nil, writerFunc(func(p []byte) (int, error) {
+			err = RunAgent(ctx, conn, writerFunc(func(p []byte) (int, error) {
 				logMu.Lock()
 				defer logMu.Unlock()
 				return j.agentLog.Write(p)
@@ -64,7 +64,7 @@ func runInProcess(t *testing.T, opts Options, ready func(*inprocJob)) *inprocJob
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	j.res, j.err = Run(ctx, opts)
+	j.res, j.err = runRoot(ctx, opts, localHooks{Start: start})
 	dbs, _ := filepath.Glob(filepath.Join(opts.StateDir, "ft-*", "*", "raft.db"))
 	if len(dbs) != 1 {
 		t.Fatalf("state logs %v", dbs)

@@ -105,11 +105,20 @@ type Options struct {
 	// start less; a /bin/sh guard kills the ranks' process groups if the
 	// front-end dies.
 	AgentInProcess bool
+}
 
-	// startLocal, for tests of the root and the agent in one process,
-	// runs this machine's agent on the given end of its link instead of
+// localHooks are how the root runs this machine's agent of a local launch
+// in its own process, injected by the facade (the root does not import the
+// agent).
+type localHooks struct {
+	// Run runs an agent on conn until the job ends or the link is lost
+	// (Options.AgentInProcess); its ranks' process groups are given to
+	// guard.
+	Run func(ctx context.Context, conn net.Conn, log io.Writer, trace *phaseLog, guard func(pgid int)) error
+	// Start, for tests of the root and the agent in one process, runs
+	// this machine's agent on the given end of its link instead of
 	// starting an `ftlaunch agent` process.
-	startLocal func(conn net.Conn) *localAgent
+	Start func(conn net.Conn) *localAgent
 }
 
 // localAgent is an agent on this machine, linked over a socketpair: an
@@ -138,6 +147,14 @@ const groupHold = 100 * time.Millisecond
 // and every agent exited. Problems that prevent any rank from starting (an
 // agent that cannot be spawned) are returned as errors.
 func Run(ctx context.Context, opts Options) (Result, error) {
+	return runRoot(ctx, opts, localHooks{Run: func(ctx context.Context, conn net.Conn, log io.Writer, trace *phaseLog, guard func(int)) error {
+		return runAgentTraced(ctx, conn, nil, log, trace, guard)
+	}})
+}
+
+// runRoot serves a job from its front-end: the root's event loop over the
+// agents it starts.
+func runRoot(ctx context.Context, opts Options, local localHooks) (Result, error) {
 	if opts.N < 1 {
 		return Result{ExitCode: ExitUsage}, fmt.Errorf("need at least one rank, got %d", opts.N)
 	}
@@ -154,7 +171,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		opts.KillAfter = 5 * time.Second
 	}
 	fe := &frontend{
-		opts:  opts,
+		opts: opts, local: local,
 		start: time.Now(),
 		jobID: newJobID(),
 		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},

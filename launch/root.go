@@ -31,8 +31,9 @@ import (
 // goroutine running loop.
 type frontend struct {
 	opts     Options
-	start    time.Time // when this root began (its timings count from here)
-	jobStart time.Time // when the job began (a successor's began later)
+	local    localHooks // this machine's agent in the root's process (the facade's)
+	start    time.Time  // when this root began (its timings count from here)
+	jobStart time.Time  // when the job began (a successor's began later)
 	jobID    string
 
 	agents []*agentHandle

@@ -454,8 +454,8 @@ func (fe *frontend) spawnAgent(a *agentHandle) error {
 		return fmt.Errorf("agent link: %w", err)
 	}
 	defer theirs.Close()
-	start := fe.opts.startLocal
-	if start == nil && fe.opts.AgentInProcess && inheritedSignalsClean() {
+	start := fe.local.Start
+	if start == nil && fe.local.Run != nil && fe.opts.AgentInProcess && inheritedSignalsClean() {
 		if g, err := startGuard(); err == nil {
 			start = func(c net.Conn) *localAgent { return fe.startInProcess(c, g) }
 		} else if fe.opts.Verbose {

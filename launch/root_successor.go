@@ -1,12 +1,16 @@
 package launch
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/raftstore"
@@ -29,6 +33,145 @@ import (
 type successor struct {
 	fe   *frontend
 	done chan struct{}
+}
+
+// adopt hands a request for adoption to the successor root; once it
+// ended, it refuses by closing the connection.
+func (s *successor) adopt(conn net.Conn, h hello) {
+	select {
+	case s.fe.events <- evAdopt{ac: &adoptConn{conn: conn, hello: h}}:
+	case <-s.done:
+		conn.Close()
+	}
+}
+
+// relaunchHooks are what a successor's launcher of its children (the
+// replica agent's, injected as resumeConfig.Relaunch) gets of the root:
+// where its messages go and the root's owner of goroutines.
+type relaunchHooks struct {
+	Logf func(format string, args ...any)
+	Go   func(func())
+}
+
+// resumeConfig is what a replica agent that won the root group's election
+// gives the successor root: its own spec (the job's launch, its node, the
+// replica's files), the replica with the job's state, the other replicas,
+// and the way it starts the root's children.
+type resumeConfig struct {
+	Spec     *nodeSpec
+	Replica  *raftstore.Replica
+	Peers    []peerAddr
+	Relaunch func(ctx context.Context, cs []childSpec, h relaunchHooks, report func(launchResult)) error
+}
+
+// resume builds and starts the successor root from the replicated state;
+// it runs until the job ended (successor.done), in a context of its own
+// that outlives the replica agent's link.
+func resume(ctx context.Context, cfg resumeConfig) (*successor, error) {
+	spec := cfg.Spec
+	st := cfg.Replica.FSM().Copy()
+	job, err := journal.DecodeJob(st.Job.Spec)
+	if err != nil {
+		return nil, err
+	}
+	outDir := filepath.Join(spec.Replica.JobDir, "output")
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(outDir, "ftlaunch.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	opts := Options{
+		// Its log is a file, for after the fact: verbose.
+		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: outDir, Verbose: true,
+		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Replicas: spec.Replica.Replicas,
+		Stdout: logf, Stderr: logf,
+	}
+	sctx := context.WithoutCancel(ctx) // it outlives this agent's own link
+	sctx, stop := context.WithCancel(sctx)
+	events := make(chan event, 256)
+	tmpl := spec.Launch
+	fe := &frontend{
+		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
+		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
+		ctx: sctx, events: events, replicasDone: map[string]bool{},
+		tree: true, launchTmpl: &tmpl, mapping: spec.ProcessMapping, replicaPeers: cfg.Peers, rootNode: spec.Node,
+	}
+	fail := func(err error) (*successor, error) {
+		stop()
+		logf.Close()
+		return nil, err
+	}
+	if len(spec.Replica.CA) > 0 {
+		if fe.ca, err = secure.UnmarshalCA(spec.Replica.CA); err != nil {
+			return fail(fmt.Errorf("the job's CA: %w", err))
+		}
+	}
+	if err := fe.out.openFiles(outDir, opts.N); err != nil {
+		return fail(err)
+	}
+	if err := fe.rebuild(st, spec.Replica.Placement); err != nil {
+		return fail(err)
+	}
+	var ended []int
+	for r, rs := range fe.ranks {
+		if rs.ended {
+			ended = append(ended, r)
+		}
+	}
+	hooks := relaunchHooks{
+		Logf: func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") },
+		Go:   fe.goFunc,
+	}
+	fe.relaunch = func(cs []childSpec, report func(launchResult)) error { return cfg.Relaunch(sctx, cs, hooks, report) }
+	fe.rec = fe.successorPlanner(st, job, ended)
+	j, err := journal.Open(sctx, journal.Config{
+		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
+		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
+			Restart: job.Restart, MaxRestarts: job.MaxRestarts},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	fe.journal = j
+	fe.journalHold = make(chan struct{})
+	fe.releaseJournal()
+	s := &successor{fe: fe, done: make(chan struct{})}
+	fe.warnf("node %s took over as root of job %s after the front-end was lost", spec.Node, st.Job.ID)
+	go func() { // joined through s.done by the agent that runs it
+		// Deferred calls run last-in first-out: the root's context ends,
+		// then its goroutines are joined, then its log is closed.
+		defer close(s.done)
+		defer logf.Close()
+		defer fe.wg.Wait()
+		defer stop()
+		fe.goFunc(fe.out.run)
+		// A child of the root that does not come back in time is lost.
+		lost := time.AfterFunc(adoptWait+5*time.Second, func() {
+			select {
+			case events <- evAdoptTimeout{}:
+			case <-sctx.Done():
+			}
+		})
+		defer lost.Stop()
+		// The root's children the front-end had not started yet (none
+		// of them was recorded up, none asked to be adopted) are
+		// started by this root.
+		resume := time.AfterFunc(resumeWait, func() {
+			select {
+			case events <- evResume{}:
+			case <-sctx.Done():
+			}
+		})
+		defer resume.Stop()
+		fe.writeLive() // status shows the new root at once
+		code := fe.loop(sctx, events)
+		fe.exitCode = code
+		fe.closeJournal()
+		fe.out.close()
+	}()
+	return s, nil
 }
 
 func (s *successor) wait(d time.Duration) {
