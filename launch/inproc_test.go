@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/agent"
+	"github.com/ftlaunch/ftlaunch/launch/root"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
@@ -24,7 +26,7 @@ import (
 
 // inprocJob is one job run in process.
 type inprocJob struct {
-	res      Result
+	res      root.Result
 	err      error
 	stdout   bytes.Buffer
 	stderr   bytes.Buffer
@@ -35,7 +37,7 @@ type inprocJob struct {
 
 // runInProcess runs a job whose agent is a goroutine of this process.
 // ready, if set, is called with the job once its agent started.
-func runInProcess(t *testing.T, opts Options, ready func(*inprocJob)) *inprocJob {
+func runInProcess(t *testing.T, opts root.Options, ready func(*inprocJob)) *inprocJob {
 	t.Helper()
 	j := &inprocJob{}
 	var logMu sync.Mutex
@@ -44,13 +46,13 @@ func runInProcess(t *testing.T, opts Options, ready func(*inprocJob)) *inprocJob
 		opts.Env = os.Environ()
 	}
 	opts.Stdout, opts.Stderr = &j.stdout, &j.stderr
-	start := func(conn net.Conn) *localAgent {
+	start := func(conn net.Conn) *root.LocalAgent {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		var err error
 		go func() {
 			defer close(done)
-			err = RunAgent(ctx, conn, writerFunc(func(p []byte) (int, error) {
+			err = agent.Run(ctx, conn, writerFunc(func(p []byte) (int, error) {
 				logMu.Lock()
 				defer logMu.Unlock()
 				return j.agentLog.Write(p)
@@ -60,11 +62,11 @@ func runInProcess(t *testing.T, opts Options, ready func(*inprocJob)) *inprocJob
 		if ready != nil {
 			ready(j)
 		}
-		return &localAgent{kill: j.kill, wait: func() error { <-done; return err }}
+		return &root.LocalAgent{Kill: j.kill, Wait: func() error { <-done; return err }}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	j.res, j.err = runRoot(ctx, opts, localHooks{Start: start})
+	j.res, j.err = root.Run(ctx, opts, root.LocalHooks{Start: start})
 	dbs, _ := filepath.Glob(filepath.Join(opts.StateDir, "ft-*", "*", "raft.db"))
 	if len(dbs) != 1 {
 		t.Fatalf("state logs %v", dbs)
@@ -100,7 +102,7 @@ func noRankLeft(t *testing.T, st *raftstore.State) {
 }
 
 func TestInProcessJob(t *testing.T) {
-	j := runInProcess(t, Options{N: 3, Argv: []string{"/bin/sh", "-c", "echo out $FTLAUNCH_RANK; echo err $FTLAUNCH_RANK >&2"}, Label: true}, nil)
+	j := runInProcess(t, root.Options{N: 3, Argv: []string{"/bin/sh", "-c", "echo out $FTLAUNCH_RANK; echo err $FTLAUNCH_RANK >&2"}, Label: true}, nil)
 	if j.err != nil || j.res.ExitCode != 0 {
 		t.Fatalf("exit %d, %v; stderr %s", j.res.ExitCode, j.err, j.stderr.String())
 	}
@@ -125,7 +127,7 @@ func TestInProcessJob(t *testing.T) {
 }
 
 func TestInProcessRankFails(t *testing.T) {
-	j := runInProcess(t, Options{N: 3, Argv: []string{"/bin/sh", "-c", `[ "$FTLAUNCH_RANK" = 1 ] && exit 3; exec sleep 30`}}, nil)
+	j := runInProcess(t, root.Options{N: 3, Argv: []string{"/bin/sh", "-c", `[ "$FTLAUNCH_RANK" = 1 ] && exit 3; exec sleep 30`}}, nil)
 	if j.err != nil || j.res.ExitCode != 3 {
 		t.Fatalf("exit %d, %v; stderr %s", j.res.ExitCode, j.err, j.stderr.String())
 	}
@@ -160,7 +162,7 @@ func TestInProcessAgentLost(t *testing.T) {
 			f.Close()
 		}
 	})
-	j := runInProcess(t, Options{N: 2, Argv: []string{"/bin/sh", "-c", "echo up > " + gate + "; exec sleep 30"}}, func(j *inprocJob) {
+	j := runInProcess(t, root.Options{N: 2, Argv: []string{"/bin/sh", "-c", "echo up > " + gate + "; exec sleep 30"}}, func(j *inprocJob) {
 		kill := j.kill
 		go func() {
 			if f, err := os.Open(gate); err == nil { // returns once a rank opened it
@@ -169,7 +171,7 @@ func TestInProcessAgentLost(t *testing.T) {
 			kill()
 		}()
 	})
-	if j.err != nil || j.res.ExitCode != ExitLauncher {
+	if j.err != nil || j.res.ExitCode != root.ExitLauncher {
 		t.Fatalf("exit %d, %v; stderr %s", j.res.ExitCode, j.err, j.stderr.String())
 	}
 	if !strings.Contains(j.stderr.String(), "lost the agent of node") {
@@ -182,8 +184,8 @@ func TestInProcessAgentLost(t *testing.T) {
 }
 
 func TestInProcessTimeout(t *testing.T) {
-	j := runInProcess(t, Options{N: 2, Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond, KillAfter: time.Second}, nil)
-	if j.err != nil || j.res.ExitCode != ExitTimeout {
+	j := runInProcess(t, root.Options{N: 2, Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond, KillAfter: time.Second}, nil)
+	if j.err != nil || j.res.ExitCode != root.ExitTimeout {
 		t.Fatalf("exit %d, %v; stderr %s", j.res.ExitCode, j.err, j.stderr.String())
 	}
 	if !strings.Contains(j.stderr.String(), "exceeded --timeout") {

@@ -1,0 +1,603 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/pmi"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// linkLostGrace bounds how long an agent whose parent vanished lets its
+// ranks handle SIGTERM before it kills them.
+const linkLostGrace = time.Second
+
+// Agent is the node agent: it receives its node's share of the job on its
+// parent link, spawns the node's ranks, serves their rank protocol,
+// forwards their output and exit status, and carries out the parent's
+// signals and termination. When the parent link is lost it kills every
+// rank's process group and returns: no orphans.
+type Agent struct {
+	log   io.Writer       // the agent's own messages (its stderr: its parent forwards them)
+	trace *proto.PhaseLog // its phases, for a front-end's --verbose (nil: none)
+	// rankGroup, if set, is told of each rank's process group (its pid)
+	// as the rank starts: an in-process agent's orphan guard.
+	rankGroup func(pgid int)
+	// resumeRoot builds a successor root (nil: this agent cannot).
+	resumeRoot Resume
+	link       *proto.Link
+	up         *uplink         // how frames reach the parent (buffered while it has none)
+	outWin     *proto.Window   // output credit granted by the front-end
+	outQ       *proto.OutQueue // output sent and not yet acknowledged
+
+	firstColl     chan struct{} // closed when the node's first collective is answered
+	firstCollOnce sync.Once
+	tree          *treeState      // its place in a launch tree (nil: an agent on a socketpair)
+	stage         proto.Prestaged // the prestaged program (--prestage), written before the spec
+
+	// Set by run before the first message is handled.
+	ctx      context.Context
+	wg       *sync.WaitGroup
+	stopLink context.CancelFunc
+	stopped  atomic.Bool // the agent ended its link after a shutdown
+
+	// Root failover (failover.go, successor.go); guarded by mu.
+	replicas  []proto.PeerAddr         // the replica agents, which may adopt this one
+	exits     map[int]proto.RankStatus // exits reported, to report again to a new root
+	sentUp    map[uint64][]byte        // contributions sent up and not yet answered
+	successor Successor                // the root this agent runs after the front-end's death
+	// rootReplica names the replica agent whose successor root adopted
+	// this agent ("": none did), which its replica hands leadership to.
+	rootReplica string
+
+	spec  *proto.NodeSpec
+	ranks map[int]*rankProc
+	order []int // ranks in ascending order
+
+	mu      sync.Mutex // guards the fields below
+	seq     map[int]uint64
+	colls   map[uint64]*localColl
+	puts    map[string][]byte // this node's puts since the last fence
+	kv      map[string][]byte // the job's board as of the last fence
+	gone    map[int]bool      // local ranks that ended (and were not reported as stranding a collective)
+	pmiPuts map[string][]byte // this node's PMI puts since the last barrier
+	pmiKV   map[string][]byte // the job's PMI key space as of the last barrier
+	pmiTCP  *pmiListener      // PMI-1 TCP mode
+
+	pmiStats   pmi.Stats // the node's PMI traffic, answered locally
+	pmiUp      int64     // bytes of PMI barrier contributions sent up
+	pmiBarrier int64     // PMI barriers completed
+	ended      int       // ranks whose exit was reported
+	killing    bool
+
+	exited chan struct{} // closed when every rank's exit was reported (a respawn makes a new one)
+
+	rec agentRecovery // the restart protocol's state (agent_recovery.go); guarded by mu
+}
+
+func (a *Agent) run(ctx context.Context) error {
+	// A parent that connects and then says nothing must not hold the
+	// agent forever: the job spec comes first, within connectTimeout.
+	dl, hasDeadline := a.link.Conn.(interface{ SetReadDeadline(time.Time) error })
+	if hasDeadline {
+		_ = dl.SetReadDeadline(time.Now().Add(proto.ConnectTimeout))
+	}
+	f, err := a.link.R.Next()
+	defer a.stage.Remove()
+	for err == nil && (f.Type == proto.MPrestage || f.Type == proto.MBcast || f.Type == proto.MPing || f.Type == proto.MPong) {
+		switch f.Type {
+		case proto.MPing:
+			// The parent's heartbeat, while the share is late (a root
+			// failover during the launch): answer, or it finds us silent.
+			err = a.link.Send(proto.MPong, nil)
+		case proto.MPong:
+		case proto.MPrestage: // the program comes before the spec
+			var c proto.PrestageChunk
+			if c, err = proto.DecodePrestageChunk(f.Payload); err == nil {
+				err = a.stage.Add(c)
+			}
+		case proto.MBcast:
+			// A broadcast that overtook this agent's share of the job
+			// (the parent relays to every linked child): the end of the
+			// job ends the agent; anything else is not for it yet.
+			if _, typ, _, uerr := proto.Unwrap(f.Payload, false); uerr == nil && (typ == proto.MShutdown || typ == proto.MTerminate || typ == proto.MKill) {
+				f.Type = proto.MShutdown
+			}
+		}
+		if err == nil && f.Type != proto.MShutdown {
+			f, err = a.link.R.Next()
+		}
+	}
+	if hasDeadline {
+		_ = dl.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		a.link.Conn.Close()
+		return fmt.Errorf("agent: read job spec: %w", err)
+	}
+	if f.Type == proto.MShutdown { // the job ended before this agent got its share
+		a.link.Conn.Close()
+		return nil
+	}
+	if f.Type != proto.MSpec {
+		a.link.Conn.Close()
+		return fmt.Errorf("agent: first message has type %d, want a job spec", f.Type)
+	}
+	if a.spec, err = proto.DecodeNodeSpec(f.Payload); err != nil {
+		a.link.Conn.Close()
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.trace.Logf("job received: %d rank(s)", len(a.spec.Ranks))
+	if a.spec.Prestage && !a.stage.Done {
+		a.link.Conn.Close()
+		return fmt.Errorf("agent on %s: the prestaged program did not arrive before the job", a.spec.Node)
+	}
+	// Deferred calls run last-in first-out: cancel first, so that every
+	// goroutine of the agent stops, then wait for them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	linkCtx, stopLink := context.WithCancel(ctx)
+	defer stopLink()
+	a.ctx, a.wg, a.stopLink = ctx, &wg, stopLink
+	if a.tree != nil {
+		defer a.tree.ln.Close()
+		a.startTree(ctx, &wg)
+		if gone := a.tree.stdinGone; gone != nil {
+			// The session that started the agent ended (its parent is
+			// gone, or closed it): the end of the agent, unless it
+			// outlives the front-end.
+			go func() {
+				select {
+				case <-gone:
+					if !a.spec.Survive {
+						cancel()
+					}
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
+	// Where this agent's output begins, for a root that did not start it
+	// (a successor that hears of it from its parent): frame 1.
+	a.send(proto.MOutputResync, proto.EncodeInt(1))
+	a.startRanks(ctx, &wg)
+	if a.tree != nil && a.spec.Replica.JobDir != "" {
+		// After the ranks, and not while they start: once their first
+		// collective is done, or they all ended, or groupHold passed (as
+		// the front-end's own replica). It is shut down when the agent
+		// ends, after the front-end committed the job's end (it does
+		// before it tells agents to exit, once the replica agents joined).
+		replica := make(chan *agentReplica, 1)
+		go func() {
+			select {
+			case <-time.After(proto.GroupHold):
+			case <-a.firstColl:
+			case <-a.exitedCh():
+			case <-ctx.Done():
+				replica <- nil
+				return
+			}
+			ar, err := a.startReplica(ctx, a.spec.Addr)
+			if err != nil {
+				a.logf("root replica: %v", err)
+				// No address: the front-end does not wait for it.
+				a.send(proto.MReplicaUp, proto.ReplicaUp{Name: a.spec.Node}.Encode())
+			}
+			replica <- ar
+		}()
+		defer func() {
+			if ar := <-replica; ar != nil {
+				ar.close()
+			}
+		}()
+	}
+
+	hb := a.spec.Heartbeat
+	l := a.link
+	for {
+		err = l.Run(linkCtx, hb, proto.LinkTimeout(hb), a.handle)
+		if errors.Is(err, errShutdown) || a.stopped.Load() || !a.survives() || ctx.Err() != nil {
+			break
+		}
+		// The front-end is gone; its successor adopts the agent.
+		a.up.lose()
+		a.logf("lost the front-end (%v); looking for the new root", err)
+		nl, aerr := a.seekAdoption(ctx)
+		if aerr != nil {
+			err = fmt.Errorf("%w; %w", err, aerr)
+			break
+		}
+		if err := a.up.attach(nl); err != nil {
+			nl.Conn.Close()
+			continue
+		}
+		// The new root's first message, a broadcast resync request,
+		// has this agent and those below it report again.
+		l = nl
+	}
+	a.mu.Lock()
+	succ := a.successor
+	a.mu.Unlock()
+	if succ != nil {
+		// The successor root ends after every agent it adopted, this
+		// one's own link included.
+		succ.Wait(10 * time.Second)
+	}
+	a.outWin.Close()
+	// The link is gone: a shutdown we were told of ends with errShutdown
+	// (or, for an agent with children, once they are done too); anything
+	// else means the parent died or went silent.
+	if errors.Is(err, errShutdown) || a.stopped.Load() {
+		a.killAll(syscall.SIGKILL)
+		return nil
+	}
+	a.killAll(syscall.SIGTERM)
+	select {
+	case <-a.exitedCh():
+	case <-time.After(min(a.spec.KillAfter, linkLostGrace)):
+	}
+	a.killAll(syscall.SIGKILL)
+	return fmt.Errorf("node %s: lost the link to the front-end (%w); killed its %d rank(s)", a.spec.Node, err, len(a.order))
+}
+
+var errShutdown = errors.New("shutdown")
+
+// runRank starts the goroutines that serve a started rank: its stdin, its
+// rank protocol, its PMI-1 socket, and the report of its end.
+func (a *Agent) runRank(ctx context.Context, rp *rankProc) {
+	wg := a.wg
+	if rp.stdin != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rp.feedStdin(ctx)
+		}()
+	}
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		rp.serveRank(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		defer rp.pmiConn.Close()
+		a.servePMI(ctx, rp, rp.pmiConn, rp.rank)
+		// The rank keeps its PMI socket for its whole life.
+		select {
+		case <-ctx.Done():
+		case <-rp.exited:
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		st := rp.wait()
+		if rp.replaced.Load() {
+			return // ended by a restart of the job: not news
+		}
+		st.Incarnation = rp.info.Incarnation
+		a.reportExit(st)
+	}()
+}
+
+func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
+	if a.spec.Relaunch != nil {
+		a.standby(ctx, wg) // the recovery starts them (agent_relaunch.go)
+		return
+	}
+	// The TCP-mode listener exists before the ranks (they get its port)
+	// but accepts only once a.ranks is complete.
+	if l, err := a.listenPMI(); err == nil {
+		a.pmiTCP = l
+	}
+	var st proto.Started
+	localSize := len(a.spec.Ranks)
+	binds, bindErr := rankBindings(a.spec.Bind, localSize, a.spec.BindShare)
+	// A rank that cannot start for want of processes, descriptors or
+	// memory ends the node's start: the ranks it started are killed at
+	// once (the job cannot run, and the user is at a limit that every
+	// other program of theirs, this agent's runtime included, needs room
+	// under), the rank is reported as the job's failure, and the ranks
+	// after it as not started. Limits known beforehand (rankRoom) fail
+	// the start before any fork.
+	room, short := rankRoom(localSize)
+	if short != nil {
+		// Known before the first fork: nothing is started. The failure
+		// goes first, so that the front-end names it.
+		a.reportExit(proto.RankStatus{Rank: a.spec.Ranks[room], Code: recovery.ExitLauncher, Reason: "could not start: " + short.Error()})
+	}
+	stopped := short != nil
+	for i, r := range a.spec.Ranks {
+		if stopped {
+			if short == nil || i != room {
+				a.reportExit(proto.RankStatus{Rank: r, Code: recovery.ExitLauncher, Reason: "not started", Skipped: true})
+			}
+			continue
+		}
+		info := rankproto.Info{
+			Rank: r, Size: a.spec.Size, LocalRank: i, LocalSize: localSize,
+			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID, Incarnation: 1,
+		}
+		if bindErr != nil {
+			a.reportExit(proto.RankStatus{Rank: r, Code: recovery.ExitLauncher, Reason: bindErr.Error()})
+			continue
+		}
+		cpus := bindingOf(binds, i)
+		rp, err := startRank(a.spec, info, a, cpus)
+		if why := shortage(err); why != "" {
+			stopped = true
+			a.killAll(syscall.SIGKILL)
+			a.reportExit(proto.RankStatus{Rank: r, Code: recovery.ExitLauncher, Reason: "could not start: " + why})
+			continue
+		}
+		if err != nil {
+			a.reportExit(proto.RankStatus{Rank: r, Code: 127, Reason: err.Error()})
+			continue
+		}
+		rp.cpus = cpus
+		a.ranks[r] = rp
+		a.order = append(a.order, r)
+		st.Ranks = append(st.Ranks, r)
+		st.Pids = append(st.Pids, rp.cmd.Process.Pid)
+		if cpus != nil {
+			st.CPUs = append(st.CPUs, cpuList(cpus))
+		}
+	}
+	if len(st.Ranks) > 0 {
+		a.send(proto.MStarted, st.Encode())
+		a.trace.Logf("%d rank(s) started and reported", len(st.Ranks))
+	}
+	if l := a.pmiTCP; l != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.serve(ctx, a, wg)
+		}()
+	}
+	for _, r := range a.order {
+		a.runRank(ctx, a.ranks[r])
+	}
+	if len(a.spec.Ranks) == 0 {
+		close(a.exited)
+	}
+}
+
+// send writes to the parent; a failure shows up in the link's reader.
+func (a *Agent) send(typ uint8, p []byte) {
+	_ = a.up.send(typ, p, a.spec != nil && a.survives())
+}
+
+func (a *Agent) reportExit(s proto.RankStatus) {
+	a.mu.Lock()
+	a.gone[s.Rank] = true
+	a.exits[s.Rank] = s
+	var stranded []uint64
+	for seq, c := range a.colls {
+		if _, ok := c.values[s.Rank]; !ok {
+			stranded = append(stranded, seq)
+		}
+	}
+	a.mu.Unlock()
+	if len(stranded) > 0 && s.Code == 0 && s.Signal == 0 {
+		// The others wait in a collective this rank will never join.
+		a.send(proto.MAbort, proto.AbortMsg{Rank: s.Rank, Code: 1, Msg: strandedMsg, Failed: true}.Encode())
+	}
+	a.send(proto.MExit, s.Encode())
+	a.mu.Lock()
+	a.ended++
+	if a.ended == len(a.spec.Ranks) {
+		// Under the lock: a restart of the job replaces the channel
+		// (reviveLocked), and must not find it closed by an end it
+		// already counted, nor have its new one closed by this end.
+		a.trace.Logf("every rank's exit reported")
+		close(a.exited)
+	}
+	delete(a.rec.stopped, s.Rank)
+	a.mu.Unlock()
+	a.rec.wake()
+}
+
+// rank is the current process of local rank r, or nil.
+func (a *Agent) rank(r int) *rankProc {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ranks[r]
+}
+
+// exitedCh is closed once every rank's end was reported (a respawn
+// replaces it).
+func (a *Agent) exitedCh() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.exited
+}
+
+// handle executes one message from the parent. It runs on the link's
+// reader goroutine.
+func (a *Agent) handle(typ uint8, p []byte) error {
+	switch typ {
+	case proto.MStdin:
+		if rp := a.rank(0); rp != nil {
+			rp.writeStdin(p, func() { a.send(proto.MStdinAck, nil) })
+		} else {
+			a.send(proto.MStdinAck, nil)
+		}
+	case proto.MOutputAck:
+		seq, err := proto.DecodeSeq(p)
+		if err != nil {
+			return fmt.Errorf("output acknowledgement: %w", err)
+		}
+		n, err := a.outQ.Ack(seq)
+		if err != nil {
+			return err
+		}
+		a.outWin.Release(n)
+	case proto.MStdinClose:
+		if rp := a.rank(0); rp != nil {
+			rp.closeStdin()
+		}
+	case proto.MSignal:
+		sig, err := proto.DecodeInt(p)
+		if err != nil {
+			return fmt.Errorf("signal message: %w", err)
+		}
+		a.killAll(syscall.Signal(sig))
+	case proto.MTerminate:
+		after, err := proto.DecodeInt(p)
+		if err != nil {
+			return fmt.Errorf("terminate message: %w", err)
+		}
+		a.terminate(time.Duration(after))
+	case proto.MKill:
+		a.killAll(syscall.SIGKILL)
+	case proto.MCollResult:
+		res, err := proto.DecodeCollResult(p)
+		if err != nil {
+			return err
+		}
+		a.collDone(res)
+	case proto.MShutdown:
+		a.trace.Logf("shutdown received")
+		a.killAll(syscall.SIGKILL)
+		a.mu.Lock()
+		st := proto.NodeStats{PMI: a.pmiStats, PMIUp: a.pmiUp, Barrier: a.pmiBarrier}
+		a.mu.Unlock()
+		if a.tree != nil && a.tree.stopLaunching(true) {
+			// Children first: their done and the end of their links go up
+			// through us.
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				a.tree.waitChildren(childWait)
+				a.send(proto.MDone, st.Encode())
+				a.stopped.Store(true)
+				a.stopLink()
+			}()
+			return nil
+		}
+		a.send(proto.MDone, st.Encode())
+		return errShutdown
+	case proto.MRoute:
+		return a.relayDown(p)
+	case proto.MReplicas:
+		ps, err := proto.DecodePeers(p)
+		if err != nil {
+			return fmt.Errorf("replicas message: %w", err)
+		}
+		a.mu.Lock()
+		a.replicas = ps
+		a.mu.Unlock()
+	case proto.MResyncReq:
+		a.resync()
+	case proto.MSuspend, proto.MRespawn, proto.MPatch, proto.MResume, proto.MRestartJob:
+		m, err := proto.DecodeRecMsg(p)
+		if err != nil {
+			return err
+		}
+		a.recover(typ, m)
+	case proto.MAdopted:
+	case proto.MSpec:
+		// Sent again by a successor root, which cannot tell whether the
+		// front-end's copy arrived before it died: this agent has it.
+	case proto.MBcast:
+		_, typ, inner, err := proto.Unwrap(p, false)
+		if err != nil || typ == proto.MBcast || typ == proto.MRoute {
+			return fmt.Errorf("broadcast message: bad envelope (%v)", err)
+		}
+		a.bcastDown(p)
+		return a.handle(typ, inner)
+	case proto.MBackup:
+		pa, err := proto.DecodePeerAddr(p)
+		if err != nil {
+			return fmt.Errorf("backup message: %w", err)
+		}
+		if a.tree != nil {
+			a.connectBackup(a.ctx, a.wg, pa)
+		}
+	default:
+		return fmt.Errorf("unknown message type %d from parent", typ)
+	}
+	return nil
+}
+
+// terminate sends SIGTERM to every rank and SIGKILL to those left after d.
+func (a *Agent) terminate(d time.Duration) {
+	if a.tree != nil {
+		a.tree.stopLaunching(false)
+	}
+	a.mu.Lock()
+	if a.killing {
+		a.mu.Unlock()
+		return
+	}
+	a.killing = true
+	a.mu.Unlock()
+	a.killAll(syscall.SIGTERM)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		select {
+		case <-a.exitedCh():
+		case <-time.After(d):
+		case <-a.ctx.Done():
+		}
+		a.killAll(syscall.SIGKILL)
+	}()
+}
+
+// killAll signals the process group of every rank that was started. Groups
+// of ranks that already ended are signalled too: their leftover children
+// share the group.
+func (a *Agent) killAll(sig syscall.Signal) {
+	a.mu.Lock()
+	procs := make([]*rankProc, 0, len(a.order))
+	var stopped []*rankProc
+	for _, r := range a.order {
+		rp := a.ranks[r]
+		switch {
+		case sig == syscall.SIGCONT && a.rec.stopped[r]:
+			continue // held while the recovery suspends it
+		case a.rec.stopped[r] && sig != syscall.SIGSTOP:
+			// A stopped rank gets a terminating signal only once
+			// continued.
+			stopped = append(stopped, rp)
+			delete(a.rec.stopped, r)
+		}
+		procs = append(procs, rp)
+	}
+	a.mu.Unlock()
+	for _, rp := range procs {
+		rp.signal(sig)
+	}
+	for _, rp := range stopped {
+		rp.signal(syscall.SIGCONT)
+	}
+}
+
+// logf writes one of the agent's own messages, naming its node.
+func (a *Agent) logf(format string, args ...any) {
+	node := "?"
+	if a.spec != nil {
+		node = a.spec.Node
+	}
+	fmt.Fprintf(a.log, "ftlaunch agent on %s: "+format+"\n", append([]any{node}, args...)...)
+}
+
+// goFunc runs f on a goroutine the agent owns: run joins it before it
+// returns, so f must end with the agent's context.
+func (a *Agent) goFunc(f func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+}

@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+)
+
+// The agent's part in collectives: its ranks' contributions combined into
+// one per node, sent up, and the answer handed to every rank.
+
+type localColl struct {
+	op     rankproto.Op
+	values map[int][]byte
+}
+
+// strandedMsg reports a rank that ended while other ranks wait for it in a
+// collective: without it they would wait forever.
+const strandedMsg = "ended without joining a collective call (barrier, fence, allgather, …) that other ranks are waiting in"
+
+// contribute records rank's part in its next collective and, once every
+// local rank has made it, sends the node's contribution up. It returns the
+// collective's sequence number.
+func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rec.suspended {
+		return 0, errRecovering // answered at once: call again once resumed
+	}
+	seq := a.seq[rank]
+	a.seq[rank]++
+	c := a.colls[seq]
+	if c == nil {
+		c = &localColl{op: op, values: map[int][]byte{}}
+		a.colls[seq] = c
+	}
+	if c.op != op {
+		return seq, fmt.Errorf("collective %d: rank %d called %s while other ranks called %s", seq, rank, op, c.op)
+	}
+	c.values[rank] = value
+	for r := range a.gone {
+		if _, ok := c.values[r]; !ok {
+			// A local rank that already ended never joins: report it.
+			a.send(proto.MAbort, proto.AbortMsg{Rank: r, Code: 1, Msg: strandedMsg, Failed: true}.Encode())
+			delete(a.gone, r) // report once
+		}
+	}
+	if len(c.values) < len(a.order) {
+		return seq, nil
+	}
+	up := &proto.Contrib{Seq: seq, Op: op}
+	for _, r := range a.order {
+		up.Ranks = append(up.Ranks, r)
+		up.Values = append(up.Values, c.values[r])
+	}
+	switch op {
+	case rankproto.OpFence:
+		up.KV = a.puts
+		a.puts = map[string][]byte{}
+	case proto.OpPMIBarrier:
+		up.KV = a.pmiPuts
+		a.pmiPuts = map[string][]byte{}
+	}
+	p := up.Encode()
+	if op == proto.OpPMIBarrier {
+		a.pmiUp += int64(len(p))
+		a.pmiBarrier++
+	}
+	a.sentUp[seq] = p
+	a.send(proto.MContrib, p)
+	return seq, nil
+}
+
+// collDone delivers a collective's result to every local rank.
+func (a *Agent) collDone(res *proto.CollResult) {
+	a.firstCollOnce.Do(func() { close(a.firstColl) })
+	a.mu.Lock()
+	c := a.colls[res.Seq]
+	delete(a.colls, res.Seq)
+	delete(a.sentUp, res.Seq)
+	switch res.Op {
+	case rankproto.OpPublish:
+		if a.rec.table == nil {
+			a.rec.table = res.Values // the node table, patched by recoveries
+		}
+	case rankproto.OpFence:
+		for k, v := range res.KV {
+			a.kv[k] = v
+		}
+	case proto.OpPMIBarrier:
+		for k, v := range res.KV {
+			a.pmiKV[k] = v
+		}
+	}
+	a.mu.Unlock()
+	if c == nil {
+		return
+	}
+	for r := range c.values {
+		if rp := a.rank(r); rp != nil {
+			rp.deliver(res)
+		}
+	}
+}
+
+func (a *Agent) put(key string, value []byte) {
+	a.mu.Lock()
+	a.puts[key] = value
+	a.mu.Unlock()
+}
+
+func (a *Agent) get(key string) ([]byte, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v, ok := a.puts[key]; ok {
+		return v, true
+	}
+	v, ok := a.kv[key]
+	return v, ok
+}

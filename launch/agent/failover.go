@@ -1,0 +1,407 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// leaderlessTrace is how long a replica agent whose front-end is gone
+// waits for the group to elect a leader before it traces the group's state
+// (an election takes well under a second).
+const leaderlessTrace = 5 * time.Second
+
+// maxPending bounds what an agent buffers for its parent while it has none.
+const maxPending = 64 << 20
+
+// uplink is an agent's way up: its parent link, or, between a lost parent
+// and an adoption, a buffer.
+type uplink struct {
+	mu      sync.Mutex
+	l       *proto.Link
+	down    bool // no parent: buffer
+	pending [][2][]byte
+	size    int
+}
+
+// send writes a frame up, or buffers it while the agent has no parent. A
+// failed write of an agent that may be adopted buffers the frame too.
+func (u *uplink) send(typ uint8, p []byte, buffer bool) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.down {
+		err := u.l.Send(typ, p)
+		if err == nil || !buffer {
+			return err
+		}
+		u.down = true
+	}
+	if !buffer {
+		return errors.New("no parent link")
+	}
+	if u.size+len(p) > maxPending {
+		return fmt.Errorf("more than %d bytes wait for a new root", maxPending)
+	}
+	u.pending = append(u.pending, [2][]byte{{typ}, append([]byte(nil), p...)})
+	u.size += len(p)
+	return nil
+}
+
+// lose marks the parent gone: frames wait from now on.
+func (u *uplink) lose() {
+	u.mu.Lock()
+	u.down = true
+	u.mu.Unlock()
+}
+
+// attach takes a new parent link and sends what waited.
+func (u *uplink) attach(l *proto.Link) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.l, u.down = l, false
+	for _, f := range u.pending {
+		if err := l.Send(f[0][0], f[1]); err != nil {
+			return err
+		}
+	}
+	u.pending, u.size = nil, 0
+	return nil
+}
+
+// survives reports whether the agent outlives the loss of its parent: a
+// child of the root in a replicated job.
+func (a *Agent) survives() bool {
+	return a.tree != nil && a.spec.Survive && a.spec.RootChild
+}
+
+// seekAdoption looks for the successor root among the replica agents until
+// one adopts this agent or adoptWait passes.
+func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
+	deadline := time.Now().Add(proto.AdoptWait)
+	for time.Now().Before(deadline) {
+		a.mu.Lock()
+		peers := append([]proto.PeerAddr(nil), a.replicas...)
+		a.mu.Unlock()
+		for _, p := range peers {
+			if l := a.askAdoption(ctx, p); l != nil {
+				a.mu.Lock()
+				a.rootReplica = p.Name
+				a.mu.Unlock()
+				return l, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("no root adopted node %s within %v", a.spec.Node, proto.AdoptWait)
+}
+
+// askAdoption asks one replica agent; it returns the new parent link if
+// that agent runs the successor root.
+func (a *Agent) askAdoption(ctx context.Context, p proto.PeerAddr) *proto.Link {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
+	if err != nil {
+		return nil
+	}
+	if err := wire.WriteFrame(conn, proto.MHello, proto.Hello{Idx: a.tree.idx, Adopt: true, Inc: a.tree.inc}.Encode()); err != nil {
+		conn.Close()
+		return nil
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	f, err := wire.ReadFrame(conn, 1024)
+	_ = conn.SetReadDeadline(time.Time{})
+	if err != nil || f.Type != proto.MAdopted {
+		conn.Close()
+		return nil
+	}
+	return proto.NewLink(conn)
+}
+
+// resync reports again what a new root needs to know of this node: its
+// children that are up, its ranks, their exits, and the collective
+// contributions not yet answered.
+func (a *Agent) resync() {
+	if t := a.tree; t != nil {
+		// Children first: a successor that does not know one is up (the
+		// front-end died before it recorded it) sends it its share.
+		t.mu.Lock()
+		ups := make([]proto.ChildUp, 0, len(t.ups))
+		for _, u := range t.ups {
+			ups = append(ups, u)
+		}
+		t.mu.Unlock()
+		for _, u := range ups {
+			a.send(proto.MChildUp, u.Encode())
+		}
+	}
+	var st proto.Started
+	a.mu.Lock()
+	for _, r := range a.order {
+		rp := a.ranks[r]
+		if rp.cmd.Process == nil {
+			continue // a relaunched agent's rank not started again yet
+		}
+		st.Ranks = append(st.Ranks, r)
+		st.Pids = append(st.Pids, rp.cmd.Process.Pid)
+		st.Incs = append(st.Incs, rp.info.Incarnation)
+	}
+	a.mu.Unlock()
+	if len(st.Ranks) > 0 {
+		a.send(proto.MStarted, st.Encode())
+	}
+	a.mu.Lock()
+	exits := make([]proto.RankStatus, 0, len(a.exits))
+	for _, s := range a.exits {
+		exits = append(exits, s)
+	}
+	contribs := make([][]byte, 0, len(a.sentUp))
+	for _, p := range a.sentUp {
+		contribs = append(contribs, p)
+	}
+	a.mu.Unlock()
+	// Output before exits, as always: a rank's exit follows its output.
+	a.outQ.Resend(a.send)
+	for _, s := range exits {
+		a.send(proto.MExit, s.Encode())
+	}
+	for _, p := range contribs {
+		a.send(proto.MContrib, p)
+	}
+}
+
+// stdinGone is closed when an agent's session ended (its stdin reached
+// EOF); an agent that does not survive its parent ends then.
+func watchStdin() <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			if _, err := os.Stdin.Read(buf); err != nil {
+				close(gone)
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// watchLeadership takes over the root when this agent's replica leads and
+// the front-end is gone (this agent lost its link to it).
+func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
+	// Level-triggered: raft's leadership channel may drop changes, and a
+	// replica that already leads when the front-end dies (a leadership
+	// blip handed back too late, a transfer that failed) gets no new
+	// event. So the state is looked at on every event and every tick.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	hb := a.spec.Heartbeat
+	var leadingSince time.Time // leading and not handed on since
+	var lastErr string         // the last failure to take over, said once
+	var leaderless time.Time   // since when the front-end is gone and no leader known
+	var toldLeaderless bool    // ... and it was said
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ar.r.Leadership():
+			if !ok {
+				return
+			}
+		case <-tick.C:
+		}
+		if !ar.r.IsLeader() {
+			leadingSince = time.Time{}
+			if id, _ := ar.r.Leader(); id != "" || !a.up.isDown() {
+				leaderless, toldLeaderless = time.Time{}, false
+			} else if leaderless.IsZero() {
+				leaderless = time.Now()
+			} else if !toldLeaderless && time.Since(leaderless) > leaderlessTrace {
+				// A group that elects no one takes no one over: say
+				// what this replica sees of it.
+				toldLeaderless = true
+				st := ar.r.Raft().Stats()
+				a.traceFailover("the front-end is gone and the root replica group elected no leader in %v: this replica is %s in term %s, last log index %s, configuration %s",
+					leaderlessTrace, st["state"], st["term"], st["last_log_index"], st["latest_configuration"])
+			}
+			continue
+		}
+		if !a.spec.RootChild {
+			// Only a child of the root can tell that the front-end is
+			// gone (it loses its link) and take its place: hand the
+			// leadership on (raft picks the most up-to-date follower),
+			// again a while later if it is still here.
+			if leadingSince.IsZero() || time.Since(leadingSince) > proto.LinkTimeout(hb) {
+				leadingSince = time.Now()
+				a.goFunc(func() { _ = ar.r.Raft().LeadershipTransfer().Error() })
+			}
+			continue
+		}
+		if a.up.isDown() {
+			if err := a.takeOver(ctx, ar); err != nil {
+				if msg := err.Error(); msg != lastErr {
+					lastErr = msg
+					a.logf("take over the root: %v", err)
+					a.traceFailover("take over the root: %v", err)
+				}
+				continue // again on the next tick, while this replica leads
+			}
+			return
+		}
+		// Leading while the front-end still holds our link is a
+		// leadership blip, not its death: wait to lose the link (as long
+		// as the link takes to notice a silent peer), else the front-end
+		// lives, writes the job's log and must lead: hand it back. A
+		// successor that adopted this agent gets it back sooner: its log
+		// gives up on a write it cannot make within seconds (the job's
+		// final status, 5 s), and were it dead, the transfer would fail
+		// and the link would end all the same.
+		if leadingSince.IsZero() {
+			leadingSince = time.Now()
+		}
+		wait := proto.LinkTimeout(hb) + time.Second
+		a.mu.Lock()
+		if a.rootReplica != "" {
+			wait = time.Second
+		}
+		a.mu.Unlock()
+		if time.Since(leadingSince) > wait {
+			leadingSince = time.Now() // and again after as long, if it did not take
+			a.goFunc(func() { a.leadershipToRoot(ar) })
+		}
+	}
+}
+
+// traceFailover appends a line to the job's directory: a replica agent
+// whose front-end died has no one reading its stderr any more.
+func (a *Agent) traceFailover(format string, args ...any) {
+	f, err := os.OpenFile(filepath.Join(a.spec.Replica.JobDir, "failover."+a.spec.Node+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339Nano)}, args...)...)
+}
+
+// leadershipToRoot transfers the raft leadership to the replica of the
+// root this agent reports to: the front-end's (the member that is none of
+// the replica agents), or, once a successor adopted this agent, that of
+// the replica agent that runs it. The successor's state log writes only
+// while its replica leads.
+func (a *Agent) leadershipToRoot(ar *agentReplica) {
+	a.mu.Lock()
+	root := a.rootReplica
+	agents := map[string]bool{a.spec.Node: true}
+	for _, p := range a.replicas {
+		agents[p.Name] = true
+	}
+	a.mu.Unlock()
+	f := ar.r.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter && (root == "" && !agents[string(srv.ID)] || root != "" && string(srv.ID) == root) {
+			if err := ar.r.Raft().LeadershipTransferToServer(srv.ID, srv.Address).Error(); err != nil {
+				a.traceFailover("hand the leadership back to %s: %v", srv.ID, err)
+			}
+			return
+		}
+	}
+}
+
+func (u *uplink) isDown() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.down
+}
+
+// takeOver builds and starts the successor root (root_successor.go's
+// resume) from this replica's state.
+func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := ar.r.Takeover(tctx); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	peers := slices.Clone(a.replicas)
+	a.mu.Unlock()
+	if a.resumeRoot == nil {
+		return errors.New("this agent cannot run a successor root")
+	}
+	s, err := a.resumeRoot(ctx, launcher.ResumeConfig{
+		Spec: a.spec, Replica: ar.r, Peers: peers,
+		Relaunch: a.relaunch,
+	})
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.successor = s
+	a.mu.Unlock()
+	return nil
+}
+
+// relaunch starts some of the root's children for the successor root fe:
+// over this agent's way of starting its own (its spawner), connecting back
+// to a listener of its own with this agent's credentials. Each start is
+// reported to report.
+func (a *Agent) relaunch(ctx context.Context, cs []proto.ChildSpec, h launcher.RelaunchHooks, report func(launcher.LaunchResult)) error {
+	sp, closeSp, err := a.spawner()
+	if err != nil {
+		return err
+	}
+	if _, ok := sp.(launcher.LocalSpawner); ok {
+		sp = launcher.LocalSpawner{} // test delays were for the first launch
+	}
+	addr := ":0"
+	if a.spec.Launch.Mode == "local" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := secure.Listen(ctx, "tcp", addr, a.tree.creds)
+	if err != nil {
+		closeSp()
+		return fmt.Errorf("listen for agents: %w", err)
+	}
+	l := a.childLauncher(sp, ln.Addr().(*net.TCPAddr).Port, 0, cs)
+	l.Logf = h.Logf
+	h.Go(func() { launcher.AcceptLoop(ln, l, nil, nil) })
+	h.Go(func() {
+		defer closeSp()
+		defer ln.Close()
+		l.Run(ctx, report)
+		<-ctx.Done() // the sessions live as long as the successor
+	})
+	return nil
+}
+
+// adoptRequest hands a request for adoption to the successor root, if
+// this agent runs one; otherwise it refuses by closing the connection.
+func (a *Agent) adoptRequest(conn net.Conn, h proto.Hello) {
+	a.mu.Lock()
+	s := a.successor
+	a.mu.Unlock()
+	if s == nil {
+		conn.Close()
+		return
+	}
+	s.Adopt(conn, h)
+}

@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+)
+
+// The agent process: `ftlaunch agent` (its parent link on file descriptor 3,
+// or over TCP from the bootstrap on stdin), and its signal state.
+
+// Run runs an agent on an established parent connection until the job
+// ends or the link is lost. What it has to say goes to log.
+func Run(ctx context.Context, conn io.ReadWriteCloser, log io.Writer) error {
+	return runAgent(ctx, conn, nil, log)
+}
+
+// RunLocal runs the agent of a local launch in the caller's process (the
+// root's, launch.Run): its phases go to trace, and rankGroup is told of
+// each rank's process group (both may be nil).
+func RunLocal(ctx context.Context, conn io.ReadWriteCloser, log io.Writer, trace *proto.PhaseLog, rankGroup func(int)) error {
+	return runAgentTraced(ctx, conn, nil, log, trace, rankGroup)
+}
+
+func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer) error {
+	return runAgentTraced(ctx, conn, tree, log, nil, nil)
+}
+
+// runAgentTraced is runAgent with the agent's phase log and the hook told
+// of each rank's process group (both may be nil).
+func runAgentTraced(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *proto.PhaseLog, rankGroup func(int)) error {
+	return runAgentWith(ctx, conn, tree, log, trace, rankGroup, nil)
+}
+
+// runAgentWith is runAgentTraced with the way a replica agent resumes the
+// root (nil: an agent that is no replica, or cannot be one).
+func runAgentWith(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *proto.PhaseLog, rankGroup func(int), resume Resume) error {
+	l := proto.NewLink(conn)
+	a := &Agent{
+		log:        log,
+		trace:      trace,
+		rankGroup:  rankGroup,
+		resumeRoot: resume,
+		tree:       tree,
+		link:       l,
+		up:         &uplink{l: l},
+		exits:      map[int]proto.RankStatus{},
+		sentUp:     map[uint64][]byte{},
+		outWin:     proto.NewWindow(proto.OutputWindow),
+		outQ:       proto.NewOutQueue(),
+		firstColl:  make(chan struct{}),
+		rec: agentRecovery{changed: make(chan struct{}, 1),
+			acked: map[int]bool{}, stopped: map[int]bool{}, held: map[int]bool{}},
+		ranks:   map[int]*rankProc{},
+		seq:     map[int]uint64{},
+		colls:   map[uint64]*localColl{},
+		puts:    map[string][]byte{},
+		kv:      map[string][]byte{},
+		gone:    map[int]bool{},
+		pmiPuts: map[string][]byte{},
+		pmiKV:   map[string][]byte{},
+		exited:  make(chan struct{}),
+	}
+	return a.run(ctx)
+}
+
+// Main is the body of the internal `ftlaunch agent` command. Its
+// parent link is inherited as file descriptor 3 (an agent on the
+// front-end's machine), or with connect set a TCP connection with mutual
+// TLS to the front-end, from credentials read on stdin (an agent started
+// over SSH). It returns the process's exit code. resume builds a successor
+// root when this agent, a replica of the root group, wins its election
+// after the front-end's loss (the root package's, injected by launch).
+func Main(ctx context.Context, connect bool, stderr io.Writer, resume Resume) int {
+	began := time.Now()
+	trace := newPhaseLog(stderr)
+	trace.At(began, "agent process running (its main began)")
+	if err := cleanSignalState(); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One thread runs the agent's goroutines, as Hydra's proxy is one
+		// thread. Its work is small and I/O-bound, but it shares the node
+		// with ranks that keep every core busy (MPI ranks busy-poll): with
+		// several Ps, a PMI round trip hands goroutines between threads,
+		// and each hand-off waits for the kernel to schedule a thread
+		// behind the ranks. 16 MPICH ranks on one 2-core machine beside
+		// CPU hogs: 0.97-1.03x mpiexec's time with one P, 0.99-1.02x with
+		// two, and once 2.9x (docs/benchmarks.md).
+		runtime.GOMAXPROCS(1)
+	}
+	var conn io.ReadWriteCloser
+	var tree *treeState
+	if connect {
+		b, err := proto.ReadBootstrap(os.Stdin)
+		if err == nil {
+			// In a group start, Slurm names the node the task runs on.
+			node := os.Getenv("SLURMD_NODENAME")
+			if node == "" {
+				node, _ = os.Hostname()
+			}
+			err = b.Pick(node)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		creds, err := secure.UnmarshalCredentials(b.Creds)
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		// The listener for this agent's children and standby links.
+		ln, err := secure.Listen(ctx, "tcp", ":0", creds)
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		tree = newTreeState(b.Idx, creds, ln)
+		tree.inc = b.Inc
+		c, err := connectBack(ctx, b, creds, proto.Hello{Idx: b.Idx, Port: tree.port, Init: time.Since(began), Inc: b.Inc})
+		if err != nil {
+			ln.Close()
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		conn = c
+		// The SSH session that started the agent stays open for the job's
+		// life; its end (the front-end closed it, or sshd dropped it) is the
+		// end of the agent too.
+		// (An agent of a replicated job outlives it: see run.)
+		tree.stdinGone = watchStdin()
+	} else {
+		f := os.NewFile(3, "parent-link")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
+			return 2
+		}
+		conn = c
+	}
+	if err := runAgentWith(ctx, conn, tree, stderr, trace, nil, resume); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 1
+	}
+	trace.Logf("agent exits")
+	return 0
+}
+
+// cleanSignalState makes the agent's ranks start with every signal's
+// default disposition and an empty signal mask, whatever the agent
+// inherited (nohup ignores SIGHUP, a background job of a script SIGINT, a
+// scheduler may block signals).
+//
+// An ignored signal stays ignored across exec, a caught one is reset to
+// the default: the agent catches SIGINT and SIGHUP (which reach it from
+// srun or a terminal it shares, and must not end it) and SIGPIPE (a write
+// to its closed stdout or stderr is then an error, not its death) and
+// drops them. Go catches the other signals itself. A signal mask survives
+// exec too, and every thread of a Go program carries the one the process
+// started with: an agent that started with signals blocked starts itself
+// again, once, with none.
+func cleanSignalState() error {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	unignoreSignals()
+	// The mask of the thread that runs this goroutine, locked to it: a
+	// thread running Go code has the process's initial mask (bar what the
+	// runtime unblocked for itself); another thread may be in the middle
+	// of a clone or fork, with every signal blocked for a moment.
+	runtime.LockOSThread()
+	var mask, none unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, nil, &mask); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("signal mask: %w", err)
+	}
+	if mask == none {
+		runtime.UnlockOSThread()
+		return nil
+	}
+	// Still locked: the mask set below is this thread's, which exec keeps.
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
+		return fmt.Errorf("unblock signals: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("unblock signals: %w", err)
+	}
+	return fmt.Errorf("unblock signals: start again: %w", syscall.Exec(self, os.Args, os.Environ()))
+}
+
+// unignoreSignals sets every signal the agent inherited as ignored and
+// that the Go runtime leaves alone back to its default: an ignored signal
+// stays ignored across exec, into the ranks. The runtime installs its own
+// handlers for the signals it manages (a caught signal is reset by exec);
+// a program built with cgo (the race detector) leaves signals 32 and 33 to
+// the C library, and keeps them as they came.
+func unignoreSignals() {
+	const sigIgn, sigDfl = 1, 0
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(syscall.SIGKILL) || sig == int(syscall.SIGSTOP) {
+			continue
+		}
+		var old launcher.KernelSigaction
+		if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 || old.Handler != sigIgn {
+			continue
+		}
+		dfl := launcher.KernelSigaction{Handler: sigDfl}
+		_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	}
+}

@@ -1,0 +1,51 @@
+package agent
+
+// The replica role of an agent: the root replica it hosts for a job with
+// --replicas 3 or 5 (root_successor.go takes the root over from it).
+
+import (
+	"context"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+// agentReplica is a replica hosted by an agent.
+type agentReplica struct {
+	r     *raftstore.Replica
+	tr    *raft.NetworkTransport
+	layer *journal.RaftStream
+}
+
+// startReplica opens the agent's replica: it waits to be added by the
+// leader. ip is the address the agent is reached at.
+func (a *Agent) startReplica(ctx context.Context, ip string) (*agentReplica, error) {
+	rs := a.spec.Replica
+	layer, err := journal.NewRaftStream(ctx, a.tree.creds, ip)
+	if err != nil {
+		return nil, err
+	}
+	tr := raftstore.NewTCPTransport(layer)
+	r, err := raftstore.Open(raftstore.Config{
+		StateDir: rs.JobDir, Name: a.spec.Node, Transport: tr,
+		Timing: raftstore.DefaultTiming(rs.Replicas),
+	})
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	a.send(proto.MReplicaUp, proto.ReplicaUp{Name: a.spec.Node, Addr: layer.Addr().String()}.Encode())
+	ar := &agentReplica{r: r, tr: tr, layer: layer}
+	if a.spec.RootChild {
+		a.goFunc(func() { a.watchLeadership(ctx, ar) })
+	}
+	return ar, nil
+}
+
+func (ar *agentReplica) close() {
+	_ = ar.r.Shutdown()
+	_ = ar.tr.Close()
+}

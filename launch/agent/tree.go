@@ -1,0 +1,337 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
+	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+)
+
+// childWait bounds how long an agent told to shut down waits for its
+// children to finish theirs before it reports done itself.
+const childWait = 10 * time.Second
+
+// treeState is an agent's part of the launch tree: its listener, its
+// children's links and the routes to the agents below them.
+type treeState struct {
+	idx   int
+	inc   uint64 // the agent's incarnation on its node (bootstrap.Inc)
+	creds *secure.Credentials
+	ln    net.Listener
+	port  int
+
+	mu       sync.Mutex
+	children map[int]*proto.Link   // connected children, by agent index
+	ups      map[int]proto.ChildUp // their starts, as reported up
+	route    map[int]int           // agent below us -> the child it is reached through
+	standby  map[*proto.Link]bool
+	closing  bool          // shutting down: no new children
+	changed  chan struct{} // signalled when a child's link ends
+	cancel   context.CancelFunc
+
+	stdinGone <-chan struct{} // closed when the agent's session ended
+}
+
+func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
+	return &treeState{
+		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
+		children: map[int]*proto.Link{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[*proto.Link]bool{},
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// startTree starts the agent's children and serves its listener. It runs
+// once the job spec arrived, before the node's ranks start.
+func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
+	t := a.tree
+	for _, c := range a.spec.Children {
+		t.route[c.Idx] = c.Idx
+		for _, s := range c.Sub {
+			t.route[s] = c.Idx
+		}
+	}
+	var l *launcher.Launcher
+	if len(a.spec.Children) > 0 {
+		sp, closeSp, err := a.spawner()
+		if err != nil {
+			for _, c := range a.spec.Children {
+				a.send(proto.MChildFailed, proto.ChildFailed{Idx: c.Idx, Msg: fmt.Sprintf("start the agent on %s: node %s cannot launch: %v", c.Name, a.spec.Node, err)}.Encode())
+			}
+		} else {
+			l = a.childLauncher(sp, t.port, a.spec.Launch.Batch, a.spec.Children)
+			l.Logf = func(format string, args ...any) { fmt.Fprintf(a.log, format+"\n", args...) }
+			lctx, cancel := context.WithCancel(ctx)
+			t.mu.Lock()
+			t.cancel = cancel
+			t.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer closeSp()
+				l.Run(lctx, func(res launcher.LaunchResult) { a.childStarted(ctx, wg, res) })
+				<-ctx.Done() // the spawner's sessions live as long as the agent
+			}()
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		launcher.AcceptLoop(t.ln, l, func(conn net.Conn, h proto.Hello) { a.adoptStandby(ctx, wg, conn) }, a.adoptRequest)
+	}()
+}
+
+// childLauncher starts children of this agent with sp: they run the agent
+// binary and connect back to port on this host (loopback for test nodes).
+func (a *Agent) childLauncher(sp spawn.Spawner, port, batch int, cs []proto.ChildSpec) *launcher.Launcher {
+	hosts := []string{"127.0.0.1"}
+	if a.spec.Launch.Mode != "local" {
+		hosts = proto.OwnAddrs()
+	}
+	l := launcher.NewLauncher(sp, []string{a.spec.Launch.AgentPath, "agent", "--connect"}, port, hosts, batch, cs)
+	l.Parent = a.spec.Node
+	return l
+}
+
+// spawner makes what starts this agent's children.
+func (a *Agent) spawner() (spawn.Spawner, func(), error) {
+	ls := a.spec.Launch
+	switch ls.Mode {
+	case "local":
+		sp, err := launcher.NewLocalSpawner()
+		return sp, func() {}, err
+	case "ssh":
+		policy := sshspawn.HostKeyFromConfig
+		if ls.AcceptNew {
+			policy = sshspawn.HostKeyAcceptNew
+		}
+		sp, err := sshspawn.New(sshspawn.Options{
+			ConfigFile: ls.SSHConfig, HostKeyPolicy: policy, ForwardAgent: ls.ForwardAgent,
+			Logf: a.logf,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("ssh: %w", err)
+		}
+		return launcher.SSHSpawner(sp), func() { sp.Close() }, nil
+	case "slurm":
+		// srun inside a job step: a new step of the same allocation.
+		sp, err := srunspawn.New(srunspawn.Options{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("slurm: %w", err)
+		}
+		return sp, func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown launch mode %q", ls.Mode)
+}
+
+// childStarted takes a child's start: a failure is reported up; a child
+// that connected back is linked, announced up, and relayed until its link
+// ends.
+func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launcher.LaunchResult) {
+	t := a.tree
+	t.mu.Lock()
+	closing := t.closing
+	if res.Err == nil && !closing {
+		t.children[res.Child.Idx] = res.Link
+		t.ups[res.Child.Idx] = res.Up
+	}
+	t.mu.Unlock()
+	if res.Err != nil {
+		if !closing {
+			a.send(proto.MChildFailed, proto.ChildFailed{Idx: res.Child.Idx, Msg: res.Err.Error()}.Encode())
+		}
+		return
+	}
+	if closing {
+		res.Link.Conn.Close()
+		_ = res.Sess.Close()
+		return
+	}
+	idx := res.Child.Idx
+	a.send(proto.MChildUp, res.Up.Encode())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		hb := a.spec.Heartbeat
+		done := false // the child said it is done: its link ends normally
+		err := res.Link.Run(ctx, hb, proto.LinkTimeout(hb), func(typ uint8, p []byte) error {
+			if typ == proto.MFrom {
+				return a.up.send(proto.MFrom, p, a.survives())
+			}
+			done = done || typ == proto.MDone
+			return a.up.send(proto.MFrom, proto.Wrap(idx, typ, p), a.survives())
+		})
+		t.mu.Lock()
+		delete(t.children, idx)
+		delete(t.ups, idx)
+		t.mu.Unlock()
+		msg := "link ended"
+		if err != nil {
+			msg = err.Error()
+		}
+		a.send(proto.MChildGone, proto.ChildFailed{Idx: idx, Msg: msg}.Encode())
+		if !done {
+			// Lost: end its session at once (srun's own cancellation of
+			// a step on a dead node waits for Slurm).
+			launcher.KillSession(res.Sess)
+			return
+		}
+		// A child that closed its link is exiting: let its session end
+		// by itself (closing an srun session cancels the step, noisily),
+		// and close it only if it does not.
+		ended := make(chan struct{})
+		go func() {
+			_ = res.Sess.Wait()
+			close(ended)
+		}()
+		select {
+		case <-ended:
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
+		_ = res.Sess.Close()
+		select {
+		case t.changed <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// adoptStandby holds a standby link from a node whose backup parent this
+// agent is: heartbeats only, until the recovery protocol uses it.
+func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.Conn) {
+	t := a.tree
+	l := proto.NewLink(conn)
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		conn.Close()
+		return
+	}
+	t.standby[l] = true
+	t.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		hb := a.spec.Heartbeat
+		_ = l.Run(ctx, hb, proto.LinkTimeout(hb), func(uint8, []byte) error { return nil })
+		t.mu.Lock()
+		delete(t.standby, l)
+		t.mu.Unlock()
+	}()
+}
+
+// connectBackup opens the standby link to this agent's backup parent and
+// tells the front-end.
+func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p proto.PeerAddr) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		dctx, cancel := context.WithTimeout(ctx, proto.ConnectTimeout)
+		conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				a.logf("no standby link to backup parent %s: %v", p.Name, err)
+			}
+			return
+		}
+		l := proto.NewLink(conn)
+		if err := l.Send(proto.MHello, proto.Hello{Idx: a.tree.idx, Backup: true, Inc: a.tree.inc}.Encode()); err != nil {
+			conn.Close()
+			return
+		}
+		a.send(proto.MBackupUp, proto.EncodeInt(int64(p.Idx)))
+		hb := a.spec.Heartbeat
+		_ = l.Run(ctx, hb, proto.LinkTimeout(hb), func(uint8, []byte) error { return nil })
+	}()
+}
+
+// relayDown passes a routed message towards its destination.
+func (a *Agent) relayDown(p []byte) error {
+	dst, typ, inner, err := proto.Unwrap(p, true)
+	if err != nil {
+		return fmt.Errorf("routed message: %w", err)
+	}
+	if a.tree == nil {
+		return fmt.Errorf("routed message for agent %d, but this agent has no children", dst)
+	}
+	t := a.tree
+	t.mu.Lock()
+	c, ok := t.route[dst]
+	l := t.children[c]
+	t.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("routed message for agent %d, which is not below this one", dst)
+	}
+	if l == nil {
+		return nil // the child is gone; its parent (us) reported it
+	}
+	if c == dst {
+		if typ == proto.MSpec && a.stage.Done {
+			// The child's copy of the program goes before its job.
+			if err := a.stage.Forward(l); err != nil {
+				return err
+			}
+		}
+		_ = l.Send(typ, inner)
+	} else {
+		_ = l.Send(proto.MRoute, p)
+	}
+	return nil
+}
+
+// bcastDown passes a broadcast to every child.
+func (a *Agent) bcastDown(p []byte) {
+	if a.tree == nil {
+		return
+	}
+	t := a.tree
+	t.mu.Lock()
+	ls := make([]*proto.Link, 0, len(t.children))
+	for _, l := range t.children {
+		ls = append(ls, l)
+	}
+	t.mu.Unlock()
+	proto.SendEach(ls, proto.MBcast, p)
+}
+
+// stopLaunching ends the starts still in progress; with closing set no
+// child is accepted any more. It reports whether children are linked.
+func (t *treeState) stopLaunching(closing bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cancel != nil {
+		t.cancel()
+	}
+	if closing {
+		t.closing = true
+	}
+	return len(t.children) > 0
+}
+
+// waitChildren waits until every child's link ended, or d.
+func (t *treeState) waitChildren(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		n := len(t.children)
+		t.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-t.changed:
+		case <-timer.C:
+			return
+		}
+	}
+}

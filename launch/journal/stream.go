@@ -1,0 +1,68 @@
+package journal
+
+// Raft's stream layer over the job's mutual TLS, for the front-end's and
+// the replica agents' replicas alike.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+)
+
+// The root replica group (--replicas R > 1). Replica 0 is the front-end's
+// journal; replicas 1..R-1 are agents the plan names (the root's first
+// children, on distinct nodes). The front-end's replica starts alone and
+// adds each replica agent as a voter once it reports its raft address, so
+// the job's state log is kept on R nodes. Raft's RPCs travel over TCP with
+// the job's mutual TLS. With R > 1 the front-end's replica starts 100 ms
+// into a launch that lasts, so that a launch, too, can survive the
+// front-end (failover.go, successor.go).
+
+// raftStream is raft's stream layer over the job's mutual TLS.
+type RaftStream struct {
+	ln    net.Listener
+	creds *secure.Credentials
+	adv   net.Addr // the listener's address as others dial it
+}
+
+// newRaftStream listens on all interfaces and advertises host (an IP).
+func NewRaftStream(ctx context.Context, creds *secure.Credentials, host string) (*RaftStream, error) {
+	ln, err := secure.Listen(ctx, "tcp", ":0", creds)
+	if err != nil {
+		return nil, fmt.Errorf("raft listener: %w", err)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", advertise(ln.Addr(), host))
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("raft listener: %w", err)
+	}
+	return &RaftStream{ln: ln, creds: creds, adv: adv}, nil
+}
+
+func (s *RaftStream) Accept() (net.Conn, error) { return s.ln.Accept() }
+func (s *RaftStream) Close() error              { return s.ln.Close() }
+func (s *RaftStream) Addr() net.Addr            { return s.adv }
+
+func (s *RaftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return secure.Dial(ctx, string(address), s.creds)
+}
+
+// advertise turns a listener's address into one others can dial: the
+// unspecified IP is replaced with host.
+func advertise(addr net.Addr, host string) string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return addr.String()
+	}
+	if ta.IP == nil || ta.IP.IsUnspecified() {
+		return net.JoinHostPort(host, fmt.Sprint(ta.Port))
+	}
+	return ta.String()
+}

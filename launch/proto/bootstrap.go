@@ -1,0 +1,105 @@
+package proto
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// rootName is the name in the front-end's certificate.
+const RootName = "ftlaunch-root"
+
+// connectTimeout bounds an agent's connection back to the front-end.
+const ConnectTimeout = 15 * time.Second
+
+// bootstrap is what a remote agent reads from its SSH session's stdin: its
+// job credentials and where the front-end listens. It never travels in
+// argv or the environment.
+type Bootstrap struct {
+	Creds  []byte // secure.Credentials, marshalled
+	Port   int    // the parent's listening port
+	Hosts  []string
+	Idx    int    // the agent's index in the job
+	Parent string // the parent's certificate name ("": the front-end)
+	// Inc is the agent's incarnation on its node (0 or 1: the first; more:
+	// started again after the one before was lost). Its hello says it, and
+	// its parent takes no other incarnation's connection in its place.
+	Inc uint64
+	// Group, for one start of several agents with the same stdin (one srun
+	// step for many nodes): each agent's entry, found by its node name.
+	Group []GroupEntry
+}
+
+type GroupEntry struct {
+	Name  string
+	Idx   int
+	Creds []byte
+}
+
+func ReadBootstrap(r io.Reader) (*Bootstrap, error) {
+	f, err := wire.NewReader(r, secure.MaxCredentialsSize+4096).Next()
+	if err != nil {
+		return nil, fmt.Errorf("read bootstrap from stdin: %w", err)
+	}
+	d := wire.NewDecoder(f.Payload)
+	b := &Bootstrap{Creds: d.Bytes(), Port: int(d.Uint()), Hosts: d.Strings(), Idx: int(d.Uint()), Parent: d.String()}
+	n := d.Count(3)
+	for range n {
+		b.Group = append(b.Group, GroupEntry{Name: d.String(), Idx: int(d.Uint()), Creds: d.Bytes()})
+	}
+	b.Inc = d.Uint()
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	return b, nil
+}
+
+// frontendAddrs lists where an agent started over SSH may reach the
+// front-end: first the address the SSH connection came from (sshd puts it
+// in SSH_CONNECTION), then the addresses the front-end listed.
+func FrontendAddrs(b *Bootstrap, getenv func(string) string) []string {
+	var addrs []string
+	if f := strings.Fields(getenv("SSH_CONNECTION")); len(f) == 4 {
+		addrs = append(addrs, net.JoinHostPort(f[0], strconv.Itoa(b.Port)))
+	}
+	for _, h := range b.Hosts {
+		addrs = append(addrs, net.JoinHostPort(h, strconv.Itoa(b.Port)))
+	}
+	return addrs
+}
+
+// Root failover (--replicas 3 or 5), agents' side. An agent of a
+// replicated job survives its front-end: it ignores its session's end
+// (stdin EOF), and a child of the root that loses its parent keeps its
+// ranks and asks the replica agents, in turn, to adopt it; the one that
+// leads the raft group after the front-end's death runs a successor root
+// (successor.go) and adopts it. Meanwhile everything the agent sends up
+// (its own messages and those it relays) waits in a bounded buffer, and
+// once adopted it reports again what a new root needs: its ranks, their
+// exits, its unanswered collective contributions.
+
+// adoptWait bounds how long an orphaned child of the root looks for a new
+// root before it kills its ranks and exits.
+const AdoptWait = 30 * time.Second
+
+// ownAddrs lists this host's non-loopback addresses, for children whose
+// spawner does not tell them where their parent is.
+func OwnAddrs() []string {
+	var out []string
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, ad := range addrs {
+		if ipn, ok := ad.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			out = append(out, ipn.IP.String())
+		}
+	}
+	return out
+}

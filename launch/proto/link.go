@@ -1,0 +1,187 @@
+package proto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// linkMaxFrame bounds frames on agent links. A node table or a fence of a
+// large job travels in one frame.
+const linkMaxFrame = 64 << 20
+
+// sendEach writes one frame on each link: a broadcast's hop to the links
+// below (an error shows up in the link's reader).
+func SendEach(ls []*Link, typ uint8, p []byte) {
+	for _, l := range ls {
+		_ = l.Send(typ, p)
+	}
+}
+
+// linkTimeout is how long a link's peer may stay silent before the link is
+// declared dead: four heartbeat intervals and a second of slack for a
+// loaded machine.
+func LinkTimeout(hb time.Duration) time.Duration { return 4*hb + time.Second }
+
+// errHeartbeat is returned when a link's peer fell silent.
+var ErrHeartbeat = errors.New("heartbeat timeout: peer silent")
+
+// link is one end of a framed, heartbeated connection between an agent and
+// its parent: a socketpair on one machine, an SSH session's stdin and
+// stdout across machines. Send may be called from any goroutine; run owns
+// reading.
+type Link struct {
+	Conn io.ReadWriteCloser
+	R    *wire.Reader
+
+	mu  sync.Mutex // serializes writes
+	buf []byte
+
+	heard atomic.Int64 // linkClock when the peer was last heard from
+	sent  atomic.Int64 // linkClock when a frame was last written
+	busy  atomic.Bool  // the handler is running: we are not reading, so silence is ours
+}
+
+// linkEpoch and linkClock give links a cheap monotonic clock: heard and
+// sent are stamped on every frame without waking anyone.
+var linkEpoch = time.Now()
+
+func linkClock() int64 { return int64(time.Since(linkEpoch)) }
+
+func NewLink(conn io.ReadWriteCloser) *Link {
+	l := &Link{Conn: conn, R: wire.NewReader(conn, linkMaxFrame)}
+	l.heard.Store(linkClock())
+	return l
+}
+
+// send writes one frame. Frames of concurrent senders never interleave.
+func (l *Link) Send(typ uint8, payload []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = wire.AppendFrame(l.buf[:0], typ, payload)
+	_, err := l.Conn.Write(l.buf)
+	if err == nil {
+		l.sent.Store(linkClock())
+	}
+	if cap(l.buf) > 1<<20 {
+		l.buf = nil
+	}
+	if err != nil {
+		return fmt.Errorf("link send: %w", err)
+	}
+	return nil
+}
+
+// run reads frames and passes each to handle until the connection fails,
+// handle returns an error, the peer stays silent for longer than timeout,
+// or ctx ends. Any frame counts as the peer's sign of life. Each end sends
+// a ping every interval in which it sent nothing else, so a live peer is
+// heard at least every interval without answers; only an end that does not
+// ping (interval <= 0) answers pings, with a pong from this loop. It
+// closes the connection before it returns.
+func (l *Link) Run(ctx context.Context, interval, timeout time.Duration, handle func(typ uint8, p []byte) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- l.heartbeat(ctx, interval, timeout)
+	}()
+	go func() {
+		<-ctx.Done()
+		l.Conn.Close()
+	}()
+	var err error
+	for {
+		var f wire.Frame
+		f, err = l.R.Next()
+		if err != nil {
+			break
+		}
+		l.heard.Store(linkClock())
+		switch f.Type {
+		case MPing:
+			if interval <= 0 { // we send no pings of our own: answer
+				err = l.Send(MPong, nil)
+			}
+		case MPong:
+		default:
+			l.busy.Store(true)
+			err = handle(f.Type, f.Payload)
+			l.busy.Store(false)
+			l.heard.Store(linkClock()) // the wait was ours: count the peer as heard now
+		}
+		if err != nil {
+			break
+		}
+	}
+	cancel()
+	if herr := <-errc; herr != nil {
+		err = herr
+	}
+	return err
+}
+
+// heartbeat pings the peer when this end was quiet for an interval, and
+// ends the link when the peer was silent for longer than timeout. It wakes
+// only for its own deadlines, never per received frame: the reader stamps
+// heard, and the silence timer, when it fires early, is re-armed for what
+// is left. Pings fall on multiples of interval of the wall clock, so the
+// links of one process (and of processes whose clocks agree) ping at the
+// same moments: one wake-up for all of them instead of one each.
+func (l *Link) heartbeat(ctx context.Context, interval, timeout time.Duration) error {
+	if interval <= 0 {
+		<-ctx.Done()
+		return nil
+	}
+	tick := time.NewTimer(untilNextMultiple(time.Now(), interval))
+	defer tick.Stop()
+	silent := time.NewTimer(timeout)
+	defer silent.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-tick.C:
+			// A handler that does not return (a wedged end) stops the
+			// pings, so that its peer finds it silent, as it would a dead
+			// one.
+			if time.Duration(linkClock()-l.sent.Load()) >= interval/2 && !l.busy.Load() {
+				if err := l.Send(MPing, nil); err != nil {
+					return nil // the reader sees the failure
+				}
+			}
+			tick.Reset(untilNextMultiple(now, interval))
+		case <-silent.C:
+			if quiet := time.Duration(linkClock() - l.heard.Load()); quiet < timeout {
+				silent.Reset(timeout - quiet)
+				continue
+			}
+			if l.busy.Load() {
+				// Our handler holds the reader (back-pressure from the
+				// consumer of this link's messages): the peer's frames
+				// wait unread in the socket, which is not its silence.
+				silent.Reset(timeout)
+				continue
+			}
+			l.Conn.Close()
+			return ErrHeartbeat
+		}
+	}
+}
+
+// untilNextMultiple returns the time from now to the next multiple of d
+// since the zero time (at least d/2 away, so that a late wake-up does not
+// ping twice in a row).
+func untilNextMultiple(now time.Time, d time.Duration) time.Duration {
+	wait := now.Truncate(d).Add(d).Sub(now)
+	if wait < d/2 {
+		wait += d
+	}
+	return wait
+}

@@ -1,0 +1,32 @@
+package proto
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// A relaunched agent's spec carries where its ranks and the recovery
+// stand; one that does not match the node's ranks is refused.
+func TestRelaunchSpec(t *testing.T) {
+	rl := &RelaunchSpec{Incarnation: 2, Incs: []uint64{1, 3}, Epoch: 4, CollEpoch: 3, Suspended: true, Version: 2,
+		Table: [][]byte{[]byte("a0"), []byte("a1"), []byte("a2"), []byte("a3")}}
+	s := &NodeSpec{JobID: "j", Argv: []string{"p"}, Size: 4, Ranks: []int{1, 3}, Relaunch: rl}
+	got, err := DecodeNodeSpec(s.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Relaunch, rl) {
+		t.Fatalf("decoded %+v, want %+v", got.Relaunch, rl)
+	}
+	first := *s
+	first.Relaunch = nil
+	if got, err := DecodeNodeSpec(first.Encode()); err != nil || got.Relaunch != nil {
+		t.Fatalf("a first agent's spec: %+v, %v", got, err)
+	}
+	bad := *s
+	bad.Relaunch = &RelaunchSpec{Incarnation: 2, Incs: []uint64{1}}
+	if _, err := DecodeNodeSpec(bad.Encode()); err == nil || !strings.Contains(err.Error(), "a relaunch with 1 incarnations for 2 ranks") {
+		t.Fatalf("a relaunch that does not match the ranks: %v", err)
+	}
+}

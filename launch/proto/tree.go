@@ -1,0 +1,247 @@
+package proto
+
+// The agent link's messages about the tree and the root group: a new
+// connection's hello, relayed and routed envelopes, children's specs and
+// reports, peers' addresses, the replica spec. Both roles use them.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+func EncodePeers(ps []PeerAddr) []byte {
+	var e wire.Encoder
+	e.Uint(uint64(len(ps)))
+	for _, p := range ps {
+		e.Uint(uint64(p.Idx)).String(p.Name).String(p.Addr)
+	}
+	return e.Data()
+}
+
+func DecodePeers(p []byte) ([]PeerAddr, error) {
+	d := wire.NewDecoder(p)
+	n := d.Count(3)
+	ps := make([]PeerAddr, 0, n)
+	for range n {
+		ps = append(ps, PeerAddr{Idx: int(d.Uint()), Name: d.String(), Addr: d.String()})
+	}
+	return ps, d.Err()
+}
+
+// hello is the first frame on a connection to a parent or backup parent.
+type Hello struct {
+	Idx    int
+	Backup bool          // a standby link to a backup parent
+	Adopt  bool          // a child of the lost root asks for adoption
+	Port   int           // where the caller listens for its own children
+	Init   time.Duration // from the caller's process start to this hello
+	Inc    uint64        // the caller's incarnation on its node (bootstrap.Inc)
+}
+
+func (h Hello) Encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(h.Idx)).Bool(h.Backup).Uint(uint64(h.Port)).Int(int64(h.Init)).Bool(h.Adopt).Uint(h.Inc)
+	return e.Data()
+}
+
+func DecodeHello(p []byte) (Hello, error) {
+	d := wire.NewDecoder(p)
+	h := Hello{Idx: int(d.Uint()), Backup: d.Bool(), Port: int(d.Uint()), Init: time.Duration(d.Int()), Adopt: d.Bool(), Inc: d.Uint()}
+	if err := d.Err(); err != nil {
+		return h, fmt.Errorf("hello: %w", err)
+	}
+	return h, nil
+}
+
+// envelope is a relayed or routed frame: mFrom and mRoute carry a node
+// index, mBcast none.
+func Wrap(node int, typ uint8, p []byte) []byte {
+	var e wire.Encoder
+	if node >= 0 {
+		e.Uint(uint64(node))
+	}
+	b := append(e.Data(), typ)
+	return append(b, p...)
+}
+
+func Unwrap(p []byte, hasNode bool) (node int, typ uint8, inner []byte, err error) {
+	d := wire.NewDecoder(p)
+	node = -1
+	if hasNode {
+		node = int(d.Uint())
+	}
+	rest := d.Rest()
+	if d.Err() != nil || len(rest) == 0 {
+		return 0, 0, nil, errors.New("truncated envelope")
+	}
+	return node, rest[0], rest[1:], nil
+}
+
+// childSpec is a child an agent launches: its index, host name (also the
+// name in its certificate), credentials, and the agents below it (for
+// routing).
+type ChildSpec struct {
+	Idx   int
+	Name  string
+	Creds []byte
+	Sub   []int
+	Inc   uint64 // its incarnation (bootstrap.Inc); not sent in a parent's spec
+}
+
+// launchSpec tells an agent how to start its children.
+type LaunchSpec struct {
+	Mode         string // "ssh" or "local"
+	AgentPath    string
+	SSHConfig    string
+	AcceptNew    bool
+	ForwardAgent bool
+	Batch        int // start leaf children in batches of this size (0: all at once)
+}
+
+func encodeTree(e *wire.Encoder, l LaunchSpec, cs []ChildSpec) {
+	e.String(l.Mode).String(l.AgentPath).String(l.SSHConfig).Bool(l.AcceptNew).Bool(l.ForwardAgent).Uint(uint64(l.Batch))
+	e.Uint(uint64(len(cs)))
+	for _, c := range cs {
+		e.Uint(uint64(c.Idx)).String(c.Name).Bytes(c.Creds).Uint(uint64(len(c.Sub)))
+		for _, s := range c.Sub {
+			e.Uint(uint64(s))
+		}
+	}
+}
+
+func decodeTree(d *wire.Decoder) (LaunchSpec, []ChildSpec) {
+	l := LaunchSpec{Mode: d.String(), AgentPath: d.String(), SSHConfig: d.String(), AcceptNew: d.Bool(), ForwardAgent: d.Bool(), Batch: int(d.Uint())}
+	n := d.Count(4)
+	var cs []ChildSpec
+	for range n {
+		c := ChildSpec{Idx: int(d.Uint()), Name: d.String(), Creds: d.Bytes()}
+		m := d.Count(1)
+		for range m {
+			c.Sub = append(c.Sub, int(d.Uint()))
+		}
+		cs = append(cs, c)
+	}
+	return l, cs
+}
+
+// childUp reports a child that connected back: where it listens and how
+// its start went, measured by its parent.
+type ChildUp struct {
+	Idx      int
+	Addr     string        // host:port of the child's listener
+	SSH      time.Duration // the spawner's start (SSH session up)
+	Queued   time.Duration // of SSH, waiting for a slot
+	Attempts int
+	Up       time.Duration // connected, since the parent began launching
+	Init     time.Duration // the child's own start-up until its hello
+}
+
+func (c ChildUp) Encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(c.Idx)).String(c.Addr).Int(int64(c.SSH)).Int(int64(c.Queued)).Uint(uint64(c.Attempts))
+	e.Int(int64(c.Up)).Int(int64(c.Init))
+	return e.Data()
+}
+
+func DecodeChildUp(p []byte) (ChildUp, error) {
+	d := wire.NewDecoder(p)
+	c := ChildUp{Idx: int(d.Uint()), Addr: d.String(), SSH: time.Duration(d.Int()), Queued: time.Duration(d.Int()), Attempts: int(d.Uint())}
+	c.Up, c.Init = time.Duration(d.Int()), time.Duration(d.Int())
+	if err := d.Err(); err != nil {
+		return c, fmt.Errorf("child up: %w", err)
+	}
+	return c, nil
+}
+
+// childFailed reports a child that could not be started, or whose link
+// ended.
+type ChildFailed struct {
+	Idx int
+	Msg string
+}
+
+func (c ChildFailed) Encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(c.Idx)).String(c.Msg)
+	return e.Data()
+}
+
+func DecodeChildFailed(p []byte) (ChildFailed, error) {
+	d := wire.NewDecoder(p)
+	c := ChildFailed{Idx: int(d.Uint()), Msg: d.String()}
+	return c, d.Err()
+}
+
+// peerAddr names an agent and where it listens.
+type PeerAddr struct {
+	Idx  int
+	Name string
+	Addr string
+}
+
+func (a PeerAddr) Encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(a.Idx)).String(a.Name).String(a.Addr)
+	return e.Data()
+}
+
+func DecodePeerAddr(p []byte) (PeerAddr, error) {
+	d := wire.NewDecoder(p)
+	a := PeerAddr{Idx: int(d.Uint()), Name: d.String(), Addr: d.String()}
+	return a, d.Err()
+}
+
+// replicaSpec tells an agent to host a root replica, and gives it what a
+// successor root needs beyond the replicated state to finish a launch the
+// front-end did not: the job's CA (to issue the credentials of the agents
+// it starts) and every agent's ranks. It travels only on the job's mutual
+// TLS and stays in the agent's memory.
+type ReplicaSpec struct {
+	JobDir    string // the job's state directory (shared by the nodes)
+	Replicas  int
+	CA        []byte  // secure.CA, marshalled
+	Placement [][]int // ranks of each agent, by agent index
+}
+
+func encodeReplica(e *wire.Encoder, r ReplicaSpec) {
+	e.String(r.JobDir).Uint(uint64(r.Replicas)).Bytes(r.CA).Uint(uint64(len(r.Placement)))
+	for _, ranks := range r.Placement {
+		e.Uint(uint64(len(ranks)))
+		for _, x := range ranks {
+			e.Uint(uint64(x))
+		}
+	}
+}
+
+func decodeReplica(d *wire.Decoder) ReplicaSpec {
+	r := ReplicaSpec{JobDir: d.String(), Replicas: int(d.Uint()), CA: d.Bytes()}
+	n := d.Count(1)
+	for range n {
+		k := d.Count(1)
+		ranks := make([]int, 0, k)
+		for range k {
+			ranks = append(ranks, int(d.Uint()))
+		}
+		r.Placement = append(r.Placement, ranks)
+	}
+	return r
+}
+
+type ReplicaUp struct {
+	Name, Addr string
+}
+
+func (r ReplicaUp) Encode() []byte {
+	var e wire.Encoder
+	e.String(r.Name).String(r.Addr)
+	return e.Data()
+}
+
+func DecodeReplicaUp(p []byte) (ReplicaUp, error) {
+	d := wire.NewDecoder(p)
+	r := ReplicaUp{Name: d.String(), Addr: d.String()}
+	return r, d.Err()
+}

@@ -1,0 +1,165 @@
+package root
+
+// Failures: the root feeds the recovery planner what it learns and carries
+// out the planner's decisions; the user's signals.
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// rankEnded records a rank's end; the planner decides what a failure
+// does to the job.
+func (fe *frontend) rankEnded(st proto.RankStatus) {
+	rs := &fe.ranks[st.Rank]
+	rs.ended, rs.status = true, st
+	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
+	// A rank killed by the termination ftlaunch started is not a failure
+	// of its own; one that exits with an error code meanwhile is.
+	rs.byFrontend = fe.rec.Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
+		fe.endSignal != 0 && st.Signal == int(fe.endSignal)) || st.Skipped
+	fe.ended++
+	if rs.node >= 0 {
+		fe.agents[rs.node].ended++
+	}
+	ev := exitEvent(st, fe.nodeOf(st.Rank))
+	if !ev.Clean() && fe.rec.Phase() == recovery.Running {
+		fe.failedAt = time.Now()
+		if fe.opts.Restart == recovery.Job {
+			// Named as recovered by the restart the planner commits.
+			fe.recovered[st.Rank] = max(rs.inc, 1) + 1
+		}
+	}
+	fe.step(ev)
+	fe.revertEnds(st.Rank)
+	if ev.Clean() {
+		fe.checkStranded()
+	}
+}
+
+// exitEvent is a rank's end as the planner takes it.
+func exitEvent(st proto.RankStatus, node string) recovery.RankExited {
+	return recovery.RankExited{Rank: st.Rank, Incarnation: st.Incarnation, Node: node, Code: st.Code, Signal: st.Signal, Reason: st.Reason}
+}
+
+func describe(st proto.RankStatus) string { return exitEvent(st, "").Describe() }
+
+// checkStranded fails the job when a node whose ranks have all ended never
+// gave its part to a collective the other nodes are waiting in: the wait
+// would last forever. (A node with ranks left reports its own stranded
+// collectives: see Agent.contribute.)
+func (fe *frontend) checkStranded() {
+	if fe.rec.Ending() || len(fe.colls) == 0 {
+		return
+	}
+	for seq, rc := range fe.colls {
+		for _, b := range fe.agents {
+			if len(b.ranks) > 0 && b.ended == len(b.ranks) && !rc.from[b.idx] {
+				fe.step(recovery.Stranded{Seq: seq, Node: b.name, Op: rc.op.String()})
+				return
+			}
+		}
+	}
+}
+
+// step gives the failure planner an event and carries out what it
+// decides, in order.
+func (fe *frontend) step(ev recovery.Event) {
+	acts := fe.rec.Step(ev)
+	for _, act := range acts {
+		switch act := act.(type) {
+		case recovery.Record:
+			fe.releaseJournal()
+			rank := act.Rank
+			if rank == recovery.NoRank {
+				rank = raftstore.NoRank
+			}
+			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: act.Msg})
+		case recovery.Report:
+			fe.showProgress() // clears the launch line
+			fe.warnf("%s", act.Msg)
+		case recovery.Terminate:
+			fe.terminate()
+		default:
+			if !fe.recoveryAction(act) {
+				panic(fmt.Sprintf("launch: recovery action %T not carried out", act))
+			}
+		}
+	}
+	if len(acts) > 0 {
+		fe.writeLive()
+	}
+}
+
+func (fe *frontend) terminate() {
+	if fe.terminating {
+		return
+	}
+	fe.terminating = true
+	fe.unrevive()
+	fe.verbosef("terminating the job: SIGTERM to every rank, SIGKILL after %v", fe.opts.KillAfter)
+	if fe.cancelLaunch != nil {
+		fe.cancelLaunch()
+	}
+	fe.bcast(proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter)))
+}
+
+// onSignal forwards a signal to every rank. SIGINT, SIGTERM and SIGHUP end
+// the job, as mpiexec's do: the signal goes to every rank, then SIGTERM,
+// then SIGKILL after --kill-after, and the job's exit status is 128 plus
+// the signal's number; the same signal again, or another of the three,
+// kills every rank at once. Other signals (SIGUSR1, SIGUSR2, SIGCONT) are
+// only forwarded.
+func (fe *frontend) onSignal(sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return
+	}
+	ends := s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGHUP
+	switch {
+	case ends && !fe.shutdownAt.IsZero():
+		return // every rank ended already: the job's end stands
+	case s == syscall.SIGHUP && fe.opts.Replicas > 1 && fe.opts.Detach != nil && !fe.terminating:
+		if fe.groupReady() {
+			fe.opts.Detach(fe.jobID) // does not return
+			return
+		}
+		fe.warnf("SIGHUP before the root replicas are up: the job cannot go on without the front-end")
+	case ends && fe.terminating:
+		fe.warnf("%s again: killing every rank", unix.SignalName(s))
+		fe.bcast(proto.MKill, nil)
+		return
+	}
+	fe.verbosef("forwarding signal %d (%v) to every rank", int(s), s)
+	fe.bcast(proto.MSignal, proto.EncodeInt(int64(s)))
+	if ends {
+		fe.endSignal = s
+		fe.step(recovery.Signaled{Signal: int(s), Msg: fmt.Sprintf("%s: ending the job (%s to every rank, then SIGTERM, SIGKILL after %v; %s again kills at once)",
+			unix.SignalName(s), unix.SignalName(s), fe.opts.KillAfter, unix.SignalName(s))})
+	}
+}
+
+// groupReady reports whether a replicated root's group has every replica
+// and the root's children know where the replicas are: the job survives
+// the front-end.
+func (fe *frontend) groupReady() bool {
+	r := fe.journal.Replica()
+	if r == nil || fe.replicaPeers == nil {
+		return false
+	}
+	f := r.Raft().GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) >= fe.opts.Replicas
+}
+
+func (fe *frontend) protocolError(a *agentHandle, err error) {
+	fe.step(recovery.ProtocolError{Node: a.name, Err: err.Error()})
+}

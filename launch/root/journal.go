@@ -1,0 +1,223 @@
+package root
+
+// The root and the job's state log: the plan and the final status it
+// commits, its replica group (the front-end's raft voter and the replica
+// agents it adds).
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+// journalPlan records the launch tree (or the single local agent).
+func (fe *frontend) journalPlan() {
+	if fe.plan == nil {
+		names := make([]string, len(fe.agents))
+		for i, a := range fe.agents {
+			names[i] = a.name
+		}
+		fe.journal.Plan(journal.FlatPlan(names))
+		return
+	}
+	p := journal.Plan{Kind: fe.plan.Kind.String(), Root: journal.RootName}
+	for _, a := range fe.agents {
+		n := journal.PlanNode{Name: a.name, Primary: journal.RootName}
+		if p := fe.topo.Parent(a.idx); p >= 0 {
+			n.Primary = fe.agents[p].name
+		}
+		if b := fe.topo.Backup(a.idx); b >= 0 {
+			n.Backup = fe.agents[b].name
+		}
+		p.Nodes = append(p.Nodes, n)
+		if fe.replicaNodes[a.idx] {
+			p.Replicas = append(p.Replicas, a.name)
+		}
+	}
+	fe.journal.Plan(p)
+}
+
+// closeJournal commits the job's final status and says where the state
+// log is.
+func (fe *frontend) closeJournal() {
+	if fe.journalDone {
+		return
+	}
+	fe.journalDone = true
+	msg, code := "success", fe.exitCode
+	if f := fe.rec.Failure(); f != nil {
+		msg, code = f.Msg, f.Code
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := fe.journal.Close(ctx, code, msg); err != nil {
+		fe.warnf("job state log: %v", err)
+	}
+	if fe.opts.Verbose {
+		st := fe.journal.Stats()
+		fe.verbosef("state log closed in %.1f ms: its replica had its files open %.1f ms and led %.1f ms after the job began; %d entries in %d flushes",
+			ms(time.Since(began)), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
+	}
+	fe.removeLive()
+	if fe.raftTr != nil {
+		fe.raftTr.Close()
+	}
+	if (fe.opts.Verbose || fe.rec.Failure() != nil) && fe.journal.Dir() != "" {
+		fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+	}
+}
+
+// releaseJournal lets the journal's replica start.
+func (fe *frontend) releaseJournal() {
+	fe.holdOnce.Do(func() { close(fe.journalHold) })
+}
+
+// issueRoot makes the job's CA and the front-end's credentials (once).
+func (fe *frontend) issueRoot() error {
+	if fe.ca != nil {
+		return nil
+	}
+	ca, err := secure.NewJobCA(fe.jobID)
+	if err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	creds, err := ca.Issue(proto.RootName)
+	if err != nil {
+		return fmt.Errorf("job credentials: %w", err)
+	}
+	fe.ca, fe.rootCreds = ca, creds
+	return nil
+}
+
+// journalConfig configures the job's state log: a single voter in the
+// front-end, or with --replicas R the first of a group whose other
+// members are agents, reached over TCP with the job's mutual TLS.
+func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
+	host, _ := os.Hostname()
+	r := max(fe.opts.Replicas, 1)
+	cfg := journal.Config{
+		StateDir: fe.opts.StateDir, Node: cmp.Or(host, "localhost"),
+		Job: journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: r,
+			Restart: restartName(fe.opts.Restart), MaxRestarts: fe.opts.MaxRestarts},
+		// One replica, in the front-end, can keep the state in memory;
+		// replica agents need its files.
+		Fallback: r == 1,
+		// One replica needs no election: its log is written without a
+		// raft server (docs/state.md).
+		Solo: r == 1,
+	}
+	if r == 1 {
+		return cfg, nil
+	}
+	if r != 3 && r != 5 {
+		return cfg, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
+	}
+	nodes := len(fe.nodeNames())
+	if fe.opts.Placement != nil {
+		nodes = len(fe.opts.Placement.Nodes)
+	}
+	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 || nodes < r-1 {
+		return cfg, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, nodes)
+	}
+	if err := fe.issueRoot(); err != nil {
+		return cfg, err
+	}
+	ip := "127.0.0.1"
+	if fe.opts.SSH != nil {
+		if addrs := proto.OwnAddrs(); len(addrs) > 0 {
+			ip = addrs[0]
+		}
+	}
+	layer, err := journal.NewRaftStream(ctx, fe.rootCreds, ip)
+	if err != nil {
+		return cfg, err
+	}
+	fe.raftTr = raftstore.NewTCPTransport(layer)
+	names := fe.nodeNames()
+	if fe.opts.Placement != nil {
+		names = names[:0]
+		for _, n := range fe.opts.Placement.Nodes {
+			names = append(names, n.Name)
+		}
+	}
+	if slices.Contains(names, cfg.Node) { // replica ids must differ from the agents'
+		cfg.Node += "-root"
+	}
+	cfg.Transport, cfg.Timing = fe.raftTr, raftstore.DefaultTiming(r)
+	return cfg, nil
+}
+
+// addReplica adds a replica agent to the group, from a goroutine: it
+// waits for the front-end's replica to lead.
+func (fe *frontend) addReplica(ru proto.ReplicaUp) {
+	fe.goFunc(func() {
+		defer func() { // joined or not, the end need not wait for it
+			select {
+			case fe.events <- evReplicaDone{name: ru.Name}:
+			case <-fe.ctx.Done():
+			}
+		}()
+		ctx, cancel := context.WithTimeout(fe.ctx, 30*time.Second)
+		defer cancel()
+		if err := fe.journal.Ready(ctx); err != nil {
+			fe.warnf("root replica on %s not added: %v", ru.Name, err)
+			return
+		}
+		r := fe.journal.Replica()
+		if r == nil {
+			return
+		}
+		// One at a time: see joinGroup.
+		fe.joinMu.Lock()
+		defer fe.joinMu.Unlock()
+		// A leadership blip (a loaded machine) fails a change: try again
+		// while there is time.
+		for {
+			err := joinGroup(r.Raft(), raft.ServerID(ru.Name), raft.ServerAddress(ru.Addr), 10*time.Second)
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				fe.warnf("root replica on %s not added: %v", ru.Name, err)
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		fe.verbosef("root replica on %s joined the group (%s)", ru.Name, ru.Addr)
+	})
+}
+
+// joinGroup adds a replica to the raft group as a voter in two
+// configuration changes: as a nonvoter first, then promoted. Added as a
+// voter at once, it would be committed by a majority of the configuration
+// that has it, which need not include the voters already there (with three
+// replicas, the front-end and the new one suffice). Were the front-end to
+// die before the first replica agent got that entry, the two left could
+// never elect a leader: the first still sees a group of two voters, the
+// dead front-end and itself, and raft refuses votes to a candidate outside
+// its configuration, while the newer one's log is ahead of it. As a
+// nonvoter, the new replica is committed by a majority of the voters
+// already there (with three replicas: both), so that once it votes they
+// know it. Joins must not overlap: one replica promoted while another is a
+// nonvoter that has not heard of it would undo this.
+func joinGroup(r *raft.Raft, id raft.ServerID, addr raft.ServerAddress, timeout time.Duration) error {
+	if err := r.AddNonvoter(id, addr, 0, timeout).Error(); err != nil {
+		return fmt.Errorf("add %s to the group as a nonvoter: %w", id, err)
+	}
+	if err := r.AddVoter(id, addr, 0, timeout).Error(); err != nil {
+		return fmt.Errorf("make %s a voter: %w", id, err)
+	}
+	return nil
+}

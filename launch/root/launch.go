@@ -1,0 +1,490 @@
+package root
+
+// The root's side of the launch: placing agents in the tree, starting the
+// root's children, giving each agent that connects back its share of the job,
+// and counting what never started.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
+)
+
+// startAgents arranges the job's agents, one per node that runs ranks,
+// and starts them: one local agent on a socketpair for a job on this
+// machine; otherwise a launch tree (tree.go) over SSH, or over local
+// processes posing as nodes (--test-nodes). Launches report to the event
+// loop on events; startAgents does not wait for them.
+func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error {
+	n := fe.opts.N
+	pl := fe.opts.Placement
+	if pl == nil {
+		pl = blockPlacement(fe.nodeNames(), n)
+	}
+	fe.mapping = alloc.ProcessMapping(pl)
+	for i, node := range pl.Nodes {
+		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1, inc: 1}
+		for _, r := range a.ranks {
+			fe.ranks[r].node = i
+		}
+		if len(a.ranks) > 0 && a.ranks[0] == 0 {
+			fe.stdinAgent = a
+		}
+		fe.agents = append(fe.agents, a)
+	}
+	fe.liveN = len(fe.agents)
+	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 {
+		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
+		fe.rec = recovery.New(fe.plannerConfig())
+		a := fe.agents[0]
+		if err := fe.spawnAgent(a); err != nil {
+			return fmt.Errorf("start agent for node %s: %w", a.name, err)
+		}
+		fe.startReader(ctx, a, events)
+		fe.agentUp(a, proto.ChildUp{Idx: a.idx})
+		return nil
+	}
+	if err := fe.arrangeTree(); err != nil {
+		return err
+	}
+	fe.rec = recovery.New(fe.plannerConfig())
+	if err := fe.issueRoot(); err != nil {
+		return err
+	}
+	rootCreds := fe.rootCreds
+	addr, hosts := ":0", []string(nil)
+	sp := fe.opts.SSH
+	switch {
+	case sp == nil:
+		ls, err := launcher.NewLocalSpawner()
+		if err != nil {
+			return err
+		}
+		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, ls
+	case fe.opts.Launcher == "slurm":
+		hosts = proto.OwnAddrs() // srun says nothing of where its caller is
+	}
+	ln, err := secure.Listen(ctx, "tcp", addr, rootCreds)
+	if err != nil {
+		return fmt.Errorf("listen for agents: %w", err)
+	}
+	fe.ln = ln
+	children, err := fe.childSpecs(fe.topo.Children(topology.Root))
+	if err != nil {
+		return err
+	}
+	batch := 0
+	if fe.plan.IsLeafLauncher(0) {
+		batch = fe.opts.Batch
+	}
+	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
+	l := launcher.NewLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
+	l.Logf = func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") }
+	if g, ok := sp.(launcher.GroupSpawner); ok && fe.opts.GroupStart {
+		l.Group = g
+	}
+	fe.goFunc(func() {
+		stop := context.AfterFunc(ctx, func() { ln.Close() })
+		defer stop()
+		launcher.AcceptLoop(ln, l, nil, nil)
+	})
+	lctx, cancel := context.WithCancel(ctx)
+	fe.cancelLaunch = cancel
+	fe.launchBegan = time.Since(fe.start)
+	fe.goFunc(func() { l.Run(lctx, fe.launched(ctx)) })
+	// A lost agent is started again the same way (root_relaunch.go), not
+	// cancelled with the launch.
+	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
+		for i := range cs {
+			c := cs[i]
+			ch := l.Expect(c.Name, c.Inc)
+			fe.goFunc(func() { report(l.Start(ctx, &c, ch, time.Now())) })
+		}
+		return nil
+	}
+	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
+	return nil
+}
+
+// The launch-time model's parameters for test nodes (agents started as
+// local processes): a fork and exec per child, and about 10 ms until an
+// agent runs and has connected back (--verbose on the 2-core development
+// machine: 0.5-3 ms per start, connected 8-12 ms after its launcher began).
+const (
+	localSeq = time.Millisecond
+	localRem = 10 * time.Millisecond
+)
+
+// arrangeTree builds the launch plan over the front-end (plan node 0) and
+// the agents (agent i is plan node i+1).
+func (fe *frontend) arrangeTree() error {
+	kind, err := plan.ParseKind(cmp.Or(fe.opts.Tree, "auto"))
+	if err != nil {
+		return fmt.Errorf("--tree: %w", err)
+	}
+	if fe.opts.Launcher == "slurm" && fe.opts.GroupStart && kind.Shape != plan.Flat {
+		// One step for every agent: the front-end starts them all.
+		fe.verbosef("--slurm-start group: the front-end starts every agent (a flat tree)")
+		kind, _ = plan.ParseKind("flat")
+	}
+	params := plan.Params{Replicas: max(fe.opts.Replicas, 1)}
+	switch {
+	case kind.Shape != plan.Auto:
+	case fe.opts.SSH == nil:
+		// Test nodes: a local process start, not the model's defaults
+		// (which are a remote launch's and made a deeper tree, 3-4x
+		// slower for a few test nodes).
+		params.Calibration = &plan.Calibration{Seq: localSeq.Seconds(), Rem: localRem.Seconds()}
+	default:
+		if c, err := LoadCalibration(fe.opts.Launcher); err == nil && c != nil {
+			params.Calibration = &plan.Calibration{Seq: c.Seq, Rem: c.Rem}
+		}
+	}
+	pl, err := plan.Build(kind, len(fe.agents)+1, params)
+	if err != nil {
+		return err
+	}
+	fe.plan, fe.tree = pl, true
+	fe.replicaNodes = map[int]bool{}
+	for _, v := range pl.ReplicaNodes[1:] {
+		fe.replicaNodes[int(v)-1] = true
+	}
+	names := make([]string, len(fe.agents))
+	for i, a := range fe.agents {
+		names[i] = a.name
+	}
+	t, err := topology.FromPlan(pl, names)
+	if err != nil {
+		return err
+	}
+	fe.setTree(t)
+	return nil
+}
+
+// setTree makes t the root's launch tree.
+func (fe *frontend) setTree(t *topology.Tree) {
+	fe.topo = t
+	for _, a := range fe.agents {
+		a.rootChild = t.Parent(a.idx) == topology.Root
+	}
+}
+
+// childSpecs issues the credentials of the given agents and describes them
+// for their launcher.
+func (fe *frontend) childSpecs(idx []int) ([]proto.ChildSpec, error) {
+	cs := make([]proto.ChildSpec, 0, len(idx))
+	for _, i := range idx {
+		a := fe.agents[i]
+		creds, err := fe.ca.Issue(a.name)
+		if err != nil {
+			return nil, fmt.Errorf("credentials for %s: %w", a.name, err)
+		}
+		cs = append(cs, proto.ChildSpec{Idx: i, Name: a.name, Creds: creds.Marshal(), Sub: fe.topo.Subtree(i)})
+	}
+	return cs, nil
+}
+
+// startReader reads a direct child's link and passes its messages to the
+// event loop.
+func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan<- event) {
+	fe.goFunc(func() {
+		err := a.link.Run(ctx, fe.opts.Heartbeat, proto.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
+			select {
+			case events <- evMessage{agent: a, typ: typ, p: p}:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		select {
+		case events <- evLinkEnd{agent: a, err: err}:
+		case <-ctx.Done():
+		}
+	})
+}
+
+// agentUp sends an agent that connected back its share of the job, or,
+// when the job is already over, tells it to exit.
+func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
+	if a.up || a.closed {
+		return
+	}
+	a.up, a.info, a.upAt = true, up, time.Since(fe.start)
+	if a.rootChild {
+		a.via = a.link
+	} else {
+		a.via = fe.agents[fe.topo.Top(a.idx)].link
+	}
+	if fe.rec.Ending() {
+		_ = a.send(proto.MShutdown, nil)
+		return
+	}
+	spec := &proto.NodeSpec{
+		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
+		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
+		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
+		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
+		Restart: fe.opts.Restart.String(),
+	}
+	if a.inc > 1 {
+		spec.Relaunch = fe.relaunchSpec(a)
+	}
+	if fe.stage != nil {
+		spec.Prestage = true
+		if a.rootChild { // deeper agents get it from their parent
+			if err := proto.SendPrestaged(a.send, fe.stage.name, fe.stage.mode, bytes.NewReader(fe.stage.data), int64(len(fe.stage.data))); err != nil {
+				fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
+				return
+			}
+		}
+	}
+	if fe.replicaNodes[a.idx] {
+		spec.Replica = fe.replicaSpec()
+	}
+	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.rootChild
+	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
+		spec.Addr = host
+	}
+	if fe.tree {
+		spec.Tree = true
+		spec.Launch = fe.launchSpec(a)
+		cs, err := fe.childSpecs(fe.topo.Children(a.idx))
+		if err != nil {
+			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})
+			return
+		}
+		spec.Children = cs
+	}
+	if err := a.send(proto.MSpec, spec.Encode()); err != nil {
+		fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("send the job to node %s: %v", a.name, err)})
+		return
+	}
+	a.specAt = time.Since(fe.start)
+	now := time.Now()
+	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
+	fe.agentsUp++
+	fe.showProgress()
+	switch {
+	case a.local != nil && a.local.inProcess:
+		fe.verbosef("node %s: agent up (in the front-end's process, on a socket pair)", a.name)
+	case a.local != nil:
+		fe.verbosef("node %s: agent up (a local process on a socket pair)", a.name)
+	case a.rootChild || fe.opts.Verbose:
+		fe.verbosef("node %s: agent up (%s %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, fe.startedBy(), ms(up.SSH), up.Attempts, ms(up.Up))
+	}
+	// A replicated root's children learn where the replica agents are:
+	// one of them adopts them if the front-end dies.
+	if len(fe.replicaNodes) > 0 {
+		if fe.replicaPeers == nil && fe.replicaNodes[a.idx] {
+			var ps []proto.PeerAddr
+			for i := range fe.replicaNodes {
+				if b := fe.agents[i]; b.up && b.info.Addr != "" {
+					ps = append(ps, proto.PeerAddr{Idx: i, Name: b.name, Addr: b.info.Addr})
+				}
+			}
+			if len(ps) == len(fe.replicaNodes) {
+				fe.replicaPeers = ps
+				for _, b := range fe.agents {
+					if b.rootChild && b.up && !b.closed {
+						_ = b.send(proto.MReplicas, proto.EncodePeers(ps))
+					}
+				}
+			}
+		} else if fe.replicaPeers != nil && a.rootChild {
+			_ = a.send(proto.MReplicas, proto.EncodePeers(fe.replicaPeers))
+		}
+	}
+	// Standby links: the agent to its backup parent, the agents whose
+	// backup parent it is to it.
+	if bk := fe.topo.Backup(a.idx); bk >= 0 && fe.agents[bk].up {
+		fe.sendBackup(a)
+	}
+	for _, b := range fe.agents {
+		if fe.topo.Backup(b.idx) == a.idx && b.up && !b.closed {
+			fe.sendBackup(b)
+		}
+	}
+	if fe.agentsUp == len(fe.agents) && fe.plan != nil {
+		fe.launchReport()
+	}
+	fe.flushRestart()
+}
+
+func (fe *frontend) sendBackup(a *agentHandle) {
+	b := fe.agents[fe.topo.Backup(a.idx)]
+	if b.info.Addr == "" || b.closed {
+		return
+	}
+	_ = a.send(proto.MBackup, proto.PeerAddr{Idx: b.idx, Name: b.name, Addr: b.info.Addr}.Encode())
+}
+
+// replicaSpec is what a replica agent is given: enough to take the root
+// over, also in the middle of the launch.
+func (fe *frontend) replicaSpec() proto.ReplicaSpec {
+	rs := proto.ReplicaSpec{JobDir: fe.journal.Dir(), Replicas: fe.opts.Replicas}
+	if fe.ca != nil {
+		rs.CA = fe.ca.Marshal()
+	}
+	for _, b := range fe.agents {
+		rs.Placement = append(rs.Placement, b.ranks)
+	}
+	return rs
+}
+
+// launchSpec tells agent a how to start its children.
+func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
+	l := proto.LaunchSpec{Mode: "local", AgentPath: fe.opts.AgentPath}
+	switch {
+	case fe.launchTmpl != nil: // a successor: as it was told itself
+		l = *fe.launchTmpl
+	case fe.opts.Launcher == "slurm":
+		l.Mode = "slurm"
+	case fe.opts.SSH != nil:
+		l.Mode, l.SSHConfig, l.AcceptNew, l.ForwardAgent = "ssh", fe.opts.SSHConfig, fe.opts.SSHAcceptNew, fe.opts.SSHForwardAgent
+	}
+	l.Batch = 0
+	if fe.topo.LeafLauncher(a.idx) {
+		l.Batch = fe.opts.Batch
+	}
+	return l
+}
+
+// launchReport runs once every agent is up: it keeps the calibration and,
+// with --verbose, prints the launch's breakdown per launching agent.
+func (fe *frontend) launchReport() {
+	if fe.opts.SSH != nil && !fe.opts.GroupStart { // SSH and srun launches calibrate their model
+		fe.calibrate()
+	}
+	if !fe.opts.Verbose {
+		return
+	}
+	report := func(name string, init time.Duration, kids []int, ranksAfter string) {
+		if len(kids) == 0 {
+			return
+		}
+		var sum, mx, q, last time.Duration
+		for _, k := range kids {
+			u := fe.agents[k].info
+			sum += u.SSH
+			mx, q, last = max(mx, u.SSH), max(q, u.Queued), max(last, u.Up)
+		}
+		fe.verbosef("launcher %s: init %.1f ms; %d child(ren): %s %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
+			name, ms(init), len(kids), fe.startedBy(), ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter)
+	}
+	report("front-end", fe.launchBegan, fe.topo.Children(topology.Root), "")
+	for _, a := range fe.agents {
+		ranks := ""
+		if a.ranksAt > 0 {
+			ranks = fmt.Sprintf("; its ranks running %.1f ms after its job arrived", ms(a.ranksAt-a.specAt))
+		}
+		report(a.name, a.info.Init, fe.topo.Children(a.idx), ranks)
+	}
+}
+
+// startedBy names how the job's agents are started, as --verbose and the
+// state log say it: an SSH session, an srun step, or a local process (test
+// nodes, or the one agent of a job on this machine).
+func (fe *frontend) startedBy() string {
+	switch {
+	case fe.opts.SSH == nil:
+		return journal.StartProcess
+	case fe.opts.Launcher == "slurm":
+		return journal.StartSrun
+	}
+	return journal.StartSSH
+}
+
+// launchFailed handles an agent that could not be started: it and the
+// agents below it never run, and the job fails (unless it is already
+// ending).
+func (fe *frontend) launchFailed(a *agentHandle, msg string) {
+	if a.closed || a.up {
+		return
+	}
+	for _, b := range fe.closeSubtree(a) {
+		fe.abandonRanks(b, "never started: "+msg)
+		for _, r := range b.ranks { // the launch failure itself is the report
+			fe.ranks[r].byFrontend = true
+		}
+	}
+	fe.step(recovery.LaunchFailed{Node: a.name, Msg: msg})
+}
+
+// abandonRanks counts the ranks of an agent that is gone as ended.
+func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
+	for _, r := range a.ranks {
+		rs := &fe.ranks[r]
+		if rs.pid > 0 && a.local != nil { // pids are meaningful on this machine only
+			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
+		}
+		if !rs.ended {
+			rs.ended = true
+			rs.byFrontend = fe.rec.Ending()
+			rs.status = proto.RankStatus{Rank: r, Code: ExitLauncher, Reason: reason}
+			fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: reason})
+			fe.ended++
+			a.ended++
+		}
+	}
+}
+
+// spawnAgent starts this machine's agent on a socketpair link: an agent
+// process with its link on file descriptor 3, or if asked and where it can,
+// a goroutine of the front-end (agent_inproc.go). An agent process runs in its
+// own process group, so a terminal's signals reach only the front-end,
+// which forwards them.
+func (fe *frontend) spawnAgent(a *agentHandle) error {
+	conn, theirs, err := launcher.SocketPair()
+	if err != nil {
+		return fmt.Errorf("agent link: %w", err)
+	}
+	defer theirs.Close()
+	start := fe.local.Start
+	if start == nil && fe.local.Run != nil && fe.opts.AgentInProcess && launcher.InheritedSignalsClean() {
+		if g, err := launcher.StartGuard(); err == nil {
+			start = func(c net.Conn) *LocalAgent { return fe.startInProcess(c, g) }
+		} else if fe.opts.Verbose {
+			fe.verbosef("node %s: the agent runs as a process: %v", a.name, err)
+		}
+	}
+	if start != nil {
+		c, err := net.FileConn(theirs)
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("agent link: %w", err)
+		}
+		a.local, a.link = start(c), proto.NewLink(conn)
+		return nil
+	}
+	cmd := exec.Command(fe.opts.AgentPath, "agent")
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Stderr = fe.opts.Stderr
+	cmd.Env = []string{}
+	if fe.opts.Verbose {
+		cmd.Env = append(cmd.Env, proto.TraceEnv+"="+strconv.FormatInt(fe.start.UnixNano(), 10))
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return err
+	}
+	a.local = &LocalAgent{Kill: func() { _ = cmd.Process.Kill() }, Wait: cmd.Wait}
+	a.link = proto.NewLink(conn)
+	return nil
+}

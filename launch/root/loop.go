@@ -1,0 +1,551 @@
+package root
+
+// The root's event loop: agents' messages, link ends, collectives merged at
+// the root, stdin, and the job's end.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// loop is the front-end's event loop: it owns all job state.
+func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
+	var timeout <-chan time.Time
+	if fe.opts.Timeout > 0 {
+		t := time.NewTimer(fe.opts.Timeout - time.Since(fe.start))
+		defer t.Stop()
+		timeout = t.C
+	}
+	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
+		fe.stdinCredit = make(chan struct{}, 4)
+		for range cap(fe.stdinCredit) {
+			fe.stdinCredit <- struct{}{}
+		}
+		go fe.forwardStdin(ctx, fe.stdinAgent)
+	}
+	var shutdownTimer, settle <-chan time.Time
+	liveTick := time.NewTicker(liveInterval)
+	defer liveTick.Stop()
+	for !fe.allAgentsGone() {
+		select {
+		case ev := <-events:
+			fe.handle(ev)
+		case <-liveTick.C:
+			fe.writeLive()
+		case <-settle:
+		case sig := <-fe.opts.Signals:
+			fe.onSignal(sig)
+		case <-timeout:
+			fe.step(recovery.TimedOut{Limit: fe.opts.Timeout})
+		case <-shutdownTimer:
+			fe.warnf("agents did not exit after the job ended; killing them")
+			fe.killAgents()
+			shutdownTimer = nil
+		case <-ctx.Done():
+			fe.killAgents()
+			return ExitLauncher
+		}
+		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
+			if fe.endedAt.IsZero() {
+				fe.verbosef("every rank ended")
+			}
+			if !fe.replicasSettled() {
+				settle = time.After(50 * time.Millisecond) // look again
+				continue
+			}
+			// The job's end is committed while every replica still runs.
+			fe.closeJournal()
+			fe.shutdown()
+			fe.verbosef("agents told to exit")
+			shutdownTimer = time.After(5 * time.Second)
+		}
+	}
+	fe.verbosef("every agent's link ended")
+	// Sessions of agents that finished end at once. A lost agent's may
+	// not: srun cancelling a step on a dead node can take tens of seconds.
+	// Those get a bounded wait; what is left of them goes with this
+	// process (srun and ssh sessions die with their parent).
+	lost := time.After(2 * time.Second)
+	for _, a := range fe.agents {
+		if a.done || a.local != nil {
+			a.wait()
+			continue
+		}
+		ended := make(chan struct{})
+		go func() {
+			a.wait()
+			close(ended)
+		}()
+		select {
+		case <-ended:
+		case <-lost:
+		}
+	}
+	return fe.finish()
+}
+
+// replicasSettled reports whether the job's end can be committed: every
+// replica agent that is up has joined the group (or failed to), so that
+// the final status is on all of them, or the group has not formed at all.
+// It gives up waiting after 10 s.
+func (fe *frontend) replicasSettled() bool {
+	if fe.endedAt.IsZero() {
+		fe.endedAt = time.Now()
+	}
+	if fe.journal.Replica() == nil {
+		// The group has not formed (the front-end's replica does not lead
+		// yet, or has none): nobody joined, and the journal writes the
+		// end alone instead of waiting for an election (docs/state.md).
+		return true
+	}
+	for i := range fe.replicaNodes {
+		if a := fe.agents[i]; !a.closed && !a.done && !fe.replicasDone[a.name] {
+			if time.Since(fe.endedAt) > 10*time.Second {
+				fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
+				return true
+			}
+			fe.releaseJournal() // they join once the front-end's replica leads
+			return false
+		}
+	}
+	return true
+}
+
+func (fe *frontend) allAgentsGone() bool {
+	for _, a := range fe.agents {
+		// An agent being started again is not gone (the job's only agent,
+		// say), unless the job ends first.
+		if !a.closed || fe.rec.Relaunching(a.idx) && !fe.rec.Ending() {
+			return false
+		}
+	}
+	return true
+}
+
+func (fe *frontend) shutdown() {
+	fe.step(recovery.Finished{})
+	fe.bcast(proto.MShutdown, nil)
+	fe.shutdownAt = time.Now()
+	if fe.cancelLaunch != nil {
+		fe.cancelLaunch()
+	}
+}
+
+// bcast sends a message to every agent: each direct child forwards it to
+// its subtree.
+func (fe *frontend) bcast(typ uint8, p []byte) {
+	var ls []*proto.Link
+	for _, a := range fe.agents {
+		if a.rootChild && a.link != nil && !a.closed && !a.done {
+			ls = append(ls, a.link)
+		}
+	}
+	if len(ls) > 0 {
+		proto.SendEach(ls, proto.MBcast, proto.Wrap(-1, typ, p))
+	}
+}
+
+// linkEnded handles the end of an agent's link (told by the link itself,
+// or by its parent agent): it and the agents below it are gone.
+func (fe *frontend) linkEnded(a *agentHandle, err error) {
+	if a.closed {
+		return
+	}
+	// Every agent lost here and its ranks are counted before the planner
+	// hears of the loss: the ranks of the subtree failed with it, they
+	// are not ended by the termination that follows.
+	var lost []*agentHandle
+	for _, b := range fe.closeSubtree(a) {
+		if !b.done {
+			fe.abandonRanks(b, "lost with its agent")
+			b.kill()
+			lost = append(lost, b)
+		}
+	}
+	fe.lostAgents(a, lost, err, errors.Is(err, proto.ErrHeartbeat)) // root_relaunch.go
+}
+
+// closeSubtree marks a and the agents below it gone and returns those that
+// were not already.
+func (fe *frontend) closeSubtree(a *agentHandle) []*agentHandle {
+	var out []*agentHandle
+	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
+		if b := fe.agents[x]; !b.closed {
+			b.closed = true
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (fe *frontend) handle(ev event) {
+	switch ev := ev.(type) {
+	case evMessage:
+		if ev.agent != fe.agents[ev.agent.idx] {
+			return // from an agent incarnation that was lost and replaced
+		}
+		fe.message(ev.agent, ev.typ, ev.p)
+	case evLinkEnd:
+		if ev.agent != fe.agents[ev.agent.idx] {
+			return
+		}
+		fe.linkEnded(ev.agent, ev.err)
+	case evLaunched:
+		r := ev.res
+		a := fe.agents[r.Child.Idx]
+		if r.Err != nil {
+			fe.launchFailed(a, r.Err.Error())
+			return
+		}
+		a.link, a.sess = r.Link, r.Sess
+		fe.startReader(fe.ctx, a, fe.events)
+		fe.agentUp(a, r.Up)
+	case evReplicaDone:
+		fe.replicasDone[ev.name] = true
+	case evAdopt:
+		fe.adopt(ev.ac)
+	case evAdoptTimeout:
+		fe.adoptTimedOut()
+	case evResume:
+		fe.resumeLaunch()
+	case evCommitted:
+		fe.committed(ev)
+	case evExpired:
+		fe.step(recovery.Expired{Epoch: ev.epoch, Stage: ev.stage})
+	case evRelaunched:
+		fe.relaunched(ev)
+	case evPlanner:
+		fe.step(ev.ev)
+	default:
+		panic(fmt.Sprintf("launch: root event %T not handled", ev))
+	}
+}
+
+// message handles one message of agent a.
+func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
+	if fe.recoveryMessage(a, typ, p) {
+		return
+	}
+	switch typ {
+	case proto.MFrom:
+		src, typ, p, err := proto.Unwrap(p, true)
+		if err != nil || src < 0 || src >= len(fe.agents) || fe.topo.Top(src) != a.idx || src == a.idx || typ == proto.MFrom {
+			fe.protocolError(a, fmt.Errorf("relayed message from agent %d: %v", src, err))
+			return
+		}
+		fe.message(fe.agents[src], typ, p)
+	case proto.MChildUp:
+		up, err := proto.DecodeChildUp(p)
+		if err != nil || !slices.Contains(fe.topo.Children(a.idx), up.Idx) {
+			fe.protocolError(a, fmt.Errorf("child up: %v", err))
+			return
+		}
+		fe.agentUp(fe.agents[up.Idx], up)
+	case proto.MChildFailed, proto.MChildGone:
+		cf, err := proto.DecodeChildFailed(p)
+		if err != nil || !slices.Contains(fe.topo.Children(a.idx), cf.Idx) {
+			fe.protocolError(a, fmt.Errorf("child report: %v", err))
+			return
+		}
+		c := fe.agents[cf.Idx]
+		if typ == proto.MChildFailed {
+			fe.launchFailed(c, cf.Msg)
+		} else {
+			fe.linkEnded(c, errors.New(cf.Msg))
+		}
+	case proto.MBackupUp:
+		fe.backupsUp++
+	case proto.MReplicaUp:
+		ru, err := proto.DecodeReplicaUp(p)
+		if err != nil || !fe.replicaNodes[a.idx] || ru.Name != a.name {
+			fe.protocolError(a, fmt.Errorf("replica up: %v", err))
+			return
+		}
+		if ru.Addr == "" { // its replica could not start
+			fe.warnf("root replica on %s did not start; the state log has one replica less", ru.Name)
+			fe.replicasDone[ru.Name] = true
+			return
+		}
+		fe.addReplica(ru)
+	case proto.MStarted:
+		st, err := proto.DecodeStarted(p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		var fresh, again proto.Started // not heard of before (a successor hears of ranks again); started again
+		for i, r := range st.Ranks {
+			if r >= 0 && r < len(fe.ranks) {
+				rs := &fe.ranks[r]
+				if st.Incs != nil && st.Incs[i] > 1 && (st.Incs[i] > rs.inc || rs.pid != st.Pids[i]) {
+					// A respawn, a restarted job, or a successor hearing
+					// of one.
+					rs.inc, rs.pid, rs.started = st.Incs[i], st.Pids[i], true
+					if rs.ended && !rs.revived && fe.terminating {
+						// Started after the job began to end: its end
+						// is to come.
+						rs.ended = false
+						fe.ended--
+						if rs.node >= 0 {
+							fe.agents[rs.node].ended--
+						}
+					}
+					rs.revived = false
+					if rs.node < 0 {
+						rs.node = a.idx
+						a.ranks = append(a.ranks, r)
+					}
+					again.Ranks, again.Pids, again.Incs = append(again.Ranks, r), append(again.Pids, st.Pids[i]), append(again.Incs, st.Incs[i])
+					continue
+				}
+				rs.pid = st.Pids[i]
+				if rs.node < 0 { // a successor learns where it runs
+					rs.node = a.idx
+					a.ranks = append(a.ranks, r)
+				}
+				if !rs.started {
+					rs.started = true
+					fe.ranksUp++
+					fresh.Ranks, fresh.Pids = append(fresh.Ranks, r), append(fresh.Pids, st.Pids[i])
+				}
+			}
+		}
+		if len(again.Ranks) > 0 {
+			fe.journal.RanksRestarted(a.name, again.Ranks, again.Pids, again.Incs)
+			fe.verbosef("node %s: rank(s) %s started again", a.name, ranksText(again.Ranks))
+		}
+		if len(fresh.Ranks) == 0 {
+			return
+		}
+		for i, cpus := range st.CPUs {
+			fe.verbosef("rank %d on %s bound to CPUs %s (--bind-to %s)", st.Ranks[i], a.name, cpus, fe.opts.Bind)
+		}
+		a.ranksAt = time.Since(fe.start)
+		if fe.ranksUp >= fe.opts.N && fe.releaseTimer == nil {
+			fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
+		}
+		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
+		fe.showProgress()
+		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
+	case proto.MOutput:
+		seq, r, stream, data, err := proto.DecodeOutput(p)
+		if err != nil || r >= len(fe.ranks) {
+			fe.protocolError(a, fmt.Errorf("output message: %v", err))
+			return
+		}
+		if !a.takeOutput(seq) {
+			return // a copy, or sent again after a failover (outq.go)
+		}
+		fe.out.push(outItem{agent: a, seq: seq, rank: r, stream: stream, data: data})
+	case proto.MOutputResync:
+		first, err := proto.DecodeSeq(p)
+		if err != nil || first == 0 {
+			fe.protocolError(a, fmt.Errorf("output resync: %v", err))
+			return
+		}
+		a.outputResync(first)
+	case proto.MExit:
+		st, err := proto.DecodeRankStatus(p)
+		if err != nil {
+			fe.protocolError(a, fmt.Errorf("exit message: %w", err))
+			return
+		}
+		if st.Rank >= len(fe.ranks) {
+			fe.protocolError(a, fmt.Errorf("exit message for rank %d: no such rank", st.Rank))
+			return
+		}
+		if st.Incarnation != 0 && st.Incarnation < max(fe.ranks[st.Rank].inc, 1) {
+			return // an older incarnation's end, told again
+		}
+		if fe.ranks[st.Rank].ended { // the root's count: ranks abandoned with a lost agent too
+			if !fe.rec.Resumed() {
+				fe.protocolError(a, fmt.Errorf("exit message for rank %d: it had ended", st.Rank))
+			}
+			return // reported again after a failover
+		}
+		fe.rankEnded(st)
+	case proto.MAbort:
+		ab, err := proto.DecodeAbort(p)
+		if err != nil || ab.Rank >= len(fe.ranks) {
+			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
+			return
+		}
+		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
+	case proto.MContrib:
+		c, err := proto.DecodeContrib(p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		fe.contribute(a, c)
+	case proto.MStdinAck:
+		if fe.stdinCredit != nil {
+			select {
+			case fe.stdinCredit <- struct{}{}:
+			default:
+			}
+		}
+	case proto.MDone:
+		a.done = true
+		if st, err := proto.DecodeNodeStats(p); err == nil && st.PMI.Requests > 0 {
+			fe.verbosef("node %s: PMI %d requests (%d puts, %d gets, %d barriers) answered on the node, %d B in / %d B out; %d B sent up in %d barrier(s)",
+				a.name, st.PMI.Requests, st.PMI.Puts, st.PMI.Gets, st.PMI.Barriers, st.PMI.BytesIn, st.PMI.BytesOut, st.PMIUp, st.Barrier)
+		}
+	default:
+		fe.protocolError(a, fmt.Errorf("unknown message type %d", typ))
+	}
+}
+
+// contribute merges a node's contribution; when every node has given its
+// part, the result goes down to every node.
+func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
+	if c.Seq>>32 < fe.collEpoch {
+		return // abandoned by a recovery
+	}
+	if fe.answered[c.Seq] {
+		// Sent again after a failover (an adopted agent reports what it
+		// had not heard answered; the answer may have crossed it): a
+		// finished collective is never opened again.
+		return
+	}
+	rc := fe.colls[c.Seq]
+	if rc == nil {
+		rc = &rootColl{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
+		if c.Op != rankproto.OpBarrier && !proto.IsKVOp(c.Op) {
+			rc.values = make([][]byte, fe.opts.N)
+		}
+		fe.colls[c.Seq] = rc
+	}
+	if rc.op != c.Op {
+		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: rc.op.String()})
+		return
+	}
+	if rc.from[a.idx] {
+		return // reported again after a failover
+	}
+	for i, r := range c.Ranks {
+		if rc.values != nil && r < len(rc.values) {
+			rc.values[r] = c.Values[i]
+		}
+	}
+	for k, v := range c.KV {
+		rc.kv[k] = v
+	}
+	rc.got++
+	rc.from[a.idx] = true
+	if rc.got < fe.liveN {
+		fe.checkStranded()
+		return
+	}
+	delete(fe.colls, c.Seq)
+	fe.answered[c.Seq] = true
+	res := &proto.CollResult{Seq: c.Seq, Op: c.Op, Values: rc.values}
+	if proto.IsKVOp(c.Op) {
+		res.KV = rc.kv
+	}
+	fe.bcast(proto.MCollResult, res.Encode())
+	fe.releaseJournal()
+	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
+		fe.table = slices.Clone(rc.values) // patched in place later; the journal keeps rc.values
+		fe.step(recovery.TablePublished{})
+		fe.nodeTableAt = time.Since(fe.start)
+		nodes := make([]string, len(fe.ranks))
+		for r := range fe.ranks {
+			nodes[r] = fe.nodeOf(r)
+		}
+		fe.journal.NodeTable(nodes, rc.values)
+		fe.verbosef("node table of %d ranks published", fe.opts.N)
+	}
+}
+
+// forwardStdin copies the front-end's stdin to rank 0 in chunks, with at
+// most cap(stdinCredit) chunks unacknowledged.
+func (fe *frontend) forwardStdin(ctx context.Context, a *agentHandle) {
+	buf := make([]byte, 32<<10)
+	for {
+		select {
+		case <-fe.stdinCredit:
+		case <-ctx.Done():
+			return
+		}
+		n, err := fe.opts.Stdin.Read(buf)
+		if n > 0 {
+			if a.send(proto.MStdin, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = a.send(proto.MStdinClose, nil)
+			return
+		}
+	}
+}
+
+func (fe *frontend) killAgents() {
+	for _, a := range fe.agents {
+		// An agent that got its job is told to shut down first, so that it
+		// kills its ranks and exits quietly instead of reporting a lost
+		// link.
+		if a.rootChild && a.link != nil && !a.closed && a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil)) == nil && a.local == nil {
+			continue // a remote agent: closing its session now would race the shutdown
+		}
+		a.kill()
+	}
+	for _, rs := range fe.ranks {
+		if rs.pid > 0 && !rs.ended && rs.node >= 0 && fe.agents[rs.node].local != nil {
+			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// finish prints the failure summary and returns the exit code.
+func (fe *frontend) finish() int {
+	if fe.plan != nil {
+		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up",
+			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsUp, fe.backupLinks())
+	}
+	fe.verbosef("job ended")
+	failure := fe.rec.Failure()
+	if failure == nil {
+		return 0
+	}
+	var failed []int
+	for r, rs := range fe.ranks {
+		st := rs.status
+		if (st.Code != 0 || st.Signal != 0 || st.Reason != "") && !rs.byFrontend {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) > 1 {
+		sort.Ints(failed)
+		var b strings.Builder
+		fmt.Fprintf(&b, "ftlaunch: %d ranks failed:\n", len(failed))
+		for _, r := range failed {
+			fmt.Fprintf(&b, "  rank %-6d node %-16s %s\n", r, fe.nodeOf(r), describe(fe.ranks[r].status))
+		}
+		fe.out.message(b.String())
+	}
+	return failure.Code
+}
+
+// backupLinks counts the standby links the plan asks for: one per agent
+// whose backup parent is another agent.
+func (fe *frontend) backupLinks() int {
+	n := 0
+	for _, a := range fe.agents {
+		if fe.topo.Backup(a.idx) >= 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,18 @@
+package root
+
+// takeOutput decides whether the root writes an output frame of agent a:
+// only the one it expects next (outNext; 0 before a new root learns it).
+func (a *agentHandle) takeOutput(seq uint64) bool {
+	if a.outNext == 0 || seq != a.outNext {
+		return false
+	}
+	a.outNext++
+	return true
+}
+
+// outputResync takes an agent's word on where its resent output begins.
+func (a *agentHandle) outputResync(first uint64) {
+	if a.outNext == 0 || first > a.outNext {
+		a.outNext = first
+	}
+}

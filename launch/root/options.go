@@ -1,0 +1,133 @@
+package root
+
+// The facade: a job's options, its result, and Run, which serves them with
+// a root (root*.go) over agents (agent*.go).
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// Exit codes of ftlaunch itself (a rank's failure is reported with the
+// rank's own code).
+const (
+	ExitLauncher = recovery.ExitLauncher // ftlaunch failed: an agent could not start or was lost
+	ExitUsage    = 2                     // bad command line
+	ExitTimeout  = recovery.ExitTimeout  // --timeout expired
+)
+
+// Options describe one job run from this machine.
+type Options struct {
+	N         int           // number of ranks
+	Argv      []string      // program and its arguments
+	Env       []string      // the ranks' environment
+	Wdir      string        // the ranks' working directory
+	Label     bool          // prefix output lines with "[rank] "
+	OutputDir string        // if set, write rank.R.out / rank.R.err there instead
+	KillAfter time.Duration // SIGTERM to SIGKILL delay when terminating
+	Timeout   time.Duration // whole-job limit (0: none)
+	Verbose   bool
+	TestNodes int    // local agents posing as nodes; 0 or 1: one agent for this machine
+	AgentPath string // the ftlaunch executable agents run from (on every node)
+	// Apps lists the programs of an MPMD job in rank order, their N adding
+	// up to N (nil: Argv, Env and Wdir for every rank, which are otherwise
+	// the first app's).
+	Apps []proto.App
+	// Bind binds each node's ranks to CPUs: "none" (or ""), "core" or
+	// "socket"; BindShare lets ranks share a core (--oversubscribe).
+	Bind      string
+	BindShare bool
+
+	// Restart is what a failed rank costs the job (--restart): the job
+	// (recovery.None, the default), the rank alone, started again as its
+	// next incarnation (recovery.Rank), or a restart of every rank
+	// (recovery.Job); MaxRestarts bounds the restarts, per rank under
+	// Rank, per job under Job.
+	Restart     recovery.Policy
+	MaxRestarts int
+
+	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
+	// machine). SSH is required with a placement.
+	Placement *alloc.Placement
+	SSH       spawn.Spawner // what starts agents on the placement's hosts
+	Launcher  string        // "ssh" or "slurm": how SSH starts agents (for interior agents and calibration)
+	// GroupStart starts the front-end's agents with one group start when
+	// SSH can (one srun step for all: --slurm-start group).
+	GroupStart bool
+	Heartbeat  time.Duration
+
+	// The launch tree (multi-node jobs and test nodes).
+	Tree string // plan kind, as `ftlaunch plan --tree` (default auto)
+	// Replicas is the size of the root replica group (1, 3 or 5): the
+	// job's state log is kept by the front-end and Replicas-1 agents.
+	Replicas int
+	// StateDir holds the job's state log (see launch/journal); "" means
+	// journal.DefaultStateDir().
+	StateDir string
+	// Prestage copies the program down the tree to every node's local
+	// storage before its ranks start; they run the copy.
+	Prestage bool
+	Batch    int // leaf launchers start their children in batches of this size
+	// How interior agents start their children over SSH: the OpenSSH
+	// configuration file (an absolute path; "" for ~/.ssh/config), whether
+	// they trust unknown host keys, and whether sessions forward ssh-agent.
+	SSHConfig       string
+	SSHAcceptNew    bool
+	SSHForwardAgent bool
+
+	Stdin          *os.File // forwarded to rank 0 (nil: none)
+	Stdout, Stderr io.Writer
+	Signals        <-chan os.Signal // signals to forward to every rank
+
+	// Detach, if set, is how the front-end leaves a replicated job on
+	// SIGHUP (a dropped terminal or SSH session) once its root replica
+	// group is up: it ends this process at once, as if the front-end were
+	// lost, and a replica agent takes over as root (ftlaunch attach
+	// follows the job). Without it, or before the group is up, SIGHUP
+	// ends the job as SIGTERM does.
+	Detach func(jobID string)
+
+	// AgentInProcess runs this machine's agent of a local launch in the
+	// front-end's process where it can (agent_inproc.go): a Go process's
+	// start less; a /bin/sh guard kills the ranks' process groups if the
+	// front-end dies.
+	AgentInProcess bool
+}
+
+// localHooks are how the root runs this machine's agent of a local launch
+// in its own process, injected by the facade (the root does not import the
+// agent).
+type LocalHooks struct {
+	// Run runs an agent on conn until the job ends or the link is lost
+	// (Options.AgentInProcess); its ranks' process groups are given to
+	// guard.
+	Run func(ctx context.Context, conn net.Conn, log io.Writer, trace *proto.PhaseLog, guard func(pgid int)) error
+	// Start, for tests of the root and the agent in one process, runs
+	// this machine's agent on the given end of its link instead of
+	// starting an `ftlaunch agent` process.
+	Start func(conn net.Conn) *LocalAgent
+}
+
+// localAgent is an agent on this machine, linked over a socketpair: an
+// `ftlaunch agent` process, or (tests) a goroutine.
+type LocalAgent struct {
+	Kill      func()       // ends it at once
+	Wait      func() error // waits until it ended
+	inProcess bool         // a goroutine of the front-end (agent_inproc.go)
+}
+
+// Result is how a job ended.
+type Result struct {
+	ExitCode int
+	// NodeTableAt is when every rank held the node table, measured from
+	// Run's start (0 if the job never published one).
+	NodeTableAt time.Duration
+}

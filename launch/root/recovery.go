@@ -1,0 +1,449 @@
+package root
+
+// The root's side of the restart protocol: it carries out the planner's
+// recovery actions (commit a phase, then send its commands) and feeds the
+// agents' acknowledgements back to it.
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// recoveryAckTimeout bounds each phase of a recovery: the agents'
+// acknowledgements, or a respawned rank's address.
+const recoveryAckTimeout = 30 * time.Second
+
+// evCommitted: a recovery phase is in the replicated log (or could not be
+// put there: err).
+type evCommitted struct {
+	epoch uint64
+	stage recovery.Stage
+	err   error
+}
+
+// evExpired: the bound armed for a recovery phase passed.
+type evExpired struct {
+	epoch uint64
+	stage recovery.Stage
+}
+
+func (evCommitted) isRootEvent() {}
+func (evExpired) isRootEvent()   {}
+
+// plannerConfig is the recovery planner's configuration for this job.
+func (fe *frontend) plannerConfig() recovery.Config {
+	cfg := recovery.Config{
+		Policy: fe.opts.Restart, Ranks: fe.opts.N, MaxRestarts: fe.opts.MaxRestarts,
+		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
+		RankAgent: make([]int, fe.opts.N), Roles: fe.agentRoles(),
+	}
+	for r, rs := range fe.ranks {
+		cfg.RankAgent[r] = rs.node
+	}
+	return cfg
+}
+
+// restartName is a policy as the job's record keeps it ("" for none).
+func restartName(p recovery.Policy) string {
+	if p == recovery.None {
+		return ""
+	}
+	return p.String()
+}
+
+// successorPlanner is the planner of a root that took over: the job's
+// policy, every rank's incarnation (and under --restart rank its restart
+// count) as the replicated table has it, and
+// the recovery its predecessor committed last, which it carries on once
+// it leads the agents (feedLeader).
+func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended []int) *recovery.Planner {
+	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
+	fe.opts.MaxRestarts = job.MaxRestarts
+	fe.recovered = map[int]uint64{}
+	cfg := fe.plannerConfig()
+	cfg.Resumed, cfg.Ended = true, ended
+	cfg.Incarnations = make([]uint64, fe.opts.N)
+	if fe.opts.Restart == recovery.Rank {
+		// A rank's restarts are its respawns: every one is patched into
+		// the table as the next incarnation. (A rank the last record is
+		// about gets its count from the record: Restore.)
+		cfg.RankRestarts = make([]int, fe.opts.N)
+	}
+	for r := range st.Ranks {
+		if r < fe.opts.N {
+			cfg.Incarnations[r] = st.Ranks[r].Incarnation
+			if cfg.RankRestarts != nil && st.Ranks[r].Incarnation > 1 {
+				cfg.RankRestarts[r] = int(st.Ranks[r].Incarnation - 1)
+			}
+			fe.ranks[r].inc = st.Ranks[r].Incarnation
+			cfg.TableReady = cfg.TableReady || st.Ranks[r].ITuple != nil
+		}
+	}
+	p := recovery.New(cfg)
+	if cfg.TableReady {
+		fe.table = make([][]byte, fe.opts.N)
+		for r := range st.Ranks {
+			if r < fe.opts.N {
+				fe.table[r] = st.Ranks[r].ITuple
+			}
+		}
+	}
+	defer func() {
+		for i, a := range fe.agents {
+			a.inc = p.AgentIncarnation(i) // agents relaunched before, as the last record says
+		}
+		// Ranks the recovery carried on starts again (those of a lost
+		// agent, say) are running, whatever the table says of their end.
+		for r := range fe.ranks {
+			inc := fe.ranks[r].status.Incarnation
+			older := inc == 0 || inc < p.Incarnation(r) // as olderEnd, before fe.rec is p
+			if p.Replacing(r) && (p.AwaitsRespawn(r) || older) || p.RestartsJob() && older {
+				fe.reviveRank(r)
+			}
+		}
+	}()
+	if len(st.Recovery) > 0 {
+		var rec recovery.Checkpoint
+		if err := json.Unmarshal(st.Recovery, &rec); err != nil {
+			fe.warnf("the recovery record in the state log is unreadable (%v): no recovery carried on", err)
+		} else {
+			p.Restore(rec)
+			fe.collEpoch = rec.Epoch
+		}
+	}
+	return p
+}
+
+// feedLeader tells a successor's planner that it leads, once every child
+// of the root was adopted or given up: a recovery its predecessor left
+// is carried on from its last committed phase.
+func (fe *frontend) feedLeader() {
+	if fe.leaderFed || fe.launchTmpl == nil {
+		return
+	}
+	for _, a := range fe.agents {
+		if a.rootChild && !a.adopted && !a.closed && !fe.rec.Relaunching(a.idx) {
+			return // (an agent lost and being started again is not waited for)
+		}
+	}
+	fe.leaderFed = true
+	if fe.rec.Stage() != 0 {
+		fe.warnf("carrying on the recovery of epoch %d at its %s phase", fe.rec.Epoch(), fe.rec.Stage())
+		fe.failedAt = time.Now()
+	}
+	fe.step(recovery.LeaderChanged{})
+}
+
+// commit puts a recovery phase in the state log; evCommitted follows.
+func (fe *frontend) commit(rec recovery.Checkpoint) {
+	record, err := json.Marshal(rec)
+	if err != nil {
+		panic(fmt.Sprintf("launch: encode recovery record: %v", err)) // plain data
+	}
+	ph := journal.RecoveryPhase{Epoch: rec.Epoch, Stage: rec.Stage.String(), Record: record, Rank: -1}
+	var ranks []int
+	for _, rr := range rec.Ranks {
+		ranks = append(ranks, rr.Rank)
+		if rec.Stage == recovery.StagePatch && rr.Addr != nil {
+			ph.Rows = append(ph.Rows, journal.PatchRow{Rank: rr.Rank, Incarnation: rr.Incarnation, ITuple: rr.Addr})
+		}
+	}
+	if len(ranks) == 1 {
+		ph.Rank = ranks[0]
+	}
+	switch rec.Stage {
+	case recovery.StageSuspend, recovery.StageRespawn:
+		ph.Detail = "rank(s) " + ranksText(ranks)
+	case recovery.StagePatch:
+		ph.Detail = fmt.Sprintf("node table version %d: rank(s) %s", rec.Version, ranksText(ranks))
+	case recovery.StageResume:
+		for r, inc := range fe.recovered {
+			ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
+		}
+		clear(fe.recovered)
+	case recovery.StageRelaunch:
+		var ds []string
+		for _, ar := range rec.Agents {
+			if inc := ar.Incarnation; !ar.Up {
+				if ar.Lost {
+					inc++
+				}
+				ds = append(ds, fmt.Sprintf("the agent of node %s as incarnation %d", ar.Node, inc))
+			}
+		}
+		ph.Detail = strings.Join(ds, ", ")
+		if len(ranks) > 0 {
+			ph.Detail += "; rank(s) " + ranksText(ranks)
+		}
+	case recovery.StageRestartJob:
+		ph.Detail = fmt.Sprintf("restart %d of the job", rec.Restarts)
+		for r, inc := range fe.recovered {
+			ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
+		}
+		clear(fe.recovered)
+	}
+	fe.recoveryAt = time.Now()
+	fe.releaseJournal()
+	done := make(chan error, 1)
+	fe.journal.Commit(ph, done)
+	fe.goFunc(func() {
+		var err error
+		select {
+		case err = <-done:
+		case <-fe.ctx.Done():
+			return
+		}
+		select {
+		case fe.events <- evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err}:
+		case <-fe.ctx.Done():
+		}
+	})
+}
+
+// holdEnv names a recovery phase at which the front-end stops once it is
+// committed, saying so on stderr ("ftlaunch: test hook: holding …"): for
+// tests that kill the front-end in the middle of a recovery. Read once, by
+// Run; successors do not hold.
+const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
+
+// committed takes a phase's commit.
+func (fe *frontend) committed(ev evCommitted) {
+	if fe.holdAt != "" && ev.err == nil && ev.stage.String() == fe.holdAt {
+		fe.warnf("test hook: holding the recovery at its committed %s phase (%s)", ev.stage, holdEnv)
+		return
+	}
+	if ev.err != nil {
+		fe.step(recovery.LaunchError{Msg: fmt.Sprintf("recovery (epoch %d): the %s phase could not be committed to the state log: %v", ev.epoch, ev.stage, ev.err)})
+		return
+	}
+	fe.verbosef("recovery: %s phase of epoch %d committed", ev.stage, ev.epoch)
+	fe.step(recovery.Committed{Epoch: ev.epoch, Stage: ev.stage})
+}
+
+// arm posts evExpired after d.
+func (fe *frontend) arm(act recovery.Arm) {
+	fe.goFunc(func() {
+		t := time.NewTimer(act.After)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-fe.ctx.Done():
+			return
+		}
+		select {
+		case fe.events <- evExpired{epoch: act.Epoch, stage: act.Stage}:
+		case <-fe.ctx.Done():
+		}
+	})
+}
+
+// recoveryAction carries out one of the restart protocol's actions; it
+// reports false for an action that is not one of them.
+func (fe *frontend) recoveryAction(act recovery.Action) bool {
+	switch act := act.(type) {
+	case recovery.Commit:
+		fe.commit(act.Rec)
+	case recovery.Arm:
+		fe.arm(act)
+	case recovery.Relaunch:
+		fe.relaunchAgent(act)
+	case recovery.Suspend:
+		fe.abandonCollectives(act.Epoch)
+		fe.verbosef("recovery: suspending every rank (epoch %d)", act.Epoch)
+		fe.bcast(proto.MSuspend, proto.RecMsg{Epoch: act.Epoch}.Encode())
+	case recovery.Respawn:
+		rs := &fe.ranks[act.Rank]
+		rs.inc = act.Incarnation
+		fe.recovered[act.Rank] = act.Incarnation
+		a := fe.agents[act.Agent]
+		fe.verbosef("recovery: starting rank %d again on %s as incarnation %d", act.Rank, a.name, act.Incarnation)
+		_ = a.send(proto.MRespawn, proto.RecMsg{Epoch: act.Epoch, Rank: act.Rank, Incarnation: act.Incarnation}.Encode())
+	case recovery.Patch:
+		m := proto.RecMsg{Epoch: act.Epoch, Version: act.Version}
+		for _, row := range act.Rows {
+			m.Rows = append(m.Rows, proto.RecRow{Rank: row.Rank, Incarnation: row.Incarnation, Addr: row.Addr})
+			if row.Rank < len(fe.table) {
+				fe.table[row.Rank] = row.Addr
+			}
+		}
+		fe.verbosef("recovery: patching the node table to version %d (%d row(s))", act.Version, len(act.Rows))
+		fe.bcast(proto.MPatch, m.Encode())
+	case recovery.Resume:
+		fe.lastAcks = map[int]bool{}
+		fe.verbosef("recovery: resuming every rank (epoch %d)", act.Epoch)
+		fe.bcast(proto.MResume, proto.RecMsg{Epoch: act.Epoch, Version: act.Version}.Encode())
+	case recovery.RestartJob:
+		fe.abandonCollectives(act.Epoch)
+		fe.lastAcks = map[int]bool{}
+		m := proto.RecMsg{Epoch: act.Epoch, Restarts: act.Restarts}.Encode()
+		if n := len(fe.agents) - fe.agentsUp; n > 0 && fe.launchTmpl == nil {
+			// During the launch: the restart goes to every agent once all
+			// are up (flushRestart), so that none starts its ranks as an
+			// older incarnation after it.
+			fe.pendingRestart = m
+			fe.verbosef("recovery: restarting every rank (restart %d, epoch %d) once the %d agent(s) not up yet are", act.Restarts, act.Epoch, n)
+			return true
+		}
+		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
+		fe.bcast(proto.MRestartJob, m)
+	default:
+		return false
+	}
+	return true
+}
+
+// flushRestart sends a restart of the job held for the launch, once every
+// agent is up (and the restart is still the one in progress).
+func (fe *frontend) flushRestart() {
+	if fe.pendingRestart == nil || fe.agentsUp < len(fe.agents) {
+		return
+	}
+	m := fe.pendingRestart
+	fe.pendingRestart = nil
+	if fe.rec.Stage() != recovery.StageRestartJob {
+		return // the job is ending
+	}
+	fe.verbosef("recovery: every agent is up: restarting every rank")
+	fe.bcast(proto.MRestartJob, m)
+}
+
+// abandonCollectives drops the collectives in flight: a recovery's agents
+// answer their ranks that a recovery began, and count collectives afresh
+// under its epoch.
+func (fe *frontend) abandonCollectives(epoch uint64) {
+	clear(fe.colls)
+	fe.collEpoch = epoch
+}
+
+// revertEnds counts rank r (under --restart job, every rank) as running
+// again when the planner starts it again: its end is not the rank's. The
+// end of an incarnation the planner started already (one that ran and
+// ended while the recovery was still under way) is the rank's own.
+func (fe *frontend) revertEnds(r int) {
+	if fe.rec.RestartsJob() {
+		for i := range fe.ranks {
+			if fe.olderEnd(i) {
+				fe.reviveRank(i)
+			}
+		}
+		return
+	}
+	if fe.rec.Replacing(r) && (fe.rec.AwaitsRespawn(r) || fe.olderEnd(r)) {
+		fe.reviveRank(r)
+	}
+}
+
+// olderEnd reports whether rank r's recorded end is of an incarnation
+// older than the planner's current one (or of one not known).
+func (fe *frontend) olderEnd(r int) bool {
+	inc := fe.ranks[r].status.Incarnation
+	return inc == 0 || inc < fe.rec.Incarnation(r)
+}
+
+// reviveRank counts an ended rank as running again.
+func (fe *frontend) reviveRank(r int) {
+	rs := &fe.ranks[r]
+	if !rs.ended {
+		return
+	}
+	if rs.status.Code != 0 || rs.status.Signal != 0 || rs.status.Reason != "" {
+		if _, ok := fe.recovered[r]; !ok {
+			fe.recovered[r] = max(rs.inc, 1) + 1
+		}
+	}
+	rs.ended, rs.revived = false, true
+	fe.ended--
+	if rs.node >= 0 {
+		fe.agents[rs.node].ended--
+	}
+}
+
+// unrevive counts the ranks a restart had not started yet when the job
+// began to end as ended again, as they ended before.
+func (fe *frontend) unrevive() {
+	for r := range fe.ranks {
+		rs := &fe.ranks[r]
+		if rs.revived && !rs.ended {
+			rs.revived, rs.ended = false, true
+			fe.ended++
+			if rs.node >= 0 {
+				fe.agents[rs.node].ended++
+			}
+		}
+	}
+}
+
+// recoveryMessage handles an agent's message of the restart protocol; it
+// reports false for a message that is not one.
+func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
+	switch typ {
+	case proto.MSuspended, proto.MRespawned, proto.MPatched, proto.MResumed, proto.MRestarted, proto.MPMIInit:
+	default:
+		return false
+	}
+	m, err := proto.DecodeRecMsg(p)
+	if err != nil || m.Rank >= fe.opts.N {
+		fe.protocolError(a, fmt.Errorf("recovery message %d: %v", typ, err))
+		return true
+	}
+	switch typ {
+	case proto.MSuspended:
+		fe.step(recovery.Suspended{Agent: a.idx, Epoch: m.Epoch})
+	case proto.MRespawned:
+		fe.step(recovery.Respawned{Rank: m.Rank, Incarnation: m.Incarnation, Addr: m.Addr})
+	case proto.MPatched:
+		fe.step(recovery.Patched{Agent: a.idx, Epoch: m.Epoch, Version: m.Version})
+	case proto.MResumed:
+		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch})
+		fe.lastAck(a, m.Epoch, "resumed", "every rank goes on", "every rank runs again")
+	case proto.MRestarted:
+		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch})
+		fe.lastAck(a, m.Epoch, "restarted", "every rank started again", "every rank started again")
+	case proto.MPMIInit:
+		fe.step(recovery.PMIInit{Rank: m.Rank, Node: a.name})
+	}
+	return true
+}
+
+// lastAck counts an agent's acknowledgement of a recovery's last phase;
+// once every live agent's is in, the recovery's end (stage) is recorded
+// and told, with the time since the failure.
+func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told string) {
+	if fe.lastAcks == nil || epoch != fe.rec.Epoch() {
+		return
+	}
+	fe.lastAcks[a.idx] = true
+	if len(fe.lastAcks) < fe.liveAgents() {
+		return
+	}
+	fe.lastAcks = nil
+	fe.recoveries++
+	after := ms(time.Since(fe.failedAt))
+	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1,
+		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
+	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
+}
+
+func ranksText(ranks []int) string {
+	s := fmt.Sprint(ranks)
+	return s[1 : len(s)-1]
+}
+
+// liveAgents counts the agents that take part in a recovery.
+func (fe *frontend) liveAgents() int {
+	n := 0
+	for _, a := range fe.agents {
+		if !a.closed {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,209 @@
+package root
+
+// The root's side of a lost agent started again (docs/recovery.md,
+// "Losing an agent"): the planner decides (recovery/relaunch.go); the root
+// starts the agent with the spawner that started the first one, gives it
+// fresh credentials and the node's share of the job with the recovery's
+// state, and tells the planner once it is up. The new incarnation gets a
+// new handle: whatever still names the old one (its link's reader, output
+// waiting to be acknowledged) is stale, and is dropped or goes nowhere.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
+)
+
+// evRelaunched: the start of a lost agent's next incarnation (up, or
+// failed).
+type evRelaunched struct {
+	res launcher.LaunchResult
+	inc uint64
+}
+
+func (evRelaunched) isRootEvent() {}
+
+// agentRoles tells the planner what each agent is in the launch tree.
+func (fe *frontend) agentRoles() []recovery.Role {
+	if fe.topo == nil {
+		return nil
+	}
+	replica := map[int]bool{}
+	for i := range fe.replicaNodes {
+		replica[i] = true
+	}
+	for _, p := range fe.replicaPeers {
+		replica[p.Idx] = true
+	}
+	roles := make([]recovery.Role, len(fe.agents))
+	for i := range fe.agents {
+		switch {
+		case replica[i]:
+			roles[i] = recovery.ReplicaHost
+		case len(fe.topo.Children(i)) > 0:
+			roles[i] = recovery.Interior
+		case fe.topo.Parent(i) != topology.Root:
+			roles[i] = recovery.Leaf
+		}
+	}
+	return roles
+}
+
+// relaunchLocal reports whether the job's one agent runs on this machine
+// on a socket pair (no launch tree): it is started again the same way.
+func (fe *frontend) relaunchLocal() bool { return !fe.tree }
+
+// relaunchAgent carries out the planner's Relaunch: agent act.Agent starts
+// again on its node as incarnation act.Incarnation. A relaunch of an
+// incarnation started already (the stage committed again by a new leader)
+// starts nothing: it is answered if that incarnation is up; its loss, if
+// it was lost, is reported as such.
+func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
+	old := fe.agents[act.Agent]
+	if old.inc >= act.Incarnation {
+		if old.inc == act.Incarnation && old.up && !old.closed {
+			fe.post(recovery.Relaunched{Agent: act.Agent, Incarnation: act.Incarnation})
+		}
+		return
+	}
+	// adopted: its link is this root's own, as an adopted agent's is (a
+	// successor does not wait for it to ask for adoption).
+	a := &agentHandle{idx: old.idx, name: old.name, ranks: old.ranks, rootChild: old.rootChild, inc: act.Incarnation, adopted: true}
+	for _, r := range a.ranks {
+		if fe.ranks[r].ended {
+			a.ended++
+		}
+	}
+	fe.agents[act.Agent] = a
+	if old.local != nil {
+		fe.goFunc(old.wait) // killed when it was lost: reaped (a session is, by its launcher)
+	}
+	if fe.stdinAgent == old {
+		fe.stdinAgent = a // stdin is not forwarded to a rank started again
+	}
+	fe.verbosef("recovery: starting the agent of node %s again as incarnation %d (epoch %d)", a.name, a.inc, act.Epoch)
+	if fe.relaunchLocal() {
+		if err := fe.spawnAgent(a); err != nil {
+			a.closed = true
+			fe.post(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: err.Error()})
+			return
+		}
+		fe.startReader(fe.ctx, a, fe.events)
+		fe.agentUp(a, proto.ChildUp{Idx: a.idx})
+		fe.post(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
+		return
+	}
+	cs, err := fe.childSpecs([]int{a.idx}) // fresh credentials
+	if err == nil && fe.relaunch == nil {
+		err = errors.New("this root has no way to start agents")
+	}
+	if err == nil {
+		cs[0].Inc = a.inc
+		inc := a.inc
+		err = fe.relaunch(cs, func(res launcher.LaunchResult) {
+			select {
+			case fe.events <- evRelaunched{res: res, inc: inc}:
+			case <-fe.ctx.Done():
+				if res.Sess != nil {
+					_ = res.Sess.Close()
+				}
+			}
+		})
+	}
+	if err != nil {
+		a.closed = true
+		fe.post(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: err.Error()})
+	}
+}
+
+// relaunched takes the start of a lost agent's next incarnation: it gets
+// its share of the job and the planner hears that it is up.
+func (fe *frontend) relaunched(ev evRelaunched) {
+	r := ev.res
+	a := fe.agents[r.Child.Idx]
+	if a.inc != ev.inc || a.up || a.closed {
+		// Superseded (the job ended, or a newer incarnation was decided).
+		if r.Link != nil {
+			r.Link.Conn.Close()
+		}
+		if r.Sess != nil {
+			launcher.KillSession(r.Sess)
+		}
+		return
+	}
+	if r.Err != nil {
+		a.closed = true
+		fe.step(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: r.Err.Error()})
+		return
+	}
+	a.link, a.sess = r.Link, r.Sess
+	fe.startReader(fe.ctx, a, fe.events)
+	fe.agentUp(a, r.Up)
+	if a.up && !a.closed && !fe.rec.Ending() {
+		fe.step(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
+	}
+}
+
+// relaunchSpec is what a relaunched agent is told beyond the node's share.
+func (fe *frontend) relaunchSpec(a *agentHandle) *proto.RelaunchSpec {
+	rl := &proto.RelaunchSpec{
+		Incarnation: a.inc, Epoch: fe.rec.Epoch(), CollEpoch: fe.collEpoch, Version: fe.rec.Version(), Table: fe.table,
+		Suspended: fe.opts.Restart == recovery.Rank && fe.rec.Stage() != 0,
+	}
+	for _, r := range a.ranks {
+		rl.Incs = append(rl.Incs, max(fe.ranks[r].inc, 1))
+	}
+	return rl
+}
+
+// post hands the planner an event from the event loop's next turn, not
+// from inside the actions of the step under way.
+func (fe *frontend) post(ev recovery.Event) {
+	fe.goFunc(func() {
+		select {
+		case fe.events <- evPlanner{ev: ev}:
+		case <-fe.ctx.Done():
+		}
+	})
+}
+
+// evPlanner: an event for the planner, posted by the root itself.
+type evPlanner struct{ ev recovery.Event }
+
+func (evPlanner) isRootEvent() {}
+
+// lostAgents reports the loss of agents to the planner, and counts the
+// ranks of those it starts again as running: their end is not the job's.
+func (fe *frontend) lostAgents(a *agentHandle, lost []*agentHandle, err error, silent bool) {
+	for _, b := range lost {
+		why := err
+		if b != a {
+			why = fmt.Errorf("lost with %s above it in the launch tree", a.name)
+		}
+		if fe.rec.Phase() == recovery.Running {
+			fe.failedAt = time.Now()
+		}
+		fe.step(recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: why.Error(), Silent: silent && b == a})
+		if !fe.rec.Relaunching(b.idx) {
+			continue
+		}
+		if fe.rec.RestartsJob() {
+			for r := range fe.ranks {
+				if fe.olderEnd(r) {
+					fe.reviveRank(r)
+				}
+			}
+			continue
+		}
+		for _, r := range b.ranks {
+			if fe.rec.Replacing(r) {
+				fe.reviveRank(r)
+			}
+		}
+	}
+}

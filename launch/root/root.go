@@ -1,0 +1,317 @@
+package root
+
+// The root: the state its event loop owns (frontend), its handles on agents,
+// the events its goroutines send it, and its messages to the user.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
+)
+
+// frontend is the root of a local job. All its fields are owned by the
+// goroutine running loop.
+type frontend struct {
+	opts     Options
+	local    LocalHooks // this machine's agent in the root's process (the facade's)
+	start    time.Time  // when this root began (its timings count from here)
+	jobStart time.Time  // when the job began (a successor's began later)
+	jobID    string
+
+	agents []*agentHandle
+	ranks  []rankState
+
+	ctx    context.Context // Run's: ends every goroutine of the job
+	events chan event      // what launches and links report to loop
+	wg     sync.WaitGroup  // the root's goroutines (goFunc); joined before Run returns
+
+	releaseTimer *time.Timer // lets the journal's replica start after the launch
+
+	rootNode     string            // where the root runs (live report)
+	replicasDone map[string]bool   // replica agents joined (or failed to), by name
+	joinMu       sync.Mutex        // held by the replica agent joining the group (addReplica)
+	endedAt      time.Time         // when the last rank ended
+	plan         *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
+	topo         *topology.Tree    // the launch tree: who is whose parent, backup, child
+	tree         bool              // agents start agents (a plan, or a successor's rebuilt tree)
+	launchTmpl   *proto.LaunchSpec // a successor's: how agents start theirs
+	// relaunch starts root children after the launch (a successor's for
+	// those the front-end had not started, anyone's for a lost agent
+	// started again), each reported to report.
+	relaunch     func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error
+	ca           *secure.CA
+	ln           net.Listener
+	cancelLaunch context.CancelFunc
+	launchBegan  time.Duration
+	mapping      string // PMI_process_mapping
+	journal      *journal.Journal
+	journalDone  bool
+	journalHold  chan struct{} // closed to let the journal's replica start
+	holdOnce     sync.Once
+	replicaNodes map[int]bool // agents hosting root replicas
+	raftTr       *raft.NetworkTransport
+	rootCreds    *secure.Credentials
+	stage        *stagedProgram
+	backupsUp    int
+	replicaPeers []proto.PeerAddr // the replica agents, once all are up
+	exitCode     int
+	colls        map[uint64]*rootColl
+	answered     map[uint64]bool // collectives this root answered
+	liveN        int             // agents hosting ranks
+
+	out         *outputWriter
+	stdinAgent  *agentHandle
+	stdinCredit chan struct{}
+
+	ended       int
+	shutdownAt  time.Time // when the job ended and agents were told to exit
+	terminating bool
+	rec         *recovery.Planner // decides what failures do to the job
+	nodeTableAt time.Duration
+	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
+
+	// The restart protocol (root_recovery.go).
+	collEpoch  uint64         // collectives counted under this epoch; older ones are dropped
+	table      [][]byte       // the node table (I-tuples by rank) as published and patched: a relaunched agent's
+	recovered  map[int]uint64 // ranks being started again, with their new incarnation
+	lastAcks   map[int]bool   // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
+	failedAt   time.Time      // the failure the recovery in progress began with
+	recoveryAt time.Time      // the last phase committed
+	recoveries int            // recoveries over (every agent acknowledged the last phase)
+	// pendingRestart is a restart of the job decided during the launch,
+	// sent once every agent is up (flushRestart).
+	pendingRestart []byte
+	leaderFed      bool   // a successor told its planner it leads
+	holdAt         string // test hook: the phase to hold (holdEnv)
+
+	progress  bool // show a live launch line on stderr (a terminal)
+	agentsUp  int  // agents that got their job
+	ranksUp   int
+	launching bool // the progress line is live
+}
+
+type agentHandle struct {
+	idx     int
+	name    string
+	inc     uint64        // the agent's incarnation on its node (1: the first; root_relaunch.go)
+	local   *LocalAgent   // the agent on this machine, on a socketpair
+	sess    spawn.Session // an agent the front-end started in a launch tree
+	link    *proto.Link   // the front-end's link to it, if it is a direct child
+	via     *proto.Link   // the link it is reached through (set once up)
+	ranks   []int
+	up      bool   // connected and activated
+	adopted bool   // a successor root took its link
+	closed  bool   // link ended
+	done    bool   // the agent reported mDone
+	ended   int    // its ranks that ended
+	outNext uint64 // its next output frame to write (0: not known yet, outq.go)
+
+	rootChild bool // a child of the root: its link is the root's own
+
+	info    proto.ChildUp // its start, as its launcher measured it
+	upAt    time.Duration // when the front-end activated it
+	specAt  time.Duration // when its job was sent
+	ranksAt time.Duration // when its ranks were reported running
+}
+
+// send writes a message for the agent: on its link, or routed through the
+// tree.
+func (a *agentHandle) send(typ uint8, p []byte) error {
+	if a.via == nil {
+		return errors.New("agent not connected")
+	}
+	if a.rootChild {
+		return a.via.Send(typ, p)
+	}
+	return a.via.Send(proto.MRoute, proto.Wrap(a.idx, typ, p))
+}
+
+// kill ends the agent: a local one is killed, a remote one's session is
+// closed (the agent sees its link end and kills its ranks).
+func (a *agentHandle) kill() {
+	switch {
+	case a.local != nil:
+		a.local.Kill()
+	case a.sess != nil:
+		launcher.KillSession(a.sess)
+	}
+}
+
+// wait waits for the agent process or its session to end.
+func (a *agentHandle) wait() {
+	switch {
+	case a.local != nil:
+		_ = a.local.Wait()
+	case a.sess != nil:
+		_ = a.sess.Wait()
+	}
+}
+
+type rankState struct {
+	node       int
+	inc        uint64 // its incarnation (0: the first)
+	pid        int
+	started    bool // reported running
+	ended      bool
+	status     proto.RankStatus
+	byFrontend bool // ended while ftlaunch was terminating the job
+	// revived: counted as running again for a restart that has not
+	// started it yet; its end (status) stands if the job ends first.
+	revived bool
+}
+
+type rootColl struct {
+	op     rankproto.Op
+	from   map[int]bool // agents that contributed, by index
+	got    int
+	values [][]byte
+	kv     map[string][]byte
+}
+
+// An event is what the root's goroutines report to its event loop: one of
+// the ev* types below.
+type event interface{ isRootEvent() }
+
+// evMessage: a message from an agent (on its link, or relayed).
+type evMessage struct {
+	agent *agentHandle
+	typ   uint8
+	p     []byte
+}
+
+// evLinkEnd: the link to one of the root's children ended.
+type evLinkEnd struct {
+	agent *agentHandle
+	err   error
+}
+
+// evLaunched: a start by the root's own launcher (up, or failed).
+type evLaunched struct{ res launcher.LaunchResult }
+
+// evReplicaDone: a replica agent joined the group (or will not).
+type evReplicaDone struct{ name string }
+
+// evAdopt: a successor root: a child of the lost root asks for adoption.
+type evAdopt struct{ ac *adoptConn }
+
+// evAdoptTimeout: a successor root: time is up for adoptions.
+type evAdoptTimeout struct{}
+
+// evResume: a successor root: start the root's children never started.
+type evResume struct{}
+
+func (evMessage) isRootEvent()      {}
+func (evLinkEnd) isRootEvent()      {}
+func (evLaunched) isRootEvent()     {}
+func (evReplicaDone) isRootEvent()  {}
+func (evAdopt) isRootEvent()        {}
+func (evAdoptTimeout) isRootEvent() {}
+func (evResume) isRootEvent()       {}
+
+// nodeNames returns the names of the job's nodes on this machine.
+func (fe *frontend) nodeNames() []string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	k := max(fe.opts.TestNodes, 1)
+	if fe.opts.TestNodes <= 1 {
+		return []string{host}
+	}
+	names := make([]string, k)
+	for i := range names {
+		names[i] = "node" + strconv.Itoa(i)
+	}
+	return names
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// showProgress updates the live launch line: agents up, ranks running.
+// The line goes once every rank runs (or the job fails); it is never shown
+// when stderr is not a terminal. Launch goroutines call it before the
+// event loop starts (ordered by the launch's result channel), the loop
+// after.
+func (fe *frontend) showProgress() {
+	if !fe.launching {
+		return
+	}
+	if fe.ranksUp >= fe.opts.N || fe.rec.Failure() != nil {
+		fe.launching = false
+		fe.out.push(outItem{progress: true})
+		return
+	}
+	fe.out.push(outItem{progress: true, data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
+		fe.agentsUp, len(fe.agents), fe.ranksUp, fe.opts.N))})
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func (fe *frontend) nodeOf(rank int) string {
+	if n := fe.ranks[rank].node; n >= 0 {
+		return fe.agents[n].name
+	}
+	return "?"
+}
+
+func (fe *frontend) warnf(format string, args ...any) {
+	fe.out.message(fmt.Sprintf("ftlaunch: "+format+"\n", args...))
+}
+
+func (fe *frontend) verbosef(format string, args ...any) {
+	if fe.opts.Verbose {
+		fe.warnf("[%7.3fs] "+format, append([]any{time.Since(fe.start).Seconds()}, args...)...)
+	}
+}
+
+// goFunc runs f on a goroutine the root owns: Run (or the successor's
+// loop) joins it before returning, so f must end with the root's context.
+func (fe *frontend) goFunc(f func()) {
+	fe.wg.Add(1)
+	go func() {
+		defer fe.wg.Done()
+		f()
+	}()
+}
+
+// launched passes a start by the root's own launcher to the event loop;
+// once the root's context ended, a session that started is closed.
+func (fe *frontend) launched(ctx context.Context) func(launcher.LaunchResult) {
+	return func(res launcher.LaunchResult) {
+		select {
+		case fe.events <- evLaunched{res: res}:
+		case <-ctx.Done():
+			if res.Sess != nil {
+				_ = res.Sess.Close()
+			}
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package root
+
+// The facade: a job's options, its result, and Run, which serves them with
+// a root (root*.go) over agents (agent*.go).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// runRoot serves a job from its front-end: the root's event loop over the
+// agents it starts.
+func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
+	if opts.N < 1 {
+		return Result{ExitCode: ExitUsage}, fmt.Errorf("need at least one rank, got %d", opts.N)
+	}
+	if len(opts.Argv) == 0 {
+		return Result{ExitCode: ExitUsage}, errors.New("no program given")
+	}
+	if err := proto.CheckApps(opts.Apps, opts.N); err != nil {
+		return Result{ExitCode: ExitUsage}, err
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = time.Second
+	}
+	if opts.KillAfter <= 0 {
+		opts.KillAfter = 5 * time.Second
+	}
+	fe := &frontend{
+		opts: opts, local: local,
+		start: time.Now(),
+		jobID: newJobID(),
+		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
+		out:   newOutputWriter(opts.Stdout, opts.Stderr, opts.Label),
+		ranks: make([]rankState, opts.N),
+		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
+
+		recovered: map[int]uint64{}, holdAt: os.Getenv(holdEnv),
+
+		replicasDone: map[string]bool{},
+	}
+	go fe.out.run()
+	defer fe.out.close()
+	// Deferred calls run last-in first-out: the root's goroutines are
+	// joined after its context was cancelled and the journal closed.
+	defer fe.wg.Wait()
+	defer func() {
+		if fe.releaseTimer != nil {
+			fe.releaseTimer.Stop()
+		}
+	}()
+	jcfg, err := fe.journalConfig(ctx)
+	if err != nil {
+		return Result{ExitCode: ExitUsage}, err
+	}
+	fe.rootNode = jcfg.Node
+	// The replica starts once the ranks' first exchange (node table, PMI
+	// barrier) is done, or a moment after every rank runs, or when the
+	// job fails: the launch does not share the CPU with it.
+	fe.journalHold = make(chan struct{})
+	jcfg.Hold = fe.journalHold
+	j, err := journal.Open(ctx, jcfg)
+	if err != nil {
+		if fe.raftTr != nil {
+			fe.raftTr.Close()
+		}
+		return Result{ExitCode: ExitLauncher}, fmt.Errorf("job state log: %w", err)
+	}
+	fe.journal = j
+	if err := j.InMemory(); err != nil {
+		fe.warnf("job state log: %v; keeping the job's state in memory (ftlaunch inspect and status will not know this job)", err)
+	}
+	defer fe.closeJournal()
+	if opts.Replicas > 1 {
+		// A root group can take over only once it exists: a launch that
+		// lasts starts it early, while it goes on.
+		t := time.AfterFunc(proto.GroupHold, fe.releaseJournal)
+		defer t.Stop()
+	}
+	if opts.Prestage {
+		st, err := readProgram(opts)
+		if err != nil {
+			return Result{ExitCode: ExitLauncher}, err
+		}
+		fe.stage = st
+	}
+	if opts.OutputDir != "" {
+		if err := fe.out.openFiles(opts.OutputDir, opts.N); err != nil {
+			return Result{ExitCode: ExitLauncher}, err
+		}
+	}
+	fe.progress = !opts.Verbose && isTerminal(opts.Stderr)
+	fe.launching = fe.progress
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan event, 256)
+	fe.ctx, fe.events = ctx, events
+	if err := fe.startAgents(ctx, events); err != nil {
+		// The caller reports the error; the planner keeps it for the
+		// final status.
+		fe.exitCode = ExitLauncher
+		fe.rec.Step(recovery.LaunchError{Msg: err.Error()})
+		fe.killAgents()
+		for _, a := range fe.agents {
+			a.wait()
+		}
+		return Result{ExitCode: ExitLauncher}, err
+	}
+	fe.journalPlan()
+	if fe.ln != nil {
+		defer fe.ln.Close()
+	}
+	if fe.cancelLaunch != nil {
+		defer fe.cancelLaunch()
+	}
+	code := fe.loop(ctx, events)
+	fe.exitCode = code
+	return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt}, nil
+}
+
+func newJobID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "ft-" + hex.EncodeToString(b[:])
+}
+
+// blockPlacement places n ranks on the named nodes in blocks of
+// ceil(n/len(names)), as mpirun does on one host per node.
+func blockPlacement(names []string, n int) *alloc.Placement {
+	per := (n + len(names) - 1) / len(names)
+	pl := &alloc.Placement{Ranks: make([]alloc.RankPlace, n)}
+	for i, name := range names {
+		lo, hi := i*per, min(n, (i+1)*per)
+		if lo >= hi {
+			break
+		}
+		node := alloc.NodePlace{Name: name}
+		for r := lo; r < hi; r++ {
+			node.Ranks = append(node.Ranks, r)
+			pl.Ranks[r] = alloc.RankPlace{Node: len(pl.Nodes), LocalRank: r - lo, LocalSize: hi - lo}
+		}
+		pl.Nodes = append(pl.Nodes, node)
+	}
+	return pl
+}
+
+// stagedProgram is the program file the front-end prestages.
+type stagedProgram struct {
+	name string
+	mode os.FileMode
+	data []byte
+}
+
+func readProgram(opts Options) (*stagedProgram, error) {
+	path, err := proto.ResolveProgram(opts.Argv[0], opts.Wdir, proto.LookupEnv(opts.Env, "PATH"))
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(opts.Wdir, path)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	if st.Size() > proto.MaxPrestage {
+		return nil, fmt.Errorf("--prestage: %s is %d bytes, more than the limit of %d", path, st.Size(), proto.MaxPrestage)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	return &stagedProgram{name: filepath.Base(path), mode: st.Mode().Perm(), data: data}, nil
+}

@@ -1,0 +1,336 @@
+package root
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/topology"
+)
+
+// Root failover, the successor's side. When the front-end of a job with
+// replicated root state dies, the raft group elects one of the replica
+// agents. That agent, once it also lost its own link to the front-end,
+// takes over: it commits an epoch bump naming itself (the leader change
+// is in the event log), rebuilds the root's view of the job from the
+// replicated state (plan, node table, exits), and runs the front-end's
+// event loop over the links of the root's children, which ask it to adopt
+// them (its own agent too, over its own listener). Output from then on
+// goes to files in the job's state directory (output/rank.R.out, .err;
+// output/ftlaunch.log for ftlaunch's messages); the final status is
+// committed as the front-end would have.
+
+// successor is a root running inside a replica agent.
+type Successor struct {
+	fe   *frontend
+	done chan struct{}
+}
+
+// Adopt hands a request for adoption to the successor root; once it
+// ended, it refuses by closing the connection.
+func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
+	select {
+	case s.fe.events <- evAdopt{ac: &adoptConn{conn: conn, hello: h}}:
+	case <-s.done:
+		conn.Close()
+	}
+}
+
+// Resume builds and starts the successor root from the replicated state;
+// it runs until the job ended (successor.done), in a context of its own
+// that outlives the replica agent's link.
+func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) {
+	spec := cfg.Spec
+	st := cfg.Replica.FSM().Copy()
+	job, err := journal.DecodeJob(st.Job.Spec)
+	if err != nil {
+		return nil, err
+	}
+	outDir := filepath.Join(spec.Replica.JobDir, "output")
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(outDir, "ftlaunch.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	opts := Options{
+		// Its log is a file, for after the fact: verbose.
+		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: outDir, Verbose: true,
+		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Replicas: spec.Replica.Replicas,
+		Stdout: logf, Stderr: logf,
+	}
+	sctx := context.WithoutCancel(ctx) // it outlives this agent's own link
+	sctx, stop := context.WithCancel(sctx)
+	events := make(chan event, 256)
+	tmpl := spec.Launch
+	fe := &frontend{
+		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
+		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
+		ctx: sctx, events: events, replicasDone: map[string]bool{},
+		tree: true, launchTmpl: &tmpl, mapping: spec.ProcessMapping, replicaPeers: cfg.Peers, rootNode: spec.Node,
+	}
+	fail := func(err error) (*Successor, error) {
+		stop()
+		logf.Close()
+		return nil, err
+	}
+	if len(spec.Replica.CA) > 0 {
+		if fe.ca, err = secure.UnmarshalCA(spec.Replica.CA); err != nil {
+			return fail(fmt.Errorf("the job's CA: %w", err))
+		}
+	}
+	if err := fe.out.openFiles(outDir, opts.N); err != nil {
+		return fail(err)
+	}
+	if err := fe.rebuild(st, spec.Replica.Placement); err != nil {
+		return fail(err)
+	}
+	var ended []int
+	for r, rs := range fe.ranks {
+		if rs.ended {
+			ended = append(ended, r)
+		}
+	}
+	hooks := launcher.RelaunchHooks{
+		Logf: func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") },
+		Go:   fe.goFunc,
+	}
+	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
+		return cfg.Relaunch(sctx, cs, hooks, report)
+	}
+	fe.rec = fe.successorPlanner(st, job, ended)
+	j, err := journal.Open(sctx, journal.Config{
+		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
+		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
+			Restart: job.Restart, MaxRestarts: job.MaxRestarts},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	fe.journal = j
+	fe.journalHold = make(chan struct{})
+	fe.releaseJournal()
+	s := &Successor{fe: fe, done: make(chan struct{})}
+	fe.warnf("node %s took over as root of job %s after the front-end was lost", spec.Node, st.Job.ID)
+	go func() { // joined through s.done by the agent that runs it
+		// Deferred calls run last-in first-out: the root's context ends,
+		// then its goroutines are joined, then its log is closed.
+		defer close(s.done)
+		defer logf.Close()
+		defer fe.wg.Wait()
+		defer stop()
+		fe.goFunc(fe.out.run)
+		// A child of the root that does not come back in time is lost.
+		lost := time.AfterFunc(proto.AdoptWait+5*time.Second, func() {
+			select {
+			case events <- evAdoptTimeout{}:
+			case <-sctx.Done():
+			}
+		})
+		defer lost.Stop()
+		// The root's children the front-end had not started yet (none
+		// of them was recorded up, none asked to be adopted) are
+		// started by this root.
+		resume := time.AfterFunc(resumeWait, func() {
+			select {
+			case events <- evResume{}:
+			case <-sctx.Done():
+			}
+		})
+		defer resume.Stop()
+		fe.writeLive() // status shows the new root at once
+		code := fe.loop(sctx, events)
+		fe.exitCode = code
+		fe.closeJournal()
+		fe.out.close()
+	}()
+	return s, nil
+}
+
+func (s *Successor) Wait(d time.Duration) {
+	select {
+	case <-s.done:
+	case <-time.After(d):
+	}
+}
+
+// resumeWait is how long a successor waits for the root's children to
+// ask for adoption before it starts those that were never recorded up.
+const resumeWait = time.Second
+
+// rebuild sets up the root's view from the replicated state: agents in
+// plan order (the front-end's indexes), their tree, which of them were up,
+// the ranks and which of them ended. placement, if it covers every agent,
+// gives each agent's ranks (the replica spec's copy of the plan's); else
+// they come from the node table, and the agents report those it lacks.
+func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
+	if len(st.Plan.Nodes) < 2 {
+		return fmt.Errorf("no plan in the replicated state")
+	}
+	byName := map[string]int{}
+	for i, n := range st.Plan.Nodes[1:] {
+		byName[n.Name] = i
+		a := &agentHandle{idx: i, name: n.Name, inc: 1}
+		if ag, ok := st.Agents[n.Name]; ok { // the front-end sent it its share
+			a.up, a.info = true, proto.ChildUp{Idx: i, Addr: ag.Addr}
+			fe.agentsUp++
+		}
+		fe.agents = append(fe.agents, a)
+	}
+	edges := make([]topology.Edge, len(fe.agents))
+	for i, n := range st.Plan.Nodes[1:] {
+		edges[i] = topology.Edge{Name: n.Name, Parent: topology.Root, Backup: topology.None}
+		if p, ok := byName[n.Primary]; ok {
+			edges[i].Parent = p
+		}
+		if b, ok := byName[n.Backup]; ok {
+			edges[i].Backup = b
+		}
+	}
+	t, err := topology.FromEdges("replicated", edges)
+	if err != nil {
+		return fmt.Errorf("the replicated plan: %w", err)
+	}
+	fe.setTree(t)
+	if len(st.Ranks) != fe.opts.N {
+		return fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
+	}
+	for r := range fe.ranks {
+		fe.ranks[r].node = -1
+	}
+	if len(placement) == len(fe.agents) {
+		for i, ranks := range placement {
+			for _, r := range ranks {
+				if r < 0 || r >= len(fe.ranks) || fe.ranks[r].node >= 0 {
+					return fmt.Errorf("placement: rank %d of node %s", r, fe.agents[i].name)
+				}
+				fe.ranks[r].node = i
+			}
+			fe.agents[i].ranks = slices.Clone(ranks)
+		}
+	}
+	for r, row := range st.Ranks {
+		rs := &fe.ranks[r]
+		if rs.node < 0 {
+			i, ok := byName[row.Node]
+			if !ok {
+				// Not recorded before the front-end died: the agent
+				// that runs it says so when it reports again (mStarted).
+				continue
+			}
+			rs.node = i
+			fe.agents[i].ranks = append(fe.agents[i].ranks, r)
+		}
+		if row.State == raftstore.RankUnknown {
+			continue
+		}
+		rs.pid, rs.started = row.PID, true
+		fe.ranksUp++
+		if row.State == raftstore.RankExited || row.State == raftstore.RankFailed {
+			rs.ended = true
+			rs.status = proto.RankStatus{Rank: r, Code: row.ExitCode}
+			fe.ended++
+			fe.agents[rs.node].ended++
+		}
+	}
+	fe.liveN = len(fe.agents)
+	return nil
+}
+
+// resumeLaunch starts the root's children that are neither up nor
+// adopted: the front-end died before it started them (or before they
+// connected). Their subtrees follow as usual.
+func (fe *frontend) resumeLaunch() {
+	var missing []int
+	for _, a := range fe.agents {
+		if a.rootChild && !a.up && !a.adopted && !a.closed && a.link == nil {
+			missing = append(missing, a.idx)
+		}
+	}
+	if len(missing) == 0 || fe.relaunch == nil || fe.rec.Ending() {
+		return
+	}
+	cs, err := fe.childSpecs(missing)
+	if err == nil {
+		err = fe.relaunch(cs, fe.launched(fe.ctx))
+	}
+	if err != nil {
+		for _, i := range missing {
+			fe.launchFailed(fe.agents[i], fmt.Sprintf("start the agent on %s after the root failed over: %v", fe.agents[i].name, err))
+		}
+		return
+	}
+	names := make([]string, len(missing))
+	for i, x := range missing {
+		names[i] = fe.agents[x].name
+	}
+	fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
+}
+
+// adopt takes a child of the lost root as its own.
+func (fe *frontend) adopt(ac *adoptConn) {
+	idx := ac.hello.Idx
+	name, _ := secure.PeerName(ac.conn)
+	// One adoption per agent: a second one (its link to this root broke)
+	// is refused; the end of the first link counts as the agent's loss.
+	// An agent this root started itself (resumeLaunch) has its link.
+	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
+		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil ||
+		max(ac.hello.Inc, 1) != fe.agents[idx].inc || fe.rec.Relaunching(idx) { // an incarnation declared lost
+		ac.conn.Close()
+		return
+	}
+	a := fe.agents[idx]
+	if err := wire.WriteFrame(ac.conn, proto.MAdopted, nil); err != nil {
+		ac.conn.Close()
+		return
+	}
+	a.link = proto.NewLink(ac.conn)
+	a.via = a.link
+	for _, x := range fe.topo.Subtree(a.idx) {
+		fe.agents[x].via = a.link
+	}
+	a.adopted = true
+	if !a.up {
+		// Up, with its share, before the front-end could record it: an
+		// agent without one does not outlive its parent.
+		a.up, a.upAt = true, time.Since(fe.start)
+		fe.agentsUp++
+	}
+	fe.startReader(fe.ctx, a, fe.events)
+	// The agents below report again too.
+	_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MResyncReq, nil))
+	fe.verbosef("adopted node %s", a.name)
+	defer fe.feedLeader()
+	if fe.terminating {
+		_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter))))
+	}
+}
+
+// adoptTimedOut gives up on the root's children that were not adopted.
+func (fe *frontend) adoptTimedOut() {
+	for _, a := range fe.agents {
+		if a.rootChild && !a.adopted && !a.closed {
+			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", proto.AdoptWait+5*time.Second))
+		}
+	}
+	fe.feedLeader()
+}
+
+// adoptConn is the successor root's side of an adoption request.
+type adoptConn struct {
+	conn  net.Conn
+	hello proto.Hello
+}
