@@ -44,7 +44,7 @@ lint: ## gofmt and go vet
 
 fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	$(GO) test -run XXX -fuzz FuzzReader -fuzztime $(or $(FUZZTIME),20s) ./overlay/wire
-	$(GO) test -run XXX -fuzz FuzzDecoders -fuzztime $(or $(FUZZTIME),20s) ./launch
+	$(GO) test -run XXX -fuzz FuzzDecoders -fuzztime $(or $(FUZZTIME),20s) ./launch/proto
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime $(or $(FUZZTIME),20s) ./launch/rankproto
 	$(GO) test -run XXX -fuzz FuzzParseLine -fuzztime $(or $(FUZZTIME),20s) ./launch/pmi
 

@@ -1,6 +1,9 @@
-// Package launch starts a parallel job: the front-end that plans it and
-// collects its output and exit status, the node agent that spawns and
-// watches a node's ranks, and the link protocol between them.
+// Package launch is the facade that starts a parallel job (Run, Options,
+// Result) and the agent's entry (AgentMain). It wires the two roles that
+// do not import each other: the root (launch/root), which plans the job
+// and collects its output and exit status, and the node agent
+// (launch/agent), which spawns and watches a node's ranks; they speak the
+// link protocol of launch/proto and start agents through launch/launcher.
 //
 // Processes. The front-end (ftlaunch run) starts one agent per node as its
 // own process (ftlaunch agent), connected by a link; the agent spawns the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/agent"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/root"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
@@ -46,7 +47,7 @@ func runInProcess(t *testing.T, opts root.Options, ready func(*inprocJob)) *inpr
 		opts.Env = os.Environ()
 	}
 	opts.Stdout, opts.Stderr = &j.stdout, &j.stderr
-	start := func(conn net.Conn) *root.LocalAgent {
+	start := func(conn net.Conn) *launcher.LocalAgent {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		var err error
@@ -62,7 +63,7 @@ func runInProcess(t *testing.T, opts root.Options, ready func(*inprocJob)) *inpr
 		if ready != nil {
 			ready(j)
 		}
-		return &root.LocalAgent{Kill: j.kill, Wait: func() error { <-done; return err }}
+		return &launcher.LocalAgent{Kill: j.kill, Wait: func() error { <-done; return err }}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -10,6 +10,8 @@ import (
 	"net"
 
 	"github.com/ftlaunch/ftlaunch/launch/agent"
+	"github.com/ftlaunch/ftlaunch/launch/calibrate"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/root"
@@ -33,18 +35,18 @@ type (
 	// ProgramError says why a program cannot be run.
 	ProgramError = proto.ProgramError
 	// Live is a running job's live report (its job directory's live.json).
-	Live = root.Live
+	Live = journal.Live
 	// Calibration is a launcher's measured costs (--tree auto).
-	Calibration = root.Calibration
+	Calibration = calibrate.Calibration
 )
 
 var (
 	// ReadLive reads a job directory's live report.
-	ReadLive = root.ReadLive
+	ReadLive = journal.ReadLive
 	// CalibrationPath and LoadCalibration find and read a launcher's
 	// calibration.
-	CalibrationPath = root.CalibrationPath
-	LoadCalibration = root.LoadCalibration
+	CalibrationPath = calibrate.CalibrationPath
+	LoadCalibration = calibrate.LoadCalibration
 	// ResolveProgram finds a program as a rank would (PATH, wdir).
 	ResolveProgram = proto.ResolveProgram
 	// LookupEnv is an environment's value of key.

@@ -29,6 +29,8 @@ var layers = map[string]int{
 	"launch/pmi":       0,
 	"launch/spawn":     0,
 	"launch/sshspawn":  0,
+	"launch/calibrate": 0,
+	"launch/rankenv":   0,
 	"chaos/cluster":    0,
 	"internal/deptest": 0,
 	// Built on leaves.
@@ -42,6 +44,7 @@ var layers = map[string]int{
 	// The link protocol both roles speak, then starting agents.
 	"launch/proto":    2,
 	"launch/launcher": 3,
+	"launch/output":   3,
 	// The two roles: neither imports the other (a replica agent's
 	// successor root is injected by the facade).
 	"launch/root":  4,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankenv"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
@@ -49,7 +50,7 @@ type Agent struct {
 	stopLink context.CancelFunc
 	stopped  atomic.Bool // the agent ended its link after a shutdown
 
-	// Root failover (failover.go, successor.go); guarded by mu.
+	// Root failover (failover.go; the root's successor.go); guarded by mu.
 	replicas  []proto.PeerAddr         // the replica agents, which may adopt this one
 	exits     map[int]proto.RankStatus // exits reported, to report again to a new root
 	sentUp    map[uint64][]byte        // contributions sent up and not yet answered
@@ -80,7 +81,7 @@ type Agent struct {
 
 	exited chan struct{} // closed when every rank's exit was reported (a respawn makes a new one)
 
-	rec agentRecovery // the restart protocol's state (agent_recovery.go); guarded by mu
+	rec agentRecovery // the restart protocol's state (recovery.go); guarded by mu
 }
 
 func (a *Agent) run(ctx context.Context) error {
@@ -291,7 +292,7 @@ func (a *Agent) runRank(ctx context.Context, rp *rankProc) {
 
 func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	if a.spec.Relaunch != nil {
-		a.standby(ctx, wg) // the recovery starts them (agent_relaunch.go)
+		a.standby(ctx, wg) // the recovery starts them (relaunch.go)
 		return
 	}
 	// The TCP-mode listener exists before the ranks (they get its port)
@@ -301,7 +302,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	var st proto.Started
 	localSize := len(a.spec.Ranks)
-	binds, bindErr := rankBindings(a.spec.Bind, localSize, a.spec.BindShare)
+	binds, bindErr := rankenv.RankBindings(a.spec.Bind, localSize, a.spec.BindShare)
 	// A rank that cannot start for want of processes, descriptors or
 	// memory ends the node's start: the ranks it started are killed at
 	// once (the job cannot run, and the user is at a limit that every
@@ -309,7 +310,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	// under), the rank is reported as the job's failure, and the ranks
 	// after it as not started. Limits known beforehand (rankRoom) fail
 	// the start before any fork.
-	room, short := rankRoom(localSize)
+	room, short := rankenv.RankRoom(localSize)
 	if short != nil {
 		// Known before the first fork: nothing is started. The failure
 		// goes first, so that the front-end names it.
@@ -331,9 +332,9 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 			a.reportExit(proto.RankStatus{Rank: r, Code: recovery.ExitLauncher, Reason: bindErr.Error()})
 			continue
 		}
-		cpus := bindingOf(binds, i)
+		cpus := rankenv.BindingOf(binds, i)
 		rp, err := startRank(a.spec, info, a, cpus)
-		if why := shortage(err); why != "" {
+		if why := rankenv.Shortage(err); why != "" {
 			stopped = true
 			a.killAll(syscall.SIGKILL)
 			a.reportExit(proto.RankStatus{Rank: r, Code: recovery.ExitLauncher, Reason: "could not start: " + why})
@@ -349,7 +350,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 		st.Ranks = append(st.Ranks, r)
 		st.Pids = append(st.Pids, rp.cmd.Process.Pid)
 		if cpus != nil {
-			st.CPUs = append(st.CPUs, cpuList(cpus))
+			st.CPUs = append(st.CPUs, rankenv.CPUList(cpus))
 		}
 	}
 	if len(st.Ranks) > 0 {

@@ -333,7 +333,7 @@ func (u *uplink) isDown() bool {
 	return u.down
 }
 
-// takeOver builds and starts the successor root (root_successor.go's
+// takeOver builds and starts the successor root (launch/root's
 // resume) from this replica's state.
 func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)

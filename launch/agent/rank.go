@@ -19,6 +19,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankenv"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
@@ -137,7 +138,7 @@ func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.C
 		cmd.Stdin = inR
 		rp.stdin = inW
 	}
-	if err := startBound(cpus, cmd.Start); err != nil {
+	if err := rankenv.StartBound(cpus, cmd.Start); err != nil {
 		fail()
 		outR.Close()
 		errR.Close()
@@ -230,7 +231,7 @@ func (rp *rankProc) output(stream int, data []byte) {
 // wait waits for the rank to end and for its output to drain, and returns
 // its status.
 func (rp *rankProc) wait() proto.RankStatus {
-	awaitExit(rp.cmd.Process.Pid)
+	rankenv.AwaitExit(rp.cmd.Process.Pid)
 	err := rp.cmd.Wait()
 	close(rp.exited)
 	select {

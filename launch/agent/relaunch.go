@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"sync"
 
+	"github.com/ftlaunch/ftlaunch/launch/rankenv"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 )
 
@@ -26,7 +27,7 @@ func (a *Agent) standby(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	rl := a.spec.Relaunch
 	n := len(a.spec.Ranks)
-	binds, bindErr := rankBindings(a.spec.Bind, n, a.spec.BindShare)
+	binds, bindErr := rankenv.RankBindings(a.spec.Bind, n, a.spec.BindShare)
 	if bindErr != nil {
 		a.logf("binding the ranks it starts again: %v; they run unbound", bindErr)
 	}
@@ -39,7 +40,7 @@ func (a *Agent) standby(ctx context.Context, wg *sync.WaitGroup) {
 			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID, Incarnation: max(rl.Incs[i], 1),
 		}
 		// No process: cmd has none, and it was "reaped" already.
-		a.ranks[r] = &rankProc{rank: r, agent: a, cmd: &exec.Cmd{}, info: info, exited: gone, cpus: bindingOf(binds, i)}
+		a.ranks[r] = &rankProc{rank: r, agent: a, cmd: &exec.Cmd{}, info: info, exited: gone, cpus: rankenv.BindingOf(binds, i)}
 		a.order = append(a.order, r)
 		a.gone[r] = true
 		a.seq[r] = rl.CollEpoch << 32

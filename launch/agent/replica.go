@@ -1,7 +1,7 @@
 package agent
 
 // The replica role of an agent: the root replica it hosts for a job with
-// --replicas 3 or 5 (root_successor.go takes the root over from it).
+// --replicas 3 or 5 (launch/root/successor.go takes the root over from it).
 
 import (
 	"context"

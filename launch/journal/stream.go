@@ -21,16 +21,16 @@ import (
 // the job's state log is kept on R nodes. Raft's RPCs travel over TCP with
 // the job's mutual TLS. With R > 1 the front-end's replica starts 100 ms
 // into a launch that lasts, so that a launch, too, can survive the
-// front-end (failover.go, successor.go).
+// front-end (launch/agent/failover.go, launch/root/successor.go).
 
-// raftStream is raft's stream layer over the job's mutual TLS.
+// RaftStream is raft's stream layer over the job's mutual TLS.
 type RaftStream struct {
 	ln    net.Listener
 	creds *secure.Credentials
 	adv   net.Addr // the listener's address as others dial it
 }
 
-// newRaftStream listens on all interfaces and advertises host (an IP).
+// NewRaftStream listens on all interfaces and advertises host (an IP).
 func NewRaftStream(ctx context.Context, creds *secure.Credentials, host string) (*RaftStream, error) {
 	ln, err := secure.Listen(ctx, "tcp", ":0", creds)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 const guardScript = `g=; while read -r p; do [ "$p" = end ] && exit 0; g="$g -$p"; done; ` +
 	`[ -n "$g" ] || exit 0; kill -s TERM -- $g 2>/dev/null; sleep 1; kill -s KILL -- $g 2>/dev/null; exit 0`
 
-// orphanGuard is the in-process agent's guard: a /bin/sh process in a
+// OrphanGuard is the in-process agent's guard: a /bin/sh process in a
 // session of its own (a terminal's signals do not reach it) that outlives
 // the front-end. Its methods may be called from any goroutine.
 type OrphanGuard struct {
@@ -27,7 +27,7 @@ type OrphanGuard struct {
 	w   *os.File // its input (nil once released)
 }
 
-// startGuard starts the guard.
+// StartGuard starts the guard.
 func StartGuard() (*OrphanGuard, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -44,7 +44,7 @@ func StartGuard() (*OrphanGuard, error) {
 	return &OrphanGuard{cmd: cmd, w: w}, nil
 }
 
-// inheritedSignalsClean reports whether ranks forked by this process
+// InheritedSignalsClean reports whether ranks forked by this process
 // would start with no signal ignored (but those the Go runtime sets
 // itself) and none blocked: the condition for running the local agent in
 // process. It changes nothing.
@@ -71,7 +71,7 @@ func InheritedSignalsClean() bool {
 	return mask == none
 }
 
-// kernelSigaction is the kernel's struct sigaction on linux/amd64:
+// KernelSigaction is the kernel's struct sigaction on linux/amd64:
 // handler, flags, restorer, mask. Only the handler is read, and SIG_DFL
 // is set with every other field zero, which reads the same whatever the
 // layout of the rest.
@@ -80,4 +80,27 @@ type KernelSigaction struct {
 	flags    uint64
 	restorer uintptr
 	mask     uint64
+}
+
+// Add tells the guard of a rank's process group.
+func (g *OrphanGuard) Add(pgid int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w != nil {
+		_, _ = fmt.Fprintf(g.w, "%d\n", pgid)
+	}
+}
+
+// Release ends the guard without signalling anything, and reaps it.
+func (g *OrphanGuard) Release() {
+	g.mu.Lock()
+	w := g.w
+	g.w = nil
+	g.mu.Unlock()
+	if w == nil {
+		return
+	}
+	_, _ = w.WriteString("end\n")
+	w.Close()
+	_ = g.cmd.Wait()
 }

@@ -40,7 +40,7 @@ import (
 // first frame.
 const helloTimeout = 10 * time.Second
 
-// launchResult is one child's start, as its launcher saw it: connected
+// LaunchResult is one child's start, as its launcher saw it: connected
 // (link set) or failed (err set).
 type LaunchResult struct {
 	Child *proto.ChildSpec
@@ -50,12 +50,12 @@ type LaunchResult struct {
 	Err   error
 }
 
-// groupSpawner starts one command on many hosts with the same stdin.
+// GroupSpawner starts one command on many hosts with the same stdin.
 type GroupSpawner interface {
 	StartGroup(ctx context.Context, hosts []string, argv []string, stdin []byte) (spawn.Session, error)
 }
 
-// launcher starts a parent's children with a spawner and waits for each to
+// Launcher starts a parent's children with a spawner and waits for each to
 // connect back to the parent's listener.
 type Launcher struct {
 	sp     spawn.Spawner
@@ -64,7 +64,7 @@ type Launcher struct {
 	hosts  []string // the parent's addresses beyond SSH_CONNECTION's
 	batch  int      // 0: start every child at once
 	Parent string   // the parent's certificate name ("": the front-end)
-	// group, if set, starts all the children in one call (one srun step)
+	// Group, if set, starts all the children in one call (one srun step)
 	// with one bootstrap that holds every child's credentials.
 	Group    GroupSpawner
 	children []proto.ChildSpec
@@ -90,7 +90,7 @@ func NewLauncher(sp spawn.Spawner, argv []string, port int, hosts []string, batc
 	return &Launcher{sp: sp, argv: argv, port: port, hosts: hosts, batch: batch, children: children, waiting: map[string]awaited{}}
 }
 
-// run starts the children in plan order, in batches when batch > 0, and
+// Run starts the children in plan order, in batches when batch > 0, and
 // calls report once per child from its own goroutine. It returns when
 // every child connected or failed; cancelling ctx ends the starts still in
 // progress (they are reported as failed).
@@ -120,7 +120,7 @@ func (l *Launcher) Run(ctx context.Context, report func(LaunchResult)) {
 	}
 }
 
-// expect registers a child whose connection back is awaited, started as
+// Expect registers a child whose connection back is awaited, started as
 // incarnation inc.
 func (l *Launcher) Expect(name string, inc uint64) chan acceptedConn {
 	ch := make(chan acceptedConn, 1)
@@ -130,7 +130,7 @@ func (l *Launcher) Expect(name string, inc uint64) chan acceptedConn {
 	return ch
 }
 
-// start starts one child in a session of its own and waits for it.
+// Start starts one child in a session of its own and waits for it.
 func (l *Launcher) Start(ctx context.Context, c *proto.ChildSpec, ch chan acceptedConn, begin time.Time) LaunchResult {
 	boot := (&proto.Bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.Parent, Inc: c.Inc}).Encode()
 	sess, err := l.sp.Start(ctx, c.Name, l.argv, boot)
@@ -240,7 +240,7 @@ func (l *Launcher) deliver(name string, ac acceptedConn) bool {
 	return true
 }
 
-// acceptLoop accepts connections on ln until it is closed: a primary child
+// AcceptLoop accepts connections on ln until it is closed: a primary child
 // goes to its start in l, a standby link (a node whose backup parent we
 // are) to standby, which may be nil (refused). It returns once the
 // handshakes it started ended (each within helloTimeout).
@@ -328,7 +328,7 @@ func (s sshSession) Timings() spawn.Timings {
 // SSHSpawner returns sp as a spawn.Spawner.
 func SSHSpawner(sp *sshspawn.Spawner) spawn.Spawner { return sshSpawner{sp} }
 
-// localSpawner starts agents as processes on this machine (test nodes).
+// LocalSpawner starts agents as processes on this machine (test nodes).
 // delay holds test-only start delays by node name (newLocalSpawner).
 type LocalSpawner struct {
 	delay    map[string]startDelay
@@ -347,7 +347,7 @@ type startDelay struct {
 // (local agents) honour it, and they pass it on to the agents they start.
 const delayEnv = "FTLAUNCH_TEST_DELAY_START"
 
-// newLocalSpawner returns a local spawner with the delays of delayEnv: the
+// NewLocalSpawner returns a local spawner with the delays of delayEnv: the
 // one place the test hook is read.
 func NewLocalSpawner() (LocalSpawner, error) {
 	v := os.Getenv(delayEnv)

@@ -9,7 +9,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 )
 
-// socketPair returns a connected pair of Unix stream sockets: ours as a
+// SocketPair returns a connected pair of Unix stream sockets: ours as a
 // net.Conn, the other end as a file for a child process.
 func SocketPair() (net.Conn, *os.File, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
@@ -27,7 +27,7 @@ func SocketPair() (net.Conn, *os.File, error) {
 	return conn, theirs, nil
 }
 
-// killSession ends a session at once where the mechanism allows (srun:
+// KillSession ends a session at once where the mechanism allows (srun:
 // SIGKILL to srun), else closes it. An SSH session is closed: its Kill asks
 // the server, which on a dead connection waits for TCP's timeout.
 func KillSession(s spawn.Session) {

@@ -12,13 +12,13 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
-// rootName is the name in the front-end's certificate.
+// RootName is the name in the front-end's certificate.
 const RootName = "ftlaunch-root"
 
-// connectTimeout bounds an agent's connection back to the front-end.
+// ConnectTimeout bounds an agent's connection back to the front-end.
 const ConnectTimeout = 15 * time.Second
 
-// bootstrap is what a remote agent reads from its SSH session's stdin: its
+// Bootstrap is what a remote agent reads from its SSH session's stdin: its
 // job credentials and where the front-end listens. It never travels in
 // argv or the environment.
 type Bootstrap struct {
@@ -60,7 +60,7 @@ func ReadBootstrap(r io.Reader) (*Bootstrap, error) {
 	return b, nil
 }
 
-// frontendAddrs lists where an agent started over SSH may reach the
+// FrontendAddrs lists where an agent started over SSH may reach the
 // front-end: first the address the SSH connection came from (sshd puts it
 // in SSH_CONNECTION), then the addresses the front-end listed.
 func FrontendAddrs(b *Bootstrap, getenv func(string) string) []string {
@@ -79,16 +79,16 @@ func FrontendAddrs(b *Bootstrap, getenv func(string) string) []string {
 // (stdin EOF), and a child of the root that loses its parent keeps its
 // ranks and asks the replica agents, in turn, to adopt it; the one that
 // leads the raft group after the front-end's death runs a successor root
-// (successor.go) and adopts it. Meanwhile everything the agent sends up
+// (launch/root/successor.go) and adopts it. Meanwhile everything the agent sends up
 // (its own messages and those it relays) waits in a bounded buffer, and
 // once adopted it reports again what a new root needs: its ranks, their
 // exits, its unanswered collective contributions.
 
-// adoptWait bounds how long an orphaned child of the root looks for a new
+// AdoptWait bounds how long an orphaned child of the root looks for a new
 // root before it kills its ranks and exits.
 const AdoptWait = 30 * time.Second
 
-// ownAddrs lists this host's non-loopback addresses, for children whose
+// OwnAddrs lists this host's non-loopback addresses, for children whose
 // spawner does not tell them where their parent is.
 func OwnAddrs() []string {
 	var out []string
@@ -102,4 +102,29 @@ func OwnAddrs() []string {
 		}
 	}
 	return out
+}
+
+// Pick selects the entry of a group bootstrap for the node named name.
+func (b *Bootstrap) Pick(name string) error {
+	if len(b.Group) == 0 {
+		return nil
+	}
+	for _, g := range b.Group {
+		if g.Name == name {
+			b.Creds, b.Idx = g.Creds, g.Idx
+			return nil
+		}
+	}
+	return fmt.Errorf("bootstrap: no credentials for node %q in a group of %d", name, len(b.Group))
+}
+
+func (b *Bootstrap) Encode() []byte {
+	var e wire.Encoder
+	e.Bytes(b.Creds).Uint(uint64(b.Port)).Strings(b.Hosts).Uint(uint64(b.Idx)).String(b.Parent)
+	e.Uint(uint64(len(b.Group)))
+	for _, g := range b.Group {
+		e.String(g.Name).Uint(uint64(g.Idx)).Bytes(g.Creds)
+	}
+	e.Uint(b.Inc)
+	return wire.AppendFrame(nil, MSpec, e.Data())
 }

@@ -16,7 +16,7 @@ import (
 // large job travels in one frame.
 const linkMaxFrame = 64 << 20
 
-// sendEach writes one frame on each link: a broadcast's hop to the links
+// SendEach writes one frame on each link: a broadcast's hop to the links
 // below (an error shows up in the link's reader).
 func SendEach(ls []*Link, typ uint8, p []byte) {
 	for _, l := range ls {
@@ -24,15 +24,15 @@ func SendEach(ls []*Link, typ uint8, p []byte) {
 	}
 }
 
-// linkTimeout is how long a link's peer may stay silent before the link is
+// LinkTimeout is how long a link's peer may stay silent before the link is
 // declared dead: four heartbeat intervals and a second of slack for a
 // loaded machine.
 func LinkTimeout(hb time.Duration) time.Duration { return 4*hb + time.Second }
 
-// errHeartbeat is returned when a link's peer fell silent.
+// ErrHeartbeat is returned when a link's peer fell silent.
 var ErrHeartbeat = errors.New("heartbeat timeout: peer silent")
 
-// link is one end of a framed, heartbeated connection between an agent and
+// Link is one end of a framed, heartbeated connection between an agent and
 // its parent: a socketpair on one machine, an SSH session's stdin and
 // stdout across machines. Send may be called from any goroutine; run owns
 // reading.
@@ -60,7 +60,7 @@ func NewLink(conn io.ReadWriteCloser) *Link {
 	return l
 }
 
-// send writes one frame. Frames of concurrent senders never interleave.
+// Send writes one frame. Frames of concurrent senders never interleave.
 func (l *Link) Send(typ uint8, payload []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,7 +78,7 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 	return nil
 }
 
-// run reads frames and passes each to handle until the connection fails,
+// Run reads frames and passes each to handle until the connection fails,
 // handle returns an error, the peer stays silent for longer than timeout,
 // or ctx ends. Any frame counts as the peer's sign of life. Each end sends
 // a ping every interval in which it sent nothing else, so a live peer is

@@ -60,7 +60,7 @@ const (
 	MPMIInit      uint8 = 53 // up: a rank initialized PMI-1 (recMsg: rank), under --restart rank only
 )
 
-// nodeSpec is what an agent receives first: the job and its node's share.
+// NodeSpec is what an agent receives first: the job and its node's share.
 type NodeSpec struct {
 	JobID     string
 	Argv      []string
@@ -103,7 +103,7 @@ type NodeSpec struct {
 	Restart string
 
 	// Relaunch, if set, is an agent started again on its node after the
-	// one before was lost (agent_relaunch.go): it starts no rank by itself.
+	// one before was lost (launch/agent/relaunch.go): it starts no rank by itself.
 	Relaunch *RelaunchSpec
 }
 
@@ -173,7 +173,7 @@ func DecodeNodeSpec(p []byte) (*NodeSpec, error) {
 	return s, nil
 }
 
-// rankStatus is how a rank ended (or failed to start).
+// RankStatus is how a rank ended (or failed to start).
 type RankStatus struct {
 	Rank   int
 	Code   int    // exit code, when Signal is 0
@@ -202,7 +202,7 @@ func DecodeRankStatus(p []byte) (RankStatus, error) {
 	return s, d.Err()
 }
 
-// started lists ranks that are running, with their pids and, when bound
+// Started lists ranks that are running, with their pids and, when bound
 // (--bind-to), the CPUs each is bound to ("0-1,4"; empty when unbound).
 type Started struct {
 	Ranks, Pids []int
@@ -272,7 +272,7 @@ func DecodeOutput(p []byte) (seq uint64, rank, stream int, data []byte, err erro
 	return seq, rank, stream, data, d.Err()
 }
 
-// contrib is one node's contribution to collective number Seq: the values
+// Contrib is one node's contribution to collective number Seq: the values
 // of its ranks and, for a fence, the node's puts since the last fence.
 type Contrib struct {
 	Seq    uint64
@@ -329,13 +329,13 @@ func decodeKV(d *wire.Decoder) map[string][]byte {
 	return kv
 }
 
-// isKVOp reports whether a collective carries key/value puts instead of
+// IsKVOp reports whether a collective carries key/value puts instead of
 // one value per rank.
 func IsKVOp(op rankproto.Op) bool {
 	return op == rankproto.OpFence || op == OpPMIBarrier
 }
 
-// collResult is the root's answer to collective Seq: for a fence the merged
+// CollResult is the root's answer to collective Seq: for a fence the merged
 // puts, otherwise one value per rank of the job (empty for a barrier).
 type CollResult struct {
 	Seq    uint64
@@ -383,7 +383,7 @@ func DecodeInt(p []byte) (int64, error) {
 	return v, d.Err()
 }
 
-// abortMsg is a rank's call of Abort, or (Failed) a failure of the rank
+// AbortMsg is a rank's call of Abort, or (Failed) a failure of the rank
 // the agent found: a broken protocol, a stranded collective.
 type AbortMsg struct {
 	Rank, Code int

@@ -24,7 +24,7 @@ type outFrame struct {
 	payload []byte
 }
 
-// outQueue numbers an agent's output frames and keeps them until they are
+// OutQueue numbers an agent's output frames and keeps them until they are
 // acknowledged.
 type OutQueue struct {
 	mu     sync.Mutex
@@ -34,7 +34,7 @@ type OutQueue struct {
 
 func NewOutQueue() *OutQueue { return &OutQueue{next: 1} }
 
-// send numbers one piece of output, keeps it and sends it with send, under
+// Send numbers one piece of output, keeps it and sends it with send, under
 // the queue's lock, so that frames go out in their order.
 func (q *OutQueue) Send(rank, stream int, data []byte, send func([]byte)) {
 	q.mu.Lock()
@@ -45,7 +45,7 @@ func (q *OutQueue) Send(rank, stream int, data []byte, send func([]byte)) {
 	send(p)
 }
 
-// ack drops the frames up to seq and returns the credit they held.
+// Ack drops the frames up to seq and returns the credit they held.
 func (q *OutQueue) Ack(seq uint64) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -60,7 +60,7 @@ func (q *OutQueue) Ack(seq uint64) (int, error) {
 	return n, nil
 }
 
-// resend tells a new root where the unacknowledged output begins and
+// Resend tells a new root where the unacknowledged output begins and
 // sends it again.
 func (q *OutQueue) Resend(send func(typ uint8, p []byte)) {
 	q.mu.Lock()
@@ -75,7 +75,7 @@ func (q *OutQueue) Resend(send func(typ uint8, p []byte)) {
 	}
 }
 
-// decodeSeq reads a frame number (encodeInt's encoding).
+// DecodeSeq reads a frame number (encodeInt's encoding).
 func DecodeSeq(p []byte) (uint64, error) {
 	v, err := DecodeInt(p)
 	if err == nil && v < 0 {
@@ -84,7 +84,7 @@ func DecodeSeq(p []byte) (uint64, error) {
 	return uint64(v), err
 }
 
-// window is a byte-counting semaphore: an agent's output credit.
+// Window is a byte-counting semaphore: an agent's output credit.
 type Window struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -98,7 +98,7 @@ func NewWindow(n int) *Window {
 	return w
 }
 
-// acquire waits until n bytes of credit are free and takes them. It
+// Acquire waits until n bytes of credit are free and takes them. It
 // returns at once once the window is closed.
 func (w *Window) Acquire(n int) {
 	w.mu.Lock()
@@ -109,7 +109,7 @@ func (w *Window) Acquire(n int) {
 	w.avail -= n
 }
 
-// release returns n bytes of credit.
+// Release returns n bytes of credit.
 func (w *Window) Release(n int) {
 	w.mu.Lock()
 	w.avail += n
@@ -117,7 +117,7 @@ func (w *Window) Release(n int) {
 	w.cond.Broadcast()
 }
 
-// close unblocks every waiter for good.
+// Close unblocks every waiter for good.
 func (w *Window) Close() {
 	w.mu.Lock()
 	w.closed = true
@@ -125,7 +125,7 @@ func (w *Window) Close() {
 	w.cond.Broadcast()
 }
 
-// outputWindow is how many bytes of output an agent may have in flight
+// OutputWindow is how many bytes of output an agent may have in flight
 // before the front-end acknowledges them. It bounds the front-end's memory
 // when its stdout is slow, and keeps output from filling the link so that
 // heartbeats always get through: a rank writing faster than the terminal

@@ -4,7 +4,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 )
 
-// opPMIBarrier is the collective behind a PMI-1 barrier: the node's PMI
+// OpPMIBarrier is the collective behind a PMI-1 barrier: the node's PMI
 // puts travel up with it, and the merged key space comes back down, so
 // that every get after it is answered from the node's own copy. It shares
 // the ranks' collective sequence with the rank protocol.

@@ -23,7 +23,7 @@ const prestageChunkSize = 1 << 20
 // MaxPrestage bounds the size of a prestaged program.
 const MaxPrestage = 1 << 30
 
-// prestageChunk is one piece of the file.
+// PrestageChunk is one piece of the file.
 type PrestageChunk struct {
 	Name   string // the program's base name
 	Mode   os.FileMode
@@ -51,7 +51,7 @@ func DecodePrestageChunk(p []byte) (PrestageChunk, error) {
 	return c, nil
 }
 
-// sendPrestaged sends a whole file in chunks with send.
+// SendPrestaged sends a whole file in chunks with send.
 func SendPrestaged(send func(typ uint8, p []byte) error, name string, mode os.FileMode, r io.ReaderAt, total int64) error {
 	buf := make([]byte, prestageChunkSize)
 	for off := int64(0); off < total || off == 0; {
@@ -70,7 +70,7 @@ func SendPrestaged(send func(typ uint8, p []byte) error, name string, mode os.Fi
 	return nil
 }
 
-// prestaged is an agent's copy of the prestaged program.
+// Prestaged is an agent's copy of the prestaged program.
 type Prestaged struct {
 	dir, Path string
 	f         *os.File
@@ -80,7 +80,7 @@ type Prestaged struct {
 	Done      bool
 }
 
-// add writes one chunk; the first creates the node-local directory.
+// Add writes one chunk; the first creates the node-local directory.
 func (ps *Prestaged) Add(c PrestageChunk) error {
 	if ps.Done {
 		return fmt.Errorf("prestage: %s is complete; got more", ps.Path)
@@ -114,7 +114,7 @@ func (ps *Prestaged) Add(c PrestageChunk) error {
 	return nil
 }
 
-// forward sends the complete copy to a child.
+// Forward sends the complete copy to a child.
 func (ps *Prestaged) Forward(l *Link) error {
 	f, err := os.Open(ps.Path)
 	if err != nil {
@@ -124,7 +124,7 @@ func (ps *Prestaged) Forward(l *Link) error {
 	return SendPrestaged(l.Send, filepath.Base(ps.Path), ps.mode, f, ps.total)
 }
 
-// remove deletes the node-local copy.
+// Remove deletes the node-local copy.
 func (ps *Prestaged) Remove() {
 	if ps.f != nil {
 		ps.f.Close()

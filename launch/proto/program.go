@@ -127,7 +127,7 @@ func decodeApps(d *wire.Decoder) []App {
 	return apps
 }
 
-// checkApps verifies that apps, if any, cover a job of size ranks, each
+// CheckApps verifies that apps, if any, cover a job of size ranks, each
 // with a program.
 func CheckApps(apps []App, size int) error {
 	if len(apps) == 0 {
@@ -146,7 +146,7 @@ func CheckApps(apps []App, size int) error {
 	return nil
 }
 
-// app returns the program rank runs and its appnum: the spec's own for a
+// App returns the program rank runs and its appnum: the spec's own for a
 // job of one program.
 func (s *NodeSpec) App(rank int) (App, int) {
 	first := 0
@@ -159,7 +159,7 @@ func (s *NodeSpec) App(rank int) (App, int) {
 	return App{N: s.Size, Argv: s.Argv, Env: s.Env, Wdir: s.Wdir}, 0
 }
 
-// appNum returns rank's appnum (PMI's get_appnum).
+// AppNum returns rank's appnum (PMI's get_appnum).
 func (s *NodeSpec) AppNum(rank int) int {
 	_, n := s.App(rank)
 	return n

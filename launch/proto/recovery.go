@@ -6,8 +6,8 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
-// recMsg is every message of the restart protocol, down (commands) and up
-// (acknowledgements); each uses the fields its type needs (wire_messages.go).
+// RecMsg is every message of the restart protocol, down (commands) and up
+// (acknowledgements); each uses the fields its type needs (messages.go).
 type RecMsg struct {
 	Epoch       uint64
 	Version     uint64 // the node table's version (patch, resume)
@@ -18,7 +18,7 @@ type RecMsg struct {
 	Rows        []RecRow
 }
 
-// recRow is one row of a patch.
+// RecRow is one row of a patch.
 type RecRow struct {
 	Rank        int
 	Incarnation uint64

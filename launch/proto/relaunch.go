@@ -2,7 +2,7 @@ package proto
 
 import "github.com/ftlaunch/ftlaunch/overlay/wire"
 
-// relaunchSpec is what an agent started again on its node (its
+// RelaunchSpec is what an agent started again on its node (its
 // predecessor was lost) is told beyond the node's share of the job: where
 // its ranks and the recovery stand. Agents launched during a recovery get
 // the epoch and the node table at launch (../shared/FAULTS.md, rule 10).

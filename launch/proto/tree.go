@@ -31,7 +31,7 @@ func DecodePeers(p []byte) ([]PeerAddr, error) {
 	return ps, d.Err()
 }
 
-// hello is the first frame on a connection to a parent or backup parent.
+// Hello is the first frame on a connection to a parent or backup parent.
 type Hello struct {
 	Idx    int
 	Backup bool          // a standby link to a backup parent
@@ -80,7 +80,7 @@ func Unwrap(p []byte, hasNode bool) (node int, typ uint8, inner []byte, err erro
 	return node, rest[0], rest[1:], nil
 }
 
-// childSpec is a child an agent launches: its index, host name (also the
+// ChildSpec is a child an agent launches: its index, host name (also the
 // name in its certificate), credentials, and the agents below it (for
 // routing).
 type ChildSpec struct {
@@ -91,7 +91,7 @@ type ChildSpec struct {
 	Inc   uint64 // its incarnation (bootstrap.Inc); not sent in a parent's spec
 }
 
-// launchSpec tells an agent how to start its children.
+// LaunchSpec tells an agent how to start its children.
 type LaunchSpec struct {
 	Mode         string // "ssh" or "local"
 	AgentPath    string
@@ -127,7 +127,7 @@ func decodeTree(d *wire.Decoder) (LaunchSpec, []ChildSpec) {
 	return l, cs
 }
 
-// childUp reports a child that connected back: where it listens and how
+// ChildUp reports a child that connected back: where it listens and how
 // its start went, measured by its parent.
 type ChildUp struct {
 	Idx      int
@@ -156,7 +156,7 @@ func DecodeChildUp(p []byte) (ChildUp, error) {
 	return c, nil
 }
 
-// childFailed reports a child that could not be started, or whose link
+// ChildFailed reports a child that could not be started, or whose link
 // ended.
 type ChildFailed struct {
 	Idx int
@@ -175,7 +175,7 @@ func DecodeChildFailed(p []byte) (ChildFailed, error) {
 	return c, d.Err()
 }
 
-// peerAddr names an agent and where it listens.
+// PeerAddr names an agent and where it listens.
 type PeerAddr struct {
 	Idx  int
 	Name string
@@ -194,7 +194,7 @@ func DecodePeerAddr(p []byte) (PeerAddr, error) {
 	return a, d.Err()
 }
 
-// replicaSpec tells an agent to host a root replica, and gives it what a
+// ReplicaSpec tells an agent to host a root replica, and gives it what a
 // successor root needs beyond the replicated state to finish a launch the
 // front-end did not: the job's CA (to issue the credentials of the agents
 // it starts) and every agent's ranks. It travels only on the job's mutual

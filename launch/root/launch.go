@@ -10,13 +10,11 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -95,7 +93,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
 	l := launcher.NewLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
-	l.Logf = func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") }
+	l.Logf = func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") }
 	if g, ok := sp.(launcher.GroupSpawner); ok && fe.opts.GroupStart {
 		l.Group = g
 	}
@@ -108,7 +106,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	fe.cancelLaunch = cancel
 	fe.launchBegan = time.Since(fe.start)
 	fe.goFunc(func() { l.Run(lctx, fe.launched(ctx)) })
-	// A lost agent is started again the same way (root_relaunch.go), not
+	// A lost agent is started again the same way (relaunch.go), not
 	// cancelled with the launch.
 	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
 		for i := range cs {
@@ -152,7 +150,7 @@ func (fe *frontend) arrangeTree() error {
 		// slower for a few test nodes).
 		params.Calibration = &plan.Calibration{Seq: localSeq.Seconds(), Rem: localRem.Seconds()}
 	default:
-		if c, err := LoadCalibration(fe.opts.Launcher); err == nil && c != nil {
+		if c, err := calibrate.LoadCalibration(fe.opts.Launcher); err == nil && c != nil {
 			params.Calibration = &plan.Calibration{Seq: c.Seq, Rem: c.Rem}
 		}
 	}
@@ -281,7 +279,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	fe.agentsUp++
 	fe.showProgress()
 	switch {
-	case a.local != nil && a.local.inProcess:
+	case a.local != nil && a.local.InProcess:
 		fe.verbosef("node %s: agent up (in the front-end's process, on a socket pair)", a.name)
 	case a.local != nil:
 		fe.verbosef("node %s: agent up (a local process on a socket pair)", a.name)
@@ -444,47 +442,18 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 	}
 }
 
-// spawnAgent starts this machine's agent on a socketpair link: an agent
-// process with its link on file descriptor 3, or if asked and where it can,
-// a goroutine of the front-end (agent_inproc.go). An agent process runs in its
-// own process group, so a terminal's signals reach only the front-end,
-// which forwards them.
+// spawnAgent starts this machine's agent on a socketpair link (the
+// launcher's StartLocal).
 func (fe *frontend) spawnAgent(a *agentHandle) error {
-	conn, theirs, err := launcher.SocketPair()
+	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
+		Node: a.name, AgentPath: fe.opts.AgentPath, Stderr: fe.opts.Stderr,
+		Verbose: fe.opts.Verbose, Began: fe.start,
+		InProcess: fe.opts.AgentInProcess, Run: fe.local.Run, Start: fe.local.Start,
+		Verbosef: fe.verbosef,
+	})
 	if err != nil {
-		return fmt.Errorf("agent link: %w", err)
-	}
-	defer theirs.Close()
-	start := fe.local.Start
-	if start == nil && fe.local.Run != nil && fe.opts.AgentInProcess && launcher.InheritedSignalsClean() {
-		if g, err := launcher.StartGuard(); err == nil {
-			start = func(c net.Conn) *LocalAgent { return fe.startInProcess(c, g) }
-		} else if fe.opts.Verbose {
-			fe.verbosef("node %s: the agent runs as a process: %v", a.name, err)
-		}
-	}
-	if start != nil {
-		c, err := net.FileConn(theirs)
-		if err != nil {
-			conn.Close()
-			return fmt.Errorf("agent link: %w", err)
-		}
-		a.local, a.link = start(c), proto.NewLink(conn)
-		return nil
-	}
-	cmd := exec.Command(fe.opts.AgentPath, "agent")
-	cmd.ExtraFiles = []*os.File{theirs}
-	cmd.Stderr = fe.opts.Stderr
-	cmd.Env = []string{}
-	if fe.opts.Verbose {
-		cmd.Env = append(cmd.Env, proto.TraceEnv+"="+strconv.FormatInt(fe.start.UnixNano(), 10))
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		conn.Close()
 		return err
 	}
-	a.local = &LocalAgent{Kill: func() { _ = cmd.Process.Kill() }, Wait: cmd.Wait}
-	a.link = proto.NewLink(conn)
+	a.local, a.link = la, proto.NewLink(conn)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/recovery"
@@ -172,7 +173,7 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 			lost = append(lost, b)
 		}
 	}
-	fe.lostAgents(a, lost, err, errors.Is(err, proto.ErrHeartbeat)) // root_relaunch.go
+	fe.lostAgents(a, lost, err, errors.Is(err, proto.ErrHeartbeat)) // relaunch.go
 }
 
 // closeSubtree marks a and the agents below it gone and returns those that
@@ -344,9 +345,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			return
 		}
 		if !a.takeOutput(seq) {
-			return // a copy, or sent again after a failover (outq.go)
+			return // a copy, or sent again after a failover (launch/proto/launch/proto/outq.go)
 		}
-		fe.out.push(outItem{agent: a, seq: seq, rank: r, stream: stream, data: data})
+		fe.out.Push(output.Item{Agent: a, Seq: seq, Rank: r, Stream: stream, Data: data})
 	case proto.MOutputResync:
 		first, err := proto.DecodeSeq(p)
 		if err != nil || first == 0 {
@@ -533,7 +534,7 @@ func (fe *frontend) finish() int {
 		for _, r := range failed {
 			fmt.Fprintf(&b, "  rank %-6d node %-16s %s\n", r, fe.nodeOf(r), describe(fe.ranks[r].status))
 		}
-		fe.out.message(b.String())
+		fe.out.Message(b.String())
 	}
 	return failure.Code
 }

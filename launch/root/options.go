@@ -1,16 +1,16 @@
 package root
 
-// The facade: a job's options, its result, and Run, which serves them with
-// a root (root*.go) over agents (agent*.go).
+// A job's options and result, and the hooks the facade (launch) gives the
+// root.
 
 import (
-	"context"
 	"io"
 	"net"
 	"os"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/recovery"
@@ -96,32 +96,24 @@ type Options struct {
 	Detach func(jobID string)
 
 	// AgentInProcess runs this machine's agent of a local launch in the
-	// front-end's process where it can (agent_inproc.go): a Go process's
+	// front-end's process where it can (launcher.StartLocal): a Go process's
 	// start less; a /bin/sh guard kills the ranks' process groups if the
 	// front-end dies.
 	AgentInProcess bool
 }
 
-// localHooks are how the root runs this machine's agent of a local launch
+// LocalHooks are how the root runs this machine's agent of a local launch
 // in its own process, injected by the facade (the root does not import the
 // agent).
 type LocalHooks struct {
 	// Run runs an agent on conn until the job ends or the link is lost
 	// (Options.AgentInProcess); its ranks' process groups are given to
 	// guard.
-	Run func(ctx context.Context, conn net.Conn, log io.Writer, trace *proto.PhaseLog, guard func(pgid int)) error
+	Run launcher.RunFunc
 	// Start, for tests of the root and the agent in one process, runs
 	// this machine's agent on the given end of its link instead of
 	// starting an `ftlaunch agent` process.
-	Start func(conn net.Conn) *LocalAgent
-}
-
-// localAgent is an agent on this machine, linked over a socketpair: an
-// `ftlaunch agent` process, or (tests) a goroutine.
-type LocalAgent struct {
-	Kill      func()       // ends it at once
-	Wait      func() error // waits until it ended
-	inProcess bool         // a goroutine of the front-end (agent_inproc.go)
+	Start func(conn net.Conn) *launcher.LocalAgent
 }
 
 // Result is how a job ended.

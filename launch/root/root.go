@@ -20,6 +20,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
@@ -79,7 +80,7 @@ type frontend struct {
 	answered     map[uint64]bool // collectives this root answered
 	liveN        int             // agents hosting ranks
 
-	out         *outputWriter
+	out         *output.Writer
 	stdinAgent  *agentHandle
 	stdinCredit chan struct{}
 
@@ -90,7 +91,7 @@ type frontend struct {
 	nodeTableAt time.Duration
 	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
 
-	// The restart protocol (root_recovery.go).
+	// The restart protocol (recovery.go).
 	collEpoch  uint64         // collectives counted under this epoch; older ones are dropped
 	table      [][]byte       // the node table (I-tuples by rank) as published and patched: a relaunched agent's
 	recovered  map[int]uint64 // ranks being started again, with their new incarnation
@@ -113,18 +114,18 @@ type frontend struct {
 type agentHandle struct {
 	idx     int
 	name    string
-	inc     uint64        // the agent's incarnation on its node (1: the first; root_relaunch.go)
-	local   *LocalAgent   // the agent on this machine, on a socketpair
-	sess    spawn.Session // an agent the front-end started in a launch tree
-	link    *proto.Link   // the front-end's link to it, if it is a direct child
-	via     *proto.Link   // the link it is reached through (set once up)
+	inc     uint64               // the agent's incarnation on its node (1: the first; root_relaunch.go)
+	local   *launcher.LocalAgent // the agent on this machine, on a socketpair
+	sess    spawn.Session        // an agent the front-end started in a launch tree
+	link    *proto.Link          // the front-end's link to it, if it is a direct child
+	via     *proto.Link          // the link it is reached through (set once up)
 	ranks   []int
 	up      bool   // connected and activated
 	adopted bool   // a successor root took its link
 	closed  bool   // link ended
 	done    bool   // the agent reported mDone
 	ended   int    // its ranks that ended
-	outNext uint64 // its next output frame to write (0: not known yet, outq.go)
+	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
 
 	rootChild bool // a child of the root: its link is the root's own
 
@@ -258,10 +259,10 @@ func (fe *frontend) showProgress() {
 	}
 	if fe.ranksUp >= fe.opts.N || fe.rec.Failure() != nil {
 		fe.launching = false
-		fe.out.push(outItem{progress: true})
+		fe.out.Push(output.Item{Progress: true})
 		return
 	}
-	fe.out.push(outItem{progress: true, data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
+	fe.out.Push(output.Item{Progress: true, Data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
 		fe.agentsUp, len(fe.agents), fe.ranksUp, fe.opts.N))})
 }
 
@@ -283,7 +284,7 @@ func (fe *frontend) nodeOf(rank int) string {
 }
 
 func (fe *frontend) warnf(format string, args ...any) {
-	fe.out.message(fmt.Sprintf("ftlaunch: "+format+"\n", args...))
+	fe.out.Message(fmt.Sprintf("ftlaunch: "+format+"\n", args...))
 }
 
 func (fe *frontend) verbosef(format string, args ...any) {

@@ -1,7 +1,6 @@
 package root
 
-// The facade: a job's options, its result, and Run, which serves them with
-// a root (root*.go) over agents (agent*.go).
+// Run: the front-end's root, from its options to the job's end.
 
 import (
 	"context"
@@ -15,11 +14,12 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
-// runRoot serves a job from its front-end: the root's event loop over the
+// Run serves a job from its front-end: the root's event loop over the
 // agents it starts.
 func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	if opts.N < 1 {
@@ -42,7 +42,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		start: time.Now(),
 		jobID: newJobID(),
 		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
-		out:   newOutputWriter(opts.Stdout, opts.Stderr, opts.Label),
+		out:   output.NewWriter(opts.Stdout, opts.Stderr, opts.Label),
 		ranks: make([]rankState, opts.N),
 		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
 
@@ -50,8 +50,8 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 
 		replicasDone: map[string]bool{},
 	}
-	go fe.out.run()
-	defer fe.out.close()
+	go fe.out.Run()
+	defer fe.out.Close()
 	// Deferred calls run last-in first-out: the root's goroutines are
 	// joined after its context was cancelled and the journal closed.
 	defer fe.wg.Wait()
@@ -96,7 +96,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		fe.stage = st
 	}
 	if opts.OutputDir != "" {
-		if err := fe.out.openFiles(opts.OutputDir, opts.N); err != nil {
+		if err := fe.out.OpenFiles(opts.OutputDir, opts.N); err != nil {
 			return Result{ExitCode: ExitLauncher}, err
 		}
 	}

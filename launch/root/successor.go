@@ -12,6 +12,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
@@ -31,7 +32,7 @@ import (
 // output/ftlaunch.log for ftlaunch's messages); the final status is
 // committed as the front-end would have.
 
-// successor is a root running inside a replica agent.
+// Successor is a root running inside a replica agent.
 type Successor struct {
 	fe   *frontend
 	done chan struct{}
@@ -77,7 +78,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 	tmpl := spec.Launch
 	fe := &frontend{
 		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
-		out: newOutputWriter(logf, logf, true), ranks: make([]rankState, opts.N),
+		out: output.NewWriter(logf, logf, true), ranks: make([]rankState, opts.N),
 		ctx: sctx, events: events, replicasDone: map[string]bool{},
 		tree: true, launchTmpl: &tmpl, mapping: spec.ProcessMapping, replicaPeers: cfg.Peers, rootNode: spec.Node,
 	}
@@ -91,7 +92,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 			return fail(fmt.Errorf("the job's CA: %w", err))
 		}
 	}
-	if err := fe.out.openFiles(outDir, opts.N); err != nil {
+	if err := fe.out.OpenFiles(outDir, opts.N); err != nil {
 		return fail(err)
 	}
 	if err := fe.rebuild(st, spec.Replica.Placement); err != nil {
@@ -104,7 +105,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 		}
 	}
 	hooks := launcher.RelaunchHooks{
-		Logf: func(format string, args ...any) { fe.out.message(fmt.Sprintf(format, args...) + "\n") },
+		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
 		Go:   fe.goFunc,
 	}
 	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
@@ -131,7 +132,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 		defer logf.Close()
 		defer fe.wg.Wait()
 		defer stop()
-		fe.goFunc(fe.out.run)
+		fe.goFunc(fe.out.Run)
 		// A child of the root that does not come back in time is lost.
 		lost := time.AfterFunc(proto.AdoptWait+5*time.Second, func() {
 			select {
@@ -154,7 +155,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 		code := fe.loop(sctx, events)
 		fe.exitCode = code
 		fe.closeJournal()
-		fe.out.close()
+		fe.out.Close()
 	}()
 	return s, nil
 }

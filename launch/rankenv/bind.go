@@ -1,4 +1,4 @@
-package agent
+package rankenv
 
 import (
 	"fmt"
@@ -65,9 +65,9 @@ func topologyID(cpu int, attr string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// rankBindings returns the CPU set of each of a node's localSize ranks for
+// RankBindings returns the CPU set of each of a node's localSize ranks for
 // --bind-to kind, or nil for none.
-func rankBindings(kind string, localSize int, share bool) ([]unix.CPUSet, error) {
+func RankBindings(kind string, localSize int, share bool) ([]unix.CPUSet, error) {
 	if kind == "" || kind == "none" || localSize == 0 {
 		return nil, nil
 	}
@@ -91,8 +91,8 @@ func rankBindings(kind string, localSize int, share bool) ([]unix.CPUSet, error)
 	return sets, nil
 }
 
-// bindingOf returns local rank i's CPU set from sets, or nil when unbound.
-func bindingOf(sets []unix.CPUSet, i int) *unix.CPUSet {
+// BindingOf returns local rank i's CPU set from sets, or nil when unbound.
+func BindingOf(sets []unix.CPUSet, i int) *unix.CPUSet {
 	if sets == nil {
 		return nil
 	}
@@ -100,7 +100,7 @@ func bindingOf(sets []unix.CPUSet, i int) *unix.CPUSet {
 }
 
 // cpuList renders a CPU set as the kernel's lists do ("0-3,8").
-func cpuList(set *unix.CPUSet) string {
+func CPUList(set *unix.CPUSet) string {
 	var b strings.Builder
 	n := len(set) * 64
 	for cpu := 0; cpu < n; cpu++ {
@@ -124,14 +124,14 @@ func cpuList(set *unix.CPUSet) string {
 	return b.String()
 }
 
-// startBound starts start's process bound to set: the calling thread takes
+// StartBound starts start's process bound to set: the calling thread takes
 // the set for the fork (a child inherits the mask of the thread that forks
 // it, and os/exec forks on the calling thread), so the rank runs bound from
 // its first instruction and every thread it makes inherits the set. The
 // thread's own mask is restored afterwards; if that fails, the thread stays
 // locked to this goroutine and ends with it rather than run other
 // goroutines on the rank's CPUs.
-func startBound(set *unix.CPUSet, start func() error) error {
+func StartBound(set *unix.CPUSet, start func() error) error {
 	if set == nil {
 		return start()
 	}
@@ -143,7 +143,7 @@ func startBound(set *unix.CPUSet, start func() error) error {
 	}
 	if err := unix.SchedSetaffinity(0, set); err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Errorf("bind to CPUs %s: %w", cpuList(set), err)
+		return fmt.Errorf("bind to CPUs %s: %w", CPUList(set), err)
 	}
 	err := start()
 	if unix.SchedSetaffinity(0, &old) == nil {

@@ -5,7 +5,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
-// nodeStats is what an agent reports when it is done: its ranks' PMI
+// NodeStats is what an agent reports when it is done: its ranks' PMI
 // traffic, answered on the node, and the bytes its PMI barriers sent up.
 type NodeStats struct {
 	PMI     pmi.Stats
@@ -20,4 +20,12 @@ func DecodeNodeStats(p []byte) (NodeStats, error) {
 		*v = d.Int()
 	}
 	return n, d.Err()
+}
+
+func (n NodeStats) Encode() []byte {
+	var e wire.Encoder
+	for _, v := range []int64{n.PMI.Requests, n.PMI.Puts, n.PMI.Gets, n.PMI.Barriers, n.PMI.Garbage, n.PMI.BytesIn, n.PMI.BytesOut, n.PMIUp, n.Barrier} {
+		e.Int(v)
+	}
+	return e.Data()
 }

@@ -1,4 +1,4 @@
-package agent
+package rankenv
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ const fdsPerRank = 4
 // group, a successor's).
 const limitSlack = 16
 
-// rankRoom tells how many of n ranks the node can start within the
+// RankRoom tells how many of n ranks the node can start within the
 // user's process limit (RLIMIT_NPROC, which counts every thread of the
 // user's processes) and the agent's open-file limit (RLIMIT_NOFILE),
 // given what is in use already. Starting ranks until fork fails would
@@ -30,7 +30,7 @@ const limitSlack = 16
 // whose Go runtimes cannot then create a thread and crash. It returns n
 // and nil when every rank fits (or a limit is not known); otherwise the
 // number that fits and why the next one does not.
-func rankRoom(n int) (int, error) {
+func RankRoom(n int) (int, error) {
 	room, why := n, error(nil)
 	var lim unix.Rlimit
 	if os.Geteuid() != 0 && unix.Getrlimit(unix.RLIMIT_NPROC, &lim) == nil && lim.Cur != unix.RLIM_INFINITY {
@@ -89,11 +89,11 @@ func userTasks(uid int) (int, error) {
 	return n, nil
 }
 
-// shortage explains a rank's start that failed for want of a resource of
+// Shortage explains a rank's start that failed for want of a resource of
 // the machine or the user (the limits of rankRoom, memory), after which no
 // later rank of the node can start either; it returns "" for other
 // failures.
-func shortage(err error) string {
+func Shortage(err error) string {
 	if err == nil {
 		return ""
 	}
@@ -121,13 +121,13 @@ func shortage(err error) string {
 	return ""
 }
 
-// awaitExit returns once the process pid (a child not yet reaped) has
+// AwaitExit returns once the process pid (a child not yet reaped) has
 // ended, without holding a thread meanwhile: its pidfd is polled by the
 // runtime's poller. A blocking wait holds one thread per rank, and
 // thousands of threads run into the user's process limit (which counts
 // threads) long before the ranks do. Where pidfds are not supported it
 // returns at once, and the caller's wait blocks as before.
-func awaitExit(pid int) {
+func AwaitExit(pid int) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		return

@@ -1,4 +1,4 @@
-package agent
+package rankenv
 
 import (
 	"testing"
@@ -11,11 +11,11 @@ func TestCPUList(t *testing.T) {
 	for _, c := range []int{0, 1, 2, 5, 7, 8, 64, 65} {
 		s.Set(c)
 	}
-	if got := cpuList(&s); got != "0-2,5,7-8,64-65" {
+	if got := CPUList(&s); got != "0-2,5,7-8,64-65" {
 		t.Errorf("cpuList = %q", got)
 	}
 	var empty unix.CPUSet
-	if got := cpuList(&empty); got != "" {
+	if got := CPUList(&empty); got != "" {
 		t.Errorf("empty set: %q", got)
 	}
 }
@@ -28,7 +28,7 @@ func TestRankBindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets, err := rankBindings("core", len(cores), false)
+	sets, err := RankBindings("core", len(cores), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,22 +40,22 @@ func TestRankBindings(t *testing.T) {
 		for c := 0; c < len(sets[i])*64; c++ {
 			if sets[i].IsSet(c) {
 				if seen[c] {
-					t.Fatalf("CPU %d given twice: %v", c, cpuList(&sets[i]))
+					t.Fatalf("CPU %d given twice: %v", c, CPUList(&sets[i]))
 				}
 				seen[c] = true
 			}
 		}
 	}
-	if _, err := rankBindings("core", len(cores)+1, false); err == nil {
+	if _, err := RankBindings("core", len(cores)+1, false); err == nil {
 		t.Error("more ranks than cores without sharing: no error")
 	}
-	if sets, err := rankBindings("core", len(cores)+1, true); err != nil || cpuList(&sets[len(cores)]) != cpuList(&sets[0]) {
+	if sets, err := RankBindings("core", len(cores)+1, true); err != nil || CPUList(&sets[len(cores)]) != CPUList(&sets[0]) {
 		t.Errorf("shared: %v", err)
 	}
-	if sets, err := rankBindings("socket", 3, false); err != nil || len(sets) != 3 {
+	if sets, err := RankBindings("socket", 3, false); err != nil || len(sets) != 3 {
 		t.Errorf("socket: %v", err)
 	}
-	if sets, err := rankBindings("none", 3, false); err != nil || sets != nil || bindingOf(sets, 1) != nil {
+	if sets, err := RankBindings("none", 3, false); err != nil || sets != nil || BindingOf(sets, 1) != nil {
 		t.Errorf("none: %v %v", sets, err)
 	}
 }
