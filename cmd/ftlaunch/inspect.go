@@ -1,5 +1,9 @@
 package main
 
+// inspect.go is over 700 lines on purpose: the inspect command's flags,
+// its report of one job and of a directory of jobs, and their JSON share
+// one set of helpers (the timeline's drawing is inspect_svg.go).
+
 import (
 	"encoding/hex"
 	"encoding/json"

@@ -1,5 +1,9 @@
 package journal
 
+// report.go is over 700 lines on purpose: it is the one reader of a state
+// log for people (inspect's text and JSON, status), whose sections share
+// its row and phase helpers; cut by section it would scatter them.
+
 import (
 	"cmp"
 	"fmt"
