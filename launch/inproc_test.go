@@ -68,7 +68,15 @@ func runInProcess(t *testing.T, opts root.Options, ready func(*inprocJob)) *inpr
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	j.res, j.err = root.Run(ctx, opts, root.LocalHooks{Start: start})
-	dbs, _ := filepath.Glob(filepath.Join(opts.StateDir, "ft-*", "*", "raft.db"))
+	j.state = readState(t, opts.StateDir)
+	return j
+}
+
+// readState reads the one job's state log in stateDir, as `ftlaunch
+// inspect` does, and checks raftstore's invariants over it.
+func readState(t *testing.T, stateDir string) *raftstore.State {
+	t.Helper()
+	dbs, _ := filepath.Glob(filepath.Join(stateDir, "ft-*", "*", "raft.db"))
 	if len(dbs) != 1 {
 		t.Fatalf("state logs %v", dbs)
 	}
@@ -79,8 +87,7 @@ func runInProcess(t *testing.T, opts root.Options, ready func(*inprocJob)) *inpr
 	if err := in.State.CheckInvariants(); err != nil {
 		t.Fatalf("state log: %v", err)
 	}
-	j.state = in.State
-	return j
+	return in.State
 }
 
 type writerFunc func([]byte) (int, error)

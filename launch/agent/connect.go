@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
@@ -13,8 +12,9 @@ import (
 )
 
 // connectBack opens the agent's link to its parent over TCP with mutual
-// TLS and introduces the agent with h.
-func connectBack(ctx context.Context, b *proto.Bootstrap, creds *secure.Credentials, h proto.Hello) (net.Conn, error) {
+// TLS and introduces the agent with h; getenv gives SSH_CONNECTION, the
+// address the parent's SSH session came from.
+func connectBack(ctx context.Context, b *proto.Bootstrap, creds *secure.Credentials, h proto.Hello, getenv func(string) string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, proto.ConnectTimeout)
 	defer cancel()
 	parent := b.Parent
@@ -22,7 +22,7 @@ func connectBack(ctx context.Context, b *proto.Bootstrap, creds *secure.Credenti
 		parent = proto.RootName
 	}
 	var errs []error
-	for _, addr := range proto.FrontendAddrs(b, os.Getenv) {
+	for _, addr := range proto.FrontendAddrs(b, getenv) {
 		conn, err := secure.Dial(ctx, addr, creds, secure.WithPeerName(parent))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", addr, err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +19,16 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
+
+// Root failover (--replicas 3 or 5), agents' side. An agent of a replicated
+// job survives its front-end: it ignores its session's end (stdin EOF), and
+// a child of the root that loses its parent keeps its ranks and asks the
+// replica agents, in turn, to adopt it; the one that leads the raft group
+// after the front-end's death runs a successor root
+// (launch/root/successor.go) and adopts it. Meanwhile everything the agent
+// sends up (its own messages and those it relays) waits in a bounded
+// buffer, and once adopted it reports again what a new root needs: its
+// ranks, their exits, its unanswered collective contributions.
 
 // leaderlessTrace is how long a replica agent whose front-end is gone
 // waits for the group to elect a leader before it traces the group's state
@@ -189,12 +200,12 @@ func (a *Agent) resync() {
 
 // stdinGone is closed when an agent's session ended (its stdin reached
 // EOF); an agent that does not survive its parent ends then.
-func watchStdin() <-chan struct{} {
+func watchStdin(stdin io.Reader) <-chan struct{} {
 	gone := make(chan struct{})
 	go func() {
 		buf := make([]byte, 512)
 		for {
-			if _, err := os.Stdin.Read(buf); err != nil {
+			if _, err := stdin.Read(buf); err != nil {
 				close(gone)
 				return
 			}

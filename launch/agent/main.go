@@ -103,63 +103,93 @@ func Main(ctx context.Context, connect bool, stderr io.Writer, resume Resume) in
 		// two, and once 2.9x (docs/benchmarks.md).
 		runtime.GOMAXPROCS(1)
 	}
-	var conn io.ReadWriteCloser
-	var tree *treeState
 	if connect {
-		b, err := proto.ReadBootstrap(os.Stdin)
-		if err == nil {
-			// In a group start, Slurm names the node the task runs on.
-			node := os.Getenv("SLURMD_NODENAME")
-			if node == "" {
-				node, _ = os.Hostname()
-			}
-			err = b.Pick(node)
+		// In a group start, Slurm names the node the task runs on.
+		node := os.Getenv("SLURMD_NODENAME")
+		if node == "" {
+			node, _ = os.Hostname()
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
-			return 2
-		}
-		creds, err := secure.UnmarshalCredentials(b.Creds)
-		if err != nil {
-			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
-			return 2
-		}
-		// The listener for this agent's children and standby links.
-		ln, err := secure.Listen(ctx, "tcp", ":0", creds)
-		if err != nil {
-			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
-			return 2
-		}
-		tree = newTreeState(b.Idx, creds, ln)
-		tree.inc = b.Inc
-		c, err := connectBack(ctx, b, creds, proto.Hello{Idx: b.Idx, Port: tree.port, Init: time.Since(began), Inc: b.Inc})
-		if err != nil {
-			ln.Close()
-			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
-			return 2
-		}
-		conn = c
-		// The SSH session that started the agent stays open for the job's
-		// life; its end (the front-end closed it, or sshd dropped it) is the
-		// end of the agent too.
-		// (An agent of a replicated job outlives it: see run.)
-		tree.stdinGone = watchStdin()
-	} else {
-		f := os.NewFile(3, "parent-link")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
-			return 2
-		}
-		conn = c
+		return RunConnected(ctx, ConnectConfig{Stdin: os.Stdin, Node: node, Stderr: stderr, Trace: trace, Began: began, Resume: resume})
 	}
-	if err := runAgentWith(ctx, conn, tree, stderr, trace, nil, resume); err != nil {
+	f := os.NewFile(3, "parent-link")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
+		return 2
+	}
+	return exitCode(runAgentWith(ctx, conn, nil, stderr, trace, nil, resume), stderr, trace)
+}
+
+func exitCode(err error, stderr io.Writer, trace *proto.PhaseLog) int {
+	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 		return 1
 	}
 	trace.Logf("agent exits")
 	return 0
+}
+
+// ConnectConfig is how an agent started on a node (over SSH, srun, or as
+// a test node's process) reaches its parent.
+type ConnectConfig struct {
+	// Stdin carries its bootstrap (credentials, where its parent listens)
+	// and stays open for the session's life: its end is the agent's end
+	// (but in a replicated job, which outlives it).
+	Stdin  io.Reader
+	Node   string    // this node's name: it picks a group bootstrap's entry
+	Stderr io.Writer // what the agent has to say
+	Trace  *proto.PhaseLog
+	Began  time.Time // when the agent started (its hello reports the time since)
+	Resume Resume    // builds a successor root (nil: this agent cannot)
+	// Getenv reads the agent's environment (nil: os.Getenv): where the
+	// parent's SSH session came from (SSH_CONNECTION).
+	Getenv func(string) string
+}
+
+// RunConnected runs an agent started on a node: it reads its bootstrap,
+// listens for its own children, connects back to its parent over TCP with
+// the job's mutual TLS and runs until the job ends. It returns the
+// process's exit code. `ftlaunch agent --connect` calls it with its own
+// stdin; tests call it with a pipe.
+func RunConnected(ctx context.Context, cfg ConnectConfig) int {
+	stderr := cfg.Stderr
+	b, err := proto.ReadBootstrap(cfg.Stdin)
+	if err == nil {
+		err = b.Pick(cfg.Node)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
+	creds, err := secure.UnmarshalCredentials(b.Creds)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
+	// The listener for this agent's children and standby links.
+	ln, err := secure.Listen(ctx, "tcp", ":0", creds)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
+	tree := newTreeState(b.Idx, creds, ln)
+	tree.inc = b.Inc
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	conn, err := connectBack(ctx, b, creds, proto.Hello{Idx: b.Idx, Port: tree.port, Init: time.Since(cfg.Began), Inc: b.Inc}, getenv)
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
+	// The session that started the agent stays open for the job's life;
+	// its end (the parent closed it, or sshd dropped it) is the end of the
+	// agent too. (An agent of a replicated job outlives it: see run.)
+	tree.stdinGone = watchStdin(cfg.Stdin)
+	return exitCode(runAgentWith(ctx, conn, tree, stderr, cfg.Trace, nil, cfg.Resume), stderr, cfg.Trace)
 }
 
 // cleanSignalState makes the agent's ranks start with every signal's

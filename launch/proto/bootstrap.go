@@ -74,16 +74,6 @@ func FrontendAddrs(b *Bootstrap, getenv func(string) string) []string {
 	return addrs
 }
 
-// Root failover (--replicas 3 or 5), agents' side. An agent of a
-// replicated job survives its front-end: it ignores its session's end
-// (stdin EOF), and a child of the root that loses its parent keeps its
-// ranks and asks the replica agents, in turn, to adopt it; the one that
-// leads the raft group after the front-end's death runs a successor root
-// (launch/root/successor.go) and adopts it. Meanwhile everything the agent sends up
-// (its own messages and those it relays) waits in a bounded buffer, and
-// once adopted it reports again what a new root needs: its ranks, their
-// exits, its unanswered collective contributions.
-
 // AdoptWait bounds how long an orphaned child of the root looks for a new
 // root before it kills its ranks and exits.
 const AdoptWait = 30 * time.Second

@@ -1,0 +1,305 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/agent"
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/client"
+	"github.com/ftlaunch/ftlaunch/launch/root"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+)
+
+// The in-process harness for several nodes: the root and one agent per
+// host run in the test's own process, the agents started by a spawner of
+// goroutines (agent.RunConnected, their bootstrap on a pipe as an SSH
+// session's stdin) and linked to the root over TCP with the job's mutual
+// TLS, as agents on hosts are. The ranks are real processes: this test
+// binary in the role of a rank (rankRoleEnv), talking to its agent through
+// the client library. The oracle is the job's state log, checked with
+// raftstore's invariants.
+
+// rankRoleEnv makes this test binary a rank (TestMain): "allgather" has
+// every rank publish its name, check the node table, allgather and print.
+const rankRoleEnv = "FTLAUNCH_TEST_RANK_ROLE"
+
+// gateEnv names the FIFO a "hold" rank writes to once it runs.
+const gateEnv = "FTLAUNCH_TEST_GATE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(rankRoleEnv); role != "" {
+		os.Exit(rankRole(role))
+	}
+	os.Exit(m.Run())
+}
+
+func rankRole(role string) int {
+	c, err := client.Init()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rank:", err)
+		return 1
+	}
+	me := fmt.Sprintf("rank%d", c.Rank())
+	switch role {
+	case "allgather":
+		table, err := c.Publish([]byte(me))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "publish:", err)
+			return 1
+		}
+		for r, v := range table {
+			if string(v) != fmt.Sprintf("rank%d", r) {
+				fmt.Fprintf(os.Stderr, "node table entry %d: %q\n", r, v)
+				return 1
+			}
+		}
+		vals, err := c.Allgather([]byte(fmt.Sprint(c.Rank() * c.Rank())))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "allgather:", err)
+			return 1
+		}
+		sum := 0
+		for _, v := range vals {
+			var x int
+			fmt.Sscan(string(v), &x)
+			sum += x
+		}
+		fmt.Printf("%s sum %d\n", me, sum)
+		return 0
+	case "hold": // tell the test it runs, then wait to be killed
+		f, err := os.OpenFile(os.Getenv(gateEnv), os.O_WRONLY, 0)
+		if err != nil {
+			return 1
+		}
+		fmt.Fprintln(f, me)
+		f.Close()
+		select {}
+	case "fail1":
+		if c.Rank() == 1 {
+			return 7
+		}
+		// The others wait in a collective the failure ends.
+		_, err := c.Allgather([]byte(me))
+		if err == nil {
+			fmt.Fprintln(os.Stderr, "allgather completed without rank 1")
+			return 1
+		}
+		return 0
+	}
+	return 2
+}
+
+// goSpawner starts each host's agent as a goroutine of this process.
+type goSpawner struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	log    bytes.Buffer
+	agents map[string]*goSession // by host, the latest
+	wg     sync.WaitGroup
+}
+
+func (s *goSpawner) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.Write(p)
+}
+
+func (s *goSpawner) Start(_ context.Context, host string, _ []string, stdin []byte) (spawn.Session, error) {
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(s.ctx)
+	sess := &goSession{stdin: pw, cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	s.agents[host] = sess
+	s.mu.Unlock()
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		defer close(sess.done)
+		sess.code = agent.RunConnected(ctx, agent.ConnectConfig{Stdin: pr, Node: host, Stderr: s, Began: time.Now(),
+			// The root listens on every address: the agent comes "from" SSH
+			// on the loopback.
+			Getenv: func(k string) string {
+				if k == "SSH_CONNECTION" {
+					return "127.0.0.1 1 127.0.0.1 22"
+				}
+				return os.Getenv(k)
+			}})
+		pr.Close()
+	}()
+	go func() { // the bootstrap; then stdin stays open until Close
+		defer s.wg.Done()
+		_, _ = pw.Write(stdin)
+	}()
+	return sess, nil
+}
+
+func (s *goSpawner) agent(host string) *goSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.agents[host]
+}
+
+// goSession is an agent goroutine's session.
+type goSession struct {
+	stdin  *io.PipeWriter
+	cancel context.CancelFunc // kills the agent at once (its context)
+	done   chan struct{}
+	code   int
+}
+
+func (g *goSession) Stdout() io.Reader      { return strings.NewReader("") }
+func (g *goSession) Stderr() io.Reader      { return strings.NewReader("") }
+func (g *goSession) Timings() spawn.Timings { return spawn.Timings{Attempts: 1} }
+func (g *goSession) Close() error           { return g.stdin.Close() }
+func (g *goSession) Wait() error {
+	<-g.done
+	if g.code != 0 {
+		return fmt.Errorf("agent exited with code %d", g.code)
+	}
+	return nil
+}
+
+// nodesJob is one job run on in-process nodes.
+type nodesJob struct {
+	res            root.Result
+	err            error
+	stdout, stderr bytes.Buffer
+	state          *raftstore.State
+	sp             *goSpawner
+}
+
+// runOnNodes runs a job of ppn ranks on each of hosts, in process. ready,
+// if set, runs in a goroutine of its own while the job runs.
+func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(*nodesJob)) *nodesJob {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	j := &nodesJob{sp: &goSpawner{ctx: ctx, agents: map[string]*goSession{}}}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.N = len(hosts) * ppn
+	opts.Argv = []string{exe}
+	opts.Env = append(os.Environ(), opts.Env...)
+	opts.StateDir = t.TempDir()
+	opts.Stdout, opts.Stderr = &j.stdout, &j.stderr
+	opts.SSH, opts.Launcher, opts.Tree = j.sp, "ssh", "flat"
+	names := make([]string, len(hosts))
+	copy(names, hosts)
+	opts.Placement = blockPlace(names, opts.N)
+	var wg sync.WaitGroup
+	if ready != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); ready(j) }()
+	}
+	j.res, j.err = Run(ctx, opts)
+	wg.Wait()
+	// Every agent goroutine ended with the job (the root closed their
+	// sessions): the spawner's goroutines are joined, or the test hangs.
+	done := make(chan struct{})
+	go func() { j.sp.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agents still running 30 s after the job's end; their log:\n%s", j.sp.log.String())
+	}
+	j.state = readState(t, opts.StateDir)
+	return j
+}
+
+// blockPlace places n ranks on hosts in blocks.
+func blockPlace(hosts []string, n int) *alloc.Placement {
+	per := (n + len(hosts) - 1) / len(hosts)
+	pl := &alloc.Placement{Ranks: make([]alloc.RankPlace, n)}
+	for i, h := range hosts {
+		node := alloc.NodePlace{Name: h}
+		for r := i * per; r < min(n, (i+1)*per); r++ {
+			node.Ranks = append(node.Ranks, r)
+			pl.Ranks[r] = alloc.RankPlace{Node: i, LocalRank: r - i*per, LocalSize: per}
+		}
+		pl.Nodes = append(pl.Nodes, node)
+	}
+	return pl
+}
+
+func TestNodesInProcessCollectives(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC"}
+	j := runOnNodes(t, hosts, 2, Options{Env: []string{rankRoleEnv + "=allgather"}, Label: true}, nil)
+	if j.err != nil || j.res.ExitCode != 0 {
+		t.Fatalf("exit %d, %v; stderr %s; agents:\n%s", j.res.ExitCode, j.err, j.stderr.String(), j.sp.log.String())
+	}
+	// 0²+…+5² = 55, on every rank.
+	for r := range 6 {
+		if want := fmt.Sprintf("[%d] rank%d sum 55\n", r, r); !strings.Contains(j.stdout.String(), want) {
+			t.Errorf("stdout lacks %q: %q", want, j.stdout.String())
+		}
+	}
+	st := j.state
+	if !st.Status.Done || st.Status.ExitCode != 0 || len(st.Ranks) != 6 {
+		t.Fatalf("status %+v, %d ranks", st.Status, len(st.Ranks))
+	}
+	for _, r := range st.Ranks {
+		if r.State != raftstore.RankExited || r.ExitCode != 0 || r.Node != hosts[r.Rank/2] {
+			t.Errorf("rank %+v", r)
+		}
+	}
+	noRankLeft(t, st)
+}
+
+func TestNodesInProcessRankFails(t *testing.T) {
+	j := runOnNodes(t, []string{"nodeA", "nodeB"}, 2, Options{Env: []string{rankRoleEnv + "=fail1"}}, nil)
+	if j.err != nil || j.res.ExitCode != 7 {
+		t.Fatalf("exit %d, %v; stderr %s", j.res.ExitCode, j.err, j.stderr.String())
+	}
+	if !strings.Contains(j.stderr.String(), "rank 1 on node nodeA") || !strings.Contains(j.state.Status.Message, "rank 1") {
+		t.Fatalf("stderr %q, status %+v", j.stderr.String(), j.state.Status)
+	}
+	noRankLeft(t, j.state)
+}
+
+// An agent lost mid-job (its goroutine's context cancelled: it kills its
+// ranks and its link drops) ends the job naming its node; the other
+// agent and every rank are gone at the end.
+func TestNodesInProcessAgentLost(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "running")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // a reader still waiting (no rank ran) is let go
+		if f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	j := runOnNodes(t, []string{"nodeA", "nodeB"}, 1, Options{Env: []string{rankRoleEnv + "=hold", gateEnv + "=" + gate}}, func(j *nodesJob) {
+		// Both ranks opened the FIFO: both agents run their ranks.
+		for seen := 0; seen < 2; {
+			f, err := os.Open(gate) // returns once a rank opened it
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(f)
+			f.Close()
+			seen += bytes.Count(b, []byte("\n"))
+		}
+		j.sp.agent("nodeB").cancel()
+	})
+	if j.err != nil || j.res.ExitCode != root.ExitLauncher {
+		t.Fatalf("exit %d, %v; stderr %s", j.res.ExitCode, j.err, j.stderr.String())
+	}
+	if !strings.Contains(j.stderr.String(), "lost the agent of node nodeB") || !strings.Contains(j.state.Status.Message, "nodeB") {
+		t.Fatalf("stderr %q, status %+v", j.stderr.String(), j.state.Status)
+	}
+	noRankLeft(t, j.state)
+}
