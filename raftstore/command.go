@@ -132,13 +132,36 @@ func (c *BumpEpoch) events() []Event    { return c.Events }
 func (c *Finish) events() []Event       { return c.Events }
 func (c *SetRecovery) events() []Event  { return c.Events }
 
+// Once makes a command idempotent across its writer's retries: a command
+// whose key was applied already is not applied again (Result.Repeat). A
+// writer numbers its commands from 1 and retries one with the same key
+// when it cannot tell whether it was committed (a leadership change while
+// it waited); the state keeps each writer's last applied number.
+type Once struct {
+	Writer string // unique per writer (a root's journal)
+	Seq    uint64 // from 1, increasing; 0: no key
+}
+
 // Encode returns the log entry for a command: the type byte, the payload
 // version, the events, then the type's own fields (last, so that a newer
 // version can append fields).
-func Encode(c Command) []byte {
+func Encode(c Command) []byte { return EncodeOnce(c, Once{}) }
+
+// onceVersion is the payload version of a command with a Once key, which
+// follows the version.
+const onceVersion = 2
+
+// EncodeOnce is Encode with a Once key (none if its Seq is 0).
+func EncodeOnce(c Command, o Once) []byte {
 	e := encoder{buf: make([]byte, 0, 64)}
 	e.byte(byte(c.Type()))
-	e.uint(payloadVersion)
+	if o.Seq == 0 {
+		e.uint(payloadVersion)
+	} else {
+		e.uint(onceVersion)
+		e.string(o.Writer)
+		e.uint(o.Seq)
+	}
 	evs := c.events()
 	e.uint(uint64(len(evs)))
 	for i := range evs {
@@ -216,16 +239,17 @@ func (e errIgnored) Error() string { return fmt.Sprintf("ignored unknown command
 // ErrUnknownCommand. Malformed input returns an error wrapping
 // ErrMalformed; Decode never panics.
 func Decode(b []byte) (Command, error) {
-	c, err := decode(b)
+	c, _, err := decode(b)
 	if _, ok := err.(errIgnored); ok {
 		return nil, nil
 	}
 	return c, err
 }
 
-func decode(b []byte) (Command, error) {
+// decode is Decode that also returns the command's Once key.
+func decode(b []byte) (Command, Once, error) {
 	if len(b) == 0 {
-		return nil, fmt.Errorf("empty command: %w", ErrMalformed)
+		return nil, Once{}, fmt.Errorf("empty command: %w", ErrMalformed)
 	}
 	full := CommandType(b[0])
 	typ := full &^ IgnoreUnknown
@@ -250,12 +274,16 @@ func decode(b []byte) (Command, error) {
 		c = &SetRecovery{}
 	default:
 		if full&IgnoreUnknown != 0 {
-			return nil, errIgnored{typ}
+			return nil, Once{}, errIgnored{typ}
 		}
-		return nil, fmt.Errorf("command type %d: %w", typ, ErrUnknownCommand)
+		return nil, Once{}, fmt.Errorf("command type %d: %w", typ, ErrUnknownCommand)
 	}
+	var once Once
 	if v := d.uint(); d.err == nil && v == 0 {
-		return nil, fmt.Errorf("command type %d: payload version 0: %w", typ, ErrMalformed)
+		return nil, once, fmt.Errorf("command type %d: payload version 0: %w", typ, ErrMalformed)
+	} else if v >= onceVersion {
+		once.Writer = d.string()
+		once.Seq = d.uint()
 	}
 	var evs []Event
 	n := d.count(6, "event")
@@ -304,9 +332,9 @@ func decode(b []byte) (Command, error) {
 		c.Events = evs
 	}
 	if d.err != nil {
-		return nil, d.err
+		return nil, Once{}, d.err
 	}
-	return c, nil
+	return c, once, nil
 }
 
 func decodeRanks(d *decoder, c *UpdateRanks) {

@@ -23,6 +23,9 @@ type Result struct {
 	// Ignored: the command's type is unknown to this replica and carried
 	// the IgnoreUnknown bit; nothing changed.
 	Ignored bool
+	// Repeat: the command's Once key was applied already (its writer
+	// retried it); nothing changed.
+	Repeat bool
 }
 
 // FSM is the replicated state machine of one job: it implements
@@ -121,16 +124,25 @@ func (f *FSM) applyLocked(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	c, err := decode(l.Data)
+	c, once, err := decode(l.Data)
 	if err != nil {
 		if _, ok := err.(errIgnored); ok {
 			return &Result{Index: l.Index, Term: l.Term, Version: f.s.Version, Epoch: f.s.Epoch, Ignored: true}
 		}
 		return fmt.Errorf("log entry %d: %w", l.Index, err)
 	}
+	if once.Seq != 0 && f.s.Applied[once.Writer] >= once.Seq {
+		return &Result{Index: l.Index, Term: l.Term, Version: f.s.Version, Epoch: f.s.Epoch, Repeat: true}
+	}
 	res, err := f.apply(l.Index, l.Term, c)
 	if err != nil {
 		return fmt.Errorf("log entry %d (%T): %w", l.Index, c, err)
+	}
+	if once.Seq != 0 {
+		if f.s.Applied == nil {
+			f.s.Applied = map[string]uint64{}
+		}
+		f.s.Applied[once.Writer] = once.Seq
 	}
 	return res
 }

@@ -483,3 +483,58 @@ func FuzzDecode(f *testing.F) {
 		g.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: b})
 	})
 }
+
+// A command retried with its Once key (its writer could not tell whether
+// it was committed) is applied once: its events are not appended twice.
+// Another writer's key of the same number is its own; the keys survive a
+// snapshot.
+func TestFSMOnce(t *testing.T) {
+	h := newHarness(t)
+	h.launch(8)
+	once := func(c Command, o Once) *Result {
+		t.Helper()
+		r, ok := h.raw(EncodeOnce(c, o)).(*Result)
+		if !ok {
+			t.Fatalf("apply %T with %+v: not accepted", c, o)
+		}
+		return r
+	}
+	events := func() int { return len(h.f.Copy().Events) }
+	a := Once{Writer: "fe/1", Seq: 1}
+	cmd := &UpdateRanks{Ranks: []Rank{{Rank: 1, Node: "n0", Incarnation: 1, State: RankExited}}, Events: []Event{ev(EventLaunch, "", 1, 1, "rank 1 done")}}
+	n := events()
+	if r := once(cmd, a); r.Repeat {
+		t.Fatal("first apply reported as a repeat")
+	}
+	digest := h.f.Digest()
+	if r := once(cmd, a); !r.Repeat {
+		t.Fatal("retried command applied again")
+	}
+	if events() != n+1 || h.f.Digest() != digest {
+		t.Fatalf("events %d (want %d), digest changed: %v", events(), n+1, h.f.Digest() != digest)
+	}
+	// The same number from another writer (a successor) is applied.
+	if r := once(&AppendEvents{Events: []Event{ev(EventLaunch, "", NoRank, 0, "successor")}}, Once{Writer: "succ/2", Seq: 1}); r.Repeat {
+		t.Fatal("another writer's key taken for a repeat")
+	}
+	// A refused command does not use up its key: retried, it is refused
+	// again, not reported as applied.
+	bad := &UpdateRanks{ExpectVersion: 1, Ranks: []Rank{{Rank: 2, Node: "n0", Incarnation: 1, State: RankRunning}}}
+	if _, isErr := h.raw(EncodeOnce(bad, Once{Writer: "fe/1", Seq: 2})).(error); !isErr {
+		t.Fatal("stale command accepted")
+	}
+	if _, isErr := h.raw(EncodeOnce(bad, Once{Writer: "fe/1", Seq: 2})).(error); !isErr {
+		t.Fatal("a refused command's retry was taken for a repeat")
+	}
+	g := snapshotRoundTrip(t, h.f)
+	if g.Digest() != h.f.Digest() {
+		t.Fatal("restored state has another digest")
+	}
+	h2 := &fsmHarness{t: t, f: g, index: h.index, term: h.term}
+	if r, ok := h2.raw(EncodeOnce(cmd, a)).(*Result); !ok || !r.Repeat {
+		t.Fatalf("after a snapshot, the retry is applied again: %v", r)
+	}
+	if c, err := Decode(EncodeOnce(cmd, a)); err != nil || len(c.(*UpdateRanks).Ranks) != 1 {
+		t.Fatalf("decode of a keyed command: %v", err)
+	}
+}

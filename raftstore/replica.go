@@ -475,8 +475,15 @@ func (r *Replica) withTimeout(ctx context.Context) (context.Context, context.Can
 //   - ErrRefused, ErrUnknownCommand, ErrMalformed: it was committed, and
 //     every replica refused it; the state is unchanged.
 func (r *Replica) Apply(ctx context.Context, c Command) (*Result, error) {
+	return r.ApplyOnce(ctx, c, Once{})
+}
+
+// ApplyOnce is Apply with a Once key: a command retried with the same key
+// after an ErrNotLeader or ErrIndeterminate is applied at most once (a
+// repeat's Result has Repeat set).
+func (r *Replica) ApplyOnce(ctx context.Context, c Command, once Once) (*Result, error) {
 	stamp(c, time.Now())
-	data := Encode(c)
+	data := EncodeOnce(c, once)
 	ctx, cancel := r.withTimeout(ctx)
 	defer cancel()
 	deadline, _ := ctx.Deadline()

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -193,6 +194,10 @@ type State struct {
 	// committed (SetRecovery), opaque here; RecoveryEpoch is its epoch.
 	Recovery      []byte
 	RecoveryEpoch uint64
+
+	// Applied is each writer's last applied Once key (Once.Seq by
+	// Once.Writer): a retried command is not applied twice.
+	Applied map[string]uint64
 }
 
 // Copy returns a copy of s that shares only immutable byte slices.
@@ -205,6 +210,7 @@ func (s *State) Copy() *State {
 		c.Agents[k] = v
 	}
 	c.Ranks = slices.Clone(s.Ranks)
+	c.Applied = maps.Clone(s.Applied)
 	// Events are only ever appended; the elements a copy sees never change.
 	c.Events = s.Events[:len(s.Events):len(s.Events)]
 	return &c
@@ -272,6 +278,13 @@ func (s *State) marshal() []byte {
 	// existed ends here.
 	e.uint(s.RecoveryEpoch)
 	e.bytes(s.Recovery)
+	// Appended after the recovery record, in the writers' order.
+	writers := slices.Sorted(maps.Keys(s.Applied))
+	e.uint(uint64(len(writers)))
+	for _, w := range writers {
+		e.string(w)
+		e.uint(s.Applied[w])
+	}
 	return e.buf
 }
 
@@ -334,6 +347,16 @@ func unmarshalState(b []byte) (*State, error) {
 	if d.err == nil && len(d.b) != 0 {
 		s.RecoveryEpoch = d.uint()
 		s.Recovery = d.bytes()
+	}
+	if d.err == nil && len(d.b) != 0 {
+		n := d.count(2, "writer")
+		if n > 0 {
+			s.Applied = make(map[string]uint64, n)
+		}
+		for range n {
+			w := d.string()
+			s.Applied[w] = d.uint()
+		}
 	}
 	if d.err != nil {
 		return nil, d.err

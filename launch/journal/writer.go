@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,7 +19,11 @@ type writer struct {
 	j    *Journal
 	r    *raftstore.Replica // nil for a solo log
 	solo *raftstore.Solo    // a solo log's (nil: r's)
-	job  bool               // the job is still to be recorded, with the first flush
+	// id and seq key a replica's commands (raftstore.Once): unique per
+	// writer, so that a successor's are not taken for the front-end's.
+	id   string
+	seq  uint64
+	job  bool // the job is still to be recorded, with the first flush
 	rows []raftstore.Rank
 	// agents' incarnations as written.
 	agents map[string]raftstore.Agent
@@ -76,11 +81,19 @@ func newWriter(j *Journal, r *raftstore.Replica) *writer {
 		agents: map[string]raftstore.Agent{},
 		open:   map[failureSubject]bool{},
 		exits:  map[exitKey]*exitGroup{},
+		id:     writerID(j.cfg.Node),
 	}
 	for i := range w.rows {
 		w.rows[i].Rank = i
 	}
 	return w
+}
+
+// writerID names a writer: its node, the time and a random part.
+func writerID(node string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%x", node, time.Now().UnixNano(), b)
 }
 
 // seed starts the writer from a replicated state: its rows and agents as
@@ -523,18 +536,20 @@ func (w *writer) commit(ctx context.Context, c raftstore.Command) error {
 	return err
 }
 
-// apply commits one command. If the state machine refuses a command that
+// apply commits one command through the replica. If the state machine refuses a command that
 // carries events, the command is retried without them and the events are
 // appended one by one, so that one bad event costs only itself.
 func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
-	err := w.commit(ctx, c)
+	w.seq++
+	once := raftstore.Once{Writer: w.id, Seq: w.seq}
+	_, err := w.r.ApplyOnce(ctx, c, once)
 	w.count(err)
 	for try := 0; err != nil && try < 5 && w.regained(ctx, err); try++ {
 		// Leadership went to another replica and came back (a loaded
-		// machine delays heartbeats): write again. A command that may
-		// have been committed is applied twice at worst; the table's
-		// updates are idempotent, an event may appear twice.
-		_, err = w.r.Apply(ctx, c)
+		// machine delays heartbeats): write again, with the same key, so
+		// that a command that was committed after all is not applied
+		// (its events not appended) twice.
+		_, err = w.r.ApplyOnce(ctx, c, once)
 		w.count(err)
 	}
 	if err == nil {
