@@ -14,6 +14,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankenv"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -91,32 +92,27 @@ func (a *Agent) run(ctx context.Context) error {
 	if hasDeadline {
 		_ = dl.SetReadDeadline(time.Now().Add(proto.ConnectTimeout))
 	}
-	f, err := a.link.R.Next()
 	defer a.stage.Remove()
-	for err == nil && (f.Type == proto.MPrestage || f.Type == proto.MBcast || f.Type == proto.MPing || f.Type == proto.MPong) {
+	f, err := a.link.Await(func(f *wire.Frame) (bool, error) {
 		switch f.Type {
-		case proto.MPing:
-			// The parent's heartbeat, while the share is late (a root
-			// failover during the launch): answer, or it finds us silent.
-			err = a.link.Send(proto.MPong, nil)
-		case proto.MPong:
 		case proto.MPrestage: // the program comes before the spec
-			var c proto.PrestageChunk
-			if c, err = proto.DecodePrestageChunk(f.Payload); err == nil {
+			c, err := proto.DecodePrestageChunk(f.Payload)
+			if err == nil {
 				err = a.stage.Add(c)
 			}
+			return false, err
 		case proto.MBcast:
 			// A broadcast that overtook this agent's share of the job
 			// (the parent relays to every linked child): the end of the
 			// job ends the agent; anything else is not for it yet.
 			if _, typ, _, uerr := proto.Unwrap(f.Payload, false); uerr == nil && (typ == proto.MShutdown || typ == proto.MTerminate || typ == proto.MKill) {
 				f.Type = proto.MShutdown
+				return true, nil
 			}
+			return false, nil
 		}
-		if err == nil && f.Type != proto.MShutdown {
-			f, err = a.link.R.Next()
-		}
-	}
+		return true, nil
+	})
 	if hasDeadline {
 		_ = dl.SetReadDeadline(time.Time{})
 	}

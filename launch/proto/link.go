@@ -78,6 +78,34 @@ func (l *Link) Send(typ uint8, payload []byte) error {
 	return nil
 }
 
+// Await reads frames before the link runs (Run) until handle takes one,
+// which it returns: it answers the peer's pings meanwhile (the parent's
+// heartbeat while a first frame is late: without an answer it would find
+// this end silent) and passes every other frame to handle, which may
+// change it, and says whether it is the one awaited.
+func (l *Link) Await(handle func(f *wire.Frame) (bool, error)) (wire.Frame, error) {
+	for {
+		f, err := l.R.Next()
+		if err != nil {
+			return f, err
+		}
+		l.heard.Store(linkClock())
+		switch f.Type {
+		case MPing:
+			err = l.Send(MPong, nil)
+		case MPong:
+		default:
+			var done bool
+			if done, err = handle(&f); err == nil && done {
+				return f, nil
+			}
+		}
+		if err != nil {
+			return f, err
+		}
+	}
+}
+
 // Run reads frames and passes each to handle until the connection fails,
 // handle returns an error, the peer stays silent for longer than timeout,
 // or ctx ends. Any frame counts as the peer's sign of life. Each end sends

@@ -283,3 +283,45 @@ func TestUntilNextMultipleAligns(t *testing.T) {
 		}
 	}
 }
+
+// Before a link runs, Await answers pings, passes other frames to its
+// handler, and returns the one the handler takes (as changed by it).
+func TestLinkAwait(t *testing.T) {
+	a, b := socketpair(t)
+	l := NewLink(a)
+	peer := NewLink(b)
+	go func() {
+		for _, typ := range []uint8{MPing, MStdin, MPing, MSpec} {
+			if err := peer.Send(typ, []byte{typ}); err != nil {
+				return
+			}
+		}
+	}()
+	var skipped []uint8
+	f, err := l.Await(func(f *wire.Frame) (bool, error) {
+		if f.Type == MSpec {
+			f.Payload = []byte("taken")
+			return true, nil
+		}
+		skipped = append(skipped, f.Type)
+		return false, nil
+	})
+	if err != nil || f.Type != MSpec || string(f.Payload) != "taken" {
+		t.Fatalf("await: %v, %v", f, err)
+	}
+	if len(skipped) != 1 || skipped[0] != MStdin {
+		t.Fatalf("handler saw %v, want only the stdin frame", skipped)
+	}
+	for range 2 { // both pings were answered
+		g, err := peer.R.Next()
+		if err != nil || g.Type != MPong {
+			t.Fatalf("peer got %v, %v; want a pong", g, err)
+		}
+	}
+	// A handler's error ends the wait.
+	go peer.Send(MStdin, nil)
+	bad := errors.New("bad frame")
+	if _, err := l.Await(func(*wire.Frame) (bool, error) { return false, bad }); !errors.Is(err, bad) {
+		t.Fatalf("await: %v, want the handler's error", err)
+	}
+}
