@@ -214,6 +214,12 @@ func (fe *frontend) commit(rec recovery.Checkpoint) {
 // Run; successors do not hold.
 const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 
+// breakEnv breaks the recovery on purpose, for tests that show the chaos
+// harness's checks can fail: "skip-patch" sends every node-table patch
+// without its rows, so that ranks resume with the replaced rank's old
+// address. Read once, by Run.
+const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
+
 // committed takes a phase's commit.
 func (fe *frontend) committed(ev evCommitted) {
 	if fe.holdAt != "" && ev.err == nil && ev.stage.String() == fe.holdAt {
@@ -273,6 +279,10 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 			if row.Rank < len(fe.table) {
 				fe.table[row.Rank] = row.Addr
 			}
+		}
+		if fe.breakAt == "skip-patch" {
+			fe.warnf("test hook: the node table's patch goes without its %d row(s) (%s)", len(m.Rows), breakEnv)
+			m.Rows = nil
 		}
 		fe.verbosef("recovery: patching the node table to version %d (%d row(s))", act.Version, len(act.Rows))
 		fe.bcast(proto.MPatch, m.Encode())

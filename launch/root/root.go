@@ -104,6 +104,7 @@ type frontend struct {
 	pendingRestart []byte
 	leaderFed      bool   // a successor told its planner it leads
 	holdAt         string // test hook: the phase to hold (holdEnv)
+	breakAt        string // test hook: the recovery's part to break (breakEnv)
 
 	progress  bool // show a live launch line on stderr (a terminal)
 	agentsUp  int  // agents that got their job
