@@ -48,6 +48,7 @@ const (
 // trialResult is what a trial did and found.
 type trialResult struct {
 	trial   trial.Trial
+	hold    string // the held node's name (launch phase)
 	dir     string
 	start   time.Time
 	applied []trial.Applied
@@ -97,6 +98,8 @@ type actionRun struct {
 type trialRun struct {
 	o        *chaosOptions
 	topo     trial.Topology
+	hosts    *chaosHosts // the emulated cluster; nil on test nodes
+	hf       hostFaults  // what the trial did to the hosts
 	tr       trial.Trial
 	res      *trialResult
 	work     string
@@ -119,11 +122,14 @@ type trialRun struct {
 
 // runTrial runs one trial to its end and judges it. Problems of the
 // harness itself (a job that cannot start) are violations too.
-func runTrial(ctx context.Context, o *chaosOptions, self string, topo trial.Topology, tr trial.Trial, stderr io.Writer) *trialResult {
+func runTrial(ctx context.Context, o *chaosOptions, self string, topo trial.Topology, hosts *chaosHosts, tr trial.Trial, stderr io.Writer) *trialResult {
 	r := &trialResult{trial: tr, takeover: -1, cleanup: -1, jobTime: -1}
+	if tr.Hold >= 0 {
+		r.hold = topo.Name(tr.Hold)
+	}
 	r.dir = filepath.Join(o.out, fmt.Sprintf("trial-%03d", tr.Index+1))
 	t := &trialRun{
-		o: o, topo: topo, tr: tr, res: r,
+		o: o, topo: topo, hosts: hosts, tr: tr, res: r,
 		work: filepath.Join(r.dir, "work"), stateDir: filepath.Join(r.dir, "state"), gate: filepath.Join(r.dir, "launch-gate"),
 		errPath: filepath.Join(r.dir, "frontend.stderr"), outPath: filepath.Join(r.dir, "frontend.stdout"),
 		rankProc: map[int]jobProc{}, nodeUp: map[int]time.Time{}, gateOpen: tr.Hold < 0,
@@ -160,7 +166,9 @@ func runTrial(ctx context.Context, o *chaosOptions, self string, topo trial.Topo
 		t.cmd.Process.Kill()
 		<-exited
 	}
-	t.finish(over, interrupted)
+	if err := t.finish(over, interrupted); err != nil {
+		r.violations = append(r.violations, trial.Violation{Invariant: "harness", Detail: err.Error()})
+	}
 	r.applied = t.applied()
 	t.judge()
 	if r.pass() && !o.keep {
@@ -193,9 +201,14 @@ func (t *trialRun) start(self, marker string) error {
 	if o.app != "" {
 		app = append([]string{o.app}, o.appArgs...)
 	}
-	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "--test-nodes", strconv.Itoa(o.nodes),
-		"--tree", o.tree, "--replicas", strconv.Itoa(o.replicas), "--restart", o.restart, "--kill-after", "1s",
-		"--timeout", (o.trialLimit / 2).String(), "-n", strconv.Itoa(o.nodes * o.ppn)}
+	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "--test-nodes", strconv.Itoa(o.nodes)}
+	if t.hosts != nil {
+		// Over SSH to the emulated hosts, from this machine; -l: the
+		// checks read rank labels, which test nodes give by default.
+		args = []string{"run", "--verbose", "--state-dir", t.stateDir, "-l", "--hostfile", t.hosts.hostfile, "--ssh-config", t.hosts.c.SSHConfig()}
+	}
+	args = append(args, "--tree", o.tree, "--replicas", strconv.Itoa(o.replicas), "--restart", o.restart, "--kill-after", "1s",
+		"--timeout", (o.trialLimit / 2).String(), "-n", strconv.Itoa(o.nodes*o.ppn))
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, delayStartEnv+"=") && !strings.HasPrefix(kv, chaosMarkerEnv+"=") {
@@ -203,7 +216,13 @@ func (t *trialRun) start(self, marker string) error {
 		}
 	}
 	env = append(env, chaosMarkerEnv+"="+marker)
-	if t.tr.Hold >= 0 {
+	switch {
+	case t.tr.Hold < 0:
+	case t.hosts != nil:
+		if err := t.hosts.holdHost(t.topo.Name(t.tr.Hold), syscall.SIGSTOP); err != nil {
+			return err
+		}
+	default:
 		env = append(env, delayStartEnv+"="+trial.NodeName(t.tr.Hold)+"="+t.gate)
 	}
 	outF, err := os.Create(t.outPath)
@@ -221,6 +240,7 @@ func (t *trialRun) start(self, marker string) error {
 	// Its own process group: the chaos run's Ctrl-C is ours to handle.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		t.openGate()
 		return fmt.Errorf("start the job: %w", err)
 	}
 	t.cmd, t.res.start = cmd, time.Now()
@@ -391,6 +411,19 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 			a.Skipped = err.Error()
 			continue
 		}
+		if t.hostFault(a.Fault) {
+			// The host's agent (pid) is named in the report; the fault
+			// is the host's.
+			if err := t.hosts.apply(context.Background(), &t.hf, a.Fault, a.Target.String()); err != nil {
+				a.Skipped = err.Error()
+				continue
+			}
+			a.Time, a.PID = now, pid
+			if a.Fault == trial.Slow {
+				a.slowUntil = now.Add(chaosSlowFor)
+			}
+			continue
+		}
 		sig := syscall.SIGKILL
 		if a.Fault == trial.Stop || a.Fault == trial.Slow {
 			sig = syscall.SIGSTOP
@@ -457,9 +490,25 @@ func (t *trialRun) stepStop(a *actionRun, now time.Time, jobOver bool) {
 	}
 }
 
-// stepSlow stops and continues a slow agent in turn until its time is up.
+// hostFault says whether fault f is applied to a host, not by a signal:
+// a crash, a partition, and on the emulated cluster a slow link.
+func (t *trialRun) hostFault(f trial.Fault) bool {
+	return t.hosts != nil && (f == trial.Node || f == trial.Partition || f == trial.Slow)
+}
+
+// stepSlow stops and continues a slow agent in turn until its time is up
+// (on the emulated cluster: ends its host's slow link then).
 func (t *trialRun) stepSlow(a *actionRun, now time.Time, jobOver bool) {
 	if a.slowUntil.IsZero() {
+		return
+	}
+	if t.hosts != nil {
+		if jobOver || !now.Before(a.slowUntil) {
+			if err := t.hf.unslow(a.Target.String()); err != nil {
+				t.res.notes = append(t.res.notes, err.Error())
+			}
+			a.slowUntil = time.Time{}
+		}
 		return
 	}
 	if jobOver || !now.Before(a.slowUntil) {
@@ -503,6 +552,12 @@ func (t *trialRun) openGate() {
 		return
 	}
 	t.gateOpen = true
+	if t.hosts != nil {
+		if err := t.hosts.holdHost(t.topo.Name(t.tr.Hold), syscall.SIGCONT); err != nil {
+			t.res.notes = append(t.res.notes, err.Error())
+		}
+		return
+	}
 	if f, err := os.Create(t.gate); err == nil {
 		f.Close()
 	}
@@ -530,26 +585,35 @@ func (t *trialRun) targetPID(a trial.Action) (int, error) {
 		if !ok {
 			continue
 		}
-		if agent, alive := live[p.ppid]; alive && strings.Contains(agent.cmdline, " agent") {
+		agent, alive := live[p.ppid]
+		if !alive && t.hosts != nil {
+			// An emulated host's agent runs elsewhere than the job's
+			// directory: read its parent directly.
+			agent, alive = procAt(p.ppid)
+		}
+		if alive && strings.Contains(agent.cmdline, " agent") {
 			return agent.pid, nil
 		}
 	}
-	return 0, fmt.Errorf("the agent of %s was already gone", trial.NodeName(a.Target.Node))
+	return 0, fmt.Errorf("the agent of %s was already gone", a.Target.String())
 }
 
 // finish makes sure nothing of the trial stays stopped or held, then waits
 // (bounded) for the job's processes to go; those left are named, then
-// killed, so that the next trial starts clean.
-func (t *trialRun) finish(over time.Time, interrupted bool) {
+// killed, so that the next trial starts clean. On the emulated cluster
+// the wait covers every host, a partitioned one still cut off (a host cut
+// off must clean up by itself); then partitions are healed and crashed
+// hosts booted again. The error is the hosts' that could not be restored.
+func (t *trialRun) finish(over time.Time, interrupted bool) error {
 	for _, a := range t.acts {
-		if a.PID > 0 && (a.Fault == trial.Stop || a.Fault == trial.Slow) {
+		if a.PID > 0 && !t.hostFault(a.Fault) && (a.Fault == trial.Stop || a.Fault == trial.Slow) {
 			syscall.Kill(a.PID, syscall.SIGCONT)
 		}
 	}
 	t.openGate()
 	r := t.res
 	r.jobTime = over.Sub(r.start)
-	r.atEnd = len(t.scanner.scan(true))
+	r.atEnd = len(t.jobProcs())
 	var planted *exec.Cmd
 	if os.Getenv(chaosPlantEnv) == "leftover" {
 		// A process of the job that outlives it, as a broken agent would
@@ -581,7 +645,7 @@ func (t *trialRun) finish(over time.Time, interrupted bool) {
 	}
 	var left []jobProc
 	for {
-		left = t.scanner.scan(true)
+		left = t.jobProcs()
 		if len(left) == 0 {
 			r.cleanup = time.Since(from)
 			break
@@ -590,6 +654,21 @@ func (t *trialRun) finish(over time.Time, interrupted bool) {
 			break
 		}
 		time.Sleep(chaosPoll) // polling /proc for processes to end
+	}
+	var err error
+	if t.hosts != nil {
+		err = t.hosts.heal(&t.hf)
+		if _, sessions := t.hosts.procs(); len(sessions) > 0 {
+			// sshd's, not the job's (chaosHosts.procs); killed so that
+			// they do not pile up over the trials.
+			var names []string
+			for _, p := range sessions {
+				names = append(names, p.String())
+				syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+			r.notes = append(r.notes, fmt.Sprintf("%d sshd connection(s) outlived the job, their clients gone with a crashed or cut-off host (killed): %s",
+				len(sessions), strings.Join(names, "; ")))
+		}
 	}
 	for _, p := range left {
 		r.outcome.Left = append(r.outcome.Left, p.String())
@@ -600,6 +679,28 @@ func (t *trialRun) finish(over time.Time, interrupted bool) {
 		planted.Process.Kill()
 		planted.Wait()
 	}
+	if t.hosts != nil {
+		err = errors.Join(err, t.hosts.revive(&t.hf))
+	}
+	return err
+}
+
+// jobProcs lists the trial's live processes: those found by its
+// directory and marker, and on the emulated cluster every host's.
+func (t *trialRun) jobProcs() []jobProc {
+	ps := t.scanner.scan(true)
+	if t.hosts == nil {
+		return ps
+	}
+	job, _ := t.hosts.procs()
+	for _, hp := range job {
+		if i := slices.IndexFunc(ps, func(p jobProc) bool { return p.pid == hp.pid }); i >= 0 {
+			ps[i].host = hp.host
+			continue
+		}
+		ps = append(ps, hp)
+	}
+	return ps
 }
 
 // judge reads the job's state log and output and checks the invariants.
