@@ -323,3 +323,70 @@ func TestExpect(t *testing.T) {
 		t.Error("names matches whole words only")
 	}
 }
+
+// emulated4 is the kary:2 plan over 4 emulated hosts: node001 and node002
+// under the root, node003 and node004 under node001; 2 ranks per host.
+func emulated4() Topology {
+	return Topology{
+		Parent:   []int{-1, -1, 0, 0},
+		Replicas: []int{0, 1},
+		RankNode: []int{0, 0, 1, 1, 2, 2, 3, 3},
+		Names:    []string{"node001", "node002", "node003", "node004"},
+	}
+}
+
+// On the emulated cluster node and partition are in the default set,
+// targets carry the hosts' names, a host fault takes its subtree out of
+// the second fault's reach, and the promise names the host.
+func TestEmulatedScheduleAndExpect(t *testing.T) {
+	topo := emulated4()
+	cfg := testConfig()
+	cfg.Cluster = Emulated
+	if got := Available(Emulated, topo, 1); !slices.Contains(got, Node) || !slices.Contains(got, Partition) {
+		t.Fatalf("available on the emulated cluster: %v", got)
+	}
+	// Run phase: a launch would hold one of the four hosts back, and a
+	// fault on node001 takes three.
+	cfg.Faults, cfg.Concurrent, cfg.When = []Fault{Node, Partition, Stop}, 2, Run
+	seen := map[Fault]bool{}
+	for i := range 200 {
+		tr, err := Schedule(i, TrialSeed(3, i), cfg, topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := tr.Actions[0].Target
+		for k, a := range tr.Actions {
+			seen[a.Fault] = true
+			if want := topo.Names[a.Target.Node]; a.Target.String() != want || a.String() != string(a.Fault)+" "+want {
+				t.Fatalf("seed %d: target %q (%q), want %s", tr.Seed, a.Target, a, want)
+			}
+			if k > 0 && slices.Contains(topo.Subtree(first.Node), a.Target.Node) {
+				t.Fatalf("seed %d: second fault on %s, in the subtree of the first's %s", tr.Seed, a.Target, first)
+			}
+		}
+	}
+	if !seen[Node] || !seen[Partition] || !seen[Stop] {
+		t.Errorf("faults seen: %v", seen)
+	}
+	// A crashed or cut-off host ends the job under every policy today (a
+	// silent node is not tried again): its name, its subtree's replicas lost.
+	for _, f := range []Fault{Node, Partition} {
+		for _, p := range []Policy{NoRestart, RestartRank, RestartJob} {
+			e := Expect([]Applied{applied(f, Target{Node: 0, Rank: -1, Name: "node001"})}, topo, 3, p, Run, "head")
+			if !reflect.DeepEqual(e.Endings, []Ending{Failed}) || !reflect.DeepEqual(e.Names, []string{"node001"}) ||
+				!reflect.DeepEqual(e.Lost, []string{"node001", "node003", "node004"}) || e.Recover {
+				t.Errorf("%s node001, --restart %s: %+v", f, p, e)
+			}
+		}
+		// Even a host under the root with nothing below it: the leaf
+		// agent relaunch is for a killed agent on a live host.
+		e := Expect([]Applied{applied(f, Target{Node: 1, Rank: -1, Name: "node002"})}, topo, 1, RestartRank, Run, "head")
+		if !reflect.DeepEqual(e.Endings, []Ending{Failed}) || e.Recover {
+			t.Errorf("%s node002, --restart rank: %+v", f, e)
+		}
+	}
+	// A slow link completes.
+	if e := Expect([]Applied{applied(Slow, Target{Node: 2, Rank: -1, Name: "node003"})}, topo, 1, NoRestart, Run, "head"); !reflect.DeepEqual(e.Endings, []Ending{Completed}) {
+		t.Errorf("slow node003: %+v", e)
+	}
+}

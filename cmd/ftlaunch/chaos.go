@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -144,6 +145,9 @@ func parseChaosFlags(args []string) (*chaosOptions, error) {
 	switch trial.Cluster(o.cluster) {
 	case trial.TestNodes:
 	case trial.Emulated:
+		if p, err := netip.ParsePrefix(o.clusterPrefix); err != nil || !p.Addr().Is4() {
+			return nil, fmt.Errorf("--cluster-prefix %q: want an IPv4 network, e.g. %s", o.clusterPrefix, chaosClusterPrefix)
+		}
 		if os.Geteuid() != 0 {
 			return nil, errors.New("--cluster emulated needs root (network namespaces, links, sshd): run it as root, or use --cluster test-nodes")
 		}

@@ -37,6 +37,9 @@ const (
 const (
 	chaosHostOp    = 30 * time.Second       // bound of one cluster operation (kill, heal, revive, down)
 	chaosSlowDelay = 150 * time.Millisecond // a slow link's delay on every packet into the host
+	// chaosSessionWait is how long sshd's connections get to close once
+	// the job's processes are gone.
+	chaosSessionWait = time.Second
 )
 
 // chaosHosts is a run's emulated cluster.
@@ -50,7 +53,7 @@ type chaosHosts struct {
 // is removed first) and writes their hostfile into the cluster's state
 // directory (removed with it).
 func upChaosHosts(ctx context.Context, o *chaosOptions) (*chaosHosts, error) {
-	prefix, err := netip.ParsePrefix(o.clusterPrefix)
+	prefix, err := netip.ParsePrefix(o.clusterPrefix) // checked by parseChaosFlags
 	if err != nil {
 		return nil, fmt.Errorf("--cluster-prefix: %w", err)
 	}

@@ -658,16 +658,26 @@ func (t *trialRun) finish(over time.Time, interrupted bool) error {
 	var err error
 	if t.hosts != nil {
 		err = t.hosts.heal(&t.hf)
-		if _, sessions := t.hosts.procs(); len(sessions) > 0 {
-			// sshd's, not the job's (chaosHosts.procs); killed so that
-			// they do not pile up over the trials.
+		// sshd's connections are sshd's, not the job's (chaosHosts.procs):
+		// given a moment to close, then killed so that they do not pile
+		// up over the trials. Those left had lost their client with a
+		// crashed or cut-off host, or were held (a held host's sshd takes
+		// connections up only once continued).
+		var sessions []jobProc
+		for until := time.Now().Add(chaosSessionWait); ; {
+			if _, sessions = t.hosts.procs(); len(sessions) == 0 || time.Now().After(until) {
+				break
+			}
+			time.Sleep(chaosPoll) // polling the hosts' processes
+		}
+		if len(sessions) > 0 {
 			var names []string
 			for _, p := range sessions {
 				names = append(names, p.String())
 				syscall.Kill(p.pid, syscall.SIGKILL)
 			}
-			r.notes = append(r.notes, fmt.Sprintf("%d sshd connection(s) outlived the job, their clients gone with a crashed or cut-off host (killed): %s",
-				len(sessions), strings.Join(names, "; ")))
+			r.notes = append(r.notes, fmt.Sprintf("%d sshd connection(s) still open %v after the job's processes were gone (killed): %s",
+				len(sessions), chaosSessionWait, strings.Join(names, "; ")))
 		}
 	}
 	for _, p := range left {
