@@ -656,6 +656,7 @@ func (t *trialRun) finish(over time.Time, interrupted bool) error {
 		time.Sleep(chaosPoll) // polling /proc for processes to end
 	}
 	var err error
+	hostFault := len(t.hf.killed) > 0 || len(t.hf.parted) > 0
 	if t.hosts != nil {
 		err = t.hosts.heal(&t.hf)
 		// sshd's connections are sshd's, not the job's (chaosHosts.procs):
@@ -690,7 +691,7 @@ func (t *trialRun) finish(over time.Time, interrupted bool) error {
 		planted.Wait()
 	}
 	if t.hosts != nil {
-		err = errors.Join(err, t.hosts.revive(&t.hf))
+		err = errors.Join(err, t.hosts.revive(&t.hf, hostFault))
 	}
 	return err
 }
