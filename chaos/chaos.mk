@@ -11,7 +11,7 @@
 #                        trials of every fault under --restart none
 #
 # Variables: CHAOS_TRIALS (default 100), CHAOS_DOUBLE (default 50), CHAOS_EMU_TRIALS (default
-# 40), CHAOS_EMU_DOUBLE (default 16), CHAOS_SEED (default: the clock; each run prints its
+# 100), CHAOS_EMU_DOUBLE (default 50), CHAOS_EMU_SHORT (default 10), CHAOS_SEED (default: the clock; each run prints its
 # seed), CHAOS_FLAGS (more flags for every run, e.g. --steps 10), CHAOS_OUT (where failing
 # trials keep their directories; default a temporary directory). Every run prints a trial
 # report, a summary table and "N passed, M failed"; the target fails when a trial failed.
@@ -21,8 +21,8 @@
 CHAOS_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 CHAOS_TRIALS ?= 100
 CHAOS_DOUBLE ?= 50
-CHAOS_EMU_TRIALS ?= 40
-CHAOS_EMU_DOUBLE ?= 16
+CHAOS_EMU_TRIALS ?= 100
+CHAOS_EMU_DOUBLE ?= 50
 CHAOS_EMU_SHORT ?= 10
 CHAOS_FTLAUNCH := $(CHAOS_ROOT)/bin/ftlaunch
 CHAOS_COMMON = $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_OUT),--out $(CHAOS_OUT)) $(CHAOS_FLAGS)

@@ -29,18 +29,18 @@ restart, any failure ends the job cleanly naming the fault; with --restart
 rank or job, a rank's loss is recovered and the job completes with the
 right result, and so is a SIGKILLed agent that is a child of the root with
 no agent below it and no root replica (any other lost agent, a crashed,
-cut off or stopped host's included, ends the job);
-a lost front-end with one
-replica leaves no process and the status "unfinished", and with --replicas
-3 a lost front-end's job goes on and completes. After
-every trial it checks the invariants: the final status, no process of the
-job left (on every emulated host too), every failure in the state log paired with the job's end (and
-under a restart policy, with a recovery that ran to its end), equal
-digests on the replicas that stayed up, monotonic epochs and node-table
-versions, the state log's own invariants, no output line written twice,
-and the application's result. The last line is "N passed, M failed"; the
-exit status is 1 when a trial failed. A failing trial keeps its directory
-(state log, the front-end's output) and prints the command that replays it.
+cut-off or stopped host's included, ends the job); a lost front-end with
+one replica leaves no process and the status "unfinished", and with
+--replicas 3 a lost front-end's job goes on and completes. After every
+trial it checks the invariants: the final status, no process of the job
+left (on every emulated host too), every failure in the state log paired
+with the job's end (and under a restart policy, with a recovery that ran
+to its end), equal digests on the replicas that stayed up, monotonic
+epochs and node-table versions, the state log's own invariants, no output
+line written twice, and the application's result. The last line is "N
+passed, M failed"; the exit status is 1 when a trial failed. A failing
+trial keeps its directory (state log, the front-end's output) and prints
+the command that replays it.
 
   --cluster test-nodes|emulated
                            where the trials run (required): test-nodes (local agents),

@@ -152,6 +152,7 @@ func runTrial(ctx context.Context, o *chaosOptions, self string, topo trial.Topo
 	marker := fmt.Sprintf("%d-%d-%d", os.Getpid(), tr.Index, tr.Seed)
 	t.scanner = procScanner{workDir: work, marker: marker, self: os.Getpid()}
 	if err := t.start(self, marker); err != nil {
+		t.openGate() // a host held for the launch runs again
 		return harness(err)
 	}
 	exited := make(chan struct{})
@@ -240,7 +241,6 @@ func (t *trialRun) start(self, marker string) error {
 	// Its own process group: the chaos run's Ctrl-C is ours to handle.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.openGate()
 		return fmt.Errorf("start the job: %w", err)
 	}
 	t.cmd, t.res.start = cmd, time.Now()
