@@ -10,13 +10,13 @@
 #   make chaos-emulated  a short run by hand on 4 emulated hosts (root): CHAOS_EMU_SHORT (10)
 #                        trials of every fault under --restart none
 #
-# Variables: CHAOS_TRIALS (default 100), CHAOS_DOUBLE (default 50), CHAOS_EMU_TRIALS (default
-# 100), CHAOS_EMU_DOUBLE (default 50), CHAOS_EMU_SHORT (default 10), CHAOS_SEED (default: the clock; each run prints its
-# seed), CHAOS_FLAGS (more flags for every run, e.g. --steps 10), CHAOS_OUT (where failing
-# trials keep their directories; default a temporary directory). Every run prints a trial
-# report, a summary table and "N passed, M failed"; the target fails when a trial failed.
-# The emulated runs bring their cluster (ftchaos, 10.79.0.0/24) up and down themselves. See
-# docs/chaos.md.
+# Variables: CHAOS_TRIALS (default 100), CHAOS_DOUBLE (default 50), CHAOS_EMU_TRIALS
+# (default 100), CHAOS_EMU_DOUBLE (default 50), CHAOS_EMU_SHORT (default 10), CHAOS_SEED
+# (default: the clock; each run prints its seed), CHAOS_FLAGS (more flags for every run, e.g.
+# --steps 10), CHAOS_OUT (where failing trials keep their directories; default a temporary
+# directory). Every run prints a trial report, a summary table and "N passed, M failed"; the
+# target fails when a trial failed. The emulated runs bring their cluster (ftchaos,
+# 10.79.0.0/24) up and down themselves. See docs/chaos.md.
 
 CHAOS_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 CHAOS_TRIALS ?= 100
