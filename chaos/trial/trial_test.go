@@ -214,6 +214,17 @@ func TestCheckNamesTheInvariant(t *testing.T) {
 	if vs := Check(acts, exp, o); len(vs) != 0 {
 		t.Errorf("the killed node's replica was compared: %v", vs)
 	}
+	// A replica that never joined the group (the job ended before it
+	// formed) holds an empty log: not compared; one that joined is.
+	o = good()
+	o.Replicas = append(o.Replicas, ReplicaState{Node: "node1", Digest: "ee", NeverJoined: true})
+	if vs := Check(acts, exp, o); len(vs) != 0 {
+		t.Errorf("a replica that never joined was compared: %v", vs)
+	}
+	o.Replicas[len(o.Replicas)-1].NeverJoined = false
+	if vs := Check(acts, exp, o); len(vs) == 0 || vs[0].Invariant != InvDigests {
+		t.Errorf("a joined replica's differing digest: %v", vs)
+	}
 	// No fault applied at all is a failed trial, not a pass.
 	skipped := []Applied{{Action: Action{Fault: Rank, Target: Target{Node: 0, Rank: 1}}, Skipped: "the job ended first"}}
 	co := good()
