@@ -161,6 +161,12 @@ func applied(f Fault, target Target) Applied {
 	return Applied{Action: Action{Fault: f, Target: target}, Time: time.Unix(100, 0), PID: 1234}
 }
 
+// formed is a after the raft group formed.
+func formed(a Applied) Applied {
+	a.GroupFormed = true
+	return a
+}
+
 // good is the outcome of a trial that did what was promised for an agent
 // fault on node3.
 func good() Outcome {
@@ -323,7 +329,7 @@ func TestExpect(t *testing.T) {
 		{"leaf, job, run", []Applied{leaf2}, RestartJob, Run, 1, []Ending{Completed}},
 		{"leaf, none", []Applied{leaf2}, NoRestart, Run, 1, []Ending{Failed}},
 		{"leaf, rank, launch", []Applied{leaf2}, RestartRank, Launch, 1, []Ending{Failed}},
-		{"leaf hosting a replica", []Applied{applied(Leaf, Target{Node: 1, Rank: -1})}, RestartRank, Run, 3, []Ending{Failed}},
+		{"leaf hosting a replica", []Applied{formed(applied(Leaf, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Failed}},
 		{"stopped leaf", []Applied{applied(Stop, Target{Node: 2, Rank: -1})}, RestartRank, Run, 1, []Ending{Failed}},
 	} {
 		if got := Expect(tc.acts, flat, tc.replicas, tc.policy, tc.phase, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
@@ -383,7 +389,7 @@ func TestEmulatedScheduleAndExpect(t *testing.T) {
 	// silent node is not tried again): its name, its subtree's replicas lost.
 	for _, f := range []Fault{Node, Partition} {
 		for _, p := range []Policy{NoRestart, RestartRank, RestartJob} {
-			e := Expect([]Applied{applied(f, Target{Node: 0, Rank: -1, Name: "node001"})}, topo, 3, p, Run, "head")
+			e := Expect([]Applied{formed(applied(f, Target{Node: 0, Rank: -1, Name: "node001"}))}, topo, 3, p, Run, "head")
 			if !reflect.DeepEqual(e.Endings, []Ending{Failed}) || !reflect.DeepEqual(e.Names, []string{"node001"}) ||
 				!reflect.DeepEqual(e.Lost, []string{"node001", "node003", "node004"}) || e.Recover {
 				t.Errorf("%s node001, --restart %s: %+v", f, p, e)
@@ -395,6 +401,25 @@ func TestEmulatedScheduleAndExpect(t *testing.T) {
 		if !reflect.DeepEqual(e.Endings, []Ending{Failed}) || e.Recover {
 			t.Errorf("%s node002, --restart rank: %+v", f, e)
 		}
+	}
+	// A replica's host lost before every replica agent joined: the group
+	// may have lost its majority (docs/guide.md), so the job may also end
+	// unfinished, its failure open; once the group formed it may not.
+	lostEarly := applied(Node, Target{Node: 1, Rank: -1, Name: "node002"})
+	e := Expect([]Applied{lostEarly}, topo, 3, NoRestart, Launch, "head")
+	if !reflect.DeepEqual(e.Endings, []Ending{Failed, Unfinished}) || !e.NoMajority {
+		t.Errorf("node002 lost before the group formed: %+v", e)
+	}
+	open := Outcome{State: "unfinished", Failures: []Event{{Index: 9, Detail: "lost the agent of node node002: EOF"}},
+		StateProblems: []string{`failure of node "node002" incarnation 1 (event 17) has no recovery and the job has not ended`}}
+	if vs := Check([]Applied{lostEarly}, e, open); len(vs) != 0 {
+		t.Errorf("no majority, unfinished: %v", vs)
+	}
+	lostEarly.GroupFormed = true
+	if e := Expect([]Applied{lostEarly}, topo, 3, NoRestart, Launch, "head"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) || e.NoMajority {
+		t.Errorf("node002 lost after the group formed: %+v", e)
+	} else if vs := Check([]Applied{lostEarly}, e, open); len(vs) == 0 || vs[0].Invariant != InvStatus {
+		t.Errorf("unfinished after the group formed: %v", vs)
 	}
 	// A slow link completes.
 	if e := Expect([]Applied{applied(Slow, Target{Node: 2, Rank: -1, Name: "node003"})}, topo, 1, NoRestart, Run, "head"); !reflect.DeepEqual(e.Endings, []Ending{Completed}) {

@@ -42,6 +42,10 @@ const (
 	// chaosSessionWait is how long sshd's connections get to close once
 	// the job's processes are gone.
 	chaosSessionWait = time.Second
+	// chaosHoldWait bounds how long a launch-phase fault waits for the
+	// raft group while a host is held, well within the 10 s connect
+	// timeout the held host's clients have.
+	chaosHoldWait = 3 * time.Second
 )
 
 // chaosHosts is a run's emulated cluster.
@@ -60,7 +64,8 @@ func upChaosHosts(ctx context.Context, o *chaosOptions) (*chaosHosts, error) {
 		return nil, fmt.Errorf("--cluster-prefix: %w", err)
 	}
 	// 10 s: a launch-phase trial holds one host's sshd stopped until its
-	// faults are in (holdHost), which a handshake must outwait.
+	// faults are in (holdHost), which a handshake must outwait; faults
+	// wait for nothing longer than chaosHoldWait meanwhile.
 	cfg := cluster.Config{Name: o.clusterName, Prefix: prefix, ConnectTimeout: 10 * time.Second}
 	c, err := cluster.Up(ctx, cfg, o.nodes)
 	if err != nil {
