@@ -1,30 +1,52 @@
 # Chaos runs (ftlaunch chaos), for inclusion by the main Makefile:
 #
-#   make chaos        the long run on test nodes: CHAOS_TRIALS single-fault trials with one root
-#                     replica, as many with three, and CHAOS_DOUBLE double-fault trials
-#   make chaos-short  the acceptance of issue #15's first part: 20 trials, --restart none
+#   make chaos           the long run: on test nodes, CHAOS_TRIALS single-fault trials with one
+#                        root replica, as many with three, and CHAOS_DOUBLE double-fault trials;
+#                        then, as root, on the emulated cluster (hosts with sshd in network
+#                        namespaces): CHAOS_EMU_TRIALS single-fault trials under --restart none,
+#                        as many under --restart rank, and CHAOS_EMU_DOUBLE double-fault trials
+#                        on 6 hosts (not root: that part is skipped, said so)
+#   make chaos-short     the acceptance of issue #15's first part: 20 trials, --restart none
+#   make chaos-emulated  a short run by hand on 4 emulated hosts (root): CHAOS_EMU_SHORT (10)
+#                        trials of every fault under --restart none
 #
-# Variables: CHAOS_TRIALS (default 100), CHAOS_DOUBLE (default 50), CHAOS_SEED (default: the
-# clock; each run prints its seed), CHAOS_FLAGS (more flags for every run, e.g. --nodes 8),
-# CHAOS_OUT (where failing trials keep their directories; default a temporary directory).
-# Every run prints a trial report, a summary table and "N passed, M failed"; the target
-# fails when a trial failed. The emulated cluster (node and partition faults) is not
-# supported by ftlaunch chaos yet. See docs/chaos.md.
+# Variables: CHAOS_TRIALS (default 100), CHAOS_DOUBLE (default 50), CHAOS_EMU_TRIALS
+# (default 100), CHAOS_EMU_DOUBLE (default 50), CHAOS_EMU_SHORT (default 10), CHAOS_SEED
+# (default: the clock; each run prints its seed), CHAOS_FLAGS (more flags for every run, e.g.
+# --steps 10), CHAOS_OUT (where failing trials keep their directories; default a temporary
+# directory). Every run prints a trial report, a summary table and "N passed, M failed"; the
+# target fails when a trial failed. The emulated runs bring their cluster (ftchaos,
+# 10.79.0.0/24) up and down themselves. See docs/chaos.md.
 
 CHAOS_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 CHAOS_TRIALS ?= 100
 CHAOS_DOUBLE ?= 50
+CHAOS_EMU_TRIALS ?= 100
+CHAOS_EMU_DOUBLE ?= 50
+CHAOS_EMU_SHORT ?= 10
 CHAOS_FTLAUNCH := $(CHAOS_ROOT)/bin/ftlaunch
-CHAOS_RUN = $(CHAOS_FTLAUNCH) chaos --cluster test-nodes --restart none $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_OUT),--out $(CHAOS_OUT)) $(CHAOS_FLAGS)
+CHAOS_COMMON = $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_OUT),--out $(CHAOS_OUT)) $(CHAOS_FLAGS)
+CHAOS_RUN = $(CHAOS_FTLAUNCH) chaos --cluster test-nodes --restart none $(CHAOS_COMMON)
+CHAOS_EMU = $(CHAOS_FTLAUNCH) chaos --cluster emulated $(CHAOS_COMMON)
 
-.PHONY: chaos chaos-short
+.PHONY: chaos chaos-short chaos-emulated
 
-chaos: build ## the long chaos run on test nodes: single faults (1 and 3 replicas), then double faults
+chaos: build ## the long chaos run: test nodes (1 and 3 replicas, double faults), then the emulated cluster (root)
 	@set -e; fail=0; \
 	$(CHAOS_RUN) --trials $(CHAOS_TRIALS) --replicas 1 || fail=1; \
 	$(CHAOS_RUN) --trials $(CHAOS_TRIALS) --replicas 3 || fail=1; \
 	$(CHAOS_RUN) --trials $(CHAOS_DOUBLE) --concurrent 2 || fail=1; \
+	if [ "$$(id -u)" = 0 ]; then \
+		$(CHAOS_EMU) --nodes 4 --trials $(CHAOS_EMU_TRIALS) --restart none || fail=1; \
+		$(CHAOS_EMU) --nodes 4 --trials $(CHAOS_EMU_TRIALS) --restart rank || fail=1; \
+		$(CHAOS_EMU) --nodes 6 --trials $(CHAOS_EMU_DOUBLE) --restart none --concurrent 2 || fail=1; \
+	else \
+		echo "chaos: not root: the emulated-cluster part (node, partition, host-wide checks) is skipped"; \
+	fi; \
 	exit $$fail
+
+chaos-emulated: build ## a short chaos run on 4 emulated hosts, every fault, --restart none (root)
+	$(CHAOS_EMU) --nodes 4 --trials $(CHAOS_EMU_SHORT) --restart none
 
 chaos-short: build ## 20 chaos trials on test nodes with --restart none (issue #15's first acceptance)
 	$(CHAOS_RUN) --trials 20

@@ -31,8 +31,8 @@ type Applied struct {
 	// Skipped says why the action was not applied (the job ended first,
 	// its target was already gone); empty when applied.
 	Skipped string
-	// GroupFormed: for a root fault with replicas, the raft group had
-	// every replica when the front-end was killed.
+	// GroupFormed: with replicas, the raft group had every replica when
+	// the fault fell (for a root fault: the front-end was killed).
 	GroupFormed bool
 }
 
@@ -70,6 +70,12 @@ type Expectation struct {
 	// rank's, under --restart rank or job): every failure in the log must
 	// be followed by a recovery that ran to its end.
 	Recover bool
+	// NoMajority: a replica's host was lost before every replica agent
+	// had joined the raft group. While only one of them votes, losing its
+	// node leaves no majority: the job ends as it would, but its final
+	// status cannot be recorded (docs/guide.md, "a lost front-end"), so it
+	// may end unfinished with its failure open in the log.
+	NoMajority bool
 }
 
 // Expect returns the promise for the applied actions under the policy
@@ -81,6 +87,13 @@ type Expectation struct {
 // no root replica, once the first node table exists (recovery/relaunch.go);
 // any other lost agent (interior, a replica's host, a leaf below another
 // agent, a stopped one, which goes silent) ends the job.
+//
+// The emulated cluster's faults: a crashed node and a partitioned one go
+// silent, as a stopped agent does, so under every policy they end the job
+// naming the node, and take its subtree's replicas with them (a silent
+// node is not tried again, recovery/relaunch.go: taking a spare node is
+// #14, not built yet). A slow link, like a slow agent, must not fail the
+// job.
 func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Phase, root string) Expectation {
 	var e Expectation
 	failed, unfinished := false, false
@@ -107,19 +120,24 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 		default:
 			if relaunched(a, t, replicas, policy, phase) {
 				e.Recover = true
-				e.Lost = append(e.Lost, NodeName(a.Target.Node))
+				e.Lost = append(e.Lost, t.Name(a.Target.Node))
 				continue
 			}
 			failed = true
-			e.Names = append(e.Names, NodeName(a.Target.Node))
+			e.Names = append(e.Names, t.Name(a.Target.Node))
 			for _, n := range t.Subtree(a.Target.Node) {
-				e.Lost = append(e.Lost, NodeName(n))
+				e.Lost = append(e.Lost, t.Name(n))
+				// Whether or not this replica had become a voter (the
+				// runner sees the joins only as the front-end prints
+				// them), the group may have lost its majority.
+				e.NoMajority = e.NoMajority || replicas > 1 && !a.GroupFormed && slices.Contains(t.Replicas, n)
 			}
 		}
 	}
 	switch {
-	case unfinished && failed:
-		// Whichever comes first: the failure committed, or the root lost.
+	case unfinished && failed, failed && e.NoMajority:
+		// Whichever comes first: the failure committed, or the root (or
+		// the group's majority) lost.
 		e.Endings = []Ending{Failed, Unfinished}
 	case unfinished:
 		e.Endings = []Ending{Unfinished}
@@ -157,6 +175,12 @@ type ReplicaState struct {
 	Node   string
 	Digest string // hex; empty when Err
 	Err    string
+	// NeverJoined: the log was written by the front-end's replica alone
+	// (a group of one) and this replica agent's log is empty. A job that
+	// ends before its group formed does that and leaves the replica
+	// agents' files empty (docs/state.md, "Three or five replicas"):
+	// such a replica is not compared. One that joined is, empty or not.
+	NeverJoined bool
 }
 
 // Outcome is what the runner observed once a trial was over.
@@ -282,13 +306,13 @@ func Check(applied []Applied, e Expectation, o Outcome) []Violation {
 		if got == Failed && len(o.Failures) == 0 {
 			add(InvPaired, "the job failed with no failure in its log")
 		}
-	case o.State == "unfinished" && !e.RootLost && len(o.Failures) > 0:
+	case o.State == "unfinished" && !e.RootLost && !e.NoMajority && len(o.Failures) > 0:
 		add(InvPaired, "failure %q never paired with the job's end: the log has no final status", o.Failures[0].Detail)
 	}
 	// Digests of the replicas that stayed up.
 	var ref ReplicaState
 	for _, r := range o.Replicas {
-		if slices.Contains(e.Lost, r.Node) {
+		if slices.Contains(e.Lost, r.Node) || r.NeverJoined {
 			continue
 		}
 		if r.Err != "" {
@@ -311,8 +335,15 @@ func Check(applied []Applied, e Expectation, o Outcome) []Violation {
 			break
 		}
 	}
-	if len(o.StateProblems) > 0 {
-		add(InvState, "%s", strings.Join(o.StateProblems, "; "))
+	problems := o.StateProblems
+	if got == Unfinished && e.NoMajority {
+		// The failure could not be paired with an end nobody could commit.
+		problems = slices.DeleteFunc(slices.Clone(problems), func(p string) bool {
+			return strings.Contains(p, "has no recovery and the job has not ended")
+		})
+	}
+	if len(problems) > 0 {
+		add(InvState, "%s", strings.Join(problems, "; "))
 	}
 	if o.OutputUnique {
 		seen := map[string]bool{}

@@ -99,8 +99,13 @@ func joinFaults(fs []Fault) string {
 }
 
 // Topology is what a trial is planned over: the launch plan and the ranks'
-// placement. Agents are numbered 0..Nodes-1 (test node i is "node{i}").
+// placement. Agents are numbered 0..Nodes-1 (test node i is "node{i}";
+// on the emulated cluster, agent i runs on the hostfile's host i, named in
+// Names).
 type Topology struct {
+	// Names[i] is agent i's node name as the job's messages and replica
+	// files have it; nil: test nodes' names (NodeName).
+	Names []string
 	// Parent[i] is agent i's parent agent, -1 for a child of the root.
 	Parent []int
 	// Replicas are the agents hosting root replicas besides the front-end.
@@ -145,6 +150,14 @@ func (t Topology) RanksOf(i int) []int {
 
 // NodeName is test node i's name.
 func NodeName(i int) string { return "node" + strconv.Itoa(i) }
+
+// Name is agent i's node name: Names[i], or test node i's.
+func (t Topology) Name(i int) string {
+	if i >= 0 && i < len(t.Names) {
+		return t.Names[i]
+	}
+	return NodeName(i)
+}
 
 // Config is what every trial of a run shares.
 type Config struct {
@@ -246,6 +259,9 @@ func Validate(cfg Config, t Topology) error {
 type Target struct {
 	Node int // agent index; -1: the front-end
 	Rank int // the rank, for a rank fault; else -1
+	// Name is the node's name (Topology.Name), set by Schedule; empty:
+	// test node Node's.
+	Name string
 }
 
 // String names the target as the job's messages do.
@@ -255,6 +271,8 @@ func (t Target) String() string {
 		return "rank " + strconv.Itoa(t.Rank)
 	case t.Node < 0:
 		return "front-end"
+	case t.Name != "":
+		return t.Name
 	}
 	return NodeName(t.Node)
 }
@@ -356,6 +374,7 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 				}
 				a.Target = Target{Rank: free[rng.IntN(len(free))]}
 				a.Target.Node = t.RankNode[a.Target.Rank]
+				a.Target.Name = t.Name(a.Target.Node)
 				used[a.Target.Node] = true // one fault per node
 			default:
 				var free []int
@@ -368,6 +387,7 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 					continue
 				}
 				a.Target.Node = free[rng.IntN(len(free))]
+				a.Target.Name = t.Name(a.Target.Node)
 				// Nothing else falls in the subtree a kill takes down.
 				for _, n := range t.Subtree(a.Target.Node) {
 					used[n] = true

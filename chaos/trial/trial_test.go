@@ -161,6 +161,12 @@ func applied(f Fault, target Target) Applied {
 	return Applied{Action: Action{Fault: f, Target: target}, Time: time.Unix(100, 0), PID: 1234}
 }
 
+// formed is a after the raft group formed.
+func formed(a Applied) Applied {
+	a.GroupFormed = true
+	return a
+}
+
 // good is the outcome of a trial that did what was promised for an agent
 // fault on node3.
 func good() Outcome {
@@ -213,6 +219,17 @@ func TestCheckNamesTheInvariant(t *testing.T) {
 	o.Replicas = append(o.Replicas, ReplicaState{Node: "node3", Digest: "cc"})
 	if vs := Check(acts, exp, o); len(vs) != 0 {
 		t.Errorf("the killed node's replica was compared: %v", vs)
+	}
+	// A replica that never joined the group (the job ended before it
+	// formed) holds an empty log: not compared; one that joined is.
+	o = good()
+	o.Replicas = append(o.Replicas, ReplicaState{Node: "node1", Digest: "ee", NeverJoined: true})
+	if vs := Check(acts, exp, o); len(vs) != 0 {
+		t.Errorf("a replica that never joined was compared: %v", vs)
+	}
+	o.Replicas[len(o.Replicas)-1].NeverJoined = false
+	if vs := Check(acts, exp, o); len(vs) == 0 || vs[0].Invariant != InvDigests {
+		t.Errorf("a joined replica's differing digest: %v", vs)
 	}
 	// No fault applied at all is a failed trial, not a pass.
 	skipped := []Applied{{Action: Action{Fault: Rank, Target: Target{Node: 0, Rank: 1}}, Skipped: "the job ended first"}}
@@ -312,7 +329,7 @@ func TestExpect(t *testing.T) {
 		{"leaf, job, run", []Applied{leaf2}, RestartJob, Run, 1, []Ending{Completed}},
 		{"leaf, none", []Applied{leaf2}, NoRestart, Run, 1, []Ending{Failed}},
 		{"leaf, rank, launch", []Applied{leaf2}, RestartRank, Launch, 1, []Ending{Failed}},
-		{"leaf hosting a replica", []Applied{applied(Leaf, Target{Node: 1, Rank: -1})}, RestartRank, Run, 3, []Ending{Failed}},
+		{"leaf hosting a replica", []Applied{formed(applied(Leaf, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Failed}},
 		{"stopped leaf", []Applied{applied(Stop, Target{Node: 2, Rank: -1})}, RestartRank, Run, 1, []Ending{Failed}},
 	} {
 		if got := Expect(tc.acts, flat, tc.replicas, tc.policy, tc.phase, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
@@ -321,5 +338,91 @@ func TestExpect(t *testing.T) {
 	}
 	if !names("rank 5 on node node2 was killed", []string{"rank 5"}) || names("rank 15 on node node7", []string{"rank 5"}) {
 		t.Error("names matches whole words only")
+	}
+}
+
+// emulated4 is the kary:2 plan over 4 emulated hosts: node001 and node002
+// under the root, node003 and node004 under node001; 2 ranks per host.
+func emulated4() Topology {
+	return Topology{
+		Parent:   []int{-1, -1, 0, 0},
+		Replicas: []int{0, 1},
+		RankNode: []int{0, 0, 1, 1, 2, 2, 3, 3},
+		Names:    []string{"node001", "node002", "node003", "node004"},
+	}
+}
+
+// On the emulated cluster node and partition are in the default set,
+// targets carry the hosts' names, a host fault takes its subtree out of
+// the second fault's reach, and the promise names the host.
+func TestEmulatedScheduleAndExpect(t *testing.T) {
+	topo := emulated4()
+	cfg := testConfig()
+	cfg.Cluster = Emulated
+	if got := Available(Emulated, topo, 1); !slices.Contains(got, Node) || !slices.Contains(got, Partition) {
+		t.Fatalf("available on the emulated cluster: %v", got)
+	}
+	// Run phase: a launch would hold one of the four hosts back, and a
+	// fault on node001 takes three.
+	cfg.Faults, cfg.Concurrent, cfg.When = []Fault{Node, Partition, Stop}, 2, Run
+	seen := map[Fault]bool{}
+	for i := range 200 {
+		tr, err := Schedule(i, TrialSeed(3, i), cfg, topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := tr.Actions[0].Target
+		for k, a := range tr.Actions {
+			seen[a.Fault] = true
+			if want := topo.Names[a.Target.Node]; a.Target.String() != want || a.String() != string(a.Fault)+" "+want {
+				t.Fatalf("seed %d: target %q (%q), want %s", tr.Seed, a.Target, a, want)
+			}
+			if k > 0 && slices.Contains(topo.Subtree(first.Node), a.Target.Node) {
+				t.Fatalf("seed %d: second fault on %s, in the subtree of the first's %s", tr.Seed, a.Target, first)
+			}
+		}
+	}
+	if !seen[Node] || !seen[Partition] || !seen[Stop] {
+		t.Errorf("faults seen: %v", seen)
+	}
+	// A crashed or cut-off host ends the job under every policy today (a
+	// silent node is not tried again): its name, its subtree's replicas lost.
+	for _, f := range []Fault{Node, Partition} {
+		for _, p := range []Policy{NoRestart, RestartRank, RestartJob} {
+			e := Expect([]Applied{formed(applied(f, Target{Node: 0, Rank: -1, Name: "node001"}))}, topo, 3, p, Run, "head")
+			if !reflect.DeepEqual(e.Endings, []Ending{Failed}) || !reflect.DeepEqual(e.Names, []string{"node001"}) ||
+				!reflect.DeepEqual(e.Lost, []string{"node001", "node003", "node004"}) || e.Recover {
+				t.Errorf("%s node001, --restart %s: %+v", f, p, e)
+			}
+		}
+		// Even a host under the root with nothing below it: the leaf
+		// agent relaunch is for a killed agent on a live host.
+		e := Expect([]Applied{applied(f, Target{Node: 1, Rank: -1, Name: "node002"})}, topo, 1, RestartRank, Run, "head")
+		if !reflect.DeepEqual(e.Endings, []Ending{Failed}) || e.Recover {
+			t.Errorf("%s node002, --restart rank: %+v", f, e)
+		}
+	}
+	// A replica's host lost before every replica agent joined: the group
+	// may have lost its majority (docs/guide.md), so the job may also end
+	// unfinished, its failure open; once the group formed it may not.
+	lostEarly := applied(Node, Target{Node: 1, Rank: -1, Name: "node002"})
+	e := Expect([]Applied{lostEarly}, topo, 3, NoRestart, Launch, "head")
+	if !reflect.DeepEqual(e.Endings, []Ending{Failed, Unfinished}) || !e.NoMajority {
+		t.Errorf("node002 lost before the group formed: %+v", e)
+	}
+	open := Outcome{State: "unfinished", Failures: []Event{{Index: 9, Detail: "lost the agent of node node002: EOF"}},
+		StateProblems: []string{`failure of node "node002" incarnation 1 (event 17) has no recovery and the job has not ended`}}
+	if vs := Check([]Applied{lostEarly}, e, open); len(vs) != 0 {
+		t.Errorf("no majority, unfinished: %v", vs)
+	}
+	lostEarly.GroupFormed = true
+	if e := Expect([]Applied{lostEarly}, topo, 3, NoRestart, Launch, "head"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) || e.NoMajority {
+		t.Errorf("node002 lost after the group formed: %+v", e)
+	} else if vs := Check([]Applied{lostEarly}, e, open); len(vs) == 0 || vs[0].Invariant != InvStatus {
+		t.Errorf("unfinished after the group formed: %v", vs)
+	}
+	// A slow link completes.
+	if e := Expect([]Applied{applied(Slow, Target{Node: 2, Rank: -1, Name: "node003"})}, topo, 1, NoRestart, Run, "head"); !reflect.DeepEqual(e.Endings, []Ending{Completed}) {
+		t.Errorf("slow node003: %+v", e)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,36 +20,48 @@ import (
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
-const chaosUsage = `Usage: ftlaunch chaos --cluster test-nodes [flags] [-- APP-ARGS...]
+const chaosUsage = `Usage: ftlaunch chaos --cluster test-nodes|emulated [flags] [-- APP-ARGS...]
 
 Runs a job K times (trials) under a seeded schedule of faults applied from
-outside (signals), then checks that each job ended as promised: with no
+outside (signals; on the emulated cluster also host crashes, link cuts and
+slow links), then checks that each job ended as promised: with no
 restart, any failure ends the job cleanly naming the fault; with --restart
 rank or job, a rank's loss is recovered and the job completes with the
 right result, and so is a SIGKILLed agent that is a child of the root with
-no agent below it and no root replica (any other lost agent ends the job);
-a lost front-end with one
-replica leaves no process and the status "unfinished", and with --replicas
-3 a lost front-end's job goes on and completes. After
-every trial it checks the invariants: the final status, no process of the
-job left, every failure in the state log paired with the job's end (and
-under a restart policy, with a recovery that ran to its end), equal
-digests on the replicas that stayed up, monotonic epochs and node-table
-versions, the state log's own invariants, no output line written twice,
-and the application's result. The last line is "N passed, M failed"; the
-exit status is 1 when a trial failed. A failing trial keeps its directory
-(state log, the front-end's output) and prints the command that replays it.
+no agent below it and no root replica (any other lost agent, a crashed,
+cut-off or stopped host's included, ends the job); a lost front-end with
+one replica leaves no process and the status "unfinished", and with
+--replicas 3 a lost front-end's job goes on and completes. After every
+trial it checks the invariants: the final status, no process of the job
+left (on every emulated host too), every failure in the state log paired
+with the job's end (and under a restart policy, with a recovery that ran
+to its end), equal digests on the replicas that stayed up, monotonic
+epochs and node-table versions, the state log's own invariants, no output
+line written twice, and the application's result. The last line is "N
+passed, M failed"; the exit status is 1 when a trial failed. A failing
+trial keeps its directory (state log, the front-end's output) and prints
+the command that replays it.
 
-  --cluster test-nodes     where the trials run (required): test-nodes (local agents);
-                           emulated is not supported yet
-  --nodes N                agents (test nodes) per job (default 6)
+  --cluster test-nodes|emulated
+                           where the trials run (required): test-nodes (local agents),
+                           or emulated: N hosts in network namespaces with a real sshd
+                           each, brought up for the run and down at its end (needs root);
+                           the jobs run over SSH from this machine
+  --cluster-name NAME, --cluster-prefix NET
+                           the emulated cluster's name and network (default ftchaos,
+                           10.79.0.0/24); a cluster of that name left by a crashed run
+                           is removed first
+  --nodes N                agents (test nodes, or emulated hosts) per job (default 6)
   --ppn N                  ranks per node (default 2)
   --trials K               trials (default 10)
   --seed S                 the first trial's seed (default: from the clock, printed);
                            --seed S --trials 1 replays a trial printed with seed S
-  --faults LIST            any of rank,agent,leaf,interior,root,replica,stop,slow
-                           (default: every fault with a target in the plan);
-                           node and partition need the emulated cluster
+  --faults LIST            any of rank,agent,leaf,interior,root,replica,node,partition,
+                           stop,slow (default: every fault with a target in the plan);
+                           node (a host crashes: link down, every process killed) and
+                           partition (its link cut until the trial is over) need the
+                           emulated cluster, where slow is a slow link (150 ms on every
+                           packet into the host for 1.5 s)
   --when launch|run|any    when faults fall (default any: chosen per trial)
   --concurrent 1|2         faults per trial (default 1)
   --restart none|rank|job  the job's restart policy (default none); under rank and job the
@@ -72,28 +85,30 @@ exit status is 1 when a trial failed. A failing trial keeps its directory
 
 // chaosOptions are the flags of one chaos run.
 type chaosOptions struct {
-	cluster     string
-	nodes, ppn  int
-	trials      int
-	seed        uint64
-	seedSet     bool
-	faults      string
-	when        string
-	concurrent  int
-	restart     string
-	replicas    int
-	tree        string
-	app         string
-	appArgs     []string
-	steps       int
-	interval    time.Duration
-	out         string
-	keep        bool
-	strict      bool
-	trialLimit  time.Duration
-	parsedFault []trial.Fault
-	phase       trial.Phase
-	policy      trial.Policy
+	cluster       string
+	clusterName   string
+	clusterPrefix string
+	nodes, ppn    int
+	trials        int
+	seed          uint64
+	seedSet       bool
+	faults        string
+	when          string
+	concurrent    int
+	restart       string
+	replicas      int
+	tree          string
+	app           string
+	appArgs       []string
+	steps         int
+	interval      time.Duration
+	out           string
+	keep          bool
+	strict        bool
+	trialLimit    time.Duration
+	parsedFault   []trial.Fault
+	phase         trial.Phase
+	policy        trial.Policy
 }
 
 func parseChaosFlags(args []string) (*chaosOptions, error) {
@@ -101,6 +116,8 @@ func parseChaosFlags(args []string) (*chaosOptions, error) {
 	fs := flag.NewFlagSet("ftlaunch chaos", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.cluster, "cluster", "", "")
+	fs.StringVar(&o.clusterName, "cluster-name", chaosClusterName, "")
+	fs.StringVar(&o.clusterPrefix, "cluster-prefix", chaosClusterPrefix, "")
 	fs.IntVar(&o.nodes, "nodes", 6, "")
 	fs.IntVar(&o.ppn, "ppn", 2, "")
 	fs.IntVar(&o.trials, "trials", 10, "")
@@ -128,11 +145,16 @@ func parseChaosFlags(args []string) (*chaosOptions, error) {
 	switch trial.Cluster(o.cluster) {
 	case trial.TestNodes:
 	case trial.Emulated:
-		return nil, errors.New("--cluster emulated is not supported yet: use --cluster test-nodes")
+		if p, err := netip.ParsePrefix(o.clusterPrefix); err != nil || !p.Addr().Is4() {
+			return nil, fmt.Errorf("--cluster-prefix %q: want an IPv4 network, e.g. %s", o.clusterPrefix, chaosClusterPrefix)
+		}
+		if os.Geteuid() != 0 {
+			return nil, errors.New("--cluster emulated needs root (network namespaces, links, sshd): run it as root, or use --cluster test-nodes")
+		}
 	case "":
-		return nil, errors.New("--cluster is required: test-nodes (emulated is not supported yet)")
+		return nil, errors.New("--cluster is required: test-nodes or emulated")
 	default:
-		return nil, fmt.Errorf("--cluster %q: want test-nodes (emulated is not supported yet)", o.cluster)
+		return nil, fmt.Errorf("--cluster %q: want test-nodes or emulated", o.cluster)
 	}
 	policy, perr := trial.ParsePolicy(o.restart)
 	if perr != nil {
@@ -252,13 +274,34 @@ func chaosCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var hosts *chaosHosts
+	where := fmt.Sprintf("%d test nodes", o.nodes)
+	if cfg.Cluster == trial.Emulated {
+		start := time.Now()
+		hosts, err = upChaosHosts(ctx, o)
+		if hosts != nil {
+			// Down also on an error or an interrupt: nothing of the
+			// cluster outlives the run.
+			defer func() {
+				if err := hosts.down(); err != nil {
+					fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
+				}
+			}()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
+			return 1
+		}
+		topo.Names = hosts.names
+		where = fmt.Sprintf("%d emulated hosts (cluster %s, %s, up in %.2fs)", o.nodes, o.clusterName, o.clusterPrefix, time.Since(start).Seconds())
+	}
 
 	faults := cfg.Faults
 	if faults == nil {
 		faults = trial.Available(cfg.Cluster, topo, cfg.Replicas)
 	}
-	fmt.Fprintf(stdout, "chaos: %d trial(s) on %d test nodes x %d ranks, %s tree, %d replica(s), --restart %s; faults %s, when %s, %d per trial; seed %d; trials in %s\n",
-		o.trials, o.nodes, o.ppn, o.tree, o.replicas, o.restart, faultList(faults), o.when, o.concurrent, o.seed, o.out)
+	fmt.Fprintf(stdout, "chaos: %d trial(s) on %s x %d ranks, %s tree, %d replica(s), --restart %s; faults %s, when %s, %d per trial; seed %d; trials in %s\n",
+		o.trials, where, o.ppn, o.tree, o.replicas, o.restart, faultList(faults), o.when, o.concurrent, o.seed, o.out)
 	var results []*trialResult
 	for i := range o.trials {
 		tr, err := trial.Schedule(i, trial.TrialSeed(o.seed, i), cfg, topo)
@@ -266,7 +309,7 @@ func chaosCommand(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
 			return 2
 		}
-		r := runTrial(ctx, o, self, topo, tr, stderr)
+		r := runTrial(ctx, o, self, topo, hosts, tr, stderr)
 		results = append(results, r)
 		writeTrialReport(stdout, o, r)
 		if ctx.Err() != nil {
@@ -312,6 +355,9 @@ func replayCommand(o *chaosOptions, seed uint64) string {
 	if o.faults != "" {
 		args = append(args, "--faults", o.faults)
 	}
+	if o.cluster == string(trial.Emulated) && (o.clusterName != chaosClusterName || o.clusterPrefix != chaosClusterPrefix) {
+		args = append(args, "--cluster-name", o.clusterName, "--cluster-prefix", o.clusterPrefix)
+	}
 	if o.app != "" {
 		args = append(args, "--app", o.app)
 		if len(o.appArgs) > 0 {
@@ -342,7 +388,7 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 	tr := r.trial
 	fmt.Fprintf(w, "trial %d seed %d, %s phase", tr.Index+1, tr.Seed, tr.Phase)
 	if tr.Hold >= 0 {
-		fmt.Fprintf(w, " (%s held back)", trial.NodeName(tr.Hold))
+		fmt.Fprintf(w, " (%s held back)", r.hold)
 	}
 	fmt.Fprintln(w, ":")
 	for k, a := range r.applied {
@@ -350,7 +396,11 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 			fmt.Fprintf(w, "  fault %-16s not applied: %s\n", a.Action.String(), a.Skipped)
 			continue
 		}
-		fmt.Fprintf(w, "  fault %-16s pid %d at +%.3fs", a.Action.String(), a.PID, a.Time.Sub(r.start).Seconds())
+		fmt.Fprintf(w, "  fault %-16s", a.Action.String())
+		if a.PID > 0 {
+			fmt.Fprintf(w, " pid %d", a.PID)
+		}
+		fmt.Fprintf(w, " at +%.3fs", a.Time.Sub(r.start).Seconds())
 		if d := at(r.detect, k); d >= 0 {
 			fmt.Fprintf(w, ", detected after %s", secs(d))
 		}

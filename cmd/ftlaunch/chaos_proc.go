@@ -26,9 +26,13 @@ type jobProc struct {
 	cmdline   string
 	rank      int    // FTLAUNCH_RANK, -1 when not a rank
 	node      string // FTLAUNCH_NODE of a rank
+	host      string // the emulated host it runs on ("": not known)
 }
 
 func (p jobProc) String() string {
+	if p.host != "" {
+		return fmt.Sprintf("%d (%s) on %s", p.pid, p.cmdline, p.host)
+	}
 	return fmt.Sprintf("%d (%s)", p.pid, p.cmdline)
 }
 

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
@@ -109,13 +112,48 @@ func TestChaosPlantedViolation(t *testing.T) {
 	}
 }
 
+// On the emulated cluster: a host crash and a partition, each ending the
+// job naming the host with nothing of it left on any host, and the
+// cluster gone afterwards.
+func TestChaosEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an emulated cluster")
+	}
+	chaostest.RequireNamespaces(t)
+	// A name and network of the test's own: neither the chaos runs'
+	// default (ftchaos, 10.79.0.0/24) nor the other tests' clusters
+	// (10.200-249.x.0/24).
+	b := make([]byte, 2)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("tch%04x", b)
+	prefix := fmt.Sprintf("10.79.%d.0/24", 1+int(b[0])%254)
+	r := ftlaunchLimit(t, 100*time.Second, "", "chaos", "--cluster", "emulated", "--cluster-name", name, "--cluster-prefix", prefix,
+		"--nodes", "3", "--tree", "flat", "--trials", "2", "--seed", "4", "--faults", "node,partition", "--when", "run",
+		"--steps", "10", "--out", t.TempDir())
+	t.Logf("chaos --cluster emulated took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "2 passed, 0 failed" {
+		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	}
+	for _, f := range []string{"node", "partition"} {
+		if !regexp.MustCompile(`fault ` + f + ` node00\d .*detected after`).MatchString(r.stdout) {
+			t.Errorf("no %s fault detected:\n%s", f, r.stdout)
+		}
+	}
+	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), name+"-") {
+		t.Errorf("the cluster's namespaces outlived the run:\n%s", out)
+	}
+}
+
 func TestChaosRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		msg  string
 	}{
 		{[]string{"--trials", "1"}, "--cluster is required"},
-		{[]string{"--cluster", "emulated"}, "not supported yet"},
+		{[]string{"--cluster", "emulated", "--cluster-prefix", "10.79.0.0"}, "--cluster-prefix"},
+		{[]string{"--cluster", "cloud"}, "want test-nodes or emulated"},
 		{[]string{"--cluster", "test-nodes", "--faults", "node"}, "needs --cluster emulated"},
 		{[]string{"--cluster", "test-nodes", "--faults", "partition"}, "needs --cluster emulated"},
 		{[]string{"--cluster", "test-nodes", "--faults", "replica"}, `fault "replica" has no target in the plan`},
