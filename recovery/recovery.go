@@ -138,6 +138,10 @@ type Config struct {
 	// (a new leader's planner).
 	Incarnations []uint64
 	RankRestarts []int
+	// Spares are nodes, in order, whose agent is started on demand to
+	// take the place of a lost agent's node that went silent (a silent
+	// node is not tried again). Each serves once.
+	Spares []string
 	// Roles[a] is what agent a is in the launch tree beyond its ranks:
 	// under a restart policy a lost agent is started again on its node
 	// only if it is a RootLeaf (relaunch.go). Missing entries are RootLeaf.

@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -24,10 +25,13 @@ import (
 //
 // A relaunch counts against --max-restarts twice over: the agent's own
 // restarts (a node whose agent keeps dying ends the job) and, under Rank,
-// each of its ranks' (under Job, the job's). Only a child of the root with
-// no agents below it and no root replica is relaunched so far; losing any
-// other agent, a silent node, an agent before the first node table, or a
-// relaunch that fails ends the job, naming why.
+// each of its ranks' (under Job, the job's). A node that went silent (its
+// link's heartbeat timed out) is not tried again: its agent starts on the
+// next spare node (Config.Spares), which then serves the lost node's ranks;
+// with no spare left, the job ends. Only a child of the root with no agents
+// below it and no root replica is relaunched so far; losing any other
+// agent, an agent before the first node table, or a relaunch that fails
+// ends the job, naming why.
 
 // Role is what an agent is in the launch tree, beyond its ranks.
 type Role int
@@ -76,6 +80,10 @@ type AgentRecord struct {
 // AgentIncarnation is agent a's current incarnation (1: the first).
 func (p *Planner) AgentIncarnation(a int) uint64 { return p.agents[a].inc }
 
+// AgentNode is the node agent a was last started on, or is to be ("": its
+// own, never lost).
+func (p *Planner) AgentNode(a int) string { return p.agents[a].node }
+
 // Relaunching reports whether agent a is lost and being started again:
 // its ranks are not the job's end.
 func (p *Planner) Relaunching(a int) bool {
@@ -121,6 +129,13 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	if why := p.cannotRelaunch(ev); why != "" {
 		return p.endFor(ev.Node, NoRank, ExitLauncher, lost+"; "+why)
 	}
+	// Where the new incarnation runs: the node, or for a silent one the
+	// next spare.
+	node, where := ev.Node, ""
+	if ev.Silent {
+		node = p.nextSpare()
+		where = " on spare node " + node
+	}
 	if as.restarts >= p.cfg.MaxRestarts {
 		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; its agent was started again %d time(s) (--max-restarts %d): the job ends",
 			lost, as.restarts, p.cfg.MaxRestarts))
@@ -142,9 +157,9 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 			p.ranks[r].st, p.ranks[r].sent, p.ranks[r].addr = rRunning, false, nil
 		}
 		as.restarts++
-		as.st, as.sent, as.node = aLost, false, ev.Node
-		msg := fmt.Sprintf("%s; starting its agent again as incarnation %d (restart %d of %d), then restarting the job (restart %d of %d)",
-			lost, as.inc+1, as.restarts, p.cfg.MaxRestarts, p.restarts, p.cfg.MaxRestarts)
+		as.st, as.sent, as.node = aLost, false, node
+		msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d), then restarting the job (restart %d of %d)",
+			lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, p.restarts, p.cfg.MaxRestarts)
 		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageRelaunch)...)
 	}
 	for _, r := range ranks {
@@ -168,17 +183,17 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 		rs.st, rs.sent, rs.addr = rFailed, false, nil
 	}
 	as.restarts++
-	as.st, as.sent, as.node = aLost, false, ev.Node
-	msg := fmt.Sprintf("%s; starting its agent again as incarnation %d (restart %d of %d) and its rank(s) %s as their next incarnation",
-		lost, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
+	as.st, as.sent, as.node = aLost, false, node
+	msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d) and its rank(s) %s as their next incarnation",
+		lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
 	return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageSuspend)...)
 }
 
 // cannotRelaunch says why a lost agent is not started again ("": it is).
 func (p *Planner) cannotRelaunch(ev AgentLost) string {
 	switch {
-	case ev.Silent:
-		return "its node went silent, and a silent node is not tried again (taking a spare node is not built yet): the job ends"
+	case ev.Silent && p.nextSpare() == "":
+		return "its node went silent, a silent node is not tried again, and no spare node is left (--spare-nodes): the job ends"
 	case p.role(ev.Agent) == Interior:
 		return "it had agents below it in the launch tree (healing an interior agent is not built yet): the job ends"
 	case p.role(ev.Agent) == ReplicaHost:
@@ -187,6 +202,16 @@ func (p *Planner) cannotRelaunch(ev AgentLost) string {
 		return "it was below another agent in the launch tree (only a child of the root is started again so far): the job ends"
 	case !p.table:
 		return "it was lost before every rank held the node table; an agent is started again only once the table exists: the job ends"
+	}
+	return ""
+}
+
+// nextSpare is the first spare node no agent runs on ("": none left).
+func (p *Planner) nextSpare() string {
+	for _, n := range p.cfg.Spares {
+		if !slices.ContainsFunc(p.agents, func(as agentState) bool { return as.node == n }) {
+			return n
+		}
 	}
 	return ""
 }
@@ -236,7 +261,7 @@ func (p *Planner) relaunchStep(ev Event) []Action {
 		if as.st != aRelaunching || ev.Incarnation != as.inc {
 			return nil
 		}
-		return p.endFor(as.node, NoRank, ExitLauncher, fmt.Sprintf("could not start the agent of node %s again (incarnation %d): %s (taking a spare node is not built yet): the job ends",
+		return p.endFor(as.node, NoRank, ExitLauncher, fmt.Sprintf("could not start the agent of node %s again (incarnation %d): %s: the job ends",
 			as.node, as.inc, ev.Msg))
 	}
 	return nil

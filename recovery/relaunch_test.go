@@ -97,7 +97,7 @@ func TestRelaunchEnds(t *testing.T) {
 		{name: "interior agent", ev: AgentLost{Agent: 1, Node: "n1", Err: "EOF"}, want: "it had agents below it in the launch tree"},
 		{name: "replica agent", ev: AgentLost{Agent: 2, Node: "n2", Err: "EOF"}, want: "it hosted a root replica"},
 		{name: "leaf below an agent", ev: AgentLost{Agent: 3, Node: "n3", Err: "EOF"}, want: "it was below another agent"},
-		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent"},
+		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent, a silent node is not tried again, and no spare node is left"},
 		{name: "before the node table", cfg: func(c *Config) { c.TableReady = false }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
 			want: "before every rank held the node table"},
 		{name: "agent restarts past the limit", cfg: func(c *Config) { c.MaxRestarts = 0 }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
@@ -126,6 +126,68 @@ func TestRelaunchEnds(t *testing.T) {
 				t.Fatalf("acts %s, phase %v, failure %+v; want %q", kinds(acts), p.Phase(), f, tc.want)
 			}
 		})
+	}
+}
+
+// A node that went silent is not tried again: its agent starts on the
+// next spare, under each policy; a second silent node takes the next one;
+// with none left the job ends. A new leader's planner knows which spares
+// serve already from the committed record.
+func TestRelaunchSpare(t *testing.T) {
+	for _, policy := range []Policy{Rank, Job} {
+		p := New(Config{Policy: policy, Ranks: 6, Agents: 3, RankAgent: []int{0, 0, 1, 1, 2, 2}, MaxRestarts: 3, AckTimeout: time.Second,
+			TableReady: true, Spares: []string{"s0", "s1"}})
+		acts := p.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "heartbeat timeout", Silent: true})
+		rec, ok := acts[0].(Record)
+		if !ok || !strings.Contains(rec.Msg, "lost the agent of node n1: heartbeat timeout; starting its agent again on spare node s0 as incarnation 2") {
+			t.Fatalf("%v: %s %+v", policy, kinds(acts), acts)
+		}
+		var relaunch Relaunch
+		var recs []AgentRecord
+		for _, act := range acts {
+			if c, ok := act.(Commit); ok && len(c.Rec.Agents) > 0 {
+				recs = c.Rec.Agents
+			}
+		}
+		stages := []Stage{StageSuspend, StageRelaunch}
+		if policy == Job {
+			stages = []Stage{StageRelaunch}
+		}
+		for _, st := range stages {
+			for _, a := range p.Step(Committed{Epoch: 1, Stage: st}) {
+				if r, ok := a.(Relaunch); ok {
+					relaunch = r
+				}
+			}
+			for a := range 3 {
+				for _, act := range p.Step(Suspended{Agent: a, Epoch: 1}) {
+					if c, ok := act.(Commit); ok && len(c.Rec.Agents) > 0 {
+						recs = c.Rec.Agents
+					}
+				}
+			}
+		}
+		if relaunch != (Relaunch{Agent: 1, Node: "s0", Incarnation: 2, Epoch: 1}) {
+			t.Fatalf("%v: relaunch %+v", policy, relaunch)
+		}
+		if len(recs) != 1 || recs[0].Node != "s0" {
+			t.Fatalf("%v: committed agents %+v", policy, recs)
+		}
+		// A new leader restores the record: s0 serves, s1 is next.
+		q := New(Config{Policy: policy, Ranks: 6, Agents: 3, RankAgent: []int{0, 0, 1, 1, 2, 2}, MaxRestarts: 3, AckTimeout: time.Second,
+			TableReady: true, Spares: []string{"s0", "s1"}})
+		q.restoreAgents(recs)
+		if got := q.nextSpare(); got != "s1" {
+			t.Fatalf("%v: after a restore the next spare is %q", policy, got)
+		}
+		// Two more silent nodes: the second has no spare.
+		p2 := New(Config{Policy: policy, Ranks: 6, Agents: 3, RankAgent: []int{0, 0, 1, 1, 2, 2}, MaxRestarts: 3, AckTimeout: time.Second,
+			TableReady: true, Spares: []string{"s0"}})
+		p2.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "silent", Silent: true})
+		p2.Step(AgentLost{Agent: 2, Incarnation: 1, Node: "n2", Err: "silent", Silent: true})
+		if f := p2.Failure(); f == nil || !strings.Contains(f.Msg, "lost the agent of node n2: silent; its node went silent, a silent node is not tried again, and no spare node is left") {
+			t.Fatalf("%v: failure %+v", policy, f)
+		}
 	}
 }
 

@@ -58,6 +58,9 @@ For the whole job:
                            front-end and R-1 agents on other nodes, a raft group over mutual TLS
   --test-nodes K           run K agents on this machine, posing as K nodes (a launch tree
                            of local processes: the multi-node code path without SSH)
+  --spare-nodes S          the last S test nodes are spares, not counted in -n: an agent
+                           starts on the next one in place of a node that went silent
+                           (with --restart rank|job; a child of the root; test nodes only)
 
 Where agents start (--launcher local|ssh|slurm; default: ssh when hosts are given, else
 slurm inside a Slurm allocation (SLURM_JOB_NODELIST set), else local):
@@ -286,7 +289,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 
 	res, err := launch.Run(context.Background(), launch.Options{
 		N: f.n, Argv: apps[0].Argv, Env: apps[0].Env, Wdir: apps[0].Wdir, Apps: mpmd, Label: f.label, OutputDir: f.outputDir,
-		KillAfter: f.killAfter, Timeout: f.timeout, Restart: f.restart, MaxRestarts: f.maxRestarts, Verbose: f.verbose, TestNodes: testNodes,
+		KillAfter: f.killAfter, Timeout: f.timeout, Restart: f.restart, MaxRestarts: f.maxRestarts, Spares: f.spares, Verbose: f.verbose, TestNodes: testNodes,
 		Bind: f.bindTo, BindShare: f.oversubscribe,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,

@@ -65,6 +65,10 @@ type runFlags struct {
 	bindTo      string
 	restart     recovery.Policy
 	maxRestarts int
+	// spareNodes: the last spareNodes test nodes are spares (spares);
+	// testNodes counts the others once the flags are checked.
+	spareNodes int
+	spares     []string
 
 	hosts                                 []string // each -H value
 	hostfile, mapBy, sshConfig, agentPath string
@@ -162,6 +166,7 @@ var runOptions = []runOption{
 		return nil
 	}},
 	{names: []string{"test-nodes"}, kind: optValue, set: intSetter(func(f *runFlags) *int { return &f.testNodes })},
+	{names: []string{"spare-nodes"}, kind: optValue, set: intSetter(func(f *runFlags) *int { return &f.spareNodes })},
 	{names: []string{"H", "host", "hosts"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
 		f.hosts = append(f.hosts, v)
 		return nil
@@ -525,6 +530,21 @@ func (f *runFlags) check(getenv func(string) string, timeoutSet bool) error {
 	}
 	if len(f.hosts) > 0 && f.hostfile != "" {
 		return errors.New("both -H and --hostfile given; use one")
+	}
+	if f.spareNodes > 0 {
+		switch {
+		case f.testNodes == 0:
+			return errors.New("--spare-nodes: only with --test-nodes so far (spare hosts of an allocation are not built yet)")
+		case f.spareNodes >= f.testNodes:
+			return fmt.Errorf("--spare-nodes %d of --test-nodes %d leaves no node for the job", f.spareNodes, f.testNodes)
+		case f.restart == recovery.None:
+			return errors.New("--spare-nodes needs --restart rank or job: a spare takes the place of a lost node whose ranks start again")
+		}
+		// The last spareNodes test nodes are spares, started on demand.
+		for i := f.testNodes - f.spareNodes; i < f.testNodes; i++ {
+			f.spares = append(f.spares, "node"+strconv.Itoa(i))
+		}
+		f.testNodes -= f.spareNodes
 	}
 	_, ppn, err := alloc.ParseMapBy(f.mapBy)
 	if err != nil {

@@ -53,6 +53,9 @@ func TestParseRunFlagsValues(t *testing.T) {
 		{"--npernode 2 x", func(f *runFlags) bool { return f.ppn == 2 && f.n == 2 }},
 		{"--ppn 2 --test-nodes 3 x", func(f *runFlags) bool { return f.ppn == 2 && f.n == 6 }},
 		{"--map-by ppr:4:node --test-nodes 2 x", func(f *runFlags) bool { return f.ppn == 4 && f.n == 8 }},
+		{"--ppn 2 --test-nodes 5 --spare-nodes 2 --restart job x", func(f *runFlags) bool {
+			return f.testNodes == 3 && f.n == 6 && slices.Equal(f.spares, []string{"node3", "node4"})
+		}},
 		{"--bind-to core x", func(f *runFlags) bool { return f.bindTo == "core" }},
 		{"-launcher fork x", func(f *runFlags) bool { return f.launcher == "local" && f.launcherSet }},
 		{"-- -n 2", func(f *runFlags) bool { return f.n == 1 && slices.Equal(f.apps[0].argv, []string{"-n", "2"}) }},
@@ -89,6 +92,9 @@ func TestParseRunFlagsErrors(t *testing.T) {
 		{"--launcher mars y", `--launcher "mars"`},
 		{"--env", "--env needs a value"},
 		{"--replicas 2 y", "--replicas must be 1, 3 or 5"},
+		{"--spare-nodes 1 --restart rank y", "--spare-nodes: only with --test-nodes"},
+		{"--spare-nodes 2 --test-nodes 2 --restart rank y", "leaves no node for the job"},
+		{"--spare-nodes 1 --test-nodes 3 y", "--spare-nodes needs --restart rank or job"},
 	} {
 		_, err := parseRunFlags(strings.Fields(tc.args), noEnv)
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {

@@ -53,6 +53,10 @@ type Options struct {
 	// Rank, per job under Job.
 	Restart     recovery.Policy
 	MaxRestarts int
+	// Spares are nodes, in order, whose agent starts on demand in place
+	// of a node that went silent (--spare-nodes); with test nodes they are
+	// names of local agents like the others'.
+	Spares []string
 
 	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
 	// machine). SSH is required with a placement.

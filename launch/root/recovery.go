@@ -43,7 +43,7 @@ func (fe *frontend) plannerConfig() recovery.Config {
 	cfg := recovery.Config{
 		Policy: fe.opts.Restart, Ranks: fe.opts.N, MaxRestarts: fe.opts.MaxRestarts,
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
-		RankAgent: make([]int, fe.opts.N), Roles: fe.agentRoles(),
+		RankAgent: make([]int, fe.opts.N), Roles: fe.agentRoles(), Spares: fe.opts.Spares,
 	}
 	for r, rs := range fe.ranks {
 		cfg.RankAgent[r] = rs.node
@@ -99,6 +99,9 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	defer func() {
 		for i, a := range fe.agents {
 			a.inc = p.AgentIncarnation(i) // agents relaunched before, as the last record says
+			if n := p.AgentNode(i); n != "" {
+				a.name = n // on a spare
+			}
 		}
 		// Ranks the recovery carried on starts again (those of a lost
 		// agent, say) are running, whatever the table says of their end.

@@ -9,6 +9,7 @@ package root
 // waiting to be acknowledged) is stale, and is dropped or goes nowhere.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -73,7 +74,7 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	}
 	// adopted: its link is this root's own, as an adopted agent's is (a
 	// successor does not wait for it to ask for adoption).
-	a := &agentHandle{idx: old.idx, name: old.name, ranks: old.ranks, rootChild: old.rootChild, inc: act.Incarnation, adopted: true}
+	a := &agentHandle{idx: old.idx, name: cmp.Or(act.Node, old.name), ranks: old.ranks, rootChild: old.rootChild, inc: act.Incarnation, adopted: true}
 	for _, r := range a.ranks {
 		if fe.ranks[r].ended {
 			a.ended++
@@ -83,10 +84,20 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	if old.local != nil {
 		fe.goFunc(old.wait) // killed when it was lost: reaped (a session is, by its launcher)
 	}
+	if old.sess != nil {
+		// Its session ends for good: an agent that went silent (stopped,
+		// say) never reads that its session closed, so a session that can
+		// be killed is (a test node's process: its ranks die with it).
+		launcher.KillSession(old.sess)
+	}
 	if fe.stdinAgent == old {
 		fe.stdinAgent = a // stdin is not forwarded to a rank started again
 	}
-	fe.verbosef("recovery: starting the agent of node %s again as incarnation %d (epoch %d)", a.name, a.inc, act.Epoch)
+	if a.name != old.name {
+		fe.verbosef("recovery: starting the agent of node %s on spare node %s as incarnation %d (epoch %d)", old.name, a.name, a.inc, act.Epoch)
+	} else {
+		fe.verbosef("recovery: starting the agent of node %s again as incarnation %d (epoch %d)", a.name, a.inc, act.Epoch)
+	}
 	if fe.relaunchLocal() {
 		if err := fe.spawnAgent(a); err != nil {
 			a.closed = true

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A node that goes silent is not tried again: with --spare-nodes, the
+// agent of node2 (a leaf child of the root) is SIGSTOPped mid-run; once its
+// heartbeats are missed, its agent starts on the spare node4 and its two
+// ranks go through the restart protocol there. The result is right, the
+// job exits 0, inspect has the ranks on node4, and the stopped agent is
+// gone (the root killed its session; its ranks died with it).
+func TestSpareNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an 8-rank job that waits out a silent node's heartbeats")
+	}
+	cmd, out, errb, dir, ck := runRing(t, "rank", 8, "--test-nodes", "5", "--spare-nodes", "1", "--tree", "flat")
+	pid := agentOf(t, ck, "node2")
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // in case the root did not
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("stop the agent of node2 (pid %d): %v", pid, err)
+	}
+	waitFor(t, "the recovery on the spare node", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	ringDone(t, cmd, out)
+	want := "lost the agent of node node2: heartbeat timeout: peer silent; starting its agent again on spare node node4 as incarnation 2 (restart 1 of 3) and its rank(s) 4, 5 as their next incarnation"
+	if !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr does not say %q", want)
+	}
+	text := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	if !strings.Contains(text.stdout, "node4") {
+		t.Errorf("inspect does not show node4:\n%s", text.stdout)
+	}
+	t.Logf("inspect:\n%s", text.stdout)
+	// Gone, or a zombie not reaped yet (the front-end that was its
+	// parent exited): not stopped, not running.
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+			t.Errorf("the stopped agent (pid %d) is still there: %q", pid, stat)
+		}
+	}
+}
