@@ -196,9 +196,13 @@ func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(
 	opts.StateDir = t.TempDir()
 	opts.Stdout, opts.Stderr = &j.stdout, &j.stderr
 	opts.SSH, opts.Launcher, opts.Tree = j.sp, "ssh", "flat"
-	names := make([]string, len(hosts))
-	copy(names, hosts)
-	opts.Placement = blockPlace(names, opts.N)
+	var allocated alloc.Allocation
+	for _, h := range hosts {
+		allocated.Hosts = append(allocated.Hosts, alloc.Host{Name: h})
+	}
+	if opts.Placement, err = alloc.Place(allocated, alloc.Request{NP: opts.N}); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	if ready != nil {
 		wg.Add(1)
@@ -217,21 +221,6 @@ func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(
 	}
 	j.state = readState(t, opts.StateDir)
 	return j
-}
-
-// blockPlace places n ranks on hosts in blocks.
-func blockPlace(hosts []string, n int) *alloc.Placement {
-	per := (n + len(hosts) - 1) / len(hosts)
-	pl := &alloc.Placement{Ranks: make([]alloc.RankPlace, n)}
-	for i, h := range hosts {
-		node := alloc.NodePlace{Name: h}
-		for r := i * per; r < min(n, (i+1)*per); r++ {
-			node.Ranks = append(node.Ranks, r)
-			pl.Ranks[r] = alloc.RankPlace{Node: i, LocalRank: r - i*per, LocalSize: per}
-		}
-		pl.Nodes = append(pl.Nodes, node)
-	}
-	return pl
 }
 
 func TestNodesInProcessCollectives(t *testing.T) {

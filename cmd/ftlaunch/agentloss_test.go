@@ -24,6 +24,16 @@ func runRing(t *testing.T, policy string, n int, where ...string) (cmd *exec.Cmd
 	dir, ck = t.TempDir(), t.TempDir()
 	args := append([]string{"run", "--verbose", "--state-dir", dir, "--restart", policy, "-n", strconv.Itoa(n)}, where...)
 	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
+	out, errb = startJob(t, cmd)
+	tablePublished(t, errb, n)
+	return cmd, out, errb, dir, ck
+}
+
+// startJob starts cmd with its standard output and error in buffers; the
+// test's cleanup kills and reaps it, and logs what it wrote if the test
+// failed.
+func startJob(t *testing.T, cmd *exec.Cmd) (out, errb *syncBuffer) {
+	t.Helper()
 	out, errb = &syncBuffer{}, &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errb
 	if err := cmd.Start(); err != nil {
@@ -33,11 +43,10 @@ func runRing(t *testing.T, policy string, n int, where ...string) (cmd *exec.Cmd
 		cmd.Process.Kill()
 		cmd.Wait()
 		if t.Failed() {
-			t.Logf("stderr:\n%s", errb.String())
+			t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 		}
 	})
-	tablePublished(t, errb, n)
-	return cmd, out, errb, dir, ck
+	return out, errb
 }
 
 // killAgent SIGKILLs the agent of node (the parent of its ranks), which

@@ -80,17 +80,7 @@ func TestRestartRank(t *testing.T) {
 	dir, ck := t.TempDir(), t.TempDir()
 	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
 		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck, "--hold-rank", "14")
-	out, errb := &syncBuffer{}, &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	defer func() {
-		if t.Failed() {
-			t.Logf("stderr:\n%s", errb.String())
-		}
-	}()
+	out, errb := startJob(t, cmd)
 	tablePublished(t, errb, 16)
 	for i, r := range []int{2, 9, 13} {
 		if r == 13 {
@@ -142,16 +132,9 @@ func startHeld(t *testing.T, hold string, where ...string) (cmd *exec.Cmd, errb 
 	args := append([]string{"run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "-n", "12"}, where...)
 	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
 	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_HOLD_RECOVERY="+hold)
-	errb = &syncBuffer{}
-	cmd.Stderr = errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, errb = startJob(t, cmd) // logs the front-end's output
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
 		if t.Failed() {
-			t.Logf("front-end's stderr:\n%s", errb.String())
 			logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
 			for _, l := range logs {
 				b, _ := os.ReadFile(l)
@@ -230,12 +213,7 @@ func TestRestartCountSurvivesFailover(t *testing.T) {
 	dir, ck := t.TempDir(), t.TempDir()
 	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--max-restarts", "1",
 		"--test-nodes", "6", "-n", "12", ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
-	errb := &syncBuffer{}
-	cmd.Stderr = errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	_, errb := startJob(t, cmd)
 	log := func() string {
 		logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
 		if len(logs) != 1 {
@@ -291,17 +269,7 @@ func TestRestartJobDuringLaunch(t *testing.T) {
 	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "-l", "--restart", "job", "--test-nodes", "3", "--tree", "flat", "-n", "3", "sh", "-c",
 		`case $FTLAUNCH_RANK$FTLAUNCH_INCARNATION in 01) exit 3;; *1) exec sleep 60;; esac; echo incarnation $FTLAUNCH_INCARNATION restarts $FTLAUNCH_RESTARTS`)
 	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_DELAY_START=node2="+gate)
-	out, errb := &syncBuffer{}, &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	defer func() {
-		if t.Failed() {
-			t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
-		}
-	}()
+	out, errb := startJob(t, cmd)
 	waitFor(t, "the restart to wait for node2", 60*time.Second, func() bool {
 		return strings.Contains(errb.String(), "once the 1 agent(s) not up yet are")
 	})
@@ -376,12 +344,7 @@ func TestRestartJobMPICH(t *testing.T) {
 	}{{1, 0}, {2, 137}} {
 		ck := t.TempDir()
 		cmd := exec.Command(ftlaunchBin, "run", "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
-		out, errb := &syncBuffer{}, &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, errb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		out, errb := startJob(t, cmd)
 		for k := 1; k <= tc.kills; k++ {
 			inc := uint64(k)
 			var pid int

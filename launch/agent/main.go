@@ -25,29 +25,22 @@ import (
 // Run runs an agent on an established parent connection until the job
 // ends or the link is lost. What it has to say goes to log.
 func Run(ctx context.Context, conn io.ReadWriteCloser, log io.Writer) error {
-	return runAgent(ctx, conn, nil, log)
+	return runAgent(ctx, conn, nil, log, nil, nil, nil)
 }
 
 // RunLocal runs the agent of a local launch in the caller's process (the
 // root's, launch.Run): its phases go to trace, and rankGroup is told of
 // each rank's process group (both may be nil).
 func RunLocal(ctx context.Context, conn io.ReadWriteCloser, log io.Writer, trace *proto.PhaseLog, rankGroup func(int)) error {
-	return runAgentTraced(ctx, conn, nil, log, trace, rankGroup)
+	return runAgent(ctx, conn, nil, log, trace, rankGroup, nil)
 }
 
-func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer) error {
-	return runAgentTraced(ctx, conn, tree, log, nil, nil)
-}
-
-// runAgentTraced is runAgent with the agent's phase log and the hook told
-// of each rank's process group (both may be nil).
-func runAgentTraced(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *proto.PhaseLog, rankGroup func(int)) error {
-	return runAgentWith(ctx, conn, tree, log, trace, rankGroup, nil)
-}
-
-// runAgentWith is runAgentTraced with the way a replica agent resumes the
-// root (nil: an agent that is no replica, or cannot be one).
-func runAgentWith(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *proto.PhaseLog, rankGroup func(int), resume Resume) error {
+// runAgent runs an agent on its parent link: tree is its place in a launch
+// tree (nil: an agent on a socketpair), trace its phase log and rankGroup
+// the hook told of each rank's process group (both may be nil), resume the
+// way a replica agent resumes the root (nil: an agent that is no replica,
+// or cannot be one).
+func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *proto.PhaseLog, rankGroup func(int), resume Resume) error {
 	l := proto.NewLink(conn)
 	a := &Agent{
 		log:        log,
@@ -118,7 +111,7 @@ func Main(ctx context.Context, connect bool, stderr io.Writer, resume Resume) in
 		fmt.Fprintf(stderr, "ftlaunch agent: no parent link on fd 3: %v\n", err)
 		return 2
 	}
-	return exitCode(runAgentWith(ctx, conn, nil, stderr, trace, nil, resume), stderr, trace)
+	return exitCode(runAgent(ctx, conn, nil, stderr, trace, nil, resume), stderr, trace)
 }
 
 func exitCode(err error, stderr io.Writer, trace *proto.PhaseLog) int {
@@ -189,7 +182,7 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	// its end (the parent closed it, or sshd dropped it) is the end of the
 	// agent too. (An agent of a replicated job outlives it: see run.)
 	tree.stdinGone = watchStdin(cfg.Stdin)
-	return exitCode(runAgentWith(ctx, conn, tree, stderr, cfg.Trace, nil, cfg.Resume), stderr, cfg.Trace)
+	return exitCode(runAgent(ctx, conn, tree, stderr, cfg.Trace, nil, cfg.Resume), stderr, cfg.Trace)
 }
 
 // cleanSignalState makes the agent's ranks start with every signal's

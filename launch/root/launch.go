@@ -33,7 +33,16 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	n := fe.opts.N
 	pl := fe.opts.Placement
 	if pl == nil {
-		pl = blockPlacement(fe.nodeNames(), n)
+		// This machine's nodes: the ranks in blocks of ceil(n/nodes), as
+		// mpirun does on one host per node.
+		var hosts []alloc.Host
+		for _, name := range fe.nodeNames() {
+			hosts = append(hosts, alloc.Host{Name: name})
+		}
+		var err error
+		if pl, err = alloc.Place(alloc.Allocation{Hosts: hosts}, alloc.Request{NP: n}); err != nil {
+			return err
+		}
 	}
 	fe.mapping = alloc.ProcessMapping(pl)
 	for i, node := range pl.Nodes {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -133,26 +132,6 @@ func newJobID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "ft-" + hex.EncodeToString(b[:])
-}
-
-// blockPlacement places n ranks on the named nodes in blocks of
-// ceil(n/len(names)), as mpirun does on one host per node.
-func blockPlacement(names []string, n int) *alloc.Placement {
-	per := (n + len(names) - 1) / len(names)
-	pl := &alloc.Placement{Ranks: make([]alloc.RankPlace, n)}
-	for i, name := range names {
-		lo, hi := i*per, min(n, (i+1)*per)
-		if lo >= hi {
-			break
-		}
-		node := alloc.NodePlace{Name: name}
-		for r := lo; r < hi; r++ {
-			node.Ranks = append(node.Ranks, r)
-			pl.Ranks[r] = alloc.RankPlace{Node: len(pl.Nodes), LocalRank: r - lo, LocalSize: hi - lo}
-		}
-		pl.Nodes = append(pl.Nodes, node)
-	}
-	return pl
 }
 
 // stagedProgram is the program file the front-end prestages.
