@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,10 +38,7 @@ func TestSpareNode(t *testing.T) {
 	t.Logf("inspect:\n%s", text.stdout)
 	// Gone, or a zombie not reaped yet (the front-end that was its
 	// parent exited): not stopped, not running.
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
-			t.Errorf("the stopped agent (pid %d) is still there: %q", pid, stat)
-		}
+	if processRunning(pid) {
+		t.Errorf("the stopped agent (pid %d) is still there", pid)
 	}
 }

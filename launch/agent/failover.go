@@ -18,6 +18,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
+	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
 // Root failover (--replicas 3 or 5), agents' side. An agent of a replicated
@@ -107,7 +108,11 @@ func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 		peers := append([]proto.PeerAddr(nil), a.replicas...)
 		a.mu.Unlock()
 		for _, p := range peers {
-			if l := a.askAdoption(ctx, p); l != nil {
+			l, err := a.askAdoption(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			if l != nil {
 				a.mu.Lock()
 				a.rootReplica = p.Name
 				a.mu.Unlock()
@@ -124,26 +129,31 @@ func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 }
 
 // askAdoption asks one replica agent; it returns the new parent link if
-// that agent runs the successor root.
-func (a *Agent) askAdoption(ctx context.Context, p proto.PeerAddr) *proto.Link {
+// that agent runs the successor root, or errFenced if it answers that
+// this incarnation was declared lost.
+func (a *Agent) askAdoption(ctx context.Context, p proto.PeerAddr) (*proto.Link, error) {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	if err := wire.WriteFrame(conn, proto.MHello, proto.Hello{Idx: a.tree.idx, Adopt: true, Inc: a.tree.inc}.Encode()); err != nil {
 		conn.Close()
-		return nil
+		return nil, nil
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	f, err := wire.ReadFrame(conn, 1024)
 	_ = conn.SetReadDeadline(time.Time{})
-	if err != nil || f.Type != proto.MAdopted {
+	switch {
+	case err == nil && f.Type == proto.MAdopted:
+		return proto.NewLink(conn), nil
+	case err == nil && f.Type == proto.MFenced:
 		conn.Close()
-		return nil
+		return nil, fmt.Errorf("%w (told by %s)", errFenced, p.Name)
 	}
-	return proto.NewLink(conn)
+	conn.Close()
+	return nil, nil
 }
 
 // resync reports again what a new root needs to know of this node: its
@@ -408,11 +418,22 @@ func (a *Agent) relaunch(ctx context.Context, cs []proto.ChildSpec, h launcher.R
 // this agent runs one; otherwise it refuses by closing the connection.
 func (a *Agent) adoptRequest(conn net.Conn, h proto.Hello) {
 	a.mu.Lock()
-	s := a.successor
+	s, ar := a.successor, a.replica
 	a.mu.Unlock()
-	if s == nil {
-		conn.Close()
+	if s != nil {
+		s.Adopt(conn, h)
 		return
 	}
-	s.Adopt(conn, h)
+	// No root here: refused. An agent whose incarnation the replicated
+	// state records as lost learns so, and kills its ranks.
+	name, err := secure.PeerName(conn)
+	if err == nil && ar != nil {
+		var lost bool
+		ar.r.FSM().View(func(s *raftstore.State) { lost = s.AgentLost(name, h.Inc) })
+		if lost {
+			_ = conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			_ = wire.WriteFrame(conn, proto.MFenced, proto.EncodeInt(int64(max(h.Inc, 1))))
+		}
+	}
+	conn.Close()
 }

@@ -36,6 +36,7 @@ const (
 	MPatch      uint8 = 21 // down (broadcast): recovery: node-table rows (recMsg: epoch, version, rows)
 	MResume     uint8 = 22 // down (broadcast): recovery: let your ranks go on (recMsg: epoch, version)
 	MRestartJob uint8 = 23 // down (broadcast): recovery: end your ranks and start them again (recMsg: epoch, restarts)
+	MFenced     uint8 = 24 // down, on an adoption request's connection: your incarnation was declared lost: kill your ranks and exit (int: the incarnation)
 
 	MStarted      uint8 = 32 // up: ranks started, with pids
 	MOutput       uint8 = 33 // up: complete lines of one rank's stream, numbered

@@ -72,6 +72,8 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		}
 	}
 	fe.verbosef("every agent's link ended")
+	// A lost agent's node is fenced before the job's end is reported.
+	fe.awaitFences()
 	// Sessions of agents that finished end at once. A lost agent's may
 	// not: srun cancelling a step on a dead node can take tens of seconds.
 	// Those get a bounded wait; what is left of them goes with this
@@ -172,6 +174,9 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 			b.kill()
 			lost = append(lost, b)
 		}
+	}
+	if !a.done {
+		fe.fenceAgent(a)
 	}
 	fe.lostAgents(a, lost, err, errors.Is(err, proto.ErrHeartbeat)) // relaunch.go
 }

@@ -38,6 +38,10 @@ type frontend struct {
 	start    time.Time  // when this root began (its timings count from here)
 	jobStart time.Time  // when the job began (a successor's began later)
 	jobID    string
+	// fence kills what a lost agent left on its node (fence.go; nil: no
+	// way to reach nodes); fencing holds the fences under way.
+	fence   fenceFunc
+	fencing []chan struct{}
 
 	agents []*agentHandle
 	ranks  []rankState
