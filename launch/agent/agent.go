@@ -61,6 +61,10 @@ type Agent struct {
 	// rootReplica names the replica agent whose successor root adopted
 	// this agent ("": none did), which its replica hands leadership to.
 	rootReplica string
+	// goneRoots are the root's voters known dead (their process ended:
+	// its link or a connection to it was refused or reset): the
+	// front-end (frontEndVoter) and replica agents, by name.
+	goneRoots map[string]bool
 
 	spec  *proto.NodeSpec
 	ranks map[int]*rankProc
@@ -222,6 +226,7 @@ func (a *Agent) run(ctx context.Context) error {
 		}
 		// The front-end is gone; its successor adopts the agent.
 		a.up.lose()
+		a.rootGone(err)
 		a.logf("lost the front-end (%v); looking for the new root", err)
 		nl, aerr := a.seekAdoption(ctx)
 		if aerr != nil {
@@ -251,6 +256,9 @@ func (a *Agent) run(ctx context.Context) error {
 	if errors.Is(err, errShutdown) || a.stopped.Load() {
 		a.killAll(syscall.SIGKILL)
 		return nil
+	}
+	if errors.Is(err, errNoQuorum) {
+		a.traceFailover("%v", err)
 	}
 	if errors.Is(err, errFenced) {
 		// Replaced already: its ranks go at once, without a grace.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -99,11 +102,55 @@ func (a *Agent) survives() bool {
 	return a.tree != nil && a.spec.Survive && a.spec.RootChild
 }
 
+// frontEndVoter names the front-end among the root's voters (goneRoots).
+const frontEndVoter = "\x00front-end"
+
+// errNoQuorum: too many of the root's voters are dead for any replica to
+// lead again: no root will adopt this agent.
+var errNoQuorum = errors.New("the root replica group lost its majority")
+
+// rootGone notes the end of the link to the root this agent reported to:
+// a link that ended (EOF, reset) rather than fell silent means that root's
+// process ended, and its voter with it.
+func (a *Agent) rootGone(err error) {
+	if errors.Is(err, proto.ErrHeartbeat) {
+		return // silent: perhaps cut off, perhaps alive
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.goneRoots == nil {
+		a.goneRoots = map[string]bool{}
+	}
+	a.goneRoots[cmp.Or(a.rootReplica, frontEndVoter)] = true
+}
+
+// quorumLost reports whether the voters known dead (the front-end and the
+// replica agents) leave the group without a majority: no successor can be
+// elected, so waiting for adoption is waiting for nothing.
+func (a *Agent) quorumLost() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	voters := 1 + len(a.replicas)
+	if voters-len(a.goneRoots) >= voters/2+1 {
+		return nil
+	}
+	names := make([]string, 0, len(a.goneRoots))
+	for n := range a.goneRoots {
+		names = append(names, cmp.Or(strings.TrimPrefix(n, "\x00"), n))
+	}
+	slices.Sort(names)
+	return fmt.Errorf("%w: %s gone, %d of %d voters left: no root can take over", errNoQuorum, strings.Join(names, ", "), voters-len(a.goneRoots), voters)
+}
+
 // seekAdoption looks for the successor root among the replica agents until
-// one adopts this agent or adoptWait passes.
+// one adopts this agent, adoptWait passes, or too many voters are known
+// dead for any successor to come (quorumLost).
 func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 	deadline := time.Now().Add(proto.AdoptWait)
 	for time.Now().Before(deadline) {
+		if err := a.quorumLost(); err != nil {
+			return nil, err
+		}
 		a.mu.Lock()
 		peers := append([]proto.PeerAddr(nil), a.replicas...)
 		a.mu.Unlock()
@@ -136,6 +183,15 @@ func (a *Agent) askAdoption(ctx context.Context, p proto.PeerAddr) (*proto.Link,
 	defer cancel()
 	conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) && p.Name != a.spec.Node {
+			// Its host answers, its agent is gone: a voter less.
+			a.mu.Lock()
+			if a.goneRoots == nil {
+				a.goneRoots = map[string]bool{}
+			}
+			a.goneRoots[p.Name] = true
+			a.mu.Unlock()
+		}
 		return nil, nil
 	}
 	if err := wire.WriteFrame(conn, proto.MHello, proto.Hello{Idx: a.tree.idx, Adopt: true, Inc: a.tree.inc}.Encode()); err != nil {
@@ -313,6 +369,9 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 // traceFailover appends a line to the job's directory: a replica agent
 // whose front-end died has no one reading its stderr any more.
 func (a *Agent) traceFailover(format string, args ...any) {
+	if a.spec.Replica.JobDir == "" {
+		return // not a replica agent: its parent forwards its stderr
+	}
 	f, err := os.OpenFile(filepath.Join(a.spec.Replica.JobDir, "failover."+a.spec.Node+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return
