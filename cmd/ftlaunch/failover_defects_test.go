@@ -54,17 +54,7 @@ func TestStalledSuccessor(t *testing.T) {
 	stopped = false
 	r := ftlaunch(t, "", "attach", "--state-dir", dir)
 	if r.code != 0 || strings.Count(r.stdout, "] done ") != 12 {
-		logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
-		var succ []byte
-		if len(logs) == 1 {
-			succ, _ = os.ReadFile(logs[0])
-		}
-		traces, _ := filepath.Glob(filepath.Join(dir, "ft-*", "failover.*.log"))
-		for _, tr := range traces {
-			b, _ := os.ReadFile(tr)
-			t.Logf("%s:\n%s", tr, b)
-		}
-		t.Fatalf("attach after %s stalled: exit %d\nstdout:\n%s\nstderr:\n%s\nsuccessor's log:\n%s", node, r.code, r.stdout, r.stderr, succ)
+		t.Fatalf("attach after %s stalled: exit %d\nstdout:\n%s\nstderr:\n%s\nsuccessor's log:\n%s", node, r.code, r.stdout, r.stderr, successorLogs(t, dir))
 	}
 	st := ftlaunch(t, "", "status", "--state-dir", dir)
 	if !strings.Contains(st.stdout, "finished, exit code 0") {
