@@ -181,6 +181,7 @@ func (a *Agent) run(ctx context.Context) error {
 	// (a successor that hears of it from its parent): frame 1.
 	a.send(proto.MOutputResync, proto.EncodeInt(1))
 	a.startRanks(ctx, &wg)
+	a.joinGossip(ctx, &wg)
 	if a.tree != nil && a.spec.Replica.JobDir != "" {
 		// After the ranks, and not while they start: once their first
 		// collective is done, or they all ended, or groupHold passed (as

@@ -218,6 +218,10 @@ func (fe *frontend) handle(ev event) {
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.replicasDone[ev.name] = true
+	case evGossip:
+		fe.gossiped(ev.ev)
+	case evGossipCheck:
+		fe.gossipCheck(ev.a, false)
 	case evAdopt:
 		fe.adopt(ev.ac)
 	case evAdoptTimeout:
