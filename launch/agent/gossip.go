@@ -11,9 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/ftlaunch/ftlaunch/membership"
 )
+
+// rejoinAfter is when an agent exchanges the cluster's state with the
+// root again after joining.
+const rejoinAfter = time.Second
 
 func (a *Agent) joinGossip(ctx context.Context, wg *sync.WaitGroup) {
 	g := a.spec.Gossip
@@ -54,8 +59,16 @@ func (a *Agent) joinGossip(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		defer m.Shutdown()
 		a.trace.Logf("joined the job's gossip cluster (%d members)", m.NumMembers())
+		// Agents that joined the root back to back learn of each other
+		// only at the next full exchange (30 s): one more with the root,
+		// once the others have joined, and every member probes every
+		// other (a death is then confirmed by several, and declared in
+		// 1-2 s rather than at the unconfirmed bound).
+		again := time.After(rejoinAfter)
 		for {
 			select {
+			case <-again:
+				_, _ = m.Join(ctx, cfg.Seeds)
 			case <-ctx.Done():
 				return
 			case _, ok := <-m.Events():
