@@ -126,3 +126,27 @@ func processRunning(pid int) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
+
+// rankNode returns the node of rank (a process with marker in its command
+// line), from its environment.
+func rankNode(t *testing.T, marker string, rank int) string {
+	t.Helper()
+	for _, p := range liveProcesses(t, marker) {
+		pid, _, _ := strings.Cut(p, " ")
+		env, err := os.ReadFile("/proc/" + pid + "/environ")
+		if err != nil {
+			continue
+		}
+		vars := map[string]string{}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				vars[k] = v
+			}
+		}
+		if vars["FTLAUNCH_RANK"] == strconv.Itoa(rank) && vars["FTLAUNCH_NODE"] != "" {
+			return vars["FTLAUNCH_NODE"]
+		}
+	}
+	t.Fatalf("no process of rank %d found", rank)
+	return ""
+}
