@@ -44,7 +44,10 @@ const (
 	Leaf
 	// Interior: an agent with agents below it.
 	Interior
-	// ReplicaHost: an agent that hosts one of the root's replicas.
+	// ReplicaHost: a child of the root with no agent below it that hosts
+	// one of the root's replicas. A lost one is started again like a
+	// RootLeaf, without a replica: the group goes on with one voter less
+	// (its majority was kept, or no root would be deciding this).
 	ReplicaHost
 )
 
@@ -196,8 +199,6 @@ func (p *Planner) cannotRelaunch(ev AgentLost) string {
 		return "its node went silent, a silent node is not tried again, and no spare node is left (--spare-nodes): the job ends"
 	case p.role(ev.Agent) == Interior:
 		return "it had agents below it in the launch tree (healing an interior agent is not built yet): the job ends"
-	case p.role(ev.Agent) == ReplicaHost:
-		return "it hosted a root replica (replacing a replica agent is not built yet): the job ends"
 	case p.role(ev.Agent) == Leaf:
 		return "it was below another agent in the launch tree (only a child of the root is started again so far): the job ends"
 	case !p.table:

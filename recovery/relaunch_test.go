@@ -95,7 +95,6 @@ func TestRelaunchEnds(t *testing.T) {
 		{name: "policy none", cfg: func(c *Config) { c.Policy = None }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
 			want: "lost the agent of node n0: EOF"},
 		{name: "interior agent", ev: AgentLost{Agent: 1, Node: "n1", Err: "EOF"}, want: "it had agents below it in the launch tree"},
-		{name: "replica agent", ev: AgentLost{Agent: 2, Node: "n2", Err: "EOF"}, want: "it hosted a root replica"},
 		{name: "leaf below an agent", ev: AgentLost{Agent: 3, Node: "n3", Err: "EOF"}, want: "it was below another agent"},
 		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent, a silent node is not tried again, and no spare node is left"},
 		{name: "before the node table", cfg: func(c *Config) { c.TableReady = false }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},

@@ -129,3 +129,42 @@ func successorNode(t *testing.T, dir string) string {
 	})
 	return node
 }
+
+// TestDoubleRootLossFiveReplicas: the same double loss under --replicas 5
+// and --restart rank is survived: three of five voters are left, a second
+// replica agent takes over, finds the first successor's agent gone (its
+// address refuses) and starts it again on its node without a replica; the
+// ranks it took with it come back through the restart protocol; the job
+// completes with the right checksum and its final status.
+func TestDoubleRootLossFiveReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated job that loses two roots")
+	}
+	dir, ck := t.TempDir(), t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "5", "--restart", "rank", "--test-nodes", "8", "--verbose", "-n", "16",
+		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+	_, errb := startJob(t, cmd)
+	waitFor(t, "the four replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 4
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	first := successorNode(t, dir)
+	time.Sleep(time.Second) // the fault schedule: the successor dies a second after it took over
+	if err := syscall.Kill(agentOf(t, ck, first), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := ftlaunch(t, "", "attach", "--state-dir", dir)
+	var f []string
+	if i := strings.LastIndex(r.stdout, "checksum "); i >= 0 {
+		f = strings.Fields(r.stdout[i:])
+	}
+	if r.code != 0 || len(f) < 4 || f[1] != f[3] {
+		t.Fatalf("attach after the second root loss: exit %d\nstdout:\n%s\nstderr:\n%s\nsuccessor's log:\n%s", r.code, r.stdout, r.stderr, successorLogs(t, dir))
+	}
+	st := ftlaunch(t, "", "status", "--state-dir", dir)
+	if !strings.Contains(st.stdout, "finished, exit code 0") || !strings.Contains(st.stdout, "lost the agent of node "+first) {
+		t.Fatalf("status:\n%s%s", st.stdout, st.stderr)
+	}
+	waitGone(t, ck, 20*time.Second)
+}

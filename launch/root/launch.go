@@ -269,7 +269,9 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 			}
 		}
 	}
-	if fe.replicaNodes[a.idx] {
+	if fe.replicaNodes[a.idx] && a.inc <= 1 {
+		// A relaunched incarnation hosts no replica: its raft ID is the
+		// lost one's, a voter the group goes on without.
 		spec.Replica = fe.replicaSpec()
 	}
 	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.rootChild

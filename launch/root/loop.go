@@ -112,7 +112,8 @@ func (fe *frontend) replicasSettled() bool {
 		return true
 	}
 	for i := range fe.replicaNodes {
-		if a := fe.agents[i]; !a.closed && !a.done && !fe.replicasDone[a.name] {
+		// A relaunched incarnation hosts no replica (launch.go).
+		if a := fe.agents[i]; a.inc <= 1 && !a.closed && !a.done && !fe.replicasDone[a.name] {
 			if time.Since(fe.endedAt) > 10*time.Second {
 				fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
 				return true
@@ -218,6 +219,8 @@ func (fe *frontend) handle(ev event) {
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.replicasDone[ev.name] = true
+	case evPeerGone:
+		fe.peerGone(ev)
 	case evGossip:
 		fe.gossiped(ev.ev)
 	case evGossipCheck:

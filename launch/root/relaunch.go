@@ -44,12 +44,12 @@ func (fe *frontend) agentRoles() []recovery.Role {
 	roles := make([]recovery.Role, len(fe.agents))
 	for i := range fe.agents {
 		switch {
-		case replica[i]:
-			roles[i] = recovery.ReplicaHost
 		case len(fe.topo.Children(i)) > 0:
 			roles[i] = recovery.Interior
 		case fe.topo.Parent(i) != topology.Root:
 			roles[i] = recovery.Leaf
+		case replica[i]:
+			roles[i] = recovery.ReplicaHost
 		}
 	}
 	return roles

@@ -2,12 +2,14 @@ package root
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -254,6 +256,7 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 // adopted: the front-end died before it started them (or before they
 // connected). Their subtrees follow as usual.
 func (fe *frontend) resumeLaunch() {
+	fe.probeReplicaPeers()
 	var missing []int
 	for _, a := range fe.agents {
 		if a.rootChild && !a.up && !a.adopted && !a.closed && a.link == nil {
@@ -339,4 +342,50 @@ func (fe *frontend) adoptTimedOut() {
 type adoptConn struct {
 	conn  net.Conn
 	hello proto.Hello
+}
+
+// evPeerGone: the agent of a replica peer is gone (its address refuses
+// connections) and it was not adopted.
+type evPeerGone struct {
+	idx  int
+	addr string
+}
+
+func (evPeerGone) isRootEvent() {}
+
+// probeReplicaPeers looks, once, for replica agents that did not ask to
+// be adopted because their process is gone: the root before this one, most
+// often (a second failover), which died with its agent and its ranks. A
+// refused connection says so at once; the adoption's bound (35 s) would
+// leave their ranks' neighbours waiting that long.
+func (fe *frontend) probeReplicaPeers() {
+	for _, p := range fe.replicaPeers {
+		if p.Name == fe.rootNode || p.Idx < 0 || p.Idx >= len(fe.agents) {
+			continue
+		}
+		if a := fe.agents[p.Idx]; !a.rootChild || a.adopted || a.closed || a.link != nil {
+			continue
+		}
+		fe.goFunc(func() {
+			conn, err := net.DialTimeout("tcp", p.Addr, time.Second)
+			if err == nil {
+				conn.Close()
+				return
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				return // no answer: perhaps cut off; the adoption's bound decides
+			}
+			select {
+			case fe.events <- evPeerGone{idx: p.Idx, addr: p.Addr}:
+			case <-fe.ctx.Done():
+			}
+		})
+	}
+}
+
+// peerGone declares lost a replica agent whose process is gone.
+func (fe *frontend) peerGone(ev evPeerGone) {
+	if a := fe.agents[ev.idx]; !a.adopted && !a.closed && a.link == nil {
+		fe.linkEnded(a, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", ev.addr))
+	}
 }
