@@ -36,7 +36,7 @@ test-failover: deps ## #14 item 6: a stalled successor and a double root loss, 2
 	$(GO) test -count=20 -timeout 30m -run 'TestStalledSuccessor|TestDoubleRootLoss' ./cmd/ftlaunch/
 
 test-recovery: deps ## #14's node losses on the emulated SSH cluster: partition + spare host + fencing (root)
-	FTLAUNCH_RECOVERY_LONG=1 $(GO) test -count=1 -timeout 20m -run 'TestClusterPartitionSpare' -v ./cmd/ftlaunch/
+	FTLAUNCH_RECOVERY_LONG=1 $(GO) test -count=1 -timeout 20m -run 'TestClusterPartitionSpare|TestClusterSlowInterior' -v ./cmd/ftlaunch/
 
 test-cluster-large: deps ## issue #4's acceptance: 16 emulated hosts x 64 ranks, every tree kind (root)
 	FTLAUNCH_CLUSTER_LARGE=1 $(GO) test -count=1 -timeout 20m -run 'TestClusterLarge' -v ./cmd/ftlaunch/

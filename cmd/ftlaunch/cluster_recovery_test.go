@@ -84,6 +84,46 @@ func TestClusterPartitionSpare(t *testing.T) {
 	}
 }
 
+// TestClusterSlowInterior: 200 ms of delay on everything entering an
+// interior host (node001 under kary:2) for the whole run, with the
+// default detection profile (gossip probes every 200 ms with a 100 ms
+// timeout, tree heartbeats): no agent is declared lost and nothing
+// switches; the result is right. Gossip may suspect node001 (its acks come
+// late, and memberlist may declare it dead); the root's hysteresis (a
+// death counts only if the link is quiet too) keeps it.
+func TestClusterSlowInterior(t *testing.T) {
+	if os.Getenv("FTLAUNCH_RECOVERY_LONG") == "" {
+		t.Skip("set FTLAUNCH_RECOVERY_LONG=1 (make test-recovery) for the node-loss runs on the emulated cluster")
+	}
+	c := chaostest.Cluster(t, 8, cluster.Config{})
+	hosts := hostfile(t, c, 2)
+	slow, err := c.SlowLink(context.Background(), "node001", 200*time.Millisecond, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Stop() })
+	ck := t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
+		"--restart", "rank", "--tree", "kary:2", "-n", "16",
+		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+	out, errb := startJob(t, cmd)
+	ringDone(t, cmd, out)
+	for _, bad := range []string{"lost the agent", "recovery:"} {
+		if strings.Contains(errb.String(), bad) {
+			t.Errorf("%q with a slow interior link:\n%s", bad, errb.String())
+		}
+	}
+	// Gossip alone may condemn node001 (its acks come 200 ms late, its
+	// probe timeout is 100 ms): the root keeps it while its link speaks.
+	for _, l := range strings.Split(errb.String(), "\n") {
+		if strings.Contains(l, "gossip") {
+			t.Log(l)
+		}
+	}
+	passed, dropped := slow.Counts()
+	t.Logf("slow link into node001: %d packets delayed, %d dropped", passed, dropped)
+}
+
 // ranksOn returns the pids of the ranks (processes with marker in their
 // command line) whose environment names node.
 func ranksOn(t *testing.T, marker, node string) []int {
