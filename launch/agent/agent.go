@@ -15,6 +15,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankenv"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/membership"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
@@ -58,6 +59,7 @@ type Agent struct {
 	sentUp    map[uint64][]byte        // contributions sent up and not yet answered
 	successor Successor                // the root this agent runs after the front-end's death
 	replica   *agentReplica            // this agent's root replica, once open
+	gossipTo  chan membership.Evidence // the successor root's share of the gossip evidence (gossip.go)
 	// rootReplica names the replica agent whose successor root adopted
 	// this agent ("": none did), which its replica hands leadership to.
 	rootReplica string

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/membership"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/raftstore"
@@ -427,9 +428,13 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	if a.resumeRoot == nil {
 		return errors.New("this agent cannot run a successor root")
 	}
+	gossip := make(chan membership.Evidence, 64)
+	a.mu.Lock()
+	a.gossipTo = gossip
+	a.mu.Unlock()
 	s, err := a.resumeRoot(ctx, launcher.ResumeConfig{
 		Spec: a.spec, Replica: ar.r, Peers: peers,
-		Relaunch: a.relaunch,
+		Relaunch: a.relaunch, Fence: a.fence, Gossip: gossip,
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -71,9 +72,18 @@ func (a *Agent) joinGossip(ctx context.Context, wg *sync.WaitGroup) {
 				_, _ = m.Join(ctx, cfg.Seeds)
 			case <-ctx.Done():
 				return
-			case _, ok := <-m.Events():
+			case ev, ok := <-m.Events():
 				if !ok {
 					return
+				}
+				a.mu.Lock()
+				to := a.gossipTo
+				a.mu.Unlock()
+				if to != nil {
+					select {
+					case to <- ev: // the successor root this agent runs
+					default: // it is behind: evidence is advice, the heartbeats remain
+					}
 				}
 			}
 		}
@@ -91,4 +101,15 @@ func addrOf(conn net.Conn, local bool) (*net.TCPAddr, bool) {
 	}
 	ta, ok := addr.(*net.TCPAddr)
 	return ta, ok
+}
+
+// fence runs a fence on node for the successor root this agent runs, with
+// this agent's way of starting agents (launch/root/fence.go).
+func (a *Agent) fence(ctx context.Context, node string, upTo uint64) (string, error) {
+	sp, closeSp, err := a.spawner()
+	if err != nil {
+		return "", fmt.Errorf("fence node %s: %w", node, err)
+	}
+	defer closeSp()
+	return a.childLauncher(sp, 0, 0, nil).Fence(ctx, node, a.spec.JobID, node, upTo)
 }

@@ -85,6 +85,7 @@ func dir(job string) string {
 // incarnation inc of job; the returned function removes the record (at
 // the agent's normal end).
 func Register(t Target) (func(), error) {
+	pruneDead(filepath.Dir(dir(t.Job)))
 	p, err := record(t, os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("fence: register: %w", err)
@@ -109,7 +110,16 @@ func record(t Target, pid int) (string, error) {
 		return "", err
 	}
 	p := filepath.Join(d, fmt.Sprintf("%s.%d", t.Node, t.UpTo))
-	return p, os.WriteFile(p, []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o600)
+	data := []byte(fmt.Sprintf("%d %d\n", pid, start))
+	err = os.WriteFile(p, data, 0o600)
+	if errors.Is(err, os.ErrNotExist) {
+		// Another agent's pruning removed the directory while it was
+		// empty: once more.
+		if err = os.MkdirAll(d, 0o700); err == nil {
+			err = os.WriteFile(p, data, 0o600)
+		}
+	}
+	return p, err
 }
 
 // RankEnv is what a rank's environment gets for the fence to find it.
@@ -151,8 +161,9 @@ func Kill(t Target) (Result, error) {
 	}
 	_ = os.Remove(d)
 	deadline := time.Now().Add(2 * time.Second)
+	killed := map[int]bool{} // a process dying is found again by the next scan
 	for {
-		n, err := killRanks(t)
+		n, err := killRanks(t, killed)
 		res.Ranks += n
 		if err != nil {
 			return res, err
@@ -184,8 +195,8 @@ func registered(p string) (int, bool) {
 }
 
 // killRanks SIGKILLs every process of t's ranks found in one scan of
-// /proc and returns how many it killed.
-func killRanks(t Target) (int, error) {
+// /proc that is not in killed already, and returns how many.
+func killRanks(t Target, killed map[int]bool) (int, error) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, fmt.Errorf("fence: %w", err)
@@ -194,7 +205,7 @@ func killRanks(t Target) (int, error) {
 	n := 0
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 1 || pid == self {
+		if err != nil || pid <= 1 || pid == self || killed[pid] {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
@@ -202,6 +213,7 @@ func killRanks(t Target) (int, error) {
 			continue
 		}
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed[pid] = true
 			n++
 		}
 	}
@@ -246,4 +258,42 @@ func startTime(pid int) (uint64, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
 	}
 	return strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
+}
+
+// pruneDead removes the records of agents that are gone without removing
+// their own (SIGKILL, a crash), and the job directories left empty. A
+// record's process is gone when its pid is free or started at another
+// time.
+func pruneDead(base string) {
+	jobs, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, j := range jobs {
+		d := filepath.Join(base, j.Name())
+		recs, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, r := range recs {
+			if p := filepath.Join(d, r.Name()); !alive(p) {
+				_ = os.Remove(p)
+			}
+		}
+		_ = os.Remove(d) // only if empty
+	}
+}
+
+// alive reports whether a record's process still runs; a record being
+// written (empty) counts as alive.
+func alive(p string) bool {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return false
+	}
+	if len(b) == 0 {
+		return true
+	}
+	_, ok := registered(p)
+	return ok
 }

@@ -152,3 +152,32 @@ func TestRegisterAndBadTargets(t *testing.T) {
 		}
 	}
 }
+
+// Registering prunes the records of agents that died without removing
+// theirs, and keeps those of live ones.
+func TestRegisterPrunesDeadRecords(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	live := start(t)
+	dead := start(t)
+	liveRec, err := record(Target{Job: "ft-a", Node: "n", UpTo: 1}, live.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadRec, err := record(Target{Job: "ft-b", Node: "n", UpTo: 1}, dead.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = dead.cmd.Process.Kill()
+	<-dead.done
+	remove, err := Register(Target{Job: "ft-c", Node: "n", UpTo: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	if _, err := os.Stat(liveRec); err != nil {
+		t.Errorf("a live agent's record was pruned: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(deadRec)); !os.IsNotExist(err) {
+		t.Errorf("a dead agent's record (and its empty job directory) is still there: %v", err)
+	}
+}

@@ -22,7 +22,10 @@ type Job struct {
 	// "" is none) and bound, for a successor root.
 	Restart     string `json:"restart,omitempty"`
 	MaxRestarts int    `json:"max_restarts,omitempty"`
-	Version     string `json:"version,omitempty"`
+	// Spares are the spare nodes, in order (--spare-nodes), for a
+	// successor root.
+	Spares  []string `json:"spares,omitempty"`
+	Version string   `json:"version,omitempty"`
 }
 
 // DecodeJob decodes the spec of a job written by this package.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/membership"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
@@ -29,4 +30,10 @@ type ResumeConfig struct {
 	Replica  *raftstore.Replica
 	Peers    []proto.PeerAddr
 	Relaunch func(ctx context.Context, cs []proto.ChildSpec, h RelaunchHooks, report func(LaunchResult)) error
+	// Fence kills on node what its lost agent incarnations up to upTo
+	// left there (Launcher.Fence, with the replica agent's spawner).
+	Fence func(ctx context.Context, node string, upTo uint64) (string, error)
+	// Gossip is the evidence of the replica agent's member of the job's
+	// gossip cluster (nil: it has none).
+	Gossip <-chan membership.Evidence
 }

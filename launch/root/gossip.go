@@ -29,7 +29,11 @@ const rootMember = "ftlaunch-root"
 
 // confirmQuiet is how much longer than a heartbeat interval a child's link
 // must have been quiet for gossip's "dead" to count.
-const confirmQuiet = time.Second
+const confirmQuiet = 2 * time.Second
+
+// adoptQuiet is how long after a successor took over a child of the root
+// that did not ask for adoption may be declared lost on gossip alone.
+const adoptQuiet = 2 * time.Second
 
 // errGossipDead: gossip declared the agent dead and its link was quiet.
 var errGossipDead = fmt.Errorf("gossip declared it dead and its link was quiet: %w", proto.ErrHeartbeat)
@@ -64,23 +68,27 @@ func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string
 	_, ps, _ := net.SplitHostPort(m.Addr())
 	port, _ := strconv.Atoi(ps)
 	fe.gossipSpec = &proto.GossipSpec{Secret: secret, Hosts: hosts, Port: port}
-	fe.goFunc(func() {
-		for {
+	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
+}
+
+// forwardGossip passes evidence to the event loop until ctx ends or the
+// member stops (the front-end's own, or a successor's replica agent's).
+func (fe *frontend) forwardGossip(ctx context.Context, events <-chan membership.Evidence) {
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
 			select {
-			case ev, ok := <-m.Events():
-				if !ok {
-					return
-				}
-				select {
-				case fe.events <- evGossip{ev: ev}:
-				case <-ctx.Done():
-					return
-				}
+			case fe.events <- evGossip{ev: ev}:
 			case <-ctx.Done():
 				return
 			}
+		case <-ctx.Done():
+			return
 		}
-	})
+	}
 }
 
 // stopGossip shuts the front-end's member down (its events' goroutine
@@ -106,6 +114,12 @@ func (fe *frontend) gossiped(ev membership.Evidence) {
 	switch {
 	case a == nil || a.closed || a.done || !a.up || max(ev.Incarnation, 1) != a.inc:
 		return // not an agent, or stale: the planner has heard of its end
+	case a.rootChild && a.link == nil && fe.launchTmpl != nil && !a.adopted && time.Since(fe.start) > adoptQuiet:
+		// A successor's child that has not asked for adoption since it
+		// took over, and that gossip finds dead: it will not ask.
+		fe.verbosef("gossip: node %s is dead (observed by %s) and did not ask to be adopted", a.name, ev.Observer)
+		fe.linkEnded(a, errGossipDead)
+		return
 	case !a.rootChild || a.link == nil:
 		// Its parent's link watches it: gossip is not acted on below the
 		// root's children yet.

@@ -67,6 +67,7 @@ func restartName(p recovery.Policy) string {
 func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended []int) *recovery.Planner {
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts = job.MaxRestarts
+	fe.opts.Spares = job.Spares
 	fe.recovered = map[int]uint64{}
 	cfg := fe.plannerConfig()
 	cfg.Resumed, cfg.Ended = true, ended

@@ -113,11 +113,12 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
 		return cfg.Relaunch(sctx, cs, hooks, report)
 	}
+	fe.fence = cfg.Fence
 	fe.rec = fe.successorPlanner(st, job, ended)
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
-			Restart: job.Restart, MaxRestarts: job.MaxRestarts},
+			Restart: job.Restart, MaxRestarts: job.MaxRestarts, Spares: job.Spares},
 	})
 	if err != nil {
 		return fail(err)
@@ -135,6 +136,9 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 		defer fe.wg.Wait()
 		defer stop()
 		fe.goFunc(fe.out.Run)
+		if cfg.Gossip != nil {
+			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
+		}
 		// A child of the root that does not come back in time is lost.
 		lost := time.AfterFunc(proto.AdoptWait+5*time.Second, func() {
 			select {
