@@ -562,9 +562,10 @@ func startBackground(t *testing.T, m string, args ...string) (*exec.Cmd, *syncBu
 
 // The ranks and their own children (sh runs sleep as a child) go with a
 // front-end killed by SIGKILL: with the agent as a process, and with the
-// agent in the front-end's process (its orphan guard kills them).
+// agent in the front-end's process, the default (its orphan guard kills
+// them).
 func TestFrontEndKilledLeavesNoRank(t *testing.T) {
-	for _, inProcess := range []string{"", "1"} {
+	for _, inProcess := range []string{"0", ""} {
 		t.Run("inprocess="+inProcess, func(t *testing.T) {
 			t.Setenv("FTLAUNCH_AGENT_INPROCESS", inProcess)
 			m := marker(t)

@@ -64,14 +64,22 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 				settle = time.After(50 * time.Millisecond) // look again
 				continue
 			}
-			// The job's end is committed while every replica still runs.
-			fe.closeJournal()
+			if fe.opts.AtEnd != nil {
+				fe.goFunc(fe.opts.AtEnd)
+			}
+			// The job's end is committed while every replica still runs;
+			// without replica agents, while the agents exit.
+			closed := fe.beginCloseJournal()
+			if len(fe.replicaNodes) > 0 {
+				closed()
+			}
 			fe.shutdown()
 			fe.verbosef("agents told to exit")
 			shutdownTimer = time.After(5 * time.Second)
 		}
 	}
 	fe.verbosef("every agent's link ended")
+	fe.closeJournal()
 	// Sessions of agents that finished end at once. A lost agent's may
 	// not: srun cancelling a step on a dead node can take tens of seconds.
 	// Those get a bounded wait; what is left of them goes with this
