@@ -68,9 +68,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 				fe.goFunc(fe.opts.AtEnd)
 			}
 			// The job's end is committed while every replica still runs;
-			// without replica agents, while the agents exit.
+			// in a job with one replica, while the agents exit.
 			closed := fe.beginCloseJournal()
-			if len(fe.replicaNodes) > 0 {
+			if !fe.soloLog() {
 				closed()
 			}
 			fe.shutdown()
@@ -101,6 +101,13 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		}
 	}
 	return fe.finish()
+}
+
+// soloLog reports whether the job's state log is the front-end's alone
+// (--replicas 1, and not a successor root's group): no replica agent
+// needs its final status before it exits.
+func (fe *frontend) soloLog() bool {
+	return max(fe.opts.Replicas, 1) == 1 && len(fe.replicaNodes) == 0 && fe.journal.Replica() == nil
 }
 
 // replicasSettled reports whether the job's end can be committed: every
