@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build deps test test-mpi-large test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery clean
+.PHONY: help build deps test test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -31,6 +31,12 @@ test: deps ## vet, then run every package's tests with the race detector
 
 test-mpi-large: deps ## MPICH runs of 64 ranks (minutes on two cores)
 	FTLAUNCH_MPI_LARGE=1 $(GO) test -count=1 -timeout 40m -run MPICHLarge -v ./cmd/ftlaunch
+
+test-failover: deps ## #14 item 6: a stalled successor and a double root loss, 20 runs each
+	$(GO) test -count=20 -timeout 30m -run 'TestStalledSuccessor|TestDoubleRootLoss' ./cmd/ftlaunch/
+
+test-recovery: deps ## #14's node losses on the emulated SSH cluster: partition + spare host + fencing (root)
+	FTLAUNCH_RECOVERY_LONG=1 $(GO) test -count=1 -timeout 20m -run 'TestClusterPartitionSpare' -v ./cmd/ftlaunch/
 
 test-cluster-large: deps ## issue #4's acceptance: 16 emulated hosts x 64 ranks, every tree kind (root)
 	FTLAUNCH_CLUSTER_LARGE=1 $(GO) test -count=1 -timeout 20m -run 'TestClusterLarge' -v ./cmd/ftlaunch/

@@ -538,3 +538,24 @@ func TestFSMOnce(t *testing.T) {
 		t.Fatalf("decode of a keyed command: %v", err)
 	}
 }
+
+func TestAgentLost(t *testing.T) {
+	s := &State{Events: []Event{
+		{Kind: EventFailure, Node: "n1", Rank: NoRank, Incarnation: 2},
+		{Kind: EventFailure, Node: "n2", Rank: 3, Incarnation: 5}, // a rank's failure
+		{Kind: EventRecovery, Node: "n3", Rank: NoRank, Incarnation: 1},
+		{Kind: EventFailure, Node: "n4", Rank: NoRank}, // recorded before incarnations were known: the first
+	}}
+	for _, tc := range []struct {
+		node string
+		inc  uint64
+		want bool
+	}{
+		{"n1", 1, true}, {"n1", 2, true}, {"n1", 3, false},
+		{"n2", 1, false}, {"n3", 1, false}, {"n4", 0, true}, {"n4", 1, true}, {"n4", 2, false}, {"n5", 1, false},
+	} {
+		if got := s.AgentLost(tc.node, tc.inc); got != tc.want {
+			t.Errorf("AgentLost(%s, %d) = %v, want %v", tc.node, tc.inc, got, tc.want)
+		}
+	}
+}

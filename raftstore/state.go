@@ -200,6 +200,20 @@ type State struct {
 	Applied map[string]uint64
 }
 
+// AgentLost reports whether the agent of node was declared lost in
+// incarnation inc or a later one: a failure of the node itself (not of
+// one of its ranks) is recorded at that incarnation or above. An agent
+// that asks to be adopted as incarnation inc is then fenced
+// (docs/recovery.md, "Fencing").
+func (s *State) AgentLost(node string, inc uint64) bool {
+	for _, ev := range s.Events {
+		if ev.Kind == EventFailure && ev.Rank == NoRank && ev.Node == node && max(ev.Incarnation, 1) >= max(inc, 1) {
+			return true
+		}
+	}
+	return false
+}
+
 // Copy returns a copy of s that shares only immutable byte slices.
 func (s *State) Copy() *State {
 	c := *s

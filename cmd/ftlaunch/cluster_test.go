@@ -187,6 +187,32 @@ func TestClusterLaunch(t *testing.T) {
 		}
 	})
 
+	t.Run("stopped agent fenced from outside", func(t *testing.T) {
+		// A SIGSTOPped agent cannot kill its ranks, which run in sessions
+		// of their own, and closing its SSH session tells it nothing: the
+		// root declares it lost and fences its host in a new SSH session
+		// (ftlaunch agent --fence) before the job's end is reported.
+		m := marker(t)
+		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "--tree", "flat", "-n", "32", "--verbose", "sleep", m)...)
+		_, errb := startJob(t, cmd)
+		waitFor(t, "32 ranks", 30*time.Second, func() bool { return sleepers(t, m) == 32 })
+		pid := agentOf(t, m, "node003")
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+		if err := cmd.Wait(); err == nil || !strings.Contains(errb.String(), "fenced node node003") {
+			t.Fatalf("after node003's agent stopped: %v; stderr:\n%s", err, errb.String())
+		}
+		// Nothing is left the moment the job has ended: no waiting here.
+		if n := sleepers(t, m); n != 0 {
+			t.Fatalf("%d rank(s) still running after the job ended", n)
+		}
+		if processRunning(pid) {
+			t.Fatalf("the stopped agent (pid %d) is still there", pid)
+		}
+	})
+
 	t.Run("demo", func(t *testing.T) {
 		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", ftdemoBin)...)
 		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 16 ranks verified") {

@@ -16,6 +16,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -58,7 +61,7 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	case "chaos":
 		return chaosCommand(args[1:], stdout, stderr)
 	case "agent":
-		return agentCommand(args[1:], stderr)
+		return agentCommand(args[1:], stdout, stderr)
 	case "ringapp": // the recovery application, for tests and demos (not in the usage)
 		return ringAppCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
@@ -86,11 +89,37 @@ func detach(stderr io.Writer) func(jobID string) {
 	}
 }
 
-func agentCommand(args []string, stderr io.Writer) int {
+func agentCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "--fence" {
+		return fenceCommand(args[1:], stdout, stderr)
+	}
 	connect := len(args) == 1 && args[0] == "--connect"
 	if len(args) != 0 && !connect {
 		fmt.Fprintf(stderr, "ftlaunch agent: unexpected arguments %q (the agent is started by ftlaunch run)\n", args)
 		return 2
 	}
 	return launchAgentMain(context.Background(), connect, stderr)
+}
+
+// fenceCommand is `ftlaunch agent --fence JOB NODE INCARNATION`, which a
+// root runs on a node whose agent it declared lost: it kills that agent
+// (incarnations up to INCARNATION) and the ranks it started there
+// (launch/fence).
+func fenceCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 3 {
+		fmt.Fprintf(stderr, "ftlaunch agent --fence: want JOB NODE INCARNATION, got %q\n", args)
+		return 2
+	}
+	inc, err := strconv.ParseUint(args[2], 10, 64)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent --fence: incarnation %q: not a number\n", args[2])
+		return 2
+	}
+	res, err := fence.Kill(fence.Target{Job: args[0], Node: args[1], UpTo: inc})
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent --fence: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "fenced job %s on node %s up to incarnation %d: %v\n", args[0], args[1], inc, res)
+	return 0
 }

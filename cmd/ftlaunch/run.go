@@ -60,9 +60,10 @@ For the whole job:
                            front-end and R-1 agents on other nodes, a raft group over mutual TLS
   --test-nodes K           run K agents on this machine, posing as K nodes (a launch tree
                            of local processes: the multi-node code path without SSH)
-  --spare-nodes S          the last S test nodes are spares, not counted in -n: an agent
-                           starts on the next one in place of a node that went silent
-                           (with --restart rank|job; a child of the root; test nodes only)
+  --spare-nodes S          the last S hosts (or test nodes) are spares, not counted in -n:
+                           an agent starts on the next one in place of a node that went
+                           silent (with --restart rank|job; a child of the root)
+  --spares HOST,...        these hosts are the spares (taken out of the allocation if in it)
 
 Where agents start (--launcher local|ssh|slurm; default: ssh when hosts are given, else
 slurm inside a Slurm allocation (SLURM_JOB_NODELIST set), else local):
@@ -330,7 +331,47 @@ func place(f *runFlags, getenv func(string) string) (*alloc.Placement, error) {
 	if len(a.Hosts) == 0 {
 		return nil, nil
 	}
+	if err := takeSpares(f, &a); err != nil {
+		return nil, err
+	}
 	return placeOn(f, a)
+}
+
+// takeSpares takes the spare hosts out of the allocation: its last
+// --spare-nodes hosts, or those --spares names (which need not be in it).
+// Spares run nothing until a node is lost (docs/recovery.md).
+func takeSpares(f *runFlags, a *alloc.Allocation) error {
+	switch {
+	case f.spareNodes > 0 && f.testNodes == 0:
+		if f.spareNodes >= len(a.Hosts) {
+			return fmt.Errorf("--spare-nodes %d of an allocation of %d host(s) leaves no host for the job", f.spareNodes, len(a.Hosts))
+		}
+		k := len(a.Hosts) - f.spareNodes
+		for _, h := range a.Hosts[k:] {
+			f.spares = append(f.spares, h.Name)
+		}
+		a.Hosts = a.Hosts[:k]
+	case len(f.spareHosts) > 0:
+		spare := map[string]bool{}
+		for _, h := range f.spareHosts {
+			if spare[h] {
+				return fmt.Errorf("--spares: %s named twice", h)
+			}
+			spare[h] = true
+		}
+		hosts := a.Hosts[:0:0]
+		for _, h := range a.Hosts {
+			if !spare[h.Name] {
+				hosts = append(hosts, h)
+			}
+		}
+		if len(hosts) == 0 {
+			return errors.New("--spares names every host of the allocation: none is left for the job")
+		}
+		a.Hosts = hosts
+		f.spares = append(f.spares, f.spareHosts...)
+	}
+	return nil
 }
 
 // placeOn places the job's ranks on a's hosts: -n of them, or without -n

@@ -68,6 +68,7 @@ type runFlags struct {
 	// spareNodes: the last spareNodes test nodes are spares (spares);
 	// testNodes counts the others once the flags are checked.
 	spareNodes int
+	spareHosts []string // --spares: named spare hosts
 	spares     []string
 
 	hosts                                 []string // each -H value
@@ -167,6 +168,14 @@ var runOptions = []runOption{
 	}},
 	{names: []string{"test-nodes"}, kind: optValue, set: intSetter(func(f *runFlags) *int { return &f.testNodes })},
 	{names: []string{"spare-nodes"}, kind: optValue, set: intSetter(func(f *runFlags) *int { return &f.spareNodes })},
+	{names: []string{"spares"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
+		hosts, err := alloc.ExpandHostlist(v)
+		if err != nil || len(hosts) == 0 {
+			return fmt.Errorf("%s %q: want host names, comma-separated (%v)", typed, v, err)
+		}
+		f.spareHosts = append(f.spareHosts, hosts...)
+		return nil
+	}},
 	{names: []string{"H", "host", "hosts"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
 		f.hosts = append(f.hosts, v)
 		return nil
@@ -531,20 +540,29 @@ func (f *runFlags) check(getenv func(string) string, timeoutSet bool) error {
 	if len(f.hosts) > 0 && f.hostfile != "" {
 		return errors.New("both -H and --hostfile given; use one")
 	}
-	if f.spareNodes > 0 {
+	if f.spareNodes > 0 || len(f.spareHosts) > 0 {
 		switch {
-		case f.testNodes == 0:
-			return errors.New("--spare-nodes: only with --test-nodes so far (spare hosts of an allocation are not built yet)")
-		case f.spareNodes >= f.testNodes:
-			return fmt.Errorf("--spare-nodes %d of --test-nodes %d leaves no node for the job", f.spareNodes, f.testNodes)
+		case f.spareNodes > 0 && len(f.spareHosts) > 0:
+			return errors.New("both --spare-nodes and --spares given; use one")
 		case f.restart == recovery.None:
-			return errors.New("--spare-nodes needs --restart rank or job: a spare takes the place of a lost node whose ranks start again")
+			return errors.New("spare nodes need --restart rank or job: a spare takes the place of a lost node whose ranks start again")
+		case len(f.spareHosts) > 0 && f.testNodes > 0:
+			return errors.New("--spares names hosts: with --test-nodes use --spare-nodes")
+		case len(f.spareHosts) > 0 && !hasHosts && f.launcher != "slurm":
+			return errors.New("--spares needs hosts (-H, --hostfile or a Slurm allocation) for the job")
+		case f.testNodes > 0 && f.spareNodes >= f.testNodes:
+			return fmt.Errorf("--spare-nodes %d of --test-nodes %d leaves no node for the job", f.spareNodes, f.testNodes)
+		case f.spareNodes > 0 && f.testNodes == 0 && !hasHosts && f.launcher != "slurm":
+			return errors.New("--spare-nodes needs --test-nodes or hosts (-H, --hostfile or a Slurm allocation): its last hosts are the spares")
 		}
-		// The last spareNodes test nodes are spares, started on demand.
-		for i := f.testNodes - f.spareNodes; i < f.testNodes; i++ {
-			f.spares = append(f.spares, "node"+strconv.Itoa(i))
+		if f.testNodes > 0 {
+			// The last spareNodes test nodes are spares, started on demand.
+			for i := f.testNodes - f.spareNodes; i < f.testNodes; i++ {
+				f.spares = append(f.spares, "node"+strconv.Itoa(i))
+			}
+			f.testNodes -= f.spareNodes
 		}
-		f.testNodes -= f.spareNodes
+		// With hosts, place takes the spares out of the allocation.
 	}
 	_, ppn, err := alloc.ParseMapBy(f.mapBy)
 	if err != nil {

@@ -56,6 +56,7 @@ func TestParseRunFlagsValues(t *testing.T) {
 		{"--ppn 2 --test-nodes 5 --spare-nodes 2 --restart job x", func(f *runFlags) bool {
 			return f.testNodes == 3 && f.n == 6 && slices.Equal(f.spares, []string{"node3", "node4"})
 		}},
+		{"--spares s[1-2] -H c --restart rank x", func(f *runFlags) bool { return slices.Equal(f.spareHosts, []string{"s1", "s2"}) }},
 		{"--bind-to core x", func(f *runFlags) bool { return f.bindTo == "core" }},
 		{"-launcher fork x", func(f *runFlags) bool { return f.launcher == "local" && f.launcherSet }},
 		{"-- -n 2", func(f *runFlags) bool { return f.n == 1 && slices.Equal(f.apps[0].argv, []string{"-n", "2"}) }},
@@ -92,9 +93,13 @@ func TestParseRunFlagsErrors(t *testing.T) {
 		{"--launcher mars y", `--launcher "mars"`},
 		{"--env", "--env needs a value"},
 		{"--replicas 2 y", "--replicas must be 1, 3 or 5"},
-		{"--spare-nodes 1 --restart rank y", "--spare-nodes: only with --test-nodes"},
+		{"--spare-nodes 1 --restart rank y", "--spare-nodes needs --test-nodes or hosts"},
 		{"--spare-nodes 2 --test-nodes 2 --restart rank y", "leaves no node for the job"},
-		{"--spare-nodes 1 --test-nodes 3 y", "--spare-nodes needs --restart rank or job"},
+		{"--spare-nodes 1 --test-nodes 3 y", "spare nodes need --restart rank or job"},
+		{"--spares a --spare-nodes 1 -H c --restart rank y", "both --spare-nodes and --spares"},
+		{"--spares a --test-nodes 3 --restart rank y", "with --test-nodes use --spare-nodes"},
+		{"--spares a --restart rank y", "--spares needs hosts"},
+		{"--spares a[ -H b --restart rank y", "--spares"},
 	} {
 		_, err := parseRunFlags(strings.Fields(tc.args), noEnv)
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {
@@ -120,5 +125,46 @@ func TestLocalNames(t *testing.T) {
 	p = &alloc.Placement{Nodes: []alloc.NodePlace{{Name: "vm1"}, {Name: "n1"}, {Name: "localhost"}}}
 	if err := nameThisMachine(p, local, func() (string, error) { return "vm1.example.org", nil }); err == nil || !strings.Contains(err.Error(), "name it once") {
 		t.Errorf("this machine twice: %v", err)
+	}
+}
+
+// Spare hosts come out of the allocation: the last --spare-nodes hosts,
+// or those --spares names.
+func TestPlaceSpares(t *testing.T) {
+	for _, tc := range []struct {
+		args   string
+		hosts  []string // the job's hosts
+		spares []string
+		err    string
+	}{
+		{args: "-H a,b,c,d --spare-nodes 1 --restart rank x", hosts: []string{"a", "b", "c"}, spares: []string{"d"}},
+		{args: "-H a,b,c,d --spare-nodes 2 --restart rank -n 4 x", hosts: []string{"a", "b"}, spares: []string{"c", "d"}},
+		{args: "-H a,b,c --spares b,e --restart job x", hosts: []string{"a", "c"}, spares: []string{"b", "e"}},
+		{args: "-H a,b --spare-nodes 2 --restart rank x", err: "leaves no host for the job"},
+		{args: "-H a,b --spares a,b --restart rank x", err: "none is left for the job"},
+		{args: "-H a,b --spares c,c --restart rank x", err: "c named twice"},
+	} {
+		f, err := parseRunFlags(strings.Fields(tc.args), noEnv)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		p, err := place(f, noEnv)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		var hosts []string
+		for _, n := range p.Nodes {
+			hosts = append(hosts, n.Name)
+		}
+		if !slices.Equal(hosts, tc.hosts) || !slices.Equal(f.spares, tc.spares) {
+			t.Errorf("%q: hosts %v spares %v, want %v and %v", tc.args, hosts, f.spares, tc.hosts, tc.spares)
+		}
 	}
 }

@@ -66,6 +66,34 @@ func TestSlurmLauncher(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
 	})
+	t.Run("node crashed mid-run, a spare takes its place", func(t *testing.T) {
+		// #14 item 7: inside a --no-kill allocation of 6 nodes, the last
+		// is the spare; a crashed node's ranks start again on it and the
+		// recovery application's result is right.
+		ck := t.TempDir()
+		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin, "run", "--verbose", "--spare-nodes", "1", "--restart", "rank", "--tree", "flat",
+			ftlaunchBin, "ringapp", "--steps", "1000", "--step-time", "10ms", "--dir", ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, errb := startJob(t, cmd)
+		tablePublished(t, errb, 10)
+		victim := rankNode(t, ck, 4)
+		start := time.Now()
+		if err := c.Kill(ctx, victim); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Revive(context.Background(), victim) })
+		waitFor(t, "the recovery on the spare node", 60*time.Second, func() bool {
+			return strings.Contains(errb.String(), "recovered: every rank runs again")
+		})
+		t.Logf("every rank resumed %v after %s crashed", time.Since(start), victim)
+		if !strings.Contains(errb.String(), "on spare node ") {
+			t.Errorf("%s's agent did not start on the spare node", victim)
+		}
+		ringDone(t, cmd, out)
+		waitGone(t, ck, 10*time.Second)
+	})
 	t.Run("node crashed mid-run", func(t *testing.T) {
 		m := marker(t)
 		cmd, err := c.AllocCommand(ctx, 4, 8, true, ftlaunchBin, "run", "-n", "8", "--kill-after", "1s", "sleep", m)

@@ -337,17 +337,7 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 		var last string
 		defer func() {
 			if t.Failed() {
-				logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
-				var succ []byte
-				if len(logs) == 1 {
-					succ, _ = os.ReadFile(logs[0])
-				}
-				traces, _ := filepath.Glob(filepath.Join(dir, "ft-*", "failover.*.log"))
-				for _, tr := range traces {
-					b, _ := os.ReadFile(tr)
-					t.Logf("%s:\n%s", tr, b)
-				}
-				t.Logf("last status:\n%s\nsuccessor's log:\n%s", last, succ)
+				t.Logf("last status:\n%s\nsuccessor's log:\n%s", last, successorLogs(t, dir))
 			}
 		}()
 		waitFor(t, "status to show the successor's live report", 30*time.Second, func() bool {
@@ -453,6 +443,23 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// successorLogs returns the log of the successor root of the job in dir
+// ("" if none), after logging the replica agents' failover traces.
+func successorLogs(t *testing.T, dir string) string {
+	t.Helper()
+	traces, _ := filepath.Glob(filepath.Join(dir, "ft-*", "failover.*.log"))
+	for _, tr := range traces {
+		b, _ := os.ReadFile(tr)
+		t.Logf("%s:\n%s", tr, b)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
+	if len(logs) != 1 {
+		return ""
+	}
+	b, _ := os.ReadFile(logs[0])
+	return string(b)
+}
 
 // TestStatusLive: status prints a running job's live report, and the job's
 // final status once it ended (the live report is gone then).

@@ -31,6 +31,7 @@ var layers = map[string]int{
 	"launch/sshspawn":  0,
 	"launch/calibrate": 0,
 	"launch/rankenv":   0,
+	"launch/fence":     0,
 	"chaos/cluster":    0,
 	"internal/deptest": 0,
 	// Built on leaves.

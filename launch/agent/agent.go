@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -58,9 +59,14 @@ type Agent struct {
 	exits     map[int]proto.RankStatus // exits reported, to report again to a new root
 	sentUp    map[uint64][]byte        // contributions sent up and not yet answered
 	successor Successor                // the root this agent runs after the front-end's death
+	replica   *agentReplica            // this agent's root replica, once open
 	// rootReplica names the replica agent whose successor root adopted
 	// this agent ("": none did), which its replica hands leadership to.
 	rootReplica string
+	// goneRoots are the root's voters known dead (their process ended:
+	// its link or a connection to it was refused or reset): the
+	// front-end (frontEndVoter) and replica agents, by name.
+	goneRoots map[string]bool
 
 	spec  *proto.NodeSpec
 	ranks map[int]*rankProc
@@ -150,6 +156,13 @@ func (a *Agent) run(ctx context.Context) error {
 	a.ctx, a.wg, a.stopLink = ctx, &wg, stopLink
 	if a.tree != nil {
 		defer a.tree.ln.Close()
+		// A root that declares this incarnation lost kills it from outside
+		// (ftlaunch agent --fence): it finds the agent by this record.
+		if unregister, err := fence.Register(a.fenceTarget()); err != nil {
+			a.logf("%v", err)
+		} else {
+			defer unregister()
+		}
 		a.startTree(ctx, &wg)
 		if gone := a.tree.stdinGone; gone != nil {
 			// The session that started the agent ended (its parent is
@@ -170,6 +183,7 @@ func (a *Agent) run(ctx context.Context) error {
 	// (a successor that hears of it from its parent): frame 1.
 	a.send(proto.MOutputResync, proto.EncodeInt(1))
 	a.startRanks(ctx, &wg)
+	a.joinGossip(ctx, &wg)
 	if a.tree != nil && a.spec.Replica.JobDir != "" {
 		// After the ranks, and not while they start: once their first
 		// collective is done, or they all ended, or groupHold passed (as
@@ -187,6 +201,11 @@ func (a *Agent) run(ctx context.Context) error {
 				return
 			}
 			ar, err := a.startReplica(ctx, a.spec.Addr)
+			if ar != nil {
+				a.mu.Lock()
+				a.replica = ar
+				a.mu.Unlock()
+			}
 			if err != nil {
 				a.logf("root replica: %v", err)
 				// No address: the front-end does not wait for it.
@@ -205,11 +224,12 @@ func (a *Agent) run(ctx context.Context) error {
 	l := a.link
 	for {
 		err = l.Run(linkCtx, hb, proto.LinkTimeout(hb), a.handle)
-		if errors.Is(err, errShutdown) || a.stopped.Load() || !a.survives() || ctx.Err() != nil {
+		if errors.Is(err, errShutdown) || errors.Is(err, errFenced) || a.stopped.Load() || !a.survives() || ctx.Err() != nil {
 			break
 		}
 		// The front-end is gone; its successor adopts the agent.
 		a.up.lose()
+		a.rootGone(err)
 		a.logf("lost the front-end (%v); looking for the new root", err)
 		nl, aerr := a.seekAdoption(ctx)
 		if aerr != nil {
@@ -240,6 +260,14 @@ func (a *Agent) run(ctx context.Context) error {
 		a.killAll(syscall.SIGKILL)
 		return nil
 	}
+	if errors.Is(err, errNoQuorum) {
+		a.traceFailover("%v", err)
+	}
+	if errors.Is(err, errFenced) {
+		// Replaced already: its ranks go at once, without a grace.
+		a.killAll(syscall.SIGKILL)
+		return fmt.Errorf("node %s: this agent (incarnation %d) was declared lost and replaced (%w); killed its %d rank(s)", a.spec.Node, a.incarnation(), err, len(a.order))
+	}
 	a.killAll(syscall.SIGTERM)
 	select {
 	case <-a.exitedCh():
@@ -250,6 +278,26 @@ func (a *Agent) run(ctx context.Context) error {
 }
 
 var errShutdown = errors.New("shutdown")
+
+// errFenced: the root declared this agent incarnation lost.
+var errFenced = errors.New("fenced")
+
+// incarnation is the agent's incarnation on its node: 1 for the first,
+// one more for each start after a loss (docs/recovery.md).
+func (a *Agent) incarnation() uint64 {
+	switch {
+	case a.tree != nil:
+		return max(a.tree.inc, 1)
+	case a.spec != nil && a.spec.Relaunch != nil:
+		return max(a.spec.Relaunch.Incarnation, 1)
+	}
+	return 1
+}
+
+// fenceTarget names this agent incarnation and its ranks for a fence.
+func (a *Agent) fenceTarget() fence.Target {
+	return fence.Target{Job: a.spec.JobID, Node: a.spec.Node, UpTo: a.incarnation()}
+}
 
 // runRank starts the goroutines that serve a started rank: its stdin, its
 // rank protocol, its PMI-1 socket, and the report of its end.
@@ -504,6 +552,15 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		}
 		a.recover(typ, m)
 	case proto.MAdopted:
+	case proto.MFenced:
+		inc, err := proto.DecodeInt(p)
+		if err != nil {
+			return fmt.Errorf("fenced message: %w", err)
+		}
+		if uint64(inc) >= a.incarnation() {
+			a.killAll(syscall.SIGKILL)
+			return errFenced
+		}
 	case proto.MSpec:
 		// Sent again by a successor root, which cannot tell whether the
 		// front-end's copy arrived before it died: this agent has it.

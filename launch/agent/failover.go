@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -18,6 +21,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
+	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
 // Root failover (--replicas 3 or 5), agents' side. An agent of a replicated
@@ -98,16 +102,64 @@ func (a *Agent) survives() bool {
 	return a.tree != nil && a.spec.Survive && a.spec.RootChild
 }
 
+// frontEndVoter names the front-end among the root's voters (goneRoots).
+const frontEndVoter = "\x00front-end"
+
+// errNoQuorum: too many of the root's voters are dead for any replica to
+// lead again: no root will adopt this agent.
+var errNoQuorum = errors.New("the root replica group lost its majority")
+
+// rootGone notes the end of the link to the root this agent reported to:
+// a link that ended (EOF, reset) rather than fell silent means that root's
+// process ended, and its voter with it.
+func (a *Agent) rootGone(err error) {
+	if errors.Is(err, proto.ErrHeartbeat) {
+		return // silent: perhaps cut off, perhaps alive
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.goneRoots == nil {
+		a.goneRoots = map[string]bool{}
+	}
+	a.goneRoots[cmp.Or(a.rootReplica, frontEndVoter)] = true
+}
+
+// quorumLost reports whether the voters known dead (the front-end and the
+// replica agents) leave the group without a majority: no successor can be
+// elected, so waiting for adoption is waiting for nothing.
+func (a *Agent) quorumLost() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	voters := 1 + len(a.replicas)
+	if voters-len(a.goneRoots) >= voters/2+1 {
+		return nil
+	}
+	names := make([]string, 0, len(a.goneRoots))
+	for n := range a.goneRoots {
+		names = append(names, cmp.Or(strings.TrimPrefix(n, "\x00"), n))
+	}
+	slices.Sort(names)
+	return fmt.Errorf("%w: %s gone, %d of %d voters left: no root can take over", errNoQuorum, strings.Join(names, ", "), voters-len(a.goneRoots), voters)
+}
+
 // seekAdoption looks for the successor root among the replica agents until
-// one adopts this agent or adoptWait passes.
+// one adopts this agent, adoptWait passes, or too many voters are known
+// dead for any successor to come (quorumLost).
 func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 	deadline := time.Now().Add(proto.AdoptWait)
 	for time.Now().Before(deadline) {
+		if err := a.quorumLost(); err != nil {
+			return nil, err
+		}
 		a.mu.Lock()
 		peers := append([]proto.PeerAddr(nil), a.replicas...)
 		a.mu.Unlock()
 		for _, p := range peers {
-			if l := a.askAdoption(ctx, p); l != nil {
+			l, err := a.askAdoption(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			if l != nil {
 				a.mu.Lock()
 				a.rootReplica = p.Name
 				a.mu.Unlock()
@@ -124,26 +176,40 @@ func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 }
 
 // askAdoption asks one replica agent; it returns the new parent link if
-// that agent runs the successor root.
-func (a *Agent) askAdoption(ctx context.Context, p proto.PeerAddr) *proto.Link {
+// that agent runs the successor root, or errFenced if it answers that
+// this incarnation was declared lost.
+func (a *Agent) askAdoption(ctx context.Context, p proto.PeerAddr) (*proto.Link, error) {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
 	if err != nil {
-		return nil
+		if errors.Is(err, syscall.ECONNREFUSED) && p.Name != a.spec.Node {
+			// Its host answers, its agent is gone: a voter less.
+			a.mu.Lock()
+			if a.goneRoots == nil {
+				a.goneRoots = map[string]bool{}
+			}
+			a.goneRoots[p.Name] = true
+			a.mu.Unlock()
+		}
+		return nil, nil
 	}
 	if err := wire.WriteFrame(conn, proto.MHello, proto.Hello{Idx: a.tree.idx, Adopt: true, Inc: a.tree.inc}.Encode()); err != nil {
 		conn.Close()
-		return nil
+		return nil, nil
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	f, err := wire.ReadFrame(conn, 1024)
 	_ = conn.SetReadDeadline(time.Time{})
-	if err != nil || f.Type != proto.MAdopted {
+	switch {
+	case err == nil && f.Type == proto.MAdopted:
+		return proto.NewLink(conn), nil
+	case err == nil && f.Type == proto.MFenced:
 		conn.Close()
-		return nil
+		return nil, fmt.Errorf("%w (told by %s)", errFenced, p.Name)
 	}
-	return proto.NewLink(conn)
+	conn.Close()
+	return nil, nil
 }
 
 // resync reports again what a new root needs to know of this node: its
@@ -303,6 +369,9 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 // traceFailover appends a line to the job's directory: a replica agent
 // whose front-end died has no one reading its stderr any more.
 func (a *Agent) traceFailover(format string, args ...any) {
+	if a.spec.Replica.JobDir == "" {
+		return // not a replica agent: its parent forwards its stderr
+	}
 	f, err := os.OpenFile(filepath.Join(a.spec.Replica.JobDir, "failover."+a.spec.Node+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return
@@ -408,11 +477,22 @@ func (a *Agent) relaunch(ctx context.Context, cs []proto.ChildSpec, h launcher.R
 // this agent runs one; otherwise it refuses by closing the connection.
 func (a *Agent) adoptRequest(conn net.Conn, h proto.Hello) {
 	a.mu.Lock()
-	s := a.successor
+	s, ar := a.successor, a.replica
 	a.mu.Unlock()
-	if s == nil {
-		conn.Close()
+	if s != nil {
+		s.Adopt(conn, h)
 		return
 	}
-	s.Adopt(conn, h)
+	// No root here: refused. An agent whose incarnation the replicated
+	// state records as lost learns so, and kills its ranks.
+	name, err := secure.PeerName(conn)
+	if err == nil && ar != nil {
+		var lost bool
+		ar.r.FSM().View(func(s *raftstore.State) { lost = s.AgentLost(name, h.Inc) })
+		if lost {
+			_ = conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			_ = wire.WriteFrame(conn, proto.MFenced, proto.EncodeInt(int64(max(h.Inc, 1))))
+		}
+	}
+	conn.Close()
 }

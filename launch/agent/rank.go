@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankenv"
@@ -90,7 +91,7 @@ func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.C
 		return nil, err
 	}
 	cmd := &exec.Cmd{Path: path, Args: app.Argv, Dir: app.Wdir}
-	cmd.Env = append(append([]string(nil), app.Env...), rankEnv(info, appNum)...)
+	cmd.Env = append(append(append([]string(nil), app.Env...), rankEnv(info, appNum)...), fence.RankEnv(a.fenceTarget())...)
 	if a.pmiTCP != nil {
 		cmd.Env = append(cmd.Env, "PMI_PORT="+a.pmiTCP.port())
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -439,4 +440,45 @@ func (s *localSession) Wait() error {
 		s.Close()
 	})
 	return s.waitErr
+}
+
+// FenceTimeout bounds a fence: a node that does not answer its spawner
+// within it (crashed, cut off) is left to fence itself (docs/recovery.md,
+// "Fencing").
+const FenceTimeout = 5 * time.Second
+
+// Fence runs `ftlaunch agent --fence JOB NODE UPTO` on host with the
+// spawner that starts agents there, in a session of its own, and returns
+// what it reports: the agent incarnations up to upTo of node and their
+// ranks are killed there. It ends within FenceTimeout.
+func (l *Launcher) Fence(ctx context.Context, host, job, node string, upTo uint64) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, FenceTimeout)
+	defer cancel()
+	argv := []string{l.argv[0], "agent", "--fence", job, node, strconv.FormatUint(upTo, 10)}
+	sess, err := l.sp.Start(ctx, host, argv, nil)
+	if err != nil {
+		return "", fmt.Errorf("fence node %s: %w", node, err)
+	}
+	var out, errOut bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _, _ = io.Copy(&out, io.LimitReader(sess.Stdout(), 4096)) }()
+	go func() { defer wg.Done(); _, _ = io.Copy(&errOut, io.LimitReader(sess.Stderr(), 4096)) }()
+	ended := make(chan error, 1)
+	go func() {
+		wg.Wait()
+		ended <- sess.Wait()
+	}()
+	select {
+	case err = <-ended:
+	case <-ctx.Done():
+		KillSession(sess)
+		<-ended
+		return "", fmt.Errorf("fence node %s on %s: no answer within %v", node, host, FenceTimeout)
+	}
+	_ = sess.Close()
+	if err != nil {
+		return "", fmt.Errorf("fence node %s on %s: %w: %s", node, host, err, strings.TrimSpace(errOut.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
 }

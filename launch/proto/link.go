@@ -213,3 +213,7 @@ func untilNextMultiple(now time.Time, d time.Duration) time.Duration {
 	}
 	return wait
 }
+
+// Quiet is how long the peer has not been heard from (any frame, pings
+// included).
+func (l *Link) Quiet() time.Duration { return time.Duration(linkClock() - l.heard.Load()) }

@@ -36,6 +36,7 @@ const (
 	MPatch      uint8 = 21 // down (broadcast): recovery: node-table rows (recMsg: epoch, version, rows)
 	MResume     uint8 = 22 // down (broadcast): recovery: let your ranks go on (recMsg: epoch, version)
 	MRestartJob uint8 = 23 // down (broadcast): recovery: end your ranks and start them again (recMsg: epoch, restarts)
+	MFenced     uint8 = 24 // down, on an adoption request's connection: your incarnation was declared lost: kill your ranks and exit (int: the incarnation)
 
 	MStarted      uint8 = 32 // up: ranks started, with pids
 	MOutput       uint8 = 33 // up: complete lines of one rank's stream, numbered
@@ -105,6 +106,19 @@ type NodeSpec struct {
 	// Relaunch, if set, is an agent started again on its node after the
 	// one before was lost (launch/agent/relaunch.go): it starts no rank by itself.
 	Relaunch *RelaunchSpec
+
+	// Gossip, if set, has the agent join the job's gossip cluster
+	// (membership; launch/agent/gossip.go).
+	Gossip *GossipSpec
+}
+
+// GossipSpec is how an agent joins the job's gossip cluster: the job's
+// gossip secret (the key is derived from it) and the root's member, at
+// Port on one of Hosts.
+type GossipSpec struct {
+	Secret []byte
+	Hosts  []string
+	Port   int
 }
 
 func (s *NodeSpec) Encode() []byte {
@@ -125,6 +139,10 @@ func (s *NodeSpec) Encode() []byte {
 	e.String(s.Bind).Bool(s.BindShare)
 	e.String(s.Restart)
 	encodeRelaunch(&e, s.Relaunch)
+	e.Bool(s.Gossip != nil)
+	if g := s.Gossip; g != nil {
+		e.Bytes(g.Secret).Strings(g.Hosts).Uint(uint64(g.Port))
+	}
 	return e.Data()
 }
 
@@ -151,6 +169,9 @@ func DecodeNodeSpec(p []byte) (*NodeSpec, error) {
 	}
 	if d.Len() > 0 {
 		s.Relaunch = decodeRelaunch(d)
+	}
+	if d.Len() > 0 && d.Bool() {
+		s.Gossip = &GossipSpec{Secret: d.Bytes(), Hosts: d.Strings(), Port: int(d.Uint())}
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)

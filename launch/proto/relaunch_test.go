@@ -30,3 +30,17 @@ func TestRelaunchSpec(t *testing.T) {
 		t.Fatalf("a relaunch that does not match the ranks: %v", err)
 	}
 }
+
+// The gossip part of a spec round-trips; a spec without it has none.
+func TestGossipSpec(t *testing.T) {
+	g := &GossipSpec{Secret: []byte("0123456789abcdef0123456789abcdef"), Hosts: []string{"10.0.0.1", "127.0.0.1"}, Port: 7946}
+	s := &NodeSpec{JobID: "j", Argv: []string{"p"}, Size: 2, Ranks: []int{1}, Gossip: g}
+	got, err := DecodeNodeSpec(s.Encode())
+	if err != nil || !reflect.DeepEqual(got.Gossip, g) {
+		t.Fatalf("decoded %+v, %v; want %+v", got.Gossip, err, g)
+	}
+	s.Gossip = nil
+	if got, err := DecodeNodeSpec(s.Encode()); err != nil || got.Gossip != nil {
+		t.Fatalf("without gossip: %+v, %v", got, err)
+	}
+}

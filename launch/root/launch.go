@@ -91,6 +91,11 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if err != nil {
 		return fmt.Errorf("listen for agents: %w", err)
 	}
+	if fe.opts.SSH != nil {
+		fe.startGossip(ctx, "", proto.OwnAddrs())
+	} else { // test nodes
+		fe.startGossip(ctx, "127.0.0.1", []string{"127.0.0.1"})
+	}
 	fe.ln = ln
 	children, err := fe.childSpecs(fe.topo.Children(topology.Root))
 	if err != nil {
@@ -124,6 +129,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 			fe.goFunc(func() { report(l.Start(ctx, &c, ch, time.Now())) })
 		}
 		return nil
+	}
+	fe.fence = func(ctx context.Context, node string, upTo uint64) (string, error) {
+		return l.Fence(ctx, node, fe.jobID, node, upTo)
 	}
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
@@ -247,7 +255,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
 		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
 		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
-		Restart: fe.opts.Restart.String(),
+		Restart: fe.opts.Restart.String(), Gossip: fe.gossipSpec,
 	}
 	if a.inc > 1 {
 		spec.Relaunch = fe.relaunchSpec(a)

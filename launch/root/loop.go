@@ -79,6 +79,8 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		}
 	}
 	fe.verbosef("every agent's link ended")
+	// A lost agent's node is fenced before the job's end is reported.
+	fe.awaitFences()
 	fe.closeJournal()
 	// Sessions of agents that finished end at once. A lost agent's may
 	// not: srun cancelling a step on a dead node can take tens of seconds.
@@ -188,6 +190,9 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 			lost = append(lost, b)
 		}
 	}
+	if !a.done {
+		fe.fenceAgent(a)
+	}
 	fe.lostAgents(a, lost, err, errors.Is(err, proto.ErrHeartbeat)) // relaunch.go
 }
 
@@ -228,6 +233,10 @@ func (fe *frontend) handle(ev event) {
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.replicasDone[ev.name] = true
+	case evGossip:
+		fe.gossiped(ev.ev)
+	case evGossipCheck:
+		fe.gossipCheck(ev.a, false)
 	case evAdopt:
 		fe.adopt(ev.ac)
 	case evAdoptTimeout:

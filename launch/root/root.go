@@ -24,6 +24,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/membership"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
@@ -38,6 +39,14 @@ type frontend struct {
 	start    time.Time  // when this root began (its timings count from here)
 	jobStart time.Time  // when the job began (a successor's began later)
 	jobID    string
+	// fence kills what a lost agent left on its node (fence.go; nil: no
+	// way to reach nodes); fencing holds the fences under way.
+	fence   fenceFunc
+	fencing []chan struct{}
+	// gossip is the front-end's member of the job's gossip cluster and
+	// gossipSpec how agents join it (gossip.go; nil: none).
+	gossip     *membership.Member
+	gossipSpec *proto.GossipSpec
 
 	agents []*agentHandle
 	ranks  []rankState

@@ -123,6 +123,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	if fe.cancelLaunch != nil {
 		defer fe.cancelLaunch()
 	}
+	defer fe.stopGossip()
 	code := fe.loop(ctx, events)
 	fe.exitCode = code
 	return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt}, nil

@@ -290,6 +290,11 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
 		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil ||
 		max(ac.hello.Inc, 1) != fe.agents[idx].inc || fe.rec.Relaunching(idx) { // an incarnation declared lost
+		if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name && fe.declaredLost(fe.agents[idx], max(ac.hello.Inc, 1)) {
+			// It learns so, and kills its ranks (fence.go).
+			_ = ac.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			_ = wire.WriteFrame(ac.conn, proto.MFenced, proto.EncodeInt(int64(max(ac.hello.Inc, 1))))
+		}
 		ac.conn.Close()
 		return
 	}

@@ -1,0 +1,249 @@
+// Package fence kills, on one machine, what an agent incarnation of a job
+// left running there: the agent process itself and every rank (and rank
+// descendant) it started. The root runs it from outside, in a new session
+// on the node (ftlaunch agent --fence), when it declared the agent lost: a
+// stopped agent (SIGSTOP) or one cut off from its parent cannot kill its
+// own ranks, which run in sessions of their own (docs/recovery.md,
+// "Fencing").
+//
+// Two marks find them, neither of which can name another job's process:
+//
+//   - The agent registers itself once it knows its job: a file
+//     <tmp>/ftlaunch-<uid>/fence/<job>/<node>.<incarnation> holding its
+//     pid and the start time the kernel gives it (/proc/<pid>/stat field
+//     22), so a reused pid is never killed.
+//   - Every rank's environment carries FTLAUNCH_JOBID, FTLAUNCH_NODE and
+//     FTLAUNCH_AGENT_INCARNATION, which its descendants inherit; the fence
+//     reads /proc/<pid>/environ.
+//
+// Only incarnations up to the one declared lost are killed: a relaunched
+// agent on the same node (a higher incarnation) and its ranks are left
+// alone, whatever the order in which the fence and the relaunch run.
+package fence
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The variables of a rank's environment the fence matches.
+const (
+	EnvJob         = "FTLAUNCH_JOBID"
+	EnvNode        = "FTLAUNCH_NODE"
+	EnvIncarnation = "FTLAUNCH_AGENT_INCARNATION"
+)
+
+// Target names what a fence kills: the processes of job Job started by the
+// agent of node Node in incarnations 1..UpTo.
+type Target struct {
+	Job  string
+	Node string
+	UpTo uint64
+}
+
+func (t Target) check() error {
+	switch {
+	case !validName(t.Job):
+		return fmt.Errorf("fence: job %q: not a job ID", t.Job)
+	case !validName(t.Node):
+		return fmt.Errorf("fence: node %q: not a node name", t.Node)
+	case t.UpTo == 0:
+		return errors.New("fence: incarnation 0: incarnations start at 1")
+	}
+	return nil
+}
+
+// validName accepts what can be a file name component and an environment
+// value: no separators, no dot-only names.
+func validName(s string) bool {
+	return s != "" && s != "." && s != ".." && len(s) <= 255 && !strings.ContainsAny(s, "/\x00=")
+}
+
+// Result says what a fence did.
+type Result struct {
+	Agents []int // agent processes killed
+	Ranks  int   // rank processes (and their descendants) killed
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("killed %d agent process(es) and %d rank process(es)", len(r.Agents), r.Ranks)
+}
+
+// dir is where the agents of job register on this machine.
+func dir(job string) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("ftlaunch-%d", os.Getuid()), "fence", job)
+}
+
+// Register records the calling process as the agent of node in
+// incarnation inc of job; the returned function removes the record (at
+// the agent's normal end).
+func Register(t Target) (func(), error) {
+	p, err := record(t, os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("fence: register: %w", err)
+	}
+	return func() {
+		_ = os.Remove(p)
+		_ = os.Remove(filepath.Dir(p)) // the job's last agent on this machine: empty
+	}, nil
+}
+
+// record writes the record of process pid as t's agent and returns its path.
+func record(t Target, pid int) (string, error) {
+	if err := t.check(); err != nil {
+		return "", err
+	}
+	d := dir(t.Job)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", err
+	}
+	start, err := startTime(pid)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(d, fmt.Sprintf("%s.%d", t.Node, t.UpTo))
+	return p, os.WriteFile(p, []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o600)
+}
+
+// RankEnv is what a rank's environment gets for the fence to find it.
+func RankEnv(t Target) []string {
+	return []string{EnvIncarnation + "=" + strconv.FormatUint(t.UpTo, 10)}
+}
+
+// Kill kills the processes of t on this machine: the registered agents
+// first (a stopped one too: SIGKILL needs no cooperation), then every
+// process whose environment marks it as one of their ranks, scanning
+// /proc again until a scan finds none (a rank may fork while it dies) or
+// within bounds.
+func Kill(t Target) (Result, error) {
+	var res Result
+	if err := t.check(); err != nil {
+		return res, err
+	}
+	d := dir(t.Job)
+	entries, err := os.ReadDir(d)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return res, fmt.Errorf("fence: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		dot := strings.LastIndexByte(name, '.')
+		if dot <= 0 || name[:dot] != t.Node {
+			continue
+		}
+		if inc, err := strconv.ParseUint(name[dot+1:], 10, 64); err != nil || inc > t.UpTo {
+			continue
+		}
+		p := filepath.Join(d, name)
+		if pid, ok := registered(p); ok {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				res.Agents = append(res.Agents, pid)
+			}
+		}
+		_ = os.Remove(p)
+	}
+	_ = os.Remove(d)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n, err := killRanks(t)
+		res.Ranks += n
+		if err != nil {
+			return res, err
+		}
+		if n == 0 || time.Now().After(deadline) {
+			return res, nil
+		}
+	}
+}
+
+// registered reads an agent's record and returns its pid if that process
+// is the one that registered (same start time).
+func registered(p string) (int, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, false
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 1 {
+		return 0, false
+	}
+	now, err := startTime(pid)
+	return pid, err == nil && now == start
+}
+
+// killRanks SIGKILLs every process of t's ranks found in one scan of
+// /proc and returns how many it killed.
+func killRanks(t Target) (int, error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("fence: %w", err)
+	}
+	self := os.Getpid()
+	n := 0
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 || pid == self {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !marked(env, t) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// marked reports whether an environment (NUL-separated) marks a rank of t.
+func marked(env []byte, t Target) bool {
+	var job, node, inc bool
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
+		k, v, ok := bytes.Cut(kv, []byte{'='})
+		if !ok {
+			continue
+		}
+		switch string(k) {
+		case EnvJob:
+			job = string(v) == t.Job
+		case EnvNode:
+			node = string(v) == t.Node
+		case EnvIncarnation:
+			i, err := strconv.ParseUint(string(v), 10, 64)
+			inc = err == nil && i >= 1 && i <= t.UpTo
+		}
+	}
+	return job && node && inc
+}
+
+// startTime is the process's start time in clock ticks since boot
+// (/proc/<pid>/stat field 22).
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	return strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
+}

@@ -1,0 +1,154 @@
+package fence
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a `sleep 60` the test started and reaps.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once reaped
+	ws   syscall.WaitStatus
+}
+
+// start starts `sleep 60` with env as its whole environment, in a process
+// group of its own.
+func start(t *testing.T, env ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command("sleep", "60"), done: make(chan struct{})}
+	p.cmd.Env = env
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		p.ws, _ = p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// killed waits for the process to end and reports whether SIGKILL ended it.
+func (p *proc) killed() bool {
+	select {
+	case <-p.done:
+		return p.ws.Signaled() && p.ws.Signal() == syscall.SIGKILL
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func TestKillMatchesJobNodeAndIncarnation(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	job := "ft-fencetest" + filepath.Base(t.TempDir())
+	target := Target{Job: job, Node: "node1.example", UpTo: 2}
+	env := func(job, node, inc string) []string {
+		return []string{EnvJob + "=" + job, EnvNode + "=" + node, EnvIncarnation + "=" + inc}
+	}
+	inc1 := start(t, env(job, "node1.example", "1")...)
+	inc2 := start(t, env(job, "node1.example", "2")...)
+	inc3 := start(t, env(job, "node1.example", "3")...) // the replacement's rank
+	other := start(t, env(job, "node2", "1")...)
+	otherJob := start(t, env(job+"x", "node1.example", "1")...)
+	unmarked := start(t)
+	agent := start(t)    // stands for the agent of incarnation 2
+	newAgent := start(t) // the agent of incarnation 3
+	if _, err := record(target, agent.pid()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := record(Target{Job: job, Node: "node1.example", UpTo: 3}, newAgent.pid()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Kill(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Agents) != 1 || res.Agents[0] != agent.pid() || res.Ranks != 2 {
+		t.Errorf("fence: %+v (%v), want agent %d and 2 ranks", res, res, agent.pid())
+	}
+	for name, cmd := range map[string]*proc{"incarnation 1": inc1, "incarnation 2": inc2, "agent": agent} {
+		if !cmd.killed() {
+			t.Errorf("%s: not killed", name)
+		}
+	}
+	for name, cmd := range map[string]*proc{"incarnation 3": inc3, "other node": other, "other job": otherJob, "unmarked": unmarked, "new agent": newAgent} {
+		if !cmd.alive() {
+			t.Errorf("%s: killed", name)
+		}
+	}
+	// The record of incarnation 3 stays; that of 2 is gone.
+	if _, err := os.Stat(filepath.Join(dir(job), "node1.example.3")); err != nil {
+		t.Errorf("the replacement's record: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir(job), "node1.example.2")); !os.IsNotExist(err) {
+		t.Errorf("the fenced record: %v", err)
+	}
+}
+
+func TestStaleRecordKillsNothing(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	target := Target{Job: "ft-stale", Node: "n", UpTo: 1}
+	cmd := start(t)
+	p, err := record(target, cmd.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same pid, another start time: a reused pid.
+	if err := os.WriteFile(p, []byte(strconv.Itoa(cmd.pid())+" 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Kill(target)
+	if err != nil || len(res.Agents) != 0 {
+		t.Fatalf("fence: %+v, %v", res, err)
+	}
+	if !cmd.alive() {
+		t.Fatal("a process with the recorded pid but another start time was killed")
+	}
+}
+
+func TestRegisterAndBadTargets(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	target := Target{Job: "ft-reg", Node: "n", UpTo: 1}
+	remove, err := Register(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir(target.Job), "n.1")
+	if pid, ok := registered(p); !ok || pid != os.Getpid() {
+		t.Fatalf("registered: %d %v", pid, ok)
+	}
+	remove()
+	if _, err := os.Stat(dir(target.Job)); !os.IsNotExist(err) {
+		t.Fatalf("after remove: %v", err)
+	}
+	for _, bad := range []Target{{Job: "", Node: "n", UpTo: 1}, {Job: "../x", Node: "n", UpTo: 1}, {Job: "j", Node: "a/b", UpTo: 1}, {Job: "j", Node: "n"}} {
+		if _, err := Kill(bad); err == nil {
+			t.Errorf("Kill(%+v): no error", bad)
+		}
+		if _, err := Register(bad); err == nil {
+			t.Errorf("Register(%+v): no error", bad)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package root
+
+// Gossip (docs/membership.md; #14 item 1): with a launch tree, the
+// front-end and every agent join one memberlist cluster of the job, keyed
+// by a secret the root draws and sends in each agent's share of the job
+// (over the job's TLS). The front-end's member hears every death the
+// cluster agrees on, usually 1-2 s after a crash, while the tree's
+// heartbeat takes 5 s. Gossip's "dead" is evidence, not a verdict: the
+// root declares a child of its own lost only if its link has also been
+// quiet for longer than a heartbeat interval plus confirmQuiet (a live
+// agent writes at least once an interval), so a slow or starved agent
+// that gossip wrongly condemns, but whose link still speaks, is kept.
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/membership"
+)
+
+// rootMember is the front-end's name in the gossip cluster (agents use
+// their node names, which never take this form).
+const rootMember = "ftlaunch-root"
+
+// confirmQuiet is how much longer than a heartbeat interval a child's link
+// must have been quiet for gossip's "dead" to count.
+const confirmQuiet = time.Second
+
+// errGossipDead: gossip declared the agent dead and its link was quiet.
+var errGossipDead = fmt.Errorf("gossip declared it dead and its link was quiet: %w", proto.ErrHeartbeat)
+
+// evGossip: evidence from the front-end's member.
+type evGossip struct{ ev membership.Evidence }
+
+func (evGossip) isRootEvent() {}
+
+// evGossipCheck: look again at agent a, which gossip declared dead while
+// its link still spoke.
+type evGossipCheck struct{ a *agentHandle }
+
+func (evGossipCheck) isRootEvent() {}
+
+// startGossip starts the front-end's member, bound to bind ("127.0.0.1"
+// for test nodes, else every address), and the spec agents join it with;
+// hosts are the addresses agents may reach the front-end at. Evidence goes
+// to the event loop. A member that cannot start leaves the job to the
+// tree's heartbeats.
+func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string) {
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	m, err := membership.Start(ctx, membership.Config{
+		Name: rootMember, Incarnation: 1, Role: "root", Secret: secret, Label: fe.jobID, BindAddr: bind,
+	})
+	if err != nil {
+		fe.warnf("gossip: %v; failures are detected by the tree's heartbeats alone", err)
+		return
+	}
+	fe.gossip = m
+	_, ps, _ := net.SplitHostPort(m.Addr())
+	port, _ := strconv.Atoi(ps)
+	fe.gossipSpec = &proto.GossipSpec{Secret: secret, Hosts: hosts, Port: port}
+	fe.goFunc(func() {
+		for {
+			select {
+			case ev, ok := <-m.Events():
+				if !ok {
+					return
+				}
+				select {
+				case fe.events <- evGossip{ev: ev}:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+}
+
+// stopGossip shuts the front-end's member down (its events' goroutine
+// ends with the root's context).
+func (fe *frontend) stopGossip() {
+	if fe.gossip != nil {
+		_ = fe.gossip.Shutdown()
+	}
+}
+
+// gossiped takes one piece of gossip evidence: a death of a child of the
+// root that is up is confirmed by its link's silence.
+func (fe *frontend) gossiped(ev membership.Evidence) {
+	if ev.Kind != membership.KindDead || fe.rec.Ending() {
+		return
+	}
+	var a *agentHandle
+	for _, b := range fe.agents {
+		if b.name == ev.Node {
+			a = b
+		}
+	}
+	switch {
+	case a == nil || a.closed || a.done || !a.up || max(ev.Incarnation, 1) != a.inc:
+		return // not an agent, or stale: the planner has heard of its end
+	case !a.rootChild || a.link == nil:
+		// Its parent's link watches it: gossip is not acted on below the
+		// root's children yet.
+		fe.verbosef("gossip: node %s is dead (observed by %s); its parent's heartbeat decides", a.name, ev.Observer)
+		return
+	}
+	fe.verbosef("gossip: node %s is dead (observed by %s); its link has been quiet %v", a.name, ev.Observer, a.link.Quiet().Round(time.Millisecond))
+	fe.gossipCheck(a, true)
+}
+
+// gossipCheck declares a lost if its link has been quiet long enough;
+// else, the first time, it looks again once the link would have been.
+func (fe *frontend) gossipCheck(a *agentHandle, first bool) {
+	if a != fe.agents[a.idx] || a.closed || a.done || fe.rec.Ending() {
+		return
+	}
+	limit := fe.opts.Heartbeat + confirmQuiet
+	quiet := a.link.Quiet()
+	if quiet >= limit {
+		a.link.Conn.Close() // its reader ends; its end is ours to report
+		fe.linkEnded(a, errGossipDead)
+		return
+	}
+	if !first {
+		fe.verbosef("gossip said node %s was dead, but its link spoke %v ago: kept", a.name, quiet.Round(time.Millisecond))
+		return
+	}
+	fe.goFunc(func() {
+		select {
+		case <-time.After(limit - quiet):
+		case <-fe.ctx.Done():
+			return
+		}
+		select {
+		case fe.events <- evGossipCheck{a: a}:
+		case <-fe.ctx.Done():
+		}
+	})
+}
