@@ -59,7 +59,7 @@ bench: bench-go bench-launch bench-replicas bench-recovery bench-cluster bench-s
 bench-go: ## Go benchmarks of plans, collectives, codecs
 	$(GO) test -run XXX -bench . -benchmem ./overlay/... ./launch/...
 
-bench-launch: deps build ## ftlaunch against MPICH's mpiexec, interleaved, N = 1..256, and with --replicas 3 (BENCH_FLAGS="-baseline OLD -inprocess"); see docs/benchmarks.md
+bench-launch: deps build ## ftlaunch against MPICH's mpiexec, interleaved, N = 1..256, and with --replicas 3 (BENCH_FLAGS="-baseline OLD -agent-process"); see docs/benchmarks.md
 	$(GO) build -o $(BIN)/ftbench ./cmd/ftbench
 	$(BIN)/ftbench -ftlaunch $(BIN)/ftlaunch -ftdemo $(BIN)/ftdemo $(BENCH_FLAGS)
 

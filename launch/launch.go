@@ -81,6 +81,6 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	return root.Run(ctx, opts, root.LocalHooks{Run: runLocal})
 }
 
-func runLocal(ctx context.Context, conn net.Conn, log io.Writer, trace *proto.PhaseLog, guard func(int)) error {
+func runLocal(ctx context.Context, conn net.Conn, log io.Writer, trace *proto.PhaseLog, guard launcher.RankGuard) error {
 	return agent.RunLocal(ctx, conn, log, trace, guard)
 }

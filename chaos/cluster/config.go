@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -71,8 +70,32 @@ const HeadName = "head"
 // ifNameMax is the longest Linux interface name (IFNAMSIZ-1).
 const ifNameMax = 15
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,7}$`)
-var ifRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+// validName reports whether name is 1-8 of [a-z0-9-], starting with a
+// letter or digit.
+func validName(name string) bool {
+	if len(name) < 1 || len(name) > 8 || name[0] == '-' {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validIf reports whether s is one or more of [A-Za-z0-9_.-].
+func validIf(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // withDefaults returns cfg with every zero field set to its default and the
 // whole configuration validated.
@@ -80,7 +103,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
 	}
-	if !nameRE.MatchString(cfg.Name) {
+	if !validName(cfg.Name) {
 		return cfg, fmt.Errorf("cluster name %q: want 1-8 of [a-z0-9-], starting with a letter or digit", cfg.Name)
 	}
 	if cfg.StateRoot == "" {
@@ -106,16 +129,16 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.VethPrefix == "" {
 		cfg.VethPrefix = cfg.Name + "v"
 	}
-	if len(cfg.Bridge) > ifNameMax || !ifRE.MatchString(cfg.Bridge) {
+	if len(cfg.Bridge) > ifNameMax || !validIf(cfg.Bridge) {
 		return cfg, fmt.Errorf("bridge name %q: want at most %d of [A-Za-z0-9_.-]", cfg.Bridge, ifNameMax)
 	}
-	if len(cfg.VethPrefix)+3 > ifNameMax || !ifRE.MatchString(cfg.VethPrefix) {
+	if len(cfg.VethPrefix)+3 > ifNameMax || !validIf(cfg.VethPrefix) {
 		return cfg, fmt.Errorf("veth prefix %q: want at most %d of [A-Za-z0-9_.-]", cfg.VethPrefix, ifNameMax-3)
 	}
 	if strings.HasPrefix(cfg.Bridge, cfg.VethPrefix) {
 		return cfg, fmt.Errorf("bridge name %q starts with the veth prefix %q", cfg.Bridge, cfg.VethPrefix)
 	}
-	if !ifRE.MatchString(cfg.NetnsPrefix) || strings.Contains(cfg.NetnsPrefix, "..") {
+	if !validIf(cfg.NetnsPrefix) || strings.Contains(cfg.NetnsPrefix, "..") {
 		return cfg, fmt.Errorf("netns prefix %q: want [A-Za-z0-9_.-]", cfg.NetnsPrefix)
 	}
 	if cfg.SSHD == "" {

@@ -38,7 +38,7 @@ func main() {
 	runs := flag.Int("runs", 11, "runs of each command")
 	sizes := flag.String("sizes", "1,4,16,64,256", "rank counts")
 	baseline := flag.String("baseline", "", "an older ftlaunch to time beside -ftlaunch (before and after a change)")
-	inProcess := flag.Bool("inprocess", false, "also time ftlaunch with its local agent in the front-end's process (FTLAUNCH_AGENT_INPROCESS=1)")
+	agentProcess := flag.Bool("agent-process", false, "also time ftlaunch with its local agent as a process of its own (FTLAUNCH_AGENT_INPROCESS=0; it runs in the front-end's process by default)")
 	replicas := flag.String("replicas", "--replicas 3 --test-nodes 4", "ftlaunch run flags of the replicated comparison, space-separated (empty: skip it)")
 	extra := flag.String("args", "", "extra ftlaunch run flags, space-separated (e.g. \"--test-nodes 4\")")
 	hostfile := flag.String("hostfile", "", "compare across these hosts (lines host:slots) instead of on this machine")
@@ -65,7 +65,7 @@ func main() {
 	if *hostfile != "" {
 		err = runHosts(*ftl, *mpiexec, *runs, *hostfile, *sshConfig, *bridge, *ppn, strings.FieldsFunc(*trees, func(r rune) bool { return r == ',' }), strings.Fields(*extra), prog)
 	} else {
-		err = run(*ftl, *demo, *mpiexec, *baseline, *inProcess, *runs, ns, strings.Fields(*extra), strings.Fields(*replicas), prog)
+		err = run(*ftl, *demo, *mpiexec, *baseline, *agentProcess, *runs, ns, strings.Fields(*extra), strings.Fields(*replicas), prog)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ftbench: %v\n", err)
@@ -187,11 +187,11 @@ func median(ds []time.Duration) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", d.Seconds()*1e3) }
 
-func run(ftl, demo, mpiexec, baseline string, inProcess bool, runs int, ns []int, extra, replicas, prog []string) error {
+func run(ftl, demo, mpiexec, baseline string, agentProcess bool, runs int, ns []int, extra, replicas, prog []string) error {
 	host, _ := os.Hostname()
 	fmt.Printf("ftbench: %d runs each, interleaved; host %s, %s\n\n", runs, host, time.Now().UTC().Format(time.RFC3339))
 	if demo == "" {
-		return compare(ftl, baseline, mpiexec, inProcess, runs, ns, extra, replicas, prog)
+		return compare(ftl, baseline, mpiexec, agentProcess, runs, ns, extra, replicas, prog)
 	}
 
 	fmt.Println("Startup with the demo application (ftlaunch run start → every rank holds the node table), and the whole demo run:")
@@ -216,7 +216,7 @@ func run(ftl, demo, mpiexec, baseline string, inProcess bool, runs int, ns []int
 		}
 		fmt.Printf("| %d | %s | %s | %s |\n", n, ms(median(table)), ms(slices.Min(table)), ms(median(whole)))
 	}
-	return compare(ftl, baseline, mpiexec, inProcess, runs, ns, extra, replicas, prog)
+	return compare(ftl, baseline, mpiexec, agentProcess, runs, ns, extra, replicas, prog)
 }
 
 // compare times whole runs of prog under ftlaunch and under mpiexec on
@@ -227,7 +227,7 @@ func run(ftl, demo, mpiexec, baseline string, inProcess bool, runs int, ns []int
 // (replicas, e.g. "--replicas 3 --test-nodes 4") beside the same ftlaunch
 // without --replicas (the test nodes kept) and mpiexec. baseline, if set,
 // is an older ftlaunch timed beside the new one in both.
-func compare(ftl, baseline, mpiexec string, inProcess bool, runs int, ns []int, extra, replicas, prog []string) error {
+func compare(ftl, baseline, mpiexec string, agentProcess bool, runs int, ns []int, extra, replicas, prog []string) error {
 	if mpiexec == "" {
 		return nil
 	}
@@ -238,8 +238,8 @@ func compare(ftl, baseline, mpiexec string, inProcess bool, runs int, ns []int, 
 	fmt.Printf("Whole run of `%s`, ftlaunch %s against MPICH's mpiexec (Hydra), interleaved; load before: %s\n", strings.Join(prog, " "), argText(extra), loadAvg())
 	fmt.Println()
 	cmds := []timedCmd{{name: "ftlaunch", argv: append(append([]string{ftl, "run"}, extra...), prog...)}}
-	if inProcess {
-		cmds = append(cmds, timedCmd{name: "ftlaunch, agent in process", argv: cmds[0].argv, env: []string{"FTLAUNCH_AGENT_INPROCESS=1"}})
+	if agentProcess {
+		cmds = append(cmds, timedCmd{name: "ftlaunch, agent as a process", argv: cmds[0].argv, env: []string{"FTLAUNCH_AGENT_INPROCESS=0"}})
 	}
 	if baseline != "" {
 		cmds = append(cmds, timedCmd{name: "baseline", argv: append(append([]string{baseline, "run"}, extra...), prog...)})

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +20,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
+	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 const runUsage = `Usage: ftlaunch run [flags] PROGRAM [ARGS...]
@@ -161,6 +163,18 @@ func resolveApps(f *runFlags) ([]launch.App, int, error) {
 }
 
 func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	// The signals the job forwards are caught from before it starts: each
+	// is a round trip with the runtime's signal thread (0.3-1.4 ms for
+	// the six on the 2-core development machine), done while the command
+	// line is read. They are not released: the process exits once
+	// runCommand returns.
+	sigs := make(chan os.Signal, 8)
+	caught := make(chan struct{})
+	go func() {
+		defer close(caught)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT)
+	}()
+	defer func() { <-caught }()
 	f, err := parseRunFlags(args, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v (see: ftlaunch run --help)\n", err)
@@ -284,9 +298,11 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	if len(apps) > 1 {
 		mpmd = apps
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT)
-	defer signal.Stop(sigs)
+	// Old job logs are pruned while the job's end is committed (its sync
+	// is the disk's work, the pruning the CPU's), or after a launch that
+	// failed.
+	prune := sync.OnceFunc(func() { pruneLogs(f, stderr) })
+	<-caught
 
 	res, err := launch.Run(context.Background(), launch.Options{
 		N: f.n, Argv: apps[0].Argv, Env: apps[0].Env, Wdir: apps[0].Wdir, Apps: mpmd, Label: f.label, OutputDir: f.outputDir,
@@ -295,12 +311,12 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: f.slurmMode == "group",
-		AgentInProcess: os.Getenv(agentInProcessEnv) != "",
+		AgentInProcess: agentInProcess(os.Getenv(agentInProcessEnv), f.restart), AtEnd: prune,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 	}
-	pruneLogs(f, stderr)
+	prune()
 	return res.ExitCode
 }
 
@@ -460,11 +476,26 @@ func forwardableStdin(stdin *os.File) *os.File {
 	return stdin
 }
 
-// agentInProcessEnv, set (to anything), runs a local launch's agent in
-// the front-end's process instead of as an `ftlaunch agent` process
-// (launch.Options.AgentInProcess; docs/benchmarks.md says what it saves
-// and docs/guide.md what it costs).
+// agentInProcessEnv chooses where a local launch's agent runs: 0 (or
+// false) as an `ftlaunch agent` process, any other value in the
+// front-end's process (launch.Options.AgentInProcess; docs/benchmarks.md
+// says what it saves and docs/guide.md what it costs).
 const agentInProcessEnv = "FTLAUNCH_AGENT_INPROCESS"
+
+// agentInProcess says whether a local launch's agent runs in the
+// front-end's process, given agentInProcessEnv's value: by default it does,
+// but in a job that recovers from failures (--restart rank|job), where the
+// agent is a process so that its crash is a failure of its own, which the
+// root recovers from by starting it again.
+func agentInProcess(env string, restart recovery.Policy) bool {
+	switch strings.ToLower(strings.TrimSpace(env)) {
+	case "":
+		return restart == recovery.None
+	case "0", "false", "no", "off":
+		return false
+	}
+	return true
+}
 
 func launchAgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
 	return launch.AgentMain(ctx, connect, stderr)

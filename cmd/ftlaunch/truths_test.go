@@ -22,8 +22,17 @@ func TestLaunchSaysHowAgentsStarted(t *testing.T) {
 		t.Errorf("inspect of a --test-nodes job: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = ftlaunch(t, "", "run", "--state-dir", dir, "--verbose", "-n", "2", "true")
-	if r.code != 0 || strings.Contains(r.stderr, "ssh") || !strings.Contains(r.stderr, "agent up (a local process") {
+	want := "agent up (in the front-end's process"
+	if signalsInherited(t) {
+		want = "agent up (a local process"
+	}
+	if r.code != 0 || strings.Contains(r.stderr, "ssh") || !strings.Contains(r.stderr, want) {
 		t.Errorf("a local job with --verbose: exit %d:\n%s", r.code, r.stderr)
+	}
+	t.Setenv("FTLAUNCH_AGENT_INPROCESS", "0")
+	r = ftlaunch(t, "", "run", "--state-dir", dir, "--verbose", "-n", "2", "true")
+	if r.code != 0 || strings.Contains(r.stderr, "ssh") || !strings.Contains(r.stderr, "agent up (a local process") {
+		t.Errorf("a local job with --verbose and FTLAUNCH_AGENT_INPROCESS=0: exit %d:\n%s", r.code, r.stderr)
 	}
 }
 
@@ -62,12 +71,18 @@ func TestStatusAfterFrontEndKilled(t *testing.T) {
 	}
 }
 
-// FTLAUNCH_AGENT_INPROCESS runs a local job's agent in the front-end's
-// process: the same job, the same exit codes, and --verbose says so.
+// A local job's agent runs in the front-end's process by default: the same
+// job, the same exit codes, and --verbose says so. Under --restart it is
+// a process (its loss is a failure the root recovers from), unless
+// FTLAUNCH_AGENT_INPROCESS=1 asks otherwise.
 func TestAgentInProcess(t *testing.T) {
-	t.Setenv("FTLAUNCH_AGENT_INPROCESS", "1")
 	dir := t.TempDir()
-	r := ftlaunch(t, "", "run", "--state-dir", dir, "--verbose", "-l", "-n", "4", "sh", "-c", "echo hi $FTLAUNCH_RANK")
+	r := ftlaunch(t, "", "run", "--state-dir", dir, "--verbose", "-n", "1", "--restart", "rank", "true")
+	if r.code != 0 || !strings.Contains(r.stderr, "agent up (a local process on a socket pair)") {
+		t.Errorf("--restart rank: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	t.Setenv("FTLAUNCH_AGENT_INPROCESS", "1")
+	r = ftlaunch(t, "", "run", "--state-dir", dir, "--verbose", "-l", "-n", "4", "sh", "-c", "echo hi $FTLAUNCH_RANK")
 	want := "agent up (in the front-end's process"
 	if signalsInherited(t) {
 		// Run as a background job (SIGINT ignored, say): the agent stays

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/fence"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankenv"
@@ -32,9 +33,10 @@ const linkLostGrace = time.Second
 type Agent struct {
 	log   io.Writer       // the agent's own messages (its stderr: its parent forwards them)
 	trace *proto.PhaseLog // its phases, for a front-end's --verbose (nil: none)
-	// rankGroup, if set, is told of each rank's process group (its pid)
-	// as the rank starts: an in-process agent's orphan guard.
-	rankGroup func(pgid int)
+	// guard, if set, is an in-process agent's orphan guard: no rank forks
+	// before it is ready, and it is told of each rank's process group
+	// (its pid) as the rank starts.
+	guard launcher.RankGuard
 	// resumeRoot builds a successor root (nil: this agent cannot).
 	resumeRoot Resume
 	link       *proto.Link

@@ -29,23 +29,23 @@ func Run(ctx context.Context, conn io.ReadWriteCloser, log io.Writer) error {
 }
 
 // RunLocal runs the agent of a local launch in the caller's process (the
-// root's, launch.Run): its phases go to trace, and rankGroup is told of
-// each rank's process group (both may be nil).
-func RunLocal(ctx context.Context, conn io.ReadWriteCloser, log io.Writer, trace *proto.PhaseLog, rankGroup func(int)) error {
-	return runAgent(ctx, conn, nil, log, trace, rankGroup, nil)
+// root's, launch.Run): its phases go to trace, and guard is told of each
+// rank's process group (both may be nil).
+func RunLocal(ctx context.Context, conn io.ReadWriteCloser, log io.Writer, trace *proto.PhaseLog, guard launcher.RankGuard) error {
+	return runAgent(ctx, conn, nil, log, trace, guard, nil)
 }
 
 // runAgent runs an agent on its parent link: tree is its place in a launch
-// tree (nil: an agent on a socketpair), trace its phase log and rankGroup
-// the hook told of each rank's process group (both may be nil), resume the
+// tree (nil: an agent on a socketpair), trace its phase log and guard
+// the orphan guard told of each rank's process group (both may be nil), resume the
 // way a replica agent resumes the root (nil: an agent that is no replica,
 // or cannot be one).
-func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *proto.PhaseLog, rankGroup func(int), resume Resume) error {
+func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log io.Writer, trace *proto.PhaseLog, guard launcher.RankGuard, resume Resume) error {
 	l := proto.NewLink(conn)
 	a := &Agent{
 		log:        log,
 		trace:      trace,
-		rankGroup:  rankGroup,
+		guard:      guard,
 		resumeRoot: resume,
 		tree:       tree,
 		link:       l,

@@ -63,6 +63,11 @@ type rankProc struct {
 // group) with its environment, output pipes and rank-protocol socket, bound
 // to cpus unless nil.
 func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.CPUSet) (*rankProc, error) {
+	if a.guard != nil {
+		if err := a.guard.Ready(); err != nil {
+			return nil, fmt.Errorf("rank %d on %s: %w", info.Rank, info.Node, err)
+		}
+	}
 	conn, theirs, err := launcher.SocketPair()
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: rank socket: %w", info.Rank, err)
@@ -148,8 +153,8 @@ func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.C
 		}
 		return nil, fmt.Errorf("rank %d on %s: %w", info.Rank, info.Node, err)
 	}
-	if a.rankGroup != nil {
-		a.rankGroup(cmd.Process.Pid)
+	if a.guard != nil {
+		a.guard.Add(cmd.Process.Pid)
 	}
 	var pumps sync.WaitGroup
 	pumps.Add(2)

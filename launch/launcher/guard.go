@@ -18,30 +18,65 @@ import (
 const guardScript = `g=; while read -r p; do [ "$p" = end ] && exit 0; g="$g -$p"; done; ` +
 	`[ -n "$g" ] || exit 0; kill -s TERM -- $g 2>/dev/null; sleep 1; kill -s KILL -- $g 2>/dev/null; exit 0`
 
+// guardShell runs the guard's script.
+const guardShell = "/bin/sh"
+
+// RankGuard is what an in-process agent tells of its ranks (OrphanGuard).
+type RankGuard interface {
+	// Ready returns once a rank may be forked: the guard runs, or it
+	// cannot (the error says why, and no rank may start).
+	Ready() error
+	// Add tells the guard of a rank's process group.
+	Add(pgid int)
+}
+
 // OrphanGuard is the in-process agent's guard: a /bin/sh process in a
 // session of its own (a terminal's signals do not reach it) that outlives
 // the front-end. Its methods may be called from any goroutine.
+//
+// It starts in the background: its fork and exec (1-5 ms of a short job on
+// the 2-core development machine, where each process start is dear) overlap
+// the agent's start instead of preceding it. Ready waits for it; the agent
+// asks before it forks its first rank, by which time it has long run.
 type OrphanGuard struct {
-	cmd *exec.Cmd
-	mu  sync.Mutex
-	w   *os.File // its input (nil once released)
+	cmd     *exec.Cmd
+	started chan struct{} // closed once cmd.Start returned
+	err     error         // why it did not start; set before started is closed
+
+	mu sync.Mutex
+	w  *os.File // its input (nil once released)
 }
 
-// StartGuard starts the guard.
+// StartGuard starts the guard: it fails at once if there is no /bin/sh to
+// run; the process itself starts in the background (Ready).
 func StartGuard() (*OrphanGuard, error) {
+	if err := unix.Access(guardShell, unix.X_OK); err != nil {
+		return nil, fmt.Errorf("orphan guard: %s: %w", guardShell, err)
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("orphan guard: %w", err)
 	}
-	defer r.Close()
-	cmd := exec.Command("/bin/sh", "-c", guardScript)
+	cmd := exec.Command(guardShell, "-c", guardScript)
 	cmd.Stdin, cmd.Env = r, []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("orphan guard: %w", err)
-	}
-	return &OrphanGuard{cmd: cmd, w: w}, nil
+	g := &OrphanGuard{cmd: cmd, started: make(chan struct{}), w: w}
+	go func() { // joined by Ready and Release
+		defer close(g.started)
+		defer r.Close()
+		if err := cmd.Start(); err != nil {
+			g.err = fmt.Errorf("orphan guard: %w", err)
+		}
+	}()
+	return g, nil
+}
+
+// Ready waits until the guard's start returned, and says whether it runs.
+// A rank forked before it runs would have nobody to signal its process
+// group if the front-end died meanwhile.
+func (g *OrphanGuard) Ready() error {
+	<-g.started
+	return g.err
 }
 
 // InheritedSignalsClean reports whether ranks forked by this process
@@ -100,7 +135,10 @@ func (g *OrphanGuard) Release() {
 	if w == nil {
 		return
 	}
+	<-g.started
 	_, _ = w.WriteString("end\n")
 	w.Close()
-	_ = g.cmd.Wait()
+	if g.err == nil {
+		_ = g.cmd.Wait()
+	}
 }

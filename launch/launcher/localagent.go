@@ -36,7 +36,8 @@ import (
 //     left to, so a guard does it: a /bin/sh process outside the
 //     front-end, told of each rank's process group on a pipe, that signals
 //     them if the pipe ends without "end" (the kernel closes it when the
-//     front-end dies) (OrphanGuard). The ranks themselves also get
+//     front-end dies) (OrphanGuard; it starts in the background, and the
+//     agent forks no rank before it runs). The ranks themselves also get
 //     Pdeathsig, which the kernel sends when the thread that forked them
 //     exits (a Go thread exits only when a goroutine locked to it ends
 //     without unlocking; the agent unlocks, startBound). Without /bin/sh
@@ -55,7 +56,7 @@ type LocalAgent struct {
 
 // RunFunc runs an agent on conn until the job ends or the link is lost;
 // its phases go to trace, its ranks' process groups to guard.
-type RunFunc func(ctx context.Context, conn net.Conn, log io.Writer, trace *proto.PhaseLog, guard func(pgid int)) error
+type RunFunc func(ctx context.Context, conn net.Conn, log io.Writer, trace *proto.PhaseLog, guard RankGuard) error
 
 // LocalConfig says how to start this machine's agent.
 type LocalConfig struct {
@@ -88,9 +89,10 @@ func StartLocal(cfg LocalConfig) (*LocalAgent, net.Conn, error) {
 	}
 	defer theirs.Close()
 	start := cfg.Start
+	var guard *OrphanGuard
 	if start == nil && cfg.Run != nil && cfg.InProcess && InheritedSignalsClean() {
-		if g, err := StartGuard(); err == nil {
-			start = func(c net.Conn) *LocalAgent { return startInProcess(cfg, c, g) }
+		if guard, err = StartGuard(); err == nil {
+			start = func(c net.Conn) *LocalAgent { return startInProcess(cfg, c, guard) }
 		} else if cfg.Verbose && cfg.Verbosef != nil {
 			cfg.Verbosef("node %s: the agent runs as a process: %v", cfg.Node, err)
 		}
@@ -99,6 +101,9 @@ func StartLocal(cfg LocalConfig) (*LocalAgent, net.Conn, error) {
 		c, err := net.FileConn(theirs)
 		if err != nil {
 			conn.Close()
+			if guard != nil {
+				guard.Release()
+			}
 			return nil, nil, fmt.Errorf("agent link: %w", err)
 		}
 		return start(c), conn, nil
@@ -133,7 +138,7 @@ func startInProcess(cfg LocalConfig, conn net.Conn, guard *OrphanGuard) *LocalAg
 		defer close(done)
 		defer conn.Close()
 		trace.Logf("agent running in the front-end's process")
-		err = cfg.Run(ctx, conn, cfg.Stderr, trace, guard.Add)
+		err = cfg.Run(ctx, conn, cfg.Stderr, trace, guard)
 		if err != nil {
 			fmt.Fprintf(cfg.Stderr, "ftlaunch agent: %v\n", err)
 		}

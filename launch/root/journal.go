@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -48,34 +49,59 @@ func (fe *frontend) journalPlan() {
 }
 
 // closeJournal commits the job's final status and says where the state
-// log is.
+// log is; if it was begun (beginCloseJournal), it waits for that.
 func (fe *frontend) closeJournal() {
+	fe.beginCloseJournal()()
+}
+
+// beginCloseJournal starts committing the job's final status (the
+// journal's last transaction and its sync) and returns at once; the
+// function it returns waits for the commit, says where the state log is,
+// and may be called again. The final status is the planner's as it is
+// now: later events (the agents' exits after the job's end) change
+// nothing it would say.
+func (fe *frontend) beginCloseJournal() (wait func()) {
 	if fe.journalDone {
-		return
+		if fe.journalWait == nil {
+			return func() {}
+		}
+		return fe.journalWait
 	}
 	fe.journalDone = true
 	msg, code := "success", fe.exitCode
 	if f := fe.rec.Failure(); f != nil {
 		msg, code = f.Msg, f.Code
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	began := time.Now()
-	if err := fe.journal.Close(ctx, code, msg); err != nil {
-		fe.warnf("job state log: %v", err)
-	}
-	if fe.opts.Verbose {
-		st := fe.journal.Stats()
-		fe.verbosef("state log closed in %.1f ms: its replica had its files open %.1f ms and led %.1f ms after the job began; %d entries in %d flushes",
-			ms(time.Since(began)), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
-	}
-	fe.removeLive()
-	if fe.raftTr != nil {
-		fe.raftTr.Close()
-	}
-	if (fe.opts.Verbose || fe.rec.Failure() != nil) && fe.journal.Dir() != "" {
-		fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
-	}
+	done := make(chan struct{})
+	var err error
+	var took time.Duration
+	go func() { // joined by wait, which Run's deferred closeJournal calls
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = fe.journal.Close(ctx, code, msg)
+		took = time.Since(began)
+	}()
+	fe.journalWait = sync.OnceFunc(func() {
+		<-done
+		if err != nil {
+			fe.warnf("job state log: %v", err)
+		}
+		if fe.opts.Verbose {
+			st := fe.journal.Stats()
+			fe.verbosef("state log closed in %.1f ms: its replica had its files open %.1f ms and led %.1f ms after the job began; %d entries in %d flushes",
+				ms(took), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
+		}
+		fe.removeLive()
+		if fe.raftTr != nil {
+			fe.raftTr.Close()
+		}
+		if (fe.opts.Verbose || fe.rec.Failure() != nil) && fe.journal.Dir() != "" {
+			fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
+		}
+	})
+	return fe.journalWait
 }
 
 // releaseJournal lets the journal's replica start.

@@ -64,8 +64,15 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 				settle = time.After(50 * time.Millisecond) // look again
 				continue
 			}
-			// The job's end is committed while every replica still runs.
-			fe.closeJournal()
+			if fe.opts.AtEnd != nil {
+				fe.goFunc(fe.opts.AtEnd)
+			}
+			// The job's end is committed while every replica still runs;
+			// in a job with one replica, while the agents exit.
+			closed := fe.beginCloseJournal()
+			if !fe.soloLog() {
+				closed()
+			}
 			fe.shutdown()
 			fe.verbosef("agents told to exit")
 			shutdownTimer = time.After(5 * time.Second)
@@ -74,6 +81,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	fe.verbosef("every agent's link ended")
 	// A lost agent's node is fenced before the job's end is reported.
 	fe.awaitFences()
+	fe.closeJournal()
 	// Sessions of agents that finished end at once. A lost agent's may
 	// not: srun cancelling a step on a dead node can take tens of seconds.
 	// Those get a bounded wait; what is left of them goes with this
@@ -95,6 +103,13 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		}
 	}
 	return fe.finish()
+}
+
+// soloLog reports whether the job's state log is the front-end's alone
+// (--replicas 1, and not a successor root's group): no replica agent
+// needs its final status before it exits.
+func (fe *frontend) soloLog() bool {
+	return max(fe.opts.Replicas, 1) == 1 && len(fe.replicaNodes) == 0 && fe.journal.Replica() == nil
 }
 
 // replicasSettled reports whether the job's end can be committed: every

@@ -104,6 +104,13 @@ type Options struct {
 	// start less; a /bin/sh guard kills the ranks' process groups if the
 	// front-end dies.
 	AgentInProcess bool
+
+	// AtEnd, if set, is the caller's work that may overlap the job's end:
+	// it runs in a goroutine of its own once every rank ended, while the
+	// final status is committed and the agents exit, and Run returns only
+	// after it did (ftlaunch run prunes old job logs there). It is not
+	// called if no rank ended (the launch failed).
+	AtEnd func()
 }
 
 // LocalHooks are how the root runs this machine's agent of a local launch

@@ -75,7 +75,8 @@ type frontend struct {
 	launchBegan  time.Duration
 	mapping      string // PMI_process_mapping
 	journal      *journal.Journal
-	journalDone  bool
+	journalDone  bool          // its close was begun (beginCloseJournal)
+	journalWait  func()        // waits for that close (nil before)
 	journalHold  chan struct{} // closed to let the journal's replica start
 	holdOnce     sync.Once
 	replicaNodes map[int]bool // agents hosting root replicas

@@ -77,7 +77,7 @@ func TestVerboseFilter(t *testing.T) {
 		"slurmstepd-node001: error: execve(): nosuchcmd: No such file or directory":                   false,
 		"hello from the agent":                                                                        false,
 	} {
-		if got := verboseRE.MatchString(line); got != verbose {
+		if got := srunPatterns().verbose.MatchString(line); got != verbose {
 			t.Errorf("%q: verbose %v, want %v", line, got, verbose)
 		}
 	}
