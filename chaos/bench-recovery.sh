@@ -21,8 +21,8 @@ pctl() { sort -n "$1" | awk -v p="$2" '{a[NR]=$1} END {i=int((NR*p+99)/100); if 
 # rankpid MARKER RANK INC: the pid of that rank's incarnation, or nothing.
 rankpid() {
 	for p in /proc/[0-9]*; do
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "$1" || continue
-		e=$(tr '\0' '\n' <"$p/environ" 2>/dev/null) || continue
+		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "$1" || continue
+		e=$(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
 		echo "$e" | grep -qx "FTLAUNCH_RANK=$2" && echo "$e" | grep -qx "FTLAUNCH_INCARNATION=$3" && { basename "$p"; return; }
 	done
 }
@@ -65,6 +65,71 @@ done
 echo "bench-recovery: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores"
 echo "--restart rank, ftlaunch ringapp, 16 ranks on --test-nodes 8, $TRIALS trials:"
 echo "  failure to every rank resumed: median $(median "$tmp/rank") ms, p95 $(pctl "$tmp/rank" 95) ms (target: median < 500, p95 < 1000)"
+
+# nodeagent NODE: the pid of the agent of test node NODE (the parent of
+# one of its ranks).
+nodeagent() {
+	for p in /proc/[0-9]*; do
+		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "$tmp/ck" || continue
+		tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "FTLAUNCH_NODE=$1" || continue
+		awk '{print $4}' "$p/stat"
+		return
+	done
+}
+
+# nowms: the clock in ms.
+nowms() { echo $(($(date +%s%N) / 1000000)); }
+
+# agenttrial NAME SIGNAL CMD...: SIGNAL to node2's agent once every rank
+# runs; appends to $tmp/NAME.detect the ms from the signal to the root's
+# "lost the agent" line and to $tmp/NAME.resume those to every rank resumed
+# (both timed here, polling every 20 ms).
+agenttrial() {
+	name=$1 sig=$2
+	shift 2
+	"$@" >"$tmp/out" 2>"$tmp/err" &
+	job=$!
+	pid=
+	i=0
+	while [ -z "$pid" ] && [ $i -lt 300 ]; do pid=$(nodeagent node2); i=$((i + 1)); sleep 0.1; done
+	[ -n "$pid" ] || { echo "$name: node2 never ran" >&2; cat "$tmp/err" >&2; exit 1; }
+	sleep "$WAIT"
+	t0=$(nowms)
+	kill -"$sig" "$pid"
+	lost= i=0
+	until grep -q "recovered: every rank" "$tmp/err"; do
+		[ -n "$lost" ] || ! grep -q "lost the agent of node node2" "$tmp/err" || lost=$(nowms)
+		i=$((i + 1))
+		[ $i -lt 1500 ] || { echo "$name: no recovery" >&2; cat "$tmp/err" >&2; exit 1; }
+		sleep 0.02
+	done
+	t1=$(nowms)
+	[ -n "$lost" ] || lost=$t1
+	echo $((lost - t0)) >>"$tmp/$name.detect"
+	echo $((t1 - t0)) >>"$tmp/$name.resume"
+	kill -CONT "$pid" 2>/dev/null || true
+	kill -INT "$job" 2>/dev/null || true
+	wait "$job" 2>/dev/null || true
+}
+
+WAIT=1.5
+t=0
+while [ $t -lt "$TRIALS" ]; do
+	rm -rf "$tmp/ck"
+	mkdir -p "$tmp/ck"
+	agenttrial agentkill KILL "$FTL" run --verbose --state-dir "$tmp/state" --restart rank --test-nodes 8 --tree flat -n 16 \
+		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
+	rm -rf "$tmp/ck"
+	mkdir -p "$tmp/ck"
+	agenttrial agentstop STOP "$FTL" run --verbose --state-dir "$tmp/state" --restart rank --test-nodes 9 --spare-nodes 1 --tree flat -n 16 \
+		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
+	t=$((t + 1))
+done
+echo "lost agents, ftlaunch ringapp, 16 ranks on --test-nodes 8 (--tree flat), $TRIALS trials each:"
+echo "  agent SIGKILL to declared lost: median $(median "$tmp/agentkill.detect") ms, p95 $(pctl "$tmp/agentkill.detect" 95) ms"
+echo "  agent SIGKILL to every rank resumed: median $(median "$tmp/agentkill.resume") ms, p95 $(pctl "$tmp/agentkill.resume" 95) ms (target < 1000)"
+echo "  agent SIGSTOP (a hung node; + 1 spare) to declared lost: median $(median "$tmp/agentstop.detect") ms, p95 $(pctl "$tmp/agentstop.detect" 95) ms (target < 2500)"
+echo "  agent SIGSTOP to every rank resumed on the spare: median $(median "$tmp/agentstop.resume") ms, p95 $(pctl "$tmp/agentstop.resume" 95) ms (target < 3000)"
 
 if command -v mpicc >/dev/null; then
 	mpicc -O1 -o "$tmp/ck_loop" "$(dirname "$0")/../cmd/ftlaunch/testdata/mpi_loop.c"
