@@ -162,7 +162,8 @@ func TestChaosRefuses(t *testing.T) {
 		{[]string{"--cluster", "test-nodes", "--tree", "auto"}, "--tree auto"},
 		{[]string{"--cluster", "test-nodes", "--faults", "rank,meteor"}, `unknown fault "meteor"`},
 		{[]string{"--cluster", "test-nodes", "--when", "later"}, "--when"},
-		{[]string{"--cluster", "test-nodes", "--when", "recovery"}, "no recovery to hit yet"},
+		{[]string{"--cluster", "test-nodes", "--when", "recovery"}, "--when recovery needs --restart rank or job"},
+		{[]string{"--cluster", "test-nodes", "--spare-nodes", "1"}, "--spare-nodes needs --restart rank or job"},
 	} {
 		r := ftlaunch(t, "", append([]string{"chaos"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.msg) {
