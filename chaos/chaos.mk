@@ -75,7 +75,7 @@ chaos-spare: build ## spare-node chaos runs: flat tree + 1 spare, --restart rank
 	exit $$fail
 
 chaos-tests: ## the chaos harness's long tests (stopped agents, the broken fence; FTLAUNCH_CHAOS_LONG=1)
-	FTLAUNCH_CHAOS_LONG=1 $(GO) test -count=1 -timeout 20m -run 'TestChaosBrokenFence|TestChaosSpare' -v ./cmd/ftlaunch/
+	FTLAUNCH_CHAOS_LONG=1 $(GO) test -count=1 -timeout 20m -run 'TestChaosBrokenFence|TestChaosSpareEmulated' -v ./cmd/ftlaunch/
 
 chaos-emulated: build ## a short chaos run on 4 emulated hosts, every fault, --restart none (root)
 	$(CHAOS_EMU) --nodes 4 --trials $(CHAOS_EMU_SHORT) --restart none

@@ -436,6 +436,9 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 		}
 		if d := at(r.detect, k); d >= 0 {
 			fmt.Fprintf(w, ", detected after %s", secs(d))
+			if tr.Phase == trial.Launch && a.Tabled {
+				fmt.Fprint(w, " (after the first node table)")
+			}
 		}
 		if d := at(r.resumed, k); d >= 0 {
 			again := "SIGCONT"

@@ -2,9 +2,12 @@ package main
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
 )
 
 // A deliberately broken recovery fails the trial: with the node table's
@@ -60,5 +63,27 @@ func TestChaosBrokenFence(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "FAIL old-incarnation: node1 (stop) was declared lost") || !strings.Contains(r.stdout, "not fenced") {
 		t.Fatalf("the trial does not fail on old-incarnation:\n%s", r.stdout)
+	}
+}
+
+// On the emulated cluster (issue #14's partition): a host under the root
+// is cut off, its agent declared lost and started again on the spare
+// host, the job completes with the right checksum, and once the host is
+// healed (3x the detection time after the cut) nothing of its old
+// incarnation runs.
+func TestChaosSpareEmulated(t *testing.T) {
+	chaosLong(t)
+	chaostest.RequireNamespaces(t)
+	name, prefix := chaosTestCluster(t)
+	r := ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "emulated", "--cluster-name", name, "--cluster-prefix", prefix,
+		"--nodes", "3", "--spare-nodes", "1", "--tree", "flat", "--restart", "rank", "--trials", "1", "--seed", "8",
+		"--faults", "partition", "--when", "run", "--steps", "10", "--out", t.TempDir())
+	t.Logf("chaos, a host cut off and replaced by a spare, took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" {
+		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	}
+	if !regexp.MustCompile(`fault partition node00\d .*healed after .*its incarnation`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`recovery of node node00\d: resumed`).MatchString(r.stdout) {
+		t.Errorf("no healed partition, or no recovery on the spare:\n%s", r.stdout)
 	}
 }
