@@ -16,16 +16,23 @@ import (
 // close, and the trial fails on the job's status, not by luck elsewhere.
 func TestChaosBrokenRecovery(t *testing.T) {
 	t.Setenv("FTLAUNCH_TEST_BREAK_RECOVERY", "skip-patch")
-	out := t.TempDir()
-	r := ftlaunchLimit(t, 90*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "3", "--trials", "1",
-		"--seed", "1", "--restart", "rank", "--faults", "rank", "--when", "run", "--trial-timeout", "20s", "--out", out)
-	t.Logf("chaos with a broken recovery took %v:\n%s", r.elapsed, r.stdout)
-	if r.code != 1 || lastLine(r.stdout) != "0 passed, 1 failed" {
-		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
-	}
+	r := runChaos(t, 90*time.Second, "with a broken recovery", 1, "0 passed, 1 failed", "--cluster", "test-nodes", "--nodes", "3",
+		"--trials", "1", "--seed", "1", "--restart", "rank", "--faults", "rank", "--when", "run", "--trial-timeout", "20s", "--out", t.TempDir())
 	if !strings.Contains(r.stdout, "FAIL status: want completed") || !strings.Contains(r.stdout, "replay: ") {
 		t.Fatalf("the trial does not fail on its status, or prints no replay:\n%s", r.stdout)
 	}
+}
+
+// runChaos runs ftlaunch chaos with args within limit, logs its report,
+// and requires the exit status code and the last line want.
+func runChaos(t *testing.T, limit time.Duration, what string, code int, want string, args ...string) result {
+	t.Helper()
+	r := ftlaunchLimit(t, limit, "", append([]string{"chaos"}, args...)...)
+	t.Logf("chaos %s took %v:\n%s", what, r.elapsed, r.stdout)
+	if r.code != code || lastLine(r.stdout) != want {
+		t.Fatalf("chaos %s: exit %d, last line %q; want %d, %q; stderr:\n%s", what, r.code, lastLine(r.stdout), code, want, r.stderr)
+	}
+	return r
 }
 
 // chaosLong skips a test of stopped agents (each trial lasts about 16 s:
@@ -48,19 +55,14 @@ func chaosLong(t *testing.T) {
 // the three processes are listed), so the fence is what the check sees.
 func TestChaosBrokenFence(t *testing.T) {
 	chaosLong(t)
-	args := []string{"chaos", "--cluster", "test-nodes", "--nodes", "3", "--spare-nodes", "1", "--tree", "flat", "--trials", "1",
+	args := []string{"--cluster", "test-nodes", "--nodes", "3", "--spare-nodes", "1", "--tree", "flat", "--trials", "1",
 		"--seed", "5", "--restart", "rank", "--faults", "stop", "--when", "run", "--steps", "10", "--trial-timeout", "60s"}
-	r := ftlaunchLimit(t, 120*time.Second, "", append(args, "--out", t.TempDir())...)
-	t.Logf("chaos, a stopped agent replaced on a spare, took %v:\n%s", r.elapsed, r.stdout)
-	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" || !strings.Contains(r.stdout, "0 process(es) up at the job's end") {
-		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	r := runChaos(t, 120*time.Second, "with a stopped agent replaced on a spare", 0, "1 passed, 0 failed", append(args, "--out", t.TempDir())...)
+	if !strings.Contains(r.stdout, "0 process(es) up at the job's end") {
+		t.Fatalf("the stopped agent's incarnation was up at the job's end:\n%s", r.stdout)
 	}
 	t.Setenv("FTLAUNCH_TEST_BREAK_RECOVERY", "no-fence")
-	r = ftlaunchLimit(t, 120*time.Second, "", append(args, "--out", t.TempDir())...)
-	t.Logf("chaos without the fence took %v:\n%s", r.elapsed, r.stdout)
-	if r.code != 1 || lastLine(r.stdout) != "0 passed, 1 failed" {
-		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
-	}
+	r = runChaos(t, 120*time.Second, "without the fence", 1, "0 passed, 1 failed", append(args, "--out", t.TempDir())...)
 	if !strings.Contains(r.stdout, "FAIL old-incarnation: node1 (stop) was declared lost") || !strings.Contains(r.stdout, "not fenced") {
 		t.Fatalf("the trial does not fail on old-incarnation:\n%s", r.stdout)
 	}
@@ -75,13 +77,9 @@ func TestChaosSpareEmulated(t *testing.T) {
 	chaosLong(t)
 	chaostest.RequireNamespaces(t)
 	name, prefix := chaosTestCluster(t)
-	r := ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "emulated", "--cluster-name", name, "--cluster-prefix", prefix,
-		"--nodes", "3", "--spare-nodes", "1", "--tree", "flat", "--restart", "rank", "--trials", "1", "--seed", "8",
-		"--faults", "partition", "--when", "run", "--steps", "10", "--out", t.TempDir())
-	t.Logf("chaos, a host cut off and replaced by a spare, took %v:\n%s", r.elapsed, r.stdout)
-	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" {
-		t.Fatalf("exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
-	}
+	r := runChaos(t, 150*time.Second, "with a host cut off and replaced by a spare", 0, "1 passed, 0 failed", "--cluster", "emulated",
+		"--cluster-name", name, "--cluster-prefix", prefix, "--nodes", "3", "--spare-nodes", "1", "--tree", "flat", "--restart", "rank",
+		"--trials", "1", "--seed", "8", "--faults", "partition", "--when", "run", "--steps", "10", "--out", t.TempDir())
 	if !regexp.MustCompile(`fault partition node00\d .*healed after .*its incarnation`).MatchString(r.stdout) ||
 		!regexp.MustCompile(`recovery of node node00\d: resumed`).MatchString(r.stdout) {
 		t.Errorf("no healed partition, or no recovery on the spare:\n%s", r.stdout)
