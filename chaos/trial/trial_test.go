@@ -494,6 +494,12 @@ func TestEmulatedScheduleAndExpect(t *testing.T) {
 	if vs := Check([]Applied{lostEarly}, e, open); len(vs) != 0 {
 		t.Errorf("no majority, unfinished: %v", vs)
 	}
+	// The root lost in the middle of a recovery, with one replica: the log
+	// ends there, unfinished, its failure without recovery or end.
+	rankRoot := []Applied{applied(Rank, Target{Node: 1, Rank: 2}), applied(Root, Target{Node: -1, Rank: -1})}
+	if vs := Check(rankRoot, Expect(rankRoot, topo, 1, RestartRank, Recovering, "head"), open); len(vs) != 0 {
+		t.Errorf("root lost during a recovery, unfinished: %v", vs)
+	}
 	lostEarly.GroupFormed = true
 	if e := Expect([]Applied{lostEarly}, topo, 3, NoRestart, Launch, "head"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) || e.NoMajority {
 		t.Errorf("node002 lost after the group formed: %+v", e)
