@@ -8,7 +8,8 @@
 #                        on 6 hosts (not root: that part is skipped, said so); then the
 #                        spare-node runs: a flat tree with one spare node under --restart
 #                        rank, job, and rank with three replicas, CHAOS_SPARE_TRIALS each,
-#                        on test nodes and (root) on 6 emulated hosts + 1 spare
+#                        on test nodes (and --restart rank --when recovery: faults timed
+#                        into a recovery) and (root) on 6 emulated hosts + 1 spare
 #   make chaos-spare     only the spare-node runs
 #   make chaos-tests     the long tests of the chaos harness (stopped agents, a broken fence:
 #                        about 16 s a trial), FTLAUNCH_CHAOS_LONG=1
@@ -18,7 +19,7 @@
 #
 # Variables: CHAOS_TRIALS (default 100), CHAOS_DOUBLE (default 50), CHAOS_EMU_TRIALS
 # (default 100), CHAOS_EMU_DOUBLE (default 50), CHAOS_EMU_SHORT (default 10),
-# CHAOS_SPARE_TRIALS (default 40), CHAOS_SEED
+# CHAOS_SPARE_TRIALS (default 20), CHAOS_SEED
 # (default: the clock; each run prints its seed), CHAOS_FLAGS (more flags for every run, e.g.
 # --steps 10), CHAOS_OUT (where failing trials keep their directories; default a temporary
 # directory). Every run prints a trial report, a summary table and "N passed, M failed"; the
@@ -31,7 +32,7 @@ CHAOS_DOUBLE ?= 50
 CHAOS_EMU_TRIALS ?= 100
 CHAOS_EMU_DOUBLE ?= 50
 CHAOS_EMU_SHORT ?= 10
-CHAOS_SPARE_TRIALS ?= 40
+CHAOS_SPARE_TRIALS ?= 20
 CHAOS_FTLAUNCH := $(CHAOS_ROOT)/bin/ftlaunch
 CHAOS_COMMON = $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_OUT),--out $(CHAOS_OUT)) $(CHAOS_FLAGS)
 CHAOS_RUN = $(CHAOS_FTLAUNCH) chaos --cluster test-nodes --restart none $(CHAOS_COMMON)

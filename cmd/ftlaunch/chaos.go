@@ -436,7 +436,7 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 		}
 		if d := at(r.detect, k); d >= 0 {
 			fmt.Fprintf(w, ", detected after %s", secs(d))
-			if tr.Phase == trial.Launch && a.Tabled {
+			if tr.Phase == trial.Launch && a.Tabled && o.policy != trial.NoRestart {
 				fmt.Fprint(w, " (after the first node table)")
 			}
 		}

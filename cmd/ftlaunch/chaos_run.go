@@ -225,10 +225,12 @@ func (t *trialRun) start(self, marker string) error {
 	if o.app != "" {
 		app = append([]string{o.app}, o.appArgs...)
 	}
-	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "--test-nodes", strconv.Itoa(o.nodes + o.spareNodes)}
+	// -l: the checks read rank labels ("[0] chaos app: verified"), which
+	// no job gets by default (test nodes no longer either: every
+	// completed --restart none trial failed app-result without it).
+	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "-l", "--test-nodes", strconv.Itoa(o.nodes + o.spareNodes)}
 	if t.hosts != nil {
-		// Over SSH to the emulated hosts, from this machine; -l: the
-		// checks read rank labels, which test nodes give by default.
+		// Over SSH to the emulated hosts, from this machine.
 		args = []string{"run", "--verbose", "--state-dir", t.stateDir, "-l", "--hostfile", t.hosts.hostfile, "--ssh-config", t.hosts.c.SSHConfig()}
 	}
 	if o.spareNodes > 0 {
