@@ -92,14 +92,16 @@ type Expectation struct {
 // started again with the others.
 //
 // A lost agent is started again under rank and job when it is a child of
-// the root with no agent below it and no root replica, once the first node
-// table exists (recovery/relaunch.go, Roles): a SIGKILLed one (its link
-// ends with EOF) on its own node, one whose node went silent (a stopped
-// agent, a crashed or cut-off host) on the next spare node
-// (Topology.Spares), as long as one is left. Any other lost agent
-// (interior, a replica's host, a leaf below another agent, a silent node
-// with no spare left) ends the job naming the node, and takes its
-// subtree's replicas with it. A slow agent or link must not fail the job.
+// the root with no agent below it (a root replica's host too, without its
+// replica), once the first node table exists (recovery/relaunch.go,
+// Roles): a SIGKILLed one (its link ends with EOF) on its own node, one
+// whose node went silent (a stopped agent, a crashed or cut-off host) on
+// the next spare node (Topology.Spares), as long as one is left. Any other
+// lost agent (interior, a leaf below another agent, a silent node with no
+// spare left) ends the job naming the node, and takes its subtree's
+// replicas with it. A replica's host lost before every replica agent
+// joined may leave the group without a majority: the job may then end
+// unfinished (NoMajority). A slow agent or link must not fail the job.
 func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Phase, root string) Expectation {
 	var e Expectation
 	failed, unfinished := false, false
@@ -131,6 +133,7 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 			if relaunched(a, t, replicas, policy, phase) {
 				e.Recover = true
 				e.Lost = append(e.Lost, t.Name(a.Target.Node))
+				e.NoMajority = e.NoMajority || replicas > 1 && !a.GroupFormed && slices.Contains(t.Replicas, a.Target.Node)
 				if Silent(a.Fault) {
 					silent = append(silent, t.Name(a.Target.Node))
 				}
@@ -161,6 +164,8 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 		e.Endings = []Ending{Unfinished}
 	case failed:
 		e.Endings = []Ending{Failed}
+	case e.NoMajority:
+		e.Endings = []Ending{Completed, Unfinished}
 	default:
 		e.Endings = []Ending{Completed}
 	}
@@ -182,10 +187,8 @@ func relaunched(a Applied, t Topology, replicas int, policy Policy, phase Phase)
 	switch {
 	case policy == NoRestart || !ran(phase) && !a.Tabled || n < 0 || n >= t.Nodes():
 		return false
-	case a.Fault != Agent && a.Fault != Leaf && !(Silent(a.Fault) && len(t.Spares) > 0):
-		return false // interior, replica, slow; a silent node with no spare
-	case replicas > 1 && slices.Contains(t.Replicas, n):
-		return false
+	case a.Fault != Agent && a.Fault != Leaf && a.Fault != Replica && !(Silent(a.Fault) && len(t.Spares) > 0):
+		return false // interior, slow; a silent node with no spare
 	}
 	return t.Parent[n] == -1 && len(t.Children(n)) == 0
 }

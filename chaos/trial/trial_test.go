@@ -394,7 +394,8 @@ func TestExpect(t *testing.T) {
 		{"leaf, job, run", flat, []Applied{leaf2}, RestartJob, Run, 1, []Ending{Completed}, nil},
 		{"leaf, none", flat, []Applied{leaf2}, NoRestart, Run, 1, []Ending{Failed}, nil},
 		{"leaf, rank, launch", flat, []Applied{leaf2}, RestartRank, Launch, 1, []Ending{Failed}, nil},
-		{"leaf hosting a replica", flat, []Applied{formed(applied(Leaf, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Failed}, nil},
+		{"leaf hosting a replica", flat, []Applied{formed(applied(Leaf, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Completed}, nil},
+		{"replica's host before the group formed", flat, []Applied{applied(Replica, Target{Node: 1, Rank: -1})}, RestartRank, Run, 3, []Ending{Completed, Unfinished}, nil},
 		{"stopped leaf, no spare", flat, []Applied{stop2}, RestartRank, Run, 1, []Ending{Failed}, nil},
 		{"stop, rank", spared, []Applied{stop2}, RestartRank, Run, 1, []Ending{Completed}, nil},
 		{"stop, job", spared, []Applied{stop2}, RestartJob, Run, 1, []Ending{Completed}, nil},
@@ -402,7 +403,7 @@ func TestExpect(t *testing.T) {
 		{"stop, none", spared, []Applied{stop2}, NoRestart, Run, 1, []Ending{Failed}, []string{"node2"}},
 		{"stop, launch, no table", spared, []Applied{stop2}, RestartRank, Launch, 1, []Ending{Failed}, []string{"node2"}},
 		{"stop, launch, after the table", spared, []Applied{{Action: stop2.Action, Time: stop2.Time, Tabled: true}}, RestartRank, Launch, 1, []Ending{Completed}, nil},
-		{"stopped replica host", spared, []Applied{formed(applied(Stop, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Failed}, []string{"node1"}},
+		{"stopped replica host", spared, []Applied{formed(applied(Stop, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Completed}, nil},
 		{"two silent, one spare", spared, []Applied{stop2, applied(Partition, Target{Node: 0, Rank: -1})}, RestartRank, Run, 1, []Ending{Failed}, []string{"node2", "node0"}},
 		{"a kill and a stop, one spare", spared, []Applied{applied(Leaf, Target{Node: 0, Rank: -1}), stop2}, RestartRank, Run, 1, []Ending{Completed}, nil},
 	} {

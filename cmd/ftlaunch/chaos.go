@@ -28,7 +28,7 @@ slow links), then checks that each job ended as promised: with no
 restart, any failure ends the job cleanly naming the fault; with --restart
 rank or job, a rank's loss is recovered and the job completes with the
 right result, and so is a lost agent that is a child of the root with no
-agent below it and no root replica: a SIGKILLed one on its node, a
+agent below it (a root replica's host too): a SIGKILLed one on its node, a
 stopped, crashed or cut-off one on a spare node (--spare-nodes) while one
 is left (any other lost agent ends the job naming it); a lost front-end with
 one replica leaves no process and the status "unfinished", and with
