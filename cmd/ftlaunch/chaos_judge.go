@@ -16,6 +16,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/hashicorp/raft"
 )
 
 // The end of a trial: waiting for the job's processes to be gone on every
@@ -209,9 +210,14 @@ func (t *trialRun) judge() {
 		o.StateProblems = append(o.StateProblems, res.Best.Problems...)
 		// alone: the log was written by the front-end's replica as a
 		// group of one (journal.Stats.Alone): the job ended before the
-		// replica agents could join.
+		// replica agents could join. A replica agent missing from the
+		// group's last configuration never joined either (the job ended,
+		// or the group lost its majority, before its turn came).
 		servers := res.Best.Configuration.Servers
 		alone := len(servers) == 1 && string(servers[0].ID) == res.Best.Meta.Node
+		member := func(node string) bool {
+			return slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == node })
+		}
 		var never []string
 		for _, rf := range res.Replicas {
 			rp := trial.ReplicaState{Node: filepath.Base(rf.Path)}
@@ -223,7 +229,7 @@ func (t *trialRun) judge() {
 				// The documented end of a job shorter than its group's
 				// formation (trial.ReplicaState.NeverJoined); --strict
 				// compares such replicas too.
-				if alone && rp.Node != res.Best.Meta.Node && rf.In.LastIndex == 0 && !t.o.strict {
+				if (alone || !member(rp.Node)) && rp.Node != res.Best.Meta.Node && rf.In.LastIndex == 0 && !t.o.strict {
 					rp.NeverJoined = true
 					never = append(never, rp.Node)
 				}
@@ -232,7 +238,7 @@ func (t *trialRun) judge() {
 		}
 		if len(never) > 0 {
 			r.notes = append(r.notes, "known limit: the job ended before its raft group formed, so the replica(s) of "+
-				strings.Join(never, ", ")+" never joined and hold an empty log (docs/state.md); not compared")
+				strings.Join(never, ", ")+" never joined (not in the group's configuration) and hold an empty log (docs/state.md); not compared")
 		}
 	}
 	o.Lines = t.outputLines()
