@@ -12,7 +12,7 @@
 #                        into a recovery) and (root) on 6 emulated hosts + 1 spare
 #   make chaos-spare     only the spare-node runs
 #   make chaos-tests     the long tests of the chaos harness (stopped agents, a broken fence:
-#                        about 16 s a trial), FTLAUNCH_CHAOS_LONG=1
+#                        6-16 s a trial), FTLAUNCH_CHAOS_LONG=1
 #   make chaos-short     the acceptance of issue #15's first part: 20 trials, --restart none
 #   make chaos-emulated  a short run by hand on 4 emulated hosts (root): CHAOS_EMU_SHORT (10)
 #                        trials of every fault under --restart none
