@@ -58,6 +58,10 @@ const (
 	Launch Phase = "launch" // agents or ranks not all up yet
 	Run    Phase = "run"    // every rank runs
 	Any    Phase = "any"
+	// Recovering: a run-phase rank kill (the trigger) starts a recovery, and
+	// the trial's faults fall while it is under way (seen in the live
+	// report). Needs a restart policy.
+	Recovering Phase = "recovery"
 )
 
 // ParseFaults reads a comma-separated list of faults; "" gives nil (the
@@ -82,12 +86,10 @@ func ParseFaults(s string) ([]Fault, error) {
 // ParsePhase reads --when.
 func ParsePhase(s string) (Phase, error) {
 	switch p := Phase(s); p {
-	case Launch, Run, Any:
+	case Launch, Run, Any, Recovering:
 		return p, nil
-	case "recovery":
-		return "", errors.New("--when recovery: chaos has no recovery to hit yet (faults timed into a recovery are not built; --concurrent 2 --restart rank may land a second fault in one); want launch, run or any")
 	}
-	return "", fmt.Errorf("--when %q: want launch, run or any", s)
+	return "", fmt.Errorf("--when %q: want launch, run, recovery or any", s)
 }
 
 func joinFaults(fs []Fault) string {
@@ -112,6 +114,10 @@ type Topology struct {
 	Replicas []int
 	// RankNode[r] is the agent of rank r.
 	RankNode []int
+	// Spares are the spare nodes' names (--spare-nodes), in the order the
+	// planner takes them: a silent node's agent starts on the next one.
+	// They are not agents of the plan and no fault targets them.
+	Spares []string
 }
 
 // Nodes is the number of agents.
@@ -166,6 +172,9 @@ type Config struct {
 	When       Phase
 	Concurrent int // faults per trial: 1 or 2
 	Replicas   int // root replicas: 1, 3 or 5
+	// Policy is the job's restart policy ("": none); --when recovery
+	// needs one.
+	Policy Policy
 	// RunLength is how long the application runs once every rank is up;
 	// run-phase faults fall in its first half.
 	RunLength time.Duration
@@ -246,8 +255,16 @@ func Validate(cfg Config, t Topology) error {
 	if cfg.Concurrent == 2 && t.Nodes() < 2 {
 		return errors.New("--concurrent 2 needs at least 2 nodes")
 	}
-	if cfg.When != Run && t.Nodes() < 2 {
+	if (cfg.When == Launch || cfg.When == Any) && t.Nodes() < 2 {
 		return errors.New("launch-phase faults need at least 2 nodes: one is held back to keep the launch going")
+	}
+	if cfg.When == Recovering {
+		if cfg.Policy != RestartRank && cfg.Policy != RestartJob {
+			return errors.New("--when recovery needs --restart rank or job: with no restart policy a failure ends the job, there is no recovery to hit")
+		}
+		if t.Nodes() < 2 {
+			return errors.New("--when recovery needs at least 2 nodes: one for the rank that starts the recovery, one for the fault")
+		}
 	}
 	if len(faults) == 0 {
 		return errors.New("no fault to apply")
@@ -288,6 +305,12 @@ type Action struct {
 	// falls at once after it, At being 0).
 	At            time.Duration
 	AfterPrevious bool
+	// InRecovery: the action falls once a recovery is seen under way
+	// after the previous action (--when recovery), not at once.
+	InRecovery bool
+	// Trigger: the action only starts the recovery the others hit (the
+	// rank kill of --when recovery).
+	Trigger bool
 }
 
 // String is "rank rank 5" → "rank 5", "interior node1", "root front-end".
@@ -338,6 +361,16 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 		tr.Phase = []Phase{Launch, Run}[rng.IntN(2)]
 	}
 	used := map[int]bool{} // agents already hit (or held)
+	if tr.Phase == Recovering {
+		// The trigger: a rank killed in the first half of the run starts
+		// a recovery (rank and job recover it); the faults follow once
+		// the recovery is seen under way.
+		r := rng.IntN(len(t.RankNode))
+		n := t.RankNode[r]
+		used[n] = true
+		tr.Actions = append(tr.Actions, Action{Fault: Rank, Target: Target{Node: n, Rank: r, Name: t.Name(n)},
+			At: time.Duration(rng.Int64N(int64(cfg.RunLength)/2 + 1)), Trigger: true})
+	}
 	if tr.Phase == Launch {
 		// Hold back a leaf that no fault needs up: prefer a leaf, since
 		// nothing below it waits.
@@ -401,6 +434,8 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 				index, k+1, cfg.Concurrent, joinFaults(faults), t.Nodes())
 		}
 		switch {
+		case tr.Phase == Recovering:
+			act.AfterPrevious, act.InRecovery = true, k == 0
 		case k > 0:
 			act.AfterPrevious = true // at once
 		case tr.Phase == Launch:

@@ -155,6 +155,45 @@ func TestValidateRefuses(t *testing.T) {
 	if _, err := ParseFaults("rank,bogus"); err == nil {
 		t.Error("ParseFaults accepted bogus")
 	}
+	// --when recovery needs a policy that recovers, and two nodes.
+	cfg := testConfig()
+	cfg.When = Recovering
+	if err := Validate(cfg, kary2()); err == nil || !strings.Contains(err.Error(), "needs --restart rank or job") {
+		t.Errorf("--when recovery without a restart policy: %v", err)
+	}
+	cfg.Policy = RestartRank
+	if err := Validate(cfg, Topology{Parent: []int{-1}, RankNode: []int{0, 0}}); err == nil || !strings.Contains(err.Error(), "at least 2 nodes") {
+		t.Errorf("--when recovery on one node: %v", err)
+	}
+}
+
+// --when recovery: a run-phase rank kill triggers the recovery, and the
+// trial's faults follow it, the first once the recovery is under way,
+// on other nodes than the trigger's.
+func TestScheduleRecovery(t *testing.T) {
+	cfg := testConfig()
+	cfg.When, cfg.Policy = Recovering, RestartRank
+	for _, conc := range []int{1, 2} {
+		cfg.Concurrent = conc
+		for i := range 100 {
+			tr, err := Schedule(i, TrialSeed(11, i), cfg, kary2())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Phase != Recovering || tr.Hold != -1 || len(tr.Actions) != conc+1 {
+				t.Fatalf("seed %d: %+v", tr.Seed, tr)
+			}
+			trig := tr.Actions[0]
+			if !trig.Trigger || trig.Fault != Rank || trig.AfterPrevious || trig.At > cfg.RunLength/2 {
+				t.Fatalf("seed %d: trigger %+v", tr.Seed, trig)
+			}
+			for k, a := range tr.Actions[1:] {
+				if a.Trigger || !a.AfterPrevious || a.InRecovery != (k == 0) || a.Target.Node >= 0 && a.Target.Node == trig.Target.Node {
+					t.Fatalf("seed %d: fault %d %+v after trigger %+v", tr.Seed, k+1, a, trig)
+				}
+			}
+		}
+	}
 }
 
 func applied(f Fault, target Target) Applied {
@@ -206,12 +245,32 @@ func TestCheckNamesTheInvariant(t *testing.T) {
 		{"epoch went back", func(o *Outcome) { o.Versions = [][2]uint64{{1, 3}, {0, 4}} }, InvMonotonic},
 		{"state broken", func(o *Outcome) { o.StateProblems = []string{"rank 3 on an unknown node"} }, InvState},
 		{"line twice", func(o *Outcome) { o.Lines = append(o.Lines, o.Lines[0]) }, InvOutput},
+		{"stopped agent not fenced", func(o *Outcome) {
+			o.Stale = []Stale{{Node: "node2", Fault: Stop, Lost: true, Answers: true, AtEnd: []string{"77 (ftlaunch agent)"}}}
+		}, InvStale},
+		{"returning agent lingers", func(o *Outcome) {
+			o.Stale = []Stale{{Node: "node2", Fault: Partition, Lost: true, Back: true, Left: []string{"77 (ftlaunch agent)"}}}
+		}, InvStale},
 	} {
 		o := good()
 		tc.plant(&o)
 		vs := Check(acts, exp, o)
 		if len(vs) == 0 || vs[0].Invariant != tc.want {
 			t.Errorf("%s: violations %v, want %s first", tc.name, vs, tc.want)
+		}
+	}
+	// What a cut-off host (no answer: not fenced from outside) or an
+	// agent never declared lost still runs at the end is no violation,
+	// nor is an orphan's documented wait once back.
+	for _, st := range []Stale{
+		{Node: "node2", Fault: Partition, Lost: true, AtEnd: []string{"77"}},
+		{Node: "node2", Fault: Stop, Answers: true, AtEnd: []string{"77"}},
+		{Node: "node2", Fault: Stop, Lost: true, Answers: true, Back: true, Left: []string{"77"}, Limit: true},
+	} {
+		o := good()
+		o.Stale = []Stale{st}
+		if vs := Check(acts, exp, o); len(vs) != 0 {
+			t.Errorf("%+v: %v", st, vs)
 		}
 	}
 	// A lagging replica of a killed node is not compared.
@@ -314,30 +373,51 @@ func TestExpect(t *testing.T) {
 			t.Errorf("%s: %v recover %v, want %v recover %v", tc.name, e.Endings, e.Recover, tc.want, tc.recover)
 		}
 	}
-	// A flat tree: every agent is a child of the root with none below it.
+	// A flat tree: every agent is a child of the root with none below it;
+	// with a spare (node3), a silent one is started again on it, a second
+	// silent one finds none left.
 	flat := Topology{Parent: []int{-1, -1, -1}, RankNode: []int{0, 0, 1, 1, 2, 2}, Replicas: []int{0, 1}}
-	leaf2 := applied(Leaf, Target{Node: 2, Rank: -1})
+	spared := flat
+	spared.Spares = []string{"node3"}
+	leaf2, stop2 := applied(Leaf, Target{Node: 2, Rank: -1}), applied(Stop, Target{Node: 2, Rank: -1})
 	for _, tc := range []struct {
 		name     string
+		topo     Topology
 		acts     []Applied
 		policy   Policy
 		phase    Phase
 		replicas int
 		want     []Ending
+		names    []string // checked when set
 	}{
-		{"leaf, rank, run", []Applied{leaf2}, RestartRank, Run, 1, []Ending{Completed}},
-		{"leaf, job, run", []Applied{leaf2}, RestartJob, Run, 1, []Ending{Completed}},
-		{"leaf, none", []Applied{leaf2}, NoRestart, Run, 1, []Ending{Failed}},
-		{"leaf, rank, launch", []Applied{leaf2}, RestartRank, Launch, 1, []Ending{Failed}},
-		{"leaf hosting a replica", []Applied{formed(applied(Leaf, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Failed}},
-		{"stopped leaf", []Applied{applied(Stop, Target{Node: 2, Rank: -1})}, RestartRank, Run, 1, []Ending{Failed}},
+		{"leaf, rank, run", flat, []Applied{leaf2}, RestartRank, Run, 1, []Ending{Completed}, nil},
+		{"leaf, job, run", flat, []Applied{leaf2}, RestartJob, Run, 1, []Ending{Completed}, nil},
+		{"leaf, none", flat, []Applied{leaf2}, NoRestart, Run, 1, []Ending{Failed}, nil},
+		{"leaf, rank, launch", flat, []Applied{leaf2}, RestartRank, Launch, 1, []Ending{Failed}, nil},
+		{"leaf hosting a replica", flat, []Applied{formed(applied(Leaf, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Completed}, nil},
+		{"replica's host before the group formed", flat, []Applied{applied(Replica, Target{Node: 1, Rank: -1})}, RestartRank, Run, 3, []Ending{Completed, Unfinished}, nil},
+		{"stopped leaf, no spare", flat, []Applied{stop2}, RestartRank, Run, 1, []Ending{Failed}, nil},
+		{"stop, rank", spared, []Applied{stop2}, RestartRank, Run, 1, []Ending{Completed}, nil},
+		{"stop, job", spared, []Applied{stop2}, RestartJob, Run, 1, []Ending{Completed}, nil},
+		{"crash, rank, in a recovery", spared, []Applied{applied(Node, Target{Node: 2, Rank: -1})}, RestartRank, Recovering, 1, []Ending{Completed}, nil},
+		{"stop, none", spared, []Applied{stop2}, NoRestart, Run, 1, []Ending{Failed}, []string{"node2"}},
+		{"stop, launch, no table", spared, []Applied{stop2}, RestartRank, Launch, 1, []Ending{Failed}, []string{"node2"}},
+		{"stop, launch, after the table", spared, []Applied{{Action: stop2.Action, Time: stop2.Time, Tabled: true}}, RestartRank, Launch, 1, []Ending{Completed}, nil},
+		{"stopped replica host", spared, []Applied{formed(applied(Stop, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Completed}, nil},
+		{"two silent, one spare", spared, []Applied{stop2, applied(Partition, Target{Node: 0, Rank: -1})}, RestartRank, Run, 1, []Ending{Failed}, []string{"node2", "node0"}},
+		{"a kill and a stop, one spare", spared, []Applied{applied(Leaf, Target{Node: 0, Rank: -1}), stop2}, RestartRank, Run, 1, []Ending{Completed}, nil},
 	} {
-		if got := Expect(tc.acts, flat, tc.replicas, tc.policy, tc.phase, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("flat, %s: %v, want %v", tc.name, got, tc.want)
+		e := Expect(tc.acts, tc.topo, tc.replicas, tc.policy, tc.phase, "fe")
+		if !reflect.DeepEqual(e.Endings, tc.want) || tc.names != nil && !reflect.DeepEqual(e.Names, tc.names) {
+			t.Errorf("flat with spares %v, %s: %v naming %v, want %v naming %v", tc.topo.Spares, tc.name, e.Endings, e.Names, tc.want, tc.names)
 		}
 	}
-	if !names("rank 5 on node node2 was killed", []string{"rank 5"}) || names("rank 15 on node node7", []string{"rank 5"}) {
-		t.Error("names matches whole words only")
+	if e := Expect([]Applied{applied(Stop, Target{Node: 0, Rank: -1})}, func() Topology { k := kary2(); k.Spares = []string{"node6"}; return k }(),
+		1, RestartRank, Run, "fe"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) {
+		t.Errorf("stopped interior agent with a spare: %+v", e)
+	}
+	if !Names("rank 5 on node node2 was killed", []string{"rank 5"}) || Names("rank 15 on node node7", []string{"rank 5"}) {
+		t.Error("Names matches whole words only")
 	}
 }
 
@@ -414,6 +494,12 @@ func TestEmulatedScheduleAndExpect(t *testing.T) {
 		StateProblems: []string{`failure of node "node002" incarnation 1 (event 17) has no recovery and the job has not ended`}}
 	if vs := Check([]Applied{lostEarly}, e, open); len(vs) != 0 {
 		t.Errorf("no majority, unfinished: %v", vs)
+	}
+	// The root lost in the middle of a recovery, with one replica: the log
+	// ends there, unfinished, its failure without recovery or end.
+	rankRoot := []Applied{applied(Rank, Target{Node: 1, Rank: 2}), applied(Root, Target{Node: -1, Rank: -1})}
+	if vs := Check(rankRoot, Expect(rankRoot, topo, 1, RestartRank, Recovering, "head"), open); len(vs) != 0 {
+		t.Errorf("root lost during a recovery, unfinished: %v", vs)
 	}
 	lostEarly.GroupFormed = true
 	if e := Expect([]Applied{lostEarly}, topo, 3, NoRestart, Launch, "head"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) || e.NoMajority {

@@ -27,13 +27,15 @@ outside (signals; on the emulated cluster also host crashes, link cuts and
 slow links), then checks that each job ended as promised: with no
 restart, any failure ends the job cleanly naming the fault; with --restart
 rank or job, a rank's loss is recovered and the job completes with the
-right result, and so is a SIGKILLed agent that is a child of the root with
-no agent below it and no root replica (any other lost agent, a crashed,
-cut-off or stopped host's included, ends the job); a lost front-end with
+right result, and so is a lost agent that is a child of the root with no
+agent below it (a root replica's host too): a SIGKILLed one on its node, a
+stopped, crashed or cut-off one on a spare node (--spare-nodes) while one
+is left (any other lost agent ends the job naming it); a lost front-end with
 one replica leaves no process and the status "unfinished", and with
 --replicas 3 a lost front-end's job goes on and completes. After every
 trial it checks the invariants: the final status, no process of the job
-left (on every emulated host too), every failure in the state log paired
+left (on every emulated host too), nothing of a lost agent incarnation
+left once the job ended or once it ran again, every failure in the state log paired
 with the job's end (and under a restart policy, with a recovery that ran
 to its end), equal digests on the replicas that stayed up, monotonic
 epochs and node-table versions, the state log's own invariants, no output
@@ -59,16 +61,25 @@ the command that replays it.
   --faults LIST            any of rank,agent,leaf,interior,root,replica,node,partition,
                            stop,slow (default: every fault with a target in the plan);
                            node (a host crashes: link down, every process killed) and
-                           partition (its link cut until the trial is over) need the
-                           emulated cluster, where slow is a slow link (150 ms on every
-                           packet into the host for 1.5 s)
-  --when launch|run|any    when faults fall (default any: chosen per trial)
+                           partition (its link cut until the trial is over; under a
+                           restart policy healed 3x its detection time after the cut)
+                           need the emulated cluster, where slow is a slow link (150 ms
+                           on every packet into the host for 1.5 s); stop continues the
+                           agent 3x its detection time after the SIGSTOP
+  --when launch|run|recovery|any
+                           when faults fall (default any: launch or run, chosen per
+                           trial); recovery: a rank is killed in the run, and the faults
+                           fall once the job's live report shows the recovery under way
+                           (needs --restart rank or job)
   --concurrent 1|2         faults per trial (default 1)
   --restart none|rank|job  the job's restart policy (default none); under rank and job the
                            default application is the recovery application
                            ("ftlaunch ringapp", about 2 s) and run-phase faults fall
                            after the first node table
   --replicas R             root replicas: 1, 3 or 5 (default 1)
+  --spare-nodes K          K spare nodes beside the --nodes (test nodes, or emulated hosts
+                           brought up with the others), passed to the job: a silent
+                           node's agent starts on the next (needs --restart rank or job)
   --tree KIND              the launch tree (default kary:2, so there are interior agents;
                            any kind but auto)
   --app PATH               the application (default: ftlaunch's own, "ftlaunch chaos app",
@@ -97,6 +108,7 @@ type chaosOptions struct {
 	concurrent    int
 	restart       string
 	replicas      int
+	spareNodes    int
 	tree          string
 	app           string
 	appArgs       []string
@@ -127,6 +139,7 @@ func parseChaosFlags(args []string) (*chaosOptions, error) {
 	fs.IntVar(&o.concurrent, "concurrent", 1, "")
 	fs.StringVar(&o.restart, "restart", "none", "")
 	fs.IntVar(&o.replicas, "replicas", 1, "")
+	fs.IntVar(&o.spareNodes, "spare-nodes", 0, "")
 	fs.StringVar(&o.tree, "tree", "kary:2", "")
 	fs.StringVar(&o.app, "app", "", "")
 	fs.IntVar(&o.steps, "steps", 20, "")
@@ -166,6 +179,12 @@ func parseChaosFlags(args []string) (*chaosOptions, error) {
 	}
 	if o.replicas != 1 && o.replicas != 3 && o.replicas != 5 {
 		return nil, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", o.replicas)
+	}
+	if o.spareNodes < 0 {
+		return nil, fmt.Errorf("--spare-nodes %d: want 0 or more", o.spareNodes)
+	}
+	if o.spareNodes > 0 && policy == trial.NoRestart {
+		return nil, errors.New("--spare-nodes needs --restart rank or job: a spare takes the place of a lost node whose ranks start again")
 	}
 	if o.replicas > 1 && o.nodes < o.replicas-1 {
 		return nil, fmt.Errorf("--replicas %d needs at least %d nodes", o.replicas, o.replicas-1)
@@ -223,6 +242,11 @@ func chaosTopology(o *chaosOptions) (trial.Topology, error) {
 	for r := range o.nodes * o.ppn {
 		t.RankNode = append(t.RankNode, r/o.ppn)
 	}
+	// Test nodes: the spares are the last --spare-nodes of --test-nodes
+	// N+K (ftlaunch run's own rule); emulated hosts are named once up.
+	for i := o.nodes; i < o.nodes+o.spareNodes; i++ {
+		t.Spares = append(t.Spares, trial.NodeName(i))
+	}
 	return t, nil
 }
 
@@ -246,7 +270,7 @@ func chaosCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := trial.Config{
 		Cluster: trial.Cluster(o.cluster), Faults: o.parsedFault, When: o.phase, Concurrent: o.concurrent,
-		Replicas: o.replicas, RunLength: time.Duration(o.steps) * o.interval,
+		Replicas: o.replicas, Policy: o.policy, RunLength: time.Duration(o.steps) * o.interval,
 	}
 	if err := trial.Validate(cfg, topo); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
@@ -292,8 +316,11 @@ func chaosCommand(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
 			return 1
 		}
-		topo.Names = hosts.names
+		topo.Names, topo.Spares = hosts.names[:o.nodes], hosts.names[o.nodes:]
 		where = fmt.Sprintf("%d emulated hosts (cluster %s, %s, up in %.2fs)", o.nodes, o.clusterName, o.clusterPrefix, time.Since(start).Seconds())
+	}
+	if len(topo.Spares) > 0 {
+		where += fmt.Sprintf(" + spare(s) %s", strings.Join(topo.Spares, ","))
 	}
 
 	faults := cfg.Faults
@@ -350,7 +377,7 @@ func replayCommand(o *chaosOptions, seed uint64) string {
 	}
 	args := []string{self, "chaos", "--cluster", o.cluster, "--nodes", strconv.Itoa(o.nodes), "--ppn", strconv.Itoa(o.ppn),
 		"--trials", "1", "--seed", strconv.FormatUint(seed, 10), "--when", o.when, "--concurrent", strconv.Itoa(o.concurrent),
-		"--restart", o.restart, "--replicas", strconv.Itoa(o.replicas), "--tree", o.tree,
+		"--restart", o.restart, "--replicas", strconv.Itoa(o.replicas), "--spare-nodes", strconv.Itoa(o.spareNodes), "--tree", o.tree,
 		"--steps", strconv.Itoa(o.steps), "--interval", o.interval.String()}
 	if o.faults != "" {
 		args = append(args, "--faults", o.faults)
@@ -401,11 +428,34 @@ func writeTrialReport(w io.Writer, o *chaosOptions, r *trialResult) {
 			fmt.Fprintf(w, " pid %d", a.PID)
 		}
 		fmt.Fprintf(w, " at +%.3fs", a.Time.Sub(r.start).Seconds())
+		if a.Trigger {
+			fmt.Fprint(w, " (the trigger)")
+		}
+		if a.During != "" {
+			fmt.Fprintf(w, " in the recovery's %s stage", a.During)
+		}
 		if d := at(r.detect, k); d >= 0 {
 			fmt.Fprintf(w, ", detected after %s", secs(d))
+			if tr.Phase == trial.Launch && a.Tabled && o.policy != trial.NoRestart {
+				fmt.Fprint(w, " (after the first node table)")
+			}
 		}
 		if d := at(r.resumed, k); d >= 0 {
-			fmt.Fprintf(w, ", SIGCONT after %s", secs(d))
+			again := "SIGCONT"
+			if a.Fault == trial.Partition {
+				again = "healed"
+			}
+			fmt.Fprintf(w, ", %s after %s", again, secs(d))
+		}
+		if k < len(r.stale) && r.stale[k] != nil {
+			st := r.stale[k]
+			fmt.Fprintf(w, "; its incarnation: %d process(es) up at the job's end", st.atEnd)
+			if st.back {
+				fmt.Fprintf(w, ", %d when it ran again", st.atBack)
+			}
+			if st.back && st.atBack > 0 && st.gone >= 0 {
+				fmt.Fprintf(w, ", the last gone %s after", secs(st.gone))
+			}
 		}
 		fmt.Fprintln(w)
 	}

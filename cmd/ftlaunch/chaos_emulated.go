@@ -52,11 +52,11 @@ const (
 type chaosHosts struct {
 	c        *cluster.Cluster
 	hostfile string   // one line per host: "node001 slots=PPN"
-	names    []string // the hosts in hostfile order (agent i runs on names[i])
+	names    []string // the hosts in hostfile order (agent i runs on names[i]; the spares last)
 }
 
-// upChaosHosts brings up o.nodes hosts (a stale cluster of the same name
-// is removed first) and writes their hostfile into the cluster's state
+// upChaosHosts brings up o.nodes hosts and o.spareNodes spares after them
+// (a stale cluster of the same name is removed first) and writes their hostfile into the cluster's state
 // directory (removed with it).
 func upChaosHosts(ctx context.Context, o *chaosOptions) (*chaosHosts, error) {
 	prefix, err := netip.ParsePrefix(o.clusterPrefix) // checked by parseChaosFlags
@@ -67,7 +67,7 @@ func upChaosHosts(ctx context.Context, o *chaosOptions) (*chaosHosts, error) {
 	// faults are in (holdHost), which a handshake must outwait; faults
 	// wait for nothing longer than chaosHoldWait meanwhile.
 	cfg := cluster.Config{Name: o.clusterName, Prefix: prefix, ConnectTimeout: 10 * time.Second}
-	c, err := cluster.Up(ctx, cfg, o.nodes)
+	c, err := cluster.Up(ctx, cfg, o.nodes+o.spareNodes)
 	if err != nil {
 		return nil, fmt.Errorf("bring up the emulated cluster %q: %w", o.clusterName, err)
 	}
@@ -182,6 +182,9 @@ func (h *chaosHosts) holdHost(host string, sig syscall.Signal) error {
 type hostFaults struct {
 	killed, parted []string
 	slow           map[string]*cluster.SlowLink
+	// cut: a host was crashed or cut off in this trial (healed or not):
+	// every host's neighbour cache is flushed after it (revive).
+	cut bool
 }
 
 // apply crashes, cuts off or slows a host.
@@ -194,11 +197,13 @@ func (h *chaosHosts) apply(ctx context.Context, hf *hostFaults, fault trial.Faul
 			return err
 		}
 		hf.killed = append(hf.killed, host)
+		hf.cut = true
 	case trial.Partition:
 		if err := h.c.Partition(ctx, host); err != nil {
 			return err
 		}
 		hf.parted = append(hf.parted, host)
+		hf.cut = true
 	case trial.Slow:
 		// The slow link lives until unslow, not with ctx.
 		s, err := h.c.SlowLink(context.WithoutCancel(ctx), host, chaosSlowDelay, 0)
@@ -225,6 +230,21 @@ func (hf *hostFaults) unslow(host string) error {
 	if err := s.Stop(); err != nil {
 		return fmt.Errorf("end the slow link of %s: %w", host, err)
 	}
+	return nil
+}
+
+// healHost reconnects one partitioned host (3x its detection time after
+// the cut, as a stop is continued).
+func (h *chaosHosts) healHost(hf *hostFaults, host string) error {
+	if !slices.Contains(hf.parted, host) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), chaosHostOp)
+	defer cancel()
+	if err := h.c.Heal(ctx, host); err != nil {
+		return fmt.Errorf("heal: %w", err)
+	}
+	hf.parted = slices.DeleteFunc(hf.parted, func(p string) bool { return p == host })
 	return nil
 }
 

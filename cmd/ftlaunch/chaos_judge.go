@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/hashicorp/raft"
 )
 
 // The end of a trial: waiting for the job's processes to be gone on every
@@ -31,7 +31,7 @@ import (
 // hosts booted again. The error is the hosts' that could not be restored.
 func (t *trialRun) finish(over time.Time, interrupted bool) error {
 	for _, a := range t.acts {
-		if a.PID > 0 && !t.hostFault(a.Fault) && (a.Fault == trial.Stop || a.Fault == trial.Slow) {
+		if a.PID > 0 && !t.hostFault(a.Fault) && (a.Fault == trial.Stop || a.Fault == trial.Slow) && !a.continued {
 			syscall.Kill(a.PID, syscall.SIGCONT)
 		}
 	}
@@ -81,7 +81,6 @@ func (t *trialRun) finish(over time.Time, interrupted bool) error {
 		time.Sleep(chaosPoll) // polling /proc for processes to end
 	}
 	var err error
-	hostFault := len(t.hf.killed) > 0 || len(t.hf.parted) > 0
 	if t.hosts != nil {
 		err = t.hosts.heal(&t.hf)
 		// sshd's connections are sshd's, not the job's (chaosHosts.procs):
@@ -116,7 +115,7 @@ func (t *trialRun) finish(over time.Time, interrupted bool) error {
 		planted.Wait()
 	}
 	if t.hosts != nil {
-		err = errors.Join(err, t.hosts.revive(&t.hf, hostFault))
+		err = errors.Join(err, t.hosts.revive(&t.hf, t.hf.cut))
 	}
 	return err
 }
@@ -211,9 +210,14 @@ func (t *trialRun) judge() {
 		o.StateProblems = append(o.StateProblems, res.Best.Problems...)
 		// alone: the log was written by the front-end's replica as a
 		// group of one (journal.Stats.Alone): the job ended before the
-		// replica agents could join.
+		// replica agents could join. A replica agent missing from the
+		// group's last configuration never joined either (the job ended,
+		// or the group lost its majority, before its turn came).
 		servers := res.Best.Configuration.Servers
 		alone := len(servers) == 1 && string(servers[0].ID) == res.Best.Meta.Node
+		member := func(node string) bool {
+			return slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == node })
+		}
 		var never []string
 		for _, rf := range res.Replicas {
 			rp := trial.ReplicaState{Node: filepath.Base(rf.Path)}
@@ -225,7 +229,7 @@ func (t *trialRun) judge() {
 				// The documented end of a job shorter than its group's
 				// formation (trial.ReplicaState.NeverJoined); --strict
 				// compares such replicas too.
-				if alone && rp.Node != res.Best.Meta.Node && rf.In.LastIndex == 0 && !t.o.strict {
+				if (alone || !member(rp.Node)) && rp.Node != res.Best.Meta.Node && rf.In.LastIndex == 0 && !t.o.strict {
 					rp.NeverJoined = true
 					never = append(never, rp.Node)
 				}
@@ -234,7 +238,7 @@ func (t *trialRun) judge() {
 		}
 		if len(never) > 0 {
 			r.notes = append(r.notes, "known limit: the job ended before its raft group formed, so the replica(s) of "+
-				strings.Join(never, ", ")+" never joined and hold an empty log (docs/state.md); not compared")
+				strings.Join(never, ", ")+" never joined (not in the group's configuration) and hold an empty log (docs/state.md); not compared")
 		}
 	}
 	o.Lines = t.outputLines()
@@ -253,6 +257,9 @@ func (t *trialRun) judge() {
 			o.AppOK = o.AppOK || f[1] == f[3] // the ring application's result (rank 0's line)
 		}
 	}
+	over := r.start.Add(r.jobTime)
+	t.staleOutcome(o.Failures, over)
+	t.tabled(over)
 	host, _ := os.Hostname()
 	r.expect = trial.Expect(r.applied, t.topo, t.o.replicas, t.o.policy, t.tr.Phase, host)
 	r.violations = append(r.violations, trial.Check(r.applied, r.expect, *o)...)
@@ -301,8 +308,7 @@ func (t *trialRun) detections(fails []trial.Event) {
 		if a.Time.IsZero() || a.Fault == trial.Root || a.Fault == trial.Slow {
 			continue
 		}
-		name := a.Target.String()
-		word := regexp.MustCompile(`(^|[^\w])` + regexp.QuoteMeta(name) + `($|[^\w])`)
+		name := []string{a.Target.String()}
 		for _, f := range fails {
 			if f.Time.Before(a.Time) {
 				continue
@@ -310,11 +316,70 @@ func (t *trialRun) detections(fails []trial.Event) {
 			if r.detect[k] < 0 {
 				r.detect[k] = f.Time.Sub(a.Time)
 			}
-			if word.MatchString(f.Detail) {
+			if trial.Names(f.Detail, name) {
 				r.detect[k] = f.Time.Sub(a.Time)
 				break
 			}
 		}
+	}
+}
+
+// declaredLost says whether the state log has a failure naming the node
+// after the fault at.
+func declaredLost(fails []trial.Event, node string, at time.Time) bool {
+	for _, f := range fails {
+		if !f.Time.Before(at) && trial.Names(f.Detail, []string{node}) {
+			return true
+		}
+	}
+	return false
+}
+
+// tabled marks the applied faults that were detected after the first node
+// table was published (under a restart policy a lost agent is started
+// again only then): every run-phase fault, and a launch-phase one whose
+// detection (a silent node's takes seconds) came after the table.
+func (t *trialRun) tabled(over time.Time) {
+	r := t.res
+	for k := range r.applied {
+		a := &r.applied[k]
+		if a.Time.IsZero() || t.tableAt.IsZero() {
+			continue
+		}
+		seen := over
+		if d := r.detect[k]; d >= 0 {
+			seen = a.Time.Add(d)
+		}
+		a.Tabled = t.tr.Phase != trial.Launch || t.tableAt.Before(seen)
+	}
+}
+
+// staleOutcome reports what every stopped or cut-off agent incarnation
+// left: at the job's end, and once it ran again.
+func (t *trialRun) staleOutcome(fails []trial.Event, over time.Time) {
+	r := t.res
+	r.stale = make([]*staleReport, len(t.acts))
+	for k, a := range t.acts {
+		if a.stale == nil {
+			continue
+		}
+		name := a.Target.String()
+		st := trial.Stale{Node: name, Fault: a.Fault, Lost: declaredLost(fails, name, a.Time), Answers: a.Fault == trial.Stop,
+			AtEnd: a.staleAtEnd, Back: a.continued, Left: a.staleLeft}
+		if st.Back && len(st.Left) > 0 && t.o.replicas > 1 && !a.contAt.Before(over) {
+			// An orphan of a replicated job asks the replicas to adopt it
+			// for 30 s (launch/proto's AdoptWait); once the job is over
+			// nobody is left to tell it that it was replaced.
+			const limit = "came back after the job of its replicas ended: it asks them for adoption for 30 s before it kills its ranks"
+			if t.o.strict {
+				st.Left = append(st.Left, "("+limit+")")
+			} else {
+				st.Limit = true
+				r.notes = append(r.notes, fmt.Sprintf("known limit: %s %s", name, limit))
+			}
+		}
+		r.outcome.Stale = append(r.outcome.Stale, st)
+		r.stale[k] = &staleReport{atEnd: len(a.staleAtEnd), atBack: a.staleAtBack, gone: a.backGone, back: a.continued}
 	}
 }
 

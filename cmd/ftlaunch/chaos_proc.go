@@ -122,3 +122,56 @@ func readStat(dir string) (jobProc, bool) {
 	}
 	return jobProc{state: f[0][0], ppid: ppid}, true
 }
+
+// procID is a process as the kernel knows it: its pid and its start time
+// (/proc/PID/stat field 22), so that a reused pid is never taken for it.
+type procID struct {
+	pid   int
+	start string
+	desc  string
+}
+
+// procIDOf reads the live process pid.
+func procIDOf(pid int) (procID, bool) {
+	p, ok := procAt(pid)
+	if !ok {
+		return procID{}, false
+	}
+	start, ok := startTime(pid)
+	if !ok {
+		return procID{}, false
+	}
+	return procID{pid: pid, start: start, desc: p.String()}, true
+}
+
+// startTime is field 22 of /proc/PID/stat.
+func startTime(pid int) (string, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", false
+	}
+	// Fields after comm start at field 3: field 22 is the 20th of them.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", false
+	}
+	return f[19], true
+}
+
+// alive lists those of ids that still run (not zombies, same start time).
+func alive(ids []procID) []string {
+	var out []string
+	for _, id := range ids {
+		if _, ok := procAt(id.pid); !ok {
+			continue
+		}
+		if start, ok := startTime(id.pid); ok && start == id.start {
+			out = append(out, id.desc)
+		}
+	}
+	return out
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
 	"github.com/ftlaunch/ftlaunch/launch"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
 // chaosPlantEnv plants a violation in every trial, to show that the checks
@@ -57,6 +58,18 @@ type trialResult struct {
 	expect          trial.Expectation
 	violations      []trial.Violation
 	notes           []string // what the report should say beside pass or fail
+	// stale[k] is what applied[k]'s agent incarnation left, for a stop or
+	// a partition (nil otherwise).
+	stale []*staleReport
+}
+
+// staleReport is what a stopped or cut-off agent incarnation left: its
+// processes up at the job's end, and how long they took to go once it
+// ran again.
+type staleReport struct {
+	atEnd, atBack int
+	gone          time.Duration // -1: not measured, or not gone within the bound
+	back          bool
 }
 
 func (r *trialResult) pass() bool { return len(r.violations) == 0 }
@@ -80,9 +93,18 @@ func (r *trialResult) ending() string {
 type actionRun struct {
 	trial.Applied
 	done bool
-	// stop: when detected, when to continue, continued.
+	// stop, partition: when detected, when to continue (heal), continued.
 	detectAt, contAt time.Time
 	continued        bool
+	// stop, partition: the agent incarnation hit and the ranks it ran;
+	// what of them was up at the job's end; once it ran again, when the
+	// last went (or what was left past trial.StaleBound).
+	stale       []procID
+	staleAtEnd  []string
+	staleAtBack int
+	backGone    time.Duration
+	staleLeft   []string
+	staleDone   bool
 	// slow: throttled until, next toggle, stopped now.
 	slowUntil, toggle time.Time
 	slowStopped       bool
@@ -108,6 +130,13 @@ type trialRun struct {
 	rankProc map[int]jobProc
 	nodeUp   map[int]time.Time
 	runStart time.Time
+	tableAt  time.Time     // when the first node table was seen published
+	errText  []byte        // the front-end's stderr so far (read every poll)
+	live     *journal.Live // the job's live report, last read
+	// recSeen is the last poll that saw a recovery under way in the live
+	// report, recStage its stage then.
+	recSeen  time.Time
+	recStage string
 	gateOpen bool
 	failover bool // the front-end was killed after the group formed: the job goes on
 	jobDir   string
@@ -196,11 +225,17 @@ func (t *trialRun) start(self, marker string) error {
 	if o.app != "" {
 		app = append([]string{o.app}, o.appArgs...)
 	}
-	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "--test-nodes", strconv.Itoa(o.nodes)}
+	// -l: the checks read rank labels ("[0] chaos app: verified"), which
+	// no job gets by default (test nodes no longer either: every
+	// completed --restart none trial failed app-result without it).
+	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "-l", "--test-nodes", strconv.Itoa(o.nodes + o.spareNodes)}
 	if t.hosts != nil {
-		// Over SSH to the emulated hosts, from this machine; -l: the
-		// checks read rank labels, which test nodes give by default.
+		// Over SSH to the emulated hosts, from this machine.
 		args = []string{"run", "--verbose", "--state-dir", t.stateDir, "-l", "--hostfile", t.hosts.hostfile, "--ssh-config", t.hosts.c.SSHConfig()}
+	}
+	if o.spareNodes > 0 {
+		// The last K test nodes or hosts of the hostfile.
+		args = append(args, "--spare-nodes", strconv.Itoa(o.spareNodes))
 	}
 	args = append(args, "--tree", o.tree, "--replicas", strconv.Itoa(o.replicas), "--restart", o.restart, "--kill-after", "1s",
 		"--timeout", (o.trialLimit / 2).String(), "-n", strconv.Itoa(o.nodes*o.ppn))
@@ -276,6 +311,11 @@ func (t *trialRun) drive(ctx context.Context, exited <-chan struct{}) (over time
 			}
 			if jobOver {
 				over = now
+				// What of a stopped or cut-off incarnation outlived the
+				// job's end (a node that answers is fenced before it).
+				for _, a := range t.acts {
+					a.staleAtEnd = alive(a.stale)
+				}
 			}
 		}
 		t.act(now, jobOver)
@@ -288,8 +328,12 @@ func (t *trialRun) drive(ctx context.Context, exited <-chan struct{}) (over time
 	}
 }
 
-// observe notes the job's ranks and which nodes are up.
+// observe notes the job's ranks, which nodes are up, the front-end's
+// stderr and the live report.
 func (t *trialRun) observe(now time.Time) {
+	if b, err := os.ReadFile(t.errPath); err == nil {
+		t.errText = b
+	}
 	for _, p := range t.scanner.scan(false) {
 		if p.rank < 0 {
 			continue
@@ -311,7 +355,10 @@ func (t *trialRun) observe(now time.Time) {
 			t.nodeUp[i] = now
 		}
 	}
-	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) && t.tablePublished() {
+	if t.tableAt.IsZero() && t.tablePublished() {
+		t.tableAt = now
+	}
+	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) && !t.tableAt.IsZero() {
 		t.runStart = now
 	}
 	if t.jobDir == "" {
@@ -324,6 +371,19 @@ func (t *trialRun) observe(now time.Time) {
 			t.stray = jobs // the trial's state directory is its own: never
 		}
 	}
+	if t.jobDir != "" {
+		// The root rewrites it at every step of its failure planner (a
+		// recovery begun, each of its phases) and once a second.
+		if l, err := launch.ReadLive(t.jobDir); err == nil {
+			t.live = l
+			if l.Recovery != nil {
+				t.recSeen, t.recStage = now, l.Recovery.Stage
+			}
+		}
+	}
+	for _, a := range t.acts {
+		t.stepStale(a, now)
+	}
 }
 
 // tablePublished says whether the job's ranks may be replaced: under a
@@ -333,13 +393,20 @@ func (t *trialRun) tablePublished() bool {
 	if t.o.policy == trial.NoRestart {
 		return true
 	}
-	b, _ := os.ReadFile(t.errPath)
-	return bytes.Contains(b, []byte("node table of "+strconv.Itoa(len(t.topo.RankNode))+" ranks published"))
+	return bytes.Contains(t.errText, []byte("node table of "+strconv.Itoa(len(t.topo.RankNode))+" ranks published"))
 }
 
 // phaseStart is when action k's clock starts, or zero while it cannot.
 func (t *trialRun) phaseStart(k int, now time.Time) time.Time {
 	a := t.acts[k].Action
+	if a.InRecovery && k > 0 {
+		// Once a recovery is seen under way after the previous action.
+		prev := t.acts[k-1]
+		if !prev.done || prev.Skipped != "" || t.recSeen.Before(prev.Time) {
+			return time.Time{}
+		}
+		return t.recSeen
+	}
 	if a.AfterPrevious && k > 0 {
 		prev := t.acts[k-1]
 		switch {
@@ -350,7 +417,7 @@ func (t *trialRun) phaseStart(k int, now time.Time) time.Time {
 		}
 		return prev.Time
 	}
-	if t.tr.Phase == trial.Run {
+	if t.tr.Phase == trial.Run || t.tr.Phase == trial.Recovering {
 		return t.runStart
 	}
 	if a.Target.Node >= 0 {
@@ -391,6 +458,10 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 			a.done, a.Skipped = true, "the job ended first"
 			continue
 		}
+		if why := t.missedRecovery(k); why != "" {
+			a.done, a.Skipped = true, why
+			continue
+		}
 		t0 := t.phaseStart(k, now)
 		if t0.IsZero() || now.Before(t0.Add(a.At)) {
 			continue
@@ -413,9 +484,7 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 				continue
 			}
 			a.Time, a.PID, a.GroupFormed = now, pid, formed
-			if a.Fault == trial.Slow {
-				a.slowUntil = now.Add(chaosSlowFor)
-			}
+			t.began(a, now)
 			continue
 		}
 		sig := syscall.SIGKILL
@@ -427,12 +496,7 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 			continue
 		}
 		a.Time, a.PID, a.GroupFormed = now, pid, formed
-		switch a.Fault {
-		case trial.Root:
-			t.failover = t.o.replicas > 1 && formed
-		case trial.Slow:
-			a.slowUntil, a.toggle, a.slowStopped = now.Add(chaosSlowFor), now.Add(chaosSlowPeriod), true
-		}
+		t.began(a, now)
 	}
 	if !t.gateOpen {
 		all := true
@@ -447,13 +511,65 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 		if a.Time.IsZero() || a.Skipped != "" {
 			continue
 		}
-		switch a.Fault {
-		case trial.Stop:
-			t.stepStop(a, now, jobOver)
-		case trial.Slow:
+		switch {
+		case t.comesBack(a.Fault):
+			t.stepSilent(a, now, jobOver)
+		case a.Fault == trial.Slow:
 			t.stepSlow(a, now, jobOver)
 		}
 	}
+}
+
+// began notes what an action just applied needs followed: the
+// successor of a killed front-end, a slow agent's duty cycle, a stopped
+// or cut-off agent's incarnation (its agent and ranks), and the recovery
+// stage an action timed into a recovery fell in.
+func (t *trialRun) began(a *actionRun, now time.Time) {
+	if a.InRecovery {
+		a.During = t.recStage
+	}
+	switch a.Fault {
+	case trial.Root:
+		t.failover = t.o.replicas > 1 && a.GroupFormed
+	case trial.Slow:
+		if t.hosts != nil {
+			a.slowUntil = now.Add(chaosSlowFor)
+			return
+		}
+		a.slowUntil, a.toggle, a.slowStopped = now.Add(chaosSlowFor), now.Add(chaosSlowPeriod), true
+	case trial.Stop, trial.Partition:
+		if t.comesBack(a.Fault) {
+			a.stale = t.incarnation(a.PID)
+			a.backGone = -1
+		}
+	}
+}
+
+// comesBack says whether an agent hit by fault f runs again within the
+// trial, 3x the fault's detection time after it: a stopped agent
+// (SIGCONT), and under a restart policy a cut-off host (healed: issue
+// #14's partition). With no restart a cut-off host stays cut off until
+// the trial is over: it must clean up by itself.
+func (t *trialRun) comesBack(f trial.Fault) bool {
+	return f == trial.Stop || f == trial.Partition && t.hostFault(f) && t.o.policy != trial.NoRestart
+}
+
+// missedRecovery says why an action timed into a recovery cannot fall
+// ("": it still may): the recovery its trigger started was over before
+// the live report showed it (it is polled every chaosPoll).
+func (t *trialRun) missedRecovery(k int) string {
+	a := t.acts[k]
+	if !a.InRecovery || k == 0 {
+		return ""
+	}
+	prev := t.acts[k-1]
+	if !prev.done || prev.Skipped != "" || !t.recSeen.Before(prev.Time) || t.live == nil {
+		return ""
+	}
+	if t.live.Recovery == nil && t.live.Recoveries > 0 {
+		return fmt.Sprintf("the recovery after %s was over before the live report showed it (polled every %v)", prev.Action, chaosPoll)
+	}
+	return ""
 }
 
 // groupWait is how long a root or replica fault waits for the raft
@@ -469,19 +585,15 @@ func (t *trialRun) groupWait() time.Duration {
 	return chaosGroupWait
 }
 
-// stepStop continues a stopped agent 3x the detection time after its stop
-// (detected: the root reports a failure, or the job ended).
-func (t *trialRun) stepStop(a *actionRun, now time.Time, jobOver bool) {
+// stepSilent continues a stopped agent, or heals a cut-off host, 3x the
+// detection time after the fault (detected: the root reported the node's
+// agent lost, or another failure ending the job, or the job ended).
+func (t *trialRun) stepSilent(a *actionRun, now time.Time, jobOver bool) {
 	if a.continued {
 		return
 	}
 	if a.detectAt.IsZero() {
-		detected := jobOver
-		if !detected && t.jobDir != "" {
-			if l, err := launch.ReadLive(t.jobDir); err == nil && l.Failure != "" {
-				detected = true
-			}
-		}
+		detected := jobOver || t.live != nil && t.live.Failure != "" || t.reportedLost(a.Target.String())
 		switch {
 		case detected:
 			a.detectAt = now
@@ -490,10 +602,59 @@ func (t *trialRun) stepStop(a *actionRun, now time.Time, jobOver bool) {
 			a.detectAt, a.contAt = now, now
 		}
 	}
-	if !a.contAt.IsZero() && !now.Before(a.contAt) {
+	if a.contAt.IsZero() || now.Before(a.contAt) {
+		return
+	}
+	if a.Fault == trial.Partition {
+		if err := t.hosts.healHost(&t.hf, a.Target.String()); err != nil {
+			t.res.notes = append(t.res.notes, err.Error())
+		}
+	} else if len(a.stale) == 0 || len(alive(a.stale[:1])) > 0 {
+		// Only the agent stopped, not a process that took its pid after
+		// a fence killed it.
 		syscall.Kill(a.PID, syscall.SIGCONT)
-		a.continued = true
-		t.res.resumedSet(t.index(a), now.Sub(a.Time))
+	}
+	a.continued = true
+	a.staleAtBack = len(alive(a.stale))
+	t.res.resumedSet(t.index(a), now.Sub(a.Time))
+}
+
+// reportedLost says whether the front-end reported node's agent lost (the
+// failure planner's report on its stderr, under every policy).
+func (t *trialRun) reportedLost(node string) bool {
+	return trial.Names(string(t.errText), []string{"lost the agent of node " + node})
+}
+
+// incarnation lists the agent process pid and the ranks it runs now: what
+// a fence of its incarnation must kill.
+func (t *trialRun) incarnation(pid int) []procID {
+	var out []procID
+	if id, ok := procIDOf(pid); ok {
+		out = append(out, id)
+	}
+	for _, p := range t.scanner.scan(false) {
+		if p.ppid == pid && p.rank >= 0 {
+			if id, ok := procIDOf(p.pid); ok {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// stepStale follows a stopped or cut-off agent's incarnation once it ran
+// again: when its last process went, or which were left after
+// trial.StaleBound.
+func (t *trialRun) stepStale(a *actionRun, now time.Time) {
+	if !a.continued || a.staleDone || a.stale == nil {
+		return
+	}
+	left := alive(a.stale)
+	switch {
+	case len(left) == 0:
+		a.backGone, a.staleDone = now.Sub(a.contAt), true
+	case now.Sub(a.contAt) > trial.StaleBound:
+		a.staleLeft, a.staleDone = left, true
 	}
 }
 
@@ -543,11 +704,12 @@ func (r *trialResult) resumedSet(k int, d time.Duration) {
 	r.resumed[k] = d
 }
 
-// settled: every action applied or skipped, stops continued, slows over.
+// settled: every action applied or skipped, stops continued and cut-off
+// hosts healed (and their incarnation followed to its end), slows over.
 func (t *trialRun) settled() bool {
 	for _, a := range t.acts {
 		if !a.done || a.Skipped == "" && !a.Time.IsZero() &&
-			(a.Fault == trial.Stop && !a.continued || a.Fault == trial.Slow && !a.slowUntil.IsZero()) {
+			(t.comesBack(a.Fault) && (!a.continued || a.stale != nil && !a.staleDone) || a.Fault == trial.Slow && !a.slowUntil.IsZero()) {
 			return false
 		}
 	}

@@ -120,15 +120,7 @@ func TestChaosEmulated(t *testing.T) {
 		t.Skip("an emulated cluster")
 	}
 	chaostest.RequireNamespaces(t)
-	// A name and network of the test's own: neither the chaos runs'
-	// default (ftchaos, 10.79.0.0/24) nor the other tests' clusters
-	// (10.200-249.x.0/24).
-	b := make([]byte, 2)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("tch%04x", b)
-	prefix := fmt.Sprintf("10.79.%d.0/24", 1+int(b[0])%254)
+	name, prefix := chaosTestCluster(t)
 	r := ftlaunchLimit(t, 100*time.Second, "", "chaos", "--cluster", "emulated", "--cluster-name", name, "--cluster-prefix", prefix,
 		"--nodes", "3", "--tree", "flat", "--trials", "2", "--seed", "4", "--faults", "node,partition", "--when", "run",
 		"--steps", "10", "--out", t.TempDir())
@@ -144,6 +136,18 @@ func TestChaosEmulated(t *testing.T) {
 	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), name+"-") {
 		t.Errorf("the cluster's namespaces outlived the run:\n%s", out)
 	}
+}
+
+// chaosTestCluster is a name and network of the test's own: neither the
+// chaos runs' defaults (ftchaos, 10.79.0.0/24; ftspare, 10.81.0.0/24) nor
+// the other tests' clusters (10.200-249.x.0/24).
+func chaosTestCluster(t *testing.T) (name, prefix string) {
+	t.Helper()
+	b := make([]byte, 2)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("tch%04x", b), fmt.Sprintf("10.79.%d.0/24", 1+int(b[0])%254)
 }
 
 func TestChaosRefuses(t *testing.T) {
@@ -162,7 +166,8 @@ func TestChaosRefuses(t *testing.T) {
 		{[]string{"--cluster", "test-nodes", "--tree", "auto"}, "--tree auto"},
 		{[]string{"--cluster", "test-nodes", "--faults", "rank,meteor"}, `unknown fault "meteor"`},
 		{[]string{"--cluster", "test-nodes", "--when", "later"}, "--when"},
-		{[]string{"--cluster", "test-nodes", "--when", "recovery"}, "no recovery to hit yet"},
+		{[]string{"--cluster", "test-nodes", "--when", "recovery"}, "--when recovery needs --restart rank or job"},
+		{[]string{"--cluster", "test-nodes", "--spare-nodes", "1"}, "--spare-nodes needs --restart rank or job"},
 	} {
 		r := ftlaunch(t, "", append([]string{"chaos"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.msg) {

@@ -671,6 +671,26 @@ func recoveries(s *raftstore.State, at func(time.Time) float64, incs [][]RankInc
 		return ReportEvent{Time: ev.Time, AtMS: at(ev.Time), Kind: ev.Kind.String(), Node: ev.Node, Rank: ev.Rank,
 			Incarnation: ev.Incarnation, Detail: ev.Detail, Index: ev.Index, Term: ev.Term, Epoch: ev.Epoch, Version: ev.Version}
 	}
+	// lostRanks[k]: the ranks the lost node of recs[k] ran when it failed.
+	// A phase names them by rank; after a spare took the node's place
+	// (docs/recovery.md, "Spares") the state's rows name the spare.
+	lostRanks := map[int][]int{}
+	ranAt := func(node string, t time.Time) []int {
+		var out []int
+		for x := range n {
+			where := s.Ranks[x].Node
+			for _, ri := range incs[x] {
+				if !ri.Started.IsZero() && ri.Started.After(t) {
+					break
+				}
+				where = ri.Node
+			}
+			if where == node {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
 	var jobEnd time.Time
 	for i := range s.Events {
 		ev := &s.Events[i]
@@ -690,6 +710,9 @@ func recoveries(s *raftstore.State, at func(time.Time) float64, incs [][]RankInc
 			}
 			recs = append(recs, Recovery{Failure: re, Rank: ev.Rank, Node: node, Incarnation: ev.Incarnation, Phases: []RecoveryStep{}, Outcome: OutcomeInProgress})
 			open = append(open, len(recs)-1)
+			if ev.Rank < 0 && node != "" {
+				lostRanks[len(recs)-1] = ranAt(node, ev.Time)
+			}
 		case ev.Kind == raftstore.EventRecovery:
 			stage, epoch, ranks := phaseOf(ev, n)
 			step := RecoveryStep{Stage: stage, Epoch: epoch, Time: ev.Time, AtMS: at(ev.Time), Detail: ev.Detail, Index: ev.Index}
@@ -702,7 +725,7 @@ func recoveries(s *raftstore.State, at func(time.Time) float64, incs [][]RankInc
 				case r.Rank < 0 && strings.Contains(ev.Detail, "of node "+r.Node+" "):
 					// A lost agent's relaunch names its node.
 				case len(ranks) > 0:
-					if !slices.ContainsFunc(ranks, func(x int) bool { return x == r.Rank || r.Rank < 0 && s.Ranks[x].Node == r.Node }) {
+					if !slices.ContainsFunc(ranks, func(x int) bool { return x == r.Rank || r.Rank < 0 && slices.Contains(lostRanks[k], x) }) {
 						continue
 					}
 				case stage == "restart-job":

@@ -264,3 +264,39 @@ func TestParseRankList(t *testing.T) {
 		}
 	}
 }
+
+// TestReportSpareRelaunch: a node that went silent is replaced by a spare;
+// the state's rows then name the spare, yet the phases that name the lost
+// node's ranks (it ran them when it failed) are its recovery's.
+func TestReportSpareRelaunch(t *testing.T) {
+	nodes := []string{"n0", "n1"}
+	l := newStateLog(t, 4, nodes...)
+	l.launched(nodes...)
+	l.ev(5000, raftstore.EventExit, "n1", raftstore.NoRank, 0, "exit: 2 rank(s) lost with its agent (exit code 1): 2-3")
+	l.ev(5000, raftstore.EventFailure, "n1", raftstore.NoRank, 1,
+		"lost the agent of node n1: heartbeat timeout: peer silent; starting its agent again on spare node n2 as incarnation 2 (restart 1 of 3) and its rank(s) 2, 3 as their next incarnation")
+	l.phase(5001, "suspend", 1, raftstore.NoRank, "rank(s) 2 3")
+	l.phase(5030, "relaunch", 1, raftstore.NoRank, "the agent of node n2 as incarnation 2; rank(s) 2 3")
+	l.ev(5100, raftstore.EventLaunch, "n2", raftstore.NoRank, 2, "up: connected back")
+	l.phase(5140, "respawn", 1, raftstore.NoRank, "rank(s) 2 3")
+	l.ev(5150, raftstore.EventLaunch, "n2", raftstore.NoRank, 0, "ranks: 2 rank(s) started: 2-3")
+	l.phase(5200, "patch", 1, raftstore.NoRank, "node table version 2: rank(s) 2 3")
+	l.phase(5210, "resume", 1, raftstore.NoRank, "")
+	l.phase(5220, "resumed", 1, raftstore.NoRank, "every rank goes on, 220 ms after the failure")
+	l.end(6000, 0)
+	for _, r := range []int{2, 3} {
+		l.s.Ranks[r].Node, l.s.Ranks[r].Incarnation = "n2", 2
+	}
+
+	rep := Analyze(l.s)
+	if len(rep.Recoveries) != 1 {
+		t.Fatalf("recoveries %+v", rep.Recoveries)
+	}
+	r := rep.Recoveries[0]
+	if got, want := stages(r), "suspend/1@1+29 relaunch/1@30+110 respawn/1@140+60 patch/1@200+10 resume/1@210+10 resumed/1@220+0"; got != want {
+		t.Errorf("phases %s\n want %s", got, want)
+	}
+	if r.Node != "n1" || r.Outcome != OutcomeResumed || r.TotalMS != 220 {
+		t.Errorf("recovery %+v", r)
+	}
+}

@@ -221,7 +221,9 @@ const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 // breakEnv breaks the recovery on purpose, for tests that show the chaos
 // harness's checks can fail: "skip-patch" sends every node-table patch
 // without its rows, so that ranks resume with the replaced rank's old
-// address. Read once, by Run.
+// address; "no-fence" skips the fence from outside of a lost agent's node
+// (fence.go), so that a stopped agent's ranks outlive the job's end. Read
+// once, by Run.
 const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
 
 // committed takes a phase's commit.
