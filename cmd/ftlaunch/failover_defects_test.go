@@ -26,12 +26,7 @@ func TestStalledSuccessor(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "go")
 	cmd := exec.Command(ftlaunchBin, "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12",
 		"sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done; echo done $FTLAUNCH_RANK")
-	_, errb := startJob(t, cmd)
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	killFrontEnd(t, cmd, 2)
 	node := successorNode(t, dir)
 	pid := agentOf(t, gate, node)
 	// The ranks end while the successor is stopped: it learns of their
@@ -78,12 +73,7 @@ func TestDoubleRootLoss(t *testing.T) {
 	m := marker(t)
 	cmd := exec.Command(ftlaunchBin, "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12",
 		"sh", "-c", "while :; do echo tick $FTLAUNCH_RANK; sleep 0.1; done; : "+m)
-	_, errb := startJob(t, cmd)
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	killFrontEnd(t, cmd, 2)
 	node := successorNode(t, dir)
 	time.Sleep(time.Second) // the fault schedule: the successor dies a second after it took over
 	pid := agentOf(t, m, node)
@@ -141,22 +131,14 @@ func TestDoubleRootLossFiveReplicas(t *testing.T) {
 	dir, ck := t.TempDir(), t.TempDir()
 	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "5", "--restart", "rank", "--test-nodes", "8", "--verbose", "-n", "16",
 		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
-	_, errb := startJob(t, cmd)
-	waitFor(t, "the four replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 4
-	})
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	killFrontEnd(t, cmd, 4)
 	first := successorNode(t, dir)
 	time.Sleep(time.Second) // the fault schedule: the successor dies a second after it took over
 	if err := syscall.Kill(agentOf(t, ck, first), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	r := ftlaunch(t, "", "attach", "--state-dir", dir)
-	var f []string
-	if i := strings.LastIndex(r.stdout, "checksum "); i >= 0 {
-		f = strings.Fields(r.stdout[i:])
-	}
+	f := checksumLine(r.stdout)
 	if r.code != 0 || len(f) < 4 || f[1] != f[3] {
 		t.Fatalf("attach after the second root loss: exit %d\nstdout:\n%s\nstderr:\n%s\nsuccessor's log:\n%s", r.code, r.stdout, r.stderr, successorLogs(t, dir))
 	}
@@ -187,12 +169,7 @@ func TestSuccessorUsesSpare(t *testing.T) {
 	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--spare-nodes", "1",
 		"--tree", "flat", "--test-nodes", "6", "--verbose", "-n", "10",
 		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
-	_, errb := startJob(t, cmd)
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	killFrontEnd(t, cmd, 2)
 	successorNode(t, dir)
 	waitFor(t, "node3 adopted by the successor", 30*time.Second, func() bool {
 		return strings.Contains(successorLogs(t, dir), "adopted node node3")
@@ -203,10 +180,7 @@ func TestSuccessorUsesSpare(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	r := ftlaunch(t, "", "attach", "--state-dir", dir)
-	var f []string
-	if i := strings.LastIndex(r.stdout, "checksum "); i >= 0 {
-		f = strings.Fields(r.stdout[i:])
-	}
+	f := checksumLine(r.stdout)
 	log := successorLogs(t, dir)
 	if r.code != 0 || len(f) < 4 || f[1] != f[3] {
 		t.Fatalf("attach: exit %d\nstdout:\n%s\nstderr:\n%s\nsuccessor's log:\n%s", r.code, r.stdout, r.stderr, log)
@@ -219,4 +193,25 @@ func TestSuccessorUsesSpare(t *testing.T) {
 	if processRunning(pid) {
 		t.Errorf("the stopped agent (pid %d) is still there", pid)
 	}
+}
+
+// killFrontEnd starts a replicated job as cmd, waits until its replica
+// agents (replicas of them) joined the group, and SIGKILLs the front-end.
+func killFrontEnd(t *testing.T, cmd *exec.Cmd, replicas int) {
+	t.Helper()
+	_, errb := startJob(t, cmd)
+	waitFor(t, "the replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == replicas
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+}
+
+// checksumLine returns the fields of ringapp's last "checksum" line in out
+// (nil if none): "checksum GOT expected WANT".
+func checksumLine(out string) []string {
+	if i := strings.LastIndex(out, "checksum "); i >= 0 {
+		return strings.Fields(out[i:])
+	}
+	return nil
 }
