@@ -224,8 +224,10 @@ func TestAgentLostPastMaxRestarts(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("job: %v, want exit code 1", err)
 	}
-	if want := "lost the agent of node node2: EOF; its agent was started again 1 time(s) (--max-restarts 1): the job ends"; !strings.Contains(errb.String(), want) {
-		t.Errorf("stderr does not say %q", want)
+	// The killed agent's link ends with EOF or, with bytes unread in its
+	// socket, a reset.
+	if !regexp.MustCompile(`lost the agent of node node2: [^\n]*(EOF|connection reset by peer); its agent was started again 1 time\(s\) \(--max-restarts 1\): the job ends`).MatchString(errb.String()) {
+		t.Errorf("stderr does not say that node2's agent was lost past --max-restarts 1")
 	}
 	waitGone(t, ck, 10*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
