@@ -226,7 +226,7 @@ func (a *Agent) run(ctx context.Context) error {
 	l := a.link
 	for {
 		err = l.Run(linkCtx, hb, proto.LinkTimeout(hb), a.handle)
-		if errors.Is(err, errShutdown) || errors.Is(err, errFenced) || a.stopped.Load() || !a.survives() || ctx.Err() != nil {
+		if errors.Is(err, errShutdown) || a.stopped.Load() || !a.survives() || ctx.Err() != nil {
 			break
 		}
 		// The front-end is gone; its successor adopts the agent.
@@ -554,15 +554,6 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		}
 		a.recover(typ, m)
 	case proto.MAdopted:
-	case proto.MFenced:
-		inc, err := proto.DecodeInt(p)
-		if err != nil {
-			return fmt.Errorf("fenced message: %w", err)
-		}
-		if uint64(inc) >= a.incarnation() {
-			a.killAll(syscall.SIGKILL)
-			return errFenced
-		}
 	case proto.MSpec:
 		// Sent again by a successor root, which cannot tell whether the
 		// front-end's copy arrived before it died: this agent has it.

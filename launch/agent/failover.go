@@ -118,11 +118,19 @@ func (a *Agent) rootGone(err error) {
 		return // silent: perhaps cut off, perhaps alive
 	}
 	a.mu.Lock()
+	root := cmp.Or(a.rootReplica, frontEndVoter)
+	a.mu.Unlock()
+	a.voterGone(root)
+}
+
+// voterGone notes a voter of the root's group known dead.
+func (a *Agent) voterGone(name string) {
+	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.goneRoots == nil {
 		a.goneRoots = map[string]bool{}
 	}
-	a.goneRoots[cmp.Or(a.rootReplica, frontEndVoter)] = true
+	a.goneRoots[name] = true
 }
 
 // quorumLost reports whether the voters known dead (the front-end and the
@@ -137,7 +145,7 @@ func (a *Agent) quorumLost() error {
 	}
 	names := make([]string, 0, len(a.goneRoots))
 	for n := range a.goneRoots {
-		names = append(names, cmp.Or(strings.TrimPrefix(n, "\x00"), n))
+		names = append(names, strings.TrimPrefix(n, "\x00"))
 	}
 	slices.Sort(names)
 	return fmt.Errorf("%w: %s gone, %d of %d voters left: no root can take over", errNoQuorum, strings.Join(names, ", "), voters-len(a.goneRoots), voters)
@@ -186,12 +194,7 @@ func (a *Agent) askAdoption(ctx context.Context, p proto.PeerAddr) (*proto.Link,
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) && p.Name != a.spec.Node {
 			// Its host answers, its agent is gone: a voter less.
-			a.mu.Lock()
-			if a.goneRoots == nil {
-				a.goneRoots = map[string]bool{}
-			}
-			a.goneRoots[p.Name] = true
-			a.mu.Unlock()
+			a.voterGone(p.Name)
 		}
 		return nil, nil
 	}
@@ -476,6 +479,17 @@ func (a *Agent) relaunch(ctx context.Context, cs []proto.ChildSpec, h launcher.R
 		<-ctx.Done() // the sessions live as long as the successor
 	})
 	return nil
+}
+
+// fence runs a fence on node for the successor root this agent runs, with
+// this agent's way of starting agents (launch/root/fence.go).
+func (a *Agent) fence(ctx context.Context, node string, upTo uint64) (string, error) {
+	sp, closeSp, err := a.spawner()
+	if err != nil {
+		return "", fmt.Errorf("fence node %s: %w", node, err)
+	}
+	defer closeSp()
+	return a.childLauncher(sp, 0, 0, nil).Fence(ctx, node, a.spec.JobID, node, upTo)
 }
 
 // adoptRequest hands a request for adoption to the successor root, if

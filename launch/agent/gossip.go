@@ -7,7 +7,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -101,15 +100,4 @@ func addrOf(conn net.Conn, local bool) (*net.TCPAddr, bool) {
 	}
 	ta, ok := addr.(*net.TCPAddr)
 	return ta, ok
-}
-
-// fence runs a fence on node for the successor root this agent runs, with
-// this agent's way of starting agents (launch/root/fence.go).
-func (a *Agent) fence(ctx context.Context, node string, upTo uint64) (string, error) {
-	sp, closeSp, err := a.spawner()
-	if err != nil {
-		return "", fmt.Errorf("fence node %s: %w", node, err)
-	}
-	defer closeSp()
-	return a.childLauncher(sp, 0, 0, nil).Fence(ctx, node, a.spec.JobID, node, upTo)
 }

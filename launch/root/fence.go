@@ -6,8 +6,8 @@ package root
 // the root starts a session of its own on the node with the spawner that
 // started the agent, and kills there what the lost incarnation started
 // (ftlaunch agent --fence: launch/fence). An agent that can read again
-// learns it was declared lost as well (MFenced, or the refusal of its
-// adoption) and kills its ranks itself. The job's end waits for the fences
+// learns it was declared lost as well (MFenced, the answer to its request
+// for adoption) and kills its ranks itself. The job's end waits for the fences
 // under way, each bounded by launcher.FenceTimeout.
 
 import (
