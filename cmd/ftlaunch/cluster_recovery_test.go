@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -129,14 +128,9 @@ func TestClusterSlowInterior(t *testing.T) {
 func ranksOn(t *testing.T, marker, node string) []int {
 	t.Helper()
 	var pids []int
-	for _, p := range liveProcesses(t, marker) {
-		pid, _, _ := strings.Cut(p, " ")
-		env, err := os.ReadFile("/proc/" + pid + "/environ")
-		if err != nil || !bytes.Contains(env, []byte("\x00FTLAUNCH_NODE="+node+"\x00")) {
-			continue
-		}
-		if n, err := strconv.Atoi(pid); err == nil {
-			pids = append(pids, n)
+	for _, p := range rankProcs(t, marker) {
+		if p.env["FTLAUNCH_NODE"] == node {
+			pids = append(pids, p.pid)
 		}
 	}
 	return pids
@@ -159,32 +153,17 @@ func processRunning(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	stat, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+	state, _, ok := procStat(pid)
+	return ok && state != 'Z'
 }
 
 // rankNode returns the node of rank (a process with marker in its command
 // line), from its environment.
 func rankNode(t *testing.T, marker string, rank int) string {
 	t.Helper()
-	for _, p := range liveProcesses(t, marker) {
-		pid, _, _ := strings.Cut(p, " ")
-		env, err := os.ReadFile("/proc/" + pid + "/environ")
-		if err != nil {
-			continue
-		}
-		vars := map[string]string{}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				vars[k] = v
-			}
-		}
-		if vars["FTLAUNCH_RANK"] == strconv.Itoa(rank) && vars["FTLAUNCH_NODE"] != "" {
-			return vars["FTLAUNCH_NODE"]
+	for _, p := range rankProcs(t, marker) {
+		if p.env["FTLAUNCH_RANK"] == strconv.Itoa(rank) && p.env["FTLAUNCH_NODE"] != "" {
+			return p.env["FTLAUNCH_NODE"]
 		}
 	}
 	t.Fatalf("no process of rank %d found", rank)

@@ -199,11 +199,7 @@ func liveProcesses(t *testing.T, marker string) []string {
 		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		if state, _, ok := procStat(pid); !ok || state == 'Z' {
 			continue
 		}
 		found = append(found, fmt.Sprintf("%d %s", pid, cmdline))

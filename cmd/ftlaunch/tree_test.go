@@ -122,26 +122,65 @@ func TestTestNodesInteriorAgentKilled(t *testing.T) {
 // process (carrying marker) whose environment says it runs on node.
 func agentOf(t *testing.T, marker, node string) int {
 	t.Helper()
-	for _, p := range liveProcesses(t, marker) {
-		pid, _, _ := strings.Cut(p, " ")
-		env, err := os.ReadFile("/proc/" + pid + "/environ")
-		if err != nil || !bytes.Contains(env, []byte("\x00FTLAUNCH_NODE="+node+"\x00")) {
+	for _, p := range rankProcs(t, marker) {
+		if p.env["FTLAUNCH_NODE"] != node {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) > 2 {
-			if ppid, err := strconv.Atoi(f[1]); err == nil {
-				return ppid
-			}
+		if _, ppid, ok := procStat(p.pid); ok {
+			return ppid
 		}
 	}
 	t.Fatalf("no rank of %s found", node)
 	return 0
+}
+
+// rankProc is a live process of a job's ranks (or their children).
+type rankProc struct {
+	pid int
+	env map[string]string
+}
+
+// rankProcs returns the live processes with marker in their command line,
+// with their environments.
+func rankProcs(t *testing.T, marker string) []rankProc {
+	t.Helper()
+	var out []rankProc
+	for _, p := range liveProcesses(t, marker) {
+		s, _, _ := strings.Cut(p, " ")
+		pid, err := strconv.Atoi(s)
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + s + "/environ")
+		if err != nil {
+			continue
+		}
+		vars := map[string]string{}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				vars[k] = v
+			}
+		}
+		out = append(out, rankProc{pid: pid, env: vars})
+	}
+	return out
+}
+
+// procStat returns a process's state letter (R, S, T, Z, ...) and parent
+// pid from /proc/<pid>/stat; ok is false if it is gone.
+func procStat(pid int) (state byte, ppid int, ok bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	if i < 0 || len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0][0], ppid, err == nil
 }
 
 // --prestage: the program travels down the tree and every rank runs a
