@@ -18,93 +18,63 @@ trap 'pkill -9 -f "$tmp" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 # pctl FILE P: the P-th percentile (nearest rank) of the numbers in FILE.
 pctl() { sort -n "$1" | awk -v p="$2" '{a[NR]=$1} END {i=int((NR*p+99)/100); if (i<1) i=1; print a[i]}'; }
 
-# rankpid MARKER RANK INC: the pid of that rank's incarnation, or nothing.
-rankpid() {
+# procwith MARKER VAR=VALUE...: the pid of a process with MARKER in its
+# command line and every VAR=VALUE in its environment, or nothing.
+procwith() {
+	m=$1
+	shift
 	for p in /proc/[0-9]*; do
-		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "$1" || continue
+		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "$m" || continue
 		e=$(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
-		echo "$e" | grep -qx "FTLAUNCH_RANK=$2" && echo "$e" | grep -qx "FTLAUNCH_INCARNATION=$3" && { basename "$p"; return; }
+		ok=1
+		for kv in "$@"; do echo "$e" | grep -qx "$kv" || { ok= && break; }; done
+		[ -n "$ok" ] && { basename "$p"; return; }
 	done
 }
 
-# trial NAME RANK CMD...: runs CMD in the background, kills RANK once it
-# runs (after every rank published: WAIT seconds), waits for the recovery
-# line, ends the job; appends the reported time to $tmp/NAME.
-trial() {
-	name=$1 rank=$2
-	shift 2
-	"$@" >"$tmp/out" 2>"$tmp/err" &
-	job=$!
-	pid=
-	i=0
-	while [ -z "$pid" ] && [ $i -lt 300 ]; do pid=$(rankpid "$tmp/ck" "$rank" 1); i=$((i + 1)); sleep 0.1; done
-	[ -n "$pid" ] || { echo "$name: rank $rank never ran" >&2; cat "$tmp/err" >&2; exit 1; }
-	sleep "$WAIT" # every rank holds the table (ranks are replaced only then)
-	kill -9 "$pid"
-	i=0
-	until grep -q "recovered: every rank" "$tmp/err"; do
-		i=$((i + 1))
-		[ $i -lt 600 ] || { echo "$name: no recovery" >&2; cat "$tmp/err" >&2; exit 1; }
-		sleep 0.05
-	done
-	sed -n 's/.*recovered: every rank [a-z ]*(\([0-9]*\) ms after the failure).*/\1/p' "$tmp/err" | head -1 >>"$tmp/$name"
-	kill -INT "$job" 2>/dev/null || true
-	wait "$job" 2>/dev/null || true
-}
-
-WAIT=1.5
-t=0
-while [ $t -lt "$TRIALS" ]; do
-	rm -rf "$tmp/ck"
-	mkdir -p "$tmp/ck"
-	trial rank $((t % 16)) "$FTL" run --state-dir "$tmp/state" --restart rank --test-nodes 8 -n 16 \
-		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
-	t=$((t + 1))
-done
-
-echo "bench-recovery: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores"
-echo "--restart rank, ftlaunch ringapp, 16 ranks on --test-nodes 8, $TRIALS trials:"
-echo "  failure to every rank resumed: median $(median "$tmp/rank") ms, p95 $(pctl "$tmp/rank" 95) ms (target: median < 500, p95 < 1000)"
+# rankpid MARKER RANK INC: the pid of that rank's incarnation, or nothing.
+rankpid() { procwith "$1" "FTLAUNCH_RANK=$2" "FTLAUNCH_INCARNATION=$3"; }
 
 # nodeagent NODE: the pid of the agent of test node NODE (the parent of
-# one of its ranks).
+# one of its ranks), or nothing.
 nodeagent() {
-	for p in /proc/[0-9]*; do
-		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "$tmp/ck" || continue
-		tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "FTLAUNCH_NODE=$1" || continue
-		awk '{print $4}' "$p/stat"
-		return
-	done
+	p=$(procwith "$tmp/ck" "FTLAUNCH_NODE=$1")
+	[ -z "$p" ] || awk '{print $4}' "/proc/$p/stat" 2>/dev/null
 }
 
 # nowms: the clock in ms.
 nowms() { echo $(($(date +%s%N) / 1000000)); }
 
-# agenttrial NAME SIGNAL CMD...: SIGNAL to node2's agent once every rank
-# runs; appends to $tmp/NAME.detect the ms from the signal to the root's
-# "lost the agent" line and to $tmp/NAME.resume those to every rank resumed
-# (both timed here, polling every 20 ms).
-agenttrial() {
-	name=$1 sig=$2
-	shift 2
+# trial NAME SIGNAL FIND CMD...: runs CMD in the background; once FIND (a
+# command that prints the victim's pid) finds it and every rank published
+# (WAIT seconds: ranks are replaced only then), sends it SIGNAL, waits for
+# the root's recovery line and ends the job. It appends the root's own
+# figure ("N ms after the failure") to $tmp/NAME, and, timed here (polling
+# every 20 ms), the ms from the signal to the root's "lost the agent" line
+# (to the recovery if there is none) to $tmp/NAME.detect and to the
+# recovery to $tmp/NAME.resume.
+trial() {
+	name=$1 sig=$2 find=$3
+	shift 3
 	"$@" >"$tmp/out" 2>"$tmp/err" &
 	job=$!
 	pid=
 	i=0
-	while [ -z "$pid" ] && [ $i -lt 300 ]; do pid=$(nodeagent node2); i=$((i + 1)); sleep 0.1; done
-	[ -n "$pid" ] || { echo "$name: node2 never ran" >&2; cat "$tmp/err" >&2; exit 1; }
+	while [ -z "$pid" ] && [ $i -lt 300 ]; do pid=$(eval "$find"); i=$((i + 1)); sleep 0.1; done
+	[ -n "$pid" ] || { echo "$name: $find found nothing" >&2; cat "$tmp/err" >&2; exit 1; }
 	sleep "$WAIT"
 	t0=$(nowms)
 	kill -"$sig" "$pid"
 	lost= i=0
 	until grep -q "recovered: every rank" "$tmp/err"; do
-		[ -n "$lost" ] || ! grep -q "lost the agent of node node2" "$tmp/err" || lost=$(nowms)
+		[ -n "$lost" ] || ! grep -q "lost the agent of node" "$tmp/err" || lost=$(nowms)
 		i=$((i + 1))
 		[ $i -lt 1500 ] || { echo "$name: no recovery" >&2; cat "$tmp/err" >&2; exit 1; }
 		sleep 0.02
 	done
 	t1=$(nowms)
 	[ -n "$lost" ] || lost=$t1
+	sed -n 's/.*recovered: every rank [a-z ]*(\([0-9]*\) ms after the failure).*/\1/p' "$tmp/err" | head -1 >>"$tmp/$name"
 	echo $((lost - t0)) >>"$tmp/$name.detect"
 	echo $((t1 - t0)) >>"$tmp/$name.resume"
 	kill -CONT "$pid" 2>/dev/null || true
@@ -117,11 +87,25 @@ t=0
 while [ $t -lt "$TRIALS" ]; do
 	rm -rf "$tmp/ck"
 	mkdir -p "$tmp/ck"
-	agenttrial agentkill KILL "$FTL" run --verbose --state-dir "$tmp/state" --restart rank --test-nodes 8 --tree flat -n 16 \
+	trial rank KILL "rankpid $tmp/ck $((t % 16)) 1" "$FTL" run --state-dir "$tmp/state" --restart rank --test-nodes 8 -n 16 \
+		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
+	t=$((t + 1))
+done
+
+echo "bench-recovery: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores"
+echo "--restart rank, ftlaunch ringapp, 16 ranks on --test-nodes 8, $TRIALS trials:"
+echo "  failure to every rank resumed: median $(median "$tmp/rank") ms, p95 $(pctl "$tmp/rank" 95) ms (target: median < 500, p95 < 1000)"
+
+WAIT=1.5
+t=0
+while [ $t -lt "$TRIALS" ]; do
+	rm -rf "$tmp/ck"
+	mkdir -p "$tmp/ck"
+	trial agentkill KILL "nodeagent node2" "$FTL" run --verbose --state-dir "$tmp/state" --restart rank --test-nodes 8 --tree flat -n 16 \
 		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
 	rm -rf "$tmp/ck"
 	mkdir -p "$tmp/ck"
-	agenttrial agentstop STOP "$FTL" run --verbose --state-dir "$tmp/state" --restart rank --test-nodes 9 --spare-nodes 1 --tree flat -n 16 \
+	trial agentstop STOP "nodeagent node2" "$FTL" run --verbose --state-dir "$tmp/state" --restart rank --test-nodes 9 --spare-nodes 1 --tree flat -n 16 \
 		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
 	t=$((t + 1))
 done
@@ -140,7 +124,7 @@ if command -v mpicc >/dev/null; then
 		timed fresh "$FTL" run --verbose --state-dir "$tmp/state" -n 16 "$tmp/ck_loop" 1
 		# when its 16 ranks ran (the verbose line's time, in ms)
 		sed -n 's/.*\[ *\([0-9.]*\)s\] node [^:]*: 16 rank(s) running.*/\1/p' "$tmp/err" | awk '{print int($1*1000)}' >>"$tmp/freshrun"
-		trial job $((1 + t % 15)) "$FTL" run --state-dir "$tmp/state" --restart job -n 16 "$tmp/ck_loop"
+		trial job KILL "rankpid $tmp/ck $((1 + t % 15)) 1" "$FTL" run --state-dir "$tmp/state" --restart job -n 16 "$tmp/ck_loop"
 		t=$((t + 1))
 	done
 	echo "--restart job, MPICH (mpi_loop), 16 ranks on this machine, $TRIALS trials:"
