@@ -142,10 +142,6 @@ type Config struct {
 	// take the place of a lost agent's node that went silent (a silent
 	// node is not tried again). Each serves once.
 	Spares []string
-	// Roles[a] is what agent a is in the launch tree beyond its ranks:
-	// under a restart policy a lost agent is started again on its node
-	// only if it is a RootLeaf (relaunch.go). Missing entries are RootLeaf.
-	Roles []Role
 }
 
 // Planner holds the state the root's failure decisions depend on.

@@ -28,28 +28,12 @@ import (
 // each of its ranks' (under Job, the job's). A node that went silent (its
 // link's heartbeat timed out) is not tried again: its agent starts on the
 // next spare node (Config.Spares), which then serves the lost node's ranks;
-// with no spare left, the job ends. Only a child of the root with no agents
-// below it and no root replica is relaunched so far; losing any other
-// agent, an agent before the first node table, or a relaunch that fails
-// ends the job, naming why.
-
-// Role is what an agent is in the launch tree, beyond its ranks.
-type Role int
-
-const (
-	// RootLeaf: a child of the root with no agent below it. A lost one is
-	// started again on its node.
-	RootLeaf Role = iota
-	// Leaf: an agent with no agent below it, whose parent is another agent.
-	Leaf
-	// Interior: an agent with agents below it.
-	Interior
-	// ReplicaHost: a child of the root with no agent below it that hosts
-	// one of the root's replicas. A lost one is started again like a
-	// RootLeaf, without a replica: the group goes on with one voter less
-	// (its majority was kept, or no root would be deciding this).
-	ReplicaHost
-)
+// with no spare left, the job ends. The root starts every lost agent again
+// as a child of the root, once the agents below it moved to their backup
+// parents (or were lost with it: launch/root/reparent.go); an agent that
+// hosted a root replica starts without one (the group goes on with one
+// voter less). Losing an agent before the first node table, or a relaunch
+// that fails, ends the job, naming why.
 
 // agentSt is where one agent stands.
 type agentSt int
@@ -98,13 +82,6 @@ func (p *Planner) Relaunching(a int) bool {
 // incarnation's.
 func (p *Planner) RestartsJob() bool {
 	return p.rc != nil && (p.rc.stage == StageRestartJob || p.cfg.Policy == Job && p.rc.stage == StageRelaunch)
-}
-
-func (p *Planner) role(a int) Role {
-	if a < len(p.cfg.Roles) {
-		return p.cfg.Roles[a]
-	}
-	return RootLeaf
 }
 
 // agentLost takes the loss of an agent.
@@ -197,10 +174,6 @@ func (p *Planner) cannotRelaunch(ev AgentLost) string {
 	switch {
 	case ev.Silent && p.nextSpare() == "":
 		return "its node went silent, a silent node is not tried again, and no spare node is left (--spare-nodes): the job ends"
-	case p.role(ev.Agent) == Interior:
-		return "it had agents below it in the launch tree (healing an interior agent is not built yet): the job ends"
-	case p.role(ev.Agent) == Leaf:
-		return "it was below another agent in the launch tree (only a child of the root is started again so far): the job ends"
 	case !p.table:
 		return "it was lost before every rank held the node table; an agent is started again only once the table exists: the job ends"
 	}

@@ -83,8 +83,7 @@ func TestRelaunchOrderOfActions(t *testing.T) {
 
 // TestRelaunchEnds lists the losses that still end the job, and why.
 func TestRelaunchEnds(t *testing.T) {
-	base := Config{Policy: Rank, Ranks: 4, Agents: 4, RankAgent: []int{0, 1, 2, 3}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true,
-		Roles: []Role{RootLeaf, Interior, ReplicaHost, Leaf}}
+	base := Config{Policy: Rank, Ranks: 4, Agents: 4, RankAgent: []int{0, 1, 2, 3}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true}
 	for _, tc := range []struct {
 		name   string
 		cfg    func(*Config)
@@ -94,8 +93,6 @@ func TestRelaunchEnds(t *testing.T) {
 	}{
 		{name: "policy none", cfg: func(c *Config) { c.Policy = None }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
 			want: "lost the agent of node n0: EOF"},
-		{name: "interior agent", ev: AgentLost{Agent: 1, Node: "n1", Err: "EOF"}, want: "it had agents below it in the launch tree"},
-		{name: "leaf below an agent", ev: AgentLost{Agent: 3, Node: "n3", Err: "EOF"}, want: "it was below another agent"},
 		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent, a silent node is not tried again, and no spare node is left"},
 		{name: "before the node table", cfg: func(c *Config) { c.TableReady = false }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
 			want: "before every rank held the node table"},

@@ -93,28 +93,32 @@ func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
 	}
 }
 
-// TestAgentLostRelaunchRank is the first step of relaunching a lost agent
-// (#14, item 3): the agent of node2 (a leaf child of the root, no replica)
-// is SIGKILLed mid-run, with its two ranks; a new agent incarnation starts
-// on the node and the ranks go through the restart protocol on it. Then
-// the new agent is killed too (a second loss of the same node's agent):
-// incarnation 3 takes over. The result is right, the job exits 0, inspect
-// shows both recoveries with their relaunch phase, nothing is left.
+// TestAgentLostRelaunchRank: the agent of node0, a child of the root with
+// agents below it (node2 and node3 under kary:2), is SIGKILLed mid-run
+// with its two ranks. Its children move to their backup parent (node1) on
+// their own, their ranks untouched; a new incarnation of node0's agent
+// starts on the node as a child of the root, and its ranks go through the
+// restart protocol on it. Then the new agent is killed too (a second loss
+// of the same node's agent, a leaf now): incarnation 3 takes over. The
+// result is right, the job exits 0, inspect shows the tree's changes and
+// both recoveries with their relaunch phase, nothing is left.
 func TestAgentLostRelaunchRank(t *testing.T) {
 	if testing.Short() {
-		t.Skip("an 8-rank job whose agent is killed twice")
+		t.Skip("a 12-rank job whose agent is killed twice")
 	}
-	cmd, out, errb, dir, ck := runRing(t, "rank", 8, "--test-nodes", "4", "--tree", "flat")
+	cmd, out, errb, dir, ck := runRing(t, "rank", 12, "--test-nodes", "6", "--tree", "kary:2")
 	old := 0
 	for i := range 2 {
-		old = killAgent(t, ck, "node2", old)
+		old = killAgent(t, ck, "node0", old)
 		waitFor(t, "recovery "+strconv.Itoa(i+1), 60*time.Second, func() bool {
 			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
 		})
 	}
 	ringDone(t, cmd, out)
 	for _, want := range []string{
-		"lost the agent of node node2: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 4, 5 as their next incarnation",
+		"node node2 moved to its backup parent node1 (node node0 was lost)",
+		"node node3 moved to its backup parent node1 (node node0 was lost)",
+		"lost the agent of node node0: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 0, 1 as their next incarnation",
 		"starting its agent again as incarnation 3 (restart 2 of 3)",
 	} {
 		if !strings.Contains(errb.String(), want) {
@@ -122,30 +126,37 @@ func TestAgentLostRelaunchRank(t *testing.T) {
 		}
 	}
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	for ph, n := range map[string]int{"relaunch  ": 2, "the agent of node node2 as incarnation 2": 1, "the agent of node node2 as incarnation 3": 1,
-		"respawn   ": 2, "resumed at": 2, "2 resumed": 1} {
+	for ph, n := range map[string]int{"relaunch  ": 2, "the agent of node node0 as incarnation 2": 1, "the agent of node node0 as incarnation 3": 1,
+		"respawn   ": 2, "resumed at": 2, "2 resumed": 1, "plan: changed: node node2 moved to its backup parent node1": 1,
+		"plan: changed: lost node(s) node0 start again as children of the root": 1} {
 		if got := strings.Count(insp.stdout, ph); got < n {
 			t.Errorf("inspect shows %q %d times, want %d:\n%s", ph, got, n, insp.stdout)
 		}
+	}
+	// The plan as it stands at the end: node2 and node3 under node1.
+	if !regexp.MustCompile(`(?m)^\s+node2\s+\d+\s+node1\s`).MatchString(insp.stdout) || !regexp.MustCompile(`(?m)^\s+node3\s+\d+\s+node1\s`).MatchString(insp.stdout) {
+		t.Errorf("inspect's plan does not show node2 and node3 under node1:\n%s", insp.stdout)
 	}
 	waitGone(t, ck, 10*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
 }
 
-// TestAgentLostRelaunchJob: under --restart job the lost agent is started
-// again and the whole job restarts on the healed tree.
+// TestAgentLostRelaunchJob: under --restart job the lost agent (node1, a
+// child of the root with node4 and node5 below it under kary:2) is started
+// again, its children having moved to their backup parent, and the whole
+// job restarts on the healed tree.
 func TestAgentLostRelaunchJob(t *testing.T) {
 	if testing.Short() {
-		t.Skip("an 8-rank job whose agent is killed")
+		t.Skip("a 12-rank job whose agent is killed")
 	}
-	cmd, out, errb, dir, ck := runRing(t, "job", 8, "--test-nodes", "4", "--tree", "flat")
+	cmd, out, errb, dir, ck := runRing(t, "job", 12, "--test-nodes", "6", "--tree", "kary:2")
 	killAgent(t, ck, "node1", 0)
 	waitFor(t, "the restart", 60*time.Second, func() bool {
 		return strings.Contains(errb.String(), "recovered: every rank started again")
 	})
 	ringDone(t, cmd, out)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	for _, want := range []string{"relaunch  ", "the agent of node node1 as incarnation 2", "restart-job", "every rank was started again"} {
+	for _, want := range []string{"relaunch  ", "the agent of node node1 as incarnation 2", "restart-job", "every rank was started again", "plan: changed: node node4 moved to its backup parent node0"} {
 		if !strings.Contains(insp.stdout, want) {
 			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
 		}

@@ -69,6 +69,9 @@ type Agent struct {
 	// its link or a connection to it was refused or reset): the
 	// front-end (frontEndVoter) and replica agents, by name.
 	goneRoots map[string]bool
+	// backup is the link to this agent's backup parent (reparent.go;
+	// nil: none, or it became the parent link).
+	backup *standbyLink
 
 	spec  *proto.NodeSpec
 	ranks map[int]*rankProc
@@ -173,7 +176,9 @@ func (a *Agent) run(ctx context.Context) error {
 			go func() {
 				select {
 				case <-gone:
-					if !a.spec.Survive {
+					// An agent that moves to its backup parent outlives the
+					// parent that started it: its link's end decides.
+					if !a.spec.Survive && !a.canSwitch() {
 						cancel()
 					}
 				case <-ctx.Done():
@@ -224,9 +229,27 @@ func (a *Agent) run(ctx context.Context) error {
 
 	hb := a.spec.Heartbeat
 	l := a.link
+	var switched *standbyLink // the parent link is the backup's (reparent.go)
 	for {
-		err = l.Run(linkCtx, hb, proto.LinkTimeout(hb), a.handle)
-		if errors.Is(err, errShutdown) || a.stopped.Load() || !a.survives() || ctx.Err() != nil {
+		if switched != nil {
+			err = switched.wait(linkCtx)
+		} else {
+			err = l.Run(linkCtx, hb, proto.LinkTimeout(hb), a.handle)
+		}
+		if errors.Is(err, errShutdown) || a.stopped.Load() || ctx.Err() != nil {
+			break
+		}
+		if a.canSwitch() {
+			// The parent is lost: its backup takes this agent.
+			sb, serr := a.switchToBackup(ctx, err)
+			if serr != nil {
+				err = fmt.Errorf("%w; %w", err, serr)
+				break
+			}
+			switched = sb
+			continue
+		}
+		if !a.survives() {
 			break
 		}
 		// The front-end is gone; its successor adopts the agent.
@@ -244,7 +267,7 @@ func (a *Agent) run(ctx context.Context) error {
 		}
 		// The new root's first message, a broadcast resync request,
 		// has this agent and those below it report again.
-		l = nl
+		l, switched = nl, nil
 	}
 	a.mu.Lock()
 	succ := a.successor
@@ -422,7 +445,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 
 // send writes to the parent; a failure shows up in the link's reader.
 func (a *Agent) send(typ uint8, p []byte) {
-	_ = a.up.send(typ, p, a.spec != nil && a.survives())
+	_ = a.up.send(typ, p, a.buffersUp())
 }
 
 func (a *Agent) reportExit(s proto.RankStatus) {
@@ -564,6 +587,22 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		}
 		a.bcastDown(p)
 		return a.handle(typ, inner)
+	case proto.MSwitch:
+		idx, err := proto.DecodeInt(p)
+		if err != nil {
+			return fmt.Errorf("switch message: %w", err)
+		}
+		if idx < 0 {
+			a.switchNow()
+		} else {
+			a.switchChild(int(idx))
+		}
+	case proto.MRoutes:
+		r, err := proto.DecodeRoutes(p)
+		if err != nil {
+			return fmt.Errorf("routes message: %w", err)
+		}
+		a.addRoutes(r)
 	case proto.MBackup:
 		pa, err := proto.DecodePeerAddr(p)
 		if err != nil {

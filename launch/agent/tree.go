@@ -32,9 +32,9 @@ type treeState struct {
 	children map[int]*proto.Link   // connected children, by agent index
 	ups      map[int]proto.ChildUp // their starts, as reported up
 	route    map[int]int           // agent below us -> the child it is reached through
-	standby  map[*proto.Link]bool
-	closing  bool          // shutting down: no new children
-	changed  chan struct{} // signalled when a child's link ends
+	standby  map[int]*proto.Link   // standby links of the agents whose backup parent this is, by index
+	closing  bool                  // shutting down: no new children
+	changed  chan struct{}         // signalled when a child's link ends
 	cancel   context.CancelFunc
 
 	stdinGone <-chan struct{} // closed when the agent's session ended
@@ -43,7 +43,7 @@ type treeState struct {
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
 	return &treeState{
 		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
-		children: map[int]*proto.Link{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[*proto.Link]bool{},
+		children: map[int]*proto.Link{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -84,7 +84,7 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		launcher.AcceptLoop(t.ln, l, func(conn net.Conn, h proto.Hello) { a.adoptStandby(ctx, wg, conn) }, a.adoptRequest)
+		launcher.AcceptLoop(t.ln, l, func(conn net.Conn, h proto.Hello) { a.adoptStandby(ctx, wg, conn, h) }, a.adoptRequest)
 	}()
 }
 
@@ -162,11 +162,7 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 		hb := a.spec.Heartbeat
 		done := false // the child said it is done: its link ends normally
 		err := res.Link.Run(ctx, hb, proto.LinkTimeout(hb), func(typ uint8, p []byte) error {
-			if typ == proto.MFrom {
-				return a.up.send(proto.MFrom, p, a.survives())
-			}
-			done = done || typ == proto.MDone
-			return a.up.send(proto.MFrom, proto.Wrap(idx, typ, p), a.survives())
+			return a.relayUp(idx, typ, p, &done)
 		})
 		t.mu.Lock()
 		delete(t.children, idx)
@@ -201,56 +197,6 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 		case t.changed <- struct{}{}:
 		default:
 		}
-	}()
-}
-
-// adoptStandby holds a standby link from a node whose backup parent this
-// agent is: heartbeats only, until the recovery protocol uses it.
-func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.Conn) {
-	t := a.tree
-	l := proto.NewLink(conn)
-	t.mu.Lock()
-	if t.closing {
-		t.mu.Unlock()
-		conn.Close()
-		return
-	}
-	t.standby[l] = true
-	t.mu.Unlock()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		hb := a.spec.Heartbeat
-		_ = l.Run(ctx, hb, proto.LinkTimeout(hb), func(uint8, []byte) error { return nil })
-		t.mu.Lock()
-		delete(t.standby, l)
-		t.mu.Unlock()
-	}()
-}
-
-// connectBackup opens the standby link to this agent's backup parent and
-// tells the front-end.
-func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p proto.PeerAddr) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		dctx, cancel := context.WithTimeout(ctx, proto.ConnectTimeout)
-		conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				a.logf("no standby link to backup parent %s: %v", p.Name, err)
-			}
-			return
-		}
-		l := proto.NewLink(conn)
-		if err := l.Send(proto.MHello, proto.Hello{Idx: a.tree.idx, Backup: true, Inc: a.tree.inc}.Encode()); err != nil {
-			conn.Close()
-			return
-		}
-		a.send(proto.MBackupUp, proto.EncodeInt(int64(p.Idx)))
-		hb := a.spec.Heartbeat
-		_ = l.Run(ctx, hb, proto.LinkTimeout(hb), func(uint8, []byte) error { return nil })
 	}()
 }
 

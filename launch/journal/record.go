@@ -53,6 +53,9 @@ type Plan struct {
 	// journal's own (the group they join once it leads; `ftlaunch
 	// inspect` names those that never did).
 	Replicas []string
+	// Change says what changed, for a plan recorded again after a loss
+	// ("node7 moved under node4: ..."; "": the first plan).
+	Change string
 }
 
 // PlanNode is one agent's place in the tree.

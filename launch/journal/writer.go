@@ -234,8 +234,11 @@ func (w *writer) absorbPlan(at time.Time, p *Plan) {
 		kind = "unknown"
 	}
 	w.plan = &raftstore.SetPlan{Plan: raftstore.Plan{Nodes: nodes, Replicas: replicas}}
-	w.event(raftstore.Event{Time: at, Kind: raftstore.EventLaunch, Node: root, Rank: raftstore.NoRank,
-		Detail: detail(StepPlan, "%s tree, %d nodes below %s", kind, len(p.Nodes), root)})
+	d := detail(StepPlan, "%s tree, %d nodes below %s", kind, len(p.Nodes), root)
+	if p.Change != "" {
+		d = detail(StepPlan, "changed: %s", p.Change)
+	}
+	w.event(raftstore.Event{Time: at, Kind: raftstore.EventLaunch, Node: root, Rank: raftstore.NoRank, Detail: d})
 	w.urgent = true
 }
 

@@ -37,6 +37,9 @@ const (
 	MResume     uint8 = 22 // down (broadcast): recovery: let your ranks go on (recMsg: epoch, version)
 	MRestartJob uint8 = 23 // down (broadcast): recovery: end your ranks and start them again (recMsg: epoch, restarts)
 	MFenced     uint8 = 24 // down, on an adoption request's connection: your incarnation was declared lost: kill your ranks and exit (int: the incarnation)
+	MRefused    uint8 = 25 // down, on a standby link: the backup parent will not take you (string: why)
+	MRoutes     uint8 = 26 // down: agents now reached through one of your children (Routes)
+	MSwitch     uint8 = 27 // down: to a backup parent (int: a standby child): tell it to switch now; on the standby link (int: -1): your parent was declared lost
 
 	MStarted      uint8 = 32 // up: ranks started, with pids
 	MOutput       uint8 = 33 // up: complete lines of one rank's stream, numbered
@@ -59,6 +62,8 @@ const (
 	MResumed      uint8 = 51 // up: recovery: my ranks go on (recMsg: epoch)
 	MRestarted    uint8 = 52 // up: recovery: my ranks were started again (recMsg: epoch)
 	MPMIInit      uint8 = 53 // up: a rank initialized PMI-1 (recMsg: rank), under --restart rank only
+	MAdoptMe      uint8 = 54 // up, on a standby link: my parent is lost: take me as your child (Reparent)
+	MReparented   uint8 = 55 // up: I took a standby child as my child (Reparent)
 )
 
 // NodeSpec is what an agent receives first: the job and its node's share.

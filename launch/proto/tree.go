@@ -245,3 +245,50 @@ func DecodeReplicaUp(p []byte) (ReplicaUp, error) {
 	r := ReplicaUp{Name: d.String(), Addr: d.String()}
 	return r, d.Err()
 }
+
+// Reparent is a child of a lost parent moving to its backup parent: the
+// child's index, incarnation and the agents below it (MAdoptMe), as the
+// backup parent reports it up (MReparented).
+type Reparent struct {
+	Idx int
+	Inc uint64
+	Sub []int
+}
+
+func (r Reparent) Encode() []byte {
+	var e wire.Encoder
+	e.Uint(uint64(r.Idx)).Uint(r.Inc).Uint(uint64(len(r.Sub)))
+	for _, s := range r.Sub {
+		e.Uint(uint64(s))
+	}
+	return e.Data()
+}
+
+func DecodeReparent(p []byte) (Reparent, error) {
+	d := wire.NewDecoder(p)
+	r := Reparent{Idx: int(d.Uint()), Inc: d.Uint()}
+	n := d.Uint()
+	if n > uint64(len(p)) {
+		return r, fmt.Errorf("reparent: %d agents in %d bytes", n, len(p))
+	}
+	for range n {
+		r.Sub = append(r.Sub, int(d.Uint()))
+	}
+	return r, d.Err()
+}
+
+// Routes tells an agent that Agents are now reached through its child Via
+// (after a reparent below it).
+type Routes struct {
+	Via    int
+	Agents []int
+}
+
+func (r Routes) Encode() []byte {
+	return Reparent{Idx: r.Via, Sub: r.Agents}.Encode()
+}
+
+func DecodeRoutes(p []byte) (Routes, error) {
+	r, err := DecodeReparent(p)
+	return Routes{Via: r.Idx, Agents: r.Sub}, err
+}

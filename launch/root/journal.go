@@ -21,8 +21,9 @@ import (
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
-// journalPlan records the launch tree (or the single local agent).
-func (fe *frontend) journalPlan() {
+// journalPlan records the launch tree (or the single local agent); change
+// says what changed since the last one ("": the first).
+func (fe *frontend) journalPlan(change string) {
 	if fe.plan == nil {
 		names := make([]string, len(fe.agents))
 		for i, a := range fe.agents {
@@ -31,7 +32,7 @@ func (fe *frontend) journalPlan() {
 		fe.journal.Plan(journal.FlatPlan(names))
 		return
 	}
-	p := journal.Plan{Kind: fe.plan.Kind.String(), Root: journal.RootName}
+	p := journal.Plan{Kind: fe.plan.Kind.String(), Root: journal.RootName, Change: change}
 	for _, a := range fe.agents {
 		n := journal.PlanNode{Name: a.name, Primary: journal.RootName}
 		if p := fe.topo.Parent(a.idx); p >= 0 {

@@ -434,7 +434,7 @@ func (fe *frontend) launchFailed(a *agentHandle, msg string) {
 	if a.closed || a.up {
 		return
 	}
-	for _, b := range fe.closeSubtree(a) {
+	for _, b := range fe.closeSubtree(a, nil) {
 		fe.abandonRanks(b, "never started: "+msg)
 		for _, r := range b.ranks { // the launch failure itself is the report
 			fe.ranks[r].byFrontend = true

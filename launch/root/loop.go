@@ -17,6 +17,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // loop is the front-end's event loop: it owns all job state.
@@ -181,33 +182,45 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 		return
 	}
 	// Every agent lost here and its ranks are counted before the planner
-	// hears of the loss: the ranks of the subtree failed with it, they
-	// are not ended by the termination that follows.
-	var lost []*agentHandle
-	for _, b := range fe.closeSubtree(a) {
-		if !b.done {
-			fe.abandonRanks(b, "lost with its agent")
-			b.kill()
-			lost = append(lost, b)
-		}
-	}
+	// hears of the loss; its children that can move to their backup
+	// parents are not lost with it (reparent.go).
+	orphans := fe.orphansOf(a)
+	lost := fe.loseSubtree(a, orphans)
 	if !a.done {
 		fe.fenceAgent(a)
 	}
-	fe.lostAgents(a, lost, err, errors.Is(err, proto.ErrHeartbeat)) // relaunch.go
+	l := &loss{a: a, err: err, silent: errors.Is(err, proto.ErrHeartbeat), lost: lost, orphans: orphans, at: time.Now()}
+	if len(orphans) > 0 {
+		fe.awaitOrphans(l)
+		return
+	}
+	fe.finishLoss(l)
 }
 
-// closeSubtree marks a and the agents below it gone and returns those that
-// were not already.
-func (fe *frontend) closeSubtree(a *agentHandle) []*agentHandle {
+// closeSubtree marks a and the agents below it gone, but for those in
+// keep and below them, and returns those that were not already.
+func (fe *frontend) closeSubtree(a *agentHandle, keep map[int]bool) []*agentHandle {
 	var out []*agentHandle
 	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
+		if kept(fe.topo, x, keep) {
+			continue
+		}
 		if b := fe.agents[x]; !b.closed {
 			b.closed = true
 			out = append(out, b)
 		}
 	}
 	return out
+}
+
+// kept reports whether agent x is one of keep or below one.
+func kept(t *topology.Tree, x int, keep map[int]bool) bool {
+	for k := range keep {
+		if t.InSubtree(x, k) {
+			return true
+		}
+	}
+	return false
 }
 
 func (fe *frontend) handle(ev event) {
@@ -252,6 +265,8 @@ func (fe *frontend) handle(ev event) {
 		fe.step(recovery.Expired{Epoch: ev.epoch, Stage: ev.stage})
 	case evRelaunched:
 		fe.relaunched(ev)
+	case evOrphansDue:
+		fe.orphansDue(ev.l)
 	case evPlanner:
 		fe.step(ev.ev)
 	default:
@@ -267,23 +282,41 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	switch typ {
 	case proto.MFrom:
 		src, typ, p, err := proto.Unwrap(p, true)
-		if err != nil || src < 0 || src >= len(fe.agents) || fe.topo.Top(src) != a.idx || src == a.idx || typ == proto.MFrom {
+		if err != nil || src < 0 || src >= len(fe.agents) || src == a.idx || typ == proto.MFrom {
 			fe.protocolError(a, fmt.Errorf("relayed message from agent %d: %v", src, err))
 			return
 		}
+		if fe.topo.Top(src) != a.idx || fe.agents[src].closed {
+			// Relayed on a path it left (it moved to a backup parent), or
+			// from an agent declared lost: what matters comes again.
+			return
+		}
 		fe.message(fe.agents[src], typ, p)
+	case proto.MReparented:
+		rp, err := proto.DecodeReparent(p)
+		if err != nil {
+			fe.protocolError(a, fmt.Errorf("reparent report: %w", err))
+			return
+		}
+		fe.reparented(a, rp)
 	case proto.MChildUp:
 		up, err := proto.DecodeChildUp(p)
-		if err != nil || !slices.Contains(fe.topo.Children(a.idx), up.Idx) {
+		if err != nil || up.Idx < 0 || up.Idx >= len(fe.agents) {
 			fe.protocolError(a, fmt.Errorf("child up: %v", err))
 			return
+		}
+		if !slices.Contains(fe.topo.Children(a.idx), up.Idx) {
+			return // a child that moved away since
 		}
 		fe.agentUp(fe.agents[up.Idx], up)
 	case proto.MChildFailed, proto.MChildGone:
 		cf, err := proto.DecodeChildFailed(p)
-		if err != nil || !slices.Contains(fe.topo.Children(a.idx), cf.Idx) {
+		if err != nil || cf.Idx < 0 || cf.Idx >= len(fe.agents) {
 			fe.protocolError(a, fmt.Errorf("child report: %v", err))
 			return
+		}
+		if !slices.Contains(fe.topo.Children(a.idx), cf.Idx) {
+			return // a child that moved to its backup parent: not this one's to report
 		}
 		c := fe.agents[cf.Idx]
 		if typ == proto.MChildFailed {
@@ -292,7 +325,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.linkEnded(c, errors.New(cf.Msg))
 		}
 	case proto.MBackupUp:
-		fe.backupsUp++
+		fe.backupsUp[a.idx] = true
 	case proto.MReplicaUp:
 		ru, err := proto.DecodeReplicaUp(p)
 		if err != nil || !fe.replicaNodes[a.idx] || ru.Name != a.name {
@@ -396,7 +429,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			return // an older incarnation's end, told again
 		}
 		if fe.ranks[st.Rank].ended { // the root's count: ranks abandoned with a lost agent too
-			if !fe.rec.Resumed() {
+			if !fe.rec.Resumed() && !a.resynced {
 				fe.protocolError(a, fmt.Errorf("exit message for rank %d: it had ended", st.Rank))
 			}
 			return // reported again after a failover
@@ -443,7 +476,12 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	if fe.answered[c.Seq] {
 		// Sent again after a failover (an adopted agent reports what it
 		// had not heard answered; the answer may have crossed it): a
-		// finished collective is never opened again.
+		// finished collective is never opened again. An agent that moved
+		// to a backup parent may have lost the answer with its old
+		// parent: it gets it again.
+		if res := fe.results[c.Seq]; res != nil && a.resynced {
+			_ = a.send(proto.MCollResult, res)
+		}
 		return
 	}
 	rc := fe.colls[c.Seq]
@@ -481,7 +519,9 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	if proto.IsKVOp(c.Op) {
 		res.KV = rc.kv
 	}
-	fe.bcast(proto.MCollResult, res.Encode())
+	enc := res.Encode()
+	fe.bcast(proto.MCollResult, enc)
+	fe.keepResult(c.Seq, enc)
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.table = slices.Clone(rc.values) // patched in place later; the journal keeps rc.values
@@ -493,6 +533,23 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		}
 		fe.journal.NodeTable(nodes, rc.values)
 		fe.verbosef("node table of %d ranks published", fe.opts.N)
+	}
+}
+
+// keptResults is how many of the latest collectives' answers the root
+// keeps for agents that move to a backup parent (reparent.go): the answers
+// their lost parent may not have passed on.
+const keptResults = 4
+
+func (fe *frontend) keepResult(seq uint64, res []byte) {
+	if fe.results == nil {
+		fe.results = map[uint64][]byte{}
+	}
+	fe.results[seq] = res
+	for s := range fe.results {
+		if s+keptResults <= seq {
+			delete(fe.results, s)
+		}
 	}
 }
 
@@ -540,7 +597,7 @@ func (fe *frontend) killAgents() {
 func (fe *frontend) finish() int {
 	if fe.plan != nil {
 		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up",
-			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsUp, fe.backupLinks())
+			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), len(fe.backupsUp), fe.backupLinks())
 	}
 	fe.verbosef("job ended")
 	failure := fe.rec.Failure()

@@ -43,7 +43,7 @@ func (fe *frontend) plannerConfig() recovery.Config {
 	cfg := recovery.Config{
 		Policy: fe.opts.Restart, Ranks: fe.opts.N, MaxRestarts: fe.opts.MaxRestarts,
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
-		RankAgent: make([]int, fe.opts.N), Roles: fe.agentRoles(), Spares: fe.opts.Spares,
+		RankAgent: make([]int, fe.opts.N), Spares: fe.opts.Spares,
 	}
 	for r, rs := range fe.ranks {
 		cfg.RankAgent[r] = rs.node
@@ -242,8 +242,13 @@ func (fe *frontend) committed(ev evCommitted) {
 
 // arm posts evExpired after d.
 func (fe *frontend) arm(act recovery.Arm) {
+	fe.after(act.After, evExpired{epoch: act.Epoch, stage: act.Stage})
+}
+
+// after posts ev to the event loop once d passed (unless the job ended).
+func (fe *frontend) after(d time.Duration, ev event) {
 	fe.goFunc(func() {
-		t := time.NewTimer(act.After)
+		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -251,7 +256,7 @@ func (fe *frontend) arm(act recovery.Arm) {
 			return
 		}
 		select {
-		case fe.events <- evExpired{epoch: act.Epoch, stage: act.Stage}:
+		case fe.events <- ev:
 		case <-fe.ctx.Done():
 		}
 	})

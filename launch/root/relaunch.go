@@ -17,7 +17,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/recovery"
-	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // evRelaunched: the start of a lost agent's next incarnation (up, or
@@ -28,32 +27,6 @@ type evRelaunched struct {
 }
 
 func (evRelaunched) isRootEvent() {}
-
-// agentRoles tells the planner what each agent is in the launch tree.
-func (fe *frontend) agentRoles() []recovery.Role {
-	if fe.topo == nil {
-		return nil
-	}
-	replica := map[int]bool{}
-	for i := range fe.replicaNodes {
-		replica[i] = true
-	}
-	for _, p := range fe.replicaPeers {
-		replica[p.Idx] = true
-	}
-	roles := make([]recovery.Role, len(fe.agents))
-	for i := range fe.agents {
-		switch {
-		case len(fe.topo.Children(i)) > 0:
-			roles[i] = recovery.Interior
-		case fe.topo.Parent(i) != topology.Root:
-			roles[i] = recovery.Leaf
-		case replica[i]:
-			roles[i] = recovery.ReplicaHost
-		}
-	}
-	return roles
-}
 
 // relaunchLocal reports whether the job's one agent runs on this machine
 // on a socket pair (no launch tree): it is started again the same way.

@@ -83,8 +83,10 @@ type frontend struct {
 	raftTr       *raft.NetworkTransport
 	rootCreds    *secure.Credentials
 	stage        *stagedProgram
-	backupsUp    int
-	replicaPeers []proto.PeerAddr // the replica agents, once all are up
+	backupsUp    map[int]bool      // agents whose standby link to their backup parent came up
+	losses       []*loss           // lost agents whose children are moving to their backup parents (reparent.go)
+	results      map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
+	replicaPeers []proto.PeerAddr  // the replica agents, once all are up
 	exitCode     int
 	colls        map[uint64]*rootColl
 	answered     map[uint64]bool // collectives this root answered
@@ -139,6 +141,9 @@ type agentHandle struct {
 	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
 
 	rootChild bool // a child of the root: its link is the root's own
+	// resynced: it moved to a backup parent and was asked to report again
+	// (reparent.go): what it reports twice is taken once, quietly.
+	resynced bool
 
 	info    proto.ChildUp // its start, as its launcher measured it
 	upAt    time.Duration // when the front-end activated it

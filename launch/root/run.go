@@ -47,7 +47,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 
 		recovered: map[int]uint64{}, holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv),
 
-		replicasDone: map[string]bool{},
+		replicasDone: map[string]bool{}, backupsUp: map[int]bool{},
 	}
 	go fe.out.Run()
 	defer fe.out.Close()
@@ -116,7 +116,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		}
 		return Result{ExitCode: ExitLauncher}, err
 	}
-	fe.journalPlan()
+	fe.journalPlan("")
 	if fe.ln != nil {
 		defer fe.ln.Close()
 	}

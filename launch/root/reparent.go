@@ -1,0 +1,238 @@
+package root
+
+// The root's side of backup parents in action (docs/recovery.md, "Losing an
+// interior agent"; the agents' side is launch/agent/reparent.go). When an
+// agent with agents below it is lost under a restart policy, its children
+// that hold a standby link to a live backup parent are not lost with it:
+// they are orphans, on their way to that parent. The root tells each
+// backup to switch its orphan at once (MSwitch: a silent parent's link
+// times out later than the root's detection), takes each new edge the
+// backups report (MReparented), and hands the loss to the planner once
+// every orphan arrived or orphanWait passed; an orphan that did not
+// arrive is lost too. Lost agents start again as children of the root.
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
+)
+
+// orphanWait bounds how long the root waits for a lost agent's children to
+// reach their backup parents: the heartbeat's timeout (an orphan that
+// missed the root's word sees its parent's link fall silent) and a second.
+func (fe *frontend) orphanWait() time.Duration {
+	return proto.LinkTimeout(fe.opts.Heartbeat) + time.Second
+}
+
+// loss is the loss of an agent whose children are moving to their backup
+// parents: the planner hears of it once they arrived.
+type loss struct {
+	a       *agentHandle
+	err     error
+	silent  bool
+	lost    []*agentHandle // a and the agents lost with it
+	orphans map[int]bool   // a's children on their way to their backup parents
+	at      time.Time
+}
+
+// evOrphansDue: the time for a loss's orphans to arrive passed.
+type evOrphansDue struct{ l *loss }
+
+func (evOrphansDue) isRootEvent() {}
+
+// orphansOf lists a lost agent's children that can move to their backup
+// parents: up, with a live backup outside a's subtree, in a job that
+// recovers from lost agents.
+func (fe *frontend) orphansOf(a *agentHandle) map[int]bool {
+	if !fe.tree || fe.opts.Restart == recovery.None || fe.rec.Ending() || a.done {
+		return nil
+	}
+	var out map[int]bool
+	for _, c := range fe.topo.Children(a.idx) {
+		b := fe.topo.Backup(c)
+		if b < 0 || fe.topo.InSubtree(b, a.idx) || fe.orphaned(b) {
+			continue
+		}
+		ca, ba := fe.agents[c], fe.agents[b]
+		if !ca.up || ca.closed || ca.done || !ba.up || ba.closed || ba.done {
+			continue
+		}
+		if out == nil {
+			out = map[int]bool{}
+		}
+		out[c] = true
+	}
+	return out
+}
+
+// orphaned reports whether agent x is an orphan of a loss under way, or
+// below one.
+func (fe *frontend) orphaned(x int) bool {
+	for _, l := range fe.losses {
+		for c := range l.orphans {
+			if fe.topo.InSubtree(x, c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// awaitOrphans holds the loss of agent a until its orphans reached their
+// backup parents.
+func (fe *frontend) awaitOrphans(l *loss) {
+	fe.losses = append(fe.losses, l)
+	names := make([]string, 0, len(l.orphans))
+	for _, c := range slices.Sorted(maps.Keys(l.orphans)) {
+		b := fe.agents[fe.topo.Backup(c)]
+		names = append(names, fmt.Sprintf("%s to %s", fe.agents[c].name, b.name))
+		_ = b.send(proto.MSwitch, proto.EncodeInt(int64(c)))
+	}
+	fe.verbosef("recovery: node %s was lost with agents below it; moving them to their backup parents: %s", l.a.name, strings.Join(names, ", "))
+	fe.after(fe.orphanWait(), evOrphansDue{l: l})
+}
+
+// orphansDue gives up on the orphans of l that did not arrive: they are
+// lost with its agent.
+func (fe *frontend) orphansDue(l *loss) {
+	if !slices.Contains(fe.losses, l) {
+		return
+	}
+	for _, c := range slices.Sorted(maps.Keys(l.orphans)) {
+		fe.warnf("node %s did not reach its backup parent within %v of the loss of node %s: lost with it", fe.agents[c].name, fe.orphanWait(), l.a.name)
+		l.lost = append(l.lost, fe.loseSubtree(fe.agents[c], nil)...)
+	}
+	clear(l.orphans)
+	fe.finishLoss(l)
+}
+
+// loseSubtree closes agent a and the agents below it but for those in
+// keep and below them; it returns those lost now, their ranks counted as
+// lost with them (not ended by the termination that may follow).
+func (fe *frontend) loseSubtree(a *agentHandle, keep map[int]bool) []*agentHandle {
+	var lost []*agentHandle
+	for _, b := range fe.closeSubtree(a, keep) {
+		if !b.done {
+			fe.abandonRanks(b, "lost with its agent")
+			b.kill()
+			lost = append(lost, b)
+		}
+	}
+	return lost
+}
+
+// finishLoss hands a loss to the planner: the lost agents become children
+// of the root (the root starts them again), the others keep the parents
+// they have now, and backups are dealt again.
+func (fe *frontend) finishLoss(l *loss) {
+	fe.losses = slices.DeleteFunc(fe.losses, func(x *loss) bool { return x == l })
+	if fe.tree && fe.opts.Restart != recovery.None && !fe.rec.Ending() {
+		for _, b := range l.lost {
+			if fe.topo.Parent(b.idx) != topology.Root {
+				if err := fe.topo.Reparent(b.idx, topology.Root); err == nil {
+					b.rootChild = true
+				}
+			}
+		}
+		var ns []string
+		for _, b := range l.lost {
+			ns = append(ns, b.name)
+		}
+		fe.redealBackups(fmt.Sprintf("lost node(s) %s start again as children of the root; backup parents dealt again", strings.Join(ns, ", ")))
+	}
+	fe.lostAgents(l.a, l.lost, l.err, l.silent)
+}
+
+// reparented takes a backup parent's report that it took an orphan as its
+// child: the root commits the new edge, gives the new ancestors their
+// routes, and asks the moved agents to report again.
+func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
+	if rp.Idx < 0 || rp.Idx >= len(fe.agents) || rp.Idx == b.idx {
+		fe.protocolError(b, fmt.Errorf("reparent of agent %d", rp.Idx))
+		return
+	}
+	c := fe.agents[rp.Idx]
+	if c.closed || rp.Inc != max(c.inc, 1) {
+		// Declared lost already (its old parent's report came first):
+		// the fence of its node ends it.
+		fe.verbosef("recovery: node %s (incarnation %d) reached its backup parent %s after it was declared lost: ignored", c.name, rp.Inc, b.name)
+		return
+	}
+	old := fe.topo.Parent(c.idx)
+	if old != b.idx {
+		if err := fe.topo.Reparent(c.idx, b.idx); err != nil {
+			fe.warnf("node %s cannot move under %s: %v", c.name, b.name, err)
+			return
+		}
+	}
+	moved := append([]int{c.idx}, fe.topo.Subtree(c.idx)...)
+	top := fe.agents[fe.topo.Top(c.idx)]
+	for _, x := range moved {
+		fe.agents[x].via = top.link
+		fe.agents[x].rootChild = false
+		fe.agents[x].resynced = true
+	}
+	// Routes, from the top down: each message for an agent below travels
+	// through ancestors that know the way already.
+	anc := fe.topo.Ancestors(c.idx)
+	for i := len(anc) - 1; i >= 0; i-- {
+		via := c.idx
+		if i > 0 {
+			via = anc[i-1]
+		}
+		_ = fe.agents[anc[i]].send(proto.MRoutes, proto.Routes{Via: via, Agents: moved}.Encode())
+	}
+	oldName := "the root"
+	if old >= 0 {
+		oldName = "node " + fe.agents[old].name
+	}
+	change := fmt.Sprintf("node %s moved to its backup parent %s (%s was lost)", c.name, b.name, oldName)
+	fe.warnf("%s", change)
+	fe.journalPlan(change)
+	for _, x := range moved {
+		_ = fe.agents[x].send(proto.MResyncReq, nil)
+	}
+	switch {
+	case !fe.shutdownAt.IsZero():
+		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil))
+	case fe.terminating:
+		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter))))
+	}
+	for _, l := range fe.losses {
+		if l.orphans[c.idx] {
+			delete(l.orphans, c.idx)
+			if len(l.orphans) == 0 {
+				fe.verbosef("recovery: every agent below node %s reached its backup parent in %v", l.a.name, time.Since(l.at).Round(time.Millisecond))
+				fe.finishLoss(l)
+			}
+			break
+		}
+	}
+}
+
+// redealBackups gives agents new backup parents after the tree changed
+// (what says why), and tells those whose backup is new to open a standby
+// link to it.
+func (fe *frontend) redealBackups(why string) {
+	before := make([]int, len(fe.agents))
+	for i := range fe.agents {
+		before[i] = fe.topo.Backup(i)
+	}
+	fe.topo.RecomputeBackups()
+	for i, a := range fe.agents {
+		bk := fe.topo.Backup(i)
+		if bk < 0 || bk == before[i] || !a.up || a.closed || a.done {
+			continue
+		}
+		if b := fe.agents[bk]; b.up && !b.closed && !b.done {
+			fe.sendBackup(a)
+		}
+	}
+	fe.journalPlan(why)
+}
