@@ -91,17 +91,19 @@ type Expectation struct {
 // the launch (before the first node table) ends the job; under job it is
 // started again with the others.
 //
-// A lost agent is started again under rank and job when it is a child of
-// the root with no agent below it (a root replica's host too, without its
-// replica), once the first node table exists (recovery/relaunch.go,
-// Roles): a SIGKILLed one (its link ends with EOF) on its own node, one
-// whose node went silent (a stopped agent, a crashed or cut-off host) on
-// the next spare node (Topology.Spares), as long as one is left. Any other
-// lost agent (interior, a leaf below another agent, a silent node with no
-// spare left) ends the job naming the node, and takes its subtree's
-// replicas with it. A replica's host lost before every replica agent
-// joined may leave the group without a majority: the job may then end
-// unfinished (NoMajority). A slow agent or link must not fail the job.
+// A lost agent is started again under rank and job once the first node
+// table exists, wherever it is in the tree (recovery/relaunch.go,
+// launch/root/reparent.go): the agents below it move to their backup
+// parents (or, without one, are lost with it and started again too), and
+// it starts again as a child of the root (a root replica's host without
+// its replica): a SIGKILLed one (its link ends with EOF) on its own node,
+// one whose node went silent (a stopped agent, a crashed or cut-off host)
+// on the next spare node (Topology.Spares), as long as one is left. A
+// silent node with no spare left ends the job naming the node, and takes
+// its subtree's replicas with it. A replica's host lost before every
+// replica agent joined may leave the group without a majority: the job
+// may then end unfinished (NoMajority). A slow agent or link must not fail
+// the job.
 func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Phase, root string) Expectation {
 	var e Expectation
 	failed, unfinished := false, false
@@ -187,10 +189,10 @@ func relaunched(a Applied, t Topology, replicas int, policy Policy, phase Phase)
 	switch {
 	case policy == NoRestart || !ran(phase) && !a.Tabled || n < 0 || n >= t.Nodes():
 		return false
-	case a.Fault != Agent && a.Fault != Leaf && a.Fault != Replica && !(Silent(a.Fault) && len(t.Spares) > 0):
-		return false // interior, slow; a silent node with no spare
+	case a.Fault == Slow || Silent(a.Fault) && len(t.Spares) == 0:
+		return false // slow is not lost; a silent node with no spare
 	}
-	return t.Parent[n] == -1 && len(t.Children(n)) == 0
+	return true
 }
 
 // Event is a failure in the state log.

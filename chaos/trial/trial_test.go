@@ -364,8 +364,10 @@ func TestExpect(t *testing.T) {
 		{"rank, rank, launch", []Applied{rank}, RestartRank, Launch, []Ending{Failed}, false},
 		{"rank, job, launch", []Applied{rank}, RestartJob, Launch, []Ending{Completed}, true},
 		{"two ranks, job, run", []Applied{rank, applied(Rank, Target{Node: 0, Rank: 1})}, RestartJob, Run, []Ending{Completed}, true},
-		{"agent below an agent, rank", []Applied{agent}, RestartRank, Run, []Ending{Failed}, false},
-		{"rank and agent, rank", []Applied{rank, agent}, RestartRank, Run, []Ending{Failed}, true},
+		{"agent below an agent, rank", []Applied{agent}, RestartRank, Run, []Ending{Completed}, true},
+		{"interior agent, job", []Applied{applied(Interior, Target{Node: 0, Rank: -1})}, RestartJob, Run, []Ending{Completed}, true},
+		{"agent below an agent, rank, launch", []Applied{agent}, RestartRank, Launch, []Ending{Failed}, false},
+		{"rank and agent, rank", []Applied{rank, agent}, RestartRank, Run, []Ending{Completed}, true},
 		{"rank and root, rank", []Applied{rank, root}, RestartRank, Run, []Ending{Unfinished}, true},
 	} {
 		e := Expect(tc.acts, topo, 1, tc.policy, tc.phase, "fe")
@@ -413,8 +415,8 @@ func TestExpect(t *testing.T) {
 		}
 	}
 	if e := Expect([]Applied{applied(Stop, Target{Node: 0, Rank: -1})}, func() Topology { k := kary2(); k.Spares = []string{"node6"}; return k }(),
-		1, RestartRank, Run, "fe"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) {
-		t.Errorf("stopped interior agent with a spare: %+v", e)
+		1, RestartRank, Run, "fe"); !reflect.DeepEqual(e.Endings, []Ending{Completed}) || !reflect.DeepEqual(e.Lost, []string{"node0"}) {
+		t.Errorf("stopped interior agent with a spare (its children move to their backups): %+v", e)
 	}
 	if !Names("rank 5 on node node2 was killed", []string{"rank 5"}) || Names("rank 15 on node node7", []string{"rank 5"}) {
 		t.Error("Names matches whole words only")

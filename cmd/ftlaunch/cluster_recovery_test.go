@@ -83,6 +83,55 @@ func TestClusterPartitionSpare(t *testing.T) {
 	}
 }
 
+// TestClusterInteriorCrash: #14's acceptance on the emulated SSH cluster:
+// 10 hosts of which 2 spares, kary:2, three root replicas, --restart rank,
+// 4 ranks a host. The third host (node003: interior under kary:2, not a
+// replica's host) crashes mid-run: its link is cut, then everything in it
+// is SIGKILLed (no RST ever reaches anyone). Gossip and the root's
+// hysteresis declare it lost; the agents below it move to their backup
+// parents on the root's word; its ranks start again on the first spare
+// (node009) and the job completes with the right result; nothing of the
+// job is left on any host.
+func TestClusterInteriorCrash(t *testing.T) {
+	if os.Getenv("FTLAUNCH_RECOVERY_LONG") == "" {
+		t.Skip("set FTLAUNCH_RECOVERY_LONG=1 (make test-recovery) for the node-loss runs on the emulated cluster")
+	}
+	c := chaostest.Cluster(t, 10, cluster.Config{})
+	hosts := hostfile(t, c, 4)
+	dir, ck := t.TempDir(), t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
+		"--spare-nodes", "2", "--replicas", "3", "--restart", "rank", "--tree", "kary:2", "--ppn", "4", "--state-dir", dir, "-n", "32",
+		ftlaunchBin, "ringapp", "--steps", "2500", "--step-time", "10ms", "--dir", ck)
+	out, errb := startJob(t, cmd)
+	tablePublished(t, errb, 32)
+	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	if old := ranksOn(t, ck, "node003"); len(old) != 4 {
+		t.Fatalf("%d ranks on node003, want 4", len(old))
+	}
+	crash := time.Now()
+	if err := c.Kill(context.Background(), "node003"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Revive(context.Background(), "node003") })
+	waitFor(t, "the recovery on a spare host", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	t.Logf("every rank resumed %v after the crash", time.Since(crash).Round(time.Millisecond))
+	for _, want := range []string{"lost the agent of node node003", "on spare node node009", "moved to its backup parent"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr does not say %q", want)
+		}
+	}
+	ringDone(t, cmd, out)
+	waitGone(t, ck, 10*time.Second)
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	if !strings.Contains(insp.stdout, "plan: changed: node ") || !strings.Contains(insp.stdout, "1 resumed") {
+		t.Errorf("inspect shows no move to a backup parent, or no resumed recovery:\n%s", insp.stdout)
+	}
+}
+
 // TestClusterSlowInterior: 200 ms of delay on everything entering an
 // interior host (node001 under kary:2) for the whole run, with the
 // default detection profile (gossip probes every 200 ms with a 100 ms
@@ -107,7 +156,7 @@ func TestClusterSlowInterior(t *testing.T) {
 		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
 	ringDone(t, cmd, out)
-	for _, bad := range []string{"lost the agent", "recovery:"} {
+	for _, bad := range []string{"lost the agent", "recovery:", "moved to its backup parent"} {
 		if strings.Contains(errb.String(), bad) {
 			t.Errorf("%q with a slow interior link:\n%s", bad, errb.String())
 		}

@@ -597,6 +597,12 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		} else {
 			a.switchChild(int(idx))
 		}
+	case proto.MSuspect:
+		idx, err := proto.DecodeInt(p)
+		if err != nil {
+			return fmt.Errorf("suspect message: %w", err)
+		}
+		a.suspectChild(int(idx), false)
 	case proto.MRoutes:
 		r, err := proto.DecodeRoutes(p)
 		if err != nil {

@@ -258,19 +258,11 @@ func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.C
 		if t.standby[idx] == l {
 			delete(t.standby, idx)
 		}
-		if adopted && t.children[idx] == l {
-			delete(t.children, idx)
-			delete(t.ups, idx)
-		}
 		t.mu.Unlock()
 		if !adopted {
 			return
 		}
-		msg := "link ended"
-		if err != nil {
-			msg = err.Error()
-		}
-		a.send(proto.MChildGone, proto.ChildFailed{Idx: idx, Msg: msg}.Encode())
+		a.childGone(idx, l, err)
 		select {
 		case t.changed <- struct{}{}:
 		default:

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -28,14 +29,15 @@ type treeState struct {
 	ln    net.Listener
 	port  int
 
-	mu       sync.Mutex
-	children map[int]*proto.Link   // connected children, by agent index
-	ups      map[int]proto.ChildUp // their starts, as reported up
-	route    map[int]int           // agent below us -> the child it is reached through
-	standby  map[int]*proto.Link   // standby links of the agents whose backup parent this is, by index
-	closing  bool                  // shutting down: no new children
-	changed  chan struct{}         // signalled when a child's link ends
-	cancel   context.CancelFunc
+	mu        sync.Mutex
+	children  map[int]*proto.Link   // connected children, by agent index
+	ups       map[int]proto.ChildUp // their starts, as reported up
+	route     map[int]int           // agent below us -> the child it is reached through
+	standby   map[int]*proto.Link   // standby links of the agents whose backup parent this is, by index
+	condemned map[*proto.Link]bool  // children's links ended on gossip's word and their silence (suspectChild)
+	closing   bool                  // shutting down: no new children
+	changed   chan struct{}         // signalled when a child's link ends
+	cancel    context.CancelFunc
 
 	stdinGone <-chan struct{} // closed when the agent's session ended
 }
@@ -43,7 +45,7 @@ type treeState struct {
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
 	return &treeState{
 		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
-		children: map[int]*proto.Link{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{},
+		children: map[int]*proto.Link{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{}, condemned: map[*proto.Link]bool{},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -164,15 +166,7 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 		err := res.Link.Run(ctx, hb, proto.LinkTimeout(hb), func(typ uint8, p []byte) error {
 			return a.relayUp(idx, typ, p, &done)
 		})
-		t.mu.Lock()
-		delete(t.children, idx)
-		delete(t.ups, idx)
-		t.mu.Unlock()
-		msg := "link ended"
-		if err != nil {
-			msg = err.Error()
-		}
-		a.send(proto.MChildGone, proto.ChildFailed{Idx: idx, Msg: msg}.Encode())
+		a.childGone(idx, res.Link, err)
 		if !done {
 			// Lost: end its session at once (srun's own cancellation of
 			// a step on a dead node waits for Slurm).
@@ -196,6 +190,68 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 		select {
 		case t.changed <- struct{}{}:
 		default:
+		}
+	}()
+}
+
+// childGone reports the end of child idx's link l (err: why) up, once the
+// child is forgotten.
+func (a *Agent) childGone(idx int, l *proto.Link, err error) {
+	t := a.tree
+	t.mu.Lock()
+	if t.children[idx] == l {
+		delete(t.children, idx)
+		delete(t.ups, idx)
+	}
+	condemned := t.condemned[l]
+	delete(t.condemned, l)
+	t.mu.Unlock()
+	if condemned {
+		err = proto.ErrGossipDead
+	}
+	msg := "link ended"
+	if err != nil {
+		msg = err.Error()
+	}
+	a.send(proto.MChildGone, proto.ChildFailed{Idx: idx, Msg: msg, Silent: errors.Is(err, proto.ErrHeartbeat)}.Encode())
+}
+
+// suspectChild takes the root's word that gossip finds child idx dead: its
+// link ends as silent if it has been quiet for a heartbeat interval and
+// proto.ConfirmQuiet; if not, it is looked at again once it would have
+// been, and kept if it spoke meanwhile.
+func (a *Agent) suspectChild(idx int, again bool) {
+	t := a.tree
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	l := t.children[idx]
+	t.mu.Unlock()
+	if l == nil {
+		return
+	}
+	limit := a.spec.Heartbeat + proto.ConfirmQuiet
+	quiet := l.Quiet()
+	if quiet >= limit {
+		t.mu.Lock()
+		t.condemned[l] = true
+		t.mu.Unlock()
+		a.logf("gossip finds agent %d dead and its link has been quiet %v: it is lost", idx, quiet.Round(time.Millisecond))
+		l.Conn.Close()
+		return
+	}
+	if again {
+		a.logf("gossip said agent %d was dead, but its link spoke %v ago: kept", idx, quiet.Round(time.Millisecond))
+		return
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		select {
+		case <-time.After(limit - quiet):
+			a.suspectChild(idx, true)
+		case <-a.ctx.Done():
 		}
 	}()
 }

@@ -32,6 +32,13 @@ func LinkTimeout(hb time.Duration) time.Duration { return 4*hb + time.Second }
 // ErrHeartbeat is returned when a link's peer fell silent.
 var ErrHeartbeat = errors.New("heartbeat timeout: peer silent")
 
+// ConfirmQuiet is how much longer than a heartbeat interval a link must
+// have been quiet for gossip's "dead" to count (docs/membership.md).
+const ConfirmQuiet = 2 * time.Second
+
+// ErrGossipDead: gossip declared the peer dead and its link was quiet.
+var ErrGossipDead = fmt.Errorf("gossip declared it dead and its link was quiet: %w", ErrHeartbeat)
+
 // Link is one end of a framed, heartbeated connection between an agent and
 // its parent: a socketpair on one machine, an SSH session's stdin and
 // stdout across machines. Send may be called from any goroutine; run owns

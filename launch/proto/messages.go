@@ -40,6 +40,7 @@ const (
 	MRefused    uint8 = 25 // down, on a standby link: the backup parent will not take you (string: why)
 	MRoutes     uint8 = 26 // down: agents now reached through one of your children (Routes)
 	MSwitch     uint8 = 27 // down: to a backup parent (int: a standby child): tell it to switch now; on the standby link (int: -1): your parent was declared lost
+	MSuspect    uint8 = 28 // down (int: a child's index): gossip finds it dead: end its link as silent if it was quiet for a heartbeat interval + ConfirmQuiet
 
 	MStarted      uint8 = 32 // up: ranks started, with pids
 	MOutput       uint8 = 33 // up: complete lines of one rank's stream, numbered

@@ -161,19 +161,37 @@ func DecodeChildUp(p []byte) (ChildUp, error) {
 type ChildFailed struct {
 	Idx int
 	Msg string
+	// Silent: the child's link fell silent (its heartbeat timed out): its
+	// node may be down, hung or cut off (MChildGone).
+	Silent bool
 }
 
 func (c ChildFailed) Encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(c.Idx)).String(c.Msg)
+	e.Uint(uint64(c.Idx)).String(c.Msg).Bool(c.Silent)
 	return e.Data()
 }
 
 func DecodeChildFailed(p []byte) (ChildFailed, error) {
 	d := wire.NewDecoder(p)
-	c := ChildFailed{Idx: int(d.Uint()), Msg: d.String()}
+	c := ChildFailed{Idx: int(d.Uint()), Msg: d.String(), Silent: d.Bool()}
 	return c, d.Err()
 }
+
+// Err is the child's loss as an error: one that is ErrHeartbeat when the
+// link fell silent.
+func (c ChildFailed) Err() error {
+	if c.Silent {
+		return silentErr(c.Msg)
+	}
+	return errors.New(c.Msg)
+}
+
+// silentErr is a child's link that fell silent, as its parent said it.
+type silentErr string
+
+func (e silentErr) Error() string { return string(e) }
+func (e silentErr) Unwrap() error { return ErrHeartbeat }
 
 // PeerAddr names an agent and where it listens.
 type PeerAddr struct {

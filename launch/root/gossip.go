@@ -14,7 +14,6 @@ package root
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -27,16 +26,9 @@ import (
 // their node names, which never take this form).
 const rootMember = "ftlaunch-root"
 
-// confirmQuiet is how much longer than a heartbeat interval a child's link
-// must have been quiet for gossip's "dead" to count.
-const confirmQuiet = 2 * time.Second
-
 // adoptQuiet is how long after a successor took over a child of the root
 // that did not ask for adoption may be declared lost on gossip alone.
 const adoptQuiet = 2 * time.Second
-
-// errGossipDead: gossip declared the agent dead and its link was quiet.
-var errGossipDead = fmt.Errorf("gossip declared it dead and its link was quiet: %w", proto.ErrHeartbeat)
 
 // evGossip: evidence from the front-end's member.
 type evGossip struct{ ev membership.Evidence }
@@ -118,12 +110,16 @@ func (fe *frontend) gossiped(ev membership.Evidence) {
 		// A successor's child that has not asked for adoption since it
 		// took over, and that gossip finds dead: it will not ask.
 		fe.verbosef("gossip: node %s is dead (observed by %s) and did not ask to be adopted", a.name, ev.Observer)
-		fe.linkEnded(a, errGossipDead)
+		fe.linkEnded(a, proto.ErrGossipDead)
 		return
-	case !a.rootChild || a.link == nil:
-		// Its parent's link watches it: gossip is not acted on below the
-		// root's children yet.
-		fe.verbosef("gossip: node %s is dead (observed by %s); its parent's heartbeat decides", a.name, ev.Observer)
+	case !a.rootChild:
+		// Its parent holds its link: the parent confirms the death by
+		// the link's silence, as the root does for its own children.
+		p := fe.agents[fe.topo.Parent(a.idx)]
+		fe.verbosef("gossip: node %s is dead (observed by %s); its parent %s looks at its link", a.name, ev.Observer, p.name)
+		_ = p.send(proto.MSuspect, proto.EncodeInt(int64(a.idx)))
+		return
+	case a.link == nil:
 		return
 	}
 	fe.verbosef("gossip: node %s is dead (observed by %s); its link has been quiet %v", a.name, ev.Observer, a.link.Quiet().Round(time.Millisecond))
@@ -136,11 +132,11 @@ func (fe *frontend) gossipCheck(a *agentHandle, first bool) {
 	if a != fe.agents[a.idx] || a.closed || a.done || fe.rec.Ending() {
 		return
 	}
-	limit := fe.opts.Heartbeat + confirmQuiet
+	limit := fe.opts.Heartbeat + proto.ConfirmQuiet
 	quiet := a.link.Quiet()
 	if quiet >= limit {
 		a.link.Conn.Close() // its reader ends; its end is ours to report
-		fe.linkEnded(a, errGossipDead)
+		fe.linkEnded(a, proto.ErrGossipDead)
 		return
 	}
 	if !first {

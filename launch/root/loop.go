@@ -186,9 +186,6 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	// parents are not lost with it (reparent.go).
 	orphans := fe.orphansOf(a)
 	lost := fe.loseSubtree(a, orphans)
-	if !a.done {
-		fe.fenceAgent(a)
-	}
 	l := &loss{a: a, err: err, silent: errors.Is(err, proto.ErrHeartbeat), lost: lost, orphans: orphans, at: time.Now()}
 	if len(orphans) > 0 {
 		fe.awaitOrphans(l)
@@ -322,10 +319,12 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		if typ == proto.MChildFailed {
 			fe.launchFailed(c, cf.Msg)
 		} else {
-			fe.linkEnded(c, errors.New(cf.Msg))
+			fe.linkEnded(c, cf.Err())
 		}
 	case proto.MBackupUp:
-		fe.backupsUp[a.idx] = true
+		if b, err := proto.DecodeInt(p); err == nil {
+			fe.backupsUp[a.idx] = int(b)
+		}
 	case proto.MReplicaUp:
 		ru, err := proto.DecodeReplicaUp(p)
 		if err != nil || !fe.replicaNodes[a.idx] || ru.Name != a.name {
@@ -597,7 +596,7 @@ func (fe *frontend) killAgents() {
 func (fe *frontend) finish() int {
 	if fe.plan != nil {
 		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up",
-			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), len(fe.backupsUp), fe.backupLinks())
+			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks())
 	}
 	fe.verbosef("job ended")
 	failure := fe.rec.Failure()
@@ -621,6 +620,18 @@ func (fe *frontend) finish() int {
 		fe.out.Message(b.String())
 	}
 	return failure.Code
+}
+
+// backupsHeld counts the agents whose standby link to their backup parent
+// (as the tree has it now) came up.
+func (fe *frontend) backupsHeld() int {
+	n := 0
+	for i, b := range fe.backupsUp {
+		if fe.topo.Backup(i) == b {
+			n++
+		}
+	}
+	return n
 }
 
 // backupLinks counts the standby links the plan asks for: one per agent

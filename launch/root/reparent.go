@@ -121,6 +121,7 @@ func (fe *frontend) loseSubtree(a *agentHandle, keep map[int]bool) []*agentHandl
 		if !b.done {
 			fe.abandonRanks(b, "lost with its agent")
 			b.kill()
+			fe.fenceAgent(b)
 			lost = append(lost, b)
 		}
 	}

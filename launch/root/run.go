@@ -47,7 +47,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 
 		recovered: map[int]uint64{}, holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv),
 
-		replicasDone: map[string]bool{}, backupsUp: map[int]bool{},
+		replicasDone: map[string]bool{}, backupsUp: map[int]int{},
 	}
 	go fe.out.Run()
 	defer fe.out.Close()

@@ -81,7 +81,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 	fe := &frontend{
 		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
 		out: output.NewWriter(logf, logf, true), ranks: make([]rankState, opts.N),
-		ctx: sctx, events: events, replicasDone: map[string]bool{}, backupsUp: map[int]bool{},
+		ctx: sctx, events: events, replicasDone: map[string]bool{}, backupsUp: map[int]int{},
 		tree: true, launchTmpl: &tmpl, mapping: spec.ProcessMapping, replicaPeers: cfg.Peers, rootNode: spec.Node,
 	}
 	fail := func(err error) (*Successor, error) {
