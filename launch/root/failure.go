@@ -63,7 +63,7 @@ func (fe *frontend) checkStranded() {
 	}
 	for seq, rc := range fe.colls {
 		for _, b := range fe.agents {
-			if len(b.ranks) > 0 && b.ended == len(b.ranks) && !rc.from[b.idx] {
+			if len(b.ranks) > 0 && b.ended == len(b.ranks) && !rc.from[b.idx] && !fe.lossPending(b) {
 				fe.step(recovery.Stranded{Seq: seq, Node: b.name, Op: rc.op.String()})
 				return
 			}

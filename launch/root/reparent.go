@@ -84,6 +84,18 @@ func (fe *frontend) orphaned(x int) bool {
 	return false
 }
 
+// lossPending reports whether agent b was lost in a loss the planner has
+// not heard of yet (its orphans are on their way): its ranks' end is not
+// final.
+func (fe *frontend) lossPending(b *agentHandle) bool {
+	for _, l := range fe.losses {
+		if slices.Contains(l.lost, b) {
+			return true
+		}
+	}
+	return false
+}
+
 // awaitOrphans holds the loss of agent a until its orphans reached their
 // backup parents.
 func (fe *frontend) awaitOrphans(l *loss) {
