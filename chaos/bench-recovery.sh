@@ -105,6 +105,12 @@ while [ $t -lt "$TRIALS" ]; do
 		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
 	rm -rf "$tmp/ck"
 	mkdir -p "$tmp/ck"
+	# node0 under kary:2 on 8 nodes: a child of the root with node2 and
+	# node3 below it, which move to their backup parent.
+	trial interior KILL "nodeagent node0" "$FTL" run --verbose --state-dir "$tmp/state" --restart rank --test-nodes 8 --tree kary:2 -n 16 \
+		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
+	rm -rf "$tmp/ck"
+	mkdir -p "$tmp/ck"
 	trial agentstop STOP "nodeagent node2" "$FTL" run --verbose --state-dir "$tmp/state" --restart rank --test-nodes 9 --spare-nodes 1 --tree flat -n 16 \
 		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
 	t=$((t + 1))
@@ -112,6 +118,7 @@ done
 echo "lost agents, ftlaunch ringapp, 16 ranks on --test-nodes 8 (--tree flat), $TRIALS trials each:"
 echo "  agent SIGKILL to declared lost: median $(median "$tmp/agentkill.detect") ms, p95 $(pctl "$tmp/agentkill.detect" 95) ms"
 echo "  agent SIGKILL to every rank resumed: median $(median "$tmp/agentkill.resume") ms, p95 $(pctl "$tmp/agentkill.resume" 95) ms (target < 1000)"
+echo "  interior agent SIGKILL (kary:2, its 2 children move to their backup) to every rank resumed: median $(median "$tmp/interior.resume") ms, p95 $(pctl "$tmp/interior.resume" 95) ms (target < 1000)"
 echo "  agent SIGSTOP (a hung node; + 1 spare) to declared lost: median $(median "$tmp/agentstop.detect") ms, p95 $(pctl "$tmp/agentstop.detect" 95) ms (target < 2500)"
 echo "  agent SIGSTOP to every rank resumed on the spare: median $(median "$tmp/agentstop.resume") ms, p95 $(pctl "$tmp/agentstop.resume" 95) ms (target < 3000)"
 
