@@ -567,6 +567,10 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		}
 		a.mu.Lock()
 		a.replicas = ps
+		for _, p := range ps {
+			// A replica started again on that node (the group refilled).
+			delete(a.goneRoots, p.Name)
+		}
 		a.mu.Unlock()
 	case proto.MResyncReq:
 		a.resync()

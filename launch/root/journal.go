@@ -186,8 +186,9 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 }
 
 // addReplica adds a replica agent to the group, from a goroutine: it
-// waits for the front-end's replica to lead.
-func (fe *frontend) addReplica(ru proto.ReplicaUp) {
+// waits for the front-end's replica to lead. replaces is the raft ID of a
+// lost voter it takes the place of ("": none), removed first.
+func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 	fe.goFunc(func() {
 		defer func() { // joined or not, the end need not wait for it
 			select {
@@ -208,6 +209,15 @@ func (fe *frontend) addReplica(ru proto.ReplicaUp) {
 		// One at a time: see joinGroup.
 		fe.joinMu.Lock()
 		defer fe.joinMu.Unlock()
+		if replaces != "" {
+			// The voter of the node this one took over from (a spare's
+			// replica) leaves the group first: the group keeps its size.
+			if err := r.Raft().RemoveServer(raft.ServerID(replaces), 0, 10*time.Second).Error(); err != nil {
+				fe.warnf("root replica on %s: remove the lost voter %s: %v", ru.Name, replaces, err)
+			} else {
+				fe.verbosef("root replica of the lost node %s left the group", replaces)
+			}
+		}
 		// A leadership blip (a loaded machine) fails a change: try again
 		// while there is time.
 		for {

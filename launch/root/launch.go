@@ -269,10 +269,13 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 			}
 		}
 	}
-	if fe.replicaNodes[a.idx] && a.inc <= 1 {
-		// A relaunched incarnation hosts no replica: its raft ID is the
-		// lost one's, a voter the group goes on without.
+	if fe.replicaNodes[a.idx] && (a.inc <= 1 || fe.journal.Replica() != nil) {
+		// A relaunched incarnation hosts a replica again once the group
+		// leads (raft ID: its node's name): it takes the lost voter's
+		// place (replaceVoter), so the group keeps its size.
 		spec.Replica = fe.replicaSpec()
+		a.replica = true
+		delete(fe.replicasDone, a.name)
 	}
 	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.rootChild
 	if host, _, err := net.SplitHostPort(up.Addr); err == nil {

@@ -128,8 +128,7 @@ func (fe *frontend) replicasSettled() bool {
 		return true
 	}
 	for i := range fe.replicaNodes {
-		// A relaunched incarnation hosts no replica (launch.go).
-		if a := fe.agents[i]; a.inc <= 1 && !a.closed && !a.done && !fe.replicasDone[a.name] {
+		if a := fe.agents[i]; a.replica && !a.closed && !a.done && !fe.replicasDone[a.name] {
 			if time.Since(fe.endedAt) > 10*time.Second {
 				fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
 				return true
@@ -244,6 +243,7 @@ func (fe *frontend) handle(ev event) {
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.replicasDone[ev.name] = true
+		fe.refreshReplicaPeers()
 	case evPeerGone:
 		fe.peerGone(ev)
 	case evGossip:
@@ -336,7 +336,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.replicasDone[ru.Name] = true
 			return
 		}
-		fe.addReplica(ru)
+		fe.addReplica(ru, a.replaces)
 	case proto.MStarted:
 		st, err := proto.DecodeStarted(p)
 		if err != nil {

@@ -48,6 +48,9 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	// adopted: its link is this root's own, as an adopted agent's is (a
 	// successor does not wait for it to ask for adoption).
 	a := &agentHandle{idx: old.idx, name: cmp.Or(act.Node, old.name), ranks: old.ranks, rootChild: old.rootChild, inc: act.Incarnation, adopted: true}
+	if fe.replicaNodes[a.idx] && a.name != old.name {
+		a.replaces = cmp.Or(old.replaces, old.name) // its voter, if it never joined in its place
+	}
 	for _, r := range a.ranks {
 		if fe.ranks[r].ended {
 			a.ended++

@@ -249,3 +249,28 @@ func (fe *frontend) redealBackups(why string) {
 	}
 	fe.journalPlan(why)
 }
+
+// refreshReplicaPeers tells the root's children where the replica agents
+// are once a relaunched replica host's replica joined in a lost one's
+// place (its address is new, its node may be a spare's).
+func (fe *frontend) refreshReplicaPeers() {
+	if fe.replicaPeers == nil {
+		return // not all up yet: agentUp sends the first list
+	}
+	var ps []proto.PeerAddr
+	for i := range fe.replicaNodes {
+		if b := fe.agents[i]; b.up && !b.closed && b.info.Addr != "" {
+			ps = append(ps, proto.PeerAddr{Idx: i, Name: b.name, Addr: b.info.Addr})
+		}
+	}
+	slices.SortFunc(ps, func(x, y proto.PeerAddr) int { return x.Idx - y.Idx })
+	if slices.Equal(ps, fe.replicaPeers) {
+		return
+	}
+	fe.replicaPeers = ps
+	for _, b := range fe.agents {
+		if b.rootChild && b.up && !b.closed {
+			_ = b.send(proto.MReplicas, proto.EncodePeers(ps))
+		}
+	}
+}

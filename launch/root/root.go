@@ -141,6 +141,11 @@ type agentHandle struct {
 	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
 
 	rootChild bool // a child of the root: its link is the root's own
+	replica   bool // it was given a root replica to host (it joins the group)
+	// replaces is the raft ID of the voter this incarnation's replica takes
+	// the place of ("": its own node's, or none): a lost replica host's
+	// node, when it starts again on a spare.
+	replaces string
 	// resynced: it moved to a backup parent and was asked to report again
 	// (reparent.go): what it reports twice is taken once, quietly.
 	resynced bool
