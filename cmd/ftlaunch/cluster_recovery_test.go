@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -217,4 +218,36 @@ func rankNode(t *testing.T, marker string, rank int) string {
 	}
 	t.Fatalf("no process of rank %d found", rank)
 	return ""
+}
+
+// TestReplicaHostReplaced: the root group keeps its size. node0 hosts a
+// root replica (flat tree, --replicas 3, 7 test nodes of which one spare);
+// its agent is SIGSTOPped: declared lost, started again on the spare
+// node6, whose replica takes node0's place in the group (node0's voter
+// removed first). The job completes with the right result; the state log's
+// members are the front-end's replica, node1 and node6, all voters.
+func TestReplicaHostReplaced(t *testing.T) {
+	if os.Getenv("FTLAUNCH_RECOVERY_LONG") == "" {
+		t.Skip("set FTLAUNCH_RECOVERY_LONG=1 (make test-recovery) for the node-loss runs")
+	}
+	cmd, out, errb, dir, ck := runRing(t, "rank", 12, "--test-nodes", "7", "--spare-nodes", "1", "--tree", "flat", "--replicas", "3")
+	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	pid := agentOf(t, ck, "node0")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	waitFor(t, "node6's replica in node0's place", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "root replica of the lost node node0 left the group") &&
+			strings.Contains(errb.String(), "root replica on node6 joined the group")
+	})
+	ringDone(t, cmd, out)
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	m := regexp.MustCompile(`members: (.*)`).FindStringSubmatch(insp.stdout)
+	if m == nil || strings.Count(m[1], "(voter") != 3 || !strings.Contains(m[1], "node6 (voter") || strings.Contains(m[1], "node0 (") {
+		t.Errorf("the group's members at the end: %v, want three voters, node6 in node0's place:\n%s", m, insp.stdout)
+	}
+	waitGone(t, ck, 10*time.Second)
 }
