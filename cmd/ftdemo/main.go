@@ -72,29 +72,51 @@ func run(rounds int, verbose bool) error {
 	}
 
 	// Accept from the left neighbour while connecting to the right one.
-	accepted := make(chan net.Conn, 1)
+	// The left neighbour introduces itself: a connection that does not
+	// (a stray dial to a port this rank reuses) is closed, and the next
+	// one is taken.
+	left := (rank + size - 1) % size
+	type inbound struct {
+		conn net.Conn
+		rd   *bufio.Reader
+	}
+	accepted := make(chan inbound, 1)
 	acceptErr := make(chan error, 1)
 	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			acceptErr <- err
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				acceptErr <- err
+				return
+			}
+			rd := bufio.NewReader(conn)
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			hello, err := rd.ReadString('\n')
+			_ = conn.SetReadDeadline(time.Time{})
+			if err != nil || hello != fmt.Sprintf("ftdemo %d\n", left) {
+				conn.Close()
+				continue
+			}
+			accepted <- inbound{conn, rd}
 			return
 		}
-		accepted <- conn
 	}()
 	out, err := net.DialTimeout("tcp", right, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("rank %d: connect to rank %d at %s: %w", rank, (rank+1)%size, right, err)
 	}
 	defer out.Close()
-	var in net.Conn
+	if _, err := fmt.Fprintf(out, "ftdemo %d\n", rank); err != nil {
+		return fmt.Errorf("rank %d: introduce itself to rank %d: %w", rank, (rank+1)%size, err)
+	}
+	var in inbound
 	select {
 	case in = <-accepted:
 	case err := <-acceptErr:
 		return fmt.Errorf("rank %d: accept: %w", rank, err)
 	}
-	defer in.Close()
-	rd := bufio.NewReader(in)
+	defer in.conn.Close()
+	rd := in.rd
 
 	for round := 0; round < rounds; round++ {
 		if rank == 0 {

@@ -71,7 +71,10 @@ func TestDoubleRootLoss(t *testing.T) {
 	}
 	dir := t.TempDir()
 	m := marker(t)
-	cmd := exec.Command(ftlaunchBin, "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12",
+	// kary:2: the root's only children (node0, node1) host the replicas,
+	// so the successor has no child to refill the group with
+	// (TestSuccessorRefillsGroup is the case where it has).
+	cmd := exec.Command(ftlaunchBin, "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--tree", "kary:2", "--verbose", "-n", "12",
 		"sh", "-c", "while :; do echo tick $FTLAUNCH_RANK; sleep 0.1; done; : "+m)
 	killFrontEnd(t, cmd, 2)
 	node := successorNode(t, dir)
@@ -141,6 +144,44 @@ func TestDoubleRootLossFiveReplicas(t *testing.T) {
 	f := checksumLine(r.stdout)
 	if r.code != 0 || len(f) < 4 || f[1] != f[3] {
 		t.Fatalf("attach after the second root loss: exit %d\nstdout:\n%s\nstderr:\n%s\nsuccessor's log:\n%s", r.code, r.stdout, r.stderr, successorLogs(t, dir))
+	}
+	st := ftlaunch(t, "", "status", "--state-dir", dir)
+	if !strings.Contains(st.stdout, "finished, exit code 0") || !strings.Contains(st.stdout, "lost the agent of node "+first) {
+		t.Fatalf("status:\n%s%s", st.stdout, st.stderr)
+	}
+	waitGone(t, ck, 20*time.Second)
+}
+
+// TestSuccessorRefillsGroup: under --replicas 3 the successor that took
+// over from a killed front-end asks a child of the root without a replica
+// to host one in the front-end's voter's place; once it joined, the
+// successor is killed too, and the group, three voters again, elects
+// another replica agent, which takes over, starts the lost agent again and
+// completes the job with the right checksum.
+func TestSuccessorRefillsGroup(t *testing.T) {
+	longFailover(t)
+	dir, ck := t.TempDir(), t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--tree", "flat", "--test-nodes", "6", "--verbose", "-n", "12",
+		ftlaunchBin, "ringapp", "--steps", "2000", "--step-time", "10ms", "--dir", ck)
+	killFrontEnd(t, cmd, 2)
+	first := successorNode(t, dir)
+	var host string
+	hosts := regexp.MustCompile(`root group: node (\S+) hosts a replica in place of the lost front-end's`)
+	waitFor(t, "a third replica in the front-end's place", 30*time.Second, func() bool {
+		log := successorLogs(t, dir)
+		m := hosts.FindStringSubmatch(log)
+		if m != nil {
+			host = m[1]
+		}
+		return m != nil && strings.Contains(log, "root replica on "+host+" joined the group")
+	})
+	if err := syscall.Kill(agentOf(t, ck, first), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := ftlaunch(t, "", "attach", "--state-dir", dir)
+	f := checksumLine(r.stdout)
+	if r.code != 0 || len(f) < 4 || f[1] != f[3] {
+		t.Fatalf("attach after the second root loss: exit %d\nstdout:\n%s\nstderr:\n%s\nsuccessors' logs:\n%s", r.code, r.stdout, r.stderr, successorLogs(t, dir))
 	}
 	st := ftlaunch(t, "", "status", "--state-dir", dir)
 	if !strings.Contains(st.stdout, "finished, exit code 0") || !strings.Contains(st.stdout, "lost the agent of node "+first) {

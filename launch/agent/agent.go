@@ -69,6 +69,12 @@ type Agent struct {
 	// its link or a connection to it was refused or reset): the
 	// front-end (frontEndVoter) and replica agents, by name.
 	goneRoots map[string]bool
+	// frontEndOut: the front-end no longer votes in the root's group (a
+	// successor put a replica in its place); guarded by mu.
+	frontEndOut bool
+	// lateReplica is the root replica a successor root gave this agent
+	// after its start (replica.go; nil: none).
+	lateReplica *proto.ReplicaSpec
 	// backup is the link to this agent's backup parent (reparent.go;
 	// nil: none, or it became the parent link).
 	backup *standbyLink
@@ -561,13 +567,13 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 	case proto.MRoute:
 		return a.relayDown(p)
 	case proto.MReplicas:
-		ps, err := proto.DecodePeers(p)
+		rl, err := proto.DecodeReplicas(p)
 		if err != nil {
 			return fmt.Errorf("replicas message: %w", err)
 		}
 		a.mu.Lock()
-		a.replicas = ps
-		for _, p := range ps {
+		a.replicas, a.frontEndOut = rl.Peers, !rl.FrontEndVotes
+		for _, p := range rl.Peers {
 			// A replica started again on that node (the group refilled).
 			delete(a.goneRoots, p.Name)
 		}
@@ -601,6 +607,12 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		} else {
 			a.switchChild(int(idx))
 		}
+	case proto.MHostReplica:
+		rs, err := proto.DecodeReplicaSpec(p)
+		if err != nil {
+			return fmt.Errorf("host-replica message: %w", err)
+		}
+		a.hostReplica(rs)
 	case proto.MSuspect:
 		idx, err := proto.DecodeInt(p)
 		if err != nil {

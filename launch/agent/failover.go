@@ -139,16 +139,23 @@ func (a *Agent) voterGone(name string) {
 func (a *Agent) quorumLost() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	voters := 1 + len(a.replicas)
-	if voters-len(a.goneRoots) >= voters/2+1 {
-		return nil
+	voters, gone := len(a.replicas), 0
+	if !a.frontEndOut {
+		voters++
 	}
 	names := make([]string, 0, len(a.goneRoots))
 	for n := range a.goneRoots {
+		if n == frontEndVoter && a.frontEndOut {
+			continue // not a voter any more
+		}
+		gone++
 		names = append(names, strings.TrimPrefix(n, "\x00"))
 	}
+	if voters-gone >= voters/2+1 {
+		return nil
+	}
 	slices.Sort(names)
-	return fmt.Errorf("%w: %s gone, %d of %d voters left: no root can take over", errNoQuorum, strings.Join(names, ", "), voters-len(a.goneRoots), voters)
+	return fmt.Errorf("%w: %s gone, %d of %d voters left: no root can take over", errNoQuorum, strings.Join(names, ", "), voters-gone, voters)
 }
 
 // seekAdoption looks for the successor root among the replica agents until
@@ -373,10 +380,11 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 // traceFailover appends a line to the job's directory: a replica agent
 // whose front-end died has no one reading its stderr any more.
 func (a *Agent) traceFailover(format string, args ...any) {
-	if a.spec.Replica.JobDir == "" {
+	rs := a.replicaSpec()
+	if rs.JobDir == "" {
 		return // not a replica agent: its parent forwards its stderr
 	}
-	f, err := os.OpenFile(filepath.Join(a.spec.Replica.JobDir, "failover."+a.spec.Node+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(filepath.Join(rs.JobDir, "failover."+a.spec.Node+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return
 	}
@@ -435,8 +443,10 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	a.mu.Lock()
 	a.gossipTo = gossip
 	a.mu.Unlock()
+	spec := *a.spec
+	spec.Replica = a.replicaSpec() // a replica given later included
 	s, err := a.resumeRoot(ctx, launcher.ResumeConfig{
-		Spec: a.spec, Replica: ar.r, Peers: peers,
+		Spec: &spec, Replica: ar.r, Peers: peers,
 		Relaunch: a.relaunch, Fence: a.fence, Gossip: gossip,
 	})
 	if err != nil {

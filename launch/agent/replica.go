@@ -23,7 +23,7 @@ type agentReplica struct {
 // startReplica opens the agent's replica: it waits to be added by the
 // leader. ip is the address the agent is reached at.
 func (a *Agent) startReplica(ctx context.Context, ip string) (*agentReplica, error) {
-	rs := a.spec.Replica
+	rs := a.replicaSpec()
 	layer, err := journal.NewRaftStream(ctx, a.tree.creds, ip)
 	if err != nil {
 		return nil, err
@@ -48,4 +48,43 @@ func (a *Agent) startReplica(ctx context.Context, ip string) (*agentReplica, err
 func (ar *agentReplica) close() {
 	_ = ar.r.Shutdown()
 	_ = ar.tr.Close()
+}
+
+// replicaSpec is the root replica this agent hosts (JobDir "": none): its
+// job's, or one a successor root gave it later (hostReplica).
+func (a *Agent) replicaSpec() proto.ReplicaSpec {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lateReplica != nil {
+		return *a.lateReplica
+	}
+	return a.spec.Replica
+}
+
+// hostReplica starts a root replica on a successor root's word: the group
+// lost the front-end's voter, and this child of the root takes its place.
+// The replica lives until the agent ends.
+func (a *Agent) hostReplica(rs proto.ReplicaSpec) {
+	a.mu.Lock()
+	if a.tree == nil || a.spec.Replica.JobDir != "" || a.lateReplica != nil || rs.JobDir == "" {
+		a.mu.Unlock()
+		return
+	}
+	a.lateReplica = &rs
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		ar, err := a.startReplica(a.ctx, a.spec.Addr)
+		if err != nil {
+			a.logf("root replica: %v", err)
+			a.send(proto.MReplicaUp, proto.ReplicaUp{Name: a.spec.Node}.Encode())
+			return
+		}
+		a.mu.Lock()
+		a.replica = ar
+		a.mu.Unlock()
+		<-a.ctx.Done()
+		ar.close()
+	}()
 }

@@ -12,23 +12,33 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
-func EncodePeers(ps []PeerAddr) []byte {
+// Replicas are the replica agents of a replicated root (MReplicas), and
+// whether the front-end still has a vote in their group (a successor that
+// put a replica in its place removed it).
+type Replicas struct {
+	Peers         []PeerAddr
+	FrontEndVotes bool
+}
+
+func (r Replicas) Encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(len(ps)))
-	for _, p := range ps {
+	e.Uint(uint64(len(r.Peers)))
+	for _, p := range r.Peers {
 		e.Uint(uint64(p.Idx)).String(p.Name).String(p.Addr)
 	}
+	e.Bool(r.FrontEndVotes)
 	return e.Data()
 }
 
-func DecodePeers(p []byte) ([]PeerAddr, error) {
+func DecodeReplicas(p []byte) (Replicas, error) {
 	d := wire.NewDecoder(p)
 	n := d.Count(3)
-	ps := make([]PeerAddr, 0, n)
+	r := Replicas{Peers: make([]PeerAddr, 0, n)}
 	for range n {
-		ps = append(ps, PeerAddr{Idx: int(d.Uint()), Name: d.String(), Addr: d.String()})
+		r.Peers = append(r.Peers, PeerAddr{Idx: int(d.Uint()), Name: d.String(), Addr: d.String()})
 	}
-	return ps, d.Err()
+	r.FrontEndVotes = d.Bool()
+	return r, d.Err()
 }
 
 // Hello is the first frame on a connection to a parent or backup parent.
@@ -309,4 +319,17 @@ func (r Routes) Encode() []byte {
 func DecodeRoutes(p []byte) (Routes, error) {
 	r, err := DecodeReparent(p)
 	return Routes{Via: r.Idx, Agents: r.Sub}, err
+}
+
+// EncodeReplicaSpec is a replica spec on its own (MHostReplica).
+func EncodeReplicaSpec(r ReplicaSpec) []byte {
+	var e wire.Encoder
+	encodeReplica(&e, r)
+	return e.Data()
+}
+
+func DecodeReplicaSpec(p []byte) (ReplicaSpec, error) {
+	d := wire.NewDecoder(p)
+	r := decodeReplica(d)
+	return r, d.Err()
 }

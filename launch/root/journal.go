@@ -24,7 +24,7 @@ import (
 // journalPlan records the launch tree (or the single local agent); change
 // says what changed since the last one ("": the first).
 func (fe *frontend) journalPlan(change string) {
-	if fe.plan == nil {
+	if !fe.tree {
 		names := make([]string, len(fe.agents))
 		for i, a := range fe.agents {
 			names[i] = a.name
@@ -32,7 +32,11 @@ func (fe *frontend) journalPlan(change string) {
 		fe.journal.Plan(journal.FlatPlan(names))
 		return
 	}
-	p := journal.Plan{Kind: fe.plan.Kind.String(), Root: journal.RootName, Change: change}
+	kind := fe.topo.Kind() // a successor's: the tree it rebuilt
+	if fe.plan != nil {
+		kind = fe.plan.Kind.String()
+	}
+	p := journal.Plan{Kind: kind, Root: journal.RootName, Change: change}
 	for _, a := range fe.agents {
 		n := journal.PlanNode{Name: a.name, Primary: journal.RootName}
 		if p := fe.topo.Parent(a.idx); p >= 0 {
@@ -257,4 +261,45 @@ func joinGroup(r *raft.Raft, id raft.ServerID, addr raft.ServerAddress, timeout 
 		return fmt.Errorf("make %s a voter: %w", id, err)
 	}
 	return nil
+}
+
+// refillGroup is a successor root's: the front-end's voter is gone, so a
+// child of the root that hosts no replica is asked to host one in its
+// place (MHostReplica): the group keeps its size, and survives the loss
+// of this root too. With no such child, the group goes on with one voter
+// less.
+func (fe *frontend) refillGroup() {
+	r := fe.journal.Replica()
+	if fe.launchTmpl == nil || r == nil || fe.rec.Ending() {
+		return
+	}
+	f := r.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	names := map[string]bool{}
+	for _, a := range fe.agents {
+		names[a.name] = true
+	}
+	var gone string // the front-end's voter: the one that is no agent's
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter && !names[string(srv.ID)] {
+			gone = string(srv.ID)
+		}
+	}
+	if gone == "" {
+		return
+	}
+	for _, a := range fe.agents {
+		if a.rootChild && a.up && !a.closed && !a.done && !fe.replicaNodes[a.idx] && a.link != nil {
+			fe.replicaNodes[a.idx] = true
+			a.replica, a.replaces = true, gone
+			fe.frontEndOut = true
+			delete(fe.replicasDone, a.name)
+			fe.verbosef("root group: node %s hosts a replica in place of the lost front-end's (%s)", a.name, gone)
+			_ = a.send(proto.MHostReplica, proto.EncodeReplicaSpec(fe.replicaSpec()))
+			return
+		}
+	}
+	fe.verbosef("root group: no child of the root without a replica to host one in place of the lost front-end's (%s): the group goes on with %d voter(s)", gone, len(f.Configuration().Servers)-1)
 }

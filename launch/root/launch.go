@@ -322,12 +322,12 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 				fe.replicaPeers = ps
 				for _, b := range fe.agents {
 					if b.rootChild && b.up && !b.closed {
-						_ = b.send(proto.MReplicas, proto.EncodePeers(ps))
+						_ = b.send(proto.MReplicas, fe.replicasMsg())
 					}
 				}
 			}
 		} else if fe.replicaPeers != nil && a.rootChild {
-			_ = a.send(proto.MReplicas, proto.EncodePeers(fe.replicaPeers))
+			_ = a.send(proto.MReplicas, fe.replicasMsg())
 		}
 	}
 	// Standby links: the agent to its backup parent, the agents whose

@@ -144,6 +144,7 @@ func (fe *frontend) feedLeader() {
 		fe.failedAt = time.Now()
 	}
 	fe.step(recovery.LeaderChanged{})
+	fe.refillGroup()
 }
 
 // commit puts a recovery phase in the state log; evCommitted follows.

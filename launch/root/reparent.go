@@ -270,7 +270,12 @@ func (fe *frontend) refreshReplicaPeers() {
 	fe.replicaPeers = ps
 	for _, b := range fe.agents {
 		if b.rootChild && b.up && !b.closed {
-			_ = b.send(proto.MReplicas, proto.EncodePeers(ps))
+			_ = b.send(proto.MReplicas, fe.replicasMsg())
 		}
 	}
+}
+
+// replicasMsg is the list of replica agents for the root's children.
+func (fe *frontend) replicasMsg() []byte {
+	return proto.Replicas{Peers: fe.replicaPeers, FrontEndVotes: !fe.frontEndOut}.Encode()
 }

@@ -89,6 +89,10 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 		logf.Close()
 		return nil, err
 	}
+	fe.replicaNodes = map[int]bool{}
+	for _, p := range cfg.Peers {
+		fe.replicaNodes[p.Idx] = true
+	}
 	if len(spec.Replica.CA) > 0 {
 		if fe.ca, err = secure.UnmarshalCA(spec.Replica.CA); err != nil {
 			return fail(fmt.Errorf("the job's CA: %w", err))
