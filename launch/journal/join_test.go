@@ -191,11 +191,13 @@ func TestJournalJoinRacesClose(t *testing.T) {
 			ctx := context.Background()
 			launch(g.j, []string{"node0", "node1"}, 4, -1)
 			// As the front-end: a goroutine a replica agent, each joining
-			// once the journal's replica leads.
+			// once the journal's replica leads, for a while.
+			jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
 			joined := make([]chan error, len(g.names))
 			for i, n := range g.names {
 				joined[i] = make(chan error, 1)
-				go func() { joined[i] <- g.j.Join(ctx, n, n) }()
+				go func() { joined[i] <- g.j.Join(jctx, n, n) }()
 			}
 			close(hold)
 			switch at {
