@@ -135,6 +135,11 @@ type Replica struct {
 	leaderOut chan Leadership
 	stop      chan struct{}
 
+	// leaderless is when this replica last saw the group go without a
+	// leader it knows (itself or another), zero while it knows one.
+	leaderMu   sync.Mutex
+	leaderless time.Time
+
 	mu      sync.Mutex // guards closing and wg.Add against Shutdown
 	closing bool
 	wg      sync.WaitGroup
@@ -235,13 +240,14 @@ func start(cfg Config, dir string, logs raft.LogStore, stable raft.StableStore, 
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	r := &Replica{
-		cfg:       cfg,
-		dir:       dir,
-		fsm:       fsm,
-		store:     closer,
-		raft:      ra,
-		leaderOut: make(chan Leadership, 16),
-		stop:      make(chan struct{}),
+		cfg:        cfg,
+		dir:        dir,
+		fsm:        fsm,
+		store:      closer,
+		raft:       ra,
+		leaderOut:  make(chan Leadership, 16),
+		stop:       make(chan struct{}),
+		leaderless: time.Now(),
 	}
 	obsCh := make(chan raft.Observation) // unbuffered, blocking: delivered in raft's order
 	r.obs = raft.NewObserver(obsCh, true, func(o *raft.Observation) bool {
@@ -322,6 +328,7 @@ func (r *Replica) watchLeadership(notify <-chan bool, obs <-chan raft.Observatio
 		l.Seq = seq
 		queue = append(queue, l)
 		last = l
+		r.setLeaderless(!l.IsLeader && l.Leader == "")
 	}
 	for {
 		var out chan<- Leadership
@@ -378,6 +385,31 @@ func (r *Replica) watchLeadership(notify <-chan bool, obs <-chan raft.Observatio
 // Shutdown, which also reports a last loss of leadership if needed. Only
 // one goroutine should receive from it.
 func (r *Replica) Leadership() <-chan Leadership { return r.leaderOut }
+
+func (r *Replica) setLeaderless(none bool) {
+	r.leaderMu.Lock()
+	defer r.leaderMu.Unlock()
+	switch {
+	case !none:
+		r.leaderless = time.Time{}
+	case r.leaderless.IsZero():
+		r.leaderless = time.Now()
+	}
+}
+
+// Leaderless returns how long this replica has known no leader (neither
+// itself nor another member), 0 while it knows one. A group that keeps a
+// majority elects a leader again within a few election timeouts of losing
+// one; a replica that stays leaderless much longer is cut off from the
+// majority, or the group has lost it.
+func (r *Replica) Leaderless() time.Duration {
+	r.leaderMu.Lock()
+	defer r.leaderMu.Unlock()
+	if r.leaderless.IsZero() {
+		return 0
+	}
+	return time.Since(r.leaderless)
+}
 
 // Dir returns the replica's directory, StateDir/Name ("" in memory).
 func (r *Replica) Dir() string { return r.dir }

@@ -57,8 +57,18 @@ type Config struct {
 	// DefaultMaxRows); that many waiting rows also trigger a flush.
 	MaxRows int
 	// ElectTimeout bounds the wait for this replica to lead before its
-	// first write (default DefaultElectTimeout).
+	// first write (default DefaultElectTimeout), and for it to lead again
+	// after it lost the lead while another member leads.
 	ElectTimeout time.Duration
+	// NoLeader is how long the replica, once it led, may go without
+	// knowing any leader before the journal takes the group's majority
+	// for lost (default DefaultNoLeader): a write waiting for the lead to
+	// come back then fails with ErrNoMajority, and so do later ones at
+	// once, Close's included.
+	NoLeader time.Duration
+	// JoinWait bounds how long the final status waits for a join under
+	// way when Close is called (default DefaultJoinWait; see Join).
+	JoinWait time.Duration
 	// Logger receives raft's log; nil discards it.
 	Logger hclog.Logger
 	// Hold, if not nil, delays the replica's start (its files, its
@@ -122,9 +132,12 @@ type Journal struct {
 	solo    *raftstore.Solo
 	memory  error // why the state is kept in memory (nil: in files); set before run starts
 
+	joinMu sync.Mutex // held by the join under way (Join)
+
 	mu      sync.Mutex
 	queue   []record
-	closing bool // Close was called: later records are dropped
+	joins   int  // joins under way (Join)
+	closing bool // Close was called: later records are dropped, joins refused
 	dead    bool // the goroutine ended: records are dropped
 	err     error
 	stats   Stats
@@ -202,6 +215,12 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	}
 	if cfg.ElectTimeout <= 0 {
 		cfg.ElectTimeout = DefaultElectTimeout
+	}
+	if cfg.NoLeader <= 0 {
+		cfg.NoLeader = DefaultNoLeader
+	}
+	if cfg.JoinWait <= 0 {
+		cfg.JoinWait = DefaultJoinWait
 	}
 	j := &Journal{
 		cfg:     cfg,
@@ -309,10 +328,7 @@ func (j *Journal) push(r record) bool {
 	}
 	j.queue = append(j.queue, r)
 	j.mu.Unlock()
-	select {
-	case j.wake <- struct{}{}:
-	default:
-	}
+	j.poke()
 	return true
 }
 
@@ -388,10 +404,7 @@ func (j *Journal) Close(ctx context.Context, exitCode int, msg string) error {
 	j.closing = true
 	j.mu.Unlock()
 	j.relOnce.Do(func() { close(j.release) })
-	select {
-	case j.wake <- struct{}{}:
-	default:
-	}
+	j.poke()
 	select {
 	case <-j.done:
 	case <-ctx.Done():

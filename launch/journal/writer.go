@@ -144,7 +144,11 @@ func (w *writer) loop(ctx context.Context) {
 			continue
 		}
 		var tc <-chan time.Time
-		if !w.first.IsZero() {
+		switch {
+		case w.finish != nil: // waiting for a join under way (due)
+			timer.Reset(w.j.cfg.JoinWait - time.Since(w.finishAt))
+			tc = timer.C
+		case !w.first.IsZero():
 			timer.Reset(w.j.cfg.Linger - time.Since(w.first))
 			tc = timer.C
 		}
@@ -160,6 +164,11 @@ func (w *writer) loop(ctx context.Context) {
 
 // due reports whether the pending records should be flushed now.
 func (w *writer) due() bool {
+	if w.finish != nil {
+		// The final status waits for the join under way, if any, so that
+		// it reaches the replica joining (Join).
+		return w.j.joinsUnderWay() == 0 || time.Since(w.finishAt) >= w.j.cfg.JoinWait
+	}
 	if w.urgent || w.finish != nil || len(w.syncs) > 0 || len(w.dirtyRows) >= w.j.cfg.MaxRows {
 		return true
 	}
@@ -547,7 +556,10 @@ func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
 	once := raftstore.Once{Writer: w.id, Seq: w.seq}
 	_, err := w.r.ApplyOnce(ctx, c, once)
 	w.count(err)
-	for try := 0; err != nil && try < 5 && w.regained(ctx, err); try++ {
+	for try := 0; err != nil && try < 5; try++ {
+		if err = w.regain(ctx, err); err != nil {
+			break
+		}
 		// Leadership went to another replica and came back (a loaded
 		// machine delays heartbeats): write again, with the same key, so
 		// that a command that was committed after all is not applied
@@ -596,25 +608,34 @@ func (w *writer) refused(ctx context.Context, c raftstore.Command, err error) er
 	return first
 }
 
-// regained waits, after a write failed because the replica does not lead
-// (or stopped leading while it wrote), for it to lead again, within the
-// journal's ElectTimeout. It reports whether it does.
-func (w *writer) regained(ctx context.Context, err error) bool {
+// regain waits, after a write failed with err because the replica does
+// not lead (or stopped leading while it wrote), for it to lead again. It
+// returns nil if it does, else the error to report: err if the replica
+// does not lead within the journal's ElectTimeout (another member leads
+// meanwhile, or ctx ended), or ErrNoMajority (with err) as soon as the
+// replica has known no leader for NoLeader: the group lost its majority,
+// and waiting would only hold the job (and its end) without a state log.
+func (w *writer) regain(ctx context.Context, err error) error {
 	if !errors.Is(err, raftstore.ErrNotLeader) && !errors.Is(err, raftstore.ErrIndeterminate) {
-		return false
+		return err
 	}
 	deadline := time.Now().Add(w.j.cfg.ElectTimeout)
-	for time.Now().Before(deadline) {
+	for {
 		if w.r.IsLeader() {
-			return true
+			return nil
+		}
+		if lost := w.j.noMajority(w.r.Leaderless()); lost != nil {
+			return fmt.Errorf("%w: %w", lost, err)
+		}
+		if !time.Now().Before(deadline) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return err
 		case <-time.After(20 * time.Millisecond): // polling raft's state
 		}
 	}
-	return false
 }
 
 // takeEvents removes and returns a command's events.

@@ -7,18 +7,18 @@ package root
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/hashicorp/raft"
 )
 
 // journalPlan records the launch tree (or the single local agent); change
@@ -189,9 +189,12 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	return cfg, nil
 }
 
-// addReplica adds a replica agent to the group, from a goroutine: it
-// waits for the front-end's replica to lead. replaces is the raft ID of a
-// lost voter it takes the place of ("": none), removed first.
+// addReplica adds a replica agent to the group, from a goroutine: the
+// journal's Join waits for the front-end's replica to lead, and refuses
+// once the job's end is being committed (the replica then never joined,
+// as docs/state.md says); the end waits for a join under way. replaces is
+// the raft ID of a lost voter it takes the place of ("": none), removed
+// first.
 func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 	fe.goFunc(func() {
 		defer func() { // joined or not, the end need not wait for it
@@ -202,65 +205,19 @@ func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 		}()
 		ctx, cancel := context.WithTimeout(fe.ctx, 30*time.Second)
 		defer cancel()
-		if err := fe.journal.Ready(ctx); err != nil {
-			fe.warnf("root replica on %s not added: %v", ru.Name, err)
-			return
-		}
-		r := fe.journal.Replica()
-		if r == nil {
-			return
-		}
-		// One at a time: see joinGroup.
-		fe.joinMu.Lock()
-		defer fe.joinMu.Unlock()
-		if replaces != "" {
-			// The voter of the node this one took over from (a spare's
-			// replica) leaves the group first: the group keeps its size.
-			if err := r.Raft().RemoveServer(raft.ServerID(replaces), 0, 10*time.Second).Error(); err != nil {
-				fe.warnf("root replica on %s: remove the lost voter %s: %v", ru.Name, replaces, err)
-			} else {
+		err := fe.journal.Join(ctx, ru.Name, ru.Addr, replaces)
+		switch {
+		case err == nil:
+			if replaces != "" {
 				fe.verbosef("root replica of the lost node %s left the group", replaces)
 			}
+			fe.verbosef("root replica on %s joined the group (%s)", ru.Name, ru.Addr)
+		case errors.Is(err, journal.ErrClosed):
+			fe.verbosef("root replica on %s not added: the job ended before it could join (%v)", ru.Name, err)
+		default:
+			fe.warnf("root replica on %s not added: %v", ru.Name, err)
 		}
-		// A leadership blip (a loaded machine) fails a change: try again
-		// while there is time.
-		for {
-			err := joinGroup(r.Raft(), raft.ServerID(ru.Name), raft.ServerAddress(ru.Addr), 10*time.Second)
-			if err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				fe.warnf("root replica on %s not added: %v", ru.Name, err)
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		fe.verbosef("root replica on %s joined the group (%s)", ru.Name, ru.Addr)
 	})
-}
-
-// joinGroup adds a replica to the raft group as a voter in two
-// configuration changes: as a nonvoter first, then promoted. Added as a
-// voter at once, it would be committed by a majority of the configuration
-// that has it, which need not include the voters already there (with three
-// replicas, the front-end and the new one suffice). Were the front-end to
-// die before the first replica agent got that entry, the two left could
-// never elect a leader: the first still sees a group of two voters, the
-// dead front-end and itself, and raft refuses votes to a candidate outside
-// its configuration, while the newer one's log is ahead of it. As a
-// nonvoter, the new replica is committed by a majority of the voters
-// already there (with three replicas: both), so that once it votes they
-// know it. Joins must not overlap: one replica promoted while another is a
-// nonvoter that has not heard of it would undo this.
-func joinGroup(r *raft.Raft, id raft.ServerID, addr raft.ServerAddress, timeout time.Duration) error {
-	if err := r.AddNonvoter(id, addr, 0, timeout).Error(); err != nil {
-		return fmt.Errorf("add %s to the group as a nonvoter: %w", id, err)
-	}
-	if err := r.AddVoter(id, addr, 0, timeout).Error(); err != nil {
-		return fmt.Errorf("make %s a voter: %w", id, err)
-	}
-	return nil
 }
 
 // refillGroup is a successor root's: the front-end's voter is gone, so a

@@ -59,7 +59,6 @@ type frontend struct {
 
 	rootNode     string            // where the root runs (live report)
 	replicasDone map[string]bool   // replica agents joined (or failed to), by name
-	joinMu       sync.Mutex        // held by the replica agent joining the group (addReplica)
 	endedAt      time.Time         // when the last rank ended
 	plan         *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
 	topo         *topology.Tree    // the launch tree: who is whose parent, backup, child
