@@ -27,10 +27,10 @@ outside (signals; on the emulated cluster also host crashes, link cuts and
 slow links), then checks that each job ended as promised: with no
 restart, any failure ends the job cleanly naming the fault; with --restart
 rank or job, a rank's loss is recovered and the job completes with the
-right result, and so is a lost agent that is a child of the root with no
-agent below it (a root replica's host too): a SIGKILLed one on its node, a
-stopped, crashed or cut-off one on a spare node (--spare-nodes) while one
-is left (any other lost agent ends the job naming it); a lost front-end with
+right result, and so is a lost agent wherever it is in the tree (the
+agents below it move to their backup parents): a SIGKILLed one on its
+node, a stopped, crashed or cut-off one on a spare node (--spare-nodes)
+while one is left (else the job ends naming it); a lost front-end with
 one replica leaves no process and the status "unfinished", and with
 --replicas 3 a lost front-end's job goes on and completes. After every
 trial it checks the invariants: the final status, no process of the job
