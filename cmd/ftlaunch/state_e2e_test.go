@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -427,14 +428,20 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 	if st := ftlaunch(t, "", "inspect", jobs[0]).stdout; !strings.Contains(st, "root replicas: ") || strings.Count(strings.SplitN(strings.SplitN(st, "root replicas: ", 2)[1], "\n", 2)[0], ",") != 2 {
 		t.Errorf("inspect names the root replicas:\n%s", st)
 	}
+	// The replica agents in the group at the end (the successor may have
+	// put a third in the front-end's place) agree.
+	members := map[string]bool{}
+	for _, m := range rep.Raft.Members {
+		members[m.ID] = true
+	}
 	var agree []string
 	for _, x := range rep.Replicas {
-		if strings.HasPrefix(x.Node, "node") {
+		if strings.HasPrefix(x.Node, "node") && members[x.Node] {
 			agree = append(agree, x.Digest)
 		}
 	}
-	if len(agree) != 2 || agree[0] != agree[1] {
-		t.Errorf("the surviving replicas' digests: %+v", rep.Replicas)
+	if len(agree) < 2 || slices.ContainsFunc(agree, func(d string) bool { return d != agree[0] }) {
+		t.Errorf("the surviving replicas' digests: %+v (members %v)", rep.Replicas, rep.Raft.Members)
 	}
 	if !strings.Contains(r.stdout, "took over as root") {
 		t.Errorf("no leader change in the event log:\n%s", r.stdout)

@@ -54,6 +54,7 @@ type Agent struct {
 	wg       *sync.WaitGroup
 	stopLink context.CancelFunc
 	stopped  atomic.Bool // the agent ended its link after a shutdown
+	jobOver  atomic.Bool // told the job is over (MShutdown): its end is committed
 
 	// Root failover (failover.go; the root's successor.go); guarded by mu.
 	replicas  []proto.PeerAddr         // the replica agents, which may adopt this one
@@ -228,7 +229,7 @@ func (a *Agent) run(ctx context.Context) error {
 		}()
 		defer func() {
 			if ar := <-replica; ar != nil {
-				ar.close()
+				ar.close(a.jobOver.Load())
 			}
 		}()
 	}
@@ -545,6 +546,7 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		a.collDone(res)
 	case proto.MShutdown:
 		a.trace.Logf("shutdown received")
+		a.jobOver.Store(true)
 		a.killAll(syscall.SIGKILL)
 		a.mu.Lock()
 		st := proto.NodeStats{PMI: a.pmiStats, PMIUp: a.pmiUp, Barrier: a.pmiBarrier}

@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -45,7 +46,26 @@ func (a *Agent) startReplica(ctx context.Context, ip string) (*agentReplica, err
 	return ar, nil
 }
 
-func (ar *agentReplica) close() {
+// finalWait bounds how long a replica of a job that ended waits for the
+// job's final status before it shuts down.
+const finalWait = 2 * time.Second
+
+// close shuts the replica down. After the job's end (jobOver: the root
+// committed the final status before it told the agents), it first waits,
+// at most finalWait, for that status to reach this replica: a replica that
+// joined late may still be catching up, and would keep a log without it.
+func (ar *agentReplica) close(jobOver bool) {
+	if jobOver {
+		deadline := time.Now().Add(finalWait)
+		for time.Now().Before(deadline) {
+			done := false
+			ar.r.FSM().View(func(s *raftstore.State) { done = s.Status.Done })
+			if done {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // polling the local FSM: raft has no apply notification
+		}
+	}
 	_ = ar.r.Shutdown()
 	_ = ar.tr.Close()
 }
@@ -85,6 +105,6 @@ func (a *Agent) hostReplica(rs proto.ReplicaSpec) {
 		a.replica = ar
 		a.mu.Unlock()
 		<-a.ctx.Done()
-		ar.close()
+		ar.close(a.jobOver.Load())
 	}()
 }
