@@ -15,7 +15,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
-// Backup parents in action (docs/recovery.md, "Losing an interior
+// Backup parents in action (docs/recovery.md, "Losing an
 // agent"). Every agent below a child of the root holds a standby link to
 // its backup parent, heartbeated like any link. Under a restart policy, an
 // agent whose parent link ends (EOF, reset, the heartbeat's timeout, or
@@ -114,11 +114,10 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p proto.P
 				sb.mu.Lock()
 				sb.switched = true // what follows is the parent's
 				sb.mu.Unlock()
-				sb.answer <- nil
+				sb.tell(nil)
 			case proto.MRefused:
 				d := wire.NewDecoder(p)
-				why := d.String()
-				sb.answer <- fmt.Errorf("refused: %s", why)
+				sb.tell(fmt.Errorf("refused: %s", d.String()))
 			case proto.MSwitch:
 				return a.handle(typ, p)
 			}
@@ -126,6 +125,15 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p proto.P
 		})
 		close(sb.ended)
 	}()
+}
+
+// tell passes the backup's answer on; an answer nobody asked for (or a
+// second one) is dropped rather than block the link's reader.
+func (sb *standbyLink) tell(err error) {
+	select {
+	case sb.answer <- err:
+	default:
+	}
 }
 
 func (sb *standbyLink) isSwitched() bool {

@@ -1,7 +1,7 @@
 package root
 
 // The root's side of backup parents in action (docs/recovery.md, "Losing an
-// interior agent"; the agents' side is launch/agent/reparent.go). When an
+// agent"; the agents' side is launch/agent/reparent.go). When an
 // agent with agents below it is lost under a restart policy, its children
 // that hold a standby link to a live backup parent are not lost with it:
 // they are orphans, on their way to that parent. The root tells each
