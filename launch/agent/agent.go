@@ -214,18 +214,7 @@ func (a *Agent) run(ctx context.Context) error {
 				replica <- nil
 				return
 			}
-			ar, err := a.startReplica(ctx, a.spec.Addr)
-			if ar != nil {
-				a.mu.Lock()
-				a.replica = ar
-				a.mu.Unlock()
-			}
-			if err != nil {
-				a.logf("root replica: %v", err)
-				// No address: the front-end does not wait for it.
-				a.send(proto.MReplicaUp, proto.ReplicaUp{Name: a.spec.Node}.Encode())
-			}
-			replica <- ar
+			replica <- a.openReplica(ctx)
 		}()
 		defer func() {
 			if ar := <-replica; ar != nil {

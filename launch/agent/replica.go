@@ -54,6 +54,23 @@ const finalWait = 2 * time.Second
 // committed the final status before it told the agents), it first waits,
 // at most finalWait, for that status to reach this replica: a replica that
 // joined late may still be catching up, and would keep a log without it.
+// openReplica starts this agent's root replica and keeps it as the
+// agent's; one that cannot start is told to the root without an address
+// (it does not wait for it) and nil is returned.
+func (a *Agent) openReplica(ctx context.Context) *agentReplica {
+	ar, err := a.startReplica(ctx, a.spec.Addr)
+	if ar != nil {
+		a.mu.Lock()
+		a.replica = ar
+		a.mu.Unlock()
+	}
+	if err != nil {
+		a.logf("root replica: %v", err)
+		a.send(proto.MReplicaUp, proto.ReplicaUp{Name: a.spec.Node}.Encode())
+	}
+	return ar
+}
+
 func (ar *agentReplica) close(jobOver bool) {
 	if jobOver {
 		deadline := time.Now().Add(finalWait)
@@ -95,15 +112,10 @@ func (a *Agent) hostReplica(rs proto.ReplicaSpec) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		ar, err := a.startReplica(a.ctx, a.spec.Addr)
-		if err != nil {
-			a.logf("root replica: %v", err)
-			a.send(proto.MReplicaUp, proto.ReplicaUp{Name: a.spec.Node}.Encode())
+		ar := a.openReplica(a.ctx)
+		if ar == nil {
 			return
 		}
-		a.mu.Lock()
-		a.replica = ar
-		a.mu.Unlock()
 		<-a.ctx.Done()
 		ar.close(a.jobOver.Load())
 	}()

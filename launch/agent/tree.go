@@ -231,9 +231,8 @@ func (a *Agent) suspectChild(idx int, again bool) {
 	if l == nil {
 		return
 	}
-	limit := a.spec.Heartbeat + proto.ConfirmQuiet
-	quiet := l.Quiet()
-	if quiet >= limit {
+	quiet, left := l.ConfirmSilence(a.spec.Heartbeat)
+	if left <= 0 {
 		t.mu.Lock()
 		t.condemned[l] = true
 		t.mu.Unlock()
@@ -249,7 +248,7 @@ func (a *Agent) suspectChild(idx int, again bool) {
 	go func() {
 		defer a.wg.Done()
 		select {
-		case <-time.After(limit - quiet):
+		case <-time.After(left):
 			a.suspectChild(idx, true)
 		case <-a.ctx.Done():
 		}

@@ -36,6 +36,15 @@ var ErrHeartbeat = errors.New("heartbeat timeout: peer silent")
 // have been quiet for gossip's "dead" to count (docs/membership.md).
 const ConfirmQuiet = 2 * time.Second
 
+// ConfirmSilence applies gossip's hysteresis to the link of a peer gossip
+// finds dead: the peer counts as dead when the link has been quiet for a
+// heartbeat interval hb and ConfirmQuiet (left <= 0); else left is how
+// much longer it would have to be.
+func (l *Link) ConfirmSilence(hb time.Duration) (quiet, left time.Duration) {
+	quiet = l.Quiet()
+	return quiet, hb + ConfirmQuiet - quiet
+}
+
 // ErrGossipDead: gossip declared the peer dead and its link was quiet.
 var ErrGossipDead = fmt.Errorf("gossip declared it dead and its link was quiet: %w", ErrHeartbeat)
 

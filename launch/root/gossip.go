@@ -132,9 +132,8 @@ func (fe *frontend) gossipCheck(a *agentHandle, first bool) {
 	if a != fe.agents[a.idx] || a.closed || a.done || fe.rec.Ending() {
 		return
 	}
-	limit := fe.opts.Heartbeat + proto.ConfirmQuiet
-	quiet := a.link.Quiet()
-	if quiet >= limit {
+	quiet, left := a.link.ConfirmSilence(fe.opts.Heartbeat)
+	if left <= 0 {
 		a.link.Conn.Close() // its reader ends; its end is ours to report
 		fe.linkEnded(a, proto.ErrGossipDead)
 		return
@@ -143,15 +142,5 @@ func (fe *frontend) gossipCheck(a *agentHandle, first bool) {
 		fe.verbosef("gossip said node %s was dead, but its link spoke %v ago: kept", a.name, quiet.Round(time.Millisecond))
 		return
 	}
-	fe.goFunc(func() {
-		select {
-		case <-time.After(limit - quiet):
-		case <-fe.ctx.Done():
-			return
-		}
-		select {
-		case fe.events <- evGossipCheck{a: a}:
-		case <-fe.ctx.Done():
-		}
-	})
+	fe.after(left, evGossipCheck{a: a})
 }

@@ -250,9 +250,9 @@ func (fe *frontend) refillGroup() {
 	for _, a := range fe.agents {
 		if a.rootChild && a.up && !a.closed && !a.done && !fe.replicaNodes[a.idx] && a.link != nil {
 			fe.replicaNodes[a.idx] = true
-			a.replica, a.replaces = true, gone
+			a.replaces = gone
 			fe.frontEndOut = true
-			delete(fe.replicasDone, a.name)
+			fe.expectReplica(a)
 			fe.verbosef("root group: node %s hosts a replica in place of the lost front-end's (%s)", a.name, gone)
 			_ = a.send(proto.MHostReplica, proto.EncodeReplicaSpec(fe.replicaSpec()))
 			return

@@ -272,10 +272,9 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	if fe.replicaNodes[a.idx] && (a.inc <= 1 || fe.journal.Replica() != nil) {
 		// A relaunched incarnation hosts a replica again once the group
 		// leads (raft ID: its node's name): it takes the lost voter's
-		// place (replaceVoter), so the group keeps its size.
+		// place (addReplica's replaces), so the group keeps its size.
 		spec.Replica = fe.replicaSpec()
-		a.replica = true
-		delete(fe.replicasDone, a.name)
+		fe.expectReplica(a)
 	}
 	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.rootChild
 	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
@@ -312,19 +311,9 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	// one of them adopts them if the front-end dies.
 	if len(fe.replicaNodes) > 0 {
 		if fe.replicaPeers == nil && fe.replicaNodes[a.idx] {
-			var ps []proto.PeerAddr
-			for i := range fe.replicaNodes {
-				if b := fe.agents[i]; b.up && b.info.Addr != "" {
-					ps = append(ps, proto.PeerAddr{Idx: i, Name: b.name, Addr: b.info.Addr})
-				}
-			}
-			if len(ps) == len(fe.replicaNodes) {
+			if ps := fe.replicaAddrs(); len(ps) == len(fe.replicaNodes) {
 				fe.replicaPeers = ps
-				for _, b := range fe.agents {
-					if b.rootChild && b.up && !b.closed {
-						_ = b.send(proto.MReplicas, fe.replicasMsg())
-					}
-				}
+				fe.sendReplicas()
 			}
 		} else if fe.replicaPeers != nil && a.rootChild {
 			_ = a.send(proto.MReplicas, fe.replicasMsg())

@@ -74,14 +74,7 @@ func (fe *frontend) orphansOf(a *agentHandle) map[int]bool {
 // orphaned reports whether agent x is an orphan of a loss under way, or
 // below one.
 func (fe *frontend) orphaned(x int) bool {
-	for _, l := range fe.losses {
-		for c := range l.orphans {
-			if fe.topo.InSubtree(x, c) {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(fe.losses, func(l *loss) bool { return kept(fe.topo, x, l.orphans) })
 }
 
 // lossPending reports whether agent b was lost in a loss the planner has
@@ -257,22 +250,42 @@ func (fe *frontend) refreshReplicaPeers() {
 	if fe.replicaPeers == nil {
 		return // not all up yet: agentUp sends the first list
 	}
-	var ps []proto.PeerAddr
-	for i := range fe.replicaNodes {
-		if b := fe.agents[i]; b.up && !b.closed && b.info.Addr != "" {
-			ps = append(ps, proto.PeerAddr{Idx: i, Name: b.name, Addr: b.info.Addr})
-		}
-	}
-	slices.SortFunc(ps, func(x, y proto.PeerAddr) int { return x.Idx - y.Idx })
+	ps := fe.replicaAddrs()
 	if slices.Equal(ps, fe.replicaPeers) {
 		return
 	}
 	fe.replicaPeers = ps
+	fe.sendReplicas()
+}
+
+// replicaAddrs lists, by index, the replica agents that are up and where
+// they listen.
+func (fe *frontend) replicaAddrs() []proto.PeerAddr {
+	var ps []proto.PeerAddr
+	for i := range fe.replicaNodes {
+		if b := fe.agents[i]; b.up && b.info.Addr != "" {
+			ps = append(ps, proto.PeerAddr{Idx: i, Name: b.name, Addr: b.info.Addr})
+		}
+	}
+	slices.SortFunc(ps, func(x, y proto.PeerAddr) int { return x.Idx - y.Idx })
+	return ps
+}
+
+// sendReplicas tells every child of the root that is up where the replica
+// agents are.
+func (fe *frontend) sendReplicas() {
 	for _, b := range fe.agents {
 		if b.rootChild && b.up && !b.closed {
 			_ = b.send(proto.MReplicas, fe.replicasMsg())
 		}
 	}
+}
+
+// expectReplica notes that agent a was given a root replica: the job's end
+// waits for it to join (replicasSettled).
+func (fe *frontend) expectReplica(a *agentHandle) {
+	a.replica = true
+	delete(fe.replicasDone, a.name)
 }
 
 // replicasMsg is the list of replica agents for the root's children.
