@@ -203,6 +203,14 @@ func (p *Planner) checkpoint() Checkpoint {
 	return rec
 }
 
+// Settled is the committed form of a recovery carried out to its end
+// (Stage 0): the epoch, the node table's version, the job's restarts and
+// every agent started again so far, with its node and incarnation. A new
+// leader's Restore of it carries nothing on, and knows those agents.
+func (p *Planner) Settled() Checkpoint {
+	return Checkpoint{Epoch: p.epoch, Version: p.version, Restarts: p.restarts, Agents: p.agentRecords()}
+}
+
 // restartStep takes the restart protocol's own events.
 func (p *Planner) restartStep(ev Event) []Action {
 	if _, ok := ev.(LeaderChanged); ok {
@@ -386,7 +394,8 @@ func (p *Planner) any(sts ...rankSt) bool {
 }
 
 // Restore gives a planner of a new leader the recovery its predecessor
-// committed last (rec.Epoch is 0: none). The next event to give it is
+// committed last (rec.Epoch is 0: none; rec.Stage is 0: one carried out
+// to its end, Settled). The next event to give it is
 // LeaderChanged, which commits that stage again under a new epoch.
 func (p *Planner) Restore(rec Checkpoint) {
 	p.epoch, p.version, p.restarts = rec.Epoch, rec.Version, rec.Restarts
@@ -416,8 +425,8 @@ func (p *Planner) Restore(rec Checkpoint) {
 			p.ranks[r].inc = max(p.ranks[r].inc, uint64(rec.Restarts)+1)
 		}
 	}
-	if rec.Epoch == 0 {
-		return // no recovery ever began
+	if rec.Epoch == 0 || rec.Stage == 0 {
+		return // no recovery ever began, or the last one was carried out (Settled)
 	}
 	// The stage committed last is carried out again, Resume too: the old
 	// leader may have died between committing it and sending it (the

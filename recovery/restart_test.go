@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -509,5 +510,48 @@ func TestParsePolicy(t *testing.T) {
 	}
 	if _, err := ParsePolicy("node"); err == nil {
 		t.Fatal("no error")
+	}
+}
+
+// TestSettledRecord: the record of a recovery carried out to its end
+// keeps the agents started again (node, incarnation): a new leader's
+// planner restored from it knows them and carries nothing on.
+func TestSettledRecord(t *testing.T) {
+	p := New(Config{Policy: Rank, Ranks: 4, Agents: 2, RankAgent: []int{0, 0, 1, 1}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true,
+		Spares: []string{"spare0"}})
+	for _, ev := range []Event{
+		AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "heartbeat", Silent: true},
+		Committed{Epoch: 1, Stage: StageSuspend}, Suspended{Agent: 0, Epoch: 1},
+		Committed{Epoch: 1, Stage: StageRelaunch}, Relaunched{Agent: 1, Incarnation: 2},
+		Committed{Epoch: 1, Stage: StageRespawn},
+		Respawned{Rank: 2, Incarnation: 2, Addr: []byte("a2")}, Respawned{Rank: 3, Incarnation: 2, Addr: []byte("a3")},
+		Committed{Epoch: 1, Stage: StagePatch}, Patched{Agent: 0, Epoch: 1, Version: 2}, Patched{Agent: 1, Epoch: 1, Version: 2},
+		Committed{Epoch: 1, Stage: StageResume},
+	} {
+		p.Step(ev)
+	}
+	if p.Phase() != Running {
+		t.Fatalf("phase %v after the recovery", p.Phase())
+	}
+	rec := p.Settled()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Checkpoint
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	q := New(Config{Policy: Rank, Ranks: 4, Agents: 2, RankAgent: []int{0, 0, 1, 1}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true,
+		Resumed: true, Spares: []string{"spare0"}})
+	q.Restore(back)
+	if q.Phase() != Running || q.Stage() != 0 || q.Epoch() != 1 || q.Version() != 2 {
+		t.Fatalf("restored: phase %v stage %v epoch %d version %d", q.Phase(), q.Stage(), q.Epoch(), q.Version())
+	}
+	if q.AgentIncarnation(1) != 2 || q.AgentNode(1) != "spare0" || q.Relaunching(1) || q.AgentIncarnation(0) != 1 {
+		t.Fatalf("restored agents: 1 is incarnation %d on %q (relaunching %v), 0 is incarnation %d", q.AgentIncarnation(1), q.AgentNode(1), q.Relaunching(1), q.AgentIncarnation(0))
+	}
+	if acts := q.Step(LeaderChanged{}); len(acts) != 0 {
+		t.Fatalf("a settled record carried on: %s", kinds(acts))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,7 +27,20 @@ func runRing(t *testing.T, policy string, n int, where ...string) (cmd *exec.Cmd
 	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
 	out, errb = startJob(t, cmd)
 	tablePublished(t, errb, n)
+	if slices.Contains(where, "kary:2") {
+		standbyLinksUp(t, errb)
+	}
 	return cmd, out, errb, dir, ck
+}
+
+// standbyLinksUp waits until every agent of a job that has backup parents
+// holds its standby link to one (a loss before that loses the agents
+// below too, and the test would not see them move).
+func standbyLinksUp(t *testing.T, errb *syncBuffer) {
+	t.Helper()
+	waitFor(t, "every standby link up", 30*time.Second, func() bool {
+		return strings.Contains(errb.String(), "every standby link to a backup parent is up")
+	})
 }
 
 // startJob starts cmd with its standard output and error in buffers; the

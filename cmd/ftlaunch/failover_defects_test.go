@@ -71,10 +71,10 @@ func TestDoubleRootLoss(t *testing.T) {
 	}
 	dir := t.TempDir()
 	m := marker(t)
-	// kary:2: the root's only children (node0, node1) host the replicas,
-	// so the successor has no child to refill the group with
-	// (TestSuccessorRefillsGroup is the case where it has).
-	cmd := exec.Command(ftlaunchBin, "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--tree", "kary:2", "--verbose", "-n", "12",
+	// Two nodes, both hosting replicas: the successor has no agent to
+	// refill the group with (TestSuccessorRefillsGroup and
+	// TestAcceptanceLosses are the cases where it has).
+	cmd := exec.Command(ftlaunchBin, "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "2", "--verbose", "-n", "12",
 		"sh", "-c", "while :; do echo tick $FTLAUNCH_RANK; sleep 0.1; done; : "+m)
 	killFrontEnd(t, cmd, 2)
 	node := successorNode(t, dir)
@@ -144,18 +144,46 @@ func TestDoubleRootLossFiveReplicas(t *testing.T) {
 }
 
 // TestSuccessorRefillsGroup: under --replicas 3 the successor that took
-// over from a killed front-end asks a child of the root without a replica
-// to host one in the front-end's voter's place; once it joined, the
-// successor is killed too, and the group, three voters again, elects
-// another replica agent, which takes over, starts the lost agent again and
-// completes the job with the right checksum.
+// over from a killed front-end asks an agent without a replica to host one
+// in the front-end's voter's place: a child of the root (flat), or, under
+// kary:2, whose root children host the replicas already, a deeper agent
+// outside the successor's subtree. Once it joined, the successor is killed
+// too, and the group, three voters again, elects another replica agent,
+// which takes over, starts the lost agent again and completes the job with
+// the right checksum.
 func TestSuccessorRefillsGroup(t *testing.T) {
 	longFailover(t)
-	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--tree", "flat", "--test-nodes", "6", "--verbose", "-n", "12",
-		ftlaunchBin, "ringapp", "--steps", "2000", "--step-time", "10ms", "--dir", ck)
-	killFrontEnd(t, cmd, 2)
-	first := successorNode(t, dir)
+	for _, tc := range []struct {
+		tree string
+		deep bool // no child of the root without a replica
+	}{{"flat", false}, {"kary:2", true}} {
+		t.Run(tc.tree, func(t *testing.T) {
+			dir, ck := t.TempDir(), t.TempDir()
+			cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--tree", tc.tree, "--test-nodes", "6", "--verbose", "-n", "12",
+				ftlaunchBin, "ringapp", "--steps", "2000", "--step-time", "10ms", "--dir", ck)
+			killFrontEnd(t, cmd, 2)
+			first := successorNode(t, dir)
+			host := refilled(t, dir)
+			if tc.deep {
+				// Below the other root child: node2, node3 under node0;
+				// node4, node5 under node1.
+				other := map[string]string{"node0": "node4 node5", "node1": "node2 node3"}[first]
+				if !strings.Contains(other, host) {
+					t.Fatalf("the successor on %s refilled the group on %s, not below the other child of the root (%s)", first, host, other)
+				}
+			}
+			if err := syscall.Kill(agentOf(t, ck, first), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			secondLossSurvived(t, dir, ck, first)
+		})
+	}
+}
+
+// refilled waits for the successor root of the job in dir to put a
+// replica in the front-end's voter's place, and returns its node.
+func refilled(t *testing.T, dir string) string {
+	t.Helper()
 	var host string
 	hosts := regexp.MustCompile(`root group: node (\S+) hosts a replica in place of the lost front-end's`)
 	waitFor(t, "a third replica in the front-end's place", 30*time.Second, func() bool {
@@ -166,10 +194,7 @@ func TestSuccessorRefillsGroup(t *testing.T) {
 		}
 		return m != nil && strings.Contains(log, "root replica on "+host+" joined the group")
 	})
-	if err := syscall.Kill(agentOf(t, ck, first), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	secondLossSurvived(t, dir, ck, first)
+	return host
 }
 
 // secondLossSurvived checks a replicated job in dir whose second root (the
@@ -255,4 +280,63 @@ func checksumLine(out string) []string {
 		return strings.Fields(out[i:])
 	}
 	return nil
+}
+
+// TestAcceptanceLosses is issue 14's first acceptance run as one job:
+// --test-nodes 10 --spare-nodes 2 --replicas 3 --restart rank --tree
+// kary:2 (node0 and node1 under the root, hosting the replicas; node2 and
+// node3 under node0, node4 and node5 under node1, node6 and node7 under
+// node2), the ring application. One after the other: a leaf agent
+// (node5) is SIGKILLed; an interior agent (node2: its children move to
+// their backup parents, which inspect shows); a replica agent (node0: its
+// agent starts again and hosts a replica again, three voters); the
+// front-end (a replica agent takes over and, the root's children both
+// hosting replicas, asks a deeper agent to host one in the front-end's
+// voter's place); then that successor. The job completes with the right
+// checksum and nothing of it is left.
+func TestAcceptanceLosses(t *testing.T) {
+	longFailover(t)
+	dir, ck := t.TempDir(), t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--test-nodes", "10", "--spare-nodes", "2", "--replicas", "3",
+		"--restart", "rank", "--tree", "kary:2", "-n", "16", ftlaunchBin, "ringapp", "--steps", "4000", "--step-time", "10ms", "--dir", ck)
+	_, errb := startJob(t, cmd)
+	waitFor(t, "the replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	tablePublished(t, errb, 16)
+	standbyLinksUp(t, errb)
+	recovered := func(what string, n int) {
+		t.Helper()
+		waitFor(t, what, 60*time.Second, func() bool {
+			return strings.Count(errb.String(), "recovered: every rank runs again") == n
+		})
+	}
+	killAgent(t, ck, "node5", 0)
+	recovered("the leaf's recovery", 1)
+	killAgent(t, ck, "node2", 0)
+	recovered("the interior agent's recovery", 2)
+	killAgent(t, ck, "node0", 0)
+	recovered("the replica agent's recovery", 3)
+	waitFor(t, "node0's replica in the group again", 30*time.Second, func() bool {
+		return strings.Count(errb.String(), "root replica on node0 joined the group") == 2
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	first := successorNode(t, dir)
+	host := refilled(t, dir)
+	if host == "node0" || host == "node1" {
+		t.Fatalf("the group was refilled on %s, which hosted a replica already", host)
+	}
+	if err := syscall.Kill(agentOf(t, ck, first), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	secondLossSurvived(t, dir, ck, first)
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	for _, want := range []string{"plan: changed: node node6 moved to its backup parent", "plan: changed: node node7 moved to its backup parent",
+		"the agent of node node5 as incarnation 2", "the agent of node node2 as incarnation 2", "the agent of node node0 as incarnation 2"} {
+		if !strings.Contains(insp.stdout, want) {
+			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
+		}
+	}
+	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
 }

@@ -40,9 +40,10 @@ func (a *Agent) startReplica(ctx context.Context, ip string) (*agentReplica, err
 	}
 	a.send(proto.MReplicaUp, proto.ReplicaUp{Name: a.spec.Node, Addr: layer.Addr().String()}.Encode())
 	ar := &agentReplica{r: r, tr: tr, layer: layer}
-	if a.spec.RootChild {
-		a.goFunc(func() { a.watchLeadership(ctx, ar) })
-	}
+	// A child of the root takes the root over when its replica leads and
+	// the root is gone; a deeper agent (a successor's refill under
+	// kary:2, launch/root's refillGroup) hands any leadership it wins on.
+	a.goFunc(func() { a.watchLeadership(ctx, ar) })
 	return ar, nil
 }
 
@@ -99,7 +100,8 @@ func (a *Agent) replicaSpec() proto.ReplicaSpec {
 }
 
 // hostReplica starts a root replica on a successor root's word: the group
-// lost the front-end's voter, and this child of the root takes its place.
+// lost the front-end's voter, and this agent (a child of the root, or a
+// deeper one) takes its place.
 // The replica lives until the agent ends.
 func (a *Agent) hostReplica(rs proto.ReplicaSpec) {
 	a.mu.Lock()

@@ -324,6 +324,11 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	case proto.MBackupUp:
 		if b, err := proto.DecodeInt(p); err == nil {
 			fe.backupsUp[a.idx] = int(b)
+			if n := fe.backupLinks(); fe.topo.Backup(a.idx) == int(b) && fe.backupsHeld() == n {
+				// From now on no agent is lost with its parent (below a
+				// child of the root, under a restart policy).
+				fe.verbosef("every standby link to a backup parent is up (%d)", n)
+			}
 		}
 	case proto.MReplicaUp:
 		ru, err := proto.DecodeReplicaUp(p)

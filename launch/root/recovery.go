@@ -449,7 +449,14 @@ func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told st
 	fe.lastAcks = nil
 	fe.recoveries++
 	after := ms(time.Since(fe.failedAt))
-	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1,
+	// The record says the recovery is over, and keeps what a successor
+	// must know of it: the agents started again, on which node, as which
+	// incarnation (without them it would refuse their adoption).
+	record, err := json.Marshal(fe.rec.Settled())
+	if err != nil {
+		panic(fmt.Sprintf("launch: encode recovery record: %v", err)) // plain data
+	}
+	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: record,
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
 	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
 }

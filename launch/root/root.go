@@ -87,6 +87,7 @@ type frontend struct {
 	results      map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
 	replicaPeers []proto.PeerAddr  // the replica agents, once all are up
 	frontEndOut  bool              // a successor put a replica in the lost front-end's voter's place (refillGroup)
+	refusedAdopt map[int]uint64    // a successor's refusals of adoption said (agent → incarnation)
 	exitCode     int
 	colls        map[uint64]*rootColl
 	answered     map[uint64]bool // collectives this root answered

@@ -307,6 +307,16 @@ func (fe *frontend) adopt(ac *adoptConn) {
 			_ = wire.WriteFrame(ac.conn, proto.MFenced, proto.EncodeInt(int64(max(ac.hello.Inc, 1))))
 		}
 		ac.conn.Close()
+		if idx >= 0 && idx < len(fe.agents) && fe.refusedAdopt[idx] != max(ac.hello.Inc, 1) {
+			// Said once per incarnation: a refused agent asks again and again.
+			if fe.refusedAdopt == nil {
+				fe.refusedAdopt = map[int]uint64{}
+			}
+			fe.refusedAdopt[idx] = max(ac.hello.Inc, 1)
+			a := fe.agents[idx]
+			fe.verbosef("refused to adopt node %s (agent %d, incarnation %d; this root has %s, incarnation %d, child of the root %v, adopted %v, lost %v)",
+				name, idx, max(ac.hello.Inc, 1), a.name, a.inc, a.rootChild, a.adopted, a.closed || fe.rec.Relaunching(idx))
+		}
 		return
 	}
 	a := fe.agents[idx]
