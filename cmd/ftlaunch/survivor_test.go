@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
 )
 
 // stopAgent SIGSTOPs the agent of node (its node goes silent) and returns
@@ -100,4 +105,49 @@ func TestSurvivorSlotsNone(t *testing.T) {
 	if processRunning(pid) {
 		t.Errorf("the stopped agent (pid %d) is still there", pid)
 	}
+}
+
+// TestClusterSurvivorSlots: over SSH on the emulated cluster, 4 hosts of 4
+// slots each, 2 ranks a host (--ppn 2), no spare: node003 crashes mid-run
+// (its link cut, everything in it killed). Its two ranks resume on
+// node001's free slots, under a second agent there (node001+node003)
+// started over a new SSH session to node001; the result is right and
+// nothing of the job is left (make test-recovery).
+func TestClusterSurvivorSlots(t *testing.T) {
+	longRecovery(t)
+	c := chaostest.Cluster(t, 4, cluster.Config{})
+	cmd, out, errb, dir, ck := runRingSteps(t, "rank", 8, "1500", "--hostfile", hostfile(t, c, 4), "--ssh-config", c.SSHConfig(),
+		"--ppn", "2", "--tree", "flat")
+	if old := ranksOn(t, ck, "node003"); len(old) != 2 {
+		t.Fatalf("%d ranks on node003, want 2", len(old))
+	}
+	crash := time.Now()
+	if err := c.Kill(context.Background(), "node003"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Revive(context.Background(), "node003") })
+	waitFor(t, "the recovery on a survivor's free slots", 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	t.Logf("every rank resumed %v after the crash", time.Since(crash).Round(time.Millisecond))
+	if n := len(ranksOn(t, ck, "node001+node003")); n != 2 {
+		t.Errorf("%d ranks run as node001+node003, want 2", n)
+	}
+	ringDone(t, cmd, out)
+	for _, want := range []string{"lost the agent of node node003",
+		"starting its agent again on node001 (free slots of a surviving node; its agent is named node001+node003) as incarnation 2"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr does not say %q", want)
+		}
+	}
+	// On node001: the new agent connected back from node001's address.
+	nodes, err := c.Nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	if !regexp.MustCompile(`node001\+node003\s+up: connected back from ` + regexp.QuoteMeta(nodes[0].Addr.String()) + `:`).MatchString(insp.stdout) {
+		t.Errorf("inspect does not show node001+node003 connected back from node001 (%s):\n%s", nodes[0].Addr, insp.stdout)
+	}
+	waitGone(t, ck, 10*time.Second)
 }
