@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os/exec"
 	"regexp"
@@ -118,18 +117,7 @@ func TestClusterSurvivorSlots(t *testing.T) {
 	c := chaostest.Cluster(t, 4, cluster.Config{})
 	cmd, out, errb, dir, ck := runRingSteps(t, "rank", 8, "1500", "--hostfile", hostfile(t, c, 4), "--ssh-config", c.SSHConfig(),
 		"--ppn", "2", "--tree", "flat")
-	if old := ranksOn(t, ck, "node003"); len(old) != 2 {
-		t.Fatalf("%d ranks on node003, want 2", len(old))
-	}
-	crash := time.Now()
-	if err := c.Kill(context.Background(), "node003"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Revive(context.Background(), "node003") })
-	waitFor(t, "the recovery on a survivor's free slots", 60*time.Second, func() bool {
-		return strings.Contains(errb.String(), "recovered: every rank runs again")
-	})
-	t.Logf("every rank resumed %v after the crash", time.Since(crash).Round(time.Millisecond))
+	crashRecovered(t, c, errb, ck, "node003", 2)
 	if n := len(ranksOn(t, ck, "node001+node003")); n != 2 {
 		t.Errorf("%d ranks run as node001+node003, want 2", n)
 	}
