@@ -142,6 +142,16 @@ type Config struct {
 	// take the place of a lost agent's node that went silent (a silent
 	// node is not tried again). Each serves once.
 	Spares []string
+	// Nodes[a] is the node agent a runs on ("": unknown, never a place
+	// for another agent's ranks).
+	Nodes []string
+	// Slots is how many ranks each node (by host name) holds, as the
+	// allocation says (its slot count, or --ppn); a node with no known
+	// count has no free slot. With no spare left, a silent node's ranks
+	// go to a surviving node's free slots, or with Oversubscribe to the
+	// least loaded surviving node (relaunch.go).
+	Slots         map[string]int
+	Oversubscribe bool
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -156,8 +166,9 @@ type Planner struct {
 	version  uint64 // node-table version: bumped by every patch
 	restarts int    // job restarts (policy Job)
 	rc       *recovering
-	table    bool         // the first node table was published (TablePublished)
-	agents   []agentState // relaunch.go
+	table    bool            // the first node table was published (TablePublished)
+	agents   []agentState    // relaunch.go
+	silent   map[string]bool // hosts that went silent (relaunch.go)
 }
 
 // New returns a planner for a job that is running.
@@ -165,6 +176,9 @@ func New(cfg Config) *Planner {
 	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady, agents: make([]agentState, cfg.Agents)}
 	for a := range p.agents {
 		p.agents[a].inc = 1
+		if a < len(cfg.Nodes) {
+			p.agents[a].node = cfg.Nodes[a]
+		}
 	}
 	for r := range p.ranks {
 		p.ranks[r].inc = 1

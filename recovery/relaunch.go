@@ -28,7 +28,11 @@ import (
 // each of its ranks' (under Job, the job's). A node that went silent (its
 // link's heartbeat timed out) is not tried again: its agent starts on the
 // next spare node (Config.Spares), which then serves the lost node's ranks;
-// with no spare left, the job ends. The root starts every lost agent again
+// with no spare left, as a second agent on a surviving host, named
+// host+node (GuestNode), on the first surviving node whose free slots hold
+// its ranks (Config.Slots), or with Config.Oversubscribe on the surviving
+// host with the fewest ranks; with none of these, the job ends, naming
+// why (placeSilent). The root starts every lost agent again
 // as a child of the root, once the agents below it moved to their backup
 // parents (or were lost with it: launch/root/reparent.go); an agent that
 // hosted a root replica starts without one (the group goes on with one
@@ -67,8 +71,9 @@ type AgentRecord struct {
 // AgentIncarnation is agent a's current incarnation (1: the first).
 func (p *Planner) AgentIncarnation(a int) uint64 { return p.agents[a].inc }
 
-// AgentNode is the node agent a was last started on, or is to be ("": its
-// own, never lost).
+// AgentNode is the node agent a was last started on, or is to be: its
+// own (Config.Nodes; "" if unknown), a spare, or a surviving host's
+// (GuestNode).
 func (p *Planner) AgentNode(a int) string { return p.agents[a].node }
 
 // Relaunching reports whether agent a is lost and being started again:
@@ -106,15 +111,17 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	}
 	// aRelaunching: the new incarnation was lost before it came up, a
 	// second loss.
-	if why := p.cannotRelaunch(ev); why != "" {
-		return p.endFor(ev.Node, NoRank, ExitLauncher, lost+"; "+why)
+	if !p.table {
+		return p.endFor(ev.Node, NoRank, ExitLauncher, lost+"; it was lost before every rank held the node table; an agent is started again only once the table exists: the job ends")
 	}
-	// Where the new incarnation runs: the node, or for a silent one the
-	// next spare.
+	// Where the new incarnation runs: the node, or for a silent one
+	// elsewhere.
 	node, where := ev.Node, ""
 	if ev.Silent {
-		node = p.nextSpare()
-		where = " on spare node " + node
+		var why string
+		if node, where, why = p.placeSilent(ev.Agent, ev.Node); why != "" {
+			return p.endFor(ev.Node, NoRank, ExitLauncher, lost+"; "+why)
+		}
 	}
 	if as.restarts >= p.cfg.MaxRestarts {
 		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; its agent was started again %d time(s) (--max-restarts %d): the job ends",
@@ -169,15 +176,78 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageSuspend)...)
 }
 
-// cannotRelaunch says why a lost agent is not started again ("": it is).
-func (p *Planner) cannotRelaunch(ev AgentLost) string {
-	switch {
-	case ev.Silent && p.nextSpare() == "":
-		return "its node went silent, a silent node is not tried again, and no spare node is left (--spare-nodes): the job ends"
-	case !p.table:
-		return "it was lost before every rank held the node table; an agent is started again only once the table exists: the job ends"
+// placeSilent is where the agent of a node that went silent starts
+// again, and how the user is told so: the next spare node; else, as a
+// second agent on a surviving host (GuestNode), the first surviving node
+// in agent order whose free slots hold all its ranks; else, with
+// --oversubscribe, the surviving host with the fewest ranks (ties: agent
+// order). A host's free slots are its slots (Config.Slots) less the ranks
+// of every agent that runs there now, the lost one excepted. With none of
+// these, why says why the job ends.
+func (p *Planner) placeSilent(lost int, lostNode string) (node, where, why string) {
+	if p.silent == nil {
+		p.silent = map[string]bool{}
 	}
-	return ""
+	p.silent[HostOf(lostNode)] = true
+	if n := p.nextSpare(); n != "" {
+		return n, " on spare node " + n, ""
+	}
+	load := map[string]int{} // ranks per host, the lost agent's excepted
+	need := 0
+	for r := range p.ranks {
+		switch a := p.ranks[r].agent; {
+		case a == lost:
+			need++
+		case a >= 0 && a < len(p.agents) && p.agents[a].node != "":
+			load[HostOf(p.agents[a].node)]++
+		}
+	}
+	var hosts []string // surviving hosts, in agent order
+	for a, as := range p.agents {
+		if h := HostOf(as.node); a != lost && as.st == aUp && h != "" && !p.silent[h] && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	for _, h := range hosts {
+		if slots, ok := p.cfg.Slots[h]; ok && slots-load[h] >= need {
+			return GuestNode(h, lostNode), fmt.Sprintf(" on %s (free slots of a surviving node; its agent is named %s)", h, GuestNode(h, lostNode)), ""
+		}
+	}
+	const silent = "its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes)"
+	switch {
+	case p.cfg.Oversubscribe && len(hosts) == 0:
+		return "", "", silent + ", and no surviving node is left to share its slots: the job ends"
+	case p.cfg.Oversubscribe:
+		h := hosts[0]
+		for _, c := range hosts[1:] {
+			if load[c] < load[h] {
+				h = c
+			}
+		}
+		return GuestNode(h, lostNode), fmt.Sprintf(" on %s (slots shared with the surviving node's %d rank(s), --oversubscribe; its agent is named %s)", h, load[h], GuestNode(h, lostNode)), ""
+	}
+	return "", "", fmt.Sprintf("%s, and no surviving node has %d free slot(s) (--oversubscribe lets ranks share one): the job ends", silent, need)
+}
+
+// HostOf is the host a node's name stands for: the name itself, or for an
+// agent started as a second agent on a surviving host (GuestNode) the
+// host's part. Every place a name is turned into a place to start or
+// fence something goes through it.
+func HostOf(node string) string {
+	host, _, _ := strings.Cut(node, "+")
+	return host
+}
+
+// GuestNode names the agent of node started again on host, beside the
+// host's own agent: "host+node" ("node001+node003"; '+' is never in a
+// host name). Names are identities (TLS peers, fence records, gossip
+// members, raft IDs), so it differs from the host's own; a guest moved
+// again keeps the lost node's name as its base (hostB+node003).
+func GuestNode(host, node string) string {
+	if _, base, ok := strings.Cut(node, "+"); ok {
+		node = base
+	}
+	return host + "+" + node
 }
 
 // nextSpare is the first spare node no agent runs on ("": none left).

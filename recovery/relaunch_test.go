@@ -93,7 +93,7 @@ func TestRelaunchEnds(t *testing.T) {
 	}{
 		{name: "policy none", cfg: func(c *Config) { c.Policy = None }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
 			want: "lost the agent of node n0: EOF"},
-		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent, a silent node is not tried again, and no spare node is left"},
+		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 1 free slot(s) (--oversubscribe lets ranks share one): the job ends"},
 		{name: "before the node table", cfg: func(c *Config) { c.TableReady = false }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
 			want: "before every rank held the node table"},
 		{name: "agent restarts past the limit", cfg: func(c *Config) { c.MaxRestarts = 0 }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
@@ -181,9 +181,205 @@ func TestRelaunchSpare(t *testing.T) {
 			TableReady: true, Spares: []string{"s0"}})
 		p2.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "silent", Silent: true})
 		p2.Step(AgentLost{Agent: 2, Incarnation: 1, Node: "n2", Err: "silent", Silent: true})
-		if f := p2.Failure(); f == nil || !strings.Contains(f.Msg, "lost the agent of node n2: silent; its node went silent, a silent node is not tried again, and no spare node is left") {
+		if f := p2.Failure(); f == nil || !strings.Contains(f.Msg, "lost the agent of node n2: silent; its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 2 free slot(s)") {
 			t.Fatalf("%v: failure %+v", policy, f)
 		}
+	}
+}
+
+// relaunchOf runs a lost agent's recovery under policy Rank up to its
+// Relaunch: every live agent acknowledges the suspension.
+func relaunchOf(t *testing.T, p *Planner, agents int, ev AgentLost) (Relaunch, []AgentRecord) {
+	t.Helper()
+	var relaunch Relaunch
+	var recs []AgentRecord
+	take := func(acts []Action) {
+		for _, act := range acts {
+			switch a := act.(type) {
+			case Relaunch:
+				relaunch = a
+			case Commit:
+				if len(a.Rec.Agents) > 0 {
+					recs = a.Rec.Agents
+				}
+			}
+		}
+	}
+	take(p.Step(ev))
+	if f := p.Failure(); f != nil {
+		t.Fatalf("the job ended: %s", f.Msg)
+	}
+	epoch := p.Epoch()
+	take(p.Step(Committed{Epoch: epoch, Stage: StageSuspend}))
+	for a := range agents {
+		take(p.Step(Suspended{Agent: a, Epoch: epoch}))
+	}
+	take(p.Step(Committed{Epoch: epoch, Stage: StageRelaunch}))
+	if relaunch.Agent != ev.Agent {
+		t.Fatalf("no relaunch of agent %d: %+v", ev.Agent, relaunch)
+	}
+	return relaunch, recs
+}
+
+// With no spare left, a silent node's agent starts again as a second
+// agent on a surviving host: the first, in agent order, whose free slots
+// hold its ranks; else, with Oversubscribe, the least loaded one; else
+// the job ends naming why. A survivor-hosted agent lost again moves under
+// the lost node's own name; a new leader's planner, from the committed
+// record, counts it where it runs.
+func TestRelaunchSurvivorSlots(t *testing.T) {
+	// Four nodes of 2 ranks each (rank r on agent r/2); n3 ran 1 rank.
+	base := func() Config {
+		return Config{Policy: Rank, Ranks: 7, Agents: 4, RankAgent: []int{0, 0, 1, 1, 2, 2, 3}, MaxRestarts: 3, AckTimeout: time.Second,
+			TableReady: true, Nodes: []string{"n0", "n1", "n2", "n3"}}
+	}
+	silent := func(a int, node string) AgentLost {
+		return AgentLost{Agent: a, Incarnation: 0, Node: node, Err: "heartbeat timeout", Silent: true}
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   func(*Config)
+		lost  int
+		want  string // the relaunch's node ("": the job ends)
+		where string // in the record, or in the failure
+	}{
+		{name: "free slots, first in agent order", lost: 1,
+			cfg:  func(c *Config) { c.Slots = map[string]int{"n0": 3, "n2": 4, "n3": 4} },
+			want: "n2+n1", where: "starting its agent again on n2 (free slots of a surviving node; its agent is named n2+n1) as incarnation 2"},
+		{name: "the lost node's own host is not a place", lost: 3,
+			cfg:  func(c *Config) { c.Slots = map[string]int{"n3": 8, "n1": 3} },
+			want: "n1+n3", where: "on n1 (free slots"},
+		{name: "a spare comes first", lost: 1,
+			cfg:  func(c *Config) { c.Slots = map[string]int{"n2": 4}; c.Spares = []string{"s0"} },
+			want: "s0", where: "on spare node s0"},
+		{name: "oversubscribe: the least loaded", lost: 0,
+			cfg:  func(c *Config) { c.Slots = map[string]int{"n1": 3}; c.Oversubscribe = true },
+			want: "n3+n0", where: "on n3 (slots shared with the surviving node's 1 rank(s), --oversubscribe; its agent is named n3+n0)"},
+		{name: "oversubscribe: ties go to agent order", lost: 3,
+			cfg:  func(c *Config) { c.Oversubscribe = true },
+			want: "n0+n3", where: "on n0 (slots shared with the surviving node's 2 rank(s)"},
+		{name: "no free slot: the job ends", lost: 1,
+			cfg:   func(c *Config) { c.Slots = map[string]int{"n0": 3, "n2": 3, "n3": 2} },
+			where: "lost the agent of node n1: heartbeat timeout; its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 2 free slot(s) (--oversubscribe lets ranks share one): the job ends"},
+		{name: "unknown slot counts: no free slot", lost: 3,
+			where: "no surviving node has 1 free slot(s)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			p := New(cfg)
+			node := cfg.Nodes[tc.lost]
+			if tc.want == "" {
+				acts := p.Step(silent(tc.lost, node))
+				if f := p.Failure(); f == nil || !strings.Contains(f.Msg, tc.where) || !strings.HasSuffix(kinds(acts), "Terminate") {
+					t.Fatalf("acts %s, failure %+v; want %q", kinds(acts), f, tc.where)
+				}
+				return
+			}
+			acts := p.Step(silent(tc.lost, node))
+			if rec, ok := acts[0].(Record); !ok || !strings.Contains(rec.Msg, tc.where) {
+				t.Fatalf("%s: %+v; want %q", kinds(acts), acts, tc.where)
+			}
+			q := New(cfg)
+			rl, _ := relaunchOf(t, q, cfg.Agents, silent(tc.lost, node))
+			if rl.Node != tc.want || q.AgentNode(tc.lost) != tc.want {
+				t.Fatalf("relaunch %+v, agent node %q; want %q", rl, q.AgentNode(tc.lost), tc.want)
+			}
+		})
+	}
+
+	t.Run("second loss and a successor", func(t *testing.T) {
+		cfg := base()
+		cfg.Slots = map[string]int{"n0": 4, "n1": 4, "n2": 4, "n3": 4}
+		p := New(cfg)
+		rl, _ := relaunchOf(t, p, 4, silent(1, "n1"))
+		if rl.Node != "n0+n1" {
+			t.Fatalf("first relaunch %+v", rl)
+		}
+		finish := func(p *Planner, agent int, inc uint64) {
+			t.Helper()
+			epoch := p.Epoch()
+			p.Step(Relaunched{Agent: agent, Incarnation: inc})
+			p.Step(Committed{Epoch: epoch, Stage: StageRespawn})
+			var patch Patch
+			for r := range cfg.Ranks {
+				if cfg.RankAgent[r] == agent {
+					for _, act := range p.Step(Respawned{Rank: r, Incarnation: p.Incarnation(r), Addr: []byte("a")}) {
+						if c, ok := act.(Commit); ok && c.Rec.Stage == StagePatch {
+							for _, act := range p.Step(Committed{Epoch: epoch, Stage: StagePatch}) {
+								if pa, ok := act.(Patch); ok {
+									patch = pa
+								}
+							}
+						}
+					}
+				}
+			}
+			for a := range cfg.Agents {
+				p.Step(Patched{Agent: a, Epoch: epoch, Version: patch.Version})
+			}
+			p.Step(Committed{Epoch: epoch, Stage: StageResume})
+			if p.Phase() != Running {
+				t.Fatalf("phase %v (stage %v) after the recovery", p.Phase(), p.Stage())
+			}
+		}
+		finish(p, 1, 2)
+		// n0 holds 4 ranks now: full. The guest lost again (EOF: its host
+		// answers) starts on its own name again.
+		rl, _ = relaunchOf(t, p, 4, AgentLost{Agent: 1, Node: "n0+n1", Err: "EOF"})
+		if rl.Node != "n0+n1" || rl.Incarnation != 3 {
+			t.Fatalf("relaunch after EOF %+v", rl)
+		}
+		finish(p, 1, 3)
+		// n0 goes silent: its own agent first. n0+n1 is on the silent
+		// host; n2 has the first free slots.
+		rl, _ = relaunchOf(t, p, 4, silent(0, "n0"))
+		if rl.Node != "n2+n0" {
+			t.Fatalf("n0's relaunch %+v", rl)
+		}
+		finish(p, 0, 2)
+		// Then the guest: n2 is full now (4 ranks), n3 has 2 free; the
+		// name keeps n1 as its base, not nested.
+		rl, recs := relaunchOf(t, p, 4, silent(1, "n0+n1"))
+		if rl.Node != "n3+n1" {
+			t.Fatalf("the guest's relaunch %+v", rl)
+		}
+		finish(p, 1, 4)
+		// A successor from the committed record knows where each agent
+		// runs: n3 goes silent; n2 (n2 and n2+n0) is full, n0 and n1 run
+		// nothing, so the job ends, and with --oversubscribe n2 takes n3's
+		// rank.
+		q := New(cfg)
+		q.restoreAgents(recs)
+		if q.AgentNode(1) != "n3+n1" || q.AgentNode(0) != "n2+n0" {
+			t.Fatalf("restored nodes %q %q", q.AgentNode(0), q.AgentNode(1))
+		}
+		q.Step(silent(3, "n3"))
+		if f := q.Failure(); f == nil || !strings.Contains(f.Msg, "no surviving node has 1 free slot(s)") {
+			t.Fatalf("successor: failure %+v", f)
+		}
+		cfg.Oversubscribe = true
+		q = New(cfg)
+		q.restoreAgents(recs)
+		if rl, _ := relaunchOf(t, q, 4, silent(3, "n3")); rl.Node != "n2+n3" {
+			t.Fatalf("successor with --oversubscribe: relaunch %+v", rl)
+		}
+	})
+}
+
+func TestHostOf(t *testing.T) {
+	for _, tc := range []struct{ name, host string }{{"node001", "node001"}, {"node001+node003", "node001"}, {"", ""}} {
+		if got := HostOf(tc.name); got != tc.host {
+			t.Errorf("HostOf(%q) = %q, want %q", tc.name, got, tc.host)
+		}
+	}
+	if got := GuestNode("b", "a+n3"); got != "b+n3" {
+		t.Errorf("GuestNode(b, a+n3) = %q", got)
+	}
+	if got := GuestNode("a", "n3"); got != "a+n3" {
+		t.Errorf("GuestNode(a, n3) = %q", got)
 	}
 }
 

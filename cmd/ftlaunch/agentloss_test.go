@@ -22,9 +22,15 @@ import (
 // state directory and the checkpoint directory (its marker).
 func runRing(t *testing.T, policy string, n int, where ...string) (cmd *exec.Cmd, out, errb *syncBuffer, dir, ck string) {
 	t.Helper()
+	return runRingSteps(t, policy, n, ringSteps, where...)
+}
+
+// runRingSteps is runRing with a ring of steps steps (10 ms each).
+func runRingSteps(t *testing.T, policy string, n int, steps string, where ...string) (cmd *exec.Cmd, out, errb *syncBuffer, dir, ck string) {
+	t.Helper()
 	dir, ck = t.TempDir(), t.TempDir()
 	args := append([]string{"run", "--verbose", "--state-dir", dir, "--restart", policy, "-n", strconv.Itoa(n)}, where...)
-	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
+	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck)...)
 	out, errb = startJob(t, cmd)
 	tablePublished(t, errb, n)
 	if slices.Contains(where, "kary:2") {

@@ -113,18 +113,7 @@ func TestClusterInteriorCrash(t *testing.T) {
 	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
-	if old := ranksOn(t, ck, "node003"); len(old) != 4 {
-		t.Fatalf("%d ranks on node003, want 4", len(old))
-	}
-	crash := time.Now()
-	if err := c.Kill(context.Background(), "node003"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Revive(context.Background(), "node003") })
-	waitFor(t, "the recovery on a spare host", 60*time.Second, func() bool {
-		return strings.Contains(errb.String(), "recovered: every rank runs again")
-	})
-	t.Logf("every rank resumed %v after the crash", time.Since(crash).Round(time.Millisecond))
+	crashRecovered(t, c, errb, ck, "node003", 4)
 	for _, want := range []string{"lost the agent of node node003", "on spare node node009", "moved to its backup parent"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr does not say %q", want)
@@ -174,6 +163,25 @@ func TestClusterSlowInterior(t *testing.T) {
 	}
 	passed, dropped := slow.Counts()
 	t.Logf("slow link into node001: %d packets delayed, %d dropped", passed, dropped)
+}
+
+// crashRecovered crashes host node, which runs ranks of the ring marked
+// ck, and waits until every rank runs again (the host is revived at the
+// test's end).
+func crashRecovered(t *testing.T, c *cluster.Cluster, errb *syncBuffer, ck, node string, ranks int) {
+	t.Helper()
+	if old := ranksOn(t, ck, node); len(old) != ranks {
+		t.Fatalf("%d ranks on %s, want %d", len(old), node, ranks)
+	}
+	crash := time.Now()
+	if err := c.Kill(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Revive(context.Background(), node) })
+	waitFor(t, "the recovery after the crash of "+node, 60*time.Second, func() bool {
+		return strings.Contains(errb.String(), "recovered: every rank runs again")
+	})
+	t.Logf("every rank resumed %v after the crash", time.Since(crash).Round(time.Millisecond))
 }
 
 // ranksOn returns the pids of the ranks (processes with marker in their

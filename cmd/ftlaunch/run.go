@@ -62,7 +62,8 @@ For the whole job:
                            of local processes: the multi-node code path without SSH)
   --spare-nodes S          the last S hosts (or test nodes) are spares, not counted in -n:
                            an agent starts on the next one in place of a node that went
-                           silent (with --restart rank|job; a child of the root)
+                           silent (with --restart rank|job; a child of the root); with
+                           none left, on a surviving node's free slots (--oversubscribe: shared)
   --spares HOST,...        these hosts are the spares (taken out of the allocation if in it)
 
 Where agents start (--launcher local|ssh|slurm; default: ssh when hosts are given, else
@@ -80,7 +81,8 @@ all name this machine - localhost, 127.0.0.1, its host name - run here without S
                            [max_slots=M]"; # comments; a host on several lines adds its slots
   --ppn, --npernode N      ranks per host (replaces the slot counts; also with --test-nodes)
   --map-by slot|node|ppr:N:node  block placement (default), round-robin over hosts, or N per host
-  --oversubscribe          allow more ranks than slots (and, with --bind-to core, than cores)
+  --oversubscribe          allow more ranks than slots (and, with --bind-to core, than cores);
+                           under --restart, a silent node's ranks may share a survivor's slots
   --bind-to none|core|socket  bind each rank to a core of its own (round-robin over the
                            node's cores) or to a socket (default none); --verbose reports it
   --ssh-config FILE        OpenSSH client config (default ~/.ssh/config)
@@ -307,7 +309,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	res, err := launch.Run(context.Background(), launch.Options{
 		N: f.n, Argv: apps[0].Argv, Env: apps[0].Env, Wdir: apps[0].Wdir, Apps: mpmd, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Restart: f.restart, MaxRestarts: f.maxRestarts, Spares: f.spares, Verbose: f.verbose, TestNodes: testNodes,
-		Bind: f.bindTo, BindShare: f.oversubscribe,
+		Bind: f.bindTo, BindShare: f.oversubscribe, Oversubscribe: f.oversubscribe,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: f.slurmMode == "group",

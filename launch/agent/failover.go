@@ -499,7 +499,7 @@ func (a *Agent) fence(ctx context.Context, node string, upTo uint64) (string, er
 		return "", fmt.Errorf("fence node %s: %w", node, err)
 	}
 	defer closeSp()
-	return a.childLauncher(sp, 0, 0, nil).Fence(ctx, node, a.spec.JobID, node, upTo)
+	return a.childLauncher(sp, 0, 0, nil).Fence(ctx, a.spec.JobID, node, upTo)
 }
 
 // adoptRequest hands a request for adoption to the successor root, if

@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -77,6 +78,11 @@ type RankPlace struct {
 type NodePlace struct {
 	Name  string
 	Ranks []int // global ranks on this node, ascending
+	// Slots is how many ranks the node holds: the allocation's slot count
+	// for it, else --ppn (0: not known). A node whose slots outnumber its
+	// ranks has free slots, where a lost node's ranks may go
+	// (docs/recovery.md, "Spares").
+	Slots int
 }
 
 // Placement maps every rank to a node. Nodes holds only hosts that received
@@ -145,7 +151,7 @@ func Place(a Allocation, req Request) (*Placement, error) {
 	} else {
 		placeRoundRobin(hostOf, caps)
 	}
-	return buildPlacement(hosts, hostOf), nil
+	return buildPlacement(hosts, hostOf, req.PPN), nil
 }
 
 // placeBlock fills each host up to its cap in order, wrapping around for
@@ -194,8 +200,9 @@ func placeRoundRobin(hostOf, caps []int) {
 	}
 }
 
-// buildPlacement turns a rank -> host map into a Placement over used hosts.
-func buildPlacement(hosts []Host, hostOf []int) *Placement {
+// buildPlacement turns a rank -> host map into a Placement over used
+// hosts, whose slots are their own count, else ppn.
+func buildPlacement(hosts []Host, hostOf []int, ppn int) *Placement {
 	nodeOf := make([]int, len(hosts))
 	for i := range nodeOf {
 		nodeOf[i] = -1
@@ -208,7 +215,7 @@ func buildPlacement(hosts []Host, hostOf []int) *Placement {
 	for h, u := range used {
 		if u {
 			nodeOf[h] = len(p.Nodes)
-			p.Nodes = append(p.Nodes, NodePlace{Name: hosts[h].Name})
+			p.Nodes = append(p.Nodes, NodePlace{Name: hosts[h].Name, Slots: cmp.Or(max(hosts[h].Slots, 0), ppn)})
 		}
 	}
 	for r, h := range hostOf {

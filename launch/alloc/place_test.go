@@ -88,7 +88,7 @@ func TestPlaceDetails(t *testing.T) {
 	}
 	want := &Placement{
 		Ranks: []RankPlace{{0, 0, 3}, {1, 0, 1}, {2, 0, 2}, {0, 1, 3}, {2, 1, 2}, {0, 2, 3}},
-		Nodes: []NodePlace{{"a", []int{0, 3, 5}}, {"b", []int{1}}, {"c", []int{2, 4}}},
+		Nodes: []NodePlace{{"a", []int{0, 3, 5}, 3}, {"b", []int{1}, 1}, {"c", []int{2, 4}, 2}},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("Place = %+v, want %+v", p, want)
@@ -100,6 +100,17 @@ func TestPlaceDetails(t *testing.T) {
 	}
 	if len(p.Nodes) != 1 || p.Nodes[0].Name != "a" {
 		t.Fatalf("nodes %+v, want only a", p.Nodes)
+	}
+	// A node's slots: its own count, else --ppn, else not known (0).
+	p, err = Place(hosts("a:4", "b"), Request{NP: 6, PPN: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Nodes[0].Slots != 4 || p.Nodes[1].Slots != 3 {
+		t.Fatalf("slots with --ppn 3: %+v", p.Nodes)
+	}
+	if p, err = Place(hosts("a", "b"), Request{NP: 4}); err != nil || p.Nodes[0].Slots != 0 {
+		t.Fatalf("slots without counts: %+v, %v", p, err)
 	}
 }
 

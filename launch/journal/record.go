@@ -24,8 +24,13 @@ type Job struct {
 	MaxRestarts int    `json:"max_restarts,omitempty"`
 	// Spares are the spare nodes, in order (--spare-nodes), for a
 	// successor root.
-	Spares  []string `json:"spares,omitempty"`
-	Version string   `json:"version,omitempty"`
+	Spares []string `json:"spares,omitempty"`
+	// Slots are the nodes' slots (node name → ranks it holds; a node
+	// not named has no free slot) and Oversubscribe whether a silent
+	// node's ranks may share a surviving node's, for a successor root.
+	Slots         map[string]int `json:"slots,omitempty"`
+	Oversubscribe bool           `json:"oversubscribe,omitempty"`
+	Version       string         `json:"version,omitempty"`
 }
 
 // DecodeJob decodes the spec of a job written by this package.

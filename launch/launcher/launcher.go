@@ -20,6 +20,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
+	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 // The launch tree. The front-end starts the plan's first-level agents; each
@@ -131,10 +132,12 @@ func (l *Launcher) Expect(name string, inc uint64) chan acceptedConn {
 	return ch
 }
 
-// Start starts one child in a session of its own and waits for it.
+// Start starts one child in a session of its own on its host
+// (recovery.HostOf: a second agent on a surviving host is named
+// host+node) and waits for it.
 func (l *Launcher) Start(ctx context.Context, c *proto.ChildSpec, ch chan acceptedConn, begin time.Time) LaunchResult {
 	boot := (&proto.Bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.Parent, Inc: c.Inc}).Encode()
-	sess, err := l.sp.Start(ctx, c.Name, l.argv, boot)
+	sess, err := l.sp.Start(ctx, recovery.HostOf(c.Name), l.argv, boot)
 	if err != nil {
 		l.forget(c.Name)
 		return LaunchResult{Child: c, Err: fmt.Errorf("start the agent on %s: %w", c.Name, err)}
@@ -153,7 +156,7 @@ func (l *Launcher) runGroup(ctx context.Context, begin time.Time, report func(La
 	hosts := make([]string, len(l.children))
 	chans := make([]chan acceptedConn, len(l.children))
 	for i, c := range l.children {
-		hosts[i] = c.Name
+		hosts[i] = recovery.HostOf(c.Name)
 		boot.Group = append(boot.Group, proto.GroupEntry{Name: c.Name, Idx: c.Idx, Creds: c.Creds})
 		chans[i] = l.Expect(c.Name, c.Inc)
 	}
@@ -447,13 +450,15 @@ func (s *localSession) Wait() error {
 // "Fencing").
 const FenceTimeout = 5 * time.Second
 
-// Fence runs `ftlaunch agent --fence JOB NODE UPTO` on host with the
-// spawner that starts agents there, in a session of its own, and returns
-// what it reports: the agent incarnations up to upTo of node and their
-// ranks are killed there. It ends within FenceTimeout.
-func (l *Launcher) Fence(ctx context.Context, host, job, node string, upTo uint64) (string, error) {
+// Fence runs `ftlaunch agent --fence JOB NODE UPTO` on node's host
+// (recovery.HostOf) with the spawner that starts agents there, in a
+// session of its own, and returns what it reports: the agent
+// incarnations up to upTo of node and their ranks are killed there. It
+// ends within FenceTimeout.
+func (l *Launcher) Fence(ctx context.Context, job, node string, upTo uint64) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, FenceTimeout)
 	defer cancel()
+	host := recovery.HostOf(node)
 	argv := []string{l.argv[0], "agent", "--fence", job, node, strconv.FormatUint(upTo, 10)}
 	sess, err := l.sp.Start(ctx, host, argv, nil)
 	if err != nil {

@@ -140,7 +140,8 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	cfg := journal.Config{
 		StateDir: fe.opts.StateDir, Node: cmp.Or(host, "localhost"),
 		Job: journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: r,
-			Restart: restartName(fe.opts.Restart), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares},
+			Restart: restartName(fe.opts.Restart), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares,
+			Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe},
 		// One replica, in the front-end, can keep the state in memory;
 		// replica agents need its files.
 		Fallback: r == 1,

@@ -131,7 +131,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		return nil
 	}
 	fe.fence = func(ctx context.Context, node string, upTo uint64) (string, error) {
-		return l.Fence(ctx, node, fe.jobID, node, upTo)
+		return l.Fence(ctx, fe.jobID, node, upTo)
 	}
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil

@@ -57,6 +57,11 @@ type Options struct {
 	// of a node that went silent (--spare-nodes); with test nodes they are
 	// names of local agents like the others'.
 	Spares []string
+	// Oversubscribe (--oversubscribe): with no spare left, a silent
+	// node's ranks may share a surviving node's slots when no surviving
+	// node has enough free ones (the nodes' slots are the placement's:
+	// alloc.NodePlace.Slots; docs/recovery.md, "Spares").
+	Oversubscribe bool
 
 	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
 	// machine). SSH is required with a placement.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/raftstore"
@@ -44,11 +45,30 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		Policy: fe.opts.Restart, Ranks: fe.opts.N, MaxRestarts: fe.opts.MaxRestarts,
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
 		RankAgent: make([]int, fe.opts.N), Spares: fe.opts.Spares,
+		Nodes: make([]string, len(fe.agents)), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
 	}
 	for r, rs := range fe.ranks {
 		cfg.RankAgent[r] = rs.node
 	}
+	for i, a := range fe.agents {
+		cfg.Nodes[i] = a.name
+	}
 	return cfg
+}
+
+// placementSlots is each node's slots as the placement has them (nodes
+// whose count is not known are left out: they have no free slot).
+func placementSlots(pl *alloc.Placement) map[string]int {
+	if pl == nil {
+		return nil
+	}
+	slots := map[string]int{}
+	for _, n := range pl.Nodes {
+		if n.Slots > 0 {
+			slots[n.Name] = n.Slots
+		}
+	}
+	return slots
 }
 
 // restartName is a policy as the job's record keeps it ("" for none).
@@ -68,6 +88,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts = job.MaxRestarts
 	fe.opts.Spares = job.Spares
+	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
 	fe.recovered = map[int]uint64{}
 	cfg := fe.plannerConfig()
 	cfg.Resumed, cfg.Ended = true, ended

@@ -50,6 +50,9 @@ type frontend struct {
 
 	agents []*agentHandle
 	ranks  []rankState
+	// slots are the nodes' slots, where a silent node's ranks may go
+	// (placementSlots; a successor's from the job's record).
+	slots map[string]int
 
 	ctx    context.Context // Run's: ends every goroutine of the job
 	events chan event      // what launches and links report to loop

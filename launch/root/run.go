@@ -43,6 +43,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
 		out:   output.NewWriter(opts.Stdout, opts.Stderr, opts.Label),
 		ranks: make([]rankState, opts.N),
+		slots: placementSlots(opts.Placement),
 		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
 
 		recovered: map[int]uint64{}, holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv),

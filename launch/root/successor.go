@@ -122,7 +122,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
-			Restart: job.Restart, MaxRestarts: job.MaxRestarts, Spares: job.Spares},
+			Restart: job.Restart, MaxRestarts: job.MaxRestarts, Spares: job.Spares, Slots: job.Slots, Oversubscribe: job.Oversubscribe},
 	})
 	if err != nil {
 		return fail(err)
