@@ -6,7 +6,8 @@
 # rank runs again (N ms after the failure)"). Then --restart job with an
 # MPICH program of 16 ranks, one rank killed, against a fresh launch of the
 # same job (if mpicc is installed): to every rank running, and to its end.
-# Reports median and p95.
+# Then a second root failover (--replicas 3: the front-end, then its
+# successor). Reports median and p95.
 # Usage: bench-recovery.sh FTLAUNCH [TRIALS]
 set -eu
 FTL=$1
@@ -121,6 +122,59 @@ echo "  agent SIGKILL to every rank resumed: median $(median "$tmp/agentkill.res
 echo "  interior agent SIGKILL (kary:2, its 2 children move to their backup) to every rank resumed: median $(median "$tmp/interior.resume") ms, p95 $(pctl "$tmp/interior.resume" 95) ms (target < 1000)"
 echo "  agent SIGSTOP (a hung node; + 1 spare) to declared lost: median $(median "$tmp/agentstop.detect") ms, p95 $(pctl "$tmp/agentstop.detect" 95) ms (target < 2500)"
 echo "  agent SIGSTOP to every rank resumed on the spare: median $(median "$tmp/agentstop.resume") ms, p95 $(pctl "$tmp/agentstop.resume" 95) ms (target < 3000)"
+
+# The second root failover: --replicas 3, the front-end SIGKILLed; once
+# the successor refilled the group (a replica in the front-end's voter's
+# place joined), the successor (its agent) is SIGKILLed too. Timed here
+# (polling every 20 ms): the kill to the next replica agent's "took over
+# as root" in the job's log (the new root serving: it adopts the root's
+# children from then on), and to every rank resumed (the lost successor's
+# ranks started again).
+# rootlog: the successor roots' log of the job in $tmp/fo.
+rootlog() { cat "$tmp"/fo/ft-*/output/ftlaunch.log 2>/dev/null || true; }
+# waitlog PATTERN COUNT: until the roots' log has COUNT lines with PATTERN.
+waitlog() {
+	i=0
+	until [ "$(rootlog | grep -c "$1")" -ge "$2" ]; do
+		i=$((i + 1))
+		[ $i -lt 1500 ] || { echo "failover: no '$1' x$2" >&2; rootlog >&2; exit 1; }
+		sleep 0.02
+	done
+}
+t=0
+while [ $t -lt "$TRIALS" ]; do
+	rm -rf "$tmp/ck" "$tmp/fo"
+	mkdir -p "$tmp/ck"
+	"$FTL" run --verbose --state-dir "$tmp/fo" --replicas 3 --restart rank --test-nodes 6 --tree flat -n 12 \
+		"$FTL" ringapp --steps 1200 --step-time 10ms --dir "$tmp/ck" >"$tmp/out" 2>"$tmp/err" &
+	job=$!
+	i=0
+	until [ "$(grep -c "joined the group" "$tmp/err")" -ge 2 ]; do
+		i=$((i + 1))
+		[ $i -lt 1500 ] || { echo "failover: no replica group" >&2; cat "$tmp/err" >&2; exit 1; }
+		sleep 0.02
+	done
+	kill -KILL "$job"
+	wait "$job" 2>/dev/null || true
+	waitlog "took over as root" 1
+	waitlog "hosts a replica in place of the lost front-end's" 1
+	waitlog "root replica on .* joined the group" 1
+	first=$(rootlog | sed -n 's/.*node \([^ ]*\) took over as root.*/\1/p' | head -1)
+	pid=$(nodeagent "$first")
+	[ -n "$pid" ] || { echo "failover: no agent of $first" >&2; exit 1; }
+	before=$(rootlog | grep -c "recovered: every rank runs again" || true)
+	t0=$(nowms)
+	kill -KILL "$pid"
+	waitlog "took over as root" 2
+	echo $(($(nowms) - t0)) >>"$tmp/second.serving"
+	waitlog "recovered: every rank runs again" $((before + 1))
+	echo $(($(nowms) - t0)) >>"$tmp/second.resume"
+	"$FTL" attach --state-dir "$tmp/fo" >/dev/null 2>&1 || true
+	t=$((t + 1))
+done
+echo "second root failover, --replicas 3 --restart rank, ftlaunch ringapp, 12 ranks on --test-nodes 6 (--tree flat), $TRIALS trials:"
+echo "  successor SIGKILL to the next root serving: median $(median "$tmp/second.serving") ms, p95 $(pctl "$tmp/second.serving" 95) ms (target < 3000)"
+echo "  successor SIGKILL to every rank resumed: median $(median "$tmp/second.resume") ms, p95 $(pctl "$tmp/second.resume" 95) ms"
 
 if command -v mpicc >/dev/null; then
 	mpicc -O1 -o "$tmp/ck_loop" "$(dirname "$0")/../cmd/ftlaunch/testdata/mpi_loop.c"

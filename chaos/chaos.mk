@@ -11,6 +11,8 @@
 #                        on test nodes (and --restart rank --when recovery: faults timed
 #                        into a recovery) and (root) on 6 emulated hosts + 1 spare
 #   make chaos-spare     only the spare-node runs
+#   make chaos-interior  interior agents and backup parents: kary:2, 8 nodes + 2 spares,
+#                        --restart rank (1 and 3 replicas, double faults; emulated as root)
 #   make chaos-tests     the long tests of the chaos harness (stopped agents, a broken fence:
 #                        6-16 s a trial), FTLAUNCH_CHAOS_LONG=1
 #   make chaos-short     the acceptance of issue #15's first part: 20 trials, --restart none
@@ -40,10 +42,13 @@ CHAOS_EMU = $(CHAOS_FTLAUNCH) chaos --cluster emulated $(CHAOS_COMMON)
 # The spare-node runs: a flat tree (every agent a leaf of the root, which
 # the planner starts again: on the spare when its node went silent).
 CHAOS_SPARE = --nodes 6 --spare-nodes 1 --tree flat --trials $(CHAOS_SPARE_TRIALS)
+# Interior agents and backup parents (chaos-interior): kary:2 over 8 nodes
+# and 2 spares, faults timed into the run.
+CHAOS_INTERIOR = --nodes 8 --spare-nodes 2 --tree kary:2 --restart rank --when run --trials $(CHAOS_SPARE_TRIALS)
 # A cluster of their own beside the other emulated runs' (ftchaos, 10.79.0.0/24).
 CHAOS_SPARE_EMU = $(CHAOS_EMU) --cluster-name ftspare --cluster-prefix 10.81.0.0/24
 
-.PHONY: chaos chaos-short chaos-emulated chaos-spare chaos-tests
+.PHONY: chaos chaos-short chaos-emulated chaos-spare chaos-interior chaos-tests
 
 chaos: build ## the long chaos run: test nodes (1 and 3 replicas, double faults), the emulated cluster (root), spare nodes
 	@set -e; fail=0; \
@@ -58,6 +63,19 @@ chaos: build ## the long chaos run: test nodes (1 and 3 replicas, double faults)
 		echo "chaos: not root: the emulated-cluster part (node, partition, host-wide checks) is skipped"; \
 	fi; \
 	$(MAKE) --no-print-directory chaos-spare || fail=1; \
+	$(MAKE) --no-print-directory chaos-interior || fail=1; \
+	exit $$fail
+
+chaos-interior: build ## interior agents and backup parents: kary:2, 10 nodes of which 2 spares, --restart rank (1 and 3 replicas, double faults); emulated 8+2 hosts (root)
+	@set -e; fail=0; \
+	$(CHAOS_FTLAUNCH) chaos --cluster test-nodes $(CHAOS_COMMON) $(CHAOS_INTERIOR) --faults leaf,interior,agent,stop,rank || fail=1; \
+	$(CHAOS_FTLAUNCH) chaos --cluster test-nodes $(CHAOS_COMMON) $(CHAOS_INTERIOR) --faults leaf,interior,agent,stop,rank,replica --replicas 3 || fail=1; \
+	$(CHAOS_FTLAUNCH) chaos --cluster test-nodes $(CHAOS_COMMON) $(CHAOS_INTERIOR) --faults leaf,interior,agent,stop,rank --concurrent 2 || fail=1; \
+	if [ "$$(id -u)" = 0 ]; then \
+		$(CHAOS_EMU) --cluster-name ftint --cluster-prefix 10.87.0.0/24 $(CHAOS_INTERIOR) --faults interior,leaf,node,partition,stop --replicas 3 || fail=1; \
+	else \
+		echo "chaos-interior: not root: the emulated-cluster part is skipped"; \
+	fi; \
 	exit $$fail
 
 chaos-spare: build ## spare-node chaos runs: flat tree + 1 spare, --restart rank/job, 3 replicas; test nodes, then emulated (root)

@@ -39,10 +39,10 @@ func rankProcess(marker string, rank int, inc uint64) int {
 	return 0
 }
 
-// ringSteps makes the ring application last about 25 s (10 ms a step):
+// ringSteps makes the ring application last about 20 s (10 ms a step):
 // long enough for its failures to happen while it runs, on a loaded
 // machine too.
-const ringSteps = "2500"
+const ringSteps = "2000"
 
 // killRank SIGKILLs rank's first incarnation once it runs.
 func killRank(t *testing.T, marker string, rank int) {

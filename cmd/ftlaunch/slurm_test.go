@@ -94,6 +94,41 @@ func TestSlurmLauncher(t *testing.T) {
 		ringDone(t, cmd, out)
 		waitGone(t, ck, 10*time.Second)
 	})
+	t.Run("interior node crashed mid-run, its children move", func(t *testing.T) {
+		// #14 items 2 and 7 under Slurm: kary:2 over 5 nodes and a spare;
+		// the first node's agent started the next two's with srun from
+		// its own step. Its crash must not take their steps with it: they
+		// move to their backup parent, the crashed node's ranks start
+		// again on the spare.
+		longRecovery(t)
+		ck := t.TempDir()
+		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin, "run", "--verbose", "--spare-nodes", "1", "--restart", "rank", "--tree", "kary:2",
+			ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, errb := startJob(t, cmd)
+		tablePublished(t, errb, 10)
+		standbyLinksUp(t, errb)
+		victim := rankNode(t, ck, 0)
+		start := time.Now()
+		if err := c.Kill(ctx, victim); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Revive(context.Background(), victim) })
+		waitFor(t, "the recovery on the spare node", 60*time.Second, func() bool {
+			return strings.Contains(errb.String(), "recovered: every rank runs again")
+		})
+		t.Logf("every rank resumed %v after %s crashed", time.Since(start), victim)
+		if !strings.Contains(errb.String(), "moved to its backup parent") || !strings.Contains(errb.String(), "on spare node ") {
+			t.Errorf("%s's children did not move to their backup parents, or its agent did not start on the spare node", victim)
+		}
+		if n := strings.Count(errb.String(), "recovered: every rank runs again"); n != 1 {
+			t.Errorf("%d recoveries, want 1 (the crashed node's ranks only)", n)
+		}
+		ringDone(t, cmd, out)
+		waitGone(t, ck, 10*time.Second)
+	})
 	t.Run("node crashed mid-run", func(t *testing.T) {
 		m := marker(t)
 		cmd, err := c.AllocCommand(ctx, 4, 8, true, ftlaunchBin, "run", "-n", "8", "--kill-after", "1s", "sleep", m)
