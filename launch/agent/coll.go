@@ -19,6 +19,16 @@ type localColl struct {
 // collective: without it they would wait forever.
 const strandedMsg = "ended without joining a collective call (barrier, fence, allgather, …) that other ranks are waiting in"
 
+// endedForGood reports whether local rank r's end is final (under mu):
+// it exited cleanly. A rank that failed is the planner's to restart or to
+// end the job for (a restart policy's respawn joins the collective after
+// its roll-back), and one not started yet (a relaunched agent's) is to be
+// started: neither is stranding anyone.
+func (a *Agent) endedForGood(r int) bool {
+	s, ok := a.exits[r]
+	return ok && s.Code == 0 && s.Signal == 0 && s.Reason == ""
+}
+
 // contribute records rank's part in its next collective and, once every
 // local rank has made it, sends the node's contribution up. It returns the
 // collective's sequence number.
@@ -40,7 +50,7 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 	}
 	c.values[rank] = value
 	for r := range a.gone {
-		if _, ok := c.values[r]; !ok {
+		if _, ok := c.values[r]; !ok && a.endedForGood(r) {
 			// A local rank that already ended never joins: report it.
 			a.send(proto.MAbort, proto.AbortMsg{Rank: r, Code: 1, Msg: strandedMsg, Failed: true}.Encode())
 			delete(a.gone, r) // report once
