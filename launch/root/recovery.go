@@ -168,13 +168,18 @@ func (fe *frontend) feedLeader() {
 	fe.refillGroup()
 }
 
-// commit puts a recovery phase in the state log; evCommitted follows.
-func (fe *frontend) commit(rec recovery.Checkpoint) {
-	record, err := json.Marshal(rec)
+// encodeRecord is a recovery record as the state log keeps it.
+func encodeRecord(rec recovery.Checkpoint) []byte {
+	b, err := json.Marshal(rec)
 	if err != nil {
 		panic(fmt.Sprintf("launch: encode recovery record: %v", err)) // plain data
 	}
-	ph := journal.RecoveryPhase{Epoch: rec.Epoch, Stage: rec.Stage.String(), Record: record, Rank: -1}
+	return b
+}
+
+// commit puts a recovery phase in the state log; evCommitted follows.
+func (fe *frontend) commit(rec recovery.Checkpoint) {
+	ph := journal.RecoveryPhase{Epoch: rec.Epoch, Stage: rec.Stage.String(), Record: encodeRecord(rec), Rank: -1}
 	var ranks []int
 	for _, rr := range rec.Ranks {
 		ranks = append(ranks, rr.Rank)
@@ -473,11 +478,7 @@ func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told st
 	// The record says the recovery is over, and keeps what a successor
 	// must know of it: the agents started again, on which node, as which
 	// incarnation (without them it would refuse their adoption).
-	record, err := json.Marshal(fe.rec.Settled())
-	if err != nil {
-		panic(fmt.Sprintf("launch: encode recovery record: %v", err)) // plain data
-	}
-	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: record,
+	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: encodeRecord(fe.rec.Settled()),
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
 	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
 }
