@@ -382,3 +382,33 @@ func TestOpenRefuses(t *testing.T) {
 		t.Error("a refused Open created the job's directory")
 	}
 }
+
+// TestJournalAgentIncarnation: a relaunched agent's incarnation reaches
+// the replicated state, so that its own later failure (recorded by a
+// successor root, whose writer has not seen the first) is not refused as
+// its predecessor's again.
+func TestJournalAgentIncarnation(t *testing.T) {
+	j := open(t, t.TempDir(), 2)
+	j.Plan(FlatPlan([]string{"a"}))
+	j.AgentUp(AgentUp{Node: "a"})
+	j.RanksStarted("a", []int{0, 1}, []int{10, 11})
+	j.Failure(Failure{Node: "a", Rank: raftstore.NoRank, Message: "lost the agent of node a"})
+	// The recovery's first phase is committed before the relaunch.
+	if err := j.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j.AgentUp(AgentUp{Node: "a", Incarnation: 2})
+	if err := j.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(context.Background(), 0, "done"); err != nil {
+		t.Fatal(err)
+	}
+	in, err := raftstore.OpenReadOnly(j.ReplicaDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := in.State.Agents["a"].Incarnation; got != 2 {
+		t.Errorf("agent a is incarnation %d in the state, want 2", got)
+	}
+}

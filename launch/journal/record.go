@@ -86,7 +86,10 @@ func FlatPlan(nodes []string) Plan {
 // AgentUp is what the front-end knows when an agent has connected back.
 type AgentUp struct {
 	Node string
-	Addr string // where the agent is reached ("" for a local agent on a socket pair)
+	// Incarnation is the agent's (0: the first); a relaunched agent's
+	// later failure is recorded as its own, not its lost predecessor's.
+	Incarnation uint64
+	Addr        string // where the agent is reached ("" for a local agent on a socket pair)
 	// Launched is when the agent's launch began (the SSH session was
 	// requested, or the local process forked); zero: unknown.
 	Launched time.Time

@@ -257,7 +257,7 @@ func (w *writer) absorbAgent(at time.Time, a *AgentUp) {
 		return
 	}
 	cur, ok := w.agents[a.Node]
-	ag := raftstore.Agent{Node: a.Node, Addr: a.Addr, Incarnation: max(cur.Incarnation, 1)}
+	ag := raftstore.Agent{Node: a.Node, Addr: a.Addr, Incarnation: max(cur.Incarnation, a.Incarnation, 1)}
 	if !ok || cur != ag {
 		w.agents[a.Node] = ag
 		if !slices.Contains(w.dirtyAgents, a.Node) {

@@ -296,7 +296,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	a.specAt = time.Since(fe.start)
 	now := time.Now()
-	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
+	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Incarnation: a.inc, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
 	fe.agentsUp++
 	fe.showProgress()
 	switch {
