@@ -66,19 +66,26 @@ func TestSlurmLauncher(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
 	})
-	t.Run("node crashed mid-run, a spare takes its place", func(t *testing.T) {
-		// #14 item 7: inside a --no-kill allocation of 6 nodes, the last
-		// is the spare; a crashed node's ranks start again on it and the
-		// recovery application's result is right.
+	// crashMidRun runs the ring application in a --no-kill allocation of
+	// 6 nodes, the last a spare, under --restart rank and tree; once every
+	// rank holds the node table (and, below a deeper tree, every standby
+	// link is up) it crashes the node of rank, and waits for every rank
+	// to run again. It returns the job's stderr, the crashed node, and a
+	// wait for the job's right result with nothing of it left.
+	crashMidRun := func(t *testing.T, tree, steps string, rank int) (errb *syncBuffer, victim string, done func()) {
+		t.Helper()
 		ck := t.TempDir()
-		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin, "run", "--verbose", "--spare-nodes", "1", "--restart", "rank", "--tree", "flat",
-			ftlaunchBin, "ringapp", "--steps", "1000", "--step-time", "10ms", "--dir", ck)
+		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin, "run", "--verbose", "--spare-nodes", "1", "--restart", "rank", "--tree", tree,
+			ftlaunchBin, "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out, errb := startJob(t, cmd)
 		tablePublished(t, errb, 10)
-		victim := rankNode(t, ck, 4)
+		if tree != "flat" {
+			standbyLinksUp(t, errb)
+		}
+		victim = rankNode(t, ck, rank)
 		start := time.Now()
 		if err := c.Kill(ctx, victim); err != nil {
 			t.Fatal(err)
@@ -88,11 +95,20 @@ func TestSlurmLauncher(t *testing.T) {
 			return strings.Contains(errb.String(), "recovered: every rank runs again")
 		})
 		t.Logf("every rank resumed %v after %s crashed", time.Since(start), victim)
+		return errb, victim, func() {
+			ringDone(t, cmd, out)
+			waitGone(t, ck, 10*time.Second)
+		}
+	}
+	t.Run("node crashed mid-run, a spare takes its place", func(t *testing.T) {
+		// #14 item 7: inside a --no-kill allocation of 6 nodes, the last
+		// is the spare; a crashed node's ranks start again on it and the
+		// recovery application's result is right.
+		errb, victim, done := crashMidRun(t, "flat", "1000", 4)
 		if !strings.Contains(errb.String(), "on spare node ") {
 			t.Errorf("%s's agent did not start on the spare node", victim)
 		}
-		ringDone(t, cmd, out)
-		waitGone(t, ck, 10*time.Second)
+		done()
 	})
 	t.Run("interior node crashed mid-run, its children move", func(t *testing.T) {
 		// #14 items 2 and 7 under Slurm: kary:2 over 5 nodes and a spare;
@@ -101,33 +117,14 @@ func TestSlurmLauncher(t *testing.T) {
 		// move to their backup parent, the crashed node's ranks start
 		// again on the spare.
 		longRecovery(t)
-		ck := t.TempDir()
-		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin, "run", "--verbose", "--spare-nodes", "1", "--restart", "rank", "--tree", "kary:2",
-			ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, errb := startJob(t, cmd)
-		tablePublished(t, errb, 10)
-		standbyLinksUp(t, errb)
-		victim := rankNode(t, ck, 0)
-		start := time.Now()
-		if err := c.Kill(ctx, victim); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Revive(context.Background(), victim) })
-		waitFor(t, "the recovery on the spare node", 60*time.Second, func() bool {
-			return strings.Contains(errb.String(), "recovered: every rank runs again")
-		})
-		t.Logf("every rank resumed %v after %s crashed", time.Since(start), victim)
+		errb, victim, done := crashMidRun(t, "kary:2", "1500", 0)
 		if !strings.Contains(errb.String(), "moved to its backup parent") || !strings.Contains(errb.String(), "on spare node ") {
 			t.Errorf("%s's children did not move to their backup parents, or its agent did not start on the spare node", victim)
 		}
 		if n := strings.Count(errb.String(), "recovered: every rank runs again"); n != 1 {
 			t.Errorf("%d recoveries, want 1 (the crashed node's ranks only)", n)
 		}
-		ringDone(t, cmd, out)
-		waitGone(t, ck, 10*time.Second)
+		done()
 	})
 	t.Run("node crashed mid-run", func(t *testing.T) {
 		m := marker(t)
