@@ -79,6 +79,12 @@ type Agent struct {
 	// backup is the link to this agent's backup parent (reparent.go;
 	// nil: none, or it became the parent link).
 	backup *standbyLink
+	// fallbacks are the parents to try, in order, when the parent and the
+	// backup are both out of reach (MFallbacks: the grandparent, the root).
+	fallbacks []proto.PeerAddr
+	// rootChild: the root adopted this agent as its own child after its
+	// parent and backup were lost (spec.RootChild says it at the start).
+	rootChild atomic.Bool
 
 	spec  *proto.NodeSpec
 	ranks map[int]*rankProc
@@ -230,17 +236,30 @@ func (a *Agent) run(ctx context.Context) error {
 		if switched != nil {
 			err = switched.wait(linkCtx)
 		} else {
-			err = l.Run(linkCtx, hb, proto.LinkTimeout(hb), a.handle)
+			err = l.Run(linkCtx, proto.UplinkPing(hb), proto.LinkTimeout(hb), a.handle)
 		}
 		if errors.Is(err, errShutdown) || a.stopped.Load() || ctx.Err() != nil {
 			break
 		}
 		if a.canSwitch() {
-			// The parent is lost: its backup takes this agent.
+			// The parent is lost: its backup takes this agent, else a
+			// fallback parent (the grandparent, the root).
 			sb, serr := a.switchToBackup(ctx, err)
 			if serr != nil {
-				err = fmt.Errorf("%w; %w", err, serr)
-				break
+				a.logf("%v", serr)
+				fsb, fl, ferr := a.switchToFallback(ctx)
+				if ferr != nil {
+					err = fmt.Errorf("%w; %w; %w", err, serr, ferr)
+					break
+				}
+				if fl != nil {
+					// The root took it: its first message, a broadcast
+					// resync request, has this agent and those below it
+					// report again.
+					l, switched = fl, nil
+					continue
+				}
+				sb = fsb
 			}
 			switched = sb
 			continue
@@ -616,6 +635,14 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 			return fmt.Errorf("routes message: %w", err)
 		}
 		a.addRoutes(r)
+	case proto.MFallbacks:
+		ps, err := proto.DecodePeers(p)
+		if err != nil {
+			return fmt.Errorf("fallbacks message: %w", err)
+		}
+		a.mu.Lock()
+		a.fallbacks = ps
+		a.mu.Unlock()
 	case proto.MBackup:
 		pa, err := proto.DecodePeerAddr(p)
 		if err != nil {

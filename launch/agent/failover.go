@@ -100,7 +100,7 @@ func (u *uplink) attach(l *proto.Link) error {
 // survives reports whether the agent outlives the loss of its parent: a
 // child of the root in a replicated job.
 func (a *Agent) survives() bool {
-	return a.tree != nil && a.spec.Survive && a.spec.RootChild
+	return a.tree != nil && a.spec.Survive && a.isRootChild()
 }
 
 // frontEndVoter names the front-end among the root's voters (goneRoots).
@@ -199,7 +199,7 @@ func (a *Agent) askAdoption(ctx context.Context, p proto.PeerAddr) (*proto.Link,
 	defer cancel()
 	conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) && p.Name != a.spec.Node {
+		if errors.Is(err, syscall.ECONNREFUSED) && p.Idx >= 0 && p.Name != a.spec.Node {
 			// Its host answers, its agent is gone: a voter less.
 			a.voterGone(p.Name)
 		}

@@ -34,6 +34,11 @@ import (
 // answer.
 const adoptAnswerWait = 5 * time.Second
 
+// fallbackDial bounds the connection to a fallback parent: it is tried
+// only once the parent and the backup are lost, when waiting is what the
+// ranks pay for.
+const fallbackDial = 2 * time.Second
+
 // standbyLink is this agent's link to its backup parent: heartbeats only
 // until the agent switches to it; then it is the agent's parent link.
 type standbyLink struct {
@@ -64,7 +69,13 @@ func (sb *standbyLink) wait(ctx context.Context) error {
 // its parent is lost: it is below a child of the root, in a job that
 // recovers from a lost agent.
 func (a *Agent) canSwitch() bool {
-	return a.tree != nil && a.spec != nil && !a.spec.RootChild && a.spec.Restart != "" && a.spec.Restart != "none"
+	return a.tree != nil && a.spec != nil && !a.isRootChild() && a.spec.Restart != "" && a.spec.Restart != "none"
+}
+
+// isRootChild reports whether this agent's parent is the root: from its
+// start, or since the root adopted it (switchToFallback).
+func (a *Agent) isRootChild() bool {
+	return a.spec != nil && (a.spec.RootChild || a.rootChild.Load())
 }
 
 // buffersUp reports whether frames for a lost parent wait for the next
@@ -79,23 +90,13 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p proto.P
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		dctx, cancel := context.WithTimeout(ctx, proto.ConnectTimeout)
-		conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
-		cancel()
+		sb, err := a.openStandby(ctx, wg, p, proto.ConnectTimeout)
 		if err != nil {
 			if ctx.Err() == nil {
 				a.logf("no standby link to backup parent %s: %v", p.Name, err)
 			}
 			return
 		}
-		l := proto.NewLink(conn)
-		if err := l.Send(proto.MHello, proto.Hello{Idx: a.tree.idx, Backup: true, Inc: a.tree.inc}.Encode()); err != nil {
-			conn.Close()
-			return
-		}
-		sctx, stop := context.WithCancel(ctx)
-		defer stop()
-		sb := &standbyLink{l: l, parent: p, cancel: stop, answer: make(chan error, 1), ended: make(chan struct{})}
 		a.mu.Lock()
 		old := a.backup
 		a.backup = sb
@@ -104,8 +105,31 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p proto.P
 			old.cancel() // a new backup parent replaces the old one
 		}
 		a.send(proto.MBackupUp, proto.EncodeInt(int64(p.Idx)))
+	}()
+}
+
+// openStandby dials agent p and opens a standby link to it: heartbeats
+// only until this agent asks p to adopt it (switchVia).
+func (a *Agent) openStandby(ctx context.Context, wg *sync.WaitGroup, p proto.PeerAddr, timeout time.Duration) (*standbyLink, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	conn, err := secure.Dial(dctx, p.Addr, a.tree.creds, secure.WithPeerName(p.Name))
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	l := proto.NewLink(conn)
+	if err := l.Send(proto.MHello, proto.Hello{Idx: a.tree.idx, Backup: true, Inc: a.tree.inc}.Encode()); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	sctx, stop := context.WithCancel(ctx)
+	sb := &standbyLink{l: l, parent: p, cancel: stop, answer: make(chan error, 1), ended: make(chan struct{})}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer stop()
 		hb := a.spec.Heartbeat
-		sb.err = l.Run(sctx, hb, proto.LinkTimeout(hb), func(typ uint8, p []byte) error {
+		sb.err = l.Run(sctx, proto.UplinkPing(hb), proto.LinkTimeout(hb), func(typ uint8, p []byte) error {
 			if sb.isSwitched() {
 				return a.handle(typ, p)
 			}
@@ -125,6 +149,7 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p proto.P
 		})
 		close(sb.ended)
 	}()
+	return sb, nil
 }
 
 // tell passes the backup's answer on; an answer nobody asked for (or a
@@ -159,34 +184,95 @@ func (a *Agent) switchToBackup(ctx context.Context, cause error) (*standbyLink, 
 	}
 	a.up.lose()
 	a.logf("lost the parent link (%v): switching to the backup parent %s", cause, sb.parent.Name)
-	rp := proto.Reparent{Idx: a.tree.idx, Inc: a.incarnation(), Sub: a.tree.below()}
-	if err := sb.l.Send(proto.MAdoptMe, rp.Encode()); err != nil {
-		return nil, fmt.Errorf("ask the backup parent %s to adopt node %s: %w", sb.parent.Name, a.spec.Node, err)
-	}
-	timer := time.NewTimer(adoptAnswerWait)
-	defer timer.Stop()
-	select {
-	case err := <-sb.answer:
-		if err != nil {
-			return nil, fmt.Errorf("the backup parent %s: %w", sb.parent.Name, err)
-		}
-	case <-sb.ended:
-		return nil, fmt.Errorf("the standby link to the backup parent %s ended (%v)", sb.parent.Name, sb.err)
-	case <-timer.C:
-		return nil, fmt.Errorf("the backup parent %s did not answer within %v", sb.parent.Name, adoptAnswerWait)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if err := a.up.attach(sb.l); err != nil {
-		return nil, fmt.Errorf("the backup parent %s: %w", sb.parent.Name, err)
+	if err := a.switchVia(ctx, sb, "backup parent"); err != nil {
+		return nil, err
 	}
 	a.mu.Lock()
 	if a.backup == sb {
 		a.backup = nil
 	}
 	a.mu.Unlock()
-	a.logf("node %s now reports to %s", a.spec.Node, sb.parent.Name)
 	return sb, nil
+}
+
+// switchVia asks the agent at the other end of standby link sb (what
+// says what it is to this agent) to adopt this agent, and once it did,
+// sends what waited for a parent there.
+func (a *Agent) switchVia(ctx context.Context, sb *standbyLink, what string) error {
+	rp := proto.Reparent{Idx: a.tree.idx, Inc: a.incarnation(), Sub: a.tree.below()}
+	if err := sb.l.Send(proto.MAdoptMe, rp.Encode()); err != nil {
+		return fmt.Errorf("ask the %s %s to adopt node %s: %w", what, sb.parent.Name, a.spec.Node, err)
+	}
+	timer := time.NewTimer(adoptAnswerWait)
+	defer timer.Stop()
+	select {
+	case err := <-sb.answer:
+		if err != nil {
+			return fmt.Errorf("the %s %s: %w", what, sb.parent.Name, err)
+		}
+	case <-sb.ended:
+		return fmt.Errorf("the standby link to the %s %s ended (%v)", what, sb.parent.Name, sb.err)
+	case <-timer.C:
+		return fmt.Errorf("the %s %s did not answer within %v", what, sb.parent.Name, adoptAnswerWait)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := a.up.attach(sb.l); err != nil {
+		return fmt.Errorf("the %s %s: %w", what, sb.parent.Name, err)
+	}
+	a.logf("node %s now reports to %s", a.spec.Node, sb.parent.Name)
+	return nil
+}
+
+// switchToFallback tries, in order, the fallback parents beyond the
+// backup the root gave this agent (MFallbacks: its grandparent, then the
+// root) once its parent and its backup parent are both out of reach. It
+// returns the new parent link: a standby link an agent took (sb), or a
+// link the root took (l).
+func (a *Agent) switchToFallback(ctx context.Context) (sb *standbyLink, l *proto.Link, err error) {
+	a.mu.Lock()
+	fbs := slices.Clone(a.fallbacks)
+	a.mu.Unlock()
+	if len(fbs) == 0 {
+		return nil, nil, errors.New("no fallback parent")
+	}
+	a.up.lose()
+	var errs []error
+	for _, p := range fbs {
+		if p.Idx < 0 {
+			// The root: it takes this agent as its own child.
+			a.logf("asking the root (%s) to adopt node %s", p.Addr, a.spec.Node)
+			nl, err := a.askAdoption(ctx, proto.PeerAddr{Idx: -1, Name: p.Name, Addr: p.Addr})
+			switch {
+			case err != nil:
+				return nil, nil, err // fenced: declared lost already
+			case nl != nil:
+				if err := a.up.attach(nl); err != nil {
+					nl.Conn.Close()
+					errs = append(errs, fmt.Errorf("the root: %w", err))
+					continue
+				}
+				a.rootChild.Store(true)
+				a.logf("node %s now reports to the root", a.spec.Node)
+				return nil, nl, nil
+			}
+			errs = append(errs, fmt.Errorf("the root at %s did not adopt it", p.Addr))
+			continue
+		}
+		s, err := a.openStandby(ctx, a.wg, p, fallbackDial)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the fallback parent %s: %w", p.Name, err))
+			continue
+		}
+		a.logf("switching to the fallback parent %s", p.Name)
+		if err := a.switchVia(ctx, s, "fallback parent"); err != nil {
+			s.cancel()
+			errs = append(errs, err)
+			continue
+		}
+		return s, nil, nil
+	}
+	return nil, nil, errors.Join(errs...)
 }
 
 // switchNow ends the parent link at the root's word that the parent was

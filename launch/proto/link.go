@@ -32,17 +32,27 @@ func LinkTimeout(hb time.Duration) time.Duration { return 4*hb + time.Second }
 // ErrHeartbeat is returned when a link's peer fell silent.
 var ErrHeartbeat = errors.New("heartbeat timeout: peer silent")
 
-// ConfirmQuiet is how much longer than a heartbeat interval a link must
-// have been quiet for gossip's "dead" to count (docs/membership.md).
+// UplinkPing is how often a child writes to its parent at least (a ping
+// when it has nothing else to say): a quarter of the heartbeat interval
+// hb, so that a silent uplink says "stopped" soon after gossip says
+// "dead" (ConfirmSilence). The heartbeat's own timeout stays
+// LinkTimeout(hb); parents ping their children every hb.
+func UplinkPing(hb time.Duration) time.Duration { return hb / 4 }
+
+// ConfirmQuiet is how much longer than its child's ping interval a link
+// must have been quiet for gossip's "dead" to count (docs/membership.md).
 const ConfirmQuiet = 2 * time.Second
 
-// ConfirmSilence applies gossip's hysteresis to the link of a peer gossip
-// finds dead: the peer counts as dead when the link has been quiet for a
-// heartbeat interval hb and ConfirmQuiet (left <= 0); else left is how
-// much longer it would have to be.
+// ConfirmSilence applies gossip's hysteresis to the uplink of a child
+// gossip finds dead: the child counts as dead when the link has been quiet
+// for its ping interval (UplinkPing(hb)) and ConfirmQuiet (left <= 0);
+// else left is how much longer it would have to be. A live child is quiet
+// at most 1.5 ping intervals (a frame sent just after half an interval
+// delays the next ping by one), so its writes must stall for ConfirmQuiet
+// less half an interval before it is condemned.
 func (l *Link) ConfirmSilence(hb time.Duration) (quiet, left time.Duration) {
 	quiet = l.Quiet()
-	return quiet, hb + ConfirmQuiet - quiet
+	return quiet, UplinkPing(hb) + ConfirmQuiet - quiet
 }
 
 // ErrGossipDead: gossip declared the peer dead and its link was quiet.

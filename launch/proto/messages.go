@@ -42,6 +42,7 @@ const (
 	MSwitch      uint8 = 27 // down: to a backup parent (int: a standby child): tell it to switch now; on the standby link (int: -1): your parent was declared lost
 	MSuspect     uint8 = 28 // down (int: a child's index): gossip finds it dead: end its link as silent if it was quiet for a heartbeat interval + ConfirmQuiet
 	MHostReplica uint8 = 29 // down (ReplicaSpec): host a root replica from now on (a successor refilling the group)
+	MFallbacks   uint8 = 30 // down (Peers): the parents to try, in order, when the parent and the backup are lost (the grandparent; the root, index -1)
 
 	MStarted      uint8 = 32 // up: ranks started, with pids
 	MOutput       uint8 = 33 // up: complete lines of one rank's stream, numbered

@@ -41,6 +41,27 @@ func DecodeReplicas(p []byte) (Replicas, error) {
 	return r, d.Err()
 }
 
+// EncodePeers encodes a list of agents' (or the root's: index -1)
+// addresses.
+func EncodePeers(ps []PeerAddr) []byte {
+	var e wire.Encoder
+	e.Uint(uint64(len(ps)))
+	for _, p := range ps {
+		e.Int(int64(p.Idx)).String(p.Name).String(p.Addr)
+	}
+	return e.Data()
+}
+
+func DecodePeers(p []byte) ([]PeerAddr, error) {
+	d := wire.NewDecoder(p)
+	n := d.Count(3)
+	ps := make([]PeerAddr, 0, n)
+	for range n {
+		ps = append(ps, PeerAddr{Idx: int(d.Int()), Name: d.String(), Addr: d.String()})
+	}
+	return ps, d.Err()
+}
+
 // Hello is the first frame on a connection to a parent or backup parent.
 type Hello struct {
 	Idx    int

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"syscall"
 	"time"
 
@@ -114,7 +115,15 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	fe.goFunc(func() {
 		stop := context.AfterFunc(ctx, func() { ln.Close() })
 		defer stop()
-		launcher.AcceptLoop(ln, l, nil, nil)
+		// An agent whose parent and backup are both lost may ask the
+		// root to adopt it (its last fallback parent: reparent.go).
+		launcher.AcceptLoop(ln, l, nil, func(conn net.Conn, h proto.Hello) {
+			select {
+			case fe.events <- evAdopt{ac: &adoptConn{conn: conn, hello: h}}:
+			case <-ctx.Done():
+				conn.Close()
+			}
+		})
 	})
 	lctx, cancel := context.WithCancel(ctx)
 	fe.cancelLaunch = cancel
@@ -340,7 +349,56 @@ func (fe *frontend) sendBackup(a *agentHandle) {
 	if b.info.Addr == "" || b.closed {
 		return
 	}
+	fe.sendFallbacks(a)
 	_ = a.send(proto.MBackup, proto.PeerAddr{Idx: b.idx, Name: b.name, Addr: b.info.Addr}.Encode())
+}
+
+// sendFallbacks gives agent a the parents to try beyond its backup, in
+// order, when its parent and its backup are both lost: its grandparent
+// (an agent that is up) and the root (where a's top ancestor reached it),
+// if they changed since it was last told.
+func (fe *frontend) sendFallbacks(a *agentHandle) {
+	var ps []proto.PeerAddr
+	if p := fe.topo.Parent(a.idx); p >= 0 {
+		if g := fe.topo.Parent(p); g >= 0 {
+			if ga := fe.agents[g]; ga.up && !ga.closed && ga.info.Addr != "" {
+				ps = append(ps, proto.PeerAddr{Idx: g, Name: ga.name, Addr: ga.info.Addr})
+			}
+		}
+	}
+	if addr := linkLocalAddr(fe.agents[fe.topo.Top(a.idx)].link); addr != "" {
+		ps = append(ps, proto.PeerAddr{Idx: -1, Name: fe.certName(), Addr: addr})
+	}
+	if len(ps) == 0 || slices.Equal(ps, a.fallbacks) {
+		return
+	}
+	if a.send(proto.MFallbacks, proto.EncodePeers(ps)) == nil {
+		a.fallbacks = ps
+	}
+}
+
+// linkLocalAddr is this end's address of a root's link to a child of the
+// root (the address the child reached the root at, or the root accepted
+// it on), or "" if it has none.
+func linkLocalAddr(l *proto.Link) string {
+	if l == nil {
+		return ""
+	}
+	if c, ok := l.Conn.(interface{ LocalAddr() net.Addr }); ok && c.LocalAddr() != nil {
+		if _, isTCP := c.LocalAddr().(*net.TCPAddr); isTCP {
+			return c.LocalAddr().String()
+		}
+	}
+	return ""
+}
+
+// certName is the name in this root's certificate: the front-end's, or a
+// successor's (its node's, as its agent's).
+func (fe *frontend) certName() string {
+	if fe.launchTmpl != nil {
+		return fe.rootNode
+	}
+	return proto.RootName
 }
 
 // replicaSpec is what a replica agent is given: enough to take the root

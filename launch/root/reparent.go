@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
 )
@@ -55,12 +56,13 @@ func (fe *frontend) orphansOf(a *agentHandle) map[int]bool {
 	}
 	var out map[int]bool
 	for _, c := range fe.topo.Children(a.idx) {
-		b := fe.topo.Backup(c)
-		if b < 0 || fe.topo.InSubtree(b, a.idx) || fe.orphaned(b) {
+		ca := fe.agents[c]
+		if !ca.up || ca.closed || ca.done {
 			continue
 		}
-		ca, ba := fe.agents[c], fe.agents[b]
-		if !ca.up || ca.closed || ca.done || !ba.up || ba.closed || ba.done {
+		if !fe.canParent(fe.topo.Backup(c), a) && !slices.ContainsFunc(ca.fallbacks, func(p proto.PeerAddr) bool {
+			return p.Idx < 0 || fe.canParent(p.Idx, a)
+		}) {
 			continue
 		}
 		if out == nil {
@@ -70,6 +72,21 @@ func (fe *frontend) orphansOf(a *agentHandle) map[int]bool {
 	}
 	return out
 }
+
+// canParent reports whether agent b can take an orphan of lost agent a:
+// it is up, outside a's subtree, and not an orphan itself.
+func (fe *frontend) canParent(b int, a *agentHandle) bool {
+	if b < 0 || b >= len(fe.agents) || fe.topo.InSubtree(b, a.idx) || fe.orphaned(b) {
+		return false
+	}
+	ba := fe.agents[b]
+	return ba.up && !ba.closed && !ba.done
+}
+
+// fallbackWait is how much longer than orphanWait the root waits for an
+// orphan whose backup parent is lost too: it tries its fallback parents,
+// each connection bounded by two seconds (launch/agent/reparent.go).
+const fallbackWait = 4 * time.Second
 
 // orphaned reports whether agent x is an orphan of a loss under way, or
 // below one.
@@ -94,13 +111,24 @@ func (fe *frontend) lossPending(b *agentHandle) bool {
 func (fe *frontend) awaitOrphans(l *loss) {
 	fe.losses = append(fe.losses, l)
 	names := make([]string, 0, len(l.orphans))
+	wait := fe.orphanWait()
 	for _, c := range slices.Sorted(maps.Keys(l.orphans)) {
-		b := fe.agents[fe.topo.Backup(c)]
-		names = append(names, fmt.Sprintf("%s to %s", fe.agents[c].name, b.name))
-		_ = b.send(proto.MSwitch, proto.EncodeInt(int64(c)))
+		bi := fe.topo.Backup(c)
+		if !fe.canParent(bi, l.a) {
+			names = append(names, fmt.Sprintf("%s to a fallback parent (its backup is lost too)", fe.agents[c].name))
+			wait = fe.orphanWait() + fallbackWait
+		} else {
+			names = append(names, fmt.Sprintf("%s to %s", fe.agents[c].name, fe.agents[bi].name))
+		}
+		if bi >= 0 && !fe.topo.InSubtree(bi, l.a.idx) {
+			if b := fe.agents[bi]; b.up && !b.closed {
+				// Even one that will refuse it passes the word on.
+				_ = b.send(proto.MSwitch, proto.EncodeInt(int64(c)))
+			}
+		}
 	}
-	fe.verbosef("recovery: node %s was lost with agents below it; moving them to their backup parents: %s", l.a.name, strings.Join(names, ", "))
-	fe.after(fe.orphanWait(), evOrphansDue{l: l})
+	fe.verbosef("recovery: node %s was lost with agents below it; moving them to new parents: %s", l.a.name, strings.Join(names, ", "))
+	fe.after(wait, evOrphansDue{l: l})
 }
 
 // orphansDue gives up on the orphans of l that did not arrive: they are
@@ -110,7 +138,7 @@ func (fe *frontend) orphansDue(l *loss) {
 		return
 	}
 	for _, c := range slices.Sorted(maps.Keys(l.orphans)) {
-		fe.warnf("node %s did not reach its backup parent within %v of the loss of node %s: lost with it", fe.agents[c].name, fe.orphanWait(), l.a.name)
+		fe.warnf("node %s did not reach a new parent in time after the loss of node %s: lost with it", fe.agents[c].name, l.a.name)
 		l.lost = append(l.lost, fe.loseSubtree(fe.agents[c], nil)...)
 	}
 	clear(l.orphans)
@@ -171,17 +199,33 @@ func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 		return
 	}
 	old := fe.topo.Parent(c.idx)
+	what := "its backup parent"
+	if fe.topo.Backup(c.idx) != b.idx {
+		what = "its fallback parent" // its backup was lost too
+	}
 	if old != b.idx {
 		if err := fe.topo.Reparent(c.idx, b.idx); err != nil {
 			fe.warnf("node %s cannot move under %s: %v", c.name, b.name, err)
 			return
 		}
 	}
+	oldName := "the root"
+	if old >= 0 {
+		oldName = "node " + fe.agents[old].name
+	}
+	fe.moved(c, fmt.Sprintf("node %s moved to %s %s (%s was lost)", c.name, what, b.name, oldName))
+}
+
+// moved finishes the move of agent c to a new parent, in fe.topo already
+// (change says what happened): the agents of its subtree are reached
+// through their new top, the new ancestors get their routes, the state
+// log the tree, and the moved agents report again.
+func (fe *frontend) moved(c *agentHandle, change string) {
 	moved := append([]int{c.idx}, fe.topo.Subtree(c.idx)...)
 	top := fe.agents[fe.topo.Top(c.idx)]
 	for _, x := range moved {
 		fe.agents[x].via = top.link
-		fe.agents[x].rootChild = false
+		fe.agents[x].rootChild = fe.topo.Parent(x) == topology.Root
 		fe.agents[x].resynced = true
 	}
 	// Routes, from the top down: each message for an agent below travels
@@ -194,11 +238,6 @@ func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 		}
 		_ = fe.agents[anc[i]].send(proto.MRoutes, proto.Routes{Via: via, Agents: moved}.Encode())
 	}
-	oldName := "the root"
-	if old >= 0 {
-		oldName = "node " + fe.agents[old].name
-	}
-	change := fmt.Sprintf("node %s moved to its backup parent %s (%s was lost)", c.name, b.name, oldName)
 	fe.warnf("%s", change)
 	fe.journalPlan(change)
 	for _, x := range moved {
@@ -214,12 +253,63 @@ func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 		if l.orphans[c.idx] {
 			delete(l.orphans, c.idx)
 			if len(l.orphans) == 0 {
-				fe.verbosef("recovery: every agent below node %s reached its backup parent in %v", l.a.name, time.Since(l.at).Round(time.Millisecond))
+				fe.verbosef("recovery: every agent below node %s reached a new parent in %v", l.a.name, time.Since(l.at).Round(time.Millisecond))
 				fe.finishLoss(l)
 			}
 			break
 		}
 	}
+}
+
+// adoptOrphan takes agent c, below a child of the root, as a child of the
+// root: its parent and its backup parent are both lost, and the root is
+// the last of its fallback parents (sendFallbacks).
+func (fe *frontend) adoptOrphan(ac *adoptConn, c *agentHandle) {
+	inc := max(ac.hello.Inc, 1)
+	refuse := func(why string) {
+		if fe.declaredLost(c, inc) {
+			// It learns so, and kills its ranks (fence.go).
+			_ = ac.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			_ = wire.WriteFrame(ac.conn, proto.MFenced, proto.EncodeInt(int64(inc)))
+		}
+		ac.conn.Close()
+		fe.verbosef("recovery: refused to adopt node %s (incarnation %d): %s", c.name, inc, why)
+	}
+	switch {
+	case !fe.tree || fe.opts.Restart == recovery.None:
+		refuse("the job does not recover from lost agents")
+		return
+	case c.closed || inc != max(c.inc, 1):
+		refuse("it was declared lost")
+		return
+	case !c.up:
+		refuse("it is not up")
+		return
+	case fe.rec.Ending():
+		refuse("the job is ending")
+		return
+	}
+	if err := wire.WriteFrame(ac.conn, proto.MAdopted, nil); err != nil {
+		ac.conn.Close()
+		return
+	}
+	old := fe.topo.Parent(c.idx)
+	if err := fe.topo.Reparent(c.idx, topology.Root); err != nil {
+		ac.conn.Close()
+		fe.warnf("node %s cannot move under the root: %v", c.name, err)
+		return
+	}
+	c.link = proto.NewLink(ac.conn)
+	c.adopted = true
+	fe.startReader(fe.ctx, c, fe.events)
+	if fe.replicaPeers != nil {
+		_ = c.link.Send(proto.MReplicas, fe.replicasMsg())
+	}
+	oldName := "the root"
+	if old >= 0 {
+		oldName = "node " + fe.agents[old].name
+	}
+	fe.moved(c, fmt.Sprintf("node %s moved to the root, its last fallback parent (%s and its backup parent were lost)", c.name, oldName))
 }
 
 // redealBackups gives agents new backup parents after the tree changed
@@ -233,11 +323,13 @@ func (fe *frontend) redealBackups(why string) {
 	fe.topo.RecomputeBackups()
 	for i, a := range fe.agents {
 		bk := fe.topo.Backup(i)
-		if bk < 0 || bk == before[i] || !a.up || a.closed || a.done {
+		if bk < 0 || !a.up || a.closed || a.done {
 			continue
 		}
-		if b := fe.agents[bk]; b.up && !b.closed && !b.done {
+		if b := fe.agents[bk]; bk != before[i] && b.up && !b.closed && !b.done {
 			fe.sendBackup(a)
+		} else {
+			fe.sendFallbacks(a) // its grandparent may be another
 		}
 	}
 	fe.journalPlan(why)

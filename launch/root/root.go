@@ -153,6 +153,9 @@ type agentHandle struct {
 	// resynced: it moved to a backup parent and was asked to report again
 	// (reparent.go): what it reports twice is taken once, quietly.
 	resynced bool
+	// fallbacks are the parents beyond its backup it was last told to try
+	// (sendFallbacks).
+	fallbacks []proto.PeerAddr
 
 	info    proto.ChildUp // its start, as its launcher measured it
 	upAt    time.Duration // when the front-end activated it

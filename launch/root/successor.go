@@ -295,6 +295,12 @@ func (fe *frontend) resumeLaunch() {
 func (fe *frontend) adopt(ac *adoptConn) {
 	idx := ac.hello.Idx
 	name, _ := secure.PeerName(ac.conn)
+	if idx >= 0 && idx < len(fe.agents) && !fe.agents[idx].rootChild && fe.agents[idx].name == name {
+		// An agent below a child of the root whose parent and backup
+		// are both lost: the root is its last fallback (reparent.go).
+		fe.adoptOrphan(ac, fe.agents[idx])
+		return
+	}
 	// One adoption per agent: a second one (its link to this root broke)
 	// is refused; the end of the first link counts as the agent's loss.
 	// An agent this root started itself (resumeLaunch) has its link.
@@ -340,6 +346,13 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	// The agents below report again too.
 	_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MResyncReq, nil))
 	fe.verbosef("adopted node %s", a.name)
+	// The agents below it learn where this root is, for when their parent
+	// and backup parent are both lost.
+	for _, x := range fe.topo.Subtree(a.idx) {
+		if b := fe.agents[x]; b.up && !b.closed {
+			fe.sendFallbacks(b)
+		}
+	}
 	defer fe.feedLeader()
 	if fe.terminating {
 		_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter))))
