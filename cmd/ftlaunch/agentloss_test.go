@@ -103,6 +103,16 @@ func jobSucceeds(t *testing.T, cmd *exec.Cmd, limit time.Duration) {
 	}
 }
 
+// stderrSays fails the test for each of wants that stderr does not say.
+func stderrSays(t *testing.T, stderr string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q", want)
+		}
+	}
+}
+
 // ringDone waits for the ring application's job and checks its checksum.
 func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
 	t.Helper()
@@ -135,16 +145,11 @@ func TestAgentLostRelaunchRank(t *testing.T) {
 		})
 	}
 	ringDone(t, cmd, out)
-	for _, want := range []string{
+	stderrSays(t, errb.String(),
 		"node node2 moved to its backup parent node1 (node node0 was lost)",
 		"node node3 moved to its backup parent node1 (node node0 was lost)",
 		"lost the agent of node node0: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 0, 1 as their next incarnation",
-		"starting its agent again as incarnation 3 (restart 2 of 3)",
-	} {
-		if !strings.Contains(errb.String(), want) {
-			t.Errorf("stderr does not say %q", want)
-		}
-	}
+		"starting its agent again as incarnation 3 (restart 2 of 3)")
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	for ph, n := range map[string]int{"relaunch  ": 2, "the agent of node node0 as incarnation 2": 1, "the agent of node node0 as incarnation 3": 1,
 		"respawn   ": 2, "resumed at": 2, "2 resumed": 1, "plan: changed: node node2 moved to its backup parent node1": 1,
@@ -287,4 +292,80 @@ func TestClusterAgentLostRelaunch(t *testing.T) {
 	}
 	waitGone(t, ck, 20*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+}
+
+// TestOrphanFallbacks: an agent whose parent and backup parent are lost
+// together moves to its fallback parents (docs/recovery.md): its
+// grandparent, else the root; its ranks run on. 20 ranks on 10 test
+// nodes under kary:2: root → node0, node1 → node2..5 → node6..9, where
+// node6 (under node2) and node9 (under node3) have each other's parent as
+// backup. node2 and node3 killed together: node6 and node9 move to their
+// grandparent node0. Then the four children of the root killed together:
+// the agents below them move to the root. Only the killed agents' ranks
+// start again; the checksum is right.
+func TestOrphanFallbacks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 20-rank job on 10 test nodes, four agents killed")
+	}
+	cmd, out, errb, dir, ck := runRing(t, "rank", 20, "--test-nodes", "10", "--tree", "kary:2")
+	standbyLinksUp(t, errb)
+	// killTogether stops the agents first, then kills them: an orphan of
+	// the first cannot move to the second before it dies too.
+	killTogether := func(nodes ...string) {
+		t.Helper()
+		pids := make([]int, len(nodes))
+		for i, n := range nodes {
+			waitFor(t, "the agent of "+n, 30*time.Second, func() bool { pids[i] = agentOf(t, ck, n); return pids[i] != 0 })
+		}
+		for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+			for i, p := range pids {
+				if err := syscall.Kill(p, sig); err != nil {
+					t.Fatalf("signal %v to the agent of %s (pid %d): %v", sig, nodes[i], p, err)
+				}
+			}
+		}
+	}
+	killTogether("node2", "node3")
+	waitFor(t, "the first recovery", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "recovered: every rank runs again") == 1
+	})
+	stderrSays(t, errb.String(),
+		"node node6 moved to its fallback parent node0 (node node2 was lost)",
+		"node node9 moved to its fallback parent node0 (node node3 was lost)",
+		"node node7 moved to its backup parent node4 (node node2 was lost)",
+		"node node8 moved to its backup parent node5 (node node3 was lost)")
+	// The lost agents started again as children of the root; backups
+	// were dealt again. Every child of the root killed together now: the
+	// agents below them have their backups on that level too, so each
+	// moves to its grandparent, the root.
+	waitFor(t, "the standby links again", 30*time.Second, func() bool {
+		return strings.Count(errb.String(), "every standby link to a backup parent is up") >= 2
+	})
+	killTogether("node0", "node1", "node2", "node3")
+	waitFor(t, "the second recovery", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "recovered: every rank runs again") == 2
+	})
+	ringDone(t, cmd, out)
+	if n := strings.Count(errb.String(), "moved to the root, its last fallback parent"); n < 2 {
+		t.Errorf("stderr says %d time(s) that an agent moved to the root, want at least 2", n)
+	}
+	if strings.Contains(errb.String(), "did not reach a new parent") {
+		t.Error("an orphan did not reach a new parent")
+	}
+	// Only the killed agents' ranks started again: 0-7, never 8-19.
+	for _, m := range regexp.MustCompile(`and its rank\(s\) ([0-9, ]+) as their next incarnation`).FindAllStringSubmatch(errb.String(), -1) {
+		for _, r := range strings.Split(m[1], ", ") {
+			if n, _ := strconv.Atoi(r); n >= 8 {
+				t.Errorf("rank %d (not on a killed node) started again: %s", n, m[0])
+			}
+		}
+	}
+	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
+	for _, want := range []string{"plan: changed: node node6 moved to its fallback parent node0", "moved to the root, its last fallback parent"} {
+		if !strings.Contains(insp.stdout, want) {
+			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
+		}
+	}
+	waitGone(t, ck, 10*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
 }

@@ -1,9 +1,11 @@
 package proto
 
 import (
+	"net"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A relaunched agent's spec carries where its ranks and the recovery
@@ -42,5 +44,39 @@ func TestGossipSpec(t *testing.T) {
 	s.Gossip = nil
 	if got, err := DecodeNodeSpec(s.Encode()); err != nil || got.Gossip != nil {
 		t.Fatalf("without gossip: %+v, %v", got, err)
+	}
+}
+
+// TestPeers: a fallback list round-trips, the root's index -1 included,
+// and a truncated one is an error.
+func TestPeers(t *testing.T) {
+	ps := []PeerAddr{{Idx: 4, Name: "node4", Addr: "10.0.0.5:4100"}, {Idx: -1, Name: RootName, Addr: "10.0.0.1:4000"}}
+	b := EncodePeers(ps)
+	got, err := DecodePeers(b)
+	if err != nil || !reflect.DeepEqual(got, ps) {
+		t.Fatalf("DecodePeers = %v, %v; want %v", got, err, ps)
+	}
+	if _, err := DecodePeers(b[:len(b)-3]); err == nil {
+		t.Fatal("a truncated list decoded")
+	}
+	if got, err := DecodePeers(EncodePeers(nil)); err != nil || len(got) != 0 {
+		t.Fatalf("an empty list: %v, %v", got, err)
+	}
+}
+
+// TestConfirmSilence: gossip's death of a child counts once its uplink
+// was quiet for its ping interval and ConfirmQuiet, not before.
+func TestConfirmSilence(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	l := NewLink(a)
+	hb := time.Second
+	if _, left := l.ConfirmSilence(hb); left < UplinkPing(hb)+ConfirmQuiet-100*time.Millisecond {
+		t.Fatalf("a link heard from just now: left %v", left)
+	}
+	l.heard.Store(linkClock() - int64(UplinkPing(hb)+ConfirmQuiet))
+	if q, left := l.ConfirmSilence(hb); left > 0 || q < UplinkPing(hb)+ConfirmQuiet {
+		t.Fatalf("a link quiet %v: left %v", q, left)
 	}
 }

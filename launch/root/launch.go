@@ -354,20 +354,24 @@ func (fe *frontend) sendBackup(a *agentHandle) {
 }
 
 // sendFallbacks gives agent a the parents to try beyond its backup, in
-// order, when its parent and its backup are both lost: its grandparent
-// (an agent that is up) and the root (where a's top ancestor reached it),
-// if they changed since it was last told.
+// order (topology.Fallbacks), when its parent and its backup are both
+// lost: its grandparent (if up) and the root (its address as a's top
+// ancestor reached it), if they changed since it was last told.
 func (fe *frontend) sendFallbacks(a *agentHandle) {
 	var ps []proto.PeerAddr
-	if p := fe.topo.Parent(a.idx); p >= 0 {
-		if g := fe.topo.Parent(p); g >= 0 {
-			if ga := fe.agents[g]; ga.up && !ga.closed && ga.info.Addr != "" {
-				ps = append(ps, proto.PeerAddr{Idx: g, Name: ga.name, Addr: ga.info.Addr})
+	for _, x := range fe.topo.Fallbacks(a.idx) {
+		switch {
+		case x == fe.topo.Backup(a.idx):
+			// Sent on its own (MBackup): it holds a standby link to it.
+		case x == topology.Root:
+			if addr := linkLocalAddr(fe.agents[fe.topo.Top(a.idx)].link); addr != "" {
+				ps = append(ps, proto.PeerAddr{Idx: -1, Name: fe.certName(), Addr: addr})
+			}
+		default:
+			if g := fe.agents[x]; g.up && !g.closed && g.info.Addr != "" {
+				ps = append(ps, proto.PeerAddr{Idx: x, Name: g.name, Addr: g.info.Addr})
 			}
 		}
-	}
-	if addr := linkLocalAddr(fe.agents[fe.topo.Top(a.idx)].link); addr != "" {
-		ps = append(ps, proto.PeerAddr{Idx: -1, Name: fe.certName(), Addr: addr})
 	}
 	if len(ps) == 0 || slices.Equal(ps, a.fallbacks) {
 		return
