@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -410,5 +411,67 @@ func TestJournalAgentIncarnation(t *testing.T) {
 	}
 	if got := in.State.Agents["a"].Incarnation; got != 2 {
 		t.Errorf("agent a is incarnation %d in the state, want 2", got)
+	}
+}
+
+// TestJournalNodeFailsTwice: an agent started again after its loss and
+// lost again is a second failure in the log (its later incarnation), not
+// a repeated report of the first.
+func TestJournalNodeFailsTwice(t *testing.T) {
+	j := open(t, t.TempDir(), 2)
+	j.Plan(FlatPlan([]string{"a"}))
+	j.AgentUp(AgentUp{Node: "a"})
+	j.RanksStarted("a", []int{0, 1}, []int{10, 11})
+	j.Failure(Failure{Node: "a", Rank: raftstore.NoRank, Message: "lost the agent of node a"})
+	j.Failure(Failure{Node: "a", Rank: raftstore.NoRank, Message: "lost the agent of node a, again"})
+	if err := j.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j.AgentUp(AgentUp{Node: "a", Incarnation: 2})
+	j.Failure(Failure{Node: "a", Rank: raftstore.NoRank, Message: "lost the agent of node a (incarnation 2)"})
+	if err := j.Close(context.Background(), 1, "failed"); err != nil {
+		t.Fatal(err)
+	}
+	in, err := raftstore.OpenReadOnly(j.ReplicaDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var incs []uint64
+	for _, ev := range in.State.Events {
+		if ev.Kind == raftstore.EventFailure && ev.Node == "a" {
+			incs = append(incs, max(ev.Incarnation, 1))
+		}
+	}
+	if !slices.Equal(incs, []uint64{1, 2}) {
+		t.Errorf("node a's failures in the log are of incarnations %v, want [1 2]", incs)
+	}
+}
+
+// TestWriterSeedsOpenFailures: a successor's writer starts with the
+// failures the log has open, so that it reports one again as a launch
+// event (which the state machine takes) rather than as a failure (which
+// it would refuse, and the batch with it).
+func TestWriterSeedsOpenFailures(t *testing.T) {
+	w := newWriter(&Journal{cfg: Config{Job: Job{N: 4}}}, nil)
+	st := &raftstore.State{
+		Ranks:  []raftstore.Rank{{Rank: 0}, {Rank: 1}, {Rank: 2}, {Rank: 3, Incarnation: 2}},
+		Agents: map[string]raftstore.Agent{"a": {Incarnation: 2}},
+		Events: []raftstore.Event{
+			{Kind: raftstore.EventFailure, Rank: raftstore.NoRank, Node: "a", Incarnation: 2},
+			{Kind: raftstore.EventFailure, Rank: 3, Incarnation: 1},
+			{Kind: raftstore.EventRecovered, Rank: 3, Incarnation: 2},
+		},
+	}
+	w.seed(st)
+	w.absorbFailure(time.Now(), &Failure{Node: "a", Rank: raftstore.NoRank, Message: "lost again"})
+	w.absorbFailure(time.Now(), &Failure{Rank: 3, Message: "rank 3 failed"})
+	if len(w.events) != 2 {
+		t.Fatalf("%d events, want 2", len(w.events))
+	}
+	if k := w.events[0].Kind; k != raftstore.EventLaunch {
+		t.Errorf("node a's incarnation 2, open in the log, reported again as %v, want a launch event", k)
+	}
+	if k := w.events[1].Kind; k != raftstore.EventFailure {
+		t.Errorf("rank 3's incarnation 2 (its failure of incarnation 1 recovered) failed as %v, want a failure", k)
 	}
 }

@@ -81,7 +81,7 @@ func (w *writer) absorbPhase(at time.Time, p *RecoveryPhase) {
 			return
 		}
 		subj := failureSubject{rank: pr.Rank}
-		if !w.open[subj] {
+		if _, ok := w.open[subj]; !ok {
 			continue
 		}
 		delete(w.open, subj)

@@ -27,8 +27,9 @@ type writer struct {
 	rows []raftstore.Rank
 	// agents' incarnations as written.
 	agents map[string]raftstore.Agent
-	// open failures, by subject, as the state machine tracks them.
-	open map[failureSubject]bool
+	// open failures: the incarnation that failed, by subject, as the
+	// state machine tracks them (raftstore's trackOpen).
+	open map[failureSubject]uint64
 
 	// The next flush.
 	plan        *raftstore.SetPlan
@@ -79,7 +80,7 @@ func newWriter(j *Journal, r *raftstore.Replica) *writer {
 		rows:   make([]raftstore.Rank, n),
 		dirty:  make([]bool, n),
 		agents: map[string]raftstore.Agent{},
-		open:   map[failureSubject]bool{},
+		open:   map[failureSubject]uint64{},
 		exits:  map[exitKey]*exitGroup{},
 		id:     writerID(j.cfg.Node),
 	}
@@ -106,6 +107,22 @@ func (w *writer) seed(st *raftstore.State) {
 	}
 	for name, ag := range st.Agents {
 		w.agents[name] = ag
+	}
+	// The failures still open: a successor that reports one again is
+	// not refused as a batch by the state machine.
+	for _, ev := range st.Events {
+		subj := failureSubject{rank: ev.Rank}
+		if ev.Rank == raftstore.NoRank {
+			subj.node = ev.Node
+		}
+		switch ev.Kind {
+		case raftstore.EventFailure:
+			w.open[subj] = ev.Incarnation
+		case raftstore.EventRecovered:
+			delete(w.open, subj)
+		case raftstore.EventJobEnd:
+			clear(w.open)
+		}
 	}
 }
 
@@ -405,12 +422,14 @@ func (w *writer) absorbFailure(at time.Time, f *Failure) {
 	if f.Rank == raftstore.NoRank {
 		subj.node = f.Node
 	}
-	if w.open[subj] {
+	if inc, ok := w.open[subj]; ok && ev.Incarnation <= inc {
 		// The state machine takes one failure per subject and incarnation:
-		// a second report is kept as a launch event.
+		// a second report is kept as a launch event. A later incarnation's
+		// failure (an agent started again and lost again) is a failure.
 		ev.Kind, ev.Detail = raftstore.EventLaunch, detail(StepFailure, "%s", f.Message)
+	} else {
+		w.open[subj] = ev.Incarnation
 	}
-	w.open[subj] = true
 	w.event(ev)
 	w.urgent = true
 }
