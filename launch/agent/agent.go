@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -555,6 +556,10 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 	case proto.MShutdown:
 		a.trace.Logf("shutdown received")
 		a.jobOver.Store(true)
+		// Named: this agent's replica joined a successor's group late;
+		// it waits for the final status before it says it is done.
+		names, _ := proto.DecodeStrings(p)
+		awaitFinal := slices.Contains(names, a.spec.Node)
 		a.killAll(syscall.SIGKILL)
 		a.mu.Lock()
 		st := proto.NodeStats{PMI: a.pmiStats, PMIUp: a.pmiUp, Barrier: a.pmiBarrier}
@@ -566,11 +571,17 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 			go func() {
 				defer a.wg.Done()
 				a.tree.waitChildren(childWait)
+				if awaitFinal {
+					a.awaitFinalStatus()
+				}
 				a.send(proto.MDone, st.Encode())
 				a.stopped.Store(true)
 				a.stopLink()
 			}()
 			return nil
+		}
+		if awaitFinal {
+			a.awaitFinalStatus()
 		}
 		a.send(proto.MDone, st.Encode())
 		return errShutdown

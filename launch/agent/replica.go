@@ -74,18 +74,40 @@ func (a *Agent) openReplica(ctx context.Context) *agentReplica {
 
 func (ar *agentReplica) close(jobOver bool) {
 	if jobOver {
-		deadline := time.Now().Add(finalWait)
-		for time.Now().Before(deadline) {
-			done := false
-			ar.r.FSM().View(func(s *raftstore.State) { done = s.Status.Done })
-			if done {
-				break
-			}
-			time.Sleep(10 * time.Millisecond) // polling the local FSM: raft has no apply notification
-		}
+		ar.awaitDone(finalWait)
 	}
 	_ = ar.r.Shutdown()
 	_ = ar.tr.Close()
+}
+
+// awaitDone waits, at most limit, until the job's final status reached
+// this replica.
+func (ar *agentReplica) awaitDone(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		done := false
+		ar.r.FSM().View(func(s *raftstore.State) { done = s.Status.Done })
+		if done {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling the local FSM: raft has no apply notification
+	}
+}
+
+// awaitFinalStatus holds an agent that was told the job is over until its
+// replica (if it hosts one) has the job's final status, at most
+// finalWait. A successor root names the replicas it added (MShutdown):
+// its own replica, which leads the group, lives until every agent said it
+// is done (it is its agent's, which ends after the others), so a replica
+// that joined late and is still catching up gets the end of the log
+// before its leader shuts down.
+func (a *Agent) awaitFinalStatus() {
+	a.mu.Lock()
+	ar := a.replica
+	a.mu.Unlock()
+	if ar != nil {
+		ar.awaitDone(finalWait)
+	}
 }
 
 // replicaSpec is the root replica this agent hosts (JobDir "": none): its

@@ -20,7 +20,7 @@ const (
 	MTerminate   uint8 = 5  // down: SIGTERM every rank, SIGKILL after a delay
 	MKill        uint8 = 6  // down: SIGKILL every rank now
 	MCollResult  uint8 = 7  // down: the result of a collective
-	MShutdown    uint8 = 8  // down: the job is over; clean up and exit
+	MShutdown    uint8 = 8  // down: the job is over; clean up and exit (a successor's: the replicas it added, which wait for the final status first)
 	MPing        uint8 = 9  // both: heartbeat request
 	MPong        uint8 = 10 // both: heartbeat answer
 	MOutputAck   uint8 = 11 // down: output frames written, cumulative (outq.go)

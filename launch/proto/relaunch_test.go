@@ -62,6 +62,16 @@ func TestPeers(t *testing.T) {
 	if got, err := DecodePeers(EncodePeers(nil)); err != nil || len(got) != 0 {
 		t.Fatalf("an empty list: %v, %v", got, err)
 	}
+	// MShutdown's list of replicas that wait for the final status.
+	if got, err := DecodeStrings(EncodeStrings([]string{"node2", "node7"})); err != nil || !reflect.DeepEqual(got, []string{"node2", "node7"}) {
+		t.Fatalf("DecodeStrings = %v, %v", got, err)
+	}
+	if got, err := DecodeStrings(nil); err != nil || got != nil {
+		t.Fatalf("no list: %v, %v", got, err)
+	}
+	if _, err := DecodeStrings([]byte{5, 1}); err == nil {
+		t.Fatal("a truncated name list decoded")
+	}
 }
 
 // TestConfirmSilence: gossip's death of a child counts once its uplink

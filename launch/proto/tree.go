@@ -62,6 +62,34 @@ func DecodePeers(p []byte) ([]PeerAddr, error) {
 	return ps, d.Err()
 }
 
+// EncodeStrings encodes a list of names (MShutdown: the replicas that
+// wait for the final status).
+func EncodeStrings(ss []string) []byte {
+	if len(ss) == 0 {
+		return nil
+	}
+	var e wire.Encoder
+	e.Uint(uint64(len(ss)))
+	for _, s := range ss {
+		e.String(s)
+	}
+	return e.Data()
+}
+
+// DecodeStrings decodes EncodeStrings's list (nil or empty: none).
+func DecodeStrings(p []byte) ([]string, error) {
+	if len(p) == 0 {
+		return nil, nil
+	}
+	d := wire.NewDecoder(p)
+	n := d.Count(1)
+	ss := make([]string, 0, n)
+	for range n {
+		ss = append(ss, d.String())
+	}
+	return ss, d.Err()
+}
+
 // Hello is the first frame on a connection to a parent or backup parent.
 type Hello struct {
 	Idx    int

@@ -198,15 +198,16 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 // first.
 func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 	fe.goFunc(func() {
+		var err error
 		defer func() { // joined or not, the end need not wait for it
 			select {
-			case fe.events <- evReplicaDone{name: ru.Name}:
+			case fe.events <- evReplicaDone{name: ru.Name, joined: err == nil}:
 			case <-fe.ctx.Done():
 			}
 		}()
 		ctx, cancel := context.WithTimeout(fe.ctx, 30*time.Second)
 		defer cancel()
-		err := fe.journal.Join(ctx, ru.Name, ru.Addr, replaces)
+		err = fe.journal.Join(ctx, ru.Name, ru.Addr, replaces)
 		switch {
 		case err == nil:
 			if replaces != "" {

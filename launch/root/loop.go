@@ -153,7 +153,11 @@ func (fe *frontend) allAgentsGone() bool {
 
 func (fe *frontend) shutdown() {
 	fe.step(recovery.Finished{})
-	fe.bcast(proto.MShutdown, nil)
+	// A successor's replica (its agent's) outlives the agents' links: the
+	// replicas it added, which may still be catching up, wait for the
+	// final status before they say they are done (launch/agent's
+	// awaitFinalStatus). The front-end's shuts down once it committed it.
+	fe.bcast(proto.MShutdown, proto.EncodeStrings(fe.joinedLate))
 	fe.shutdownAt = time.Now()
 	if fe.cancelLaunch != nil {
 		fe.cancelLaunch()
@@ -243,6 +247,9 @@ func (fe *frontend) handle(ev event) {
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.replicasDone[ev.name] = true
+		if ev.joined && fe.launchTmpl != nil {
+			fe.joinedLate = append(fe.joinedLate, ev.name)
+		}
 		fe.refreshReplicaPeers()
 	case evPeerGone:
 		fe.peerGone(ev)

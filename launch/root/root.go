@@ -62,6 +62,7 @@ type frontend struct {
 
 	rootNode     string            // where the root runs (live report)
 	replicasDone map[string]bool   // replica agents joined (or failed to), by name
+	joinedLate   []string          // a successor's: replica agents it added to the group
 	endedAt      time.Time         // when the last rank ended
 	plan         *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
 	topo         *topology.Tree    // the launch tree: who is whose parent, backup, child
@@ -238,7 +239,10 @@ type evLinkEnd struct {
 type evLaunched struct{ res launcher.LaunchResult }
 
 // evReplicaDone: a replica agent joined the group (or will not).
-type evReplicaDone struct{ name string }
+type evReplicaDone struct {
+	name   string
+	joined bool // it is a voter of the group
+}
 
 // evAdopt: a successor root: a child of the lost root asks for adoption.
 type evAdopt struct{ ac *adoptConn }
