@@ -607,8 +607,20 @@ func (fe *frontend) killAgents() {
 // finish prints the failure summary and returns the exit code.
 func (fe *frontend) finish() int {
 	if fe.plan != nil {
-		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up",
-			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks())
+		var missing []string
+		for _, a := range fe.agents {
+			if bk := fe.topo.Backup(a.idx); bk >= 0 {
+				if held, ok := fe.backupsUp[a.idx]; !ok || held != bk {
+					missing = append(missing, fmt.Sprintf("%s to %s", a.name, fe.agents[bk].name))
+				}
+			}
+		}
+		without := ""
+		if len(missing) > 0 {
+			without = " (not: " + strings.Join(missing, ", ") + ")"
+		}
+		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up%s",
+			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks(), without)
 	}
 	fe.verbosef("job ended")
 	failure := fe.rec.Failure()

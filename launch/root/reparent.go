@@ -313,8 +313,9 @@ func (fe *frontend) adoptOrphan(ac *adoptConn, c *agentHandle) {
 }
 
 // redealBackups gives agents new backup parents after the tree changed
-// (what says why), and tells those whose backup is new to open a standby
-// link to it.
+// (what says why), and tells those whose backup is new, or not the one
+// they hold a link to, to open a standby link to it. A backup that is
+// not up yet (started again) is sent when it is (agentUp).
 func (fe *frontend) redealBackups(why string) {
 	before := make([]int, len(fe.agents))
 	for i := range fe.agents {
@@ -323,10 +324,13 @@ func (fe *frontend) redealBackups(why string) {
 	fe.topo.RecomputeBackups()
 	for i, a := range fe.agents {
 		bk := fe.topo.Backup(i)
-		if bk < 0 || !a.up || a.closed || a.done {
+		if bk < 0 || !a.up || a.closed || a.done || fe.orphaned(i) {
+			// An orphan on its way to a new parent (or below one) cannot
+			// be reached: it is dealt its backup once its loss is over.
 			continue
 		}
-		if b := fe.agents[bk]; bk != before[i] && b.up && !b.closed && !b.done {
+		held, ok := fe.backupsUp[i] // the backup it last said it holds a link to
+		if b := fe.agents[bk]; (bk != before[i] || !ok || held != bk) && b.up && !b.closed && !b.done {
 			fe.sendBackup(a)
 		} else {
 			fe.sendFallbacks(a) // its grandparent may be another
