@@ -14,9 +14,14 @@ import (
 
 // guardScript is the orphan guard's program: it collects process groups,
 // one per line, until "end" (exit) or the end of its input (the front-end
-// died): then SIGTERM to every group, SIGKILL a second later.
+// died): then SIGTERM to every group and to every process whose
+// environment names the job ($1: FTLAUNCH_JOBID, as a fence finds them,
+// launch/fence), SIGKILL a second later. The second set closes the window
+// between a rank's fork and the guard hearing of its group: a front-end
+// killed then leaves the rank's children unnamed, not unfound.
 const guardScript = `g=; while read -r p; do [ "$p" = end ] && exit 0; g="$g -$p"; done; ` +
-	`[ -n "$g" ] || exit 0; kill -s TERM -- $g 2>/dev/null; sleep 1; kill -s KILL -- $g 2>/dev/null; exit 0`
+	`j=; [ -n "$1" ] && j=$(grep -lzx "FTLAUNCH_JOBID=$1" /proc/[0-9]*/environ 2>/dev/null | sed 's#^/proc/##; s#/environ$##'); ` +
+	`[ -n "$g$j" ] || exit 0; kill -s TERM -- $g $j 2>/dev/null; sleep 1; kill -s KILL -- $g $j 2>/dev/null; exit 0`
 
 // guardShell runs the guard's script.
 const guardShell = "/bin/sh"
@@ -47,9 +52,10 @@ type OrphanGuard struct {
 	w  *os.File // its input (nil once released)
 }
 
-// StartGuard starts the guard: it fails at once if there is no /bin/sh to
-// run; the process itself starts in the background (Ready).
-func StartGuard() (*OrphanGuard, error) {
+// StartGuard starts the guard of job jobID ("": groups only): it fails
+// at once if there is no /bin/sh to run; the process itself starts in the
+// background (Ready).
+func StartGuard(jobID string) (*OrphanGuard, error) {
 	if err := unix.Access(guardShell, unix.X_OK); err != nil {
 		return nil, fmt.Errorf("orphan guard: %s: %w", guardShell, err)
 	}
@@ -57,7 +63,7 @@ func StartGuard() (*OrphanGuard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("orphan guard: %w", err)
 	}
-	cmd := exec.Command(guardShell, "-c", guardScript)
+	cmd := exec.Command(guardShell, "-c", guardScript, "ftlaunch-guard", jobID)
 	cmd.Stdin, cmd.Env = r, []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	g := &OrphanGuard{cmd: cmd, started: make(chan struct{}), w: w}

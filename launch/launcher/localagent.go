@@ -61,6 +61,7 @@ type RunFunc func(ctx context.Context, conn net.Conn, log io.Writer, trace *prot
 // LocalConfig says how to start this machine's agent.
 type LocalConfig struct {
 	Node      string    // its node's name, for messages
+	JobID     string    // the job's ID, for its orphan guard (FTLAUNCH_JOBID)
 	AgentPath string    // the ftlaunch executable of an agent process
 	Stderr    io.Writer // the agent's messages
 	Verbose   bool      // trace its phases, timed from Began
@@ -91,7 +92,7 @@ func StartLocal(cfg LocalConfig) (*LocalAgent, net.Conn, error) {
 	start := cfg.Start
 	var guard *OrphanGuard
 	if start == nil && cfg.Run != nil && cfg.InProcess && InheritedSignalsClean() {
-		if guard, err = StartGuard(); err == nil {
+		if guard, err = StartGuard(cfg.JobID); err == nil {
 			start = func(c net.Conn) *LocalAgent { return startInProcess(cfg, c, guard) }
 		} else if cfg.Verbose && cfg.Verbosef != nil {
 			cfg.Verbosef("node %s: the agent runs as a process: %v", cfg.Node, err)

@@ -519,7 +519,7 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 // launcher's StartLocal).
 func (fe *frontend) spawnAgent(a *agentHandle) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
-		Node: a.name, AgentPath: fe.opts.AgentPath, Stderr: fe.opts.Stderr,
+		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.AgentPath, Stderr: fe.opts.Stderr,
 		Verbose: fe.opts.Verbose, Began: fe.start,
 		InProcess: fe.opts.AgentInProcess, Run: fe.local.Run, Start: fe.local.Start,
 		Verbosef: fe.verbosef,
