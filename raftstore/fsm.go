@@ -46,13 +46,13 @@ type Result struct {
 type FSM struct {
 	mu      sync.RWMutex
 	s       *State
-	open    map[subject]uint64 // open failures: subject -> failed incarnation
+	open    map[Subject]uint64 // open failures: subject -> failed incarnation
 	applied uint64             // index of the last log entry applied
 }
 
 // NewFSM returns the state machine of a job not yet set.
 func NewFSM() *FSM {
-	return &FSM{s: &State{Agents: map[string]Agent{}}, open: map[subject]uint64{}}
+	return &FSM{s: &State{Agents: map[string]Agent{}}, open: map[Subject]uint64{}}
 }
 
 // View calls fn with the current state under a read lock. fn must not
@@ -279,8 +279,8 @@ func (f *FSM) apply(index, term uint64, c Command) (*Result, error) {
 // order, without changing anything.
 func (f *FSM) checkEvents(evs []Event) error {
 	s := f.s
-	var overlay map[subject]uint64 // open failures as the events change them
-	openInc := func(subj subject) (uint64, bool) {
+	var overlay map[Subject]uint64 // open failures as the events change them
+	openInc := func(subj Subject) (uint64, bool) {
 		if overlay != nil {
 			if inc, ok := overlay[subj]; ok {
 				return inc, inc != closed
@@ -298,7 +298,7 @@ func (f *FSM) checkEvents(evs []Event) error {
 		if ev.Rank != NoRank && ev.Rank >= len(s.Ranks) {
 			return refuse("event %d: rank %d of a job of %d ranks", i, ev.Rank, len(s.Ranks))
 		}
-		subj := ev.subject()
+		subj := ev.Subject()
 		switch ev.Kind {
 		case EventFailure:
 			if s.Status.Done {
@@ -311,7 +311,7 @@ func (f *FSM) checkEvents(evs []Event) error {
 				return refuse("event %d: %s incarnation %d already failed", i, subj, ev.Incarnation)
 			}
 			if overlay == nil {
-				overlay = map[subject]uint64{}
+				overlay = map[Subject]uint64{}
 			}
 			overlay[subj] = ev.Incarnation
 		case EventRecovered:
@@ -323,7 +323,7 @@ func (f *FSM) checkEvents(evs []Event) error {
 				return refuse("event %d: recovery of %s with incarnation %d, not above the failed %d", i, subj, ev.Incarnation, inc)
 			}
 			if overlay == nil {
-				overlay = map[subject]uint64{}
+				overlay = map[Subject]uint64{}
 			}
 			overlay[subj] = closed
 		}
@@ -348,17 +348,20 @@ func (f *FSM) appendEvents(index, term uint64, evs []Event) {
 	for _, ev := range evs {
 		ev.Index, ev.Term, ev.Epoch, ev.Version = index, term, f.s.Epoch, f.s.Version
 		f.s.Events = append(f.s.Events, ev)
-		trackOpen(f.open, &ev)
+		TrackOpen(f.open, &ev)
 	}
 }
 
-// trackOpen updates the open-failure map for one appended event.
-func trackOpen(open map[subject]uint64, ev *Event) {
+// TrackOpen updates open, the failures still open (the incarnation that
+// failed, by subject), for one event of the log, as the state machine
+// does: a failure opens its subject, a recovery closes it, the job's end
+// closes them all. A writer of the log starts from the same map.
+func TrackOpen(open map[Subject]uint64, ev *Event) {
 	switch ev.Kind {
 	case EventFailure:
-		open[ev.subject()] = ev.Incarnation
+		open[ev.Subject()] = ev.Incarnation
 	case EventRecovered:
-		delete(open, ev.subject())
+		delete(open, ev.Subject())
 	case EventJobEnd:
 		clear(open)
 	}
@@ -398,9 +401,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	open := map[subject]uint64{}
+	open := map[Subject]uint64{}
 	for i := range s.Events {
-		trackOpen(open, &s.Events[i])
+		TrackOpen(open, &s.Events[i])
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

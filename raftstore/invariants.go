@@ -47,8 +47,8 @@ func (s *State) CheckInvariants() error {
 		event int // position of the open failure event
 		inc   uint64
 	}
-	open := map[subject]failure{}
-	lastInc := map[subject]uint64{}
+	open := map[Subject]failure{}
+	lastInc := map[Subject]uint64{}
 	var prev *Event
 	jobEnds := 0
 	for i := range s.Events {
@@ -67,7 +67,7 @@ func (s *State) CheckInvariants() error {
 				bad("event %d: takeover by %s did not advance the epoch (%d)", i, ev.Node, ev.Epoch)
 			}
 		}
-		subj := ev.subject()
+		subj := ev.Subject()
 		if ev.Incarnation > 0 || ev.Kind == EventFailure || ev.Kind == EventRecovered {
 			if last, ok := lastInc[subj]; ok && ev.Incarnation < last {
 				bad("event %d (%s): incarnation of %s went back from %d to %d", i, ev.Kind, subj, last, ev.Incarnation)
@@ -119,14 +119,14 @@ func (s *State) CheckInvariants() error {
 	}
 	for subj, inc := range lastInc {
 		var have uint64
-		if subj.rank != NoRank {
-			if subj.rank < 0 || subj.rank >= len(s.Ranks) {
+		if subj.Rank != NoRank {
+			if subj.Rank < 0 || subj.Rank >= len(s.Ranks) {
 				bad("events name %s of a job of %d ranks", subj, len(s.Ranks))
 				continue
 			}
-			have = s.Ranks[subj.rank].Incarnation
+			have = s.Ranks[subj.Rank].Incarnation
 		} else {
-			a, ok := s.Agents[subj.node]
+			a, ok := s.Agents[subj.Node]
 			if !ok {
 				continue // a node that never had an agent recorded
 			}

@@ -143,25 +143,26 @@ type Event struct {
 	Version uint64 // table version after the command
 }
 
-// subject identifies what an event is about (a rank, or else a node), for
+// Subject identifies what an event is about (a rank, or else a node), for
 // matching failures with their recoveries.
-type subject struct {
-	rank int // NoRank for a node
-	node string
+type Subject struct {
+	Rank int // NoRank for a node
+	Node string
 }
 
-func (e *Event) subject() subject {
+// Subject is what the event is about.
+func (e *Event) Subject() Subject {
 	if e.Rank != NoRank {
-		return subject{rank: e.Rank}
+		return Subject{Rank: e.Rank}
 	}
-	return subject{rank: NoRank, node: e.Node}
+	return Subject{Rank: NoRank, Node: e.Node}
 }
 
-func (s subject) String() string {
-	if s.rank != NoRank {
-		return fmt.Sprintf("rank %d", s.rank)
+func (s Subject) String() string {
+	if s.Rank != NoRank {
+		return fmt.Sprintf("rank %d", s.Rank)
 	}
-	return fmt.Sprintf("node %q", s.node)
+	return fmt.Sprintf("node %q", s.Node)
 }
 
 // State is the replicated root state of one job.

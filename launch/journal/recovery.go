@@ -80,7 +80,7 @@ func (w *writer) absorbPhase(at time.Time, p *RecoveryPhase) {
 		if !w.checkRank(pr.Rank, "recovered") {
 			return
 		}
-		subj := failureSubject{rank: pr.Rank}
+		subj := raftstore.Subject{Rank: pr.Rank}
 		if _, ok := w.open[subj]; !ok {
 			continue
 		}

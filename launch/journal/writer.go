@@ -28,8 +28,8 @@ type writer struct {
 	// agents' incarnations as written.
 	agents map[string]raftstore.Agent
 	// open failures: the incarnation that failed, by subject, as the
-	// state machine tracks them (raftstore's trackOpen).
-	open map[failureSubject]uint64
+	// state machine tracks them (raftstore.TrackOpen).
+	open map[raftstore.Subject]uint64
 
 	// The next flush.
 	plan        *raftstore.SetPlan
@@ -67,11 +67,6 @@ type exitGroup struct {
 	ranks []int
 }
 
-type failureSubject struct {
-	rank int
-	node string
-}
-
 func newWriter(j *Journal, r *raftstore.Replica) *writer {
 	n := j.cfg.Job.N
 	w := &writer{
@@ -80,7 +75,7 @@ func newWriter(j *Journal, r *raftstore.Replica) *writer {
 		rows:   make([]raftstore.Rank, n),
 		dirty:  make([]bool, n),
 		agents: map[string]raftstore.Agent{},
-		open:   map[failureSubject]uint64{},
+		open:   map[raftstore.Subject]uint64{},
 		exits:  map[exitKey]*exitGroup{},
 		id:     writerID(j.cfg.Node),
 	}
@@ -110,19 +105,8 @@ func (w *writer) seed(st *raftstore.State) {
 	}
 	// The failures still open: a successor that reports one again is
 	// not refused as a batch by the state machine.
-	for _, ev := range st.Events {
-		subj := failureSubject{rank: ev.Rank}
-		if ev.Rank == raftstore.NoRank {
-			subj.node = ev.Node
-		}
-		switch ev.Kind {
-		case raftstore.EventFailure:
-			w.open[subj] = ev.Incarnation
-		case raftstore.EventRecovered:
-			delete(w.open, subj)
-		case raftstore.EventJobEnd:
-			clear(w.open)
-		}
+	for i := range st.Events {
+		raftstore.TrackOpen(w.open, &st.Events[i])
 	}
 }
 
@@ -418,10 +402,7 @@ func (w *writer) absorbFailure(at time.Time, f *Failure) {
 	} else {
 		ev.Incarnation = w.agents[f.Node].Incarnation
 	}
-	subj := failureSubject{rank: f.Rank}
-	if f.Rank == raftstore.NoRank {
-		subj.node = f.Node
-	}
+	subj := ev.Subject()
 	if inc, ok := w.open[subj]; ok && ev.Incarnation <= inc {
 		// The state machine takes one failure per subject and incarnation:
 		// a second report is kept as a launch event. A later incarnation's
