@@ -608,12 +608,8 @@ func (fe *frontend) killAgents() {
 func (fe *frontend) finish() int {
 	if fe.plan != nil {
 		var missing []string
-		for _, a := range fe.agents {
-			if bk := fe.topo.Backup(a.idx); bk >= 0 {
-				if held, ok := fe.backupsUp[a.idx]; !ok || held != bk {
-					missing = append(missing, fmt.Sprintf("%s to %s", a.name, fe.agents[bk].name))
-				}
-			}
+		for _, a := range fe.backupsMissing() {
+			missing = append(missing, fmt.Sprintf("%s to %s", a.name, fe.agents[fe.topo.Backup(a.idx)].name))
 		}
 		without := ""
 		if len(missing) > 0 {
@@ -649,13 +645,21 @@ func (fe *frontend) finish() int {
 // backupsHeld counts the agents whose standby link to their backup parent
 // (as the tree has it now) came up.
 func (fe *frontend) backupsHeld() int {
-	n := 0
-	for i, b := range fe.backupsUp {
-		if fe.topo.Backup(i) == b {
-			n++
+	return fe.backupLinks() - len(fe.backupsMissing())
+}
+
+// backupsMissing lists the agents with a backup parent whose standby link
+// to it (as the tree has it now) did not come up.
+func (fe *frontend) backupsMissing() []*agentHandle {
+	var out []*agentHandle
+	for _, a := range fe.agents {
+		if bk := fe.topo.Backup(a.idx); bk >= 0 {
+			if held, ok := fe.backupsUp[a.idx]; !ok || held != bk {
+				out = append(out, a)
+			}
 		}
 	}
-	return n
+	return out
 }
 
 // backupLinks counts the standby links the plan asks for: one per agent

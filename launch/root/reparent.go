@@ -267,12 +267,7 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 func (fe *frontend) adoptOrphan(ac *adoptConn, c *agentHandle) {
 	inc := max(ac.hello.Inc, 1)
 	refuse := func(why string) {
-		if fe.declaredLost(c, inc) {
-			// It learns so, and kills its ranks (fence.go).
-			_ = ac.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
-			_ = wire.WriteFrame(ac.conn, proto.MFenced, proto.EncodeInt(int64(inc)))
-		}
-		ac.conn.Close()
+		ac.refuse(fe, c)
 		fe.verbosef("recovery: refused to adopt node %s (incarnation %d): %s", c.name, inc, why)
 	}
 	switch {

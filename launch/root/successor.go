@@ -307,12 +307,11 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
 		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil ||
 		max(ac.hello.Inc, 1) != fe.agents[idx].inc || fe.rec.Relaunching(idx) { // an incarnation declared lost
-		if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name && fe.declaredLost(fe.agents[idx], max(ac.hello.Inc, 1)) {
-			// It learns so, and kills its ranks (fence.go).
-			_ = ac.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
-			_ = wire.WriteFrame(ac.conn, proto.MFenced, proto.EncodeInt(int64(max(ac.hello.Inc, 1))))
+		var a *agentHandle
+		if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
+			a = fe.agents[idx]
 		}
-		ac.conn.Close()
+		ac.refuse(fe, a)
 		if idx >= 0 && idx < len(fe.agents) && fe.refusedAdopt[idx] != max(ac.hello.Inc, 1) {
 			// Said once per incarnation: a refused agent asks again and again.
 			if fe.refusedAdopt == nil {
@@ -369,10 +368,21 @@ func (fe *frontend) adoptTimedOut() {
 	fe.feedLeader()
 }
 
-// adoptConn is the successor root's side of an adoption request.
+// adoptConn is a root's side of an adoption request.
 type adoptConn struct {
 	conn  net.Conn
 	hello proto.Hello
+}
+
+// refuse closes an adoption request from agent a (nil: not one this root
+// knows by that name); an incarnation declared lost first learns so, and
+// kills its ranks (fence.go).
+func (ac *adoptConn) refuse(fe *frontend, a *agentHandle) {
+	if inc := max(ac.hello.Inc, 1); a != nil && fe.declaredLost(a, inc) {
+		_ = ac.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		_ = wire.WriteFrame(ac.conn, proto.MFenced, proto.EncodeInt(int64(inc)))
+	}
+	ac.conn.Close()
 }
 
 // evPeerGone: the agent of a replica peer is gone (its address refuses
