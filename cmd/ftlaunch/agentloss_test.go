@@ -103,13 +103,19 @@ func jobSucceeds(t *testing.T, cmd *exec.Cmd, limit time.Duration) {
 	}
 }
 
-// stderrSays fails the test for each of wants that stderr does not say.
-func stderrSays(t *testing.T, stderr string, wants ...string) {
+// shows fails the test for each of wants that text (what: stderr,
+// inspect) does not show, and then logs text once.
+func shows(t *testing.T, what, text string, wants ...string) {
 	t.Helper()
+	missed := false
 	for _, want := range wants {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("stderr does not say %q", want)
+		if !strings.Contains(text, want) {
+			t.Errorf("%s does not show %q", what, want)
+			missed = true
 		}
+	}
+	if missed {
+		t.Logf("%s:\n%s", what, text)
 	}
 }
 
@@ -145,7 +151,7 @@ func TestAgentLostRelaunchRank(t *testing.T) {
 		})
 	}
 	ringDone(t, cmd, out)
-	stderrSays(t, errb.String(),
+	shows(t, "stderr", errb.String(),
 		"node node2 moved to its backup parent node1 (node node0 was lost)",
 		"node node3 moved to its backup parent node1 (node node0 was lost)",
 		"lost the agent of node node0: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 0, 1 as their next incarnation",
@@ -181,11 +187,7 @@ func TestAgentLostRelaunchJob(t *testing.T) {
 	})
 	ringDone(t, cmd, out)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	for _, want := range []string{"relaunch  ", "the agent of node node1 as incarnation 2", "restart-job", "every rank was started again", "plan: changed: node node4 moved to its backup parent node0"} {
-		if !strings.Contains(insp.stdout, want) {
-			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
-		}
-	}
+	shows(t, "inspect", insp.stdout, "relaunch  ", "the agent of node node1 as incarnation 2", "restart-job", "every rank was started again", "plan: changed: node node4 moved to its backup parent node0")
 	waitGone(t, ck, 10*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
 }
@@ -285,11 +287,7 @@ func TestClusterAgentLostRelaunch(t *testing.T) {
 	})
 	ringDone(t, cmd, out)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	for _, want := range []string{"the agent of node node003 as incarnation 2", "resumed at"} {
-		if !strings.Contains(insp.stdout, want) {
-			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
-		}
-	}
+	shows(t, "inspect", insp.stdout, "the agent of node node003 as incarnation 2", "resumed at")
 	waitGone(t, ck, 20*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
 }
@@ -329,7 +327,7 @@ func TestOrphanFallbacks(t *testing.T) {
 	waitFor(t, "the first recovery", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "recovered: every rank runs again") == 1
 	})
-	stderrSays(t, errb.String(),
+	shows(t, "stderr", errb.String(),
 		"node node6 moved to its fallback parent node0 (node node2 was lost)",
 		"node node9 moved to its fallback parent node0 (node node3 was lost)",
 		"node node7 moved to its backup parent node4 (node node2 was lost)",
@@ -359,11 +357,7 @@ func TestOrphanFallbacks(t *testing.T) {
 		}
 	}
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	for _, want := range []string{"plan: changed: node node6 moved to its fallback parent node0", "moved to the root, its last fallback parent"} {
-		if !strings.Contains(insp.stdout, want) {
-			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
-		}
-	}
+	shows(t, "inspect", insp.stdout, "plan: changed: node node6 moved to its fallback parent node0", "moved to the root, its last fallback parent")
 	waitGone(t, ck, 10*time.Second)
 	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
 }

@@ -332,11 +332,7 @@ func TestAcceptanceLosses(t *testing.T) {
 	}
 	secondLossSurvived(t, dir, ck, first)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
-	for _, want := range []string{"plan: changed: node node6 moved to its backup parent", "plan: changed: node node7 moved to its backup parent",
-		"the agent of node node5 as incarnation 2", "the agent of node node2 as incarnation 2", "the agent of node node0 as incarnation 2"} {
-		if !strings.Contains(insp.stdout, want) {
-			t.Errorf("inspect does not show %q:\n%s", want, insp.stdout)
-		}
-	}
+	shows(t, "inspect", insp.stdout, "plan: changed: node node6 moved to its backup parent", "plan: changed: node node7 moved to its backup parent",
+		"the agent of node node5 as incarnation 2", "the agent of node node2 as incarnation 2", "the agent of node node0 as incarnation 2")
 	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
 }
