@@ -28,6 +28,7 @@ demo: build ## run the demo: N ranks (default 8) pass a token around a ring of d
 test: deps ## vet, then run every package's tests with the race detector
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test -count=1 -run 'TestCluster100' ./membership # skipped under -race (golang/go#78156)
 
 test-mpi-large: deps ## MPICH runs of 64 ranks (minutes on two cores)
 	FTLAUNCH_MPI_LARGE=1 $(GO) test -count=1 -timeout 40m -run MPICHLarge -v ./cmd/ftlaunch

@@ -77,6 +77,21 @@ func (c *memCluster) waitConverged(t *testing.T, want int, timeout time.Duration
 	}
 }
 
+// skipUnderRace skips a 100-member test in a race-detector binary. The
+// race detector's runtime (ThreadSanitizer) can crash inside a synctest
+// bubble (golang/go#78156, Go 1.26): CI's make test died once in this
+// package with the program counter in tsan's StackDepot, after the
+// 100-member bubbles had run. These tests check memberlist's detection in
+// fake time, not ftlaunch's locking, which the rest of the package and
+// the smaller bubbles still check under -race; make test runs them again
+// without the race detector (the Makefile's test target).
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("100 members in a synctest bubble under the race detector: golang/go#78156; make test runs it without -race")
+	}
+}
+
 // deadReports returns every dead report in the cluster, skipping the
 // members in skip (crashed members see everyone else die).
 func (c *memCluster) deadReports(skip map[string]bool) []Evidence {
@@ -99,6 +114,7 @@ func (c *memCluster) deadReports(skip map[string]bool) []Evidence {
 // over the in-memory network in fake time and checks that every survivor
 // reports each one dead within Bounds, and nobody else dead.
 func TestCluster100DetectsCrashes(t *testing.T) {
+	skipUnderRace(t)
 	synctest.Test(t, func(t *testing.T) {
 		const n = 100
 		c := startMemCluster(t, n, 1)
@@ -147,6 +163,7 @@ func TestCluster100DetectsCrashes(t *testing.T) {
 // TestCluster100NoFalseDeadUnderLoss runs 100 members for 30 s of fake
 // time with 5% of all packets lost and checks that nobody is reported dead.
 func TestCluster100NoFalseDeadUnderLoss(t *testing.T) {
+	skipUnderRace(t)
 	synctest.Test(t, func(t *testing.T) {
 		const n = 100
 		c := startMemCluster(t, n, 2)
