@@ -19,7 +19,8 @@ export XDG_STATE_HOME="$tmp/state"
 i=0
 while [ $i -lt "$RUNS" ]; do
 	timed ftlaunch "$FTL" run --launcher slurm -n "$NP" true
-	timed ftlflat "$FTL" run --launcher slurm --tree flat -n "$NP" true
+	timed ftlstep "$FTL" run --launcher slurm --slurm-start step -n "$NP" true
+	timed ftlflat "$FTL" run --launcher slurm --slurm-start step --tree flat -n "$NP" true
 	timed ftlgroup "$FTL" run --launcher slurm --slurm-start group -n "$NP" true
 	timed srun srun -n "$NP" true
 	timed mpiexec mpiexec -launcher slurm -iface "$IFACE" -n "$NP" true
@@ -27,6 +28,7 @@ while [ $i -lt "$RUNS" ]; do
 done
 
 f=$(median "$tmp/ftlaunch.wall")
+st=$(median "$tmp/ftlstep.wall")
 g=$(median "$tmp/ftlgroup.wall")
 fl=$(median "$tmp/ftlflat.wall")
 s=$(median "$tmp/srun.wall")
@@ -35,9 +37,10 @@ echo "bench-slurm: \`true\` on $NP ranks in $SLURM_JOB_NODELIST ($SLURM_TASKS_PE
 echo
 echo "| launcher | median | / srun | / mpiexec |"
 echo "|---|---:|---:|---:|"
-awk -v f="$f" -v fl="$fl" -v g="$g" -v s="$s" -v m="$m" 'BEGIN {
-	printf "| ftlaunch --launcher slurm (--slurm-start step: one srun step per agent, default tree) | %.1f ms | %.2f | %.2f |\n", f/1000, f/s, f/m
-	printf "| ftlaunch --launcher slurm --tree flat (one step per agent, all from the front-end) | %.1f ms | %.2f | %.2f |\n", fl/1000, fl/s, fl/m
+awk -v f="$f" -v st="$st" -v fl="$fl" -v g="$g" -v s="$s" -v m="$m" 'BEGIN {
+	printf "| ftlaunch --launcher slurm (default: --slurm-start auto, here one step for all agents) | %.1f ms | %.2f | %.2f |\n", f/1000, f/s, f/m
+	printf "| ftlaunch --launcher slurm --slurm-start step (one srun step per agent, default tree) | %.1f ms | %.2f | %.2f |\n", st/1000, st/s, st/m
+	printf "| ftlaunch --launcher slurm --slurm-start step --tree flat (one step per agent, all from the front-end) | %.1f ms | %.2f | %.2f |\n", fl/1000, fl/s, fl/m
 	printf "| ftlaunch --launcher slurm --slurm-start group (one step for all agents) | %.1f ms | %.2f | %.2f |\n", g/1000, g/s, g/m
 	printf "| srun -n N true | %.1f ms | 1.00 | %.2f |\n", s/1000, s/m
 	printf "| mpiexec -launcher slurm (Hydra) | %.1f ms | %.2f | 1.00 |\n", m/1000, m/s

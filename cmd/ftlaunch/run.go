@@ -70,8 +70,10 @@ Where agents start (--launcher local|ssh|slurm; default: ssh when hosts are give
 slurm inside a Slurm allocation (SLURM_JOB_NODELIST set), else local):
   --launcher MODE          local: this machine; ssh: the hosts below; slurm: the allocation's
                            nodes, one srun step per agent (-n defaults to SLURM_TASKS_PER_NODE's total)
-  --slurm-start step|group step (default): one srun step per agent, so a node's loss ends only
-                           its own step; group: one step for all agents (fewer srun calls)
+  --slurm-start auto|step|group  group: one srun step for all agents, a flat tree (a node's
+                           loss ends only its own task: the step runs with --no-kill); step: one
+                           srun step per agent, as a tree; auto (default): group for a flat or
+                           auto tree of up to 128 agents, else step
 
 Hosts (agents start over SSH, one per host; ftlaunch itself runs no ranks; hosts that
 all name this machine - localhost, 127.0.0.1, its host name - run here without SSH):
@@ -312,7 +314,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		Bind: f.bindTo, BindShare: f.oversubscribe, Oversubscribe: f.oversubscribe,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
-		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: f.slurmMode == "group",
+		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: groupStart(f, placement),
 		AgentInProcess: agentInProcess(os.Getenv(agentInProcessEnv), f.restart), AtEnd: prune,
 	})
 	if err != nil {
@@ -320,6 +322,25 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	}
 	prune()
 	return res.ExitCode
+}
+
+// groupStartMax is the most agents that --slurm-start auto starts with
+// one srun step (and a flat tree); more start one step per agent, as a
+// tree, so that no single host runs every srun and holds every link.
+const groupStartMax = 128
+
+// groupStart reports whether the agents start with one srun step for all
+// (--slurm-start group, or auto for a flat or auto tree of at most
+// groupStartMax agents) rather than one step each (docs/slurm.md: both
+// keep a node's loss to that node's agent).
+func groupStart(f *runFlags, p *alloc.Placement) bool {
+	switch f.slurmMode {
+	case "group":
+		return true
+	case "auto":
+		return (f.tree == "auto" || f.tree == "flat") && p != nil && len(p.Nodes) <= groupStartMax
+	}
+	return false
 }
 
 // place reads the allocation from -H or --hostfile (or, with getenv, a

@@ -256,8 +256,8 @@ var runOptions = []runOption{
 		return nil
 	}},
 	{names: []string{"slurm-start"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
-		if v != "step" && v != "group" {
-			return fmt.Errorf("%s %q: want step or group", typed, v)
+		if v != "auto" && v != "step" && v != "group" {
+			return fmt.Errorf("%s %q: want auto, step or group", typed, v)
 		}
 		f.slurmMode = v
 		return nil
@@ -396,7 +396,7 @@ func lookupOption(name string) *runOption {
 // parseRunFlags reads the command line of `ftlaunch run` (getenv supplies
 // MPIEXEC_TIMEOUT and SLURM_JOB_NODELIST).
 func parseRunFlags(args []string, getenv func(string) string) (*runFlags, error) {
-	f := &runFlags{killAfter: 5 * time.Second, tree: "auto", slurmMode: "step", replicas: 1, keepLogs: -1, maxRestarts: 3}
+	f := &runFlags{killAfter: 5 * time.Second, tree: "auto", slurmMode: "auto", replicas: 1, keepLogs: -1, maxRestarts: 3}
 	timeoutSet := false
 	app := appFlags{n: -1}
 	for i := 0; i < len(args); i++ {

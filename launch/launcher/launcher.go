@@ -169,12 +169,18 @@ func (l *Launcher) runGroup(ctx context.Context, begin time.Time, report func(La
 		return
 	}
 	ended := l.watch(sess)
+	share := newGroupShare(sess, len(l.children))
 	var wg sync.WaitGroup
 	for i := range l.children {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			report(l.await(ctx, &l.children[i], chans[i], sess, ended, begin))
+			m := share.member()
+			res := l.await(ctx, &l.children[i], chans[i], m, ended, begin)
+			if res.Err != nil {
+				_ = m.Close() // a child that did not start holds no share
+			}
+			report(res)
 		}()
 	}
 	wg.Wait()

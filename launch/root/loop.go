@@ -89,6 +89,16 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	// process (srun and ssh sessions die with their parent).
 	lost := time.After(2 * time.Second)
 	for _, a := range fe.agents {
+		if a.done && a.sess != nil {
+			// It finished: its session ends. One srun step shared by
+			// every agent (a group start) ends once each has released
+			// its share, so all are released before any is waited for;
+			// a step with a task on a lost node is killed then (its
+			// cancellation would wait for Slurm: launcher/group.go).
+			_ = a.sess.Close()
+		}
+	}
+	for _, a := range fe.agents {
 		if a.done || a.local != nil {
 			a.wait()
 			continue

@@ -1,0 +1,82 @@
+package launcher
+
+import (
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+)
+
+// groupShare is one group start's session (a single srun step for every
+// agent of a flat start), shared by the agents it started. Each agent
+// holds a member of it; ending a member (its agent lost, or the job's
+// end) releases that agent's share, and the step itself ends only once
+// every share is released. So the loss of one agent's node, or the
+// relaunch of one agent elsewhere, ends no other agent: the step was
+// started with --no-kill, and a lost task ends only itself (docs/slurm.md).
+// A lost agent still running on a node that answers is killed by the
+// root's fence, not by ending the step.
+type groupShare struct {
+	sess spawn.Session
+
+	mu   sync.Mutex
+	open int  // shares not released
+	kill bool // a released share asked for a kill: the step is killed at the end
+}
+
+// newGroupShare shares sess among n agents.
+func newGroupShare(sess spawn.Session, n int) *groupShare {
+	return &groupShare{sess: sess, open: n}
+}
+
+// member returns a share of the group's session for one agent.
+func (g *groupShare) member() *groupMember { return &groupMember{g: g} }
+
+// release gives up one share; the last ends the step (killed if any
+// share asked for a kill, else closed).
+func (g *groupShare) release(kill bool) {
+	g.mu.Lock()
+	g.open--
+	g.kill = g.kill || kill
+	last, k := g.open == 0, g.kill
+	g.mu.Unlock()
+	if !last {
+		return
+	}
+	if k {
+		KillSession(g.sess)
+		return
+	}
+	_ = g.sess.Close()
+}
+
+// groupMember is one agent's share of a group start's session (a
+// spawn.Session). Its output is the group's, which the launcher drains;
+// Wait waits for the step to end.
+type groupMember struct {
+	g    *groupShare
+	once sync.Once
+}
+
+func (m *groupMember) Stdout() io.Reader { return strings.NewReader("") }
+func (m *groupMember) Stderr() io.Reader { return strings.NewReader("") }
+
+// Wait waits for the group's step to end (every agent's, or the whole
+// step's failure).
+func (m *groupMember) Wait() error { return m.g.sess.Wait() }
+
+// Close releases this agent's share; the step ends with the last.
+func (m *groupMember) Close() error {
+	m.once.Do(func() { m.g.release(false) })
+	return nil
+}
+
+// Kill releases this agent's share and asks for the step to be killed,
+// not closed, when the last share is released.
+func (m *groupMember) Kill() error {
+	m.once.Do(func() { m.g.release(true) })
+	return nil
+}
+
+func (m *groupMember) Timings() spawn.Timings { return m.g.sess.Timings() }
