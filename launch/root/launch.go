@@ -164,7 +164,7 @@ func (fe *frontend) arrangeTree() error {
 	}
 	if fe.opts.Launcher == "slurm" && fe.opts.GroupStart && kind.Shape != plan.Flat {
 		// One step for every agent: the front-end starts them all.
-		fe.verbosef("--slurm-start group: the front-end starts every agent (a flat tree)")
+		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
 		kind, _ = plan.ParseKind("flat")
 	}
 	params := plan.Params{Replicas: max(fe.opts.Replicas, 1)}
