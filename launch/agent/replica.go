@@ -81,8 +81,13 @@ func (ar *agentReplica) close(jobOver bool) {
 }
 
 // awaitDone waits, at most limit, until the job's final status reached
-// this replica.
+// this replica. A replica that holds no entry was never added to the
+// group (the job ended before it could join: the root says so, and
+// inspect names it) and waits for nothing.
 func (ar *agentReplica) awaitDone(limit time.Duration) {
+	if ar.r.Raft().LastIndex() == 0 {
+		return
+	}
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		done := false

@@ -140,6 +140,7 @@ func (w *writer) loop(ctx context.Context) {
 		if w.due() {
 			w.flush(ctx)
 			if w.finish != nil {
+				w.spreadCommit()
 				return
 			}
 			continue
@@ -162,6 +163,24 @@ func (w *writer) loop(ctx context.Context) {
 		}
 	}
 }
+
+// spreadCommit makes the followers learn that the final status is
+// committed before this leader shuts down: a follower learns the commit
+// index only from the leader's next message, and the leader shuts down
+// right after the commit, so a replica agent would wait (finalWait, 2 s)
+// for a status it already holds. A barrier is one more entry, whose
+// replication carries the commit index; bounded by barrierWait.
+func (w *writer) spreadCommit() {
+	if w.r == nil || len(w.r.Raft().GetConfiguration().Configuration().Servers) < 2 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), barrierWait)
+	defer cancel()
+	_ = w.r.Barrier(ctx) // a follower that misses it waits finalWait at most
+}
+
+// barrierWait bounds spreadCommit.
+const barrierWait = 500 * time.Millisecond
 
 // due reports whether the pending records should be flushed now.
 func (w *writer) due() bool {
