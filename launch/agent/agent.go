@@ -404,6 +404,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 		a.reportExit(proto.RankStatus{Rank: a.spec.Ranks[room], Code: recovery.ExitLauncher, Reason: "could not start: " + short.Error()})
 	}
 	stopped := short != nil
+	resolve := resolveOnce()
 	for i, r := range a.spec.Ranks {
 		if stopped {
 			if short == nil || i != room {
@@ -420,7 +421,7 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		cpus := rankenv.BindingOf(binds, i)
-		rp, err := startRank(a.spec, info, a, cpus)
+		rp, err := startRank(a.spec, info, a, cpus, resolve)
 		if why := rankenv.Shortage(err); why != "" {
 			stopped = true
 			a.killAll(syscall.SIGKILL)

@@ -59,10 +59,33 @@ type rankProc struct {
 	addr      []byte       // a respawned rank's published I-tuple (guarded by Agent.mu)
 }
 
+// resolver finds a rank's program (proto.ResolveProgram's signature).
+type resolver func(prog, wdir, path string) (string, error)
+
+// resolveOnce returns a resolver that looks each program up once: the
+// ranks an agent starts together mostly run the same program, and the
+// search of PATH (a stat per directory) was 4% of starting 256 ranks.
+// A failure is not kept (the next rank looks again). For one batch of
+// starts; a rank started again later looks its program up afresh.
+func resolveOnce() resolver {
+	found := map[[3]string]string{}
+	return func(prog, wdir, path string) (string, error) {
+		k := [3]string{prog, wdir, path}
+		if p, ok := found[k]; ok {
+			return p, nil
+		}
+		p, err := proto.ResolveProgram(prog, wdir, path)
+		if err == nil {
+			found[k] = p
+		}
+		return p, err
+	}
+}
+
 // startRank spawns one rank in its own session (and so its own process
 // group) with its environment, output pipes and rank-protocol socket, bound
-// to cpus unless nil.
-func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.CPUSet) (*rankProc, error) {
+// to cpus unless nil; resolve finds its program.
+func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.CPUSet, resolve resolver) (*rankProc, error) {
 	if a.guard != nil {
 		if err := a.guard.Ready(); err != nil {
 			return nil, fmt.Errorf("rank %d on %s: %w", info.Rank, info.Node, err)
@@ -81,7 +104,7 @@ func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.C
 	defer pmiTheirs.Close()
 
 	app, appNum := spec.App(info.Rank)
-	path, err := proto.ResolveProgram(app.Argv[0], app.Wdir, proto.LookupEnv(app.Env, "PATH"))
+	path, err := resolve(app.Argv[0], app.Wdir, proto.LookupEnv(app.Env, "PATH"))
 	if a.stage.Done {
 		path, err = a.stage.Path, nil
 	}
@@ -204,7 +227,10 @@ func rankEnv(info rankproto.Info, appNum int) []string {
 // final line without a newline is forwarded at EOF.
 func (rp *rankProc) pump(f *os.File, stream int) {
 	defer f.Close()
-	buf := make([]byte, 0, 64<<10)
+	// Small at first (most ranks write little, and a job of 256 ranks
+	// allocated and cleared 32 MiB of these); a read that fills it grows
+	// it, and it keeps what it grew to.
+	buf := make([]byte, 0, 4<<10)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -334,7 +360,7 @@ func (rp *rankProc) serveRank(ctx context.Context) {
 	defer rp.conn.Close()
 	stop := context.AfterFunc(ctx, func() { rp.conn.Close() })
 	defer stop()
-	r := wire.NewReader(rp.conn, rankproto.MaxFrame)
+	r := wire.NewReaderSize(rp.conn, rankproto.MaxFrame, 4<<10) // a rank's requests are small
 	for {
 		f, err := r.Next()
 		if err != nil {

@@ -352,7 +352,7 @@ func (a *Agent) resume(m proto.RecMsg) {
 // startAgain starts old's rank as info's incarnation, with old's binding;
 // a start that fails is reported as the rank's end, and gives nil.
 func (a *Agent) startAgain(old *rankProc, info rankproto.Info) *rankProc {
-	rp, err := startRank(a.spec, info, a, old.cpus)
+	rp, err := startRank(a.spec, info, a, old.cpus, proto.ResolveProgram)
 	if err != nil {
 		a.reportExit(proto.RankStatus{Rank: old.rank, Code: 127, Reason: "could not start it again: " + err.Error(), Incarnation: info.Incarnation})
 		return nil

@@ -80,10 +80,16 @@ type Reader struct {
 // NewReader returns a Reader that rejects payloads larger than max bytes
 // (max <= 0 means [MaxPayload]).
 func NewReader(r io.Reader, max int) *Reader {
+	return NewReaderSize(r, max, 64<<10)
+}
+
+// NewReaderSize is NewReader with a read buffer of size bytes (a frame
+// larger than the buffer is read through it all the same).
+func NewReaderSize(r io.Reader, max, size int) *Reader {
 	if max <= 0 {
 		max = MaxPayload
 	}
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &Reader{r: bufio.NewReaderSize(r, size), max: max}
 }
 
 // Next reads the next frame. At a clean end of stream (no byte of a new
