@@ -69,7 +69,7 @@ For the whole job:
 Where agents start (--launcher local|ssh|slurm; default: ssh when hosts are given, else
 slurm inside a Slurm allocation (SLURM_JOB_NODELIST set), else local):
   --launcher MODE          local: this machine; ssh: the hosts below; slurm: the allocation's
-                           nodes, one srun step per agent (-n defaults to SLURM_TASKS_PER_NODE's total)
+                           nodes, agents started by srun (-n defaults to SLURM_TASKS_PER_NODE's total)
   --slurm-start auto|step|group  group: one srun step for all agents, a flat tree (a node's
                            loss ends only its own task: the step runs with --no-kill); step: one
                            srun step per agent, as a tree; auto (default): group for a flat or
@@ -334,6 +334,9 @@ const groupStartMax = 128
 // groupStartMax agents) rather than one step each (docs/slurm.md: both
 // keep a node's loss to that node's agent).
 func groupStart(f *runFlags, p *alloc.Placement) bool {
+	if f.launcher != "slurm" {
+		return false
+	}
 	switch f.slurmMode {
 	case "group":
 		return true

@@ -168,3 +168,35 @@ func TestPlaceSpares(t *testing.T) {
 		}
 	}
 }
+
+// --slurm-start auto starts a flat or auto tree of up to groupStartMax
+// agents with one srun step, other trees and larger allocations one step
+// per agent; only under --launcher slurm (an SSH launch that took itself
+// for a group start stopped calibrating its model).
+func TestGroupStartChoice(t *testing.T) {
+	nodes := func(k int) *alloc.Placement { return &alloc.Placement{Nodes: make([]alloc.NodePlace, k)} }
+	for _, tc := range []struct {
+		launcher, mode, tree string
+		p                    *alloc.Placement
+		want                 bool
+	}{
+		{"slurm", "auto", "auto", nodes(8), true},
+		{"slurm", "auto", "flat", nodes(groupStartMax), true},
+		{"slurm", "auto", "auto", nodes(groupStartMax + 1), false},
+		{"slurm", "auto", "kary:2", nodes(8), false},
+		{"slurm", "step", "auto", nodes(8), false},
+		{"slurm", "group", "kary:2", nodes(300), true},
+		{"ssh", "auto", "auto", nodes(8), false},
+		{"local", "group", "auto", nil, false},
+	} {
+		f := &runFlags{launcher: tc.launcher, slurmMode: tc.mode, tree: tc.tree}
+		if got := groupStart(f, tc.p); got != tc.want {
+			n := 0
+			if tc.p != nil {
+				n = len(tc.p.Nodes)
+			}
+			t.Errorf("--launcher %s --slurm-start %s --tree %s on %d nodes: group start %v, want %v",
+				tc.launcher, tc.mode, tc.tree, n, got, tc.want)
+		}
+	}
+}

@@ -21,9 +21,19 @@ type groupShare struct {
 	sess spawn.Session
 
 	mu   sync.Mutex
-	open int  // shares not released
-	kill bool // a released share asked for a kill: the step is killed at the end
+	open int     // shares not released
+	end  endMode // the strongest end a released share asked for
 }
+
+// endMode is how a share was released, weakest first: the step's end is
+// the strongest its shares asked for.
+type endMode int
+
+const (
+	endFinished endMode = iota // its agent exited: srun ends with its last task
+	endClose                   // close the step (stdin, then SIGTERM to srun)
+	endKill                    // kill srun: a task on a dead node would keep it waiting for Slurm
+)
 
 // newGroupShare shares sess among n agents.
 func newGroupShare(sess spawn.Session, n int) *groupShare {
@@ -33,22 +43,24 @@ func newGroupShare(sess spawn.Session, n int) *groupShare {
 // member returns a share of the group's session for one agent.
 func (g *groupShare) member() *groupMember { return &groupMember{g: g} }
 
-// release gives up one share; the last ends the step (killed if any
-// share asked for a kill, else closed).
-func (g *groupShare) release(kill bool) {
+// release gives up one share; the last ends the step as the strongest
+// release asked: killed, closed, or (every agent finished) left to end
+// by itself.
+func (g *groupShare) release(m endMode) {
 	g.mu.Lock()
 	g.open--
-	g.kill = g.kill || kill
-	last, k := g.open == 0, g.kill
+	g.end = max(g.end, m)
+	last, end := g.open == 0, g.end
 	g.mu.Unlock()
 	if !last {
 		return
 	}
-	if k {
+	switch end {
+	case endKill:
 		KillSession(g.sess)
-		return
+	case endClose:
+		_ = g.sess.Close()
 	}
-	_ = g.sess.Close()
 }
 
 // groupMember is one agent's share of a group start's session (a
@@ -66,17 +78,27 @@ func (m *groupMember) Stderr() io.Reader { return strings.NewReader("") }
 // step's failure).
 func (m *groupMember) Wait() error { return m.g.sess.Wait() }
 
-// Close releases this agent's share; the step ends with the last.
+// Close releases this agent's share; the step is closed with the last.
 func (m *groupMember) Close() error {
-	m.once.Do(func() { m.g.release(false) })
+	m.once.Do(func() { m.g.release(endClose) })
 	return nil
 }
 
-// Kill releases this agent's share and asks for the step to be killed,
-// not closed, when the last share is released.
+// Kill releases this agent's share and asks for the step to be killed
+// when the last share is released.
 func (m *groupMember) Kill() error {
-	m.once.Do(func() { m.g.release(true) })
+	m.once.Do(func() { m.g.release(endKill) })
 	return nil
 }
 
 func (m *groupMember) Timings() spawn.Timings { return m.g.sess.Timings() }
+
+// Finished tells a session that its agent exited normally at the job's
+// end. A group start's share is released (the step ends with the last
+// one, by itself unless another share asked for a close or a kill); any
+// other session ends by itself and is left alone.
+func Finished(s spawn.Session) {
+	if m, ok := s.(*groupMember); ok {
+		m.once.Do(func() { m.g.release(endFinished) })
+	}
+}

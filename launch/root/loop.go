@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
@@ -90,12 +91,12 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	lost := time.After(2 * time.Second)
 	for _, a := range fe.agents {
 		if a.done && a.sess != nil {
-			// It finished: its session ends. One srun step shared by
-			// every agent (a group start) ends once each has released
-			// its share, so all are released before any is waited for;
-			// a step with a task on a lost node is killed then (its
-			// cancellation would wait for Slurm: launcher/group.go).
-			_ = a.sess.Close()
+			// It finished. One srun step shared by every agent (a group
+			// start) ends once each has released its share, so all are
+			// released before any is waited for; a step with a task on a
+			// lost node is killed then (its cancellation would wait for
+			// Slurm: launcher/group.go). Other sessions end by themselves.
+			launcher.Finished(a.sess)
 		}
 	}
 	for _, a := range fe.agents {
