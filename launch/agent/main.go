@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
@@ -168,6 +169,16 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	}
 	tree := newTreeState(b.Idx, creds, ln)
 	tree.inc = b.Inc
+	if b.Job != "" && b.Node != "" {
+		// Registered with the fence before it connects back: were its
+		// parent's host to crash meanwhile, the root's fence of this node
+		// finds it (it would otherwise live until its connect timeout,
+		// past the job's end). run registers the same record again once
+		// the agent knows its job.
+		if unregister, err := fence.Register(fence.Target{Job: b.Job, Node: b.Node, UpTo: max(b.Inc, 1)}); err == nil {
+			defer unregister()
+		}
+	}
 	getenv := cfg.Getenv
 	if getenv == nil {
 		getenv = os.Getenv

@@ -98,7 +98,7 @@ func (a *Agent) childLauncher(sp spawn.Spawner, port, batch int, cs []proto.Chil
 		hosts = proto.OwnAddrs()
 	}
 	l := launcher.NewLauncher(sp, []string{a.spec.Launch.AgentPath, "agent", "--connect"}, port, hosts, batch, cs)
-	l.Parent = a.spec.Node
+	l.Parent, l.Job = a.spec.Node, a.spec.JobID
 	return l
 }
 

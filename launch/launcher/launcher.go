@@ -66,6 +66,7 @@ type Launcher struct {
 	hosts  []string // the parent's addresses beyond SSH_CONNECTION's
 	batch  int      // 0: start every child at once
 	Parent string   // the parent's certificate name ("": the front-end)
+	Job    string   // the job's ID, for the children's fence records (bootstrap)
 	// Group, if set, starts all the children in one call (one srun step)
 	// with one bootstrap that holds every child's credentials.
 	Group    GroupSpawner
@@ -136,7 +137,7 @@ func (l *Launcher) Expect(name string, inc uint64) chan acceptedConn {
 // (recovery.HostOf: a second agent on a surviving host is named
 // host+node) and waits for it.
 func (l *Launcher) Start(ctx context.Context, c *proto.ChildSpec, ch chan acceptedConn, begin time.Time) LaunchResult {
-	boot := (&proto.Bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.Parent, Inc: c.Inc}).Encode()
+	boot := (&proto.Bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.Parent, Inc: c.Inc, Job: l.Job, Node: c.Name}).Encode()
 	sess, err := l.sp.Start(ctx, recovery.HostOf(c.Name), l.argv, boot)
 	if err != nil {
 		l.forget(c.Name)
@@ -152,7 +153,7 @@ func (l *Launcher) Start(ctx context.Context, c *proto.ChildSpec, ch chan accept
 // runGroup starts every child with one group start and waits for each to
 // connect back; the children share the session.
 func (l *Launcher) runGroup(ctx context.Context, begin time.Time, report func(LaunchResult)) {
-	boot := &proto.Bootstrap{Port: l.port, Hosts: l.hosts, Parent: l.Parent}
+	boot := &proto.Bootstrap{Port: l.port, Hosts: l.hosts, Parent: l.Parent, Job: l.Job}
 	hosts := make([]string, len(l.children))
 	chans := make([]chan acceptedConn, len(l.children))
 	for i, c := range l.children {

@@ -148,13 +148,22 @@ func TestResolveProgram(t *testing.T) {
 }
 
 func TestBootstrap(t *testing.T) {
-	b := &Bootstrap{Creds: []byte("creds"), Port: 4242, Hosts: []string{"10.0.0.1"}}
+	b := &Bootstrap{Creds: []byte("creds"), Port: 4242, Hosts: []string{"10.0.0.1"}, Inc: 2, Job: "ft-0123456789ab", Node: "node7"}
 	got, err := ReadBootstrap(bytes.NewReader(b.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got.Creds) != "creds" || got.Port != 4242 || len(got.Hosts) != 1 {
+	if string(got.Creds) != "creds" || got.Port != 4242 || len(got.Hosts) != 1 || got.Inc != 2 || got.Job != b.Job || got.Node != "node7" {
 		t.Fatalf("round trip: %+v", got)
+	}
+	// A group's entry names the agent's node for its fence record.
+	g := &Bootstrap{Job: b.Job, Group: []GroupEntry{{Name: "n1", Idx: 1, Creds: []byte("a")}, {Name: "n2", Idx: 2, Creds: []byte("b")}}}
+	gb, err := ReadBootstrap(bytes.NewReader(g.Encode()))
+	if err == nil {
+		err = gb.Pick("n2")
+	}
+	if err != nil || gb.Node != "n2" || gb.Idx != 2 || string(gb.Creds) != "b" || gb.Job != b.Job {
+		t.Fatalf("group pick: %v, %+v", err, gb)
 	}
 	addrs := FrontendAddrs(got, func(k string) string {
 		if k == "SSH_CONNECTION" {

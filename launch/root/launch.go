@@ -109,6 +109,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
 	l := launcher.NewLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
 	l.Logf = func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") }
+	l.Job = fe.jobID
 	if g, ok := sp.(launcher.GroupSpawner); ok && fe.opts.GroupStart {
 		l.Group = g
 	}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+)
+
+// An agent still connecting back to its parent is found by a fence of its
+// node: it registers from its bootstrap's job and node before it connects
+// (docs/chaos.md: one left running after its parent's host crashed, until
+// its connect timeout, past the job's end).
+func TestFenceFindsConnectingAgent(t *testing.T) {
+	const job, node = "ft-fe0ce0ce0ce0", "node5"
+	ca, err := secure.NewJobCA(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := ca.Issue(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A parent that accepts and never answers: the agent stays in its
+	// TLS handshake, connecting back.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	defer func() {
+		for len(accepted) > 0 {
+			(<-accepted).Close()
+		}
+	}()
+	boot := &proto.Bootstrap{Creds: creds.Marshal(), Port: ln.Addr().(*net.TCPAddr).Port, Hosts: []string{"127.0.0.1"}, Idx: 5, Inc: 1, Job: job, Node: node}
+	agent := exec.Command(ftlaunchBin, "agent", "--connect")
+	stdin, err := agent.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- agent.Wait() }()
+	t.Cleanup(func() {
+		_ = agent.Process.Kill()
+		stdin.Close()
+	})
+	if _, err := stdin.Write(boot.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-accepted: // it is connecting back now
+		accepted <- c
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not connect back")
+	}
+	out, err := exec.Command(ftlaunchBin, "agent", "--fence", job, node, "1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("fence: %v\n%s", err, out)
+	}
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("the agent ended with %v, want killed by the fence (fence said: %s)", err, out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the agent connecting back still runs after the fence of its node: %s", out)
+	}
+}
