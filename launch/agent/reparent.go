@@ -330,6 +330,16 @@ func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.C
 				a.logf("refused to adopt agent %d: %s", idx, why)
 				return nil
 			}
+			// The answer first, then the links: until the child reads
+			// its answer it takes nothing else on this link, so a
+			// broadcast relayed down before the answer was lost (a
+			// terminate overtaking it left the job waiting for ever
+			// for the child's ranks: make chaos, seed
+			// 14391187593717090148). A broadcast before the child is
+			// linked here is the root's to resend: it hears of the edge
+			// below (moved), before anything the child sends through
+			// this agent (relayed by this goroutine once this returns).
+			_ = l.Send(proto.MAdopted, nil)
 			t.mu.Lock()
 			t.children[idx] = l
 			t.route[idx] = idx
@@ -341,10 +351,7 @@ func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.C
 			}
 			t.mu.Unlock()
 			adopted = true
-			// Up first: the root hears of the edge before anything the
-			// child sends through it.
 			a.send(proto.MReparented, rp.Encode())
-			_ = l.Send(proto.MAdopted, nil)
 			a.logf("took agent %d (incarnation %d, %d agent(s) below it) as a child: its parent was lost", idx, rp.Inc, len(rp.Sub))
 			return nil
 		})
