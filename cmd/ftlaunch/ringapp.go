@@ -322,7 +322,7 @@ func (a *ringApp) loop() (bool, error) {
 			return a.c.Allgather(binary.BigEndian.AppendUint64(nil, a.value))
 		})
 		if errors.Is(err, client.ErrRecovering) {
-			if err := a.waitRecovery(fmt.Sprintf("the final allgather at step %d was interrupted by a recovery", a.step)); err != nil {
+			if err := a.waitRecovery(fmt.Sprintf("the final allgather was interrupted by a recovery at step %d", a.step)); err != nil {
 				return false, err
 			}
 			continue

@@ -672,6 +672,9 @@ func TestRingAppRecoveryFakeAgent(t *testing.T) {
 	}{
 		{"rank 2 at step 20", 2, 60, false, 0, -1, ""},
 		{"rank 0 at step 20", 0, 60, false, 0, -1, ""},
+		// Either "suspended in the final allgather at step 62" (the
+		// Suspend came first) or "the final allgather was interrupted by
+		// a recovery at step 62" (the collective's error came first).
 		{"rank 3 in the final allgather", 3, 62, true, 0, 60, "at step 62; recovery epoch 1"},
 		{"rank 1 in the final allgather after a checkpoint", 1, 60, true, 0, 60, ""},
 		// The neighbours see the connection end before any Suspend.
