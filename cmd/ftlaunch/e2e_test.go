@@ -400,6 +400,23 @@ func TestIgnoredSIGTERMGetsSIGKILL(t *testing.T) {
 	waitGone(t, "sleep "+m, 3*time.Second)
 }
 
+// A terminate lost on its way to the agents (the test hook does not send
+// it) does not leave the job waiting for ranks nobody told to end: the
+// root kills them itself, 5 s past --kill-after.
+func TestLostTerminateBounded(t *testing.T) {
+	m := marker(t)
+	t.Setenv("FTLAUNCH_TEST_BREAK_RECOVERY", "no-terminate")
+	r := ftlaunchLimit(t, 40*time.Second, "", "run", "-n", "2", "--test-nodes", "2", "--kill-after", "500ms", "sh", "-c",
+		"[ $FTLAUNCH_RANK = 0 ] && exit 3; sleep "+m)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "test hook: the terminate is not sent") || !strings.Contains(r.stderr, "1 rank(s) on node(s) ") || !strings.Contains(r.stderr, "killing them") {
+		t.Errorf("stderr does not say the rank was killed late:\n%s", r.stderr)
+	}
+	waitGone(t, "sleep "+m, 3*time.Second)
+}
+
 func TestSignalSummary(t *testing.T) {
 	r := ftlaunch(t, "", "run", "-n", "3", "sh", "-c", "kill -KILL $$")
 	if r.code != 128+9 {

@@ -6,6 +6,7 @@ package root
 import (
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -110,7 +111,50 @@ func (fe *frontend) terminate() {
 	if fe.cancelLaunch != nil {
 		fe.cancelLaunch()
 	}
-	fe.bcast(proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter)))
+	if fe.breakAt == "no-terminate" {
+		fe.warnf("test hook: the terminate is not sent (%s)", breakEnv)
+	} else {
+		fe.bcast(proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter)))
+	}
+	fe.after(fe.opts.KillAfter+killResend, evTerminateOverdue{})
+}
+
+// killResend is how long past --kill-after a terminating job's ranks may
+// run before the root tells their agents again to kill them, and then the
+// period of its telling.
+const killResend = 5 * time.Second
+
+// terminateOverdue: the job was told to terminate --kill-after and
+// killResend ago and some ranks have not ended. Every agent kills its
+// ranks --kill-after after a terminate, so the terminate did not reach
+// theirs: a broadcast relayed down the tree can be lost on its way (to an
+// agent moving to its backup parent, say, docs/design.md). Each agent
+// whose ranks have not all ended is sent a kill of its own, routed to it,
+// and again every killResend until the job ends: a lost message costs the
+// job seconds, not its end. An agent that cannot be reached is the
+// failure detectors' (its link's heartbeat, gossip), as at any time.
+func (fe *frontend) terminateOverdue() {
+	if !fe.shutdownAt.IsZero() || fe.ended >= fe.opts.N {
+		return
+	}
+	var late []string
+	n := 0
+	for _, a := range fe.agents {
+		if a.closed || a.done || a.ended >= len(a.ranks) {
+			continue
+		}
+		n += len(a.ranks) - a.ended
+		late = append(late, a.name)
+		if err := a.send(proto.MKill, nil); err != nil {
+			fe.verbosef("kill to node %s: %v", a.name, err)
+		}
+	}
+	if len(late) > 0 && !fe.killResent {
+		fe.killResent = true
+		fe.warnf("%d rank(s) on node(s) %s still running %v after the job was terminated (--kill-after %v): killing them",
+			n, strings.Join(late, ", "), fe.opts.KillAfter+killResend, fe.opts.KillAfter)
+	}
+	fe.after(killResend, evTerminateOverdue{})
 }
 
 // onSignal forwards a signal to every rank. SIGINT, SIGTERM and SIGHUP end

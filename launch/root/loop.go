@@ -274,6 +274,8 @@ func (fe *frontend) handle(ev event) {
 		fe.adoptTimedOut()
 	case evResume:
 		fe.resumeLaunch()
+	case evTerminateOverdue:
+		fe.terminateOverdue()
 	case evCommitted:
 		fe.committed(ev)
 	case evExpired:

@@ -249,8 +249,9 @@ const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 // harness's checks can fail: "skip-patch" sends every node-table patch
 // without its rows, so that ranks resume with the replaced rank's old
 // address; "no-fence" skips the fence from outside of a lost agent's node
-// (fence.go), so that a stopped agent's ranks outlive the job's end. Read
-// once, by Run.
+// (fence.go), so that a stopped agent's ranks outlive the job's end;
+// "no-terminate" does not send the terminate of a failed job, as if it
+// were lost on its way (terminateOverdue). Read once, by Run.
 const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
 
 // committed takes a phase's commit.

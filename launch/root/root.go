@@ -104,6 +104,7 @@ type frontend struct {
 	ended       int
 	shutdownAt  time.Time // when the job ended and agents were told to exit
 	terminating bool
+	killResent  bool              // terminateOverdue warned once
 	rec         *recovery.Planner // decides what failures do to the job
 	nodeTableAt time.Duration
 	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
@@ -253,13 +254,18 @@ type evAdoptTimeout struct{}
 // evResume: a successor root: start the root's children never started.
 type evResume struct{}
 
-func (evMessage) isRootEvent()      {}
-func (evLinkEnd) isRootEvent()      {}
-func (evLaunched) isRootEvent()     {}
-func (evReplicaDone) isRootEvent()  {}
-func (evAdopt) isRootEvent()        {}
-func (evAdoptTimeout) isRootEvent() {}
-func (evResume) isRootEvent()       {}
+// evTerminateOverdue: ranks of a terminating job outlived --kill-after
+// (terminateOverdue).
+type evTerminateOverdue struct{}
+
+func (evMessage) isRootEvent()          {}
+func (evLinkEnd) isRootEvent()          {}
+func (evLaunched) isRootEvent()         {}
+func (evReplicaDone) isRootEvent()      {}
+func (evAdopt) isRootEvent()            {}
+func (evAdoptTimeout) isRootEvent()     {}
+func (evResume) isRootEvent()           {}
+func (evTerminateOverdue) isRootEvent() {}
 
 // nodeNames returns the names of the job's nodes on this machine.
 func (fe *frontend) nodeNames() []string {
