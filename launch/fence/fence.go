@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The variables of a rank's environment the fence matches.
@@ -70,11 +72,22 @@ func validName(s string) bool {
 type Result struct {
 	Agents []int // agent processes killed
 	Ranks  int   // rank processes (and their descendants) killed
+	// Left are the killed processes still not ended when Kill returned
+	// (goneWait after its last scan): in the kernel's hands (an
+	// uninterruptible wait, say), not the fence's.
+	Left []int
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("killed %d agent process(es) and %d rank process(es)", len(r.Agents), r.Ranks)
+	s := fmt.Sprintf("killed %d agent process(es) and %d rank process(es)", len(r.Agents), r.Ranks)
+	if len(r.Left) > 0 {
+		s += fmt.Sprintf(", %d of them not ended yet (%v)", len(r.Left), r.Left)
+	}
+	return s
 }
+
+// goneWait bounds how long Kill waits for the processes it killed to end.
+const goneWait = time.Second
 
 // dir is where the agents of job register on this machine.
 func dir(job string) string {
@@ -169,9 +182,63 @@ func Kill(t Target) (Result, error) {
 			return res, err
 		}
 		if n == 0 || time.Now().After(deadline) {
-			return res, nil
+			break
 		}
 	}
+	pids := append([]int(nil), res.Agents...)
+	for pid := range killed {
+		pids = append(pids, pid)
+	}
+	res.Left = awaitGone(pids, time.Now().Add(goneWait))
+	return res, nil
+}
+
+// awaitGone waits until every process of pids has ended (a zombie has:
+// it runs nothing), or until deadline, and returns those that had not. A
+// process killed is not gone at once: a Go agent's threads and memory take
+// milliseconds to tear down, and a job's end reported meanwhile found a
+// fenced agent still up (make chaos, test nodes, a stopped agent fenced
+// 4 ms before the front-end exited).
+func awaitGone(pids []int, deadline time.Time) []int {
+	var fds []unix.PollFd
+	fdPid := map[int32]int{}
+	defer func() {
+		for _, f := range fds {
+			unix.Close(int(f.Fd))
+		}
+	}()
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone already (ESRCH)
+		}
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		fdPid[int32(fd)] = pid
+	}
+	for len(fds) > 0 {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		_, err := unix.Poll(fds, int(wait.Milliseconds())+1)
+		if err != nil && err != unix.EINTR {
+			break
+		}
+		left := fds[:0]
+		for _, f := range fds {
+			if f.Revents != 0 { // readable: it ended
+				unix.Close(int(f.Fd))
+				continue
+			}
+			left = append(left, f)
+		}
+		fds = left
+	}
+	var out []int
+	for _, f := range fds {
+		out = append(out, fdPid[f.Fd])
+	}
+	return out
 }
 
 // registered reads an agent's record and returns its pid if that process

@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +52,20 @@ func (p *proc) killed() bool {
 	}
 }
 
+// procState is a process's state letter (/proc/<pid>/stat field 3), 0
+// when there is no such process.
+func procState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
+
 func (p *proc) alive() bool {
 	select {
 	case <-p.done:
@@ -81,12 +96,23 @@ func TestKillMatchesJobNodeAndIncarnation(t *testing.T) {
 	if _, err := record(Target{Job: job, Node: "node1.example", UpTo: 3}, newAgent.pid()); err != nil {
 		t.Fatal(err)
 	}
+	// A stopped agent (SIGSTOP) is killed all the same.
+	if err := syscall.Kill(agent.pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	res, err := Kill(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Agents) != 1 || res.Agents[0] != agent.pid() || res.Ranks != 2 {
-		t.Errorf("fence: %+v (%v), want agent %d and 2 ranks", res, res, agent.pid())
+	if len(res.Agents) != 1 || res.Agents[0] != agent.pid() || res.Ranks != 2 || len(res.Left) != 0 {
+		t.Errorf("fence: %+v (%v), want agent %d and 2 ranks, none left", res, res, agent.pid())
+	}
+	// Kill returns once what it killed has ended: zombies (or reaped by
+	// now), nothing that runs.
+	for name, p := range map[string]*proc{"incarnation 1": inc1, "incarnation 2": inc2, "agent": agent} {
+		if st := procState(p.pid()); st != 'Z' && st != 'X' && st != 0 {
+			t.Errorf("%s: state %c when Kill returned", name, st)
+		}
 	}
 	for name, cmd := range map[string]*proc{"incarnation 1": inc1, "incarnation 2": inc2, "agent": agent} {
 		if !cmd.killed() {
