@@ -91,15 +91,19 @@ type Agent struct {
 	ranks map[int]*rankProc
 	order []int // ranks in ascending order
 
-	mu      sync.Mutex // guards the fields below
-	seq     map[int]uint64
-	colls   map[uint64]*localColl
-	puts    map[string][]byte // this node's puts since the last fence
-	kv      map[string][]byte // the job's board as of the last fence
-	gone    map[int]bool      // local ranks that ended (and were not reported as stranding a collective)
-	pmiPuts map[string][]byte // this node's PMI puts since the last barrier
-	pmiKV   map[string][]byte // the job's PMI key space as of the last barrier
-	pmiTCP  *pmiListener      // PMI-1 TCP mode
+	mu    sync.Mutex // guards the fields below
+	seq   map[int]uint64
+	colls map[uint64]*localColl
+	// collSeen is the newest collective whose answer this agent took: an
+	// older answer it is not waiting for is one it had (sent again to an
+	// agent that moved to a backup parent: root's moved).
+	collSeen uint64
+	puts     map[string][]byte // this node's puts since the last fence
+	kv       map[string][]byte // the job's board as of the last fence
+	gone     map[int]bool      // local ranks that ended (and were not reported as stranding a collective)
+	pmiPuts  map[string][]byte // this node's PMI puts since the last barrier
+	pmiKV    map[string][]byte // the job's PMI key space as of the last barrier
+	pmiTCP   *pmiListener      // PMI-1 TCP mode
 
 	pmiStats   pmi.Stats // the node's PMI traffic, answered locally
 	pmiUp      int64     // bytes of PMI barrier contributions sent up

@@ -87,6 +87,11 @@ func (a *Agent) collDone(res *proto.CollResult) {
 	a.firstCollOnce.Do(func() { close(a.firstColl) })
 	a.mu.Lock()
 	c := a.colls[res.Seq]
+	if c == nil && res.Seq <= a.collSeen {
+		a.mu.Unlock()
+		return // an answer taken already (sent again after a move)
+	}
+	a.collSeen = max(a.collSeen, res.Seq)
 	delete(a.colls, res.Seq)
 	delete(a.sentUp, res.Seq)
 	switch res.Op {

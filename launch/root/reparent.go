@@ -243,6 +243,18 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 	for _, x := range moved {
 		_ = fe.agents[x].send(proto.MResyncReq, nil)
 	}
+	// An answer to a collective broadcast while the moved agents had no
+	// parent is lost to them; the root's next broadcast may be a
+	// recovery's Suspend, which abandons what they still wait for while
+	// every other agent has moved on (make chaos, emulated, --restart rank,
+	// an interior node crashed as the node table went out: its orphans'
+	// ranks called Publish again against the others' next collective,
+	// seed 8054055338655348347). So the latest answers go to them again,
+	// oldest first, ahead of anything else: an agent takes one it waits
+	// for and ignores one it had (launch/agent/coll.go).
+	for _, seq := range slices.Sorted(maps.Keys(fe.results)) {
+		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MCollResult, fe.results[seq]))
+	}
 	switch {
 	case !fe.shutdownAt.IsZero():
 		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil))
