@@ -441,7 +441,10 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 		}
 	}
 	if len(agree) < 2 || slices.ContainsFunc(agree, func(d string) bool { return d != agree[0] }) {
-		t.Errorf("the surviving replicas' digests: %+v (members %v)", rep.Replicas, rep.Raft.Members)
+		t.Errorf("the surviving replicas' digests: %+v (members %v)\ninspect:\n%s", rep.Replicas, rep.Raft.Members, ftlaunch(t, "", "inspect", jobs[0]).stdout)
+		if b, err := os.ReadFile(filepath.Join(jobs[0], "output", "ftlaunch.log")); err == nil {
+			t.Logf("successor's log:\n%s", b)
+		}
 	}
 	if !strings.Contains(r.stdout, "took over as root") {
 		t.Errorf("no leader change in the event log:\n%s", r.stdout)

@@ -74,18 +74,23 @@ func (a *Agent) openReplica(ctx context.Context) *agentReplica {
 
 func (ar *agentReplica) close(jobOver bool) {
 	if jobOver {
-		ar.awaitDone(finalWait)
+		ar.awaitDone(finalWait, false)
 	}
 	_ = ar.r.Shutdown()
 	_ = ar.tr.Close()
 }
 
 // awaitDone waits, at most limit, until the job's final status reached
-// this replica. A replica that holds no entry was never added to the
-// group (the job ended before it could join: the root says so, and
-// inspect names it) and waits for nothing.
-func (ar *agentReplica) awaitDone(limit time.Duration) {
-	if ar.r.Raft().LastIndex() == 0 {
+// this replica. Unless the root said it joined the group, a replica that
+// holds no entry was never added to it (the job ended before it could
+// join: the root says so, and inspect names it) and waits for nothing. One
+// that joined may hold none yet: a voter is added once a majority of the
+// new group has its entry, before the leader has sent it the log
+// (TestRootFailoverDuringRun: a successor's refill, joined 28 ms before
+// the job's end, skipped its wait on an empty log and kept 16 of 20
+// entries).
+func (ar *agentReplica) awaitDone(limit time.Duration, joined bool) {
+	if !joined && ar.r.Raft().LastIndex() == 0 {
 		return
 	}
 	deadline := time.Now().Add(limit)
@@ -111,7 +116,7 @@ func (a *Agent) awaitFinalStatus() {
 	ar := a.replica
 	a.mu.Unlock()
 	if ar != nil {
-		ar.awaitDone(finalWait)
+		ar.awaitDone(finalWait, true)
 	}
 }
 
