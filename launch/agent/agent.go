@@ -180,11 +180,14 @@ func (a *Agent) run(ctx context.Context) error {
 	if a.tree != nil {
 		defer a.tree.ln.Close()
 		// A root that declares this incarnation lost kills it from outside
-		// (ftlaunch agent --fence): it finds the agent by this record.
-		if unregister, err := fence.Register(a.fenceTarget()); err != nil {
-			a.logf("%v", err)
-		} else {
-			defer unregister()
+		// (ftlaunch agent --fence): it finds the agent by this record
+		// (made before it connected back, if its bootstrap named it).
+		if t := a.fenceTarget(); t != a.tree.fenced {
+			if unregister, err := fence.Register(t); err != nil {
+				a.logf("%v", err)
+			} else {
+				defer unregister()
+			}
 		}
 		a.startTree(ctx, &wg)
 		if gone := a.tree.stdinGone; gone != nil {

@@ -173,9 +173,11 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 		// Registered with the fence before it connects back: were its
 		// parent's host to crash meanwhile, the root's fence of this node
 		// finds it (it would otherwise live until its connect timeout,
-		// past the job's end). run registers the same record again once
-		// the agent knows its job.
-		if unregister, err := fence.Register(fence.Target{Job: b.Job, Node: b.Node, UpTo: max(b.Inc, 1)}); err == nil {
+		// past the job's end). run keeps this record once the agent knows
+		// its job, unless its spec names another target.
+		t := fence.Target{Job: b.Job, Node: b.Node, UpTo: max(b.Inc, 1)}
+		if unregister, err := fence.Register(t); err == nil {
+			tree.fenced = t
 			defer unregister()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
@@ -23,11 +24,14 @@ const childWait = 10 * time.Second
 // treeState is an agent's part of the launch tree: its listener, its
 // children's links and the routes to the agents below them.
 type treeState struct {
-	idx   int
-	inc   uint64 // the agent's incarnation on its node (bootstrap.Inc)
-	creds *secure.Credentials
-	ln    net.Listener
-	port  int
+	idx int
+	inc uint64 // the agent's incarnation on its node (bootstrap.Inc)
+	// fenced is the fence record RunConnected made from the bootstrap
+	// (zero: none); run makes its own only if it names another target.
+	fenced fence.Target
+	creds  *secure.Credentials
+	ln     net.Listener
+	port   int
 
 	mu        sync.Mutex
 	children  map[int]*proto.Link   // connected children, by agent index
