@@ -311,20 +311,29 @@ func marked(env []byte, t Target) bool {
 // startTime is the process's start time in clock ticks since boot
 // (/proc/<pid>/stat field 22).
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
 	}
 	return strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
+}
+
+// procStat returns the fields of /proc/<pid>/stat after the command name
+// (field 3, the state, first).
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	return strings.Fields(string(b[i+1:])), nil
 }
 
 // pruneDead removes the records of agents that are gone without removing

@@ -1,7 +1,6 @@
 package fence
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,15 +54,11 @@ func (p *proc) killed() bool {
 // procState is a process's state letter (/proc/<pid>/stat field 3), 0
 // when there is no such process.
 func procState(pid int) byte {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	f, err := procStat(pid)
+	if err != nil || len(f) == 0 || f[0] == "" {
 		return 0
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	return b[i+2]
+	return f[0][0]
 }
 
 func (p *proc) alive() bool {
