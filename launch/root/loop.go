@@ -499,13 +499,10 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	}
 	if fe.answered[c.Seq] {
 		// Sent again after a failover (an adopted agent reports what it
-		// had not heard answered; the answer may have crossed it): a
-		// finished collective is never opened again. An agent that moved
-		// to a backup parent may have lost the answer with its old
-		// parent: it gets it again.
-		if res := fe.results[c.Seq]; res != nil && a.resynced {
-			_ = a.send(proto.MCollResult, res)
-		}
+		// had not heard answered; the answer may have crossed it), or
+		// after a move to a backup parent (moved sent the latest answers
+		// again ahead of its report): a finished collective is never
+		// opened again.
 		return
 	}
 	rc := fe.colls[c.Seq]
