@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 )
 
 const attachUsage = `Usage: ftlaunch attach [--state-dir DIR] [JOB]
@@ -48,7 +50,7 @@ func attachCommand(args []string, stdout, stderr io.Writer) int {
 	if len(pos) == 1 {
 		target = pos[0]
 	}
-	jobDir, _, err := resolveState(*stateDir, target)
+	jobDir, _, err := jobstate.Resolve(*stateDir, target)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch attach: %v\n", err)
 		return 1
@@ -57,7 +59,7 @@ func attachCommand(args []string, stdout, stderr io.Writer) int {
 	for {
 		// Read the status first: output written before the job's end is
 		// then read below, before attach returns.
-		st, err := readStatus(*stateDir, jobDir)
+		st, err := jobstate.ReadStatus(*stateDir, jobDir)
 		if err != nil {
 			fmt.Fprintf(stderr, "ftlaunch attach: %v\n", err)
 			return 1
@@ -80,7 +82,7 @@ func attachCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 // writeFailure prints why a failed job failed, as its root said it.
-func writeFailure(w io.Writer, st *jobStatus) {
+func writeFailure(w io.Writer, st *jobstate.Status) {
 	for _, f := range st.Failures {
 		fmt.Fprintf(w, "ftlaunch: %s\n", f)
 	}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,8 +11,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
-	"github.com/ftlaunch/ftlaunch/chaos/trial"
-	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/chaos/harness"
 )
 
 // lastLine is the last line of s.
@@ -81,7 +78,7 @@ func TestChaosPlantedViolation(t *testing.T) {
 		{"duplicate", "output-unique"},
 	} {
 		t.Run(tc.plant, func(t *testing.T) {
-			t.Setenv(chaosPlantEnv, tc.plant)
+			t.Setenv(harness.PlantEnv, tc.plant)
 			dir := filepath.Join(out, tc.plant)
 			r := ftlaunchLimit(t, 120*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "2", "--trials", "1",
 				"--seed", "11", "--faults", "rank", "--when", "run", "--steps", "5", "--out", dir)
@@ -105,7 +102,7 @@ func TestChaosPlantedViolation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if left := (procScanner{workDir: work, self: os.Getpid()}).scan(false); len(left) != 0 {
+			if left := harness.Leftovers(work); len(left) != 0 {
 				t.Errorf("chaos left processes of the trial: %v", left)
 			}
 		})
@@ -173,50 +170,5 @@ func TestChaosRefuses(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, tc.msg) {
 			t.Errorf("chaos %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.msg)
 		}
-	}
-}
-
-// A front-end killed before its replica initialized the log is the known
-// limit, and only then: not without a root fault, not when another
-// replica's file exists.
-func TestChaosLostBeforeLog(t *testing.T) {
-	host, err := os.Hostname()
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := filepath.Join(t.TempDir(), "ft-0123456789ab")
-	if err := os.MkdirAll(job, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root := &actionRun{Applied: trial.Applied{Action: trial.Action{Fault: trial.Root, Target: trial.Target{Node: -1, Rank: -1}}, Time: time.Now()}}
-	rank := &actionRun{Applied: trial.Applied{Action: trial.Action{Fault: trial.Rank, Target: trial.Target{Node: 0, Rank: 1}}, Time: time.Now()}}
-	noLog := errors.New("holds no replica's files")
-	truncated := fmt.Errorf("raftstore: inspect %s: %w", job, raftstore.ErrCorrupt)
-	foreign := fmt.Errorf("raftstore: inspect %s: a bbolt database without the ftlaunch bucket: %w", job, raftstore.ErrForeign)
-	tr := &trialRun{jobDir: job, acts: []*actionRun{root}}
-	if !tr.lostBeforeLog(noLog) {
-		t.Error("root killed, no raft.db: not the known limit")
-	}
-	if (&trialRun{jobDir: job, acts: []*actionRun{rank}}).lostBeforeLog(noLog) {
-		t.Error("no root fault: taken for the known limit")
-	}
-	write := func(node string) {
-		if err := os.MkdirAll(filepath.Join(job, node), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(job, node, "raft.db"), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(host)
-	if !tr.lostBeforeLog(truncated) || !tr.lostBeforeLog(foreign) {
-		t.Error("the front-end's file not filled yet: not the known limit")
-	}
-	if tr.lostBeforeLog(errors.New("permission denied")) {
-		t.Error("another read error taken for the known limit")
-	}
-	write("node0")
-	if tr.lostBeforeLog(truncated) {
-		t.Error("a replica agent's file exists: taken for the known limit")
 	}
 }

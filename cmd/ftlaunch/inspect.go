@@ -11,15 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
-	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
 const inspectUsage = `Usage: ftlaunch inspect [flags] [STATE]
@@ -104,7 +102,7 @@ func inspectCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ftlaunch inspect: %v\n", err)
 		return 2
 	}
-	res, err := loadState(o.stateDir, o.target)
+	res, err := jobstate.Load(o.stateDir, o.target)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch inspect: %v\n", err)
 		return 1
@@ -131,128 +129,6 @@ func inspectCommand(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// loaded is a job's state read from its replicas' files.
-type loaded struct {
-	JobDir   string
-	Best     *raftstore.Inspection // the replica with the longest log
-	Replicas []replicaFiles
-}
-
-type replicaFiles struct {
-	Path string
-	In   *raftstore.Inspection
-	Err  error
-}
-
-// errRunning says that a job's files are held by its running replicas.
-type errRunning struct {
-	path string
-	err  error
-}
-
-func (e *errRunning) Error() string {
-	return fmt.Sprintf("%s is held by a running ftlaunch: the job has not ended (see `ftlaunch status %s` for a running job)", e.path, e.path)
-}
-
-func (e *errRunning) Unwrap() error { return e.err }
-
-// resolveState finds the replica files a STATE argument names, and the
-// job directory they belong to.
-func resolveState(stateDir, target string) (jobDir string, replicas []string, err error) {
-	dir := func() (string, error) {
-		if stateDir != "" {
-			return stateDir, nil
-		}
-		return journal.DefaultStateDir()
-	}
-	switch {
-	case target == "":
-		d, err := dir()
-		if err != nil {
-			return "", nil, err
-		}
-		if target, err = journal.Latest(d); err != nil {
-			return "", nil, err
-		}
-	case !exists(target) && !strings.ContainsRune(target, os.PathSeparator):
-		// A job id.
-		d, err := dir()
-		if err != nil {
-			return "", nil, err
-		}
-		id := target
-		target = journal.JobDir(d, id)
-		if !exists(target) {
-			return "", nil, fmt.Errorf("no job %s in %s", id, d)
-		}
-	}
-	fi, err := os.Stat(target)
-	if err != nil {
-		return "", nil, err
-	}
-	if !fi.IsDir() {
-		// A replica's database file.
-		return filepath.Dir(filepath.Dir(target)), []string{target}, nil
-	}
-	if exists(filepath.Join(target, raftstore.DBFile)) {
-		return filepath.Dir(target), []string{target}, nil
-	}
-	if latest, err := journal.Latest(target); err == nil && exists(latest) {
-		target = latest // a state directory: its latest job
-	}
-	entries, err := os.ReadDir(target)
-	if err != nil {
-		return "", nil, err
-	}
-	for _, e := range entries {
-		p := filepath.Join(target, e.Name())
-		if e.IsDir() && exists(filepath.Join(p, raftstore.DBFile)) {
-			replicas = append(replicas, p)
-		}
-	}
-	if len(replicas) == 0 {
-		return "", nil, fmt.Errorf("%s holds no replica's files (looked for */%s)", target, raftstore.DBFile)
-	}
-	return target, replicas, nil
-}
-
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// loadState reads every replica of the job STATE names. It fails if none
-// can be read; if one is locked, the job is running, and it says so.
-func loadState(stateDir, target string) (*loaded, error) {
-	jobDir, paths, err := resolveState(stateDir, target)
-	if err != nil {
-		return nil, err
-	}
-	res := &loaded{JobDir: jobDir}
-	var firstErr error
-	for _, p := range paths {
-		in, err := raftstore.OpenReadOnly(p)
-		if errors.Is(err, raftstore.ErrLocked) {
-			return nil, &errRunning{path: jobDir, err: err}
-		}
-		res.Replicas = append(res.Replicas, replicaFiles{Path: p, In: in, Err: err})
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
-		}
-		if res.Best == nil || in.CurrentTerm > res.Best.CurrentTerm ||
-			in.CurrentTerm == res.Best.CurrentTerm && in.LastIndex > res.Best.LastIndex {
-			res.Best = in
-		}
-	}
-	if res.Best == nil {
-		return nil, firstErr
-	}
-	return res, nil
 }
 
 // inspectOutput is what inspect prints (--json: this object).
@@ -301,7 +177,7 @@ type replicaInfo struct {
 	Error     string `json:"error,omitempty"`
 }
 
-func newInspectOutput(res *loaded) *inspectOutput {
+func newInspectOutput(res *jobstate.Loaded) *inspectOutput {
 	in := res.Best
 	out := &inspectOutput{StateDir: res.JobDir, Report: journal.Analyze(in.State)}
 	d := in.State.Digest()

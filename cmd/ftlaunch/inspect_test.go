@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
 
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
@@ -345,7 +346,7 @@ func TestInspectRunning(t *testing.T) {
 		t.Errorf("inspect took %v on a locked job", d)
 	}
 	code, out, errs := run(t, statusCommand, "--state-dir", dir, "--json")
-	var st jobStatus
+	var st jobstate.Status
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.State != "running" || st.Job != "ft-live" {
 		t.Errorf("status: exit %d %s %s", code, out, errs)
 	}
@@ -364,7 +365,7 @@ func TestStatus(t *testing.T) {
 		}
 	}
 	code, out, _ = run(t, statusCommand, "--json", "--state-dir", dir)
-	var st jobStatus
+	var st jobstate.Status
 	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.State != "finished" || st.ExitCode == nil || *st.ExitCode != 3 || st.Ranks["exited"] != 16 {
 		t.Errorf("exit %d %v: %+v", code, err, st)
 	}
@@ -593,7 +594,7 @@ func TestStatusRecovering(t *testing.T) {
 		t.Errorf("exit %d:\n%s%s", code, out, errs)
 	}
 	_, out, _ = run(t, statusCommand, jobDir, "--json")
-	var st jobStatus
+	var st jobstate.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Recovering) != 1 || st.Recoveries != 0 {
 		t.Errorf("--json: %v %+v", err, st)
 	}

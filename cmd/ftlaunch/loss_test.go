@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,11 +21,30 @@ func children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if p, ok := readStat(filepath.Join("/proc", e.Name())); ok && p.ppid == pid {
+		if ppidOf(c) == pid {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// ppidOf is the parent of pid (field 4 of /proc/PID/stat), or -1.
+func ppidOf(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return -1
+	}
+	// "pid (comm) S ppid ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 2 {
+		return -1
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return ppid
 }
 
 // isAgent reports whether pid runs `ftlaunch agent`.

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/ftlaunch/ftlaunch/chaos/ringapp"
 	"github.com/ftlaunch/ftlaunch/launch/fence"
 )
 
@@ -63,7 +64,7 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	case "agent":
 		return agentCommand(args[1:], stdout, stderr)
 	case "ringapp": // the recovery application, for tests and demos (not in the usage)
-		return ringAppCommand(args[1:], stdout, stderr)
+		return ringapp.Main(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "ftlaunch %s\n", version)
 		return 0

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 )
 
 // Every run keeps a state log (a single-voter raft group on bbolt);
@@ -491,7 +493,7 @@ func TestStatusLive(t *testing.T) {
 		}
 	}
 	r := ftlaunch(t, "", "status", "--json", "--state-dir", dir)
-	var st jobStatus
+	var st jobstate.Status
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Live == nil || st.Live.Running != 4 || st.Live.Phase != "running" {
 		t.Errorf("status --json: %v\n%s", err, r.stdout)
 	}

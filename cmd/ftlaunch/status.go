@@ -6,12 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/ftlaunch/ftlaunch/launch"
-	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 )
 
 const statusUsage = `Usage: ftlaunch status [flags] [JOB]
@@ -31,36 +29,6 @@ agents up, ranks running and ended, the failure that ends the job if any.
   --json            print one JSON object instead of text
   --help            print this help
 `
-
-// jobStatus is what status prints (--json: this object).
-type jobStatus struct {
-	Job      string         `json:"job"`
-	StateDir string         `json:"state_dir"`
-	State    string         `json:"state"` // running, finished, unfinished
-	ExitCode *int           `json:"exit_code,omitempty"`
-	Message  string         `json:"message,omitempty"`
-	Argv     []string       `json:"argv,omitempty"`
-	N        int            `json:"n,omitempty"`
-	Nodes    int            `json:"nodes,omitempty"`
-	Start    time.Time      `json:"start,omitzero"`
-	End      time.Time      `json:"end,omitzero"`
-	Ranks    map[string]int `json:"ranks,omitempty"` // rank state -> count
-	Failures []string       `json:"failures,omitempty"`
-	// Recoveries counts the failures recovered (the rank runs again);
-	// Longest is the longest recovery, from failure to resumed, in ms.
-	Recoveries int     `json:"recoveries,omitempty"`
-	Longest    float64 `json:"longest_recovery_ms,omitempty"`
-	// Recovering says where each recovery the log leaves open stands, in
-	// a job that has not ended; NotRecovered, the failures a finished job
-	// ended with before recovering them.
-	Recovering   []string `json:"recovering,omitempty"`
-	NotRecovered []string `json:"not_recovered,omitempty"`
-	// Lost says what became of an unfinished job's ranks, when its files
-	// tell: a job without replicas lost its only root, the front-end.
-	Lost string `json:"lost,omitempty"`
-	// Live is a running job's live report (absent: none yet, or ended).
-	Live *launch.Live `json:"live,omitempty"`
-}
 
 func statusCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ftlaunch status", flag.ContinueOnError)
@@ -83,7 +51,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if len(pos) == 1 {
 		target = pos[0]
 	}
-	st, err := readStatus(*stateDir, target)
+	st, err := jobstate.ReadStatus(*stateDir, target)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch status: %v\n", err)
 		return 1
@@ -102,92 +70,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// readStatus reads a job's status from its files; a job whose files are
-// locked is running.
-func readStatus(stateDir, target string) (*jobStatus, error) {
-	res, err := loadState(stateDir, target)
-	var running *errRunning
-	if errors.As(err, &running) {
-		st := &jobStatus{Job: filepath.Base(running.path), StateDir: running.path, State: "running"}
-		if l, err := launch.ReadLive(running.path); err == nil {
-			st.Live, st.Argv, st.N, st.Nodes, st.Start = l, l.Argv, l.N, l.Agents, l.Start
-			st.Ranks = map[string]int{"running": l.Running, "exited": l.Ended}
-			if l.Failure != "" {
-				st.Failures = []string{l.Failure}
-			}
-		}
-		return st, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	rep := journal.Analyze(res.Best.State)
-	st := &jobStatus{
-		Job: rep.Job.ID, StateDir: res.JobDir, State: "unfinished", Argv: rep.Job.Argv, N: rep.Job.N,
-		Nodes: len(rep.Agents), Start: rep.Job.Start, Ranks: map[string]int{},
-	}
-	if rep.Status.Done {
-		code := rep.Status.ExitCode
-		st.State, st.ExitCode, st.Message, st.End = "finished", &code, rep.Status.Message, rep.Status.End
-	}
-	frontendLost := !rep.Status.Done && rep.Job.Replicas <= 1
-	if frontendLost {
-		// Its files are not locked: the front-end, the job's only root, is
-		// gone, and every agent that lost it killed its ranks.
-		st.Lost = "front-end lost; ranks were cleaned up by their agents"
-	}
-	for _, r := range rep.Ranks {
-		state := r.State
-		if frontendLost && (state == "starting" || state == "running" || state == "suspended") {
-			state = "cleaned up"
-		}
-		st.Ranks[state]++
-	}
-	// The failures, a rank's failure again while the first was open
-	// included (the log keeps it as a launch event).
-	for _, r := range rep.Recoveries {
-		st.Failures = append(st.Failures, r.Failure.Detail)
-		for _, again := range r.Repeats {
-			st.Failures = append(st.Failures, again.Detail)
-		}
-	}
-	recoveryStatus(st, rep)
-	return st, nil
-}
-
-// recoveryStatus sums up a job's recoveries: how many were over, and
-// where those still open stand.
-func recoveryStatus(st *jobStatus, rep *journal.Report) {
-	for i := range rep.Recoveries {
-		r := &rep.Recoveries[i]
-		subject := fmt.Sprintf("rank %d", r.Rank)
-		if r.Rank < 0 {
-			if r.Node == "" {
-				continue // the job's own failure: it ends the job
-			}
-			subject = "node " + r.Node
-		}
-		switch r.Outcome {
-		case journal.OutcomeResumed, journal.OutcomeRestarted, journal.OutcomeRecovered:
-			st.Recoveries++
-			st.Longest = max(st.Longest, r.TotalMS)
-		case journal.OutcomeInProgress:
-			if p := r.Stage(); p != nil {
-				st.Recovering = append(st.Recovering, fmt.Sprintf("recovering %s: at its %s phase since %s (epoch %d)", subject, p.Stage, sec(p.AtMS), p.Epoch))
-			} else {
-				st.Recovering = append(st.Recovering, fmt.Sprintf("recovering %s: failed at %s, no recovery phase recorded yet", subject, sec(r.Failure.AtMS)))
-			}
-		case journal.OutcomeNotRecovered:
-			how := "before any recovery phase"
-			if p := r.Stage(); p != nil {
-				how = "during its " + p.Stage + " phase"
-			}
-			st.NotRecovered = append(st.NotRecovered, fmt.Sprintf("%s, failed at %s: the job ended %s", subject, sec(r.Failure.AtMS), how))
-		}
-	}
-}
-
-func writeStatusText(w io.Writer, st *jobStatus) error {
+func writeStatusText(w io.Writer, st *jobstate.Status) error {
 	bw := &errWriter{w: w}
 	fmt.Fprintf(bw, "job %s: %s", st.Job, st.State)
 	switch st.State {

@@ -42,6 +42,7 @@ var layers = map[string]int{
 	"chaos/slurm":      1,
 	"topology":         1,
 	"launch/client":    2,
+	"chaos/ringapp":    3, // the recovery application: a rank program over the client library
 	// The link protocol both roles speak, then starting agents.
 	"launch/proto":    2,
 	"launch/launcher": 3,
@@ -52,14 +53,17 @@ var layers = map[string]int{
 	"launch/agent": 4,
 	// The facade, which wires the roles together.
 	"launch": 5,
-	// What composes the launcher: the chaos harness, the commands.
+	// What reads or composes the launcher: a job's state directory, the
+	// chaos harness, the commands.
+	"launch/jobstate":     6,
 	"chaos/chaostest":     6,
 	"chaos/trial":         6,
-	"cmd/ftlaunch":        7,
-	"cmd/ftdemo":          7,
-	"cmd/ftbench":         7,
-	"chaos/cmd/ftcluster": 7,
-	"chaos/cmd/ftslurm":   7,
+	"chaos/harness":       7,
+	"cmd/ftlaunch":        8,
+	"cmd/ftdemo":          8,
+	"cmd/ftbench":         8,
+	"chaos/cmd/ftcluster": 8,
+	"chaos/cmd/ftslurm":   8,
 }
 
 type pkg struct {

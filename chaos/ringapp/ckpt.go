@@ -1,4 +1,4 @@
-package main
+package ringapp
 
 import (
 	"errors"
@@ -293,4 +293,26 @@ func agree(vals [][]byte) (step int, round uint64, incs []uint64, err error) {
 		round = max(round, a.round)
 	}
 	return rollbackStep(lists), round + 1, incs, nil
+}
+
+// Expected is the checksum a job of size ranks and steps steps from seed
+// ends with: what rank 0 prints as "expected".
+func Expected(size, steps int, seed uint64) uint64 { return ringExpected(size, steps, seed) }
+
+// CheckCheckpoints checks the checkpoints a finished job left in dir: each
+// rank's last is at the last multiple of every up to steps, none is
+// another job's, and the oldest kept holds the value the simulation gives.
+func CheckCheckpoints(dir string, size, every, steps int, seed uint64) error {
+	for rank := range size {
+		st := newCkptStore(dir, rank, size, every, seed)
+		have, foreign, err := st.list()
+		if err != nil || foreign != 0 || len(have) == 0 || have[len(have)-1] != steps/every*every {
+			return fmt.Errorf("rank %d: checkpoints %v (%d foreign), %v", rank, have, foreign, err)
+		}
+		want := ringSimulate(size, have[0], seed)[rank]
+		if v, err := st.load(have[0]); err != nil || v != want {
+			return fmt.Errorf("rank %d: checkpoint at step %d holds %016x, %v; want %016x", rank, have[0], v, err, want)
+		}
+	}
+	return nil
 }

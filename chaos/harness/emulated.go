@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"bytes"
@@ -27,12 +27,12 @@ import (
 // processes on a host are the processes in the host's network namespace
 // besides the host's own (its namespace holder and listening sshd).
 
-// The chaos run's cluster, by default: a name and network of its own, so
+// DefaultClusterName and DefaultClusterPrefix are the chaos run's cluster by default: a name and network of its own, so
 // that it clashes with neither the tests' (random names, 10.200-249.x.0/24)
 // nor the benchmarks' (ftc 10.77/16, ftbench 10.78/16).
 const (
-	chaosClusterName   = "ftchaos"
-	chaosClusterPrefix = "10.79.0.0/24"
+	DefaultClusterName   = "ftchaos"
+	DefaultClusterPrefix = "10.79.0.0/24"
 )
 
 // Timing of the emulated faults.
@@ -55,31 +55,31 @@ type chaosHosts struct {
 	names    []string // the hosts in hostfile order (agent i runs on names[i]; the spares last)
 }
 
-// upChaosHosts brings up o.nodes hosts and o.spareNodes spares after them
+// upChaosHosts brings up o.Nodes hosts and o.SpareNodes spares after them
 // (a stale cluster of the same name is removed first) and writes their hostfile into the cluster's state
 // directory (removed with it).
-func upChaosHosts(ctx context.Context, o *chaosOptions) (*chaosHosts, error) {
-	prefix, err := netip.ParsePrefix(o.clusterPrefix) // checked by parseChaosFlags
+func upChaosHosts(ctx context.Context, o *Options) (*chaosHosts, error) {
+	prefix, err := netip.ParsePrefix(o.ClusterPrefix) // checked by parseChaosFlags
 	if err != nil {
 		return nil, fmt.Errorf("--cluster-prefix: %w", err)
 	}
 	// 10 s: a launch-phase trial holds one host's sshd stopped until its
 	// faults are in (holdHost), which a handshake must outwait; faults
 	// wait for nothing longer than chaosHoldWait meanwhile.
-	cfg := cluster.Config{Name: o.clusterName, Prefix: prefix, ConnectTimeout: 10 * time.Second}
-	c, err := cluster.Up(ctx, cfg, o.nodes+o.spareNodes)
+	cfg := cluster.Config{Name: o.ClusterName, Prefix: prefix, ConnectTimeout: 10 * time.Second}
+	c, err := cluster.Up(ctx, cfg, o.Nodes+o.SpareNodes)
 	if err != nil {
-		return nil, fmt.Errorf("bring up the emulated cluster %q: %w", o.clusterName, err)
+		return nil, fmt.Errorf("bring up the emulated cluster %q: %w", o.ClusterName, err)
 	}
 	h := &chaosHosts{c: c, hostfile: filepath.Join(c.Dir(), "chaos-hosts")}
 	nodes, err := c.Nodes()
 	if err != nil {
-		return h, fmt.Errorf("emulated cluster %q: %w", o.clusterName, err)
+		return h, fmt.Errorf("emulated cluster %q: %w", o.ClusterName, err)
 	}
 	var b strings.Builder
 	for _, n := range nodes {
 		h.names = append(h.names, n.Name)
-		fmt.Fprintf(&b, "%s slots=%d\n", n.Name, o.ppn)
+		fmt.Fprintf(&b, "%s slots=%d\n", n.Name, o.PPN)
 	}
 	if err := os.WriteFile(h.hostfile, []byte(b.String()), 0o644); err != nil {
 		return h, fmt.Errorf("write the hostfile: %w", err)

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"bytes"
@@ -172,6 +172,16 @@ func alive(ids []procID) []string {
 		if start, ok := startTime(id.pid); ok && start == id.start {
 			out = append(out, id.desc)
 		}
+	}
+	return out
+}
+
+// Leftovers lists the live processes (but this one) whose working
+// directory is workDir: what a trial kept in its directory left running.
+func Leftovers(workDir string) []string {
+	var out []string
+	for _, p := range (procScanner{workDir: workDir, self: os.Getpid()}).scan(false) {
+		out = append(out, p.String())
 	}
 	return out
 }

@@ -1,6 +1,7 @@
-package main
+package ringapp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -227,70 +229,6 @@ func TestRingRollbackResumes(t *testing.T) {
 		if got, want := ringChecksum(cur), ringExpected(size, steps, 7); got != want {
 			t.Fatalf("trial %d: resumed from step %d: %016x, want %016x", trial, back, got, want)
 		}
-	}
-}
-
-func TestRingAppFlags(t *testing.T) {
-	for _, args := range [][]string{{"--steps", "-1"}, {"--checkpoint-every", "0"}, {"--step-time", "-1s"}, {"--recovery-wait", "0s"}, {"extra"}, {"--nope"}} {
-		if code, _, stderr := run(t, ringAppCommand, args...); code != 2 || !strings.Contains(stderr, "ftlaunch ringapp:") {
-			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
-		}
-	}
-	if code, stdout, _ := run(t, ringAppCommand, "--help"); code != 0 || !strings.Contains(stdout, "--checkpoint-every K") {
-		t.Errorf("--help: exit %d, %q", code, stdout)
-	}
-	t.Setenv("FTLAUNCH_FD", "")
-	if code, _, stderr := run(t, ringAppCommand); code != 1 || !strings.Contains(stderr, "not started by ftlaunch") {
-		t.Errorf("outside ftlaunch: exit %d, stderr %q", code, stderr)
-	}
-}
-
-// TestRingAppUnderLauncher runs the application as ftlaunch runs it, with
-// real processes and no failure.
-func TestRingAppUnderLauncher(t *testing.T) {
-	for _, tc := range []struct {
-		n, nodes, steps int
-		flags           []string
-	}{
-		{8, 4, 100, nil}, // the job of the brief: ~2 s of 20 ms steps
-		{1, 0, 20, []string{"--step-time", "1ms", "--seed", "9"}},
-		{2, 0, 21, []string{"--step-time", "1ms", "--checkpoint-every", "3"}},
-	} {
-		t.Run(fmt.Sprintf("n%d_nodes%d", tc.n, tc.nodes), func(t *testing.T) {
-			dir := t.TempDir()
-			args := []string{"run", "-n", fmt.Sprint(tc.n)}
-			if tc.nodes > 0 {
-				args = append(args, "--test-nodes", fmt.Sprint(tc.nodes))
-			}
-			args = append(args, ftlaunchBin, "ringapp", "--steps", fmt.Sprint(tc.steps), "--dir", dir)
-			r := ftlaunch(t, "", append(args, tc.flags...)...)
-			seed := uint64(1)
-			if slices.Contains(tc.flags, "--seed") {
-				seed = 9
-			}
-			e := ringExpected(tc.n, tc.steps, seed)
-			if want := fmt.Sprintf("checksum %016x expected %016x\n", e, e); r.code != 0 || r.stdout != want {
-				t.Fatalf("exit %d\nstdout %q\nwant   %q\nstderr:\n%s", r.code, r.stdout, want, r.stderr)
-			}
-			if strings.Contains(r.stderr, "ringapp") {
-				t.Errorf("the ranks wrote to stderr in a run without failures:\n%s", r.stderr)
-			}
-			every := 5
-			if i := slices.Index(tc.flags, "--checkpoint-every"); i >= 0 {
-				fmt.Sscan(tc.flags[i+1], &every)
-			}
-			for rank := range tc.n {
-				st := newCkptStore(dir, rank, tc.n, every, seed)
-				steps, foreign, err := st.list()
-				if err != nil || foreign != 0 || len(steps) == 0 || steps[len(steps)-1] != tc.steps/every*every {
-					t.Fatalf("rank %d: checkpoints %v (%d foreign), %v", rank, steps, foreign, err)
-				}
-				want := ringSimulate(tc.n, steps[0], seed)[rank]
-				if v, err := st.load(steps[0]); err != nil || v != want {
-					t.Errorf("rank %d: checkpoint at step %d holds %016x, %v; want %016x", rank, steps[0], v, err, want)
-				}
-			}
-		})
 	}
 }
 
@@ -752,4 +690,46 @@ func TestRingAppRecoveryFakeAgent(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestRingAppFlags(t *testing.T) {
+	for _, args := range [][]string{{"--steps", "-1"}, {"--checkpoint-every", "0"}, {"--step-time", "-1s"}, {"--recovery-wait", "0s"}, {"extra"}, {"--nope"}} {
+		if code, _, stderr := runMain(t, args...); code != 2 || !strings.Contains(stderr, "ftlaunch ringapp:") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	if code, stdout, _ := runMain(t, "--help"); code != 0 || !strings.Contains(stdout, "--checkpoint-every K") {
+		t.Errorf("--help: exit %d, %q", code, stdout)
+	}
+	t.Setenv("FTLAUNCH_FD", "")
+	if code, _, stderr := runMain(t); code != 1 || !strings.Contains(stderr, "not started by ftlaunch") {
+		t.Errorf("outside ftlaunch: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// runMain runs Main with args, returning its exit status and output.
+func runMain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code := Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// syncBuffer is a buffer that a rank's goroutines write while the test
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

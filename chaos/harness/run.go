@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"bytes"
@@ -16,13 +16,14 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
 	"github.com/ftlaunch/ftlaunch/launch"
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
-// chaosPlantEnv plants a violation in every trial, to show that the checks
+// PlantEnv plants a violation in every trial, to show that the checks
 // can fail (tests only): "leftover" leaves a process of the job behind,
 // "duplicate" writes an output line twice.
-const chaosPlantEnv = "FTLAUNCH_CHAOS_PLANT"
+const PlantEnv = "FTLAUNCH_CHAOS_PLANT"
 
 // delayStartEnv is launch's test-only hold on a test node's start
 // (FTLAUNCH_TEST_DELAY_START=node3=/path: until the file exists). Chaos
@@ -112,7 +113,7 @@ type actionRun struct {
 
 // trialRun is one trial in progress; runTrial owns it.
 type trialRun struct {
-	o        *chaosOptions
+	o        *Options
 	topo     trial.Topology
 	hosts    *chaosHosts // the emulated cluster; nil on test nodes
 	hf       hostFaults  // what the trial did to the hosts
@@ -145,12 +146,12 @@ type trialRun struct {
 
 // runTrial runs one trial to its end and judges it. Problems of the
 // harness itself (a job that cannot start) are violations too.
-func runTrial(ctx context.Context, o *chaosOptions, self string, topo trial.Topology, hosts *chaosHosts, tr trial.Trial, stderr io.Writer) *trialResult {
+func runTrial(ctx context.Context, o *Options, self string, topo trial.Topology, hosts *chaosHosts, tr trial.Trial, stderr io.Writer) *trialResult {
 	r := &trialResult{trial: tr, takeover: -1, cleanup: -1, jobTime: -1}
 	if tr.Hold >= 0 {
 		r.hold = topo.Name(tr.Hold)
 	}
-	r.dir = filepath.Join(o.out, fmt.Sprintf("trial-%03d", tr.Index+1))
+	r.dir = filepath.Join(o.Out, fmt.Sprintf("trial-%03d", tr.Index+1))
 	t := &trialRun{
 		o: o, topo: topo, hosts: hosts, tr: tr, res: r,
 		work: filepath.Join(r.dir, "work"), stateDir: filepath.Join(r.dir, "state"), gate: filepath.Join(r.dir, "launch-gate"),
@@ -195,7 +196,7 @@ func runTrial(ctx context.Context, o *chaosOptions, self string, topo trial.Topo
 	}
 	r.applied = t.applied()
 	t.judge()
-	if r.pass() && !o.keep {
+	if r.pass() && !o.Keep {
 		if err := os.RemoveAll(r.dir); err != nil {
 			fmt.Fprintf(stderr, "ftlaunch chaos: remove %s: %v\n", r.dir, err)
 		}
@@ -215,30 +216,30 @@ func (t *trialRun) applied() []trial.Applied {
 // directory, with the trial's marker in its environment.
 func (t *trialRun) start(self, marker string) error {
 	o := t.o
-	app := []string{self, "chaos", "app", "--steps", strconv.Itoa(o.steps), "--interval", o.interval.String()}
-	if o.policy != trial.NoRestart {
+	app := []string{self, "chaos", "app", "--steps", strconv.Itoa(o.Steps), "--interval", o.Interval.String()}
+	if o.Policy != trial.NoRestart {
 		// The recovery application, as long as the chaos application:
 		// 10 ring steps per step.
-		app = []string{self, "ringapp", "--steps", strconv.Itoa(10 * o.steps), "--step-time", (o.interval / 10).String(),
+		app = []string{self, "ringapp", "--steps", strconv.Itoa(10 * o.Steps), "--step-time", (o.Interval / 10).String(),
 			"--dir", filepath.Join(t.work, "ckpt"), "--recovery-wait", "20s"}
 	}
-	if o.app != "" {
-		app = append([]string{o.app}, o.appArgs...)
+	if o.App != "" {
+		app = append([]string{o.App}, o.AppArgs...)
 	}
 	// -l: the checks read rank labels ("[0] chaos app: verified"), which
 	// no job gets by default (test nodes no longer either: every
 	// completed --restart none trial failed app-result without it).
-	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "-l", "--test-nodes", strconv.Itoa(o.nodes + o.spareNodes)}
+	args := []string{"run", "--verbose", "--state-dir", t.stateDir, "-l", "--test-nodes", strconv.Itoa(o.Nodes + o.SpareNodes)}
 	if t.hosts != nil {
 		// Over SSH to the emulated hosts, from this machine.
 		args = []string{"run", "--verbose", "--state-dir", t.stateDir, "-l", "--hostfile", t.hosts.hostfile, "--ssh-config", t.hosts.c.SSHConfig()}
 	}
-	if o.spareNodes > 0 {
+	if o.SpareNodes > 0 {
 		// The last K test nodes or hosts of the hostfile.
-		args = append(args, "--spare-nodes", strconv.Itoa(o.spareNodes))
+		args = append(args, "--spare-nodes", strconv.Itoa(o.SpareNodes))
 	}
-	args = append(args, "--tree", o.tree, "--replicas", strconv.Itoa(o.replicas), "--restart", o.restart, "--kill-after", "1s",
-		"--timeout", (o.trialLimit / 2).String(), "-n", strconv.Itoa(o.nodes*o.ppn))
+	args = append(args, "--tree", o.Tree, "--replicas", strconv.Itoa(o.Replicas), "--restart", o.Restart, "--kill-after", "1s",
+		"--timeout", (o.TrialLimit / 2).String(), "-n", strconv.Itoa(o.Nodes*o.PPN))
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, delayStartEnv+"=") && !strings.HasPrefix(kv, chaosMarkerEnv+"=") {
@@ -283,7 +284,7 @@ func (t *trialRun) start(self, marker string) error {
 func (t *trialRun) drive(ctx context.Context, exited <-chan struct{}) (over time.Time, interrupted bool) {
 	tick := time.NewTicker(chaosPoll)
 	defer tick.Stop()
-	deadline := t.res.start.Add(t.o.trialLimit)
+	deadline := t.res.start.Add(t.o.TrialLimit)
 	feExited := false
 	var lastStatus time.Time
 	jobOver := false
@@ -305,7 +306,7 @@ func (t *trialRun) drive(ctx context.Context, exited <-chan struct{}) (over time
 				// The successor root runs the job: over once the log
 				// has its final status (or its roots were lost).
 				lastStatus = now
-				if st, err := readStatus(t.stateDir, ""); err == nil && st.State != "running" {
+				if st, err := jobstate.ReadStatus(t.stateDir, ""); err == nil && st.State != "running" {
 					jobOver = true
 				}
 			}
@@ -390,7 +391,7 @@ func (t *trialRun) observe(now time.Time) {
 // restart policy, once the front-end published the first node table (its
 // --verbose line); a rank lost before that ends a --restart rank job.
 func (t *trialRun) tablePublished() bool {
-	if t.o.policy == trial.NoRestart {
+	if t.o.Policy == trial.NoRestart {
 		return true
 	}
 	return bytes.Contains(t.errText, []byte("node table of "+strconv.Itoa(len(t.topo.RankNode))+" ranks published"))
@@ -443,7 +444,7 @@ func (t *trialRun) phaseStart(k int, now time.Time) time.Time {
 // groupFormed says whether every replica agent joined the raft group.
 func (t *trialRun) groupFormed() bool {
 	b, err := os.ReadFile(t.errPath)
-	return err == nil && bytes.Count(b, []byte("joined the group")) >= t.o.replicas-1
+	return err == nil && bytes.Count(b, []byte("joined the group")) >= t.o.Replicas-1
 }
 
 // act applies the actions whose time came, continues stopped agents,
@@ -466,8 +467,8 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 		if t0.IsZero() || now.Before(t0.Add(a.At)) {
 			continue
 		}
-		formed := t.o.replicas > 1 && t.groupFormed()
-		if t.o.replicas > 1 && (a.Fault == trial.Root || a.Fault == trial.Replica) && !formed && now.Before(t0.Add(t.groupWait())) {
+		formed := t.o.Replicas > 1 && t.groupFormed()
+		if t.o.Replicas > 1 && (a.Fault == trial.Root || a.Fault == trial.Replica) && !formed && now.Before(t0.Add(t.groupWait())) {
 			continue
 		}
 		a.done = true
@@ -530,7 +531,7 @@ func (t *trialRun) began(a *actionRun, now time.Time) {
 	}
 	switch a.Fault {
 	case trial.Root:
-		t.failover = t.o.replicas > 1 && a.GroupFormed
+		t.failover = t.o.Replicas > 1 && a.GroupFormed
 	case trial.Slow:
 		if t.hosts != nil {
 			a.slowUntil = now.Add(chaosSlowFor)
@@ -551,7 +552,7 @@ func (t *trialRun) began(a *actionRun, now time.Time) {
 // #14's partition). With no restart a cut-off host stays cut off until
 // the trial is over: it must clean up by itself.
 func (t *trialRun) comesBack(f trial.Fault) bool {
-	return f == trial.Stop || f == trial.Partition && t.hostFault(f) && t.o.policy != trial.NoRestart
+	return f == trial.Stop || f == trial.Partition && t.hostFault(f) && t.o.Policy != trial.NoRestart
 }
 
 // missedRecovery says why an action timed into a recovery cannot fall

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/hashicorp/raft"
@@ -40,7 +41,7 @@ func (t *trialRun) finish(over time.Time, interrupted bool) error {
 	r.jobTime = over.Sub(r.start)
 	r.atEnd = len(t.jobProcs())
 	var planted *exec.Cmd
-	if os.Getenv(chaosPlantEnv) == "leftover" {
+	if os.Getenv(PlantEnv) == "leftover" {
 		// A process of the job that outlives it, as a broken agent would
 		// leave: in the job's directory, in a session of its own.
 		planted = exec.Command("sleep", "300")
@@ -59,7 +60,7 @@ func (t *trialRun) finish(over time.Time, interrupted bool) error {
 		}
 	}
 	bound := time.Now().Add(chaosCleanup)
-	if t.o.replicas > 1 {
+	if t.o.Replicas > 1 {
 		// An agent of a replicated job that lost its parent asks the
 		// replicas to adopt it for 30 s (launch/failover.go's adoptWait)
 		// before it kills its ranks: a stopped one does once continued.
@@ -152,8 +153,8 @@ func (t *trialRun) judge() {
 		r.violations = append(r.violations, trial.Violation{Invariant: "harness",
 			Detail: fmt.Sprintf("the trial's state directory holds %d jobs: %v", len(t.stray), t.stray)})
 	}
-	res, err := loadState(t.stateDir, "")
-	var running *errRunning
+	res, err := jobstate.Load(t.stateDir, "")
+	var running *jobstate.ErrRunning
 	switch {
 	case t.lostBeforeLog(err):
 		// With one replica the log starts once the launch is over (or
@@ -163,7 +164,7 @@ func (t *trialRun) judge() {
 		// status was recorded: unfinished, a known limit (--strict: a
 		// failure).
 		const limit = "the front-end was lost before its replica initialized the state log: ftlaunch status cannot read the job"
-		if t.o.strict {
+		if t.o.Strict {
 			o.StateProblems = append(o.StateProblems, "read the state log: "+errString(err)+" ("+limit+")")
 			break
 		}
@@ -229,7 +230,7 @@ func (t *trialRun) judge() {
 				// The documented end of a job shorter than its group's
 				// formation (trial.ReplicaState.NeverJoined); --strict
 				// compares such replicas too.
-				if (alone || !member(rp.Node)) && rp.Node != res.Best.Meta.Node && rf.In.LastIndex == 0 && !t.o.strict {
+				if (alone || !member(rp.Node)) && rp.Node != res.Best.Meta.Node && rf.In.LastIndex == 0 && !t.o.Strict {
 					rp.NeverJoined = true
 					never = append(never, rp.Node)
 				}
@@ -242,17 +243,17 @@ func (t *trialRun) judge() {
 		}
 	}
 	o.Lines = t.outputLines()
-	if os.Getenv(chaosPlantEnv) == "duplicate" {
+	if os.Getenv(PlantEnv) == "duplicate" {
 		if len(o.Lines) == 0 {
 			o.Lines = []string{"[0] planted line"}
 		}
 		o.Lines = append(o.Lines, o.Lines[0])
 	}
-	builtin := t.o.app == ""
+	builtin := t.o.App == ""
 	o.OutputUnique, o.AppChecked = builtin, builtin
 	for _, l := range o.Lines {
-		if t.o.policy == trial.NoRestart {
-			o.AppOK = o.AppOK || strings.HasPrefix(l, "[0] "+chaosAppDone)
+		if t.o.Policy == trial.NoRestart {
+			o.AppOK = o.AppOK || strings.HasPrefix(l, "[0] "+AppDone)
 		} else if f := strings.Fields(strings.TrimPrefix(l, "[0] ")); len(f) == 4 && f[0] == "checksum" && f[2] == "expected" {
 			o.AppOK = o.AppOK || f[1] == f[3] // the ring application's result (rank 0's line)
 		}
@@ -261,11 +262,11 @@ func (t *trialRun) judge() {
 	t.staleOutcome(o.Failures, over)
 	t.tabled(over)
 	host, _ := os.Hostname()
-	r.expect = trial.Expect(r.applied, t.topo, t.o.replicas, t.o.policy, t.tr.Phase, host)
+	r.expect = trial.Expect(r.applied, t.topo, t.o.Replicas, t.o.Policy, t.tr.Phase, host)
 	r.violations = append(r.violations, trial.Check(r.applied, r.expect, *o)...)
 	if r.expect.NoMajority && o.State == "unfinished" && !r.expect.RootLost {
 		const limit = "a replica's host was lost before every replica agent had joined the group, which then had no majority to record the final status (docs/guide.md)"
-		if t.o.strict {
+		if t.o.Strict {
 			r.violations = append(r.violations, trial.Violation{Invariant: trial.InvStatus, Detail: "unfinished: " + limit + " (--strict)"})
 		} else {
 			r.notes = append(r.notes, "known limit: "+limit)
@@ -366,12 +367,12 @@ func (t *trialRun) staleOutcome(fails []trial.Event, over time.Time) {
 		name := a.Target.String()
 		st := trial.Stale{Node: name, Fault: a.Fault, Lost: declaredLost(fails, name, a.Time), Answers: a.Fault == trial.Stop,
 			AtEnd: a.staleAtEnd, Back: a.continued, Left: a.staleLeft}
-		if st.Back && len(st.Left) > 0 && t.o.replicas > 1 && !a.contAt.Before(over) {
+		if st.Back && len(st.Left) > 0 && t.o.Replicas > 1 && !a.contAt.Before(over) {
 			// An orphan of a replicated job asks the replicas to adopt it
 			// for 30 s (launch/proto's AdoptWait); once the job is over
 			// nobody is left to tell it that it was replaced.
 			const limit = "came back after the job of its replicas ended: it asks them for adoption for 30 s before it kills its ranks"
-			if t.o.strict {
+			if t.o.Strict {
 				st.Left = append(st.Left, "("+limit+")")
 			} else {
 				st.Limit = true

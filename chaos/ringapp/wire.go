@@ -1,4 +1,4 @@
-package main
+package ringapp
 
 import (
 	"encoding/binary"

@@ -1,4 +1,22 @@
-package main
+// Package ringapp is the recovery application (`ftlaunch ringapp`, not in
+// the help): a rank program that shows and tests ftlaunch's restart
+// protocol. The ranks pass values around a ring of direct TCP connections
+// (rank r sends to r+1 and receives from r-1), mix them into a value per
+// rank and step, checkpoint every few steps, and at the end rank 0 prints
+// "checksum C expected E", where E is the same computation simulated in
+// one process; it exits 0 iff they are equal. A lost or doubly applied
+// step changes C.
+//
+// Under `ftlaunch run --restart rank` a rank that is replaced costs a
+// rollback: the survivors suspend at a safe point when told (Suspend),
+// and once resumed every rank (the new one too) agrees through one
+// allgather on the last step at which every rank has a checkpoint, loads
+// it, reconnects the ring and goes on. Checkpoints are files in --dir, so
+// a rank started again under `--restart job` resumes the same way.
+//
+// The chaos harness runs it under --restart rank and job, and the
+// recovery tests of cmd/ftlaunch run it through the ftlaunch binary.
+package ringapp
 
 import (
 	"encoding/binary"
@@ -15,22 +33,9 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/client"
 )
 
-// ringAppCommand is the recovery application (`ftlaunch ringapp`, not in
-// the help): a rank program that shows and tests ftlaunch's restart
-// protocol. The ranks pass values around a ring of direct TCP connections
-// (rank r sends to r+1 and receives from r-1), mix them into a value per
-// rank and step, checkpoint every few steps, and at the end rank 0 prints
-// "checksum C expected E", where E is the same computation simulated in
-// one process; it exits 0 iff they are equal. A lost or doubly applied
-// step changes C.
-//
-// Under `ftlaunch run --restart rank` a rank that is replaced costs a
-// rollback: the survivors suspend at a safe point when told (Suspend),
-// and once resumed every rank (the new one too) agrees through one
-// allgather on the last step at which every rank has a checkpoint, loads
-// it, reconnects the ring and goes on. Checkpoints are files in --dir, so
-// a rank started again under `--restart job` resumes the same way.
-func ringAppCommand(args []string, stdout, stderr io.Writer) int {
+// Main is `ftlaunch ringapp ARGS...`: it parses the flags, runs the
+// application as one rank and returns its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ftlaunch ringapp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var cfg ringConfig
