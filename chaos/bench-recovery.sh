@@ -176,8 +176,8 @@ echo "second root failover, --replicas 3 --restart rank, ftlaunch ringapp, 12 ra
 echo "  successor SIGKILL to the next root serving: median $(median "$tmp/second.serving") ms, p95 $(pctl "$tmp/second.serving" 95) ms (target < 3000)"
 echo "  successor SIGKILL to every rank resumed: median $(median "$tmp/second.resume") ms, p95 $(pctl "$tmp/second.resume" 95) ms"
 
-if command -v mpicc >/dev/null; then
-	mpicc -O1 -o "$tmp/ck_loop" "$(dirname "$0")/../cmd/ftlaunch/testdata/mpi_loop.c"
+if command -v mpicc.mpich >/dev/null; then
+	mpicc.mpich -O1 -o "$tmp/ck_loop" "$(dirname "$0")/../cmd/ftlaunch/testdata/mpi_loop.c"
 	WAIT=1
 	t=0
 	while [ $t -lt "$TRIALS" ]; do

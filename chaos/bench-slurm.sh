@@ -23,7 +23,7 @@ while [ $i -lt "$RUNS" ]; do
 	timed ftlflat "$FTL" run --launcher slurm --slurm-start step --tree flat -n "$NP" true
 	timed ftlgroup "$FTL" run --launcher slurm --slurm-start group -n "$NP" true
 	timed srun srun -n "$NP" true
-	timed mpiexec mpiexec -launcher slurm -iface "$IFACE" -n "$NP" true
+	timed mpiexec mpiexec.mpich -launcher slurm -iface "$IFACE" -n "$NP" true
 	i=$((i + 1))
 done
 

@@ -34,7 +34,7 @@ import (
 func main() {
 	ftl := flag.String("ftlaunch", "bin/ftlaunch", "the ftlaunch binary")
 	demo := flag.String("ftdemo", "bin/ftdemo", "the demo application")
-	mpiexec := flag.String("mpiexec", "mpiexec", "MPICH's mpiexec (empty: skip the comparison)")
+	mpiexec := flag.String("mpiexec", "mpiexec.mpich", "MPICH's mpiexec (empty: skip the comparison)")
 	runs := flag.Int("runs", 11, "runs of each command")
 	sizes := flag.String("sizes", "1,4,16,64,256", "rank counts")
 	baseline := flag.String("baseline", "", "an older ftlaunch to time beside -ftlaunch (before and after a change)")

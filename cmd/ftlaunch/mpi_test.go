@@ -11,14 +11,14 @@ import (
 	"time"
 )
 
-// mpiProgram compiles testdata/NAME.c with MPICH's mpicc into a temporary
+// mpiProgram compiles testdata/NAME.c with MPICH's mpicc (mpicc.mpich: Open MPI's may be the default mpicc) into a temporary
 // directory, or skips the test when mpicc is absent (make test installs
 // it).
 func mpiProgram(t *testing.T, name string) string {
 	t.Helper()
-	mpicc, err := exec.LookPath("mpicc")
+	mpicc, err := exec.LookPath("mpicc.mpich")
 	if err != nil {
-		t.Skip("mpicc not installed (make deps installs mpich and libmpich-dev)")
+		t.Skip("mpicc.mpich not installed (make deps installs mpich and libmpich-dev)")
 	}
 	out := filepath.Join(t.TempDir(), name)
 	if b, err := exec.Command(mpicc, "-O1", "-o", out, filepath.Join("testdata", name+".c")).CombinedOutput(); err != nil {

@@ -73,9 +73,9 @@ func buildMPIProgram(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("MPICH integration test skipped with -short")
 	}
-	mpicc, err := exec.LookPath("mpicc")
+	mpicc, err := exec.LookPath("mpicc.mpich")
 	if err != nil {
-		t.Skip("mpicc not found; install Debian's mpich and libmpich-dev to run the MPICH integration test")
+		t.Skip("mpicc.mpich not found; install Debian's mpich and libmpich-dev to run the MPICH integration test")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "pmitest.c")
