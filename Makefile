@@ -50,11 +50,21 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-fuzz: ## run each fuzz target for FUZZTIME (default 20s)
-	$(GO) test -run XXX -fuzz FuzzReader -fuzztime $(or $(FUZZTIME),20s) ./overlay/wire
-	$(GO) test -run XXX -fuzz FuzzDecoders -fuzztime $(or $(FUZZTIME),20s) ./launch/proto
-	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime $(or $(FUZZTIME),20s) ./launch/rankproto
-	$(GO) test -run XXX -fuzz FuzzParseLine -fuzztime $(or $(FUZZTIME),20s) ./launch/pmi
+FUZZTIME ?= 20s
+fuzz: ## run every fuzz target of the repository for FUZZTIME each (default 20s; docs/design.md gives the time to 10M executions)
+	$(GO) test -run XXX -fuzz '^FuzzExpandHostlist$$' -fuzztime $(FUZZTIME) ./launch/alloc
+	$(GO) test -run XXX -fuzz '^FuzzParseHostfile$$' -fuzztime $(FUZZTIME) ./launch/alloc
+	$(GO) test -run XXX -fuzz '^FuzzParseTasksPerNode$$' -fuzztime $(FUZZTIME) ./launch/alloc
+	$(GO) test -run XXX -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./launch/pmi
+	$(GO) test -run XXX -fuzz '^FuzzServe$$' -fuzztime $(FUZZTIME) ./launch/pmi
+	$(GO) test -run XXX -fuzz '^FuzzDecoders$$' -fuzztime $(FUZZTIME) ./launch/proto
+	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./launch/rankproto
+	$(GO) test -run XXX -fuzz '^FuzzDecodeLeaveNotice$$' -fuzztime $(FUZZTIME) ./membership
+	$(GO) test -run XXX -fuzz '^FuzzDecodeMeta$$' -fuzztime $(FUZZTIME) ./membership
+	$(GO) test -run XXX -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./overlay
+	$(GO) test -run XXX -fuzz '^FuzzUnmarshalCredentials$$' -fuzztime $(FUZZTIME) ./overlay/secure
+	$(GO) test -run XXX -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./overlay/wire
+	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./raftstore
 
 bench: bench-go bench-launch bench-replicas bench-recovery bench-cluster bench-slurm ## every benchmark (Go benchmarks and launcher comparisons)
 

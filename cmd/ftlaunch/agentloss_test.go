@@ -30,7 +30,7 @@ func runRingSteps(t *testing.T, policy string, n int, steps string, where ...str
 	t.Helper()
 	dir, ck = t.TempDir(), t.TempDir()
 	args := append([]string{"run", "--verbose", "--state-dir", dir, "--restart", policy, "-n", strconv.Itoa(n)}, where...)
-	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck)...)
+	cmd = exec.Command(ftlaunchBin(t), append(args, ftlaunchBin(t), "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck)...)
 	out, errb = startJob(t, cmd)
 	tablePublished(t, errb, n)
 	if slices.Contains(where, "kary:2") {
@@ -169,7 +169,7 @@ func TestAgentLostRelaunchRank(t *testing.T) {
 		t.Errorf("inspect's plan does not show node2 and node3 under node1:\n%s", insp.stdout)
 	}
 	waitGone(t, ck, 10*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 }
 
 // TestAgentLostRelaunchJob: under --restart job the lost agent (node1, a
@@ -189,7 +189,7 @@ func TestAgentLostRelaunchJob(t *testing.T) {
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	shows(t, "inspect", insp.stdout, "relaunch  ", "the agent of node node1 as incarnation 2", "restart-job", "every rank was started again", "plan: changed: node node4 moved to its backup parent node0")
 	waitGone(t, ck, 10*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 }
 
 // TestAgentLostRelaunchLocal: the one agent of a job on this machine (on
@@ -268,7 +268,7 @@ func TestAgentLostPastMaxRestarts(t *testing.T) {
 		t.Errorf("stderr does not say that node2's agent was lost past --max-restarts 1")
 	}
 	waitGone(t, ck, 10*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 }
 
 // TestClusterAgentLostRelaunch: over SSH on the emulated cluster, the
@@ -289,7 +289,7 @@ func TestClusterAgentLostRelaunch(t *testing.T) {
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	shows(t, "inspect", insp.stdout, "the agent of node node003 as incarnation 2", "resumed at")
 	waitGone(t, ck, 20*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 20*time.Second)
 }
 
 // TestOrphanFallbacks: an agent whose parent and backup parent are lost
@@ -359,5 +359,5 @@ func TestOrphanFallbacks(t *testing.T) {
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	shows(t, "inspect", insp.stdout, "plan: changed: node node6 moved to its fallback parent node0", "moved to the root, its last fallback parent")
 	waitGone(t, ck, 10*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 }

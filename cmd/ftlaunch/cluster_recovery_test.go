@@ -40,9 +40,9 @@ func TestClusterPartitionSpare(t *testing.T) {
 	dir, ck := t.TempDir(), t.TempDir()
 	// 7 hosts x 4 ranks; node008 is the spare. node001 and node002 host
 	// the root replicas; node005 is a leaf of the flat tree.
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
 		"--spare-nodes", "1", "--replicas", "3", "--restart", "rank", "--tree", "flat", "--state-dir", dir, "-n", "28",
-		ftlaunchBin, "ringapp", "--steps", "3000", "--step-time", "10ms", "--dir", ck)
+		ftlaunchBin(t), "ringapp", "--steps", "3000", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
 	tablePublished(t, errb, 28)
 	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
@@ -105,9 +105,9 @@ func TestClusterInteriorCrash(t *testing.T) {
 	c := chaostest.Cluster(t, 10, cluster.Config{})
 	hosts := hostfile(t, c, 4)
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
 		"--spare-nodes", "2", "--replicas", "3", "--restart", "rank", "--tree", "kary:2", "--ppn", "4", "--state-dir", dir, "-n", "32",
-		ftlaunchBin, "ringapp", "--steps", "2500", "--step-time", "10ms", "--dir", ck)
+		ftlaunchBin(t), "ringapp", "--steps", "2500", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
 	tablePublished(t, errb, 32)
 	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
@@ -144,9 +144,9 @@ func TestClusterSlowInterior(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = slow.Stop() })
 	ck := t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
 		"--restart", "rank", "--tree", "kary:2", "-n", "16",
-		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+		ftlaunchBin(t), "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
 	ringDone(t, cmd, out)
 	for _, bad := range []string{"lost the agent", "recovery:", "moved to its backup parent"} {

@@ -57,7 +57,7 @@ func TestClusterLaunch(t *testing.T) {
 	// Every kind of launch tree: 8 agents over SSH, some started by others.
 	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial", "flat --batch 3"} {
 		t.Run("tree "+tree, func(t *testing.T) {
-			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "32", ftdemoBin)...)
+			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "32", ftdemoBin(t))...)
 			r := ftlaunch(t, "", args...)
 			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 32 ranks verified") {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -101,7 +101,7 @@ func TestClusterLaunch(t *testing.T) {
 		}
 		t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
 		waitFor(t, "the agent's socket", 5*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
-		args := append([]string{"run", "-l", "--hostfile", hosts, "--ssh-config", noKey, "--tree", "kary:2", "-n", "32"}, ftdemoBin)
+		args := append([]string{"run", "-l", "--hostfile", hosts, "--ssh-config", noKey, "--tree", "kary:2", "-n", "32"}, ftdemoBin(t))
 		// Without the agent the launch fails: the configuration has no key.
 		t.Setenv("SSH_AUTH_SOCK", "")
 		if r := ftlaunch(t, "", args...); r.code == 0 {
@@ -120,7 +120,7 @@ func TestClusterLaunch(t *testing.T) {
 	})
 	t.Run("replicas", func(t *testing.T) {
 		dir := t.TempDir()
-		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "--state-dir", dir, "--replicas", "3", "-n", "32", ftdemoBin)...)
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "--state-dir", dir, "--replicas", "3", "-n", "32", ftdemoBin(t))...)
 		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 32 ranks verified") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
@@ -137,7 +137,7 @@ func TestClusterLaunch(t *testing.T) {
 		// The job outlives its front-end: a replica agent takes over and
 		// attach follows the rest of the job.
 		dir := t.TempDir()
-		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "--state-dir", dir, "--replicas", "3", "--verbose",
+		cmd := exec.Command(ftlaunchBin(t), append(append([]string{"run"}, ssh...), "--state-dir", dir, "--replicas", "3", "--verbose",
 			"-n", "32", "sh", "-c", "sleep 3; echo done $FTLAUNCH_RANK")...)
 		errb := &syncBuffer{}
 		cmd.Stderr = errb
@@ -154,13 +154,13 @@ func TestClusterLaunch(t *testing.T) {
 		if r.code != 0 || strings.Count(r.stdout, "] done ") != 32 {
 			t.Fatalf("attach: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
-		waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+		waitGone(t, ftlaunchBin(t)+" agent", 20*time.Second)
 	})
 	t.Run("interior host crashed mid-run", func(t *testing.T) {
 		// kary:2: node001 starts node003 and node004, which start node007
 		// and node008 below them.
 		m := marker(t)
-		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "--tree", "kary:2", "-n", "32", "--kill-after", "1s", "sleep", m)...)
+		cmd := exec.Command(ftlaunchBin(t), append(append([]string{"run"}, ssh...), "--tree", "kary:2", "-n", "32", "--kill-after", "1s", "sleep", m)...)
 		errb := &syncBuffer{}
 		cmd.Stderr = errb
 		if err := cmd.Start(); err != nil {
@@ -193,7 +193,7 @@ func TestClusterLaunch(t *testing.T) {
 		// root declares it lost and fences its host in a new SSH session
 		// (ftlaunch agent --fence) before the job's end is reported.
 		m := marker(t)
-		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "--tree", "flat", "-n", "32", "--verbose", "sleep", m)...)
+		cmd := exec.Command(ftlaunchBin(t), append(append([]string{"run"}, ssh...), "--tree", "flat", "-n", "32", "--verbose", "sleep", m)...)
 		_, errb := startJob(t, cmd)
 		waitFor(t, "32 ranks", 30*time.Second, func() bool { return sleepers(t, m) == 32 })
 		pid := agentOf(t, m, "node003")
@@ -214,7 +214,7 @@ func TestClusterLaunch(t *testing.T) {
 	})
 
 	t.Run("demo", func(t *testing.T) {
-		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", ftdemoBin)...)
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", ftdemoBin(t))...)
 		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 16 ranks verified") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
@@ -262,7 +262,7 @@ func TestClusterLaunch(t *testing.T) {
 	})
 	t.Run("front-end killed", func(t *testing.T) {
 		m := marker(t)
-		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "-n", "16", "sleep", m)...)
+		cmd := exec.Command(ftlaunchBin(t), append(append([]string{"run"}, ssh...), "-n", "16", "sleep", m)...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -270,11 +270,11 @@ func TestClusterLaunch(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		waitGone(t, "sleep "+m, 10*time.Second)
-		waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+		waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 	})
 	t.Run("host crashed mid-run", func(t *testing.T) {
 		m := marker(t)
-		cmd := exec.Command(ftlaunchBin, append(append([]string{"run"}, ssh...), "-n", "16", "--kill-after", "1s", "sleep", m)...)
+		cmd := exec.Command(ftlaunchBin(t), append(append([]string{"run"}, ssh...), "-n", "16", "--kill-after", "1s", "sleep", m)...)
 		errb := &syncBuffer{}
 		cmd.Stderr = errb
 		if err := cmd.Start(); err != nil {
@@ -308,7 +308,7 @@ func TestClusterLaunch(t *testing.T) {
 		if r.elapsed > 10*time.Second {
 			t.Errorf("took %v with a 2 s connect timeout", r.elapsed)
 		}
-		waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+		waitGone(t, ftlaunchBin(t)+" agent", 5*time.Second)
 	})
 }
 
@@ -324,7 +324,7 @@ func TestClusterLarge(t *testing.T) {
 	ssh := []string{"-l", "--hostfile", hosts, "--ssh-config", c.SSHConfig()} // -l: the checks read rank labels
 	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "kary:4", "2level", "binomial", "auto --batch 4", "flat --batch 4"} {
 		t.Run("tree "+tree, func(t *testing.T) {
-			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "64", ftdemoBin)...)
+			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "64", ftdemoBin(t))...)
 			r := ftlaunch(t, "", args...)
 			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 64 ranks verified") {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -351,7 +351,7 @@ func TestClusterLarge(t *testing.T) {
 			if r.elapsed > 15*time.Second {
 				t.Errorf("%s: took %v with a 2 s connect timeout", tree, r.elapsed)
 			}
-			waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+			waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 		}
 	})
 }

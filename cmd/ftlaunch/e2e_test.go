@@ -19,11 +19,49 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/client"
 )
 
-// The end-to-end tests run the real ftlaunch binary, built once in
-// TestMain, with real processes. The test binary doubles as a rank program
-// that uses the client library: ftlaunch runs it with FTLAUNCH_E2E_RANK set.
+// The end-to-end tests run the real ftlaunch binary, built once, when a
+// test first asks for it (ftlaunchBin), with real processes: a run of the
+// package's unit tests alone builds nothing. The test binary doubles as a
+// rank program that uses the client library: ftlaunch runs it with
+// FTLAUNCH_E2E_RANK set.
 
-var ftlaunchBin, ftdemoBin string
+// binDir holds the binaries the tests build (TestMain makes and removes it).
+var binDir string
+
+// built is one binary built once for the whole test run.
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var ftlaunchBuild, ftdemoBuild built
+
+// get builds pkg into binDir/name with the race detector when the tests
+// run with it, once; a failed build fails every test that needs it.
+func (b *built) get(t testing.TB, name, pkg string) string {
+	t.Helper()
+	b.once.Do(func() {
+		b.path = filepath.Join(binDir, name)
+		args := []string{"build", "-o", b.path}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// ftlaunchBin is the ftlaunch binary under test, built on first use.
+func ftlaunchBin(t testing.TB) string { return ftlaunchBuild.get(t, "ftlaunch", ".") }
+
+// ftdemoBin is the demo application, built on first use.
+func ftdemoBin(t testing.TB) string { return ftdemoBuild.get(t, "ftdemo", "../ftdemo") }
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("FTLAUNCH_E2E_RANK"); mode != "" {
@@ -34,22 +72,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	binDir = dir
 	// Calibrations that launches keep go to a cache of the tests' own.
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	ftlaunchBin = filepath.Join(dir, "ftlaunch")
-	ftdemoBin = filepath.Join(dir, "ftdemo")
-	for _, b := range [][2]string{{ftlaunchBin, "."}, {ftdemoBin, "../ftdemo"}} {
-		args := []string{"build", "-o", b[0]}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		out, err := exec.Command("go", append(args, b[1])...).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
-			os.Exit(1)
-		}
-	}
 	// Race-built binaries otherwise sleep 1 s at exit; a race in the
 	// front-end or an agent makes it exit 66 and fails the test.
 	os.Setenv("GORACE", "atexit_sleep_ms=0 halt_on_error=1")
@@ -158,7 +184,7 @@ func ftlaunchLimit(t *testing.T, limit time.Duration, stdin string, args ...stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ftlaunchBin, args...)
+	cmd := exec.CommandContext(ctx, ftlaunchBin(t), args...)
 	cmd.Dir = t.TempDir()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -303,7 +329,7 @@ func TestCollectivesThroughClientLibrary(t *testing.T) {
 }
 
 func TestDemoRing(t *testing.T) {
-	r := ftlaunch(t, "", "run", "-l", "-n", "8", ftdemoBin)
+	r := ftlaunch(t, "", "run", "-l", "-n", "8", ftdemoBin(t))
 	if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -559,7 +585,7 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 // startBackground starts ftlaunch and returns once every rank runs.
 func startBackground(t *testing.T, m string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	cmd := exec.Command(ftlaunchBin, args...)
+	cmd := exec.Command(ftlaunchBin(t), args...)
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
@@ -595,7 +621,7 @@ func TestFrontEndKilledLeavesNoRank(t *testing.T) {
 			}
 			took := waitGone(t, "sleep "+m, 5*time.Second)
 			t.Logf("ranks gone %v after SIGKILL of the front-end", took)
-			waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+			waitGone(t, ftlaunchBin(t)+" agent", 5*time.Second)
 		})
 	}
 }

@@ -24,7 +24,7 @@ func TestStalledSuccessor(t *testing.T) {
 	}
 	dir := t.TempDir()
 	gate := filepath.Join(t.TempDir(), "go")
-	cmd := exec.Command(ftlaunchBin, "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12",
+	cmd := exec.Command(ftlaunchBin(t), "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12",
 		"sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done; echo done $FTLAUNCH_RANK")
 	killFrontEnd(t, cmd, 2)
 	node := successorNode(t, dir)
@@ -55,7 +55,7 @@ func TestStalledSuccessor(t *testing.T) {
 	if !strings.Contains(st.stdout, "finished, exit code 0") {
 		t.Fatalf("status:\n%s%s", st.stdout, st.stderr)
 	}
-	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 20*time.Second)
 }
 
 // TestDoubleRootLoss is #14 item 6's second defect: the front-end is
@@ -74,7 +74,7 @@ func TestDoubleRootLoss(t *testing.T) {
 	// Two nodes, both hosting replicas: the successor has no agent to
 	// refill the group with (TestSuccessorRefillsGroup and
 	// TestAcceptanceLosses are the cases where it has).
-	cmd := exec.Command(ftlaunchBin, "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "2", "--verbose", "-n", "12",
+	cmd := exec.Command(ftlaunchBin(t), "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "2", "--verbose", "-n", "12",
 		"sh", "-c", "while :; do echo tick $FTLAUNCH_RANK; sleep 0.1; done; : "+m)
 	killFrontEnd(t, cmd, 2)
 	node := successorNode(t, dir)
@@ -87,7 +87,7 @@ func TestDoubleRootLoss(t *testing.T) {
 	// The heartbeat's bound is 5 s; the children see the successor's
 	// link end at once here (its process died), so 5 s + 2 s is generous.
 	took := waitGone(t, m, 7*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 7*time.Second-time.Since(killed)+time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 7*time.Second-time.Since(killed)+time.Second)
 	t.Logf("every rank gone %v after the successor was killed", took)
 	waitFor(t, "status to say the job is unfinished", 10*time.Second, func() bool {
 		return strings.Contains(ftlaunch(t, "", "status", "--state-dir", dir).stdout, "unfinished")
@@ -132,8 +132,8 @@ func successorNode(t *testing.T, dir string) string {
 func TestDoubleRootLossFiveReplicas(t *testing.T) {
 	longFailover(t)
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "5", "--restart", "rank", "--test-nodes", "8", "--verbose", "-n", "16",
-		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "5", "--restart", "rank", "--test-nodes", "8", "--verbose", "-n", "16",
+		ftlaunchBin(t), "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
 	killFrontEnd(t, cmd, 4)
 	first := successorNode(t, dir)
 	time.Sleep(time.Second) // the fault schedule: the successor dies a second after it took over
@@ -159,8 +159,8 @@ func TestSuccessorRefillsGroup(t *testing.T) {
 	}{{"flat", false}, {"kary:2", true}} {
 		t.Run(tc.tree, func(t *testing.T) {
 			dir, ck := t.TempDir(), t.TempDir()
-			cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--tree", tc.tree, "--test-nodes", "6", "--verbose", "-n", "12",
-				ftlaunchBin, "ringapp", "--steps", "2000", "--step-time", "10ms", "--dir", ck)
+			cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--tree", tc.tree, "--test-nodes", "6", "--verbose", "-n", "12",
+				ftlaunchBin(t), "ringapp", "--steps", "2000", "--step-time", "10ms", "--dir", ck)
 			killFrontEnd(t, cmd, 2)
 			first := successorNode(t, dir)
 			host := refilled(t, dir)
@@ -232,9 +232,9 @@ func longFailover(t *testing.T) {
 func TestSuccessorUsesSpare(t *testing.T) {
 	longFailover(t)
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--spare-nodes", "1",
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--spare-nodes", "1",
 		"--tree", "flat", "--test-nodes", "6", "--verbose", "-n", "10",
-		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+		ftlaunchBin(t), "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
 	killFrontEnd(t, cmd, 2)
 	successorNode(t, dir)
 	waitFor(t, "node3 adopted by the successor", 30*time.Second, func() bool {
@@ -297,8 +297,8 @@ func checksumLine(out string) []string {
 func TestAcceptanceLosses(t *testing.T) {
 	longFailover(t)
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--test-nodes", "10", "--spare-nodes", "2", "--replicas", "3",
-		"--restart", "rank", "--tree", "kary:2", "-n", "16", ftlaunchBin, "ringapp", "--steps", "4000", "--step-time", "10ms", "--dir", ck)
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--test-nodes", "10", "--spare-nodes", "2", "--replicas", "3",
+		"--restart", "rank", "--tree", "kary:2", "-n", "16", ftlaunchBin(t), "ringapp", "--steps", "4000", "--step-time", "10ms", "--dir", ck)
 	_, errb := startJob(t, cmd)
 	waitFor(t, "the replica agents in the group", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
@@ -334,5 +334,5 @@ func TestAcceptanceLosses(t *testing.T) {
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	shows(t, "inspect", insp.stdout, "plan: changed: node node6 moved to its backup parent", "plan: changed: node node7 moved to its backup parent",
 		"the agent of node node5 as incarnation 2", "the agent of node node2 as incarnation 2", "the agent of node node0 as incarnation 2")
-	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 }

@@ -49,7 +49,7 @@ func TestFenceFindsConnectingAgent(t *testing.T) {
 		}
 	}()
 	boot := &proto.Bootstrap{Creds: creds.Marshal(), Port: ln.Addr().(*net.TCPAddr).Port, Hosts: []string{"127.0.0.1"}, Idx: 5, Inc: 1, Job: job, Node: node}
-	agent := exec.Command(ftlaunchBin, "agent", "--connect")
+	agent := exec.Command(ftlaunchBin(t), "agent", "--connect")
 	stdin, err := agent.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestFenceFindsConnectingAgent(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the agent did not connect back")
 	}
-	out, err := exec.Command(ftlaunchBin, "agent", "--fence", job, node, "1").CombinedOutput()
+	out, err := exec.Command(ftlaunchBin(t), "agent", "--fence", job, node, "1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("fence: %v\n%s", err, out)
 	}

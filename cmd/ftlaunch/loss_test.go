@@ -58,7 +58,7 @@ func isAgent(pid int) bool {
 // are reported as failed too, not only its own.
 func TestInteriorAgentLost(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--test-nodes", "6", "--tree", "kary:2", "-n", "12", "sleep", "67")
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--test-nodes", "6", "--tree", "kary:2", "-n", "12", "sleep", "67")
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {

@@ -81,7 +81,7 @@ func TestMPICHAbort(t *testing.T) {
 
 func TestMPICHKilledRank(t *testing.T) {
 	loop := mpiProgram(t, "mpi_loop")
-	cmd := exec.Command(ftlaunchBin, "run", "-n", "4", "--test-nodes", "2", "--kill-after", "1s", loop)
+	cmd := exec.Command(ftlaunchBin(t), "run", "-n", "4", "--test-nodes", "2", "--kill-after", "1s", loop)
 	out := &syncBuffer{}
 	errb := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errb

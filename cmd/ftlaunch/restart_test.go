@@ -78,8 +78,8 @@ func TestRestartRank(t *testing.T) {
 		t.Skip("a 16-rank job with three recoveries")
 	}
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
-		ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck, "--hold-rank", "14")
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
+		ftlaunchBin(t), "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck, "--hold-rank", "14")
 	out, errb := startJob(t, cmd)
 	tablePublished(t, errb, 16)
 	for i, r := range []int{2, 9, 13} {
@@ -130,7 +130,7 @@ func startHeld(t *testing.T, hold string, where ...string) (cmd *exec.Cmd, errb 
 	t.Helper()
 	dir, ck = t.TempDir(), t.TempDir()
 	args := append([]string{"run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "-n", "12"}, where...)
-	cmd = exec.Command(ftlaunchBin, append(args, ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
+	cmd = exec.Command(ftlaunchBin(t), append(args, ftlaunchBin(t), "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
 	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_HOLD_RECOVERY="+hold)
 	_, errb = startJob(t, cmd) // logs the front-end's output
 	t.Cleanup(func() {
@@ -211,8 +211,8 @@ func TestRestartCountSurvivesFailover(t *testing.T) {
 		t.Skip("a replicated job with a recovery and a failover")
 	}
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--max-restarts", "1",
-		"--test-nodes", "6", "-n", "12", ftlaunchBin, "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--max-restarts", "1",
+		"--test-nodes", "6", "-n", "12", ftlaunchBin(t), "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
 	_, errb := startJob(t, cmd)
 	log := func() string {
 		logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
@@ -266,7 +266,7 @@ func TestRestartCountSurvivesFailover(t *testing.T) {
 // acknowledgement, then ended the job).
 func TestRestartJobDuringLaunch(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "go")
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "-l", "--restart", "job", "--test-nodes", "3", "--tree", "flat", "-n", "3", "sh", "-c",
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "-l", "--restart", "job", "--test-nodes", "3", "--tree", "flat", "-n", "3", "sh", "-c",
 		`case $FTLAUNCH_RANK$FTLAUNCH_INCARNATION in 01) exit 3;; *1) exec sleep 60;; esac; echo incarnation $FTLAUNCH_INCARNATION restarts $FTLAUNCH_RESTARTS`)
 	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_DELAY_START=node2="+gate)
 	out, errb := startJob(t, cmd)
@@ -345,7 +345,7 @@ func TestRestartJobMPICH(t *testing.T) {
 		code  int
 	}{{1, 0}, {2, 137}} {
 		ck := t.TempDir()
-		cmd := exec.Command(ftlaunchBin, "run", "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
+		cmd := exec.Command(ftlaunchBin(t), "run", "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
 		out, errb := startJob(t, cmd)
 		for k := 1; k <= tc.kills; k++ {
 			inc := uint64(k)

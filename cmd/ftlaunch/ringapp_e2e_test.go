@@ -26,7 +26,7 @@ func TestRingAppUnderLauncher(t *testing.T) {
 			if tc.nodes > 0 {
 				args = append(args, "--test-nodes", fmt.Sprint(tc.nodes))
 			}
-			args = append(args, ftlaunchBin, "ringapp", "--steps", fmt.Sprint(tc.steps), "--dir", dir)
+			args = append(args, ftlaunchBin(t), "ringapp", "--steps", fmt.Sprint(tc.steps), "--dir", dir)
 			r := ftlaunch(t, "", append(args, tc.flags...)...)
 			seed := uint64(1)
 			if slices.Contains(tc.flags, "--seed") {

@@ -46,7 +46,7 @@ func init() {
 // whose pipe reader leaves dies of SIGPIPE quietly.
 func TestRanksStartWithDefaultSignals(t *testing.T) {
 	for _, nodes := range []string{"0", "2"} {
-		cmd := exec.Command(os.Args[0], ftlaunchBin, "run", "-n", "2", "--test-nodes", nodes,
+		cmd := exec.Command(os.Args[0], ftlaunchBin(t), "run", "-n", "2", "--test-nodes", nodes,
 			"sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status; yes | head -1")
 		cmd.Env = append(os.Environ(), sigWrapEnv+"=1")
 		out, err := cmd.CombinedOutput()
@@ -105,7 +105,7 @@ func TestTerminatingSignals(t *testing.T) {
 				t.Errorf("ranks the signal ended are reported as failures:\n%s", errb)
 			}
 			waitGone(t, "sleep "+m, 5*time.Second)
-			waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+			waitGone(t, ftlaunchBin(t)+" agent", 5*time.Second)
 		})
 	}
 }
@@ -113,7 +113,7 @@ func TestTerminatingSignals(t *testing.T) {
 // SIGUSR1, SIGUSR2 and SIGCONT reach every rank and the job goes on.
 func TestUserSignalsForwarded(t *testing.T) {
 	m := marker(t)
-	cmd := exec.Command(ftlaunchBin, "run", "-n", "4", "--test-nodes", "2", "sh", "-c",
+	cmd := exec.Command(ftlaunchBin(t), "run", "-n", "4", "--test-nodes", "2", "sh", "-c",
 		"trap 'echo got-usr1' USR1; trap 'echo got-usr2' USR2; trap 'echo got-cont' CONT; echo ready; while :; do sleep "+m+" & wait; done")
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errb
@@ -169,7 +169,7 @@ func TestCtrlCEndsMPIJob(t *testing.T) {
 	loop := mpiProgram(t, "mpi_loop")
 	ptm, pts := openPTY(t)
 	defer ptm.Close()
-	cmd := exec.Command(ftlaunchBin, "run", "-n", "4", loop)
+	cmd := exec.Command(ftlaunchBin(t), "run", "-n", "4", loop)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
@@ -196,7 +196,7 @@ func TestCtrlCEndsMPIJob(t *testing.T) {
 		t.Errorf("the job took %v to end after Ctrl-C", took)
 	}
 	waitGone(t, loop, 5*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 5*time.Second)
 }
 
 // With --replicas 3, SIGHUP (a dropped terminal) detaches the front-end:
@@ -205,7 +205,7 @@ func TestCtrlCEndsMPIJob(t *testing.T) {
 func TestHangupDetachesReplicatedJob(t *testing.T) {
 	dir := t.TempDir()
 	gate := filepath.Join(t.TempDir(), "go")
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--verbose", "-n", "4",
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--verbose", "-n", "4",
 		"sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done; echo done $FTLAUNCH_RANK")
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
@@ -232,5 +232,5 @@ func TestHangupDetachesReplicatedJob(t *testing.T) {
 			t.Errorf("attach did not show %q:\n%s", want, r.stdout)
 		}
 	}
-	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 20*time.Second)
 }

@@ -19,14 +19,14 @@ func TestSlurmLauncher(t *testing.T) {
 	defer cancel()
 	alloc := func(t *testing.T, nodes, tasks int, noKill bool, args ...string) slurm.Result {
 		t.Helper()
-		res, err := c.Alloc(ctx, nodes, tasks, noKill, append([]string{ftlaunchBin, "run", "-l"}, args...)...)
+		res, err := c.Alloc(ctx, nodes, tasks, noKill, append([]string{ftlaunchBin(t), "run", "-l"}, args...)...)
 		if err != nil {
 			t.Fatalf("salloc: %v", err)
 		}
 		return res
 	}
 	t.Run("demo", func(t *testing.T) {
-		res := alloc(t, 4, 8, false, "-n", "8", ftdemoBin)
+		res := alloc(t, 4, 8, false, "-n", "8", ftdemoBin(t))
 		if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "[0] ring of 8 ranks verified") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
@@ -34,7 +34,7 @@ func TestSlurmLauncher(t *testing.T) {
 	t.Run("tree", func(t *testing.T) {
 		// A chain: each agent starts the next one with srun from inside
 		// its own step.
-		res := alloc(t, 4, 8, false, "--tree", "kary:1", "-n", "8", ftdemoBin)
+		res := alloc(t, 4, 8, false, "--tree", "kary:1", "-n", "8", ftdemoBin(t))
 		if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "[0] ring of 8 ranks verified") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
@@ -43,7 +43,7 @@ func TestSlurmLauncher(t *testing.T) {
 		}
 	})
 	t.Run("group start", func(t *testing.T) {
-		res := alloc(t, 4, 8, false, "--slurm-start", "group", "-n", "8", ftdemoBin)
+		res := alloc(t, 4, 8, false, "--slurm-start", "group", "-n", "8", ftdemoBin(t))
 		if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "[0] ring of 8 ranks verified") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
@@ -75,8 +75,8 @@ func TestSlurmLauncher(t *testing.T) {
 	crashMidRun := func(t *testing.T, tree, steps string, rank int) (errb *syncBuffer, victim string, done func()) {
 		t.Helper()
 		ck := t.TempDir()
-		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin, "run", "--verbose", "--spare-nodes", "1", "--restart", "rank", "--tree", tree,
-			ftlaunchBin, "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck)
+		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin(t), "run", "--verbose", "--spare-nodes", "1", "--restart", "rank", "--tree", tree,
+			ftlaunchBin(t), "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestSlurmLauncher(t *testing.T) {
 	})
 	t.Run("node crashed mid-run", func(t *testing.T) {
 		m := marker(t)
-		cmd, err := c.AllocCommand(ctx, 4, 8, true, ftlaunchBin, "run", "-n", "8", "--kill-after", "1s", "sleep", m)
+		cmd, err := c.AllocCommand(ctx, 4, 8, true, ftlaunchBin(t), "run", "-n", "8", "--kill-after", "1s", "sleep", m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,6 +155,6 @@ func TestSlurmLauncher(t *testing.T) {
 		}
 		t.Logf("job ended %v after %s crashed", took, victim)
 		waitGone(t, "sleep "+m, 10*time.Second)
-		waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+		waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 	})
 }

@@ -19,7 +19,7 @@ import (
 // inspect and status read it after the job.
 func TestRunKeepsStateLog(t *testing.T) {
 	dir := t.TempDir()
-	r := ftlaunch(t, "", "run", "--state-dir", dir, "-n", "8", "--test-nodes", "4", "--tree", "kary:2", ftdemoBin)
+	r := ftlaunch(t, "", "run", "--state-dir", dir, "-n", "8", "--test-nodes", "4", "--tree", "kary:2", ftdemoBin(t))
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -107,7 +107,7 @@ func TestReplicatedStateLog(t *testing.T) {
 	// file made once both replica agents joined. Every replica has its
 	// end.
 	gate := filepath.Join(t.TempDir(), "go")
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--verbose", "-n", "8",
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--verbose", "-n", "8",
 		"sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.01; done")
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
@@ -137,7 +137,7 @@ func TestReplicatedStateLog(t *testing.T) {
 	// A job shorter than the group's formation does not wait for it: its
 	// end is on the replicas that joined (if any did), and inspect names
 	// those that never did.
-	r := ftlaunch(t, "", "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "-n", "8", ftdemoBin)
+	r := ftlaunch(t, "", "run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "-n", "8", ftdemoBin(t))
 	if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -218,7 +218,7 @@ func inspectReplicas(t *testing.T, dir string) replicaReport {
 func TestReplicaNodeLost(t *testing.T) {
 	dir := t.TempDir()
 	m := marker(t)
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--tree", "flat",
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--tree", "flat",
 		"--kill-after", "1s", "--verbose", "-n", "4", "sleep", m)
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
@@ -274,7 +274,7 @@ func TestRootFailoverDuringRun(t *testing.T) {
 func TestRootFailoverDuringLaunch(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "go")
 	env := []string{"FTLAUNCH_TEST_DELAY_START=node2=" + gate + ",node4=" + gate}
-	prog := func(string) []string { return []string{ftdemoBin} }
+	prog := func(string) []string { return []string{ftdemoBin(t)} }
 	dir := rootFailover(t, env, []string{"--tree", "kary:3"}, prog, func(stdout string) {
 		if !strings.Contains(stdout, "[0] ring of 12 ranks verified") {
 			t.Errorf("attach did not show the ring verified:\n%s", stdout)
@@ -300,7 +300,7 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 	dir := t.TempDir()
 	gate := filepath.Join(t.TempDir(), "go")
 	args := append([]string{"run", "-l", "--state-dir", dir, "--replicas", "3", "--test-nodes", "6", "--verbose", "-n", "12"}, flags...)
-	cmd := exec.Command(ftlaunchBin, append(args, prog(gate)...)...)
+	cmd := exec.Command(ftlaunchBin(t), append(args, prog(gate)...)...)
 	cmd.Env = append(os.Environ(), env...)
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
@@ -374,7 +374,7 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 	if !strings.Contains(status, "finished, exit code 0") {
 		t.Fatalf("status after failover:\n%s", status)
 	}
-	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 20*time.Second)
 	jobs, _ := filepath.Glob(filepath.Join(dir, "ft-*"))
 	if len(jobs) != 1 {
 		t.Fatalf("job directories: %v", jobs)
@@ -477,7 +477,7 @@ func successorLogs(t *testing.T, dir string) string {
 // final status once it ended (the live report is gone then).
 func TestStatusLive(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--test-nodes", "2", "-n", "4", "sleep", "60")
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--test-nodes", "2", "-n", "4", "sleep", "60")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

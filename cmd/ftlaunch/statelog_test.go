@@ -39,7 +39,7 @@ func unprivileged(t *testing.T) (*syscall.Credential, string) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "ftlaunch")
-	src, err := os.Open(ftlaunchBin)
+	src, err := os.Open(ftlaunchBin(t))
 	if err != nil {
 		t.Fatal(err)
 	}

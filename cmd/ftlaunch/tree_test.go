@@ -20,14 +20,14 @@ import (
 func TestTestNodesTreeKinds(t *testing.T) {
 	for _, kind := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial"} {
 		t.Run(kind, func(t *testing.T) {
-			r := ftlaunch(t, "", "run", "-l", "-n", "16", "--test-nodes", "8", "--tree", kind, ftdemoBin)
+			r := ftlaunch(t, "", "run", "-l", "-n", "16", "--test-nodes", "8", "--tree", kind, ftdemoBin(t))
 			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 16 ranks verified") {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}
 		})
 	}
 	t.Run("batch", func(t *testing.T) {
-		r := ftlaunch(t, "", "run", "-l", "-n", "8", "--test-nodes", "8", "--tree", "flat", "--batch", "3", "--verbose", ftdemoBin)
+		r := ftlaunch(t, "", "run", "-l", "-n", "8", "--test-nodes", "8", "--tree", "flat", "--batch", "3", "--verbose", ftdemoBin(t))
 		if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 8 ranks verified") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
@@ -72,13 +72,13 @@ func TestTestNodesDeepFailure(t *testing.T) {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 	}
 	waitGone(t, "sleep "+m, 5*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 5*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 5*time.Second)
 }
 
 // SIGKILL of the front-end: every agent of the tree and every rank goes.
 func TestTestNodesFrontendKilled(t *testing.T) {
 	m := marker(t)
-	cmd := exec.Command(ftlaunchBin, "run", "-n", "8", "--test-nodes", "8", "--tree", "binomial", "sleep", m)
+	cmd := exec.Command(ftlaunchBin(t), "run", "-n", "8", "--test-nodes", "8", "--tree", "binomial", "sleep", m)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestTestNodesFrontendKilled(t *testing.T) {
 	}
 	cmd.Wait()
 	took := waitGone(t, "sleep "+m, 10*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 	t.Logf("ranks gone %v after SIGKILL of the front-end", took)
 }
 
@@ -97,7 +97,7 @@ func TestTestNodesFrontendKilled(t *testing.T) {
 // agents below it clean up too.
 func TestTestNodesInteriorAgentKilled(t *testing.T) {
 	m := marker(t)
-	cmd := exec.Command(ftlaunchBin, "run", "-n", "8", "--test-nodes", "8", "--tree", "kary:1", "--kill-after", "1s", "sleep", m)
+	cmd := exec.Command(ftlaunchBin(t), "run", "-n", "8", "--test-nodes", "8", "--tree", "kary:1", "--kill-after", "1s", "sleep", m)
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
@@ -115,7 +115,7 @@ func TestTestNodesInteriorAgentKilled(t *testing.T) {
 		t.Fatalf("after SIGKILL of node2's agent: %v; stderr:\n%s", err, errb.String())
 	}
 	waitGone(t, "sleep "+m, 10*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 }
 
 // agentOf returns the pid of the agent of node: the parent of a rank

@@ -64,7 +64,7 @@ func TestStatusAfterFrontEndKilled(t *testing.T) {
 	}
 	cmd.Wait()
 	waitGone(t, "sleep "+m, 10*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 10*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 	r := ftlaunch(t, "", "status", "--state-dir", dir)
 	if r.code != 0 || !strings.Contains(r.stdout, "front-end lost; ranks were cleaned up by their agents") || strings.Contains(r.stdout, "running") {
 		t.Errorf("status: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
