@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build deps test test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery clean
+.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ test: deps ## vet, then run every package's tests with the race detector
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -count=1 -run 'TestCluster100' ./membership # skipped under -race (golang/go#78156)
+
+test-e2e: deps ## every end-to-end case of cmd/ftlaunch: the default suite's and those it leaves here (e2eOnly names each one's guard)
+	FTLAUNCH_E2E=1 $(GO) test $(TEST_FLAGS) -timeout 60m ./cmd/ftlaunch/
 
 test-mpi-large: deps ## MPICH runs of 64 ranks (minutes on two cores)
 	FTLAUNCH_MPI_LARGE=1 $(GO) test -count=1 -timeout 40m -run MPICHLarge -v ./cmd/ftlaunch

@@ -46,6 +46,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&cfg.seed, "seed", 1, "")
 	fs.DurationVar(&cfg.wait, "recovery-wait", 30*time.Second, "")
 	hold := fs.Int("hold-rank", -1, "")
+	fs.StringVar(&cfg.finish, "finish-file", "", "")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, ringAppUsage)
 		return 0
@@ -92,6 +93,9 @@ Usage: ftlaunch run [flags] -n N ftlaunch ringapp [flags]
                          and waits outside the final allgather, which the
                          others enter, until a recovery ran (another rank
                          failed: at most --recovery-wait)
+  --finish-file PATH     for tests: a rank done with its steps waits until PATH
+                         exists before the final allgather (following any
+                         recovery meanwhile), so the job ends when the test says
 
 Rank 0 prints "checksum C expected E"; the exit code is 0 iff C == E.
 `
@@ -106,6 +110,7 @@ type ringConfig struct {
 	wait     time.Duration // --recovery-wait: bound on each wait for the launcher or a peer
 	hold     int           // --hold-rank: the rank that waits for a recovery before the end,
 	holding  bool          // if set
+	finish   string        // --finish-file: done with its steps, a rank waits for this file ("": not)
 }
 
 func (cfg *ringConfig) check(nargs int) error {
@@ -317,6 +322,18 @@ func (a *ringApp) loop() (bool, error) {
 		} else if err != nil {
 			return false, err
 		}
+		if a.cfg.finish != "" {
+			interrupted, err := a.awaitFinish()
+			if err != nil {
+				return false, err
+			}
+			if interrupted {
+				if err := a.waitRecovery(fmt.Sprintf("suspended in the wait for --finish-file at step %d", a.step)); err != nil {
+					return false, err
+				}
+				continue
+			}
+		}
 		if a.cfg.holding && a.rank == a.cfg.hold && a.inc == 1 && !a.held {
 			if err := a.holdForRecovery(); err != nil {
 				return false, err
@@ -337,6 +354,41 @@ func (a *ringApp) loop() (bool, error) {
 		return a.finish(vals)
 	}
 }
+
+// awaitFinish is --finish-file: the rank, done with its steps, waits for
+// the file to exist before the final allgather, so that a test decides
+// when the job may end (its faults and recoveries fall while the job
+// runs, however fast the steps went). A recovery that begins meanwhile
+// interrupts the wait (interrupted: the rank is suspended).
+func (a *ringApp) awaitFinish() (interrupted bool, err error) {
+	a.inColl = "the wait for --finish-file" // a Suspend's cause names it
+	defer func() { a.inColl = "" }()
+	poll := time.NewTicker(finishPoll)
+	defer poll.Stop()
+	for {
+		if _, err := os.Stat(a.cfg.finish); err == nil {
+			return false, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return false, fmt.Errorf("rank %d: --finish-file: %w", a.rank, err)
+		}
+		select {
+		case ev, ok := <-a.events:
+			if !ok {
+				return false, a.agentGone()
+			}
+			if err := a.handle(ev); err != nil {
+				return false, err
+			}
+			if a.suspended {
+				return true, nil
+			}
+		case <-poll.C:
+		}
+	}
+}
+
+// finishPoll is how often a rank waiting for --finish-file looks for it.
+const finishPoll = 20 * time.Millisecond
 
 // holdForRecovery is --hold-rank: the rank says it is done with its
 // steps (a file) and waits for a recovery to run, so that the others wait

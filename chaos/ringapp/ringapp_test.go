@@ -269,6 +269,7 @@ type fakeOpts struct {
 	killAt       func() (int, bool) // asked every few milliseconds, until a kill
 	killInFinal  int                // >= 0: this rank, once every rank waits in the first allgather
 	suspendAfter time.Duration      // between the kill and the Suspend; < 0: no recovery at all
+	tick         func(a *fakeAgent) // called every few milliseconds in the agent's loop (nil: not)
 }
 
 type fakeAgent struct {
@@ -568,6 +569,9 @@ func runFakeJob(t *testing.T, size int, cfg ringConfig, opts fakeOpts) fakeJob {
 		case <-a.suspendAt:
 			a.suspend()
 		case <-poll.C:
+			if opts.tick != nil {
+				opts.tick(a)
+			}
 			if opts.killAt == nil || a.killed {
 				continue
 			}
@@ -732,4 +736,56 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestRingAppFinishFile: with --finish-file every rank, done with its
+// steps, waits for the file before the final allgather. A rank killed
+// while they wait is recovered (the survivors' cause says they were
+// waiting for the file); the file, made once the recovery is over, lets
+// the job end with the right result, each rank going through its
+// Publish, the rollback's allgather and the final one only.
+func TestRingAppFinishFile(t *testing.T) {
+	const size, steps, victim = 4, 30, 1
+	dir := t.TempDir()
+	finish := filepath.Join(t.TempDir(), "finish")
+	cfg := ringConfig{steps: steps, stepTime: time.Millisecond, every: 5, dir: dir, seed: 3, wait: 20 * time.Second, finish: finish}
+	atEnd := func() bool {
+		for r := range size {
+			if _, err := os.Stat(newCkptStore(dir, r, size, 5, 3).name(steps)); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	job := runFakeJob(t, size, cfg, fakeOpts{killInFinal: -1,
+		killAt: func() (int, bool) { return victim, atEnd() },
+		tick: func(a *fakeAgent) {
+			// The recovery is over once the rollback's allgather was
+			// made by every rank (the new one too).
+			done := a.killed && a.victim < 0
+			for _, o := range a.ops {
+				done = done && slices.Contains(o, rankproto.TAllgather)
+			}
+			if done {
+				if err := os.WriteFile(finish, nil, 0o644); err != nil {
+					t.Error(err)
+				}
+			}
+		}})
+	e := ringExpected(size, steps, 3)
+	if want := fmt.Sprintf("checksum %016x expected %016x\n", e, e); job.stdout != want || errors.Join(job.errs...) != nil {
+		t.Fatalf("stdout %q, want %q; errors %v\nstderr:\n%s", job.stdout, want, job.errs, job.stderr)
+	}
+	if n := strings.Count(job.stderr, "suspended in the wait for --finish-file at step 30"); n != size-1 {
+		t.Errorf("%d survivors say the recovery came while they waited for the file, want %d:\n%s", n, size-1, job.stderr)
+	}
+	for r, o := range job.ops {
+		want := []uint8{rankproto.TPublish, rankproto.TAllgather, rankproto.TAllgather}
+		if r == victim {
+			want = []uint8{rankproto.TPublish, rankproto.TPublish, rankproto.TAllgather, rankproto.TAllgather}
+		}
+		if !slices.Equal(o, want) {
+			t.Errorf("rank %d's collectives: %v, want %v", r, o, want)
+		}
+	}
 }

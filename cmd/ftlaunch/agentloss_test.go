@@ -14,6 +14,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
 	"github.com/ftlaunch/ftlaunch/chaos/cluster"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
 // runRing starts the ring application with n ranks under policy (and the
@@ -30,11 +31,11 @@ func runRingSteps(t *testing.T, policy string, n int, steps string, where ...str
 	t.Helper()
 	dir, ck = t.TempDir(), t.TempDir()
 	args := append([]string{"run", "--verbose", "--state-dir", dir, "--restart", policy, "-n", strconv.Itoa(n)}, where...)
-	cmd = exec.Command(ftlaunchBin(t), append(args, ftlaunchBin(t), "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck)...)
+	cmd = exec.Command(ftlaunchBin(t), append(args, ringApp(t, steps, ck)...)...)
 	out, errb = startJob(t, cmd)
-	tablePublished(t, errb, n)
+	tablePublished(t, dir)
 	if slices.Contains(where, "kary:2") {
-		standbyLinksUp(t, errb)
+		standbyLinksUp(t, dir)
 	}
 	return cmd, out, errb, dir, ck
 }
@@ -42,11 +43,9 @@ func runRingSteps(t *testing.T, policy string, n int, steps string, where ...str
 // standbyLinksUp waits until every agent of a job that has backup parents
 // holds its standby link to one (a loss before that loses the agents
 // below too, and the test would not see them move).
-func standbyLinksUp(t *testing.T, errb *syncBuffer) {
+func standbyLinksUp(t *testing.T, stateDir string) {
 	t.Helper()
-	waitFor(t, "every standby link up", 30*time.Second, func() bool {
-		return strings.Contains(errb.String(), "every standby link to a backup parent is up")
-	})
+	waitLive(t, stateDir, "every standby link up", 30*time.Second, func(l *journal.Live) bool { return l.BackupsUp })
 }
 
 // startJob starts cmd with its standard output and error in buffers; the
@@ -119,9 +118,26 @@ func shows(t *testing.T, what, text string, wants ...string) {
 	}
 }
 
-// ringDone waits for the ring application's job and checks its checksum.
-func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer) {
+// ringApp is the command line of the ring application of steps steps (10
+// ms each) with its checkpoints in ck. Done with their steps, its ranks
+// wait for the file finishFile(ck) (ringDone makes it), so that the job
+// runs until the test has made and checked its faults, however fast the
+// steps went.
+func ringApp(t *testing.T, steps, ck string, flags ...string) []string {
+	return append([]string{ftlaunchBin(t), "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck, "--finish-file", finishFile(ck)}, flags...)
+}
+
+// finishFile is the file the ring application with checkpoints in ck
+// waits for before its end (--finish-file).
+func finishFile(ck string) string { return ck + ".finish" }
+
+// ringDone lets the ring application with checkpoints in ck end (its
+// finish file), waits for its job and checks its checksum.
+func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer, ck string) {
 	t.Helper()
+	if err := os.WriteFile(finishFile(ck), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	jobSucceeds(t, cmd, 120*time.Second)
 	f := strings.Fields(strings.TrimSpace(out.String()))
 	if len(f) < 4 || f[0] != "checksum" || f[1] != f[3] {
@@ -146,11 +162,9 @@ func TestAgentLostRelaunchRank(t *testing.T) {
 	old := 0
 	for i := range 2 {
 		old = killAgent(t, ck, "node0", old)
-		waitFor(t, "recovery "+strconv.Itoa(i+1), 60*time.Second, func() bool {
-			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
-		})
+		recoveries(t, dir, i+1)
 	}
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	shows(t, "stderr", errb.String(),
 		"node node2 moved to its backup parent node1 (node node0 was lost)",
 		"node node3 moved to its backup parent node1 (node node0 was lost)",
@@ -180,12 +194,10 @@ func TestAgentLostRelaunchJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 12-rank job whose agent is killed")
 	}
-	cmd, out, errb, dir, ck := runRing(t, "job", 12, "--test-nodes", "6", "--tree", "kary:2")
+	cmd, out, _, dir, ck := runRing(t, "job", 12, "--test-nodes", "6", "--tree", "kary:2")
 	killAgent(t, ck, "node1", 0)
-	waitFor(t, "the restart", 60*time.Second, func() bool {
-		return strings.Contains(errb.String(), "recovered: every rank started again")
-	})
-	ringDone(t, cmd, out)
+	recoveries(t, dir, 1)
+	ringDone(t, cmd, out, ck)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	shows(t, "inspect", insp.stdout, "relaunch  ", "the agent of node node1 as incarnation 2", "restart-job", "every rank was started again", "plan: changed: node node4 moved to its backup parent node0")
 	waitGone(t, ck, 10*time.Second)
@@ -196,6 +208,7 @@ func TestAgentLostRelaunchJob(t *testing.T) {
 // a socket pair, no launch tree) is lost and spawned again the same way;
 // every rank goes through the restart protocol on it.
 func TestAgentLostRelaunchLocal(t *testing.T) {
+	e2eOnly(t, "TestAgentLostRelaunchRank (a lost agent under --restart rank) and recovery.TestRelaunchOrderOfActions")
 	if testing.Short() {
 		t.Skip("a 3-rank job whose agent is killed")
 	}
@@ -208,7 +221,7 @@ func TestAgentLostRelaunchLocal(t *testing.T) {
 	waitFor(t, "the recovery", 60*time.Second, func() bool {
 		return strings.Contains(errb.String(), "recovered: every rank runs again")
 	})
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	if want := "its rank(s) 0, 1, 2 as their next incarnation"; !strings.Contains(errb.String(), want) {
 		t.Errorf("stderr does not say %q", want)
 	}
@@ -221,6 +234,7 @@ func TestAgentLostRelaunchLocal(t *testing.T) {
 // committed phase, starts the node's next agent incarnation itself (once),
 // and the job completes with the right result.
 func TestAgentLostRelaunchFailover(t *testing.T) {
+	e2eOnly(t, "TestRestartRankFailoverMidRecovery (a successor carries a recovery on) and recovery.TestRestartJobLeaderChange")
 	if testing.Short() {
 		t.Skip("a replicated job with a failover during a relaunch")
 	}
@@ -248,14 +262,13 @@ func TestAgentLostRelaunchFailover(t *testing.T) {
 // TestAgentLostPastMaxRestarts: the second loss of a node's agent under
 // --max-restarts 1 ends the job, naming why, with nothing left running.
 func TestAgentLostPastMaxRestarts(t *testing.T) {
+	e2eOnly(t, "recovery.TestRelaunchEnds (--max-restarts for an agent)")
 	if testing.Short() {
 		t.Skip("an 8-rank job whose agent is killed twice")
 	}
-	cmd, _, errb, _, ck := runRing(t, "rank", 8, "--test-nodes", "4", "--tree", "flat", "--max-restarts", "1")
+	cmd, _, errb, dir, ck := runRing(t, "rank", 8, "--test-nodes", "4", "--tree", "flat", "--max-restarts", "1")
 	old := killAgent(t, ck, "node2", 0)
-	waitFor(t, "the recovery", 60*time.Second, func() bool {
-		return strings.Contains(errb.String(), "recovered: every rank runs again")
-	})
+	recoveries(t, dir, 1)
 	killAgent(t, ck, "node2", old)
 	err := cmd.Wait()
 	var ee *exec.ExitError
@@ -276,16 +289,15 @@ func TestAgentLostPastMaxRestarts(t *testing.T) {
 // incarnation is started there over a new SSH session and its ranks go
 // through the restart protocol on it.
 func TestClusterAgentLostRelaunch(t *testing.T) {
+	e2eOnly(t, "TestAgentLostRelaunchRank (the relaunch) and TestClusterLaunch (SSH sessions to the emulated hosts)")
 	if testing.Short() {
 		t.Skip("an emulated cluster")
 	}
 	c := chaostest.Cluster(t, 4, cluster.Config{})
-	cmd, out, errb, dir, ck := runRing(t, "rank", 8, "--hostfile", hostfile(t, c, 2), "--ssh-config", c.SSHConfig(), "--tree", "flat")
+	cmd, out, _, dir, ck := runRing(t, "rank", 8, "--hostfile", hostfile(t, c, 2), "--ssh-config", c.SSHConfig(), "--tree", "flat")
 	killAgent(t, ck, "node003", 0)
-	waitFor(t, "the recovery", 60*time.Second, func() bool {
-		return strings.Contains(errb.String(), "recovered: every rank runs again")
-	})
-	ringDone(t, cmd, out)
+	recoveries(t, dir, 1)
+	ringDone(t, cmd, out, ck)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	shows(t, "inspect", insp.stdout, "the agent of node node003 as incarnation 2", "resumed at")
 	waitGone(t, ck, 20*time.Second)
@@ -302,11 +314,12 @@ func TestClusterAgentLostRelaunch(t *testing.T) {
 // the agents below them move to the root. Only the killed agents' ranks
 // start again; the checksum is right.
 func TestOrphanFallbacks(t *testing.T) {
+	e2eOnly(t, "topology.TestRemoveOrphansAndFallbacks (the fallback parents) and TestAgentLostRelaunchRank (orphans move to their backup)")
 	if testing.Short() {
 		t.Skip("a 20-rank job on 10 test nodes, four agents killed")
 	}
 	cmd, out, errb, dir, ck := runRing(t, "rank", 20, "--test-nodes", "10", "--tree", "kary:2")
-	standbyLinksUp(t, errb)
+	standbyLinksUp(t, dir)
 	// killTogether stops the agents first, then kills them: an orphan of
 	// the first cannot move to the second before it dies too.
 	killTogether := func(nodes ...string) {
@@ -324,9 +337,7 @@ func TestOrphanFallbacks(t *testing.T) {
 		}
 	}
 	killTogether("node2", "node3")
-	waitFor(t, "the first recovery", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "recovered: every rank runs again") == 1
-	})
+	recoveries(t, dir, 1)
 	shows(t, "stderr", errb.String(),
 		"node node6 moved to its fallback parent node0 (node node2 was lost)",
 		"node node9 moved to its fallback parent node0 (node node3 was lost)",
@@ -338,10 +349,8 @@ func TestOrphanFallbacks(t *testing.T) {
 	// have their backups on that level too, so each moves to its
 	// grandparent, the root (whether or not its new standby link is up).
 	killTogether("node0", "node1", "node2", "node3")
-	waitFor(t, "the second recovery", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "recovered: every rank runs again") == 2
-	})
-	ringDone(t, cmd, out)
+	recoveries(t, dir, 2)
+	ringDone(t, cmd, out, ck)
 	if n := strings.Count(errb.String(), "moved to the root, its last fallback parent"); n < 2 {
 		t.Errorf("stderr says %d time(s) that an agent moved to the root, want at least 2", n)
 	}

@@ -48,6 +48,7 @@ func TestChaosShort(t *testing.T) {
 // reports the recovery; a lost interior agent still ends the job, a lost
 // leaf under the root is started again.
 func TestChaosRestartRank(t *testing.T) {
+	e2eOnly(t, "TestChaosShort (the harness end to end) and chaos/trial.TestScheduleRecovery")
 	out := t.TempDir()
 	r := ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "4", "--trials", "2",
 		"--seed", "6", "--restart", "rank", "--faults", "rank,interior", "--when", "run", "--steps", "10", "--out", out)
@@ -72,6 +73,7 @@ func TestChaosRestartRank(t *testing.T) {
 // job is named as left behind, the trial fails, keeps its state and
 // prints how to replay it, and chaos kills the planted process.
 func TestChaosPlantedViolation(t *testing.T) {
+	e2eOnly(t, "chaos/trial.TestCheckNamesTheInvariant (each invariant fails when broken)")
 	out := t.TempDir()
 	for _, tc := range []struct{ plant, invariant string }{
 		{"leftover", "no-process-left"},

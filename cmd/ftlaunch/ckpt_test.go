@@ -23,6 +23,7 @@ func checkCkptRun(t *testing.T, r result, steps int) {
 // scratch, then again on its checkpoints, then with one rank a checkpoint
 // behind the others (as when it was killed before writing its last).
 func TestMPICHCheckpointRestart(t *testing.T) {
+	e2eOnly(t, "TestRestartJobMPICH (the same program restarted from its checkpoints by --restart job)")
 	prog := mpiProgram(t, "mpi_ckpt")
 	dir := filepath.Join(t.TempDir(), "ckpt")
 

@@ -44,7 +44,7 @@ func TestClusterPartitionSpare(t *testing.T) {
 		"--spare-nodes", "1", "--replicas", "3", "--restart", "rank", "--tree", "flat", "--state-dir", dir, "-n", "28",
 		ftlaunchBin(t), "ringapp", "--steps", "3000", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
-	tablePublished(t, errb, 28)
+	tablePublished(t, dir)
 	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
@@ -84,7 +84,7 @@ func TestClusterPartitionSpare(t *testing.T) {
 	if gone > 3*time.Second {
 		t.Errorf("the returning agent's ranks took %v to go (want about 1 s)", gone)
 	}
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	waitGone(t, ck, 10*time.Second)
 	if !strings.Contains(errb.String(), "lost the agent of node node005") {
 		t.Errorf("stderr does not name node005's loss")
@@ -109,7 +109,7 @@ func TestClusterInteriorCrash(t *testing.T) {
 		"--spare-nodes", "2", "--replicas", "3", "--restart", "rank", "--tree", "kary:2", "--ppn", "4", "--state-dir", dir, "-n", "32",
 		ftlaunchBin(t), "ringapp", "--steps", "2500", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
-	tablePublished(t, errb, 32)
+	tablePublished(t, dir)
 	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
@@ -119,7 +119,7 @@ func TestClusterInteriorCrash(t *testing.T) {
 			t.Errorf("stderr does not say %q", want)
 		}
 	}
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	waitGone(t, ck, 10*time.Second)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	if !strings.Contains(insp.stdout, "plan: changed: node ") || !strings.Contains(insp.stdout, "1 resumed") {
@@ -148,7 +148,7 @@ func TestClusterSlowInterior(t *testing.T) {
 		"--restart", "rank", "--tree", "kary:2", "-n", "16",
 		ftlaunchBin(t), "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	for _, bad := range []string{"lost the agent", "recovery:", "moved to its backup parent"} {
 		if strings.Contains(errb.String(), bad) {
 			t.Errorf("%q with a slow interior link:\n%s", bad, errb.String())
@@ -252,7 +252,7 @@ func TestReplicaHostReplaced(t *testing.T) {
 		return strings.Contains(errb.String(), "root replica of the lost node node0 left the group") &&
 			strings.Contains(errb.String(), "root replica on node6 joined the group")
 	})
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	m := regexp.MustCompile(`members: (.*)`).FindStringSubmatch(insp.stdout)
 	if m == nil || strings.Count(m[1], "(voter") != 3 || !strings.Contains(m[1], "node6 (voter") || strings.Contains(m[1], "node0 (") {

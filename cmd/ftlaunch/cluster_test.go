@@ -57,6 +57,9 @@ func TestClusterLaunch(t *testing.T) {
 	// Every kind of launch tree: 8 agents over SSH, some started by others.
 	for _, tree := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial", "flat --batch 3"} {
 		t.Run("tree "+tree, func(t *testing.T) {
+			if tree != "auto" {
+				e2eOnly(t, "TestTestNodesTreeKinds (every tree kind on test nodes) and tree auto here")
+			}
 			args := append(append([]string{"run"}, ssh...), append(strings.Fields("--tree "+tree), "-n", "32", ftdemoBin(t))...)
 			r := ftlaunch(t, "", args...)
 			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 32 ranks verified") {
@@ -134,6 +137,7 @@ func TestClusterLaunch(t *testing.T) {
 		}
 	})
 	t.Run("front-end killed with replicas", func(t *testing.T) {
+		e2eOnly(t, "TestRootFailoverDuringRun (the takeover on test nodes) and replicas here")
 		// The job outlives its front-end: a replica agent takes over and
 		// attach follows the rest of the job.
 		dir := t.TempDir()
@@ -188,6 +192,7 @@ func TestClusterLaunch(t *testing.T) {
 	})
 
 	t.Run("stopped agent fenced from outside", func(t *testing.T) {
+		e2eOnly(t, "TestSpareNode (a stopped agent fenced, its ranks on a spare) and launch/fence's tests")
 		// A SIGSTOPped agent cannot kill its ranks, which run in sessions
 		// of their own, and closing its SSH session tells it nothing: the
 		// root declares it lost and fences its host in a new SSH session
@@ -241,6 +246,7 @@ func TestClusterLaunch(t *testing.T) {
 		}
 	})
 	t.Run("calibration", func(t *testing.T) {
+		e2eOnly(t, "TestCalibrationKept")
 		// The launches above kept their measurements; plan shows them.
 		r := ftlaunch(t, "", "plan", "--calibrated")
 		if r.code != 0 || !strings.Contains(r.stdout, "agents    4\n") {
@@ -273,6 +279,7 @@ func TestClusterLaunch(t *testing.T) {
 		waitGone(t, ftlaunchBin(t)+" agent", 10*time.Second)
 	})
 	t.Run("host crashed mid-run", func(t *testing.T) {
+		e2eOnly(t, "interior host crashed mid-run here")
 		m := marker(t)
 		cmd := exec.Command(ftlaunchBin(t), append(append([]string{"run"}, ssh...), "-n", "16", "--kill-after", "1s", "sleep", m)...)
 		errb := &syncBuffer{}

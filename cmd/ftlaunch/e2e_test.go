@@ -430,6 +430,7 @@ func TestIgnoredSIGTERMGetsSIGKILL(t *testing.T) {
 // it) does not leave the job waiting for ranks nobody told to end: the
 // root kills them itself, 5 s past --kill-after.
 func TestLostTerminateBounded(t *testing.T) {
+	e2eOnly(t, "TestFailureTerminatesOthers (the terminate) and TestIgnoredSIGTERMGetsSIGKILL")
 	m := marker(t)
 	t.Setenv("FTLAUNCH_TEST_BREAK_RECOVERY", "no-terminate")
 	r := ftlaunchLimit(t, 40*time.Second, "", "run", "-n", "2", "--test-nodes", "2", "--kill-after", "500ms", "sh", "-c",

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
 // rankProcess finds the process of rank's incarnation inc whose command
@@ -39,10 +41,12 @@ func rankProcess(marker string, rank int, inc uint64) int {
 	return 0
 }
 
-// ringSteps makes the ring application last about 20 s (10 ms a step):
-// long enough for its failures to happen while it runs, on a loaded
-// machine too.
-const ringSteps = "2000"
+// ringSteps makes the ring application's steps last about 3 s (10 ms a
+// step): the faults of a test usually fall while the ranks compute, so
+// that they roll back and compute again; on a loaded machine they may
+// fall while the ranks wait for their finish file (ringApp), which the
+// job survives as well.
+const ringSteps = "300"
 
 // killRank SIGKILLs rank's first incarnation once it runs.
 func killRank(t *testing.T, marker string, rank int) {
@@ -57,13 +61,43 @@ func killRank(t *testing.T, marker string, rank int) {
 	}
 }
 
-// tablePublished waits until every rank holds the node table (a rank is
-// replaced only then), as the front-end's --verbose output says.
-func tablePublished(t *testing.T, errb *syncBuffer, n int) {
+// tablePublished waits until every rank of the job in stateDir holds the
+// node table (a rank is replaced only then), as its live report says.
+func tablePublished(t *testing.T, stateDir string) {
 	t.Helper()
-	waitFor(t, "the node table", 60*time.Second, func() bool {
-		return strings.Contains(errb.String(), "node table of "+strconv.Itoa(n)+" ranks published")
+	waitLive(t, stateDir, "the node table", 60*time.Second, func(l *journal.Live) bool { return l.Table })
+}
+
+// liveReport is the live report of the latest job in stateDir, or nil
+// (none yet, or the job ended).
+func liveReport(stateDir string) *journal.Live {
+	job, err := journal.Latest(stateDir)
+	if err != nil {
+		return nil
+	}
+	l, err := journal.ReadLive(job)
+	if err != nil {
+		return nil
+	}
+	return l
+}
+
+// waitLive waits until the live report of the latest job in stateDir
+// (rewritten every second) satisfies cond.
+func waitLive(t *testing.T, stateDir, what string, limit time.Duration, cond func(*journal.Live) bool) {
+	t.Helper()
+	waitFor(t, what, limit, func() bool {
+		l := liveReport(stateDir)
+		return l != nil && cond(l)
 	})
+}
+
+// recoveries waits until the root of the job in stateDir saw n
+// recoveries to their end (its live report's count: a successor root
+// counts from its takeover).
+func recoveries(t *testing.T, stateDir string, n int) {
+	t.Helper()
+	waitLive(t, stateDir, strconv.Itoa(n)+" recoveries", 60*time.Second, func(l *journal.Live) bool { return l.Recoveries >= n })
 }
 
 // TestRestartRank is the restart protocol's acceptance: a 16-rank ring
@@ -78,15 +112,19 @@ func TestRestartRank(t *testing.T) {
 		t.Skip("a 16-rank job with three recoveries")
 	}
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16",
-		ftlaunchBin(t), "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck, "--hold-rank", "14")
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "8", "-n", "16")
+	cmd.Args = append(cmd.Args, ringApp(t, ringSteps, ck, "--hold-rank", "14")...)
 	out, errb := startJob(t, cmd)
-	tablePublished(t, errb, 16)
+	tablePublished(t, dir)
 	for i, r := range []int{2, 9, 13} {
 		if r == 13 {
 			// Rank 14 is done with its steps and holds; the others are
-			// done once their last checkpoint is written: from there they
-			// enter the final allgather, which waits for rank 14.
+			// done once their last checkpoint is written: from there,
+			// their finish file made, they enter the final allgather,
+			// which waits for rank 14.
+			if err := os.WriteFile(finishFile(ck), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			waitFor(t, "every rank at the end of its steps", 90*time.Second, func() bool {
 				n, _ := filepath.Glob(filepath.Join(ck, "r*-s"+strings.Repeat("0", 10-len(ringSteps))+ringSteps+".ckpt"))
 				_, err := os.Stat(filepath.Join(ck, ".hold-r000014"))
@@ -98,7 +136,7 @@ func TestRestartRank(t *testing.T) {
 			return strings.Count(errb.String(), "recovered: every rank runs again") == i+1
 		})
 	}
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	for _, r := range []string{"rank 2 ", "rank 9 ", "rank 13 "} {
 		if !strings.Contains(insp.stdout, r) {
@@ -130,7 +168,7 @@ func startHeld(t *testing.T, hold string, where ...string) (cmd *exec.Cmd, errb 
 	t.Helper()
 	dir, ck = t.TempDir(), t.TempDir()
 	args := append([]string{"run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "-n", "12"}, where...)
-	cmd = exec.Command(ftlaunchBin(t), append(args, ftlaunchBin(t), "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)...)
+	cmd = exec.Command(ftlaunchBin(t), append(args, ringApp(t, ringSteps, ck)...)...)
 	cmd.Env = append(os.Environ(), "FTLAUNCH_TEST_HOLD_RECOVERY="+hold)
 	_, errb = startJob(t, cmd) // logs the front-end's output
 	t.Cleanup(func() {
@@ -145,7 +183,7 @@ func startHeld(t *testing.T, hold string, where ...string) (cmd *exec.Cmd, errb 
 	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
-	tablePublished(t, errb, 12)
+	tablePublished(t, dir)
 	return cmd, errb, dir, ck
 }
 
@@ -207,12 +245,14 @@ func TestRestartRankFailoverMidRecovery(t *testing.T) {
 // table): rank 5's second failure ends the job instead of a second
 // restart.
 func TestRestartCountSurvivesFailover(t *testing.T) {
+	e2eOnly(t, "recovery.TestRestartJobLeaderChange and TestRestartRankFailoverMidRecovery")
 	if testing.Short() {
 		t.Skip("a replicated job with a recovery and a failover")
 	}
 	dir, ck := t.TempDir(), t.TempDir()
 	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--max-restarts", "1",
-		"--test-nodes", "6", "-n", "12", ftlaunchBin(t), "ringapp", "--steps", ringSteps, "--step-time", "10ms", "--dir", ck)
+		"--test-nodes", "6", "-n", "12")
+	cmd.Args = append(cmd.Args, ringApp(t, ringSteps, ck)...)
 	_, errb := startJob(t, cmd)
 	log := func() string {
 		logs, _ := filepath.Glob(filepath.Join(dir, "ft-*", "output", "ftlaunch.log"))
@@ -230,7 +270,7 @@ func TestRestartCountSurvivesFailover(t *testing.T) {
 	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
-	tablePublished(t, errb, 12)
+	tablePublished(t, dir)
 	killRank(t, ck, 5)
 	waitFor(t, "the recovery", 60*time.Second, func() bool {
 		return strings.Contains(errb.String(), "recovered: every rank runs again")
@@ -265,6 +305,7 @@ func TestRestartCountSurvivesFailover(t *testing.T) {
 // (found by ftlaunch chaos: the restart waited 30 s for the late agent's
 // acknowledgement, then ended the job).
 func TestRestartJobDuringLaunch(t *testing.T) {
+	e2eOnly(t, "recovery.TestRestartJob (a restart waits for every agent)")
 	gate := filepath.Join(t.TempDir(), "go")
 	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "-l", "--restart", "job", "--test-nodes", "3", "--tree", "flat", "-n", "3", "sh", "-c",
 		`case $FTLAUNCH_RANK$FTLAUNCH_INCARNATION in 01) exit 3;; *1) exec sleep 60;; esac; echo incarnation $FTLAUNCH_INCARNATION restarts $FTLAUNCH_RESTARTS`)
@@ -290,6 +331,7 @@ func TestRestartJobDuringLaunch(t *testing.T) {
 // the job after --max-restarts restarts, naming the rank and its history,
 // with its last failure's exit code, and nothing left running.
 func TestRestartJobAlwaysFails(t *testing.T) {
+	e2eOnly(t, "recovery.TestRestartMaxRestarts")
 	m := marker(t)
 	r := ftlaunch(t, "", "run", "--restart", "job", "--max-restarts", "2", "-n", "3", "sh", "-c",
 		`[ "$FTLAUNCH_RANK" = 1 ] && { sleep 0.2; exit 5; }; exec sleep `+m)

@@ -74,16 +74,16 @@ func TestSlurmLauncher(t *testing.T) {
 	// wait for the job's right result with nothing of it left.
 	crashMidRun := func(t *testing.T, tree, steps string, rank int) (errb *syncBuffer, victim string, done func()) {
 		t.Helper()
-		ck := t.TempDir()
-		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin(t), "run", "--verbose", "--spare-nodes", "1", "--restart", "rank", "--tree", tree,
+		ck, dir := t.TempDir(), t.TempDir()
+		cmd, err := c.AllocCommand(ctx, 6, 12, true, ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--spare-nodes", "1", "--restart", "rank", "--tree", tree,
 			ftlaunchBin(t), "ringapp", "--steps", steps, "--step-time", "10ms", "--dir", ck)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out, errb := startJob(t, cmd)
-		tablePublished(t, errb, 10)
+		tablePublished(t, dir)
 		if tree != "flat" {
-			standbyLinksUp(t, errb)
+			standbyLinksUp(t, dir)
 		}
 		victim = rankNode(t, ck, rank)
 		start := time.Now()
@@ -96,7 +96,7 @@ func TestSlurmLauncher(t *testing.T) {
 		})
 		t.Logf("every rank resumed %v after %s crashed", time.Since(start), victim)
 		return errb, victim, func() {
-			ringDone(t, cmd, out)
+			ringDone(t, cmd, out, ck)
 			waitGone(t, ck, 10*time.Second)
 		}
 	}

@@ -216,6 +216,7 @@ func inspectReplicas(t *testing.T, dir string) replicaReport {
 // Losing the node of a replica fails the job (no recovery yet), but the
 // two replicas left still commit its final status.
 func TestReplicaNodeLost(t *testing.T) {
+	e2eOnly(t, "TestReplicatedStateLog and TestRootFailoverDuringRun (the group commits without one voter)")
 	dir := t.TempDir()
 	m := marker(t)
 	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--tree", "flat",
@@ -272,6 +273,7 @@ func TestRootFailoverDuringRun(t *testing.T) {
 // child of the root the successor has to start, and node4, below node0,
 // which node0 starts on its own. The demo's ring needs every rank.
 func TestRootFailoverDuringLaunch(t *testing.T) {
+	e2eOnly(t, "TestRootFailoverDuringRun (the takeover) and launch.TestNodesInProcessAgentLost")
 	gate := filepath.Join(t.TempDir(), "go")
 	env := []string{"FTLAUNCH_TEST_DELAY_START=node2=" + gate + ",node4=" + gate}
 	prog := func(string) []string { return []string{ftdemoBin(t)} }

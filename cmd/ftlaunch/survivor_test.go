@@ -60,13 +60,11 @@ func survivorTakesOver(t *testing.T, n int, where []string, why string) {
 	// 9 s of ring: it outlasts the 3 s until the silent node is lost.
 	cmd, out, errb, dir, ck := runRingSteps(t, "rank", n, "900", where...)
 	pid := stopAgent(t, ck, "node2")
-	waitFor(t, "the recovery on a surviving node", 60*time.Second, func() bool {
-		return strings.Contains(errb.String(), "recovered: every rank runs again")
-	})
+	recoveries(t, dir, 1)
 	if guest := agentOf(t, ck, "node0+node2"); guest == pid {
 		t.Errorf("the ranks of node0+node2 run under the stopped agent (pid %d)", pid)
 	}
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	for _, want := range []string{"lost the agent of node node2: ", why,
 		"recovery: starting the agent of node node2 on surviving node node0, as node node0+node2, as incarnation 2"} {
 		if !strings.Contains(errb.String(), want) {
@@ -86,6 +84,7 @@ func survivorTakesOver(t *testing.T, n int, where []string, why string) {
 // --ppn have none), a silent node ends the job, naming why; nothing is
 // left running, the stopped agent included.
 func TestSurvivorSlotsNone(t *testing.T) {
+	e2eOnly(t, "recovery.TestRelaunchSurvivorSlots (no spare, no slot: the job ends)")
 	if testing.Short() {
 		t.Skip("a ring job that waits out a silent node's heartbeats")
 	}
@@ -121,7 +120,7 @@ func TestClusterSurvivorSlots(t *testing.T) {
 	if n := len(ranksOn(t, ck, "node001+node003")); n != 2 {
 		t.Errorf("%d ranks run as node001+node003, want 2", n)
 	}
-	ringDone(t, cmd, out)
+	ringDone(t, cmd, out, ck)
 	for _, want := range []string{"lost the agent of node node003",
 		"starting its agent again on node001 (free slots of a surviving node; its agent is named node001+node003) as incarnation 2"} {
 		if !strings.Contains(errb.String(), want) {

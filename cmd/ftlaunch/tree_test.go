@@ -96,6 +96,7 @@ func TestTestNodesFrontendKilled(t *testing.T) {
 // SIGKILL of an interior agent: the job fails naming its node, and the
 // agents below it clean up too.
 func TestTestNodesInteriorAgentKilled(t *testing.T) {
+	e2eOnly(t, "TestInteriorAgentLost (an interior agent SIGKILLed ends the job under --restart none, naming it, nothing left)")
 	m := marker(t)
 	cmd := exec.Command(ftlaunchBin(t), "run", "-n", "8", "--test-nodes", "8", "--tree", "kary:1", "--kill-after", "1s", "sleep", m)
 	errb := &syncBuffer{}

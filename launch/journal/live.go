@@ -32,6 +32,11 @@ type Live struct {
 	N        int `json:"n"`
 	Running  int `json:"running"` // ranks started and not ended
 	Ended    int `json:"ended"`
+	// Table is set once every rank held the first node table (the ranks'
+	// first Publish, or PMI's first fence); BackupsUp once every agent
+	// that has a backup parent holds its standby link to it.
+	Table     bool `json:"table,omitempty"`
+	BackupsUp bool `json:"backups_up,omitempty"`
 	// Failure is the first failure that ends the job, if any.
 	Failure string `json:"failure,omitempty"`
 	// Failover is set once a successor took the root over.

@@ -20,7 +20,10 @@ func (fe *frontend) live() journal.Live {
 	l := journal.Live{
 		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
 		Argv: fe.opts.Argv, Agents: len(fe.agents), AgentsUp: fe.agentsUp, N: fe.opts.N,
-		Ended: fe.ended, Failover: fe.rec.Resumed(),
+		Ended: fe.ended, Failover: fe.rec.Resumed(), Table: len(fe.table) > 0,
+	}
+	if n := fe.backupLinks(); n > 0 && fe.backupsHeld() == n {
+		l.BackupsUp = true
 	}
 	// Counted, not ranksUp - ended: ranks that never started end too
 	// (a failed start, an agent that never came up). Once a second.
