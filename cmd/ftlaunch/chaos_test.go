@@ -115,6 +115,7 @@ func TestChaosPlantedViolation(t *testing.T) {
 // job naming the host with nothing of it left on any host, and the
 // cluster gone afterwards.
 func TestChaosEmulated(t *testing.T) {
+	e2eOnly(t, "TestChaosShort (the harness end to end), chaos/cluster's tests (crash and cut) and TestClusterLaunch's interior host crash; make chaos-emulated")
 	if testing.Short() {
 		t.Skip("an emulated cluster")
 	}
