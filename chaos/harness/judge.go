@@ -32,7 +32,7 @@ import (
 // hosts booted again. The error is the hosts' that could not be restored.
 func (t *trialRun) finish(over time.Time, interrupted bool) error {
 	for _, a := range t.acts {
-		if a.PID > 0 && !t.hostFault(a.Fault) && (a.Fault == trial.Stop || a.Fault == trial.Slow) && !a.continued {
+		if a.PID > 0 && !t.hostFault(a.Fault) && (a.Fault == trial.Stop || a.Fault == trial.Slow || a.Fault == trial.Stall) && !a.continued {
 			syscall.Kill(a.PID, syscall.SIGCONT)
 		}
 	}
@@ -306,7 +306,7 @@ func errString(err error) string {
 func (t *trialRun) detections(fails []trial.Event) {
 	r := t.res
 	for k, a := range r.applied {
-		if a.Time.IsZero() || a.Fault == trial.Root || a.Fault == trial.Slow {
+		if a.Time.IsZero() || a.Fault == trial.Root || a.Fault == trial.Slow || a.Fault == trial.Stall {
 			continue
 		}
 		name := []string{a.Target.String()}

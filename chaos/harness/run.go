@@ -94,7 +94,8 @@ func (r *trialResult) ending() string {
 type actionRun struct {
 	trial.Applied
 	done bool
-	// stop, partition: when detected, when to continue (heal), continued.
+	// stop, partition: when detected, when to continue (heal), continued;
+	// stall: when the front-end was continued.
 	detectAt, contAt time.Time
 	continued        bool
 	// stop, partition: the agent incarnation hit and the ranks it ran;
@@ -468,7 +469,7 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 			continue
 		}
 		formed := t.o.Replicas > 1 && t.groupFormed()
-		if t.o.Replicas > 1 && (a.Fault == trial.Root || a.Fault == trial.Replica) && !formed && now.Before(t0.Add(t.groupWait())) {
+		if t.o.Replicas > 1 && (a.Fault == trial.Root || a.Fault == trial.Replica || a.Fault == trial.Stall) && !formed && now.Before(t0.Add(t.groupWait())) {
 			continue
 		}
 		a.done = true
@@ -489,7 +490,7 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 			continue
 		}
 		sig := syscall.SIGKILL
-		if a.Fault == trial.Stop || a.Fault == trial.Slow {
+		if a.Fault == trial.Stop || a.Fault == trial.Slow || a.Fault == trial.Stall {
 			sig = syscall.SIGSTOP
 		}
 		if err := syscall.Kill(pid, sig); err != nil {
@@ -517,6 +518,10 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 			t.stepSilent(a, now, jobOver)
 		case a.Fault == trial.Slow:
 			t.stepSlow(a, now, jobOver)
+		case a.Fault == trial.Stall && !a.continued && !now.Before(a.Time.Add(trial.StallFor)):
+			// The front-end's pause is over.
+			syscall.Kill(a.PID, syscall.SIGCONT)
+			a.continued, a.contAt = true, now
 		}
 	}
 }
@@ -710,7 +715,8 @@ func (r *trialResult) resumedSet(k int, d time.Duration) {
 func (t *trialRun) settled() bool {
 	for _, a := range t.acts {
 		if !a.done || a.Skipped == "" && !a.Time.IsZero() &&
-			(t.comesBack(a.Fault) && (!a.continued || a.stale != nil && !a.staleDone) || a.Fault == trial.Slow && !a.slowUntil.IsZero()) {
+			(t.comesBack(a.Fault) && (!a.continued || a.stale != nil && !a.staleDone) || a.Fault == trial.Slow && !a.slowUntil.IsZero() ||
+				a.Fault == trial.Stall && !a.continued) {
 			return false
 		}
 	}
@@ -736,7 +742,7 @@ func (t *trialRun) openGate() {
 // targetPID finds the process an action hits: a rank, its node's agent
 // (its ranks' parent), or the front-end.
 func (t *trialRun) targetPID(a trial.Action) (int, error) {
-	if a.Fault == trial.Root {
+	if a.Fault == trial.Root || a.Fault == trial.Stall {
 		return t.cmd.Process.Pid, nil
 	}
 	live := map[int]jobProc{}

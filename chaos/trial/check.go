@@ -102,8 +102,9 @@ type Expectation struct {
 // silent node with no spare left ends the job naming the node, and takes
 // its subtree's replicas with it. A replica's host lost before every
 // replica agent joined may leave the group without a majority: the job
-// may then end unfinished (NoMajority). A slow agent or link must not fail
-// the job.
+// may then end unfinished (NoMajority). A slow agent or link, and a
+// front-end stalled for StallFor (with or without root replicas), must not
+// fail the job.
 func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Phase, root string) Expectation {
 	var e Expectation
 	failed, unfinished := false, false
@@ -116,8 +117,9 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 			continue
 		}
 		switch a.Fault {
-		case Slow:
-			// Slow is not dead: the job must not fail for it.
+		case Slow, Stall:
+			// Slow is not dead, a stalled front-end is not lost: the
+			// job must not fail for either.
 		case Root:
 			e.RootLost = true
 			e.Lost = append(e.Lost, root)

@@ -36,10 +36,16 @@ const (
 	Partition Fault = "partition" // a host's link is cut (emulated cluster)
 	Stop      Fault = "stop"      // SIGSTOP of an agent, SIGCONT after 3x the detection time
 	Slow      Fault = "slow"      // an agent stopped and continued in turn: slow, not dead
+	Stall     Fault = "stall"     // SIGSTOP of the front-end, SIGCONT after StallFor: paused, not lost
 )
 
+// StallFor is how long a stall holds the front-end stopped: what a long
+// GC pause, VM steal or swap storm does; past the raft group's election
+// timeout, short of the agents' link timeout.
+const StallFor = 2 * time.Second
+
 // AllFaults lists every fault in the order reports use.
-var AllFaults = []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Node, Partition, Stop, Slow}
+var AllFaults = []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Node, Partition, Stop, Slow, Stall}
 
 // Cluster is where trials run.
 type Cluster string
@@ -200,7 +206,7 @@ func (t Topology) targets(f Fault, replicas int) []int {
 // hasTarget says whether fault f has a target in the plan.
 func (t Topology) hasTarget(f Fault, replicas int) bool {
 	switch f {
-	case Root:
+	case Root, Stall:
 		return true
 	case Rank:
 		return len(t.RankNode) > 0
@@ -390,7 +396,7 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 			f := faults[i]
 			a := Action{Fault: f, Target: Target{Node: -1, Rank: -1}}
 			switch f {
-			case Root:
+			case Root, Stall: // one fault of the front-end per trial
 				if rootHit {
 					continue
 				}

@@ -75,7 +75,7 @@ func TestScheduleCoversAndFits(t *testing.T) {
 			seen[a.Fault] = true
 			n := a.Target.Node
 			switch a.Fault {
-			case Root:
+			case Root, Stall:
 				if n != -1 {
 					t.Fatalf("root fault on node %d", n)
 				}
@@ -112,7 +112,7 @@ func TestScheduleCoversAndFits(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Stop, Slow} {
+	for _, f := range []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Stop, Slow, Stall} {
 		if !seen[f] {
 			t.Errorf("fault %s never scheduled", f)
 		}
@@ -340,6 +340,8 @@ func TestExpect(t *testing.T) {
 		{"root, no group yet", []Applied{root}, 3, []Ending{Unfinished}},
 		{"rank and root", []Applied{rank, root}, 1, []Ending{Failed, Unfinished}},
 		{"slow", []Applied{applied(Slow, Target{Node: 1, Rank: -1})}, 1, []Ending{Completed}},
+		{"stalled front-end", []Applied{applied(Stall, Target{Node: -1, Rank: -1})}, 1, []Ending{Completed}},
+		{"stalled front-end, group formed", []Applied{{Action: Action{Fault: Stall, Target: Target{Node: -1, Rank: -1}}, Time: root.Time, GroupFormed: true}}, 3, []Ending{Completed}},
 		{"skipped", []Applied{{Action: rank.Action, Skipped: "gone"}}, 1, []Ending{Completed}},
 	} {
 		if got := Expect(tc.acts, topo, tc.replicas, NoRestart, Run, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
