@@ -417,6 +417,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 		a.ranksAt = time.Since(fe.start)
 		if fe.ranksUp >= fe.opts.N && fe.releaseTimer == nil {
+			fe.observe(RanksRunning{N: fe.opts.N})
 			fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
 		}
 		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
