@@ -417,7 +417,6 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 		a.ranksAt = time.Since(fe.start)
 		if fe.ranksUp >= fe.opts.N && fe.releaseTimer == nil {
-			fe.observe(RanksRunning{N: fe.opts.N})
 			fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
 		}
 		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
@@ -548,6 +547,7 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.table = slices.Clone(rc.values) // patched in place later; the journal keeps rc.values
 		fe.step(recovery.TablePublished{})
+		fe.observe(TablePublished{N: fe.opts.N})
 		fe.nodeTableAt = time.Since(fe.start)
 		nodes := make([]string, len(fe.ranks))
 		for r := range fe.ranks {

@@ -9,8 +9,9 @@ package root
 // types below.
 type Event interface{ isObserved() }
 
-// RanksRunning: every rank of the job was reported running, once.
-type RanksRunning struct{ N int }
+// TablePublished: every rank published its I-tuple, and the root
+// broadcast the node table of N ranks (once per job).
+type TablePublished struct{ N int }
 
 // AgentLost: the root declared an agent incarnation lost (Silent: its link
 // fell silent, rather than ended).
@@ -54,7 +55,7 @@ type FailoverDone struct{ Node string }
 // root (or an orphan whose last fallback is the root).
 type Adopted struct{ Node string }
 
-func (RanksRunning) isObserved()    {}
+func (TablePublished) isObserved()  {}
 func (AgentLost) isObserved()       {}
 func (Reparented) isObserved()      {}
 func (AgentRelaunched) isObserved() {}

@@ -1,0 +1,79 @@
+package launch
+
+// Recovery on the in-process harness (nodes_test.go, harness_test.go):
+// each test breaks something of a running job under --restart rank, waits
+// on the root's typed events, and checks what the state log says of the
+// job's end. None of them waits on real heartbeat time: a silent node is
+// declared lost on the test timing (testTiming).
+
+import (
+	"testing"
+
+	"github.com/ftlaunch/ftlaunch/launch/root"
+)
+
+// A rank's failure under --restart rank: the restart protocol starts it
+// again as its next incarnation on its node, every other rank goes on,
+// and the job completes.
+func TestHarnessRankRestart(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB"}
+	j := runOnNodes(t, hosts, 2, recoverOpts("rank:1"), nil)
+	rep := checkCompleted(t, j, 4)
+	evs := j.obs.events()
+	if n := count(evs, func(e root.RankRestarted) bool { return e.Rank == 1 && e.Inc == 2 }); n != 1 {
+		t.Errorf("%d restarts of rank 1 as incarnation 2; events %v", n, evs)
+	}
+	if n := count[root.RankRestarted](evs, nil); n != 1 {
+		t.Errorf("%d ranks restarted, want 1; events %v", n, evs)
+	}
+	if count(evs, func(e root.Recovered) bool { return e.Stage == "resumed" }) != 1 || count[root.AgentLost](evs, nil) != 0 {
+		t.Errorf("events %v", evs)
+	}
+	for _, r := range j.state.Ranks {
+		if want := uint64(1) + uint64(boolInt(r.Rank == 1)); r.Incarnation != want || r.Node != hosts[r.Rank/2] {
+			t.Errorf("rank %d: incarnation %d on %s, want %d on %s", r.Rank, r.Incarnation, r.Node, want, hosts[r.Rank/2])
+		}
+	}
+	if len(rep.Recoveries) != 1 || rep.Recoveries[0].Rank != 1 || rep.Recoveries[0].NewIncarnation != 2 {
+		t.Errorf("recoveries %+v", rep.Recoveries)
+	}
+}
+
+// A lost agent (its goroutine's context cancelled: it kills its ranks,
+// its link ends) is started again on its node as incarnation 2; its
+// ranks are respawned, the others resume, and the job completes.
+func TestHarnessAgentRelaunch(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC"}
+	j := runOnNodes(t, hosts, 2, recoverOpts("node:nodeB"), func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
+			return
+		}
+		j.sp.agent("nodeB").cancel()
+	})
+	checkCompleted(t, j, 6)
+	evs := j.obs.events()
+	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeB" && e.Inc == 1 && !e.Silent }) != 1 ||
+		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeB" && e.Inc == 2 }) != 1 ||
+		count(evs, func(e root.Recovered) bool { return e.Stage == "resumed" }) != 1 {
+		t.Errorf("events %v", evs)
+	}
+	for _, r := range j.state.Ranks {
+		want := uint64(1)
+		if r.Node == "nodeB" {
+			want = 2
+		}
+		if r.Incarnation != want || r.Node != hosts[r.Rank/2] {
+			t.Errorf("rank %d: incarnation %d on %s", r.Rank, r.Incarnation, r.Node)
+		}
+	}
+	if a := j.state.Agents["nodeB"]; a.Incarnation != 2 {
+		t.Errorf("nodeB's agent: %+v", a)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
