@@ -157,14 +157,19 @@ func recoverRole(c *client.Client, me string) int {
 		fmt.Fprintln(os.Stderr, "allgather:", err)
 		return 1
 	}
+	fmt.Printf("%s incarnation %d sum %d\n", me, c.Incarnation(), sumValues(vals))
+	return 0
+}
+
+// sumValues adds up an allgather's numbers.
+func sumValues(vals [][]byte) int {
 	sum := 0
 	for _, v := range vals {
 		var x int
 		fmt.Sscan(string(v), &x)
 		sum += x
 	}
-	fmt.Printf("%s incarnation %d sum %d\n", me, c.Incarnation(), sum)
-	return 0
+	return sum
 }
 
 // again calls a collective until a recovery does not interrupt it: after

@@ -78,13 +78,7 @@ func rankRole(role string) int {
 			fmt.Fprintln(os.Stderr, "allgather:", err)
 			return 1
 		}
-		sum := 0
-		for _, v := range vals {
-			var x int
-			fmt.Sscan(string(v), &x)
-			sum += x
-		}
-		fmt.Printf("%s sum %d\n", me, sum)
+		fmt.Printf("%s sum %d\n", me, sumValues(vals))
 		return 0
 	case "hold": // tell the test it runs, then wait to be killed
 		f, err := os.OpenFile(os.Getenv(gateEnv), os.O_WRONLY, 0)
