@@ -9,6 +9,7 @@ package launch
 import (
 	"testing"
 
+	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/root"
 )
 
@@ -68,6 +69,49 @@ func TestHarnessAgentRelaunch(t *testing.T) {
 	}
 	if a := j.state.Agents["nodeB"]; a.Incarnation != 2 {
 		t.Errorf("nodeB's agent: %+v", a)
+	}
+}
+
+
+// An interior agent lost (nodeA, a child of the root with nodeC and nodeD
+// below it: kary:2 on six nodes): its children move to their backup
+// parents with their ranks running, it starts again as a child of the
+// root, its own rank alone is respawned, and the job completes.
+func TestHarnessReparent(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC", "nodeD", "nodeE", "nodeF"}
+	opts := recoverOpts("node:nodeA")
+	opts.Tree = "kary:2"
+	j := runOnNodes(t, hosts, 1, opts, func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
+			return
+		}
+		j.sp.agent("nodeA").cancel()
+	})
+	checkCompleted(t, j, 6)
+	evs := j.obs.events()
+	parent := map[string]string{}
+	for _, n := range j.state.Plan.Nodes {
+		parent[n.Name] = n.Primary
+	}
+	for _, moved := range []string{"nodeC", "nodeD"} {
+		if n := count(evs, func(e root.Reparented) bool {
+			return e.Node == moved && e.Parent != "nodeA" && e.Parent != "" && e.Parent == parent[moved]
+		}); n != 1 {
+			t.Errorf("%s moved %d times to its backup parent (its parent in the plan: %q); events %v", moved, n, parent[moved], evs)
+		}
+	}
+	if parent["nodeA"] != proto.RootName {
+		t.Errorf("nodeA's parent in the plan: %q, not the root", parent["nodeA"])
+	}
+	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeA" && e.Inc == 1 }) != 1 ||
+		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeA" && e.Inc == 2 }) != 1 ||
+		count[root.RankRestarted](evs, nil) != 1 || count[root.Reparented](evs, nil) != 2 {
+		t.Errorf("events %v", evs)
+	}
+	for _, r := range j.state.Ranks {
+		if want := uint64(1 + boolInt(r.Node == "nodeA")); r.Incarnation != want {
+			t.Errorf("rank %d on %s: incarnation %d, want %d", r.Rank, r.Node, r.Incarnation, want)
+		}
 	}
 }
 
