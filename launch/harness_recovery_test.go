@@ -72,7 +72,6 @@ func TestHarnessAgentRelaunch(t *testing.T) {
 	}
 }
 
-
 // An interior agent lost (nodeA, a child of the root with nodeC and nodeD
 // below it: kary:2 on six nodes): its children move to their backup
 // parents with their ranks running, it starts again as a child of the
