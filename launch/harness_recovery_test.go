@@ -120,3 +120,37 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// A silent node (nodeB's link to the root stops carrying anything, in
+// both directions, and stays open: a stopped or cut-off node) is declared
+// lost on the heartbeat's timeout (the test timing: about a second, not
+// 5 s), fenced, and its agent starts on the spare nodeS as incarnation 2;
+// its ranks run there, the job completes.
+func TestHarnessSpare(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC"}
+	opts := recoverOpts("node:nodeB")
+	opts.Spares = []string{"nodeS"}
+	testTiming(&opts)
+	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
+			return
+		}
+		j.sp.agent("nodeB").proxy.hush()
+	})
+	checkCompleted(t, j, 6)
+	evs := j.obs.events()
+	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeB" && e.Inc == 1 && e.Silent }) != 1 ||
+		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeS" && e.Inc == 2 }) != 1 ||
+		count[root.RankRestarted](evs, nil) != 2 {
+		t.Errorf("events %v", evs)
+	}
+	for _, r := range j.state.Ranks {
+		want, node := uint64(1), hosts[r.Rank/2]
+		if node == "nodeB" {
+			want, node = 2, "nodeS"
+		}
+		if r.Incarnation != want || r.Node != node {
+			t.Errorf("rank %d: incarnation %d on %s, want %d on %s", r.Rank, r.Incarnation, r.Node, want, node)
+		}
+	}
+}

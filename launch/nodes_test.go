@@ -248,6 +248,7 @@ type linkProxy struct {
 	ln     net.Listener
 	target string
 	silent chan struct{} // closed: forward nothing
+	done   chan struct{} // closed by close
 	once   sync.Once
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -260,7 +261,7 @@ func newLinkProxy(target string) (*linkProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link proxy: %w", err)
 	}
-	return &linkProxy{ln: ln, target: target, silent: make(chan struct{})}, nil
+	return &linkProxy{ln: ln, target: target, silent: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 func (p *linkProxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
@@ -284,9 +285,17 @@ func (p *linkProxy) serve() {
 			}
 			continue
 		}
-		p.wg.Add(2)
-		go p.copy(up, c)
-		go p.copy(c, up)
+		var pair sync.WaitGroup // both directions: then both are closed
+		pair.Add(2)
+		p.wg.Add(3)
+		go func() { defer p.wg.Done(); defer pair.Done(); p.copy(up, c) }()
+		go func() { defer p.wg.Done(); defer pair.Done(); p.copy(c, up) }()
+		go func() {
+			defer p.wg.Done()
+			pair.Wait()
+			c.Close()
+			up.Close()
+		}()
 	}
 }
 
@@ -301,26 +310,28 @@ func (p *linkProxy) track(c, up net.Conn) bool {
 	return true
 }
 
-// copy forwards from src to dst until either ends, or nothing more once
-// silent (it then waits for close).
+// copy forwards from src to dst until src's end, which it passes on
+// (dst's write side closed: what the other direction carries still
+// arrives), or until a write fails; once silent, it forwards nothing more
+// and the connections stay open until close.
 func (p *linkProxy) copy(dst, src net.Conn) {
-	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		select {
 		case <-p.silent:
-			return // what it read is dropped; the connections stay open
+			<-p.done // what it read is dropped
+			return
 		default:
 		}
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
-				err = werr
+				src.Close() // the other direction ends too
+				return
 			}
 		}
 		if err != nil {
-			dst.Close()
-			src.Close()
+			_ = dst.(*net.TCPConn).CloseWrite()
 			return
 		}
 	}
@@ -332,6 +343,7 @@ func (p *linkProxy) close() {
 	p.closed = true
 	conns := p.conns
 	p.mu.Unlock()
+	close(p.done)
 	p.ln.Close()
 	for _, c := range conns {
 		c.Close()
