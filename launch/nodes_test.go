@@ -203,6 +203,15 @@ func (s *goSpawner) fence(job, node, upTo string) (spawn.Session, error) {
 	return &doneSession{out: fmt.Sprintf("fenced job %s on node %s up to incarnation %d: %d agent(s)\n", job, node, inc, len(ended))}, nil
 }
 
+// release closes what silent links held open, once every agent ended.
+func (s *goSpawner) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.all {
+		g.proxy.release()
+	}
+}
+
 func (s *goSpawner) agent(host string) *goSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,7 +252,9 @@ func (d *doneSession) Wait() error            { return nil }
 
 // linkProxy forwards an agent's connections to its parent's listener,
 // until silence: then it forwards nothing more, in either direction, and
-// closes nothing (a stopped node, or one cut off), until close.
+// closes nothing (a stopped node, or one cut off). The agent's end closes
+// the agent's side; the parent's side of a silent link stays open, as a
+// stopped node's socket does, until the parent gives up on it or release.
 type linkProxy struct {
 	ln     net.Listener
 	target string
@@ -251,7 +262,8 @@ type linkProxy struct {
 	done   chan struct{} // closed by close
 	once   sync.Once
 	mu     sync.Mutex
-	conns  []net.Conn
+	agents []net.Conn // the agent's side of each connection
+	held   []net.Conn // the parent's side of silent connections
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -269,7 +281,16 @@ func (p *linkProxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 // hush makes the link fall silent.
 func (p *linkProxy) hush() { p.once.Do(func() { close(p.silent) }) }
 
-// serve forwards connections until close; it joins its copiers.
+func (p *linkProxy) isSilent() bool {
+	select {
+	case <-p.silent:
+		return true
+	default:
+		return false
+	}
+}
+
+// serve forwards connections until close; it joins its goroutines.
 func (p *linkProxy) serve() {
 	defer p.wg.Wait()
 	for {
@@ -278,14 +299,14 @@ func (p *linkProxy) serve() {
 			return
 		}
 		up, err := net.Dial("tcp", p.target)
-		if err != nil || !p.track(c, up) {
+		if err != nil || !p.track(c) {
 			c.Close()
 			if up != nil {
 				up.Close()
 			}
 			continue
 		}
-		var pair sync.WaitGroup // both directions: then both are closed
+		var pair sync.WaitGroup // both directions: then both sides are closed
 		pair.Add(2)
 		p.wg.Add(3)
 		go func() { defer p.wg.Done(); defer pair.Done(); p.copy(up, c) }()
@@ -294,35 +315,39 @@ func (p *linkProxy) serve() {
 			defer p.wg.Done()
 			pair.Wait()
 			c.Close()
+			if p.isSilent() {
+				p.mu.Lock()
+				p.held = append(p.held, up)
+				p.mu.Unlock()
+				return
+			}
 			up.Close()
 		}()
 	}
 }
 
-// track keeps c and up for close; false once closed.
-func (p *linkProxy) track(c, up net.Conn) bool {
+// track keeps the agent's side c for close; false once closed.
+func (p *linkProxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
-	p.conns = append(p.conns, c, up)
+	p.agents = append(p.agents, c)
 	return true
 }
 
 // copy forwards from src to dst until src's end, which it passes on
 // (dst's write side closed: what the other direction carries still
 // arrives), or until a write fails; once silent, it forwards nothing more
-// and the connections stay open until close.
+// and returns at close.
 func (p *linkProxy) copy(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		select {
-		case <-p.silent:
+		if p.isSilent() {
 			<-p.done // what it read is dropped
 			return
-		default:
 		}
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -337,17 +362,29 @@ func (p *linkProxy) copy(dst, src net.Conn) {
 	}
 }
 
-// close ends the proxy and its connections (the agent ended).
+// close ends the proxy and the agent's side of its connections (the agent
+// ended).
 func (p *linkProxy) close() {
 	p.mu.Lock()
 	p.closed = true
-	conns := p.conns
+	agents := p.agents
 	p.mu.Unlock()
 	close(p.done)
 	p.ln.Close()
-	for _, c := range conns {
+	for _, c := range agents {
 		c.Close()
 	}
+}
+
+// release closes the parent's side of silent connections, once serve
+// returned.
+func (p *linkProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.held {
+		c.Close()
+	}
+	p.held = nil
 }
 
 // nodesJob is one job run on in-process nodes.
@@ -400,7 +437,7 @@ func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(
 	// Every agent goroutine ended with the job (the root closed their
 	// sessions): the spawner's goroutines are joined, or the test hangs.
 	done := make(chan struct{})
-	go func() { j.sp.wg.Wait(); close(done) }()
+	go func() { j.sp.wg.Wait(); j.sp.release(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
