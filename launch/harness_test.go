@@ -114,7 +114,9 @@ func testTiming(opts *Options) {
 
 // victimEnv names the processes the "recover" role sacrifices:
 // "rank:R" (rank R's first incarnation exits with code 7) or "node:NAME"
-// (the first incarnations of the ranks on node NAME wait to be killed).
+// (the first incarnations of the ranks on node NAME wait to be killed);
+// or "wait:PATH": no victim, every rank waits for the file PATH before
+// it allgathers.
 const victimEnv = "FTLAUNCH_TEST_VICTIM"
 
 // recoverRole is a rank of a job under --restart rank that lives through
@@ -150,6 +152,14 @@ func recoverRole(c *client.Client, me string) int {
 			return 7
 		case v == "node:"+os.Getenv("FTLAUNCH_NODE"):
 			select {} // until its agent's end (or a fence) kills it
+		}
+	}
+	if path, ok := strings.CutPrefix(os.Getenv(victimEnv), "wait:"); ok {
+		for { // the test's word; a rank is killed with its agent
+			if _, err := os.Stat(path); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	vals, err := again(resumed, func() ([][]byte, error) { return c.Allgather([]byte(fmt.Sprint(c.Rank() * c.Rank()))) })

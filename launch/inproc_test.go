@@ -75,7 +75,8 @@ func runInProcess(t *testing.T, opts root.Options, ready func(*inprocJob)) *inpr
 // readState reads the job's state log in stateDir, as `ftlaunch inspect`
 // does, and checks raftstore's invariants over it. A replicated job has a
 // copy per replica (by node): each is checked, and the one that went
-// furthest (its final status, then its table version) is returned.
+// furthest is returned (the last root's: a successor's term is later;
+// then its final status, then its table version).
 func readState(t *testing.T, stateDir string) *raftstore.State {
 	t.Helper()
 	dbs, _ := filepath.Glob(filepath.Join(stateDir, "ft-*", "*", "raft.db"))
@@ -91,8 +92,9 @@ func readState(t *testing.T, stateDir string) *raftstore.State {
 		if err := in.State.CheckInvariants(); err != nil {
 			t.Fatalf("state log %s: %v", db, err)
 		}
-		if st := in.State; best == nil || st.Status.Done && !best.Status.Done ||
-			st.Status.Done == best.Status.Done && st.Version > best.Version {
+		if st := in.State; best == nil || st.LeaderTerm > best.LeaderTerm ||
+			st.LeaderTerm == best.LeaderTerm && (st.Status.Done && !best.Status.Done ||
+				st.Status.Done == best.Status.Done && st.Version > best.Version) {
 			best = st
 		}
 	}

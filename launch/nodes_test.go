@@ -396,6 +396,7 @@ type nodesJob struct {
 	sp             *goSpawner
 	obs            *observer // the root's events (Options.Observe), and a successor's
 	ctx            context.Context
+	stateDir       string
 }
 
 // runOnNodes runs a job of ppn ranks on each of hosts, in process (a flat
@@ -418,6 +419,7 @@ func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(
 	opts.Argv = []string{exe}
 	opts.Env = append(os.Environ(), opts.Env...)
 	opts.StateDir = t.TempDir()
+	j.stateDir = opts.StateDir
 	opts.Stdout, opts.Stderr = &j.stdout, &j.stderr
 	opts.SSH, opts.Launcher, opts.Tree = j.sp, "ssh", cmp.Or(opts.Tree, "flat")
 	var allocated alloc.Allocation

@@ -57,6 +57,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		case <-ctx.Done():
 			fe.killAgents()
 			return ExitLauncher
+		case <-fe.opts.Vanish:
+			fe.vanish()
+			return ExitLauncher
 		}
 		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
 			if fe.endedAt.IsZero() {
@@ -262,6 +265,9 @@ func (fe *frontend) handle(ev event) {
 			fe.joinedLate = append(fe.joinedLate, ev.name)
 		}
 		fe.refreshReplicaPeers()
+		if ev.joined {
+			fe.observe(ReplicaJoined{Node: ev.name})
+		}
 	case evPeerGone:
 		fe.peerGone(ev)
 	case evGossip:

@@ -1,5 +1,7 @@
 package root
 
+import "context"
+
 // The root's observer (Options.Observe): typed events a test waits on and
 // checks, instead of the sentences the root writes on stderr. Each is
 // emitted by the root's event loop at the point the state it names was
@@ -47,6 +49,10 @@ type Recovered struct {
 	Stage string
 }
 
+// ReplicaJoined: the root replica on Node joined the group of the job's
+// state log.
+type ReplicaJoined struct{ Node string }
+
 // FailoverDone: a successor root on Node took over from the lost
 // front-end (its event loop starts next).
 type FailoverDone struct{ Node string }
@@ -62,6 +68,7 @@ func (AgentRelaunched) isObserved() {}
 func (RankRestarted) isObserved()   {}
 func (Recovered) isObserved()       {}
 func (FailoverDone) isObserved()    {}
+func (ReplicaJoined) isObserved()   {}
 func (Adopted) isObserved()         {}
 
 // observe tells Options.Observe of ev, from the event loop.
@@ -77,4 +84,31 @@ func (fe *frontend) parentName(x int) string {
 		return fe.agents[p].name
 	}
 	return ""
+}
+
+// vanish ends the front-end as a SIGKILL of its process would
+// (Options.Vanish, for tests): its replica of the state log stops first
+// (raft's shutdown says nothing to the peers), then the transport, the
+// gossip member, the listener and every link close at once, with nothing
+// said to anyone, and the journal stops with nothing more committed.
+func (fe *frontend) vanish() {
+	if r := fe.journal.Replica(); r != nil {
+		_ = r.Shutdown()
+	}
+	if fe.raftTr != nil {
+		fe.raftTr.Close()
+	}
+	fe.stopGossip()
+	if fe.ln != nil {
+		fe.ln.Close()
+	}
+	for _, a := range fe.agents {
+		if a.link != nil {
+			a.link.Conn.Close()
+		}
+	}
+	fe.journalDone = true // Run's closeJournal commits no final status
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = fe.journal.Close(gone, ExitLauncher, "the front-end vanished")
 }

@@ -80,6 +80,12 @@ type Options struct {
 	// started again, an agent lost, moved or started again, a failover),
 	// from the root's event loop: it must not block. nil: nobody is told.
 	Observe func(Event)
+	// Vanish, for tests that run the front-end in their process, ends the
+	// front-end once closed as a SIGKILL of its process would: its sockets
+	// close (links, listener, the state log's transport, gossip) with
+	// nothing said, nothing more is committed, and Run returns
+	// ExitLauncher at once; a replica agent takes over. nil: never.
+	Vanish <-chan struct{}
 
 	// The launch tree (multi-node jobs and test nodes).
 	Tree string // plan kind, as `ftlaunch plan --tree` (default auto)
