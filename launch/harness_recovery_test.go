@@ -40,16 +40,17 @@ func TestHarnessRankRestart(t *testing.T) {
 	}
 }
 
-// A lost agent (its goroutine's context cancelled: it kills its ranks,
-// its link ends) is started again on its node as incarnation 2; its
-// ranks are respawned, the others resume, and the job completes.
+// A lost agent (killed: its link ends at once, then its goroutine's
+// context is cancelled and it kills its ranks) is started again on its
+// node as incarnation 2; its ranks are respawned, the others resume, and
+// the job completes.
 func TestHarnessAgentRelaunch(t *testing.T) {
 	hosts := []string{"nodeA", "nodeB", "nodeC"}
 	j := runOnNodes(t, hosts, 2, recoverOpts("node:nodeB"), func(j *nodesJob) {
 		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
 			return
 		}
-		j.sp.agent("nodeB").cancel()
+		j.sp.agent("nodeB").kill()
 	})
 	checkCompleted(t, j, 6)
 	evs := j.obs.events()
@@ -84,7 +85,12 @@ func TestHarnessReparent(t *testing.T) {
 		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
 			return
 		}
-		j.sp.agent("nodeA").cancel()
+		// nodeC and nodeD can move only once their standby links are up
+		// (before, the root is their fallback).
+		if _, err := j.obs.wait(j.ctx, is(func(e root.StandbysUp) bool { return e.N == 4 })); err != nil {
+			return
+		}
+		j.sp.agent("nodeA").kill()
 	})
 	checkCompleted(t, j, 6)
 	evs := j.obs.events()

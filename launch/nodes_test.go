@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,6 +230,14 @@ type goSession struct {
 	code       int
 }
 
+// kill ends the agent as SIGKILL would: its links to its parent end at
+// once with nothing more said, then its context is cancelled (it kills
+// its ranks, and its children's links end).
+func (g *goSession) kill() {
+	g.proxy.kill()
+	g.cancel()
+}
+
 func (g *goSession) Stdout() io.Reader      { return strings.NewReader("") }
 func (g *goSession) Stderr() io.Reader      { return strings.NewReader("") }
 func (g *goSession) Timings() spawn.Timings { return spawn.Timings{Attempts: 1} }
@@ -263,8 +272,10 @@ type linkProxy struct {
 	once   sync.Once
 	mu     sync.Mutex
 	agents []net.Conn // the agent's side of each connection
+	ups    []net.Conn // the parent's side of each connection
 	held   []net.Conn // the parent's side of silent connections
 	closed bool
+	cut    bool // ended at once (kill)
 	wg     sync.WaitGroup
 }
 
@@ -299,7 +310,7 @@ func (p *linkProxy) serve() {
 			return
 		}
 		up, err := net.Dial("tcp", p.target)
-		if err != nil || !p.track(c) {
+		if err != nil || !p.track(c, up) {
 			c.Close()
 			if up != nil {
 				up.Close()
@@ -315,10 +326,10 @@ func (p *linkProxy) serve() {
 			defer p.wg.Done()
 			pair.Wait()
 			c.Close()
-			if p.isSilent() {
-				p.mu.Lock()
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.isSilent() && !p.cut {
 				p.held = append(p.held, up)
-				p.mu.Unlock()
 				return
 			}
 			up.Close()
@@ -326,15 +337,31 @@ func (p *linkProxy) serve() {
 	}
 }
 
-// track keeps the agent's side c for close; false once closed.
-func (p *linkProxy) track(c net.Conn) bool {
+// track keeps both sides of a connection for close and kill; false once
+// closed.
+func (p *linkProxy) track(c, up net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
-	p.agents = append(p.agents, c)
+	p.agents, p.ups = append(p.agents, c), append(p.ups, up)
 	return true
+}
+
+// kill ends every connection at once, both sides, forwarding nothing
+// more: what the parent sees of a killed process's sockets. (An agent
+// whose context is cancelled says its dying words first: its children's
+// links ended, its ranks' ends; a killed one says nothing.)
+func (p *linkProxy) kill() {
+	p.mu.Lock()
+	p.cut = true
+	conns := append(slices.Clone(p.agents), p.ups...)
+	p.mu.Unlock()
+	p.hush()
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 // copy forwards from src to dst until src's end, which it passes on

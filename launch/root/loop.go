@@ -354,6 +354,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 				// From now on no agent is lost with its parent (below a
 				// child of the root, under a restart policy).
 				fe.verbosef("every standby link to a backup parent is up (%d)", n)
+				fe.observe(StandbysUp{N: n})
 			}
 		}
 	case proto.MReplicaUp:

@@ -15,6 +15,11 @@ type Event interface{ isObserved() }
 // broadcast the node table of N ranks (once per job).
 type TablePublished struct{ N int }
 
+// StandbysUp: every agent below a child of the root holds its standby
+// link to its backup parent (N of them): from now on a lost parent's
+// children can move.
+type StandbysUp struct{ N int }
+
 // AgentLost: the root declared an agent incarnation lost (Silent: its link
 // fell silent, rather than ended).
 type AgentLost struct {
@@ -69,6 +74,7 @@ func (RankRestarted) isObserved()   {}
 func (Recovered) isObserved()       {}
 func (FailoverDone) isObserved()    {}
 func (ReplicaJoined) isObserved()   {}
+func (StandbysUp) isObserved()      {}
 func (Adopted) isObserved()         {}
 
 // observe tells Options.Observe of ev, from the event loop.
