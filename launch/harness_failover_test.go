@@ -60,7 +60,7 @@ func TestHarnessFailover(t *testing.T) {
 	if j.err != nil || j.res.ExitCode != root.ExitLauncher {
 		t.Fatalf("the front-end: exit %d, %v; stderr %s", j.res.ExitCode, j.err, j.stderr.String())
 	}
-	evs := j.obs.events()
+	evs := j.obs.untilEnd()
 	if successor != "nodeA" && successor != "nodeB" || len(adopted) != len(hosts) {
 		t.Fatalf("successor %q, adopted %v; events %v; agents:\n%s", successor, adopted, evs, j.sp.log.String())
 	}

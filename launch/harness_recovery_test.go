@@ -20,7 +20,7 @@ func TestHarnessRankRestart(t *testing.T) {
 	hosts := []string{"nodeA", "nodeB"}
 	j := runOnNodes(t, hosts, 2, recoverOpts("rank:1"), nil)
 	rep := checkCompleted(t, j, 4)
-	evs := j.obs.events()
+	evs := j.obs.untilEnd()
 	if n := count(evs, func(e root.RankRestarted) bool { return e.Rank == 1 && e.Inc == 2 }); n != 1 {
 		t.Errorf("%d restarts of rank 1 as incarnation 2; events %v", n, evs)
 	}
@@ -53,7 +53,7 @@ func TestHarnessAgentRelaunch(t *testing.T) {
 		j.sp.agent("nodeB").kill()
 	})
 	checkCompleted(t, j, 6)
-	evs := j.obs.events()
+	evs := j.obs.untilEnd()
 	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeB" && e.Inc == 1 && !e.Silent }) != 1 ||
 		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeB" && e.Inc == 2 }) != 1 ||
 		count(evs, func(e root.Recovered) bool { return e.Stage == "resumed" }) != 1 {
@@ -93,7 +93,7 @@ func TestHarnessReparent(t *testing.T) {
 		j.sp.agent("nodeA").kill()
 	})
 	checkCompleted(t, j, 6)
-	evs := j.obs.events()
+	evs := j.obs.untilEnd()
 	parent := map[string]string{}
 	for _, n := range j.state.Plan.Nodes {
 		parent[n.Name] = n.Primary
@@ -144,7 +144,7 @@ func TestHarnessSpare(t *testing.T) {
 		j.sp.agent("nodeB").proxy.hush()
 	})
 	checkCompleted(t, j, 6)
-	evs := j.obs.events()
+	evs := j.obs.untilEnd()
 	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeB" && e.Inc == 1 && e.Silent }) != 1 ||
 		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeS" && e.Inc == 2 }) != 1 ||
 		count[root.RankRestarted](evs, nil) != 2 {

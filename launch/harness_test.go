@@ -62,6 +62,17 @@ func (o *observer) events() []root.Event {
 	return slices.Clone(o.evs)
 }
 
+// untilEnd returns the events before the first RanksEnded (every event
+// if none): what a test caused. (After it, agents whose links end before
+// they said they were done are declared lost too: docs/design.md.)
+func (o *observer) untilEnd() []root.Event {
+	evs := o.events()
+	if i := slices.IndexFunc(evs, is[root.RanksEnded](nil)); i >= 0 {
+		return evs[:i]
+	}
+	return evs
+}
+
 // wait returns the first event that satisfies ok, once there is one, or
 // an error when ctx ends first.
 func (o *observer) wait(ctx context.Context, ok func(root.Event) bool) (root.Event, error) {

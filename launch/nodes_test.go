@@ -125,9 +125,9 @@ func (s *goSpawner) Write(p []byte) (int, error) {
 	return s.log.Write(p)
 }
 
-func (s *goSpawner) Start(_ context.Context, host string, argv []string, stdin []byte) (spawn.Session, error) {
+func (s *goSpawner) Start(fctx context.Context, host string, argv []string, stdin []byte) (spawn.Session, error) {
 	if len(argv) >= 6 && argv[2] == "--fence" {
-		return s.fence(argv[3], argv[4], argv[5])
+		return s.fence(fctx, argv[3], argv[4], argv[5])
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	sess := &goSession{host: host, cancel: cancel, done: make(chan struct{})}
@@ -183,8 +183,8 @@ func (s *goSpawner) Start(_ context.Context, host string, argv []string, stdin [
 // of node up to that incarnation are ended (their context cancelled: each
 // kills its ranks), as launch/fence kills them on a host. (launch/fence
 // itself would kill this process: every in-process agent registers its
-// pid.)
-func (s *goSpawner) fence(job, node, upTo string) (spawn.Session, error) {
+// pid.) It waits for them to end until ctx ends (the fence's bound).
+func (s *goSpawner) fence(ctx context.Context, job, node, upTo string) (spawn.Session, error) {
 	inc, err := strconv.ParseUint(upTo, 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("fence %s: incarnation %q", node, upTo)
@@ -199,7 +199,11 @@ func (s *goSpawner) fence(job, node, upTo string) (spawn.Session, error) {
 	s.mu.Unlock()
 	for _, g := range ended {
 		g.cancel()
-		<-g.done
+		select {
+		case <-g.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fence %s: agent incarnation %d still running: %w", node, g.inc, ctx.Err())
+		}
 	}
 	return &doneSession{out: fmt.Sprintf("fenced job %s on node %s up to incarnation %d: %d agent(s)\n", job, node, inc, len(ended))}, nil
 }

@@ -80,6 +80,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			}
 			fe.shutdown()
 			fe.verbosef("agents told to exit")
+			fe.observe(RanksEnded{})
 			shutdownTimer = time.After(5 * time.Second)
 		}
 	}

@@ -58,6 +58,9 @@ type Recovered struct {
 // state log.
 type ReplicaJoined struct{ Node string }
 
+// RanksEnded: every rank ended, and the agents were told to exit.
+type RanksEnded struct{}
+
 // FailoverDone: a successor root on Node took over from the lost
 // front-end (its event loop starts next).
 type FailoverDone struct{ Node string }
@@ -75,6 +78,7 @@ func (Recovered) isObserved()       {}
 func (FailoverDone) isObserved()    {}
 func (ReplicaJoined) isObserved()   {}
 func (StandbysUp) isObserved()      {}
+func (RanksEnded) isObserved()      {}
 func (Adopted) isObserved()         {}
 
 // observe tells Options.Observe of ev, from the event loop.
