@@ -62,7 +62,7 @@ func TestHarnessFailover(t *testing.T) {
 	}
 	evs := j.obs.untilEnd()
 	if successor != "nodeA" && successor != "nodeB" || len(adopted) != len(hosts) {
-		t.Fatalf("successor %q, adopted %v; events %v; agents:\n%s", successor, adopted, evs, j.sp.log.String())
+		t.Fatalf("successor %q, adopted %v; events %v; front-end:\n%s\nagents:\n%s", successor, adopted, evs, j.stderr.String(), j.sp.log.String())
 	}
 	st := j.state
 	if st.Leader != successor || !st.Status.Done || st.Status.ExitCode != 0 || len(st.Ranks) != 6 {
