@@ -265,9 +265,9 @@ func (d *doneSession) Wait() error            { return nil }
 
 // linkProxy forwards an agent's connections to its parent's listener,
 // until silence: then it forwards nothing more, in either direction, and
-// closes nothing (a stopped node, or one cut off). The agent's end closes
-// the agent's side; the parent's side of a silent link stays open, as a
-// stopped node's socket does, until the parent gives up on it or release.
+// closes nothing (a stopped node, or one cut off); the parent's side of a
+// silent link stays open after the agent's end, as a stopped node's
+// socket does, until the parent gives up on it or release.
 type linkProxy struct {
 	ln     net.Listener
 	target string
@@ -370,41 +370,44 @@ func (p *linkProxy) kill() {
 
 // copy forwards from src to dst until src's end, which it passes on
 // (dst's write side closed: what the other direction carries still
-// arrives), or until a write fails; once silent, it forwards nothing more
+// arrives). Once a write fails (dst's reader is gone) it reads src to its
+// end and drops it: a socket closed with unread data resets the
+// connection, and the peer's reset drops what it had not read yet (an
+// agent's last words, its done). Once silent, it forwards nothing more
 // and returns at close.
 func (p *linkProxy) copy(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
+	gone := false // dst's reader is gone
 	for {
 		n, err := src.Read(buf)
 		if p.isSilent() {
 			<-p.done // what it read is dropped
 			return
 		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				src.Close() // the other direction ends too
-				return
-			}
+		if n > 0 && !gone {
+			_, werr := dst.Write(buf[:n])
+			gone = werr != nil
 		}
 		if err != nil {
-			_ = dst.(*net.TCPConn).CloseWrite()
+			if !gone {
+				_ = dst.(*net.TCPConn).CloseWrite()
+			}
 			return
 		}
 	}
 }
 
-// close ends the proxy and the agent's side of its connections (the agent
-// ended).
+// close ends the proxy once the agent ended: no new connection; a silent
+// one's copiers return. A live connection ends as the agent closed it
+// (proto.Link.Run closes its connection): closing the proxy's side here
+// would drop what the agent wrote last and the proxy had not read yet
+// (its done, so that its parent would find it lost).
 func (p *linkProxy) close() {
 	p.mu.Lock()
 	p.closed = true
-	agents := p.agents
 	p.mu.Unlock()
 	close(p.done)
 	p.ln.Close()
-	for _, c := range agents {
-		c.Close()
-	}
 }
 
 // release closes the parent's side of silent connections, once serve
