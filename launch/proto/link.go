@@ -45,7 +45,7 @@ const ConfirmQuiet = 2 * time.Second
 
 // ConfirmSilence applies gossip's hysteresis to the uplink of a child
 // gossip finds dead: the child counts as dead when the link has been quiet
-// for its ping interval (UplinkPing(hb)) and ConfirmQuiet (t's: left <= 0);
+// for its ping interval (UplinkPing(hb)) and t.ConfirmQuiet() (left <= 0);
 // else left is how much longer it would have to be. A live child is quiet
 // at most 1.5 ping intervals (a frame sent just after half an interval
 // delays the next ping by one), so its writes must stall for ConfirmQuiet
