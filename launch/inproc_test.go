@@ -72,22 +72,33 @@ func runInProcess(t *testing.T, opts root.Options, ready func(*inprocJob)) *inpr
 	return j
 }
 
-// readState reads the one job's state log in stateDir, as `ftlaunch
-// inspect` does, and checks raftstore's invariants over it.
+// readState reads the job's state log in stateDir, as `ftlaunch inspect`
+// does, and checks raftstore's invariants over it. A replicated job has a
+// copy per replica (by node): each is checked, and the one that went
+// furthest is returned (the last root's: a successor's term is later;
+// then its final status, then its table version).
 func readState(t *testing.T, stateDir string) *raftstore.State {
 	t.Helper()
 	dbs, _ := filepath.Glob(filepath.Join(stateDir, "ft-*", "*", "raft.db"))
-	if len(dbs) != 1 {
-		t.Fatalf("state logs %v", dbs)
+	if len(dbs) == 0 {
+		t.Fatalf("no state log in %s", stateDir)
 	}
-	in, err := raftstore.OpenReadOnly(filepath.Dir(dbs[0]))
-	if err != nil {
-		t.Fatalf("read the state log: %v", err)
+	var best *raftstore.State
+	for _, db := range dbs {
+		in, err := raftstore.OpenReadOnly(filepath.Dir(db))
+		if err != nil {
+			t.Fatalf("read the state log %s: %v", db, err)
+		}
+		if err := in.State.CheckInvariants(); err != nil {
+			t.Fatalf("state log %s: %v", db, err)
+		}
+		if st := in.State; best == nil || st.LeaderTerm > best.LeaderTerm ||
+			st.LeaderTerm == best.LeaderTerm && (st.Status.Done && !best.Status.Done ||
+				st.Status.Done == best.Status.Done && st.Version > best.Version) {
+			best = st
+		}
 	}
-	if err := in.State.CheckInvariants(); err != nil {
-		t.Fatalf("state log: %v", err)
-	}
-	return in.State
+	return best
 }
 
 type writerFunc func([]byte) (int, error)

@@ -244,7 +244,7 @@ func (a *Agent) run(ctx context.Context) error {
 		if switched != nil {
 			err = switched.wait(linkCtx)
 		} else {
-			err = l.Run(linkCtx, proto.UplinkPing(hb), proto.LinkTimeout(hb), a.handle)
+			err = l.Run(linkCtx, proto.UplinkPing(hb), a.spec.Timing.LinkTimeout(hb), a.handle)
 		}
 		if errors.Is(err, errShutdown) || a.stopped.Load() || ctx.Err() != nil {
 			break

@@ -162,7 +162,7 @@ func (a *Agent) quorumLost() error {
 // one adopts this agent, adoptWait passes, or too many voters are known
 // dead for any successor to come (quorumLost).
 func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
-	deadline := time.Now().Add(proto.AdoptWait)
+	deadline := time.Now().Add(a.spec.Timing.AdoptWait())
 	for time.Now().Before(deadline) {
 		if err := a.quorumLost(); err != nil {
 			return nil, err
@@ -188,7 +188,7 @@ func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return nil, fmt.Errorf("no root adopted node %s within %v", a.spec.Node, proto.AdoptWait)
+	return nil, fmt.Errorf("no root adopted node %s within %v", a.spec.Node, a.spec.Timing.AdoptWait())
 }
 
 // askAdoption asks one replica agent; it returns the new parent link if
@@ -336,7 +336,7 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 			// gone (it loses its link) and take its place: hand the
 			// leadership on (raft picks the most up-to-date follower),
 			// again a while later if it is still here.
-			if leadingSince.IsZero() || time.Since(leadingSince) > proto.LinkTimeout(hb) {
+			if leadingSince.IsZero() || time.Since(leadingSince) > a.spec.Timing.LinkTimeout(hb) {
 				leadingSince = time.Now()
 				a.goFunc(func() { _ = ar.r.Raft().LeadershipTransfer().Error() })
 			}
@@ -364,7 +364,7 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 		if leadingSince.IsZero() {
 			leadingSince = time.Now()
 		}
-		wait := proto.LinkTimeout(hb) + time.Second
+		wait := a.spec.Timing.LinkTimeout(hb) + a.spec.Timing.SlackOr()
 		a.mu.Lock()
 		if a.rootReplica != "" {
 			wait = time.Second

@@ -28,6 +28,9 @@ func (a *Agent) joinGossip(ctx context.Context, wg *sync.WaitGroup) {
 	cfg := membership.Config{
 		Name: a.spec.Node, Incarnation: a.incarnation(), Role: "agent", Secret: g.Secret, Label: a.spec.JobID,
 	}
+	if a.spec.Timing.FastGossip {
+		cfg.Profile = membership.TestProfile()
+	}
 	if a.spec.Replica.JobDir != "" {
 		cfg.Role = "replica"
 	}

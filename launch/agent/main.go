@@ -17,6 +17,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
 
@@ -139,6 +140,11 @@ type ConnectConfig struct {
 	// Getenv reads the agent's environment (nil: os.Getenv): where the
 	// parent's SSH session came from (SSH_CONNECTION).
 	Getenv func(string) string
+	// Spawner, for tests that run a launch tree's agents in their own
+	// process, starts this agent's children, the agents a successor root
+	// on it starts and its fences, instead of its launch mode's spawner
+	// (nil: the launch mode's; ftlaunch agent never sets it).
+	Spawner spawn.Spawner
 }
 
 // RunConnected runs an agent started on a node: it reads its bootstrap,
@@ -169,6 +175,7 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	}
 	tree := newTreeState(b.Idx, creds, ln)
 	tree.inc = b.Inc
+	tree.spawner = cfg.Spawner
 	if b.Job != "" && b.Node != "" {
 		// Registered with the fence before it connects back: were its
 		// parent's host to crash meanwhile, the root's fence of this node

@@ -129,7 +129,7 @@ func (a *Agent) openStandby(ctx context.Context, wg *sync.WaitGroup, p proto.Pee
 		defer wg.Done()
 		defer stop()
 		hb := a.spec.Heartbeat
-		sb.err = l.Run(sctx, proto.UplinkPing(hb), proto.LinkTimeout(hb), func(typ uint8, p []byte) error {
+		sb.err = l.Run(sctx, proto.UplinkPing(hb), a.spec.Timing.LinkTimeout(hb), func(typ uint8, p []byte) error {
 			if sb.isSwitched() {
 				return a.handle(typ, p)
 			}
@@ -312,7 +312,7 @@ func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.C
 		defer wg.Done()
 		hb := a.spec.Heartbeat
 		adopted, done := false, false
-		err := l.Run(ctx, hb, proto.LinkTimeout(hb), func(typ uint8, p []byte) error {
+		err := l.Run(ctx, hb, a.spec.Timing.LinkTimeout(hb), func(typ uint8, p []byte) error {
 			if adopted {
 				return a.relayUp(idx, typ, p, &done)
 			}

@@ -44,6 +44,8 @@ type treeState struct {
 	cancel    context.CancelFunc
 
 	stdinGone <-chan struct{} // closed when the agent's session ended
+
+	spawner spawn.Spawner // a test's spawner (ConnectConfig.Spawner; nil: the launch mode's)
 }
 
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
@@ -108,6 +110,9 @@ func (a *Agent) childLauncher(sp spawn.Spawner, port, batch int, cs []proto.Chil
 
 // spawner makes what starts this agent's children.
 func (a *Agent) spawner() (spawn.Spawner, func(), error) {
+	if a.tree != nil && a.tree.spawner != nil {
+		return a.tree.spawner, func() {}, nil
+	}
 	ls := a.spec.Launch
 	switch ls.Mode {
 	case "local":
@@ -167,7 +172,7 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 		defer wg.Done()
 		hb := a.spec.Heartbeat
 		done := false // the child said it is done: its link ends normally
-		err := res.Link.Run(ctx, hb, proto.LinkTimeout(hb), func(typ uint8, p []byte) error {
+		err := res.Link.Run(ctx, hb, a.spec.Timing.LinkTimeout(hb), func(typ uint8, p []byte) error {
 			return a.relayUp(idx, typ, p, &done)
 		})
 		a.childGone(idx, res.Link, err)
@@ -235,7 +240,7 @@ func (a *Agent) suspectChild(idx int, again bool) {
 	if l == nil {
 		return
 	}
-	quiet, left := l.ConfirmSilence(a.spec.Heartbeat)
+	quiet, left := l.ConfirmSilence(a.spec.Heartbeat, a.spec.Timing)
 	if left <= 0 {
 		t.mu.Lock()
 		t.condemned[l] = true

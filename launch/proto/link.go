@@ -45,14 +45,14 @@ const ConfirmQuiet = 2 * time.Second
 
 // ConfirmSilence applies gossip's hysteresis to the uplink of a child
 // gossip finds dead: the child counts as dead when the link has been quiet
-// for its ping interval (UplinkPing(hb)) and ConfirmQuiet (left <= 0);
+// for its ping interval (UplinkPing(hb)) and t.ConfirmQuiet() (left <= 0);
 // else left is how much longer it would have to be. A live child is quiet
 // at most 1.5 ping intervals (a frame sent just after half an interval
 // delays the next ping by one), so its writes must stall for ConfirmQuiet
 // less half an interval before it is condemned.
-func (l *Link) ConfirmSilence(hb time.Duration) (quiet, left time.Duration) {
+func (l *Link) ConfirmSilence(hb time.Duration, t Timing) (quiet, left time.Duration) {
 	quiet = l.Quiet()
-	return quiet, UplinkPing(hb) + ConfirmQuiet - quiet
+	return quiet, UplinkPing(hb) + t.ConfirmQuiet() - quiet
 }
 
 // ErrGossipDead: gossip declared the peer dead and its link was quiet.

@@ -82,11 +82,11 @@ func TestConfirmSilence(t *testing.T) {
 	defer b.Close()
 	l := NewLink(a)
 	hb := time.Second
-	if _, left := l.ConfirmSilence(hb); left < UplinkPing(hb)+ConfirmQuiet-100*time.Millisecond {
+	if _, left := l.ConfirmSilence(hb, Timing{}); left < UplinkPing(hb)+ConfirmQuiet-100*time.Millisecond {
 		t.Fatalf("a link heard from just now: left %v", left)
 	}
 	l.heard.Store(linkClock() - int64(UplinkPing(hb)+ConfirmQuiet))
-	if q, left := l.ConfirmSilence(hb); left > 0 || q < UplinkPing(hb)+ConfirmQuiet {
+	if q, left := l.ConfirmSilence(hb, Timing{}); left > 0 || q < UplinkPing(hb)+ConfirmQuiet {
 		t.Fatalf("a link quiet %v: left %v", q, left)
 	}
 }

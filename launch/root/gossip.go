@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/membership"
 )
@@ -51,6 +53,7 @@ func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string
 	_, _ = rand.Read(secret)
 	m, err := membership.Start(ctx, membership.Config{
 		Name: rootMember, Incarnation: 1, Role: "root", Secret: secret, Label: fe.jobID, BindAddr: bind,
+		Profile: gossipProfile(fe.opts.Timing),
 	})
 	if err != nil {
 		fe.warnf("gossip: %v; failures are detected by the tree's heartbeats alone", err)
@@ -61,6 +64,14 @@ func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string
 	port, _ := strconv.Atoi(ps)
 	fe.gossipSpec = &proto.GossipSpec{Secret: secret, Hosts: hosts, Port: port}
 	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
+}
+
+// gossipProfile is the gossip members' timing (nil: ClusterProfile).
+func gossipProfile(t proto.Timing) *memberlist.Config {
+	if t.FastGossip {
+		return membership.TestProfile()
+	}
+	return nil
 }
 
 // forwardGossip passes evidence to the event loop until ctx ends or the
@@ -132,7 +143,7 @@ func (fe *frontend) gossipCheck(a *agentHandle, first bool) {
 	if a != fe.agents[a.idx] || a.closed || a.done || fe.rec.Ending() {
 		return
 	}
-	quiet, left := a.link.ConfirmSilence(fe.opts.Heartbeat)
+	quiet, left := a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing)
 	if left <= 0 {
 		a.link.Conn.Close() // its reader ends; its end is ours to report
 		fe.linkEnded(a, proto.ErrGossipDead)

@@ -229,7 +229,7 @@ func (fe *frontend) childSpecs(idx []int) ([]proto.ChildSpec, error) {
 // event loop.
 func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan<- event) {
 	fe.goFunc(func() {
-		err := a.link.Run(ctx, fe.opts.Heartbeat, proto.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
+		err := a.link.Run(ctx, fe.opts.Heartbeat, fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
 			select {
 			case events <- evMessage{agent: a, typ: typ, p: p}:
 				return nil
@@ -262,7 +262,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	spec := &proto.NodeSpec{
 		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
-		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat,
+		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat, Timing: fe.opts.Timing,
 		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
 		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
 		Restart: fe.opts.Restart.String(), Gossip: fe.gossipSpec,

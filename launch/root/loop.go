@@ -57,6 +57,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		case <-ctx.Done():
 			fe.killAgents()
 			return ExitLauncher
+		case <-fe.opts.Vanish:
+			fe.vanish()
+			return ExitLauncher
 		}
 		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
 			if fe.endedAt.IsZero() {
@@ -77,6 +80,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			}
 			fe.shutdown()
 			fe.verbosef("agents told to exit")
+			fe.observe(RanksEnded{})
 			shutdownTimer = time.After(5 * time.Second)
 		}
 	}
@@ -262,6 +266,9 @@ func (fe *frontend) handle(ev event) {
 			fe.joinedLate = append(fe.joinedLate, ev.name)
 		}
 		fe.refreshReplicaPeers()
+		if ev.joined {
+			fe.observe(ReplicaJoined{Node: ev.name})
+		}
 	case evPeerGone:
 		fe.peerGone(ev)
 	case evGossip:
@@ -348,6 +355,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 				// From now on no agent is lost with its parent (below a
 				// child of the root, under a restart policy).
 				fe.verbosef("every standby link to a backup parent is up (%d)", n)
+				fe.observe(StandbysUp{N: n})
 			}
 		}
 	case proto.MReplicaUp:
@@ -547,6 +555,7 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.table = slices.Clone(rc.values) // patched in place later; the journal keeps rc.values
 		fe.step(recovery.TablePublished{})
+		fe.observe(TablePublished{N: fe.opts.N})
 		fe.nodeTableAt = time.Since(fe.start)
 		nodes := make([]string, len(fe.ranks))
 		for r := range fe.ranks {

@@ -71,7 +71,21 @@ type Options struct {
 	// GroupStart starts the front-end's agents with one group start when
 	// SSH can (one srun step for all: --slurm-start group).
 	GroupStart bool
-	Heartbeat  time.Duration
+	Heartbeat  time.Duration // how often parents ping their children (0: 1 s)
+	// Timing, for tests, shortens the failure detectors' bounds beyond
+	// the heartbeat (proto.Timing; the zero value is production's, which
+	// ftlaunch run keeps). It reaches every agent in its share of the job.
+	Timing proto.Timing
+	// Observe, for tests, is told what the root does (Event: a rank
+	// started again, an agent lost, moved or started again, a failover),
+	// from the root's event loop: it must not block. nil: nobody is told.
+	Observe func(Event)
+	// Vanish, for tests that run the front-end in their process, ends the
+	// front-end once closed as a SIGKILL of its process would: its sockets
+	// close (links, listener, the state log's transport, gossip) with
+	// nothing said, nothing more is committed, and Run returns
+	// ExitLauncher at once; a replica agent takes over. nil: never.
+	Vanish <-chan struct{}
 
 	// The launch tree (multi-node jobs and test nodes).
 	Tree string // plan kind, as `ftlaunch plan --tree` (default auto)

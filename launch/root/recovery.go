@@ -448,6 +448,7 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 		fe.step(recovery.Suspended{Agent: a.idx, Epoch: m.Epoch})
 	case proto.MRespawned:
 		fe.step(recovery.Respawned{Rank: m.Rank, Incarnation: m.Incarnation, Addr: m.Addr})
+		fe.observe(RankRestarted{Rank: m.Rank, Inc: m.Incarnation})
 	case proto.MPatched:
 		fe.step(recovery.Patched{Agent: a.idx, Epoch: m.Epoch, Version: m.Version})
 	case proto.MResumed:
@@ -482,6 +483,7 @@ func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told st
 	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: encodeRecord(fe.rec.Settled()),
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
 	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
+	fe.observe(Recovered{Epoch: epoch, Stage: stage})
 }
 
 func ranksText(ranks []int) string {

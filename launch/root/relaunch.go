@@ -86,6 +86,7 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 		fe.startReader(fe.ctx, a, fe.events)
 		fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 		fe.post(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
+		fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 		return
 	}
 	cs, err := fe.childSpecs([]int{a.idx}) // fresh credentials
@@ -136,6 +137,7 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 	fe.agentUp(a, r.Up)
 	if a.up && !a.closed && !fe.rec.Ending() {
 		fe.step(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
+		fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 	}
 }
 
@@ -179,6 +181,7 @@ func (fe *frontend) lostAgents(a *agentHandle, lost []*agentHandle, err error, s
 			fe.failedAt = time.Now()
 		}
 		fe.step(recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: why.Error(), Silent: silent && b == a})
+		fe.observe(AgentLost{Node: b.name, Inc: max(b.inc, 1), Silent: silent && b == a})
 		if !fe.rec.Relaunching(b.idx) {
 			continue
 		}

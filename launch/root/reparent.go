@@ -28,7 +28,7 @@ import (
 // reach their backup parents: the heartbeat's timeout (an orphan that
 // missed the root's word sees its parent's link fall silent) and a second.
 func (fe *frontend) orphanWait() time.Duration {
-	return proto.LinkTimeout(fe.opts.Heartbeat) + time.Second
+	return fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat) + fe.opts.Timing.SlackOr()
 }
 
 // loss is the loss of an agent whose children are moving to their backup
@@ -239,6 +239,7 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 		_ = fe.agents[anc[i]].send(proto.MRoutes, proto.Routes{Via: via, Agents: moved}.Encode())
 	}
 	fe.warnf("%s", change)
+	fe.observe(Reparented{Node: c.name, Parent: fe.parentName(c.idx)})
 	fe.journalPlan(change)
 	for _, x := range moved {
 		_ = fe.agents[x].send(proto.MResyncReq, nil)

@@ -54,6 +54,12 @@ func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 // it runs until the job ended (successor.done), in a context of its own
 // that outlives the replica agent's link.
 func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) {
+	return ResumeObserved(ctx, cfg, nil)
+}
+
+// ResumeObserved is Resume with an observer of the successor root
+// (Options.Observe), for tests that run replica agents in their process.
+func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
 	spec := cfg.Spec
 	st := cfg.Replica.FSM().Copy()
 	job, err := journal.DecodeJob(st.Job.Spec)
@@ -71,8 +77,8 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 	opts := Options{
 		// Its log is a file, for after the fact: verbose.
 		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: outDir, Verbose: true,
-		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Replicas: spec.Replica.Replicas,
-		Stdout: logf, Stderr: logf,
+		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
+		Stdout: logf, Stderr: logf, Observe: observe,
 	}
 	sctx := context.WithoutCancel(ctx) // it outlives this agent's own link
 	sctx, stop := context.WithCancel(sctx)
@@ -132,6 +138,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 	fe.releaseJournal()
 	s := &Successor{fe: fe, done: make(chan struct{})}
 	fe.warnf("node %s took over as root of job %s after the front-end was lost", spec.Node, st.Job.ID)
+	fe.observe(FailoverDone{Node: spec.Node})
 	go func() { // joined through s.done by the agent that runs it
 		// Deferred calls run last-in first-out: the root's context ends,
 		// then its goroutines are joined, then its log is closed.
@@ -144,7 +151,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
 		}
 		// A child of the root that does not come back in time is lost.
-		lost := time.AfterFunc(proto.AdoptWait+5*time.Second, func() {
+		lost := time.AfterFunc(fe.adoptBound(), func() {
 			select {
 			case events <- evAdoptTimeout{}:
 			case <-sctx.Done():
@@ -175,6 +182,12 @@ func (s *Successor) Wait(d time.Duration) {
 	case <-s.done:
 	case <-time.After(d):
 	}
+}
+
+// adoptBound is how long a successor waits for the root's children to ask
+// for adoption: their own bound on finding a new root and 5 s.
+func (fe *frontend) adoptBound() time.Duration {
+	return fe.opts.Timing.AdoptWait() + 5*time.Second
 }
 
 // resumeWait is how long a successor waits for the root's children to
@@ -345,6 +358,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	// The agents below report again too.
 	_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MResyncReq, nil))
 	fe.verbosef("adopted node %s", a.name)
+	fe.observe(Adopted{Node: a.name})
 	// The agents below it learn where this root is, for when their parent
 	// and backup parent are both lost.
 	for _, x := range fe.topo.Subtree(a.idx) {
@@ -362,7 +376,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 func (fe *frontend) adoptTimedOut() {
 	for _, a := range fe.agents {
 		if a.rootChild && !a.adopted && !a.closed {
-			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", proto.AdoptWait+5*time.Second))
+			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", fe.adoptBound()))
 		}
 	}
 	fe.feedLeader()

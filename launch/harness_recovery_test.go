@@ -1,0 +1,162 @@
+package launch
+
+// Recovery on the in-process harness (nodes_test.go, harness_test.go):
+// each test breaks something of a running job under --restart rank, waits
+// on the root's typed events, and checks what the state log says of the
+// job's end. None of them waits on real heartbeat time: a silent node is
+// declared lost on the test timing (testTiming).
+
+import (
+	"testing"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/root"
+)
+
+// A rank's failure under --restart rank: the restart protocol starts it
+// again as its next incarnation on its node, every other rank goes on,
+// and the job completes.
+func TestHarnessRankRestart(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB"}
+	j := runOnNodes(t, hosts, 2, recoverOpts("rank:1"), nil)
+	rep := checkCompleted(t, j, 4)
+	evs := j.obs.untilEnd()
+	if n := count(evs, func(e root.RankRestarted) bool { return e.Rank == 1 && e.Inc == 2 }); n != 1 {
+		t.Errorf("%d restarts of rank 1 as incarnation 2; events %v", n, evs)
+	}
+	if n := count[root.RankRestarted](evs, nil); n != 1 {
+		t.Errorf("%d ranks restarted, want 1; events %v", n, evs)
+	}
+	if count(evs, func(e root.Recovered) bool { return e.Stage == "resumed" }) != 1 || count[root.AgentLost](evs, nil) != 0 {
+		t.Errorf("events %v", evs)
+	}
+	for _, r := range j.state.Ranks {
+		if want := uint64(1) + uint64(boolInt(r.Rank == 1)); r.Incarnation != want || r.Node != hosts[r.Rank/2] {
+			t.Errorf("rank %d: incarnation %d on %s, want %d on %s", r.Rank, r.Incarnation, r.Node, want, hosts[r.Rank/2])
+		}
+	}
+	if len(rep.Recoveries) != 1 || rep.Recoveries[0].Rank != 1 || rep.Recoveries[0].NewIncarnation != 2 {
+		t.Errorf("recoveries %+v", rep.Recoveries)
+	}
+}
+
+// A lost agent (killed: its link ends at once, then its goroutine's
+// context is cancelled and it kills its ranks) is started again on its
+// node as incarnation 2; its ranks are respawned, the others resume, and
+// the job completes.
+func TestHarnessAgentRelaunch(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC"}
+	j := runOnNodes(t, hosts, 2, recoverOpts("node:nodeB"), func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
+			return
+		}
+		j.sp.agent("nodeB").kill()
+	})
+	checkCompleted(t, j, 6)
+	evs := j.obs.untilEnd()
+	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeB" && e.Inc == 1 && !e.Silent }) != 1 ||
+		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeB" && e.Inc == 2 }) != 1 ||
+		count(evs, func(e root.Recovered) bool { return e.Stage == "resumed" }) != 1 {
+		t.Errorf("events %v", evs)
+	}
+	for _, r := range j.state.Ranks {
+		want := uint64(1)
+		if r.Node == "nodeB" {
+			want = 2
+		}
+		if r.Incarnation != want || r.Node != hosts[r.Rank/2] {
+			t.Errorf("rank %d: incarnation %d on %s", r.Rank, r.Incarnation, r.Node)
+		}
+	}
+	if a := j.state.Agents["nodeB"]; a.Incarnation != 2 {
+		t.Errorf("nodeB's agent: %+v", a)
+	}
+}
+
+// An interior agent lost (nodeA, a child of the root with nodeC and nodeD
+// below it: kary:2 on six nodes): its children move to their backup
+// parents with their ranks running, it starts again as a child of the
+// root, its own rank alone is respawned, and the job completes.
+func TestHarnessReparent(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC", "nodeD", "nodeE", "nodeF"}
+	opts := recoverOpts("node:nodeA")
+	opts.Tree = "kary:2"
+	j := runOnNodes(t, hosts, 1, opts, func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
+			return
+		}
+		// nodeC and nodeD can move only once their standby links are up
+		// (before, the root is their fallback).
+		if _, err := j.obs.wait(j.ctx, is(func(e root.StandbysUp) bool { return e.N == 4 })); err != nil {
+			return
+		}
+		j.sp.agent("nodeA").kill()
+	})
+	checkCompleted(t, j, 6)
+	evs := j.obs.untilEnd()
+	parent := map[string]string{}
+	for _, n := range j.state.Plan.Nodes {
+		parent[n.Name] = n.Primary
+	}
+	for _, moved := range []string{"nodeC", "nodeD"} {
+		if n := count(evs, func(e root.Reparented) bool {
+			return e.Node == moved && e.Parent != "nodeA" && e.Parent != "" && e.Parent == parent[moved]
+		}); n != 1 {
+			t.Errorf("%s moved %d times to its backup parent (its parent in the plan: %q); events %v", moved, n, parent[moved], evs)
+		}
+	}
+	if parent["nodeA"] != proto.RootName {
+		t.Errorf("nodeA's parent in the plan: %q, not the root", parent["nodeA"])
+	}
+	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeA" && e.Inc == 1 }) != 1 ||
+		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeA" && e.Inc == 2 }) != 1 ||
+		count[root.RankRestarted](evs, nil) != 1 || count[root.Reparented](evs, nil) != 2 {
+		t.Errorf("events %v", evs)
+	}
+	for _, r := range j.state.Ranks {
+		if want := uint64(1 + boolInt(r.Node == "nodeA")); r.Incarnation != want {
+			t.Errorf("rank %d on %s: incarnation %d, want %d", r.Rank, r.Node, r.Incarnation, want)
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// A silent node (nodeB's link to the root stops carrying anything, in
+// both directions, and stays open: a stopped or cut-off node) is declared
+// lost on the heartbeat's timeout (the test timing: about a second, not
+// 5 s), fenced, and its agent starts on the spare nodeS as incarnation 2;
+// its ranks run there, the job completes.
+func TestHarnessSpare(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC"}
+	opts := recoverOpts("node:nodeB")
+	opts.Spares = []string{"nodeS"}
+	testTiming(&opts)
+	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
+			return
+		}
+		j.sp.agent("nodeB").proxy.hush()
+	})
+	checkCompleted(t, j, 6)
+	evs := j.obs.untilEnd()
+	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeB" && e.Inc == 1 && e.Silent }) != 1 ||
+		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeS" && e.Inc == 2 }) != 1 ||
+		count[root.RankRestarted](evs, nil) != 2 {
+		t.Errorf("events %v", evs)
+	}
+	for _, r := range j.state.Ranks {
+		want, node := uint64(1), hosts[r.Rank/2]
+		if node == "nodeB" {
+			want, node = 2, "nodeS"
+		}
+		if r.Incarnation != want || r.Node != node {
+			t.Errorf("rank %d: incarnation %d on %s, want %d on %s", r.Rank, r.Incarnation, r.Node, want, node)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package root
+
+import "context"
+
+// The root's observer (Options.Observe): typed events a test waits on and
+// checks, instead of the sentences the root writes on stderr. Each is
+// emitted by the root's event loop at the point the state it names was
+// reached, with one line (fe.observe).
+
+// Event is something a root did, told to Options.Observe: one of the
+// types below.
+type Event interface{ isObserved() }
+
+// TablePublished: every rank published its I-tuple, and the root
+// broadcast the node table of N ranks (once per job).
+type TablePublished struct{ N int }
+
+// StandbysUp: every agent below a child of the root holds its standby
+// link to its backup parent (N of them): from now on a lost parent's
+// children can move.
+type StandbysUp struct{ N int }
+
+// AgentLost: the root declared an agent incarnation lost (Silent: its link
+// fell silent, rather than ended).
+type AgentLost struct {
+	Node   string
+	Inc    uint64
+	Silent bool
+}
+
+// Reparented: the agent of Node moved below Parent, its backup or a
+// fallback parent ("" for the root).
+type Reparented struct{ Node, Parent string }
+
+// AgentRelaunched: a lost agent's next incarnation Inc is up on Node (the
+// lost node's name, a spare's, or a survivor's "host+node").
+type AgentRelaunched struct {
+	Agent int // the agent's index in the plan
+	Node  string
+	Inc   uint64
+}
+
+// RankRestarted: rank Rank runs again as incarnation Inc (it published
+// its I-tuple under the restart protocol).
+type RankRestarted struct {
+	Rank int
+	Inc  uint64
+}
+
+// Recovered: every live agent carried out a recovery's last phase ("resumed"
+// or "restarted") under epoch Epoch.
+type Recovered struct {
+	Epoch uint64
+	Stage string
+}
+
+// ReplicaJoined: the root replica on Node joined the group of the job's
+// state log.
+type ReplicaJoined struct{ Node string }
+
+// RanksEnded: every rank ended, and the agents were told to exit.
+type RanksEnded struct{}
+
+// FailoverDone: a successor root on Node took over from the lost
+// front-end (its event loop starts next).
+type FailoverDone struct{ Node string }
+
+// Adopted: a successor root adopted the agent of Node, a child of the lost
+// root (or an orphan whose last fallback is the root).
+type Adopted struct{ Node string }
+
+func (TablePublished) isObserved()  {}
+func (AgentLost) isObserved()       {}
+func (Reparented) isObserved()      {}
+func (AgentRelaunched) isObserved() {}
+func (RankRestarted) isObserved()   {}
+func (Recovered) isObserved()       {}
+func (FailoverDone) isObserved()    {}
+func (ReplicaJoined) isObserved()   {}
+func (StandbysUp) isObserved()      {}
+func (RanksEnded) isObserved()      {}
+func (Adopted) isObserved()         {}
+
+// observe tells Options.Observe of ev, from the event loop.
+func (fe *frontend) observe(ev Event) {
+	if fe.opts.Observe != nil {
+		fe.opts.Observe(ev)
+	}
+}
+
+// parentName is the name of agent x's parent ("" for the root).
+func (fe *frontend) parentName(x int) string {
+	if p := fe.topo.Parent(x); p >= 0 {
+		return fe.agents[p].name
+	}
+	return ""
+}
+
+// vanish ends the front-end as a SIGKILL of its process would
+// (Options.Vanish, for tests): its replica of the state log stops first
+// (raft's shutdown says nothing to the peers), then the transport, the
+// gossip member, the listener and every link close at once, with nothing
+// said to anyone, and the journal stops with nothing more committed.
+func (fe *frontend) vanish() {
+	if r := fe.journal.Replica(); r != nil {
+		_ = r.Shutdown()
+	}
+	if fe.raftTr != nil {
+		fe.raftTr.Close()
+	}
+	fe.stopGossip()
+	if fe.ln != nil {
+		fe.ln.Close()
+	}
+	for _, a := range fe.agents {
+		if a.link != nil {
+			a.link.Conn.Close()
+		}
+	}
+	fe.journalDone = true // Run's closeJournal commits no final status
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = fe.journal.Close(gone, ExitLauncher, "the front-end vanished")
+}
