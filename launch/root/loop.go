@@ -47,7 +47,11 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			fe.writeLive()
 		case <-settle:
 		case sig := <-fe.opts.Signals:
-			fe.onSignal(sig)
+			if fe.stops.forward(sig) {
+				fe.onSignal(sig)
+			} else {
+				fe.verbosef("not forwarding %v: it ends a stop of the front-end itself; the ranks were not stopped", sig)
+			}
 		case <-timeout:
 			fe.step(recovery.TimedOut{Limit: fe.opts.Timeout})
 		case <-shutdownTimer:

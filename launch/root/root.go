@@ -39,6 +39,7 @@ type frontend struct {
 	start    time.Time  // when this root began (its timings count from here)
 	jobStart time.Time  // when the job began (a successor's began later)
 	jobID    string
+	stops    stopGate // which SIGCONT goes on to the ranks (loop)
 	// fence kills what a lost agent left on its node (fence.go; nil: no
 	// way to reach nodes); fencing holds the fences under way.
 	fence   fenceFunc
