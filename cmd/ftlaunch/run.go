@@ -320,6 +320,13 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
 	}
+	if sa := res.SteppedAside; sa != nil && sa.JobDir != "" {
+		// The front-end lost the lead of the root group for good: a
+		// replica agent runs the root. The user's session goes on here,
+		// as ftlaunch attach follows a job (docs/state.md).
+		fmt.Fprintf(stderr, "ftlaunch: following job %s under its new root (as ftlaunch attach %s does)\n", filepath.Base(sa.JobDir), filepath.Base(sa.JobDir))
+		return attachCommand([]string{sa.JobDir}, stdout, stderr)
+	}
 	prune()
 	return res.ExitCode
 }

@@ -20,7 +20,7 @@ func (fe *frontend) live() journal.Live {
 	l := journal.Live{
 		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
 		Argv: fe.opts.Argv, Agents: len(fe.agents), AgentsUp: fe.agentsUp, N: fe.opts.N,
-		Ended: fe.ended, Failover: fe.rec.Resumed(),
+		Ended: fe.ended, Failover: fe.rec.Resumed(), Term: fe.rootTerm,
 	}
 	// Counted, not ranksUp - ended: ranks that never started end too
 	// (a failed start, an agent that never came up). Once a second.

@@ -39,12 +39,20 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
 	defer liveTick.Stop()
+	standTick := time.NewTicker(standingPoll)
+	defer standTick.Stop()
 	for !fe.allAgentsGone() {
 		select {
 		case ev := <-events:
-			fe.handle(ev)
+			if !fe.hold(ev) {
+				fe.handle(ev)
+			}
+		case <-standTick.C:
+			fe.checkStanding()
 		case <-liveTick.C:
-			fe.writeLive()
+			if !fe.deposed() {
+				fe.writeLive()
+			}
 		case <-settle:
 		case sig := <-fe.opts.Signals:
 			if fe.stops.forward(sig) {
@@ -61,6 +69,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		case <-ctx.Done():
 			fe.killAgents()
 			return ExitLauncher
+		}
+		if fe.stand != nil && fe.stand.aside != nil {
+			return ExitLauncher // run follows the job under its new root
 		}
 		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
 			if fe.endedAt.IsZero() {

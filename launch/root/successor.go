@@ -83,6 +83,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 		out: output.NewWriter(logf, logf, true), ranks: make([]rankState, opts.N),
 		ctx: sctx, events: events, replicasDone: map[string]bool{}, backupsUp: map[int]int{},
 		tree: true, launchTmpl: &tmpl, mapping: spec.ProcessMapping, replicaPeers: cfg.Peers, rootNode: spec.Node,
+		rootTerm: st.LeaderTerm,
 	}
 	fail := func(err error) (*Successor, error) {
 		stop()
