@@ -133,6 +133,21 @@ func (a *Agent) voterGone(name string) {
 	a.goneRoots[name] = true
 }
 
+// goneAgents lists the replica agents known dead (goneRoots, but for the
+// front-end), sorted.
+func (a *Agent) goneAgents() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for n := range a.goneRoots {
+		if n != frontEndVoter && n != a.spec.Node {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // quorumLost reports whether the voters known dead (the front-end and the
 // replica agents) leave the group without a majority: no successor can be
 // elected, so waiting for adoption is waiting for nothing.
@@ -468,7 +483,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	spec.Replica = a.replicaSpec() // a replica given later included
 	s, err := a.resumeRoot(ctx, launcher.ResumeConfig{
 		Spec: &spec, Replica: ar.r, Peers: peers,
-		Relaunch: a.relaunch, Fence: a.fence, Gossip: gossip,
+		Relaunch: a.relaunch, Fence: a.fence, Gossip: gossip, Gone: a.goneAgents(),
 	})
 	if err != nil {
 		return err
