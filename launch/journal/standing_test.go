@@ -3,9 +3,13 @@ package journal
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
@@ -167,5 +171,77 @@ func TestJournalDeposedTakenOver(t *testing.T) {
 	leader.FSM().View(func(st *raftstore.State) { s = *st })
 	if s.Status.Done || s.Leader != name || s.Epoch != fence.Epoch {
 		t.Errorf("successor's state: status %+v, root %q, epoch %d (fence %+v)", s.Status, s.Leader, s.Epoch, fence)
+	}
+}
+
+// TestJoinAdvertisesReachableAddr: a front-end's replica that advertises
+// an address its replica agents cannot reach (the first of its host's
+// addresses, on a network the agents are not on, as on an emulated
+// cluster's host) is given, when an agent joins, the address of its host
+// that routes to that agent: the agent's replica, leading after a stall,
+// can reach it and hand the lead back.
+func TestJoinAdvertisesReachableAddr(t *testing.T) {
+	ca, err := secure.NewJobCA("ft-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := ca.Issue("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stream := func(host string) *raft.NetworkTransport {
+		l, err := NewRaftStream(ctx, creds, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := raftstore.NewTCPTransport(l)
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	feTr := stream("192.0.2.77") // TEST-NET-1: nobody's
+	agTr := stream("127.0.0.1")
+	dir := t.TempDir()
+	j := openCfg(t, Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-test", N: 2, Replicas: 3}, Transport: feTr, Timing: raftstore.DefaultTiming(3)})
+	t.Cleanup(func() { _ = j.Close(ctx, 0, "") })
+	ag, err := raftstore.Open(raftstore.Config{StateDir: dir, Name: "node0", Transport: agTr, Timing: raftstore.DefaultTiming(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ag.Shutdown() })
+	if err := j.Join(ctx, "node0", string(agTr.LocalAddr()), ""); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(string(feTr.LocalAddr()))
+	want := raft.ServerAddress(net.JoinHostPort("127.0.0.1", port))
+	var got raft.ServerAddress
+	for _, s := range j.Replica().Raft().GetConfiguration().Configuration().Servers {
+		if s.ID == "fe" {
+			got = s.Address
+		}
+	}
+	if got != want {
+		t.Fatalf("the front-end's replica is in the group as %q, want %q (the address that reaches node0)", got, want)
+	}
+	// The agent's replica leads, then hands the lead back: it reaches
+	// the front-end's.
+	fe := j.Replica()
+	waitUntil(t, 10*time.Second, "node0 to catch up", func() bool {
+		return ag.Raft().AppliedIndex() >= fe.Raft().LastIndex() && fe.IsLeader()
+	})
+	transfer := func(from *raftstore.Replica, id raft.ServerID, addr raft.ServerAddress) {
+		t.Helper()
+		waitUntil(t, 10*time.Second, "the lead to move to "+string(id), func() bool {
+			if from.IsLeader() {
+				_ = from.Raft().LeadershipTransferToServer(id, addr).Error()
+			}
+			l, _ := from.Leader()
+			return l == id
+		})
+	}
+	transfer(fe, "node0", agTr.LocalAddr())
+	transfer(ag, "fe", want)
+	if err := j.Sync(ctx); err != nil {
+		t.Fatalf("the journal writes once it leads again: %v", err)
 	}
 }

@@ -54,6 +54,25 @@ func (s *RaftStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	return secure.Dial(ctx, string(address), s.creds)
 }
 
+// RouteAddr returns this machine's IP address that reaches addr (host:port)
+// as the kernel's routing table chooses it, without sending anything: the
+// address a peer there can dial back. A front-end on a host of several
+// networks (an emulated cluster's bridge beside the host's own interface)
+// is reached by its agents on the one that routes to them, which need not
+// be the first of its addresses.
+func RouteAddr(addr string) (string, error) {
+	c, err := net.Dial("udp", addr) // a UDP "connection" only picks the route
+	if err != nil {
+		return "", fmt.Errorf("route to %s: %w", addr, err)
+	}
+	defer c.Close()
+	ua, ok := c.LocalAddr().(*net.UDPAddr)
+	if !ok || ua.IP.IsUnspecified() {
+		return "", fmt.Errorf("route to %s: no local address", addr)
+	}
+	return ua.IP.String(), nil
+}
+
 // advertise turns a listener's address into one others can dial: the
 // unspecified IP is replaced with host.
 func advertise(addr net.Addr, host string) string {
