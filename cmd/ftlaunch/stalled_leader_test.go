@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,31 +34,59 @@ func TestStalledFrontEnd(t *testing.T) {
 		stalls = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
 	}
 	for _, stall := range stalls {
-		t.Run(stall.String(), func(t *testing.T) { stalledFrontEnd(t, stall) })
+		t.Run(stall.String(), func(t *testing.T) {
+			deposedFrontEnd(t, nil, func(cmd *exec.Cmd) {
+				if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				stopped := true
+				t.Cleanup(func() {
+					if stopped {
+						cmd.Process.Signal(syscall.SIGCONT)
+					}
+				})
+				time.Sleep(stall) // the fault itself
+				cmd.Process.Signal(syscall.SIGCONT)
+				stopped = false
+			})
+		})
 	}
 }
 
-func stalledFrontEnd(t *testing.T, stall time.Duration) {
+// TestRaftCutFrontEnd: the same job, with only the raft traffic of the
+// front-end's replica cut (its tree links up) from when both replica
+// agents joined to the job's end, a rank killed 5 s into the cut. The
+// front-end steps aside once it has not led for the agents' link timeout,
+// a replica agent takes the root over, the front-end follows the job, and
+// the job completes as in TestStalledFrontEnd (`make test-failover`).
+func TestRaftCutFrontEnd(t *testing.T) {
+	longFailover(t)
+	cut := filepath.Join(t.TempDir(), "cut")
+	deposedFrontEnd(t, []string{raftCutEnv + "=" + cut}, func(*exec.Cmd) {
+		if err := os.WriteFile(cut, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// raftCutEnv is launch/root's test hook: while the file it names exists,
+// the front-end's raft traffic is dropped.
+const raftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
+
+// deposedFrontEnd runs the reproduction of issue 27 with fault done to
+// the front-end (cmd) once both replica agents joined; env is added to
+// the front-end's environment.
+func deposedFrontEnd(t *testing.T, env []string, fault func(cmd *exec.Cmd)) {
 	dir, ck := t.TempDir(), t.TempDir()
 	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "4", "-n", "8",
 		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+	cmd.Env = append(os.Environ(), env...)
 	out, errb := startJob(t, cmd)
 	waitFor(t, "the replica agents in the group", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
 	tablePublished(t, errb, 8)
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := true
-	t.Cleanup(func() {
-		if stopped {
-			cmd.Process.Signal(syscall.SIGCONT)
-		}
-	})
-	time.Sleep(stall) // the fault itself
-	cmd.Process.Signal(syscall.SIGCONT)
-	stopped = false
+	fault(cmd)
 	time.Sleep(5 * time.Second) // the fault schedule: a rank dies 5 s later
 	killed := false
 	for _, p := range rankProcs(t, ck) {
@@ -73,7 +102,7 @@ func stalledFrontEnd(t *testing.T, stall time.Duration) {
 	code, took := exitCode(t, cmd, 120*time.Second, errb)
 	f := checksumLine(out.String())
 	if code != 0 || len(f) < 4 || f[1] != f[3] {
-		t.Fatalf("stalled %v: exit %d after %v; result %q\nstdout:\n%s\nstderr:\n%s", stall, code, took, f, out, errb)
+		t.Fatalf("exit %d after %v; result %q\nstdout:\n%s\nstderr:\n%s", code, took, f, out, errb)
 	}
 	st := ftlaunch(t, "", "status", "--state-dir", dir, "--json")
 	var s struct {

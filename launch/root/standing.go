@@ -112,7 +112,16 @@ func (fe *frontend) deposed() bool {
 // agent took over (it steps aside), or it stayed deposed too long.
 func (fe *frontend) checkStanding() {
 	s := fe.stand
-	if s == nil || s.since.IsZero() || s.aside != nil || fe.journalDone {
+	if s == nil || s.off || s.aside != nil || fe.journalDone {
+		return
+	}
+	if s.since.IsZero() {
+		// Leading as far as the loop knows: raft says at once when its
+		// replica stepped down (its lease ran out: cut off), even if no
+		// event came that asks a quorum.
+		if r := fe.journal.Replica(); r != nil && !r.IsLeader() {
+			fe.confirmLead()
+		}
 		return
 	}
 	if l, err := journal.ReadLive(fe.journal.Dir()); err == nil && l.Root != fe.rootNode && l.Failover {
