@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 )
@@ -30,18 +32,19 @@ import (
 // standingPoll is how often a deposed front-end looks at the group.
 const standingPoll = 100 * time.Millisecond
 
-// verifyFresh is how long a quorum's word that the front-end leads holds
-// for the events that follow it. Shorter than raft's lease (125 ms): a
-// stall longer than that makes the next event ask again.
-const verifyFresh = 100 * time.Millisecond
+// stallGap is how late the loop's look at its standing (every
+// standingPoll) must be for the front-end to take itself for stalled: the
+// next event asks a quorum whether it still leads. Otherwise raft's own
+// word is taken (a leader that cannot reach a quorum steps down within
+// its lease, 125 ms), which costs nothing.
+const stallGap = 3 * standingPoll
 
 // standing is the front-end's watch; the root's loop owns it.
 type standing struct {
-	verified time.Time // when a quorum last said the front-end leads
-	since    time.Time // deposed since (zero: it leads)
-	held     []event   // events held while deposed, in order
-	off      bool      // the group lost its majority: no more watch
-	aside    *SteppedAside
+	looked time.Time // when the loop last looked, or a quorum said it leads
+	since  time.Time // deposed since (zero: it leads)
+	held   []event   // events held while deposed, in order
+	aside  *SteppedAside
 }
 
 // harmless reports whether ev can be handled whoever leads: the ranks'
@@ -59,21 +62,29 @@ func harmless(ev event) bool {
 }
 
 // hold reports whether the root's loop must not handle ev now: the
-// front-end does not lead (it is held, and handled once it does).
+// front-end does not lead while the other voters could (it is held, and
+// handled once the front-end leads again). Deposed in a group whose other
+// voters are too few to lead without it (a group of two voters, or
+// voters lost), the front-end is the only root there can be: ev is
+// handled, and the state log's writes wait for its replica or fail.
 func (fe *frontend) hold(ev event) bool {
 	s := fe.stand
-	if s == nil || s.off || fe.journalDone || harmless(ev) {
+	if s == nil || fe.journalDone || harmless(ev) {
 		// The job's end is being committed (or was): it is decided, and
 		// its state log's replica shuts down.
 		return false
 	}
 	if s.since.IsZero() {
-		if time.Since(s.verified) < verifyFresh {
+		r := fe.journal.Replica()
+		if r == nil || r.IsLeader() && time.Since(s.looked) < stallGap {
 			return false
 		}
 		if fe.confirmLead() {
 			return false
 		}
+	}
+	if _, _, ok := fe.othersCanLead(); !ok {
+		return false
 	}
 	s.held = append(s.held, ev)
 	return true
@@ -87,7 +98,7 @@ func (fe *frontend) confirmLead() bool {
 	st := fe.journal.Standing(ctx)
 	cancel()
 	if st.Leads {
-		s.verified = time.Now()
+		s.looked = time.Now()
 		return true
 	}
 	s.since = time.Now()
@@ -95,7 +106,14 @@ func (fe *frontend) confirmLead() bool {
 	if st.Leader != "" {
 		leader = st.Leader
 	}
-	fe.warnf("the front-end's replica does not lead the root group (its leader: %s): acting on nothing until it leads again (%v)", leader, st.Err)
+	if _, _, ok := fe.othersCanLead(); ok || st.TakenOver != nil {
+		fe.warnf("the front-end's replica does not lead the root group (its leader: %s): acting on nothing until it leads again (%v)", leader, st.Err)
+	} else {
+		// No other root can be elected: a leadership blip of the
+		// front-end's own (its replica elects itself again), or a lost
+		// majority (its writes say so).
+		fe.verbosef("the front-end's replica does not lead the root group, whose other voters could not lead without it (%v)", st.Err)
+	}
 	if st.TakenOver != nil {
 		fe.stepAside(st.TakenOver.Leader, st.TakenOver.Term, st.TakenOver.String())
 	}
@@ -112,15 +130,17 @@ func (fe *frontend) deposed() bool {
 // agent took over (it steps aside), or it stayed deposed too long.
 func (fe *frontend) checkStanding() {
 	s := fe.stand
-	if s == nil || s.off || s.aside != nil || fe.journalDone {
+	if s == nil || s.aside != nil || fe.journalDone {
 		return
 	}
 	if s.since.IsZero() {
 		// Leading as far as the loop knows: raft says at once when its
 		// replica stepped down (its lease ran out: cut off), even if no
 		// event came that asks a quorum.
-		if r := fe.journal.Replica(); r != nil && !r.IsLeader() {
+		if r := fe.journal.Replica(); r != nil && (!r.IsLeader() || time.Since(s.looked) > stallGap) {
 			fe.confirmLead()
+		} else {
+			s.looked = time.Now()
 		}
 		return
 	}
@@ -136,22 +156,19 @@ func (fe *frontend) checkStanding() {
 		fe.stepAside(st.TakenOver.Leader, st.TakenOver.Term, st.TakenOver.String())
 	case st.Leads:
 		fe.warnf("the front-end's replica leads the root group again after %.1f s: going on", time.Since(s.since).Seconds())
-		s.since, s.verified = time.Time{}, time.Now()
+		s.since, s.looked = time.Time{}, time.Now()
 		fe.replayHeld()
-	case time.Since(s.since) > fe.stepAsideAfter():
-		up, need := fe.replicaAgentsUp()
-		if up >= need {
-			fe.stepAside("", 0, fmt.Sprintf("the front-end's replica has not led the root group for %.1f s while %d replica agent(s) are up (a majority of the group without it): it is cut off from them",
-				time.Since(s.since).Seconds(), up))
-			return
+	default:
+		up, need, ok := fe.othersCanLead()
+		switch {
+		case !ok:
+			// Too few other voters are up to lead without the
+			// front-end: the events are handled (hold).
+			fe.replayHeld()
+		case time.Since(s.since) > fe.stepAsideAfter():
+			fe.stepAside("", 0, fmt.Sprintf("the front-end's replica has not led the root group for %.1f s while %d of its other voters are up (%d make a majority): it is cut off from them",
+				time.Since(s.since).Seconds(), up, need))
 		}
-		// Too few replica agents are up for the group to elect without
-		// the front-end: it lost its majority, and the state log's
-		// writes say so (docs/state.md).
-		fe.warnf("the root group lost its majority (%d replica agent(s) up, %d needed without the front-end): going on without a state log", up, need)
-		s.off = true
-		s.since = time.Time{}
-		fe.replayHeld()
 	}
 }
 
@@ -173,16 +190,36 @@ func (fe *frontend) stepAsideAfter() time.Duration {
 	return proto.LinkTimeout(fe.opts.Heartbeat)
 }
 
-// replicaAgentsUp counts the replica agents whose links to the front-end
-// are up, and how many of them make a majority of the group without the
-// front-end's voter.
-func (fe *frontend) replicaAgentsUp() (up, need int) {
-	for i := range fe.replicaNodes {
-		if a := fe.agents[i]; a.replica && !a.closed && !a.done {
+// othersCanLead counts the group's voters other than the front-end's
+// whose agents' links are up, and how many voters make a majority of the
+// group; ok: those voters could elect a leader without the front-end.
+func (fe *frontend) othersCanLead() (up, need int, ok bool) {
+	r := fe.journal.Replica()
+	if r == nil {
+		return 0, 0, false
+	}
+	f := r.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return 0, 0, false
+	}
+	alive := map[string]bool{}
+	for _, a := range fe.agents {
+		if a.replica && !a.closed && !a.done {
+			alive[a.name] = true
+		}
+	}
+	voters := 0
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if alive[string(srv.ID)] {
 			up++
 		}
 	}
-	return up, max(fe.opts.Replicas, 1)/2 + 1
+	need = voters/2 + 1
+	return up, need, up >= need
 }
 
 // SteppedAside is how a front-end that lost the lead of its root group for
