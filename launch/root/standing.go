@@ -83,6 +83,9 @@ func (fe *frontend) hold(ev event) bool {
 			return false
 		}
 	}
+	if s.aside != nil {
+		return true // dropped: the loop ends
+	}
 	if _, _, ok := fe.othersCanLead(); !ok {
 		return false
 	}
