@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,6 +214,25 @@ func secondLossSurvived(t *testing.T, dir, ck, first string) {
 	st := ftlaunch(t, "", "status", "--state-dir", dir)
 	if !strings.Contains(st.stdout, "finished, exit code 0") || !strings.Contains(st.stdout, "lost the agent of node "+first) {
 		t.Fatalf("status:\n%s%s", st.stdout, st.stderr)
+	}
+	// Only first's agent was lost: the agents below it moved to their
+	// backup parents, which the new root had adopted, in time (issue 27
+	// item 4: declared lost 7 s late, and its backup refusing orphans
+	// while itself between roots, they were started again too).
+	in := ftlaunch(t, "", "inspect", "--state-dir", dir, "--json")
+	var job struct {
+		Agents []struct {
+			Node        string `json:"node"`
+			Incarnation uint64 `json:"incarnation"`
+		} `json:"agents"`
+	}
+	if err := json.Unmarshal([]byte(in.stdout), &job); err != nil {
+		t.Fatalf("inspect: %v\n%s", err, in.stderr)
+	}
+	for _, a := range job.Agents {
+		if a.Node != first && a.Incarnation != 1 {
+			t.Errorf("the agent of %s was started again (incarnation %d): only %s's was lost", a.Node, a.Incarnation, first)
+		}
 	}
 	waitGone(t, ck, 20*time.Second)
 }

@@ -169,14 +169,14 @@ func resolveApps(f *runFlags) ([]launch.App, int, error) {
 func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	// The signals the job forwards are caught from before it starts: each
 	// is a round trip with the runtime's signal thread (0.3-1.4 ms for
-	// the six on the 2-core development machine), done while the command
-	// line is read. They are not released: the process exits once
+	// six of them on the 2-core development machine), done while the
+	// command line is read. They are not released: the process exits once
 	// runCommand returns.
 	sigs := make(chan os.Signal, 8)
 	caught := make(chan struct{})
 	go func() {
 		defer close(caught)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGCONT)
 	}()
 	defer func() { <-caught }()
 	f, err := parseRunFlags(args, os.Getenv)
@@ -319,6 +319,13 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
+	}
+	if sa := res.SteppedAside; sa != nil && sa.JobDir != "" {
+		// The front-end lost the lead of the root group for good: a
+		// replica agent runs the root. The user's session goes on here,
+		// as ftlaunch attach follows a job (docs/state.md).
+		fmt.Fprintf(stderr, "ftlaunch: following job %s under its new root (as ftlaunch attach %s does)\n", filepath.Base(sa.JobDir), filepath.Base(sa.JobDir))
+		return attachCommand([]string{sa.JobDir}, stdout, stderr)
 	}
 	prune()
 	return res.ExitCode

@@ -110,7 +110,9 @@ func TestTerminatingSignals(t *testing.T) {
 	}
 }
 
-// SIGUSR1, SIGUSR2 and SIGCONT reach every rank and the job goes on.
+// SIGUSR1, SIGUSR2 and SIGTSTP reach every rank and the job goes on; a
+// SIGCONT reaches them after the stop it ends, not alone (it ended a stop
+// of the front-end itself: issue 27 item 5).
 func TestUserSignalsForwarded(t *testing.T) {
 	m := marker(t)
 	cmd := exec.Command(ftlaunchBin(t), "run", "-n", "4", "--test-nodes", "2", "sh", "-c",
@@ -122,13 +124,24 @@ func TestUserSignalsForwarded(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	waitFor(t, "every rank to trap the signals", 20*time.Second, func() bool { return strings.Count(out.String(), "ready") == 4 })
+	// A SIGCONT of its own, as after a SIGSTOP of the front-end: not the
+	// ranks'. The signals that follow travel the same way, after it.
+	cmd.Process.Signal(syscall.SIGCONT)
 	for _, s := range []struct {
 		sig  syscall.Signal
 		seen string
-	}{{syscall.SIGUSR1, "got-usr1"}, {syscall.SIGUSR2, "got-usr2"}, {syscall.SIGCONT, "got-cont"}} {
+	}{{syscall.SIGUSR1, "got-usr1"}, {syscall.SIGUSR2, "got-usr2"}} {
 		cmd.Process.Signal(s.sig)
 		waitFor(t, s.seen+" from every rank", 20*time.Second, func() bool { return strings.Count(out.String(), s.seen) == 4 })
 	}
+	if n := strings.Count(out.String(), "got-cont"); n != 0 {
+		t.Fatalf("a SIGCONT that followed no forwarded stop reached %d rank(s); stderr:\n%s", n, errb)
+	}
+	// Ctrl-Z's SIGTSTP stops every rank (the shells and their sleeps);
+	// the SIGCONT after it resumes them.
+	cmd.Process.Signal(syscall.SIGTSTP)
+	cmd.Process.Signal(syscall.SIGCONT)
+	waitFor(t, "got-cont from every rank", 20*time.Second, func() bool { return strings.Count(out.String(), "got-cont") == 4 })
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil || len(liveProcesses(t, "sleep "+m)) == 0 {
 		t.Fatalf("the job did not go on after the signals: %v; stderr:\n%s", err, errb)
 	}

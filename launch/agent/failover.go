@@ -133,6 +133,21 @@ func (a *Agent) voterGone(name string) {
 	a.goneRoots[name] = true
 }
 
+// goneAgents lists the replica agents known dead (goneRoots, but for the
+// front-end), sorted.
+func (a *Agent) goneAgents() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for n := range a.goneRoots {
+		if n != frontEndVoter && n != a.spec.Node {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // quorumLost reports whether the voters known dead (the front-end and the
 // replica agents) leave the group without a majority: no successor can be
 // elected, so waiting for adoption is waiting for nothing.
@@ -361,6 +376,11 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 		// gives up on a write it cannot make within seconds (the job's
 		// final status, 5 s), and were it dead, the transfer would fail
 		// and the link would end all the same.
+		// A front-end heard from since this replica began to lead is
+		// alive: it was paused past raft's lease (a GC pause, VM steal,
+		// SIGSTOP) or its raft traffic was cut. It gets the lead back at
+		// once; it acts on nothing until it leads again (launch/root's
+		// standing.go), and steps aside if it cannot.
 		if leadingSince.IsZero() {
 			leadingSince = time.Now()
 		}
@@ -370,6 +390,9 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 			wait = time.Second
 		}
 		a.mu.Unlock()
+		if a.up.heardSince(leadingSince) {
+			wait = handBackAlive
+		}
 		if time.Since(leadingSince) > wait {
 			leadingSince = time.Now() // and again after as long, if it did not take
 			a.goFunc(func() { a.leadershipToRoot(ar) })
@@ -419,6 +442,19 @@ func (a *Agent) leadershipToRoot(ar *agentReplica) {
 	}
 }
 
+// heardSince reports whether the parent was heard from (any frame) after
+// t, over a link that is up.
+func (u *uplink) heardSince(t time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return !u.down && u.l != nil && u.l.Quiet() < time.Since(t)
+}
+
+// handBackAlive is how long a replica agent that leads waits before it
+// hands the lead back to a front-end it heard from since: long enough
+// for a leadership blip to settle (raft's own election, 0.3-0.9 s).
+const handBackAlive = 500 * time.Millisecond
+
 func (u *uplink) isDown() bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -447,7 +483,7 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 	spec.Replica = a.replicaSpec() // a replica given later included
 	s, err := a.resumeRoot(ctx, launcher.ResumeConfig{
 		Spec: &spec, Replica: ar.r, Peers: peers,
-		Relaunch: a.relaunch, Fence: a.fence, Gossip: gossip,
+		Relaunch: a.relaunch, Fence: a.fence, Gossip: gossip, Gone: a.goneAgents(),
 	})
 	if err != nil {
 		return err

@@ -141,7 +141,7 @@ func (a *Agent) openStandby(ctx context.Context, wg *sync.WaitGroup, p proto.Pee
 				sb.tell(nil)
 			case proto.MRefused:
 				d := wire.NewDecoder(p)
-				sb.tell(fmt.Errorf("refused: %s", d.String()))
+				sb.tell(fmt.Errorf("%w: %s", errRefused, d.String()))
 			case proto.MSwitch:
 				return a.handle(typ, p)
 			}
@@ -184,8 +184,28 @@ func (a *Agent) switchToBackup(ctx context.Context, cause error) (*standbyLink, 
 	}
 	a.up.lose()
 	a.logf("lost the parent link (%v): switching to the backup parent %s", cause, sb.parent.Name)
-	if err := a.switchVia(ctx, sb, "backup parent"); err != nil {
-		return nil, err
+	// Under a replicated root the backup parent may be between roots
+	// itself: a child of the root whose root (a successor) died with the
+	// parent this agent lost, it refuses orphans until the next root
+	// adopts it, a second or so later. It is asked again until
+	// orphanRetry passed (the root waits longer for this agent: its
+	// orphanWait).
+	deadline := time.Now().Add(proto.LinkTimeout(a.spec.Heartbeat))
+	for {
+		err := a.switchVia(ctx, sb, "backup parent")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errRefused) || !a.spec.Survive || !time.Now().Before(deadline) {
+			return nil, err
+		}
+		select {
+		case <-time.After(orphanRetry):
+		case <-sb.ended:
+			return nil, fmt.Errorf("the standby link to the backup parent %s ended (%v) after it refused this agent: %w", sb.parent.Name, sb.err, err)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	a.mu.Lock()
 	if a.backup == sb {
@@ -194,6 +214,13 @@ func (a *Agent) switchToBackup(ctx context.Context, cause error) (*standbyLink, 
 	a.mu.Unlock()
 	return sb, nil
 }
+
+// errRefused: the agent asked to adopt this one refused (it said why).
+var errRefused = errors.New("refused")
+
+// orphanRetry is how often an orphan of a replicated job asks a backup
+// parent that refused it again.
+const orphanRetry = 200 * time.Millisecond
 
 // switchVia asks the agent at the other end of standby link sb (what
 // says what it is to this agent) to adopt this agent, and once it did,

@@ -7,9 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
 // Defaults of Config's group timers.
@@ -87,6 +90,9 @@ func (j *Journal) Join(ctx context.Context, id, addr, replaces string) error {
 			return fmt.Errorf("journal: join %s: remove the lost voter %s: %w", id, replaces, err)
 		}
 	}
+	if err := j.reachableFrom(r, addr); err != nil {
+		return fmt.Errorf("journal: join %s: %w", id, err)
+	}
 	for {
 		err := joinGroup(r.Raft(), raft.ServerID(id), raft.ServerAddress(addr), joinChangeTimeout)
 		if err == nil {
@@ -104,6 +110,42 @@ func (j *Journal) Join(ctx context.Context, id, addr, replaces string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// reachableFrom makes this replica's address in the group's configuration
+// one a replica at peer (host:port) can dial: the address of this machine
+// that routes to it (RouteAddr), if it is not already. The replica agents
+// dial the front-end's replica only once another leads (an election, a
+// transfer back): an address they cannot reach would leave it out of the
+// group for good after a stall. Addresses that are not host:port (raft's
+// in-memory transport) are left alone.
+func (j *Journal) reachableFrom(r *raftstore.Replica, peer string) error {
+	f := r.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("read the configuration: %w", err)
+	}
+	var own raft.ServerAddress
+	for _, s := range f.Configuration().Servers {
+		if s.ID == raft.ServerID(j.cfg.Node) {
+			own = s.Address
+		}
+	}
+	host, port, err := net.SplitHostPort(string(own))
+	if err != nil || net.ParseIP(host) == nil {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(peer); err != nil {
+		return nil
+	}
+	ip, err := RouteAddr(peer)
+	if err != nil || ip == host {
+		return nil // no better address known: keep the one advertised
+	}
+	addr := raft.ServerAddress(net.JoinHostPort(ip, port))
+	if err := r.Raft().AddVoter(raft.ServerID(j.cfg.Node), addr, 0, joinChangeTimeout).Error(); err != nil {
+		return fmt.Errorf("advertise %s instead of %s, the address that reaches %s: %w", addr, own, peer, err)
+	}
+	return nil
 }
 
 // noMajority returns ErrNoMajority, with what it is based on, when the

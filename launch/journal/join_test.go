@@ -145,29 +145,13 @@ func TestJournalNoMajority(t *testing.T) {
 func TestJournalLeaderBlip(t *testing.T) {
 	cfg := Config{StateDir: t.TempDir(), Node: "fe", Job: Job{ID: "ft-test", N: 8, Replicas: 3}, ElectTimeout: 3 * time.Second}
 	g := newTestGroup(t, cfg, "node1", "node0")
-	ctx := context.Background()
-	for _, n := range g.names {
-		if err := g.j.Join(ctx, n, n, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	launch(g.j, []string{"node0", "node1"}, 4, -1)
-	if err := g.j.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fe := g.trans[0]
-	fe.DisconnectAll()
-	for _, o := range g.trans[1:] {
-		o.Disconnect(fe.LocalAddr())
-	}
+	g.launchAll(t)
+	g.cut()
 	r := g.j.Replica()
 	waitUntil(t, 5*time.Second, "the front-end's replica to step down", func() bool { return !r.IsLeader() })
 	done := make(chan error, 1)
 	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: []byte("rec-1")}, done)
-	for _, o := range g.trans[1:] {
-		fe.Connect(o.LocalAddr(), o)
-		o.Connect(fe.LocalAddr(), fe)
-	}
+	g.heal()
 	err := <-done
 	if errors.Is(err, ErrNoMajority) {
 		t.Fatalf("a blip taken for a lost majority: %v", err)

@@ -39,8 +39,10 @@ type Live struct {
 	BackupsUp bool `json:"backups_up,omitempty"`
 	// Failure is the first failure that ends the job, if any.
 	Failure string `json:"failure,omitempty"`
-	// Failover is set once a successor took the root over.
-	Failover bool `json:"failover,omitempty"`
+	// Failover is set once a successor took the root over; Term is the
+	// raft term it took over in.
+	Failover bool   `json:"failover,omitempty"`
+	Term     uint64 `json:"term,omitempty"`
 	// Recoveries counts the recoveries this root saw to their end (a
 	// successor counts from its takeover).
 	Recoveries int `json:"recoveries,omitempty"`

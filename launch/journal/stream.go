@@ -5,6 +5,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -27,7 +28,8 @@ import (
 type RaftStream struct {
 	ln    net.Listener
 	creds *secure.Credentials
-	adv   net.Addr // the listener's address as others dial it
+	adv   net.Addr    // the listener's address as others dial it
+	cut   func() bool // CutWhile's (nil: never cut)
 }
 
 // NewRaftStream listens on all interfaces and advertises host (an IP).
@@ -44,14 +46,47 @@ func NewRaftStream(ctx context.Context, creds *secure.Credentials, host string) 
 	return &RaftStream{ln: ln, creds: creds, adv: adv}, nil
 }
 
-func (s *RaftStream) Accept() (net.Conn, error) { return s.ln.Accept() }
-func (s *RaftStream) Close() error              { return s.ln.Close() }
-func (s *RaftStream) Addr() net.Addr            { return s.adv }
+func (s *RaftStream) Accept() (net.Conn, error) {
+	c, err := s.ln.Accept()
+	if err != nil || s.cut == nil {
+		return c, err
+	}
+	return cutConn{Conn: c, cut: s.cut}, nil
+}
+
+func (s *RaftStream) Close() error   { return s.ln.Close() }
+func (s *RaftStream) Addr() net.Addr { return s.adv }
 
 func (s *RaftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.cut != nil && s.cut() {
+		return nil, fmt.Errorf("dial %s: %w", address, errCut)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return secure.Dial(ctx, string(address), s.creds)
+	c, err := secure.Dial(ctx, string(address), s.creds)
+	if err != nil || s.cut == nil {
+		return c, err
+	}
+	return cutConn{Conn: c, cut: s.cut}, nil
+}
+
+// RouteAddr returns this machine's IP address that reaches addr (host:port)
+// as the kernel's routing table chooses it, without sending anything: the
+// address a peer there can dial back. A front-end on a host of several
+// networks (an emulated cluster's bridge beside the host's own interface)
+// is reached by its agents on the one that routes to them, which need not
+// be the first of its addresses.
+func RouteAddr(addr string) (string, error) {
+	c, err := net.Dial("udp", addr) // a UDP "connection" only picks the route
+	if err != nil {
+		return "", fmt.Errorf("route to %s: %w", addr, err)
+	}
+	defer c.Close()
+	ua, ok := c.LocalAddr().(*net.UDPAddr)
+	if !ok || ua.IP.IsUnspecified() {
+		return "", fmt.Errorf("route to %s: no local address", addr)
+	}
+	return ua.IP.String(), nil
 }
 
 // advertise turns a listener's address into one others can dial: the
@@ -66,3 +101,35 @@ func advertise(addr net.Addr, host string) string {
 	}
 	return ta.String()
 }
+
+// CutWhile makes the stream drop all its traffic while cut reports true:
+// dials fail, and a connection (dialled or accepted) fails its next read
+// or write and closes. For tests of a root group whose front-end's raft
+// traffic alone is cut (ftlaunch run's FTLAUNCH_TEST_RAFT_CUT); call it
+// before the stream is used.
+func (s *RaftStream) CutWhile(cut func() bool) { s.cut = cut }
+
+// cutConn is a connection of a stream with a cut.
+type cutConn struct {
+	net.Conn
+	cut func() bool
+}
+
+func (c cutConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.cut() {
+		c.Conn.Close()
+		return 0, errCut
+	}
+	return n, err
+}
+
+func (c cutConn) Write(p []byte) (int, error) {
+	if c.cut() {
+		c.Conn.Close()
+		return 0, errCut
+	}
+	return c.Conn.Write(p)
+}
+
+var errCut = errors.New("raft traffic cut (test)")

@@ -640,6 +640,11 @@ func (w *writer) regain(ctx context.Context, err error) error {
 	}
 	deadline := time.Now().Add(w.j.cfg.ElectTimeout)
 	for {
+		if t := w.j.takenOver(); t != nil {
+			// Deposed for good: the root that took over writes from now
+			// on, and this one must not wait to lead again.
+			return fmt.Errorf("%w: %v: %w", ErrFenced, t, err)
+		}
 		if w.r.IsLeader() {
 			return nil
 		}

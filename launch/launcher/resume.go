@@ -36,4 +36,8 @@ type ResumeConfig struct {
 	// Gossip is the evidence of the replica agent's member of the job's
 	// gossip cluster (nil: it has none).
 	Gossip <-chan membership.Evidence
+	// Gone names the replica agents whose root this agent reported to
+	// and whose link to it ended (not fell silent): their process ended,
+	// their agent with it. The successor declares them lost at once.
+	Gone []string
 }

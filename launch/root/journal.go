@@ -175,6 +175,12 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	if path := os.Getenv(raftCutEnv); path != "" {
+		layer.CutWhile(func() bool {
+			_, err := os.Stat(path)
+			return err == nil
+		})
+	}
 	fe.raftTr = raftstore.NewTCPTransport(layer)
 	names := fe.nodeNames()
 	if fe.opts.Placement != nil {
@@ -189,6 +195,11 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	cfg.Transport, cfg.Timing = fe.raftTr, raftstore.DefaultTiming(r)
 	return cfg, nil
 }
+
+// raftCutEnv names a file: while it exists, the front-end's replica's raft
+// traffic is dropped (journal.RaftStream.CutWhile), its tree links left
+// alone: for tests of a front-end cut off from its root group.
+const raftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
 
 // addReplica adds a replica agent to the group, from a goroutine: the
 // journal's Join waits for the front-end's replica to lead, and refuses

@@ -20,7 +20,7 @@ func (fe *frontend) live() journal.Live {
 	l := journal.Live{
 		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
 		Argv: fe.opts.Argv, Agents: len(fe.agents), AgentsUp: fe.agentsUp, N: fe.opts.N,
-		Ended: fe.ended, Failover: fe.rec.Resumed(), Table: len(fe.table) > 0,
+		Ended: fe.ended, Failover: fe.rec.Resumed(), Term: fe.rootTerm, Table: len(fe.table) > 0,
 	}
 	if n := fe.backupLinks(); n > 0 && fe.backupsHeld() == n {
 		l.BackupsUp = true

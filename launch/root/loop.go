@@ -39,15 +39,27 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
 	defer liveTick.Stop()
+	standTick := time.NewTicker(standingPoll)
+	defer standTick.Stop()
 	for !fe.allAgentsGone() {
 		select {
 		case ev := <-events:
-			fe.handle(ev)
+			if !fe.hold(ev) {
+				fe.handle(ev)
+			}
+		case <-standTick.C:
+			fe.checkStanding()
 		case <-liveTick.C:
-			fe.writeLive()
+			if !fe.deposed() {
+				fe.writeLive()
+			}
 		case <-settle:
 		case sig := <-fe.opts.Signals:
-			fe.onSignal(sig)
+			if fe.stops.forward(sig) {
+				fe.onSignal(sig)
+			} else {
+				fe.verbosef("not forwarding %v: it ends a stop of the front-end itself; the ranks were not stopped", sig)
+			}
 		case <-timeout:
 			fe.step(recovery.TimedOut{Limit: fe.opts.Timeout})
 		case <-shutdownTimer:
@@ -60,6 +72,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		case <-fe.opts.Vanish:
 			fe.vanish()
 			return ExitLauncher
+		}
+		if fe.stand != nil && fe.stand.aside != nil {
+			return ExitLauncher // run follows the job under its new root
 		}
 		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
 			if fe.endedAt.IsZero() {

@@ -152,4 +152,9 @@ type Result struct {
 	// NodeTableAt is when every rank held the node table, measured from
 	// Run's start (0 if the job never published one).
 	NodeTableAt time.Duration
+	// SteppedAside is set when the front-end of a replicated job lost the
+	// lead of its root group for good and left the job to the replica
+	// agent that took the root over (ExitCode is then not the job's:
+	// follow the job in SteppedAside.JobDir).
+	SteppedAside *SteppedAside
 }

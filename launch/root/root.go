@@ -39,6 +39,13 @@ type frontend struct {
 	start    time.Time  // when this root began (its timings count from here)
 	jobStart time.Time  // when the job began (a successor's began later)
 	jobID    string
+	stops    stopGate // which SIGCONT goes on to the ranks (loop)
+	// stand is a replicated front-end's watch on its lead of the root
+	// group (standing.go; nil: a successor, or one replica).
+	stand *standing
+	// rootTerm is the raft term a successor took the root over in (0:
+	// the front-end), for its live report.
+	rootTerm uint64
 	// fence kills what a lost agent left on its node (fence.go; nil: no
 	// way to reach nodes); fencing holds the fences under way.
 	fence   fenceFunc

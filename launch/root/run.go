@@ -125,8 +125,14 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		defer fe.cancelLaunch()
 	}
 	defer fe.stopGossip()
+	if opts.Replicas > 1 {
+		fe.stand = &standing{}
+	}
 	code := fe.loop(ctx, events)
 	fe.exitCode = code
+	if fe.stand != nil && fe.stand.aside != nil {
+		return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt, SteppedAside: fe.stand.aside}, nil
+	}
 	return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt}, nil
 }
 

@@ -89,6 +89,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		out: output.NewWriter(logf, logf, true), ranks: make([]rankState, opts.N),
 		ctx: sctx, events: events, replicasDone: map[string]bool{}, backupsUp: map[int]int{},
 		tree: true, launchTmpl: &tmpl, mapping: spec.ProcessMapping, replicaPeers: cfg.Peers, rootNode: spec.Node,
+		rootTerm: st.LeaderTerm,
 	}
 	fail := func(err error) (*Successor, error) {
 		stop()
@@ -169,6 +170,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		})
 		defer resume.Stop()
 		fe.writeLive() // status shows the new root at once
+		fe.goneAtOnce(cfg.Gone)
 		code := fe.loop(sctx, events)
 		fe.exitCode = code
 		fe.closeJournal()
@@ -404,6 +406,7 @@ func (ac *adoptConn) refuse(fe *frontend, a *agentHandle) {
 type evPeerGone struct {
 	idx  int
 	addr string
+	link bool // told by this root's agent: its link to that agent's root ended
 }
 
 func (evPeerGone) isRootEvent() {}
@@ -438,9 +441,32 @@ func (fe *frontend) probeReplicaPeers() {
 	}
 }
 
+// goneAtOnce declares lost, at once, the root children among gone: replica
+// agents whose root (a successor before this one) this root's agent
+// reported to until its link to them ended, not fell silent: their
+// process ended, their agent and ranks with it. The agents below them
+// move to their backup parents meanwhile; waiting for the probe
+// (probeReplicaPeers, after resumeWait) would leave them that much less
+// of the root's bound for it (orphanWait).
+func (fe *frontend) goneAtOnce(gone []string) {
+	for _, name := range gone {
+		for _, a := range fe.agents {
+			if a.name == name && a.rootChild && a.name != fe.rootNode {
+				fe.peerGone(evPeerGone{idx: a.idx, link: true})
+			}
+		}
+	}
+}
+
 // peerGone declares lost a replica agent whose process is gone.
 func (fe *frontend) peerGone(ev evPeerGone) {
-	if a := fe.agents[ev.idx]; !a.adopted && !a.closed && a.link == nil {
-		fe.linkEnded(a, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", ev.addr))
+	a := fe.agents[ev.idx]
+	if a.adopted || a.closed || a.link != nil {
+		return
 	}
+	if ev.link {
+		fe.linkEnded(a, fmt.Errorf("the link of this root's agent to the root it ran ended: its agent is gone"))
+		return
+	}
+	fe.linkEnded(a, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", ev.addr))
 }

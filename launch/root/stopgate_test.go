@@ -1,0 +1,32 @@
+package root
+
+import (
+	"os"
+	"syscall"
+	"testing"
+)
+
+// TestStopGate: a SIGCONT reaches the ranks only after the front-end
+// forwarded them a stop, once per stop; other signals always go on.
+func TestStopGate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sigs []os.Signal
+		want []bool
+	}{
+		{"own stop ended", []os.Signal{syscall.SIGCONT}, []bool{false}},
+		{"forwarded stop", []os.Signal{syscall.SIGTSTP, syscall.SIGCONT}, []bool{true, true}},
+		{"one resume per stop", []os.Signal{syscall.SIGTSTP, syscall.SIGCONT, syscall.SIGCONT}, []bool{true, true, false}},
+		{"stopped again", []os.Signal{syscall.SIGTSTP, syscall.SIGCONT, syscall.SIGCONT, syscall.SIGTTIN, syscall.SIGCONT}, []bool{true, true, false, true, true}},
+		{"others pass", []os.Signal{syscall.SIGUSR1, syscall.SIGCONT, syscall.SIGUSR2, syscall.SIGTERM}, []bool{true, false, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g stopGate
+			for i, s := range tc.sigs {
+				if got := g.forward(s); got != tc.want[i] {
+					t.Errorf("signal %d (%v): forwarded %v, want %v", i, s, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
