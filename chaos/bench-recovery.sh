@@ -5,7 +5,8 @@
 # from the failure it saw to every agent's ranks resumed ("recovered: every
 # rank runs again (N ms after the failure)"). Then --restart job with an
 # MPICH program of 16 ranks, one rank killed, against a fresh launch of the
-# same job (if mpicc is installed): to every rank running, and to its end.
+# same job (if mpicc is installed): to every rank running, and to its end;
+# and the same program on test nodes with an agent SIGKILLed.
 # Then a second root failover (--replicas 3: the front-end, then its
 # successor). Reports median and p95.
 # Usage: bench-recovery.sh FTLAUNCH [TRIALS]
@@ -186,10 +187,16 @@ if command -v mpicc.mpich >/dev/null; then
 		# when its 16 ranks ran (the verbose line's time, in ms)
 		sed -n 's/.*\[ *\([0-9.]*\)s\] node [^:]*: 16 rank(s) running.*/\1/p' "$tmp/err" | awk '{print int($1*1000)}' >>"$tmp/freshrun"
 		trial job KILL "rankpid $tmp/ck $((1 + t % 15)) 1" "$FTL" run --state-dir "$tmp/state" --restart job -n 16 "$tmp/ck_loop"
+		# An agent SIGKILLed (no node table: MPI never has one): it starts
+		# again on its node once fenced, then every rank (#26).
+		trial jobagent KILL "nodeagent node2" "$FTL" run --verbose --state-dir "$tmp/state" --restart job --test-nodes 8 --tree flat -n 16 "$tmp/ck_loop"
 		t=$((t + 1))
 	done
 	echo "--restart job, MPICH (mpi_loop), 16 ranks on this machine, $TRIALS trials:"
 	echo "  failure to every rank started again: median $(median "$tmp/job") ms, p95 $(pctl "$tmp/job" 95) ms"
 	echo "  a fresh launch of the same job: every rank running after median $(median "$tmp/freshrun") ms, p95 $(pctl "$tmp/freshrun" 95) ms"
 	echo "  a fresh launch and end of the same job (1 iteration): median $(($(median "$tmp/fresh.wall" | cut -d. -f1) / 1000)) ms"
+	echo "--restart job, MPICH (mpi_loop), 16 ranks on --test-nodes 8 (--tree flat), an agent SIGKILLed, $TRIALS trials:"
+	echo "  agent SIGKILL to declared lost: median $(median "$tmp/jobagent.detect") ms, p95 $(pctl "$tmp/jobagent.detect" 95) ms"
+	echo "  agent SIGKILL to every rank started again: median $(median "$tmp/jobagent.resume") ms, p95 $(pctl "$tmp/jobagent.resume" 95) ms (target < 1000)"
 fi

@@ -10,9 +10,12 @@
 // after it is a failure of its own. Policies Rank and Job run the restart
 // protocol (restart.go): each phase is committed through a Commit action,
 // and only its completion, which comes back as the Committed event, lets
-// the planner send what the phase does. The root wires None today; Rank
-// and Job are built and tested here first (the restart-protocol issue, #13,
-// wires them).
+// the planner send what the phase does. A lost agent is started again
+// first (relaunch.go), and no rank starts again before the lost
+// incarnation's fence is confirmed (FenceDone). Under Rank, a program that
+// never opened the rank protocol has its ranks started again alone
+// (alone.go); which failure is recovered for which program is
+// docs/recovery.md's support matrix, and TestSupportMatrix's.
 //
 // A Planner is not safe for concurrent use: one goroutine (the root's
 // event loop) owns it.
@@ -167,8 +170,12 @@ type Planner struct {
 	restarts int    // job restarts (policy Job)
 	rc       *recovering
 	table    bool            // the first node table was published (TablePublished)
+	opened   bool            // a rank opened the rank protocol (ProtocolOpened)
 	agents   []agentState    // relaunch.go
 	silent   map[string]bool // hosts that went silent (relaunch.go)
+	// alone are the ranks a recovery under way starts again alone
+	// (alone.go): told the root once each runs (Over).
+	alone []int
 }
 
 // New returns a planner for a job that is running.
@@ -264,6 +271,13 @@ func (p *Planner) Step(ev Event) []Action {
 	case TablePublished:
 		p.table = true
 		return nil
+	case ProtocolOpened:
+		p.opened = true
+		return nil
+	case FenceDone:
+		return p.fenceDone(ev)
+	case RankStarted:
+		return p.rankStarted(ev)
 	case PMIInit:
 		if p.cfg.Policy == Rank {
 			return p.endFor(ev.Node, ev.Rank, ExitUsage, fmt.Sprintf("rank %d on node %s speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job", ev.Rank, ev.Node))

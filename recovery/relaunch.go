@@ -36,8 +36,18 @@ import (
 // as a child of the root, once the agents below it moved to their backup
 // parents (or were lost with it: launch/root/reparent.go); an agent that
 // hosted a root replica starts without one (the group goes on with one
-// voter less). Losing an agent before the first node table, or a relaunch
-// that fails, ends the job, naming why.
+// voter less).
+//
+// The Relaunch stage ends once every lost agent runs again and every lost
+// incarnation's fence is confirmed (FenceDone, relaunchDone): no rank of a
+// new incarnation starts while an older one may still run on a node that
+// answers (a stopped agent does not stop its ranks).
+//
+// Nothing here waits for a node table: under Job a loss during the launch
+// restarts the job like any other; under Rank a program that never opened
+// the rank protocol has its ranks started again alone (alone.go), and only
+// a client library program that opened it but has no table yet cannot be
+// recovered. A relaunch that fails ends the job, naming why.
 
 // agentSt is where one agent stands.
 type agentSt int
@@ -54,6 +64,11 @@ type agentState struct {
 	st       agentSt
 	sent     bool // the Relaunch of inc was sent under this planner
 	restarts int
+	// fences are its lost incarnations whose fence is not confirmed
+	// (FenceDone) yet; fenced, by node, the highest incarnation whose
+	// fence is (heard before the loss, too).
+	fences []FenceRecord
+	fenced map[string]uint64
 }
 
 // AgentRecord is one agent's part of a committed record: an agent lost
@@ -66,6 +81,16 @@ type AgentRecord struct {
 	Restarts    int
 	Lost        bool // not relaunched yet: Incarnation is the one that was lost
 	Up          bool // relaunched and up
+	// Unfenced are its lost incarnations whose fence was not confirmed:
+	// a new leader fences them again before any rank starts again.
+	Unfenced []FenceRecord `json:",omitempty"`
+}
+
+// FenceRecord names a lost agent incarnation to fence: what it started on
+// Node is killed (launch/fence), incarnations up to Incarnation.
+type FenceRecord struct {
+	Node        string
+	Incarnation uint64
 }
 
 // AgentIncarnation is agent a's current incarnation (1: the first).
@@ -111,8 +136,11 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	}
 	// aRelaunching: the new incarnation was lost before it came up, a
 	// second loss.
-	if !p.table {
-		return p.endFor(ev.Node, NoRank, ExitLauncher, lost+"; it was lost before every rank held the node table; an agent is started again only once the table exists: the job ends")
+	alone, why := false, ""
+	if p.cfg.Policy == Rank {
+		if alone, why = p.replaceAlone(); why != "" {
+			return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; it was lost before every rank held the node table; %s", lost, why))
+		}
 	}
 	// Where the new incarnation runs: the node, or for a silent one
 	// elsewhere.
@@ -134,19 +162,24 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 		}
 	}
 	if p.cfg.Policy == Job {
-		if p.restarts >= p.cfg.MaxRestarts {
-			return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; the job was restarted %d time(s) (--max-restarts %d)",
-				lost, p.restarts, p.cfg.MaxRestarts))
+		// A restart decided and not sent yet (its agents being started
+		// again, or its fences awaited) takes this loss in: the ranks of
+		// the incarnation it starts never ran.
+		pending := p.rc != nil && (p.rc.stage == StageRelaunch || p.rc.stage == StageRestartJob && !p.rc.committed)
+		if !pending {
+			if p.restarts >= p.cfg.MaxRestarts {
+				return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; the job was restarted %d time(s) (--max-restarts %d)",
+					lost, p.restarts, p.cfg.MaxRestarts))
+			}
+			p.restartJob()
 		}
-		p.restarts++
-		for r := range p.ranks { // every rank starts again, ended ones too
-			p.ranks[r].inc++
-			p.ranks[r].st, p.ranks[r].sent, p.ranks[r].addr = rRunning, false, nil
+		p.loseAgent(ev.Agent, ev.Node, node)
+		then := fmt.Sprintf("then restarting the job (restart %d of %d)", p.restarts, p.cfg.MaxRestarts)
+		if pending {
+			then = fmt.Sprintf("then restarting the job (restart %d of %d, decided already)", p.restarts, p.cfg.MaxRestarts)
 		}
-		as.restarts++
-		as.st, as.sent, as.node = aLost, false, node
-		msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d), then restarting the job (restart %d of %d)",
-			lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, p.restarts, p.cfg.MaxRestarts)
+		msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d), %s",
+			lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, then)
 		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageRelaunch)...)
 	}
 	for _, r := range ranks {
@@ -169,11 +202,25 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 		}
 		rs.st, rs.sent, rs.addr = rFailed, false, nil
 	}
-	as.restarts++
-	as.st, as.sent, as.node = aLost, false, node
+	p.loseAgent(ev.Agent, ev.Node, node)
+	if alone {
+		msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d), then its rank(s) %s alone as their next incarnation: their program never opened ftlaunch's rank protocol, no other rank is stopped",
+			lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
+		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.beginAlone(StageRelaunch)...)
+	}
 	msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d) and its rank(s) %s as their next incarnation",
 		lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
 	return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageSuspend)...)
+}
+
+// loseAgent marks agent a lost, to start again on node: its incarnation
+// that ran on lostNode is to be fenced (FenceDone) before any rank starts
+// again.
+func (p *Planner) loseAgent(a int, lostNode, node string) {
+	as := &p.agents[a]
+	p.awaitFence(a, lostNode, as.inc)
+	as.restarts++
+	as.st, as.sent, as.node = aLost, false, node
 }
 
 // placeSilent is where the agent of a node that went silent starts
@@ -294,7 +341,7 @@ func (p *Planner) relaunchStep(ev Event) []Action {
 			if rc.committed && p.allAcked() {
 				return p.afterSuspend()
 			}
-		case rc.stage == StageRelaunch && rc.committed && !p.anyAgent(aLost, aRelaunching):
+		case rc.stage == StageRelaunch && rc.committed && p.relaunchDone():
 			return p.afterRelaunch()
 		}
 	case RelaunchFailed:
@@ -312,12 +359,79 @@ func (p *Planner) relaunchStep(ev Event) []Action {
 }
 
 // afterSuspend is the stage after a suspension: agents lost are started
-// again first.
+// again, and their fences confirmed, first.
 func (p *Planner) afterSuspend() []Action {
-	if p.anyAgent(aLost, aRelaunching) {
-		return p.next(StageRelaunch)
+	return p.next(p.beforeRestart(StageRespawn))
+}
+
+// relaunchDone reports whether every lost agent runs again and every lost
+// incarnation's fence is confirmed: ranks may start again. No rank of a
+// new incarnation starts while one of an older incarnation may still run
+// on a node that answers (its agent stopped, say: a stopped agent kills
+// nothing); the root confirms a fence once it ended what the lost
+// incarnation left, or found its node does not answer (launch/root's
+// fence.go).
+func (p *Planner) relaunchDone() bool {
+	return !p.anyAgent(aLost, aRelaunching) && !p.fencePending()
+}
+
+// fencePending reports whether a lost incarnation's fence is not
+// confirmed yet.
+func (p *Planner) fencePending() bool {
+	for _, as := range p.agents {
+		if len(as.fences) > 0 {
+			return true
+		}
 	}
-	return p.next(StageRespawn)
+	return false
+}
+
+// awaitFence notes that incarnation inc of agent a, lost on node, is to be
+// fenced, unless that was confirmed already.
+func (p *Planner) awaitFence(a int, node string, inc uint64) {
+	as := &p.agents[a]
+	if as.fenced[node] >= inc {
+		return
+	}
+	for i, f := range as.fences {
+		if f.Node == node {
+			// One fence of a node ends every incarnation up to its own.
+			as.fences[i].Incarnation = max(f.Incarnation, inc)
+			return
+		}
+	}
+	as.fences = append(as.fences, FenceRecord{Node: node, Incarnation: inc})
+}
+
+// fenceDone takes the confirmation of a fence: a stage waiting for it
+// goes on.
+func (p *Planner) fenceDone(ev FenceDone) []Action {
+	if ev.Agent < 0 || ev.Agent >= len(p.agents) {
+		return nil
+	}
+	as := &p.agents[ev.Agent]
+	if as.fenced == nil {
+		as.fenced = map[string]uint64{}
+	}
+	as.fenced[ev.Node] = max(as.fenced[ev.Node], ev.Incarnation)
+	as.fences = slices.DeleteFunc(as.fences, func(f FenceRecord) bool { return f.Node == ev.Node && f.Incarnation <= ev.Incarnation })
+	rc := p.rc
+	if rc == nil || p.phase != Recovering || rc.stage != StageRelaunch || !rc.committed || !p.relaunchDone() {
+		return nil
+	}
+	return p.afterRelaunch()
+}
+
+// fencesAgain is a new leader's fences of the lost incarnations whose
+// fence its predecessor did not see confirmed.
+func (p *Planner) fencesAgain() []Action {
+	var acts []Action
+	for a, as := range p.agents {
+		for _, f := range as.fences {
+			acts = append(acts, Fence{Agent: a, Node: f.Node, Incarnation: f.Incarnation})
+		}
+	}
+	return acts
 }
 
 // afterRelaunch is the stage after every lost agent runs again.
@@ -342,8 +456,9 @@ func (p *Planner) sendRelaunch(arm Arm) []Action {
 			acts = append(acts, Relaunch{Agent: a, Node: as.node, Incarnation: as.inc, Epoch: p.epoch})
 		}
 	}
-	if !p.anyAgent(aRelaunching) {
-		// Every agent came up already (sent again after a leader change).
+	if p.relaunchDone() {
+		// Every agent came up already (sent again after a leader change),
+		// and every fence was confirmed.
 		return p.afterRelaunch()
 	}
 	return append(acts, arm)
@@ -364,8 +479,9 @@ func (p *Planner) anyAgent(sts ...agentSt) bool {
 func (p *Planner) agentRecords() []AgentRecord {
 	var out []AgentRecord
 	for a, as := range p.agents {
-		if as.st != aUp || as.inc > 1 {
-			out = append(out, AgentRecord{Agent: a, Node: as.node, Incarnation: as.inc, Restarts: as.restarts, Lost: as.st == aLost, Up: as.st == aUp})
+		if as.st != aUp || as.inc > 1 || len(as.fences) > 0 {
+			out = append(out, AgentRecord{Agent: a, Node: as.node, Incarnation: as.inc, Restarts: as.restarts, Lost: as.st == aLost, Up: as.st == aUp,
+				Unfenced: slices.Clone(as.fences)})
 		}
 	}
 	return out
@@ -379,6 +495,7 @@ func (p *Planner) restoreAgents(recs []AgentRecord) {
 		}
 		as := &p.agents[ar.Agent]
 		as.node, as.inc, as.restarts, as.sent = ar.Node, ar.Incarnation, ar.Restarts, false
+		as.fences = slices.Clone(ar.Unfenced)
 		switch {
 		case ar.Up:
 			as.st = aUp
@@ -404,8 +521,18 @@ type RelaunchFailed struct {
 	Msg         string
 }
 
+// FenceDone: the fence of agent Agent's incarnations up to Incarnation on
+// Node ended: what they left there was killed, or the node does not
+// answer (launch/root's fence.go says when the root confirms one).
+type FenceDone struct {
+	Agent       int
+	Node        string
+	Incarnation uint64
+}
+
 func (Relaunched) isEvent()     {}
 func (RelaunchFailed) isEvent() {}
+func (FenceDone) isEvent()      {}
 
 // Relaunch tells the root to start agent Agent again on its node as
 // Incarnation: fresh credentials, the job's share of the node, the
@@ -417,4 +544,15 @@ type Relaunch struct {
 	Epoch       uint64
 }
 
+// Fence tells the root to fence agent Agent's incarnations up to
+// Incarnation on Node, and to confirm it (FenceDone): a new leader's,
+// for the fences its predecessor did not see confirmed. (The root fences
+// every agent it declares lost by itself, and confirms that too.)
+type Fence struct {
+	Agent       int
+	Node        string
+	Incarnation uint64
+}
+
 func (Relaunch) isAction() {}
+func (Fence) isAction()    {}

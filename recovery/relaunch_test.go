@@ -34,8 +34,11 @@ func TestRelaunchOrderOfActions(t *testing.T) {
 		{Committed{Epoch: 1, Stage: StageRelaunch}, "Relaunch,Arm"},
 		{Committed{Epoch: 1, Stage: StageRelaunch}, ""},
 		{Relaunched{Agent: 1, Incarnation: 1}, ""}, // not the new incarnation
-		{Relaunched{Agent: 1, Incarnation: 2}, "Commit"},
+		{Relaunched{Agent: 1, Incarnation: 2}, ""}, // its lost incarnation is not fenced yet
 		{Relaunched{Agent: 1, Incarnation: 2}, ""},
+		{FenceDone{Agent: 1, Node: "n0", Incarnation: 1}, ""}, // another node's
+		{FenceDone{Agent: 1, Node: "n1", Incarnation: 1}, "Commit"},
+		{FenceDone{Agent: 1, Node: "n1", Incarnation: 1}, ""},
 		{Committed{Epoch: 1, Stage: StageRespawn}, "Respawn,Respawn,Arm"},
 		{AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}, ""}, // stale: the old incarnation
 		{Respawned{Rank: 2, Incarnation: 2, Addr: []byte("a2")}, ""},
@@ -94,8 +97,9 @@ func TestRelaunchEnds(t *testing.T) {
 		{name: "policy none", cfg: func(c *Config) { c.Policy = None }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
 			want: "lost the agent of node n0: EOF"},
 		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 1 free slot(s) (--oversubscribe lets ranks share one): the job ends"},
-		{name: "before the node table", cfg: func(c *Config) { c.TableReady = false }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
-			want: "before every rank held the node table"},
+		{name: "before the node table, the rank protocol opened", cfg: func(c *Config) { c.TableReady = false }, before: []Event{ProtocolOpened{Rank: 2, Node: "n2"}},
+			ev:   AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
+			want: "lost the agent of node n0: EOF; it was lost before every rank held the node table; its program opened ftlaunch's rank protocol (the client library), whose ranks are replaced under --restart rank only once that table exists (every rank called Publish): the job ends"},
 		{name: "agent restarts past the limit", cfg: func(c *Config) { c.MaxRestarts = 0 }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
 			want: "its agent was started again 0 time(s) (--max-restarts 0)"},
 		{name: "its rank past the limit", cfg: func(c *Config) { c.MaxRestarts = 1; c.Incarnations = []uint64{2}; c.RankRestarts = []int{1} },
@@ -209,6 +213,7 @@ func relaunchOf(t *testing.T, p *Planner, agents int, ev AgentLost) (Relaunch, [
 	if f := p.Failure(); f != nil {
 		t.Fatalf("the job ended: %s", f.Msg)
 	}
+	take(p.Step(FenceDone{Agent: ev.Agent, Node: ev.Node, Incarnation: p.AgentIncarnation(ev.Agent)}))
 	epoch := p.Epoch()
 	take(p.Step(Committed{Epoch: epoch, Stage: StageSuspend}))
 	for a := range agents {
@@ -395,7 +400,8 @@ func TestRelaunchJob(t *testing.T) {
 		{AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}, "Record,Report,Commit"},
 		{RankExited{Rank: 0, Incarnation: 1, Node: "n0", Code: 1}, ""}, // a consequence
 		{Committed{Epoch: 1, Stage: StageRelaunch}, "Relaunch,Arm"},
-		{Relaunched{Agent: 1, Incarnation: 2}, "Commit"},
+		{Relaunched{Agent: 1, Incarnation: 2}, ""}, // the fence is awaited
+		{FenceDone{Agent: 1, Node: "n1", Incarnation: 1}, "Commit"},
 		{Committed{Epoch: 1, Stage: StageRestartJob}, "RestartJob,Arm"},
 		{Restarted{Agent: 0, Epoch: 1}, ""},
 		{Restarted{Agent: 1, Epoch: 1}, ""},

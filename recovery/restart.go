@@ -88,6 +88,9 @@ type recovering struct {
 	stage     Stage
 	committed bool         // the stage's record is committed; its commands went out
 	acks      map[int]bool // agents that acknowledged the stage (this epoch)
+	// alone: ranks are started again alone (alone.go): no suspension,
+	// no patch, no resume; a rank is over once it runs (RankStarted).
+	alone bool
 }
 
 // RankRecord is one rank's part of a committed record.
@@ -109,6 +112,8 @@ type Checkpoint struct {
 	Restarts int           // job restarts so far
 	Ranks    []RankRecord  // the ranks being recovered
 	Agents   []AgentRecord `json:",omitempty"` // the agents being started again
+	// Alone: the ranks are started again alone (alone.go).
+	Alone bool `json:",omitempty"`
 }
 
 // Epoch is the recovery epoch: it grows with every recovery decision and
@@ -160,25 +165,38 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 		if p.restarts >= p.cfg.MaxRestarts {
 			return limit(fmt.Sprintf("the job was restarted %d time(s)", p.restarts))
 		}
-		p.restarts++
-		for r := range p.ranks { // every rank starts again, ended ones too
-			p.ranks[r].inc++
-			p.ranks[r].st, p.ranks[r].sent, p.ranks[r].addr = rRunning, false, nil
-		}
+		p.restartJob()
 		msg = fmt.Sprintf("%s; restarting the job (restart %d of %d)", failed, p.restarts, p.cfg.MaxRestarts)
-		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.begin(StageRestartJob)...)
+		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.begin(p.beforeRestart(StageRestartJob))...)
 	}
-	if !p.table {
+	alone, why := p.replaceAlone()
+	if why != "" {
 		rs.st = rEnded
-		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), fmt.Sprintf("%s before every rank held the node table; under --restart rank a rank is replaced only once the table exists: the job ends", failed))
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), fmt.Sprintf("%s before every rank held the node table; %s", failed, why))
 	}
 	if rs.restarts >= p.cfg.MaxRestarts {
 		return limit(fmt.Sprintf("it was restarted %d time(s)", rs.restarts))
 	}
 	rs.restarts++
 	rs.st, rs.sent, rs.addr = rFailed, false, nil
+	if alone {
+		msg = fmt.Sprintf("%s; starting it again alone as incarnation %d (restart %d of %d): its program never opened ftlaunch's rank protocol, no other rank is stopped",
+			failed, rs.inc+1, rs.restarts, p.cfg.MaxRestarts)
+		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.beginAlone(p.beforeRestart(StageRespawn))...)
+	}
 	msg = fmt.Sprintf("%s; restarting it as incarnation %d (restart %d of %d)", failed, rs.inc+1, rs.restarts, p.cfg.MaxRestarts)
 	return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.begin(StageSuspend)...)
+}
+
+// restartJob decides a restart of the job (policy Job): every rank,
+// ended ones too, starts again as its next incarnation, so that the ends
+// of the running incarnations are stale from now on.
+func (p *Planner) restartJob() {
+	p.restarts++
+	for r := range p.ranks {
+		p.ranks[r].inc++
+		p.ranks[r].st, p.ranks[r].sent, p.ranks[r].addr = rRunning, false, nil
+	}
 }
 
 // begin starts a stage under a new epoch: its record is committed first.
@@ -189,9 +207,29 @@ func (p *Planner) begin(s Stage) []Action {
 	return []Action{Commit{Rec: p.checkpoint()}}
 }
 
+// beginAlone is begin for a recovery that starts ranks again alone
+// (alone.go): nothing is suspended or patched.
+func (p *Planner) beginAlone(s Stage) []Action {
+	p.epoch++
+	p.phase = Recovering
+	p.rc = &recovering{stage: s, acks: map[int]bool{}, alone: true}
+	return []Action{Commit{Rec: p.checkpoint()}}
+}
+
+// beforeRestart is the stage a recovery goes to before s, a stage that
+// starts ranks (Respawn, RestartJob): Relaunch while a lost agent is not
+// up again or a lost incarnation's fence is not confirmed (FenceDone),
+// else s itself.
+func (p *Planner) beforeRestart(s Stage) Stage {
+	if !p.relaunchDone() {
+		return StageRelaunch
+	}
+	return s
+}
+
 // checkpoint is the committed form of the recovery in progress.
 func (p *Planner) checkpoint() Checkpoint {
-	rec := Checkpoint{Epoch: p.epoch, Stage: p.rc.stage, Version: p.version, Restarts: p.restarts, Agents: p.agentRecords()}
+	rec := Checkpoint{Epoch: p.epoch, Stage: p.rc.stage, Version: p.version, Restarts: p.restarts, Agents: p.agentRecords(), Alone: p.rc.alone}
 	if p.rc.stage == StagePatch {
 		rec.Version = p.version + 1
 	}
@@ -228,7 +266,9 @@ func (p *Planner) restartStep(ev Event) []Action {
 		for a := range p.agents {
 			p.agents[a].sent = false
 		}
-		return []Action{Commit{Rec: p.checkpoint()}}
+		// The fences the lost leader had not seen confirmed are this
+		// leader's to carry out (and confirm) again.
+		return append([]Action{Commit{Rec: p.checkpoint()}}, p.fencesAgain()...)
 	}
 	rc := p.rc
 	if rc == nil || p.phase != Recovering {
@@ -255,6 +295,11 @@ func (p *Planner) restartStep(ev Event) []Action {
 		rs := &p.ranks[ev.Rank]
 		if ev.Incarnation != rs.inc || rs.st != rRespawning {
 			return nil // an older incarnation, or heard already
+		}
+		if rc.alone {
+			// A rank started again alone that published: it runs, and
+			// nothing is patched.
+			return p.rankStarted(RankStarted{Rank: ev.Rank, Incarnation: ev.Incarnation})
 		}
 		rs.st, rs.addr = rRespawned, slices.Clone(ev.Addr)
 		if rc.stage == StageRespawn && rc.committed && !p.any(rFailed, rRespawning) {
@@ -299,6 +344,9 @@ func (p *Planner) restartStep(ev Event) []Action {
 			for _, as := range p.agents {
 				if as.st != aUp {
 					missing = append(missing, fmt.Sprintf("the agent of node %s", as.node))
+				}
+				for _, f := range as.fences {
+					missing = append(missing, fmt.Sprintf("the fence of node %s (incarnation %d)", f.Node, f.Incarnation))
 				}
 			}
 		default:
@@ -347,6 +395,12 @@ func (p *Planner) send() []Action {
 				rs.sent = true
 				acts = append(acts, Respawn{Rank: r, Agent: rs.agent, Incarnation: rs.inc, Epoch: p.epoch})
 			}
+			if rs.st == rRespawning && rc.alone && !slices.Contains(p.alone, r) {
+				p.alone = append(p.alone, r)
+			}
+		}
+		if rc.alone && !p.any(rRespawning) {
+			return p.aloneOver() // every rank runs already (sent again after a leader change)
 		}
 		if !p.any(rRespawning) {
 			// Every address came already (sent again after a leader
@@ -432,7 +486,12 @@ func (p *Planner) Restore(rec Checkpoint) {
 	// leader may have died between committing it and sending it (the
 	// planner's tests found that), and every command is idempotent.
 	p.phase = Recovering
-	p.rc = &recovering{stage: rec.Stage, acks: map[int]bool{}}
+	p.rc = &recovering{stage: rec.Stage, acks: map[int]bool{}, alone: rec.Alone}
+	if rec.Alone {
+		for _, rr := range rec.Ranks {
+			p.alone = append(p.alone, rr.Rank)
+		}
+	}
 }
 
 // Events of the restart protocol.

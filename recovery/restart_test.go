@@ -41,6 +41,15 @@ type world struct {
 	agentInc    []uint64          // incarnation of each agent's process
 	agentUp     []bool            // its process runs
 	agentStarts map[[2]uint64]int // (agent, incarnation) → processes started
+	// zombies[r] are the incarnations of rank r's agent that were lost
+	// while they ran it and whose fence the planner was not told of
+	// (FenceDone): the rank's older incarnation may still run there (a
+	// stopped agent kills nothing), so no newer one may start.
+	zombies [][]uint64
+	lost    [][2]uint64 // (agent, incarnation) lost, every one
+
+	plain bool // a plain program under policy Rank: ranks start again alone
+	overs int  // recoveries that started ranks alone, over (AloneOver)
 }
 
 func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestarts int) *world {
@@ -48,6 +57,15 @@ func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestar
 	for r := range ranks {
 		cfg.RankAgent = append(cfg.RankAgent, r%agents)
 	}
+	return newWorldConfig(t, seed, cfg)
+}
+
+// newWorldConfig is newWorld for a planner of cfg (ranks dealt to agents
+// by cfg.RankAgent). Without TableReady under policy Rank it is a job of
+// a plain program, whose ranks are started again alone: nothing may be
+// suspended or patched.
+func newWorldConfig(t *testing.T, seed uint64, cfg Config) *world {
+	ranks, agents := cfg.Ranks, cfg.Agents
 	w := &world{
 		t: t, cfg: cfg, p: New(cfg), rng: rand.New(rand.NewPCG(seed, 7)),
 		starts: map[[2]uint64]int{}, committed: map[[2]uint64]bool{}, cmdEpochs: map[string]uint64{},
@@ -56,6 +74,8 @@ func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestar
 	for range agents {
 		w.agentInc, w.agentUp = append(w.agentInc, 1), append(w.agentUp, true)
 	}
+	w.zombies = make([][]uint64, ranks)
+	w.plain = cfg.Policy == Rank && !cfg.TableReady
 	for r := range ranks {
 		w.actual = append(w.actual, 1)
 		w.table = append(w.table, 1)
@@ -75,6 +95,19 @@ func (w *world) fatalf(format string, args ...any) {
 func (w *world) step(ev Event) {
 	w.t.Helper()
 	w.log = append(w.log, fmt.Sprintf("event %#v", ev))
+	if st, ok := ev.(RankStarted); ok {
+		// The root records a start in the state log's table as it hears
+		// of it.
+		w.fsmInc[st.Rank] = max(w.fsmInc[st.Rank], st.Incarnation)
+	}
+	if f, ok := ev.(FenceDone); ok {
+		// The fence ended as the root tells it.
+		for r := range w.zombies {
+			if w.cfg.RankAgent[r] == f.Agent {
+				w.zombies[r] = slices.DeleteFunc(w.zombies[r], func(inc uint64) bool { return inc <= f.Incarnation })
+			}
+		}
+	}
 	for _, act := range w.p.Step(ev) {
 		w.act(act)
 	}
@@ -112,6 +145,9 @@ func (w *world) act(act Action) {
 		w.committed[[2]uint64{a.Rec.Epoch, uint64(a.Rec.Stage)}] = true
 		w.events = append(w.events, Committed{Epoch: a.Rec.Epoch, Stage: a.Rec.Stage})
 	case Suspend:
+		if w.plain {
+			w.fatalf("a plain program's ranks suspended")
+		}
 		w.command("suspend", a.Epoch, StageSuspend)
 		w.suspended = true
 		for ag := range w.cfg.Agents {
@@ -131,13 +167,21 @@ func (w *world) act(act Action) {
 		// An agent starts an incarnation once; a command sent again
 		// (a new leader) is answered with what runs.
 		if w.actual[a.Rank] < a.Incarnation {
+			w.started(a.Rank, a.Incarnation)
 			w.actual[a.Rank] = a.Incarnation
 			w.starts[[2]uint64{r, a.Incarnation}]++
 		}
-		if w.actual[a.Rank] == a.Incarnation {
+		switch {
+		case w.actual[a.Rank] == a.Incarnation && w.plain:
+			// It never publishes: its agent says it started.
+			w.events = append(w.events, RankStarted{Rank: a.Rank, Incarnation: a.Incarnation})
+		case w.actual[a.Rank] == a.Incarnation:
 			w.events = append(w.events, Respawned{Rank: a.Rank, Incarnation: a.Incarnation, Addr: []byte(fmt.Sprintf("h:%d.%d", a.Rank, a.Incarnation))})
 		}
 	case Patch:
+		if w.plain {
+			w.fatalf("a plain program's table patched")
+		}
 		w.command("patch", a.Epoch, StagePatch)
 		if a.Version <= w.version && a.Version != w.version {
 			w.fatalf("patch to version %d while the agents hold %d", a.Version, w.version)
@@ -154,6 +198,9 @@ func (w *world) act(act Action) {
 			}
 		}
 	case Resume:
+		if w.plain {
+			w.fatalf("a plain program's ranks resumed")
+		}
 		w.command("resume", a.Epoch, StageResume)
 		for r := range w.actual {
 			if w.table[r] != w.actual[r] {
@@ -165,7 +212,11 @@ func (w *world) act(act Action) {
 	case RestartJob:
 		w.command("restart", a.Epoch, StageRestartJob)
 		for r := range w.actual {
+			if !w.agentUp[w.cfg.RankAgent[r]] {
+				continue // lost: its agent starts nothing
+			}
 			if inc := uint64(a.Restarts) + 1; w.actual[r] < inc {
+				w.started(r, inc)
 				w.actual[r] = inc
 				w.starts[[2]uint64{uint64(r), inc}]++
 				w.table[r] = inc
@@ -193,6 +244,17 @@ func (w *world) act(act Action) {
 		if w.agentInc[a.Agent] == a.Incarnation && w.agentUp[a.Agent] {
 			w.events = append(w.events, Relaunched{Agent: a.Agent, Incarnation: a.Incarnation})
 		}
+	case AloneOver:
+		w.command("over", a.Epoch, StageRespawn)
+		for _, r := range a.Ranks {
+			if w.actual[r] != w.p.Incarnation(r) {
+				w.fatalf("rank %d's recovery over while it runs incarnation %d, not %d", r, w.actual[r], w.p.Incarnation(r))
+			}
+		}
+		w.overs++
+	case Fence:
+		// A new leader's fence: it ends, and the root tells the planner.
+		w.events = append(w.events, FenceDone{Agent: a.Agent, Node: a.Node, Incarnation: a.Incarnation})
 	case Arm:
 	case Record, Report:
 	case Terminate:
@@ -208,6 +270,46 @@ func (w *world) kill(r int) {
 	w.events = append(w.events, RankExited{Rank: r, Incarnation: w.actual[r], Node: "n", Signal: 9})
 }
 
+// exit ends rank r's running incarnation with code, as its agent reports
+// it.
+func (w *world) exit(r, code int) {
+	w.failures++
+	w.events = append(w.events, RankExited{Rank: r, Incarnation: w.actual[r], Node: "n", Code: code})
+}
+
+// loseTogether loses agents as.. at once: the root reports them in one
+// turn (an interior agent and those below it that could not move).
+func (w *world) loseTogether(as ...int) {
+	n := len(w.events)
+	for _, a := range as {
+		w.loseAgent(a)
+	}
+	var losses []Event
+	for i := n; i < len(w.events); i++ {
+		if l, ok := w.events[i].(AgentLost); ok {
+			losses = append(losses, l)
+		}
+	}
+	w.events = slices.DeleteFunc(w.events, func(ev Event) bool { _, ok := ev.(AgentLost); return ok && slices.Contains(losses, ev) })
+	for _, l := range losses {
+		w.done = append(w.done, l)
+		w.step(l)
+	}
+}
+
+// loseSilent is loseAgent for an agent whose node went silent: it starts
+// again elsewhere (a spare, a survivor's slots).
+func (w *world) loseSilent(a int) {
+	if !w.agentUp[a] {
+		return
+	}
+	w.loseAgent(a)
+	l := &w.events[len(w.events)-2]
+	lost := (*l).(AgentLost)
+	lost.Silent, lost.Err = true, "heartbeat timeout"
+	*l = lost
+}
+
 // loseAgent kills agent a's process, and with it its ranks: the root
 // reports the loss (and, for the ranks, nothing more).
 func (w *world) loseAgent(a int) {
@@ -216,7 +318,16 @@ func (w *world) loseAgent(a int) {
 	}
 	w.failures++
 	w.agentUp[a] = false
-	w.events = append(w.events, AgentLost{Agent: a, Incarnation: w.agentInc[a], Node: fmt.Sprintf("n%d", a), Err: "EOF"})
+	w.lost = append(w.lost, [2]uint64{uint64(a), w.agentInc[a]})
+	for r := range w.zombies {
+		if w.cfg.RankAgent[r] == a {
+			w.zombies[r] = append(w.zombies[r], w.agentInc[a])
+		}
+	}
+	// The root fences what it declares lost, and tells the planner once
+	// the fence ended: before or after the loss, in any order.
+	w.events = append(w.events, AgentLost{Agent: a, Incarnation: w.agentInc[a], Node: fmt.Sprintf("n%d", a), Err: "EOF"},
+		FenceDone{Agent: a, Node: fmt.Sprintf("n%d", a), Incarnation: w.agentInc[a]})
 }
 
 // leaderChange replaces the planner by a new leader's, rebuilt from what
@@ -228,6 +339,12 @@ func (w *world) leaderChange() {
 	cfg.RankRestarts = slices.Clone(w.fsmRes)
 	w.p = New(cfg)
 	w.p.Restore(w.last)
+	// The new root fences every agent it learns was lost (the losses in
+	// flight reach it too): a confirmation the old leader took with it is
+	// given again.
+	for _, l := range w.lost {
+		w.events = append(w.events, FenceDone{Agent: int(l[0]), Node: fmt.Sprintf("n%d", l[0]), Incarnation: l[1]})
+	}
 	w.log = append(w.log, fmt.Sprintf("leader change; restored %+v", w.last))
 	w.step(LeaderChanged{})
 }
@@ -269,6 +386,9 @@ func (w *world) checkEnd(wantRecovered bool) {
 		w.fatalf("phase %v at the end, stage %v", w.p.Phase(), w.p.Stage())
 	}
 	for r := range w.actual {
+		if w.plain {
+			w.table[r] = w.actual[r] // no table
+		}
 		if w.p.Incarnation(r) != w.actual[r] || w.table[r] != w.actual[r] {
 			w.fatalf("rank %d: planner says incarnation %d, runs %d, table names %d", r, w.p.Incarnation(r), w.actual[r], w.table[r])
 		}
@@ -290,6 +410,20 @@ func (w *world) checkEnd(wantRecovered bool) {
 	}
 	if w.suspended {
 		w.fatalf("ranks left suspended")
+	}
+	for r, incs := range w.zombies {
+		if len(incs) > 0 {
+			w.fatalf("rank %d: its agent's lost incarnation(s) %v never fenced", r, incs)
+		}
+	}
+}
+
+// started checks that rank r's incarnation inc may start: no older one
+// may still run on a lost agent that was not fenced.
+func (w *world) started(r int, inc uint64) {
+	w.t.Helper()
+	if len(w.zombies[r]) > 0 {
+		w.fatalf("rank %d started as incarnation %d while its agent's lost incarnation(s) %v, which may still run it, are not fenced", r, inc, w.zombies[r])
 	}
 }
 
@@ -520,7 +654,7 @@ func TestSettledRecord(t *testing.T) {
 	p := New(Config{Policy: Rank, Ranks: 4, Agents: 2, RankAgent: []int{0, 0, 1, 1}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true,
 		Spares: []string{"spare0"}})
 	for _, ev := range []Event{
-		AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "heartbeat", Silent: true},
+		AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "heartbeat", Silent: true}, FenceDone{Agent: 1, Node: "n1", Incarnation: 1},
 		Committed{Epoch: 1, Stage: StageSuspend}, Suspended{Agent: 0, Epoch: 1},
 		Committed{Epoch: 1, Stage: StageRelaunch}, Relaunched{Agent: 1, Incarnation: 2},
 		Committed{Epoch: 1, Stage: StageRespawn},

@@ -47,9 +47,19 @@ For the whole job:
   --kill-after T           delay between SIGTERM and SIGKILL when terminating ranks (default 5s)
   --timeout T              end the job after T (default: $MPIEXEC_TIMEOUT, or none); T is
                            seconds (60) or a duration (1m30s), also for --kill-after
-  --restart none|rank|job  what a failed rank costs: the job (none, the default), the rank
-                           alone, started again (rank; ranks must use the Go client library),
-                           or a restart of every rank (job; MPI programs with checkpoints)
+  --restart none|rank|job  what a failure costs (a rank's exit or signal, a lost agent or node,
+                           also during the launch):
+                           none (default): the job; it ends, every rank terminated
+                           rank: the failed ranks, started again as their next incarnation:
+                             a plain program's alone, nothing else stopped; a Go client
+                             library program's around a suspend, patch, resume of every rank
+                             (once the node table exists: a failure before ends the job); an
+                             MPI program (PMI-1) is refused at its init: use job
+                           job: a restart of every rank, fresh PMI key space (any program; MPI
+                             ones restart from their own checkpoints)
+                           A lost agent starts again on its node, else (silent) on the next
+                           spare, else on a survivor's free slots (--oversubscribe); the lost
+                           one is fenced first. docs/recovery.md has the whole matrix.
   --max-restarts N         restarts allowed: per rank under rank, per job under job (default 3)
   --state-dir DIR          keep the job's state log in DIR/JOBID (default
                            $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;

@@ -420,7 +420,9 @@ func (rp *rankProc) request(ctx context.Context, f wire.Frame) error {
 	a := rp.agent
 	switch f.Type {
 	case rankproto.TInit:
-		rp.inited.Store(true)
+		if !rp.inited.Swap(true) {
+			a.protocolOpened(rp.rank)
+		}
 		return rp.reply(rankproto.TInitOK, rp.info.Encode())
 	case rankproto.TAck:
 		typ, epoch, err := rankproto.DecodeAck(f.Payload)

@@ -232,10 +232,19 @@ func (a *Agent) respawn(m proto.RecMsg) {
 	}
 	if old.info.Incarnation >= m.Incarnation {
 		// Sent again (a new root leader): one process per incarnation.
-		addr := old.addr
+		addr, gone := old.addr, a.gone[m.Rank]
+		var pid int
+		if old.cmd.Process != nil {
+			pid = old.cmd.Process.Pid
+		}
 		a.mu.Unlock()
-		if addr != nil {
+		switch {
+		case addr != nil:
 			a.send(proto.MRespawned, proto.RecMsg{Rank: m.Rank, Incarnation: old.info.Incarnation, Addr: addr}.Encode())
+		case !gone && pid > 0:
+			// A rank started again alone (it never publishes): its
+			// start is what the root waits for.
+			a.send(proto.MStarted, proto.Started{Ranks: []int{m.Rank}, Pids: []int{pid}, Incs: []uint64{old.info.Incarnation}}.Encode())
 		}
 		return
 	}
@@ -436,6 +445,16 @@ func (a *Agent) restartJob(m proto.RecMsg) {
 		}
 		a.send(proto.MRestarted, proto.RecMsg{Epoch: m.Epoch}.Encode())
 	})
+}
+
+// protocolOpened reports to the root under --restart rank that a rank
+// opened the rank protocol (the client library's Init): from then on a
+// failure before the first node table cannot be recovered by starting
+// ranks again alone (recovery/alone.go).
+func (a *Agent) protocolOpened(rank int) {
+	if a.spec.Restart == "rank" {
+		a.send(proto.MRankProto, proto.RecMsg{Rank: rank}.Encode())
+	}
 }
 
 // observePMI reports a rank's PMI-1 init to the root under --restart rank,

@@ -67,6 +67,7 @@ const (
 	MPMIInit      uint8 = 53 // up: a rank initialized PMI-1 (recMsg: rank), under --restart rank only
 	MAdoptMe      uint8 = 54 // up, on a standby link: my parent is lost: take me as your child (Reparent)
 	MReparented   uint8 = 55 // up: I took a standby child as my child (Reparent)
+	MRankProto    uint8 = 56 // up: a rank opened the rank protocol (recMsg: rank), under --restart rank only
 )
 
 // NodeSpec is what an agent receives first: the job and its node's share.

@@ -13,22 +13,42 @@ package root
 import (
 	"context"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 // fenceFunc kills, on node, what the agent incarnations up to upTo of the
 // job left there; it reports what it did.
 type fenceFunc func(ctx context.Context, node string, upTo uint64) (string, error)
 
-// fenceAgent fences a lost agent's node from outside, in the background.
+// fenceAgent fences a lost agent's node from outside, in the background,
+// and confirms it to the planner (fenceDone): no rank of the agent's starts
+// again before.
 func (fe *frontend) fenceAgent(a *agentHandle) {
-	if fe.fence == nil || a.local != nil {
-		return // the job's one local agent was killed directly
-	}
-	if fe.breakAt == "no-fence" {
-		fe.warnf("test hook: node %s is not fenced from outside (%s)", a.name, breakEnv)
+	node, inc := a.name, max(a.inc, 1)
+	if a.local != nil {
+		// The job's one local agent was killed directly (and its ranks,
+		// abandonRanks): nothing of it runs on.
+		fe.fenceDone(a.idx, node, inc)
 		return
 	}
-	node, inc := a.name, max(a.inc, 1)
+	fe.fenceNode(a.idx, node, inc)
+}
+
+// fenceNode fences incarnations up to inc of agent idx on node, in the
+// background, and then confirms it (fenceDone). A new leader's planner asks
+// for it (recovery.Fence) for the fences its predecessor did not see
+// confirmed.
+func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
+	if fe.fence == nil {
+		fe.fenceDone(idx, node, inc) // no way to reach nodes (an in-process job)
+		return
+	}
+	if fe.breakAt == "no-fence" {
+		fe.warnf("test hook: node %s is not fenced from outside (%s)", node, breakEnv)
+		fe.fenceDone(idx, node, inc)
+		return
+	}
 	done := make(chan struct{})
 	fe.fencing = append(fe.fencing, done)
 	fe.goFunc(func() {
@@ -37,10 +57,23 @@ func (fe *frontend) fenceAgent(a *agentHandle) {
 		msg, err := fe.fence(fe.ctx, node, inc)
 		if err != nil {
 			fe.warnf("%v; the agent kills its ranks itself if it hears from the root again", err)
-			return
+		} else {
+			fe.verbosef("fenced node %s (incarnation %d) in %v: %s", node, inc, time.Since(began).Round(time.Millisecond), msg)
 		}
-		fe.verbosef("fenced node %s (incarnation %d) in %v: %s", node, inc, time.Since(began).Round(time.Millisecond), msg)
+		fe.fenceDone(idx, node, inc)
 	})
+}
+
+// fenceDone confirms a fence to the planner, which starts no rank again
+// before (recovery.FenceDone). A fence is confirmed once it ended what the
+// lost incarnation left on the node (it returns once that ended), or once
+// it failed: a node that does not answer its spawner within
+// launcher.FenceTimeout (crashed, cut off) is taken as holding nothing
+// that runs on — what a cut-off agent does about its own ranks is its
+// own (docs/recovery.md, "Fencing"). The wait for a node that does not
+// answer is that bound (or the spawner's own, an SSH ConnectTimeout).
+func (fe *frontend) fenceDone(idx int, node string, inc uint64) {
+	fe.post(recovery.FenceDone{Agent: idx, Node: node, Incarnation: inc})
 }
 
 // awaitFences waits for the fences under way (each ends within its bound).

@@ -398,6 +398,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 				if st.Incs != nil && st.Incs[i] > 1 && (st.Incs[i] > rs.inc || rs.pid != st.Pids[i]) {
 					// A respawn, a restarted job, or a successor hearing
 					// of one.
+					if !rs.started {
+						fe.ranksUp++ // its first incarnation never ran (lost with its agent in the launch)
+					}
 					rs.inc, rs.pid, rs.started = st.Incs[i], st.Pids[i], true
 					if rs.ended && !rs.revived && fe.terminating {
 						// Started after the job began to end: its end
@@ -431,6 +434,13 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		if len(again.Ranks) > 0 {
 			fe.journal.RanksRestarted(a.name, again.Ranks, again.Pids, again.Incs)
 			fe.verbosef("node %s: rank(s) %s started again", a.name, ranksText(again.Ranks))
+		}
+		for i, r := range st.Ranks {
+			if st.Incs != nil && st.Incs[i] > 1 && r >= 0 && r < len(fe.ranks) {
+				// A rank started again alone ends its recovery (said
+				// again for a respawn sent twice).
+				fe.step(recovery.RankStarted{Rank: r, Incarnation: st.Incs[i]})
+			}
 		}
 		if len(fresh.Ranks) == 0 {
 			return

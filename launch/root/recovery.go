@@ -333,35 +333,73 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.abandonCollectives(act.Epoch)
 		fe.lastAcks = map[int]bool{}
 		m := proto.RecMsg{Epoch: act.Epoch, Restarts: act.Restarts}.Encode()
-		if n := len(fe.agents) - fe.agentsUp; n > 0 && fe.launchTmpl == nil {
+		if n := fe.agentsStarting(); n > 0 && fe.launchTmpl == nil {
 			// During the launch: the restart goes to every agent once all
 			// are up (flushRestart), so that none starts its ranks as an
 			// older incarnation after it.
-			fe.pendingRestart = m
+			fe.pendingRestart, fe.pendingEpoch = m, act.Epoch
 			fe.verbosef("recovery: restarting every rank (restart %d, epoch %d) once the %d agent(s) not up yet are", act.Restarts, act.Epoch, n)
 			return true
 		}
 		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
 		fe.bcast(proto.MRestartJob, m)
+	case recovery.Fence:
+		fe.verbosef("recovery: fencing node %s (incarnation %d), which the lost root had not seen fenced", act.Node, act.Incarnation)
+		fe.fenceNode(act.Agent, act.Node, act.Incarnation)
+	case recovery.AloneOver:
+		fe.aloneOver(act)
 	default:
 		return false
 	}
 	return true
 }
 
+// agentsStarting counts the agents of the launch not up yet (a first
+// incarnation being started, not one lost and being started again: the
+// recovery waits for that one itself).
+func (fe *frontend) agentsStarting() int {
+	n := 0
+	for _, a := range fe.agents {
+		if !a.up && !a.closed {
+			n++
+		}
+	}
+	return n
+}
+
 // flushRestart sends a restart of the job held for the launch, once every
 // agent is up (and the restart is still the one in progress).
 func (fe *frontend) flushRestart() {
-	if fe.pendingRestart == nil || fe.agentsUp < len(fe.agents) {
+	if fe.pendingRestart == nil || fe.agentsStarting() > 0 {
 		return
 	}
 	m := fe.pendingRestart
 	fe.pendingRestart = nil
-	if fe.rec.Stage() != recovery.StageRestartJob {
-		return // the job is ending
+	if fe.rec.Stage() != recovery.StageRestartJob || fe.rec.Epoch() != fe.pendingEpoch {
+		return // the job is ending, or another loss took the restart over
 	}
 	fe.verbosef("recovery: every agent is up: restarting every rank")
 	fe.bcast(proto.MRestartJob, m)
+}
+
+// aloneOver ends a recovery that started ranks again alone (a program
+// that never opened the rank protocol, under --restart rank): the record
+// says it is over, with what a successor must know of it, and the user
+// is told.
+func (fe *frontend) aloneOver(act recovery.AloneOver) {
+	fe.recoveries++
+	after := ms(time.Since(fe.failedAt))
+	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: encodeRecord(fe.rec.Settled()),
+		Detail: fmt.Sprintf("rank(s) %s started again alone, %.0f ms after the failure", ranksText(act.Ranks), after)}
+	for r, inc := range fe.recovered {
+		ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
+	}
+	clear(fe.recovered)
+	if len(act.Ranks) == 1 {
+		ph.Rank = act.Ranks[0]
+	}
+	fe.journal.Commit(ph, nil)
+	fe.warnf("recovered: rank(s) %s started again (%.0f ms after the failure)", ranksText(act.Ranks), after)
 }
 
 // abandonCollectives drops the collectives in flight: a recovery's agents
@@ -434,7 +472,7 @@ func (fe *frontend) unrevive() {
 // reports false for a message that is not one.
 func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 	switch typ {
-	case proto.MSuspended, proto.MRespawned, proto.MPatched, proto.MResumed, proto.MRestarted, proto.MPMIInit:
+	case proto.MSuspended, proto.MRespawned, proto.MPatched, proto.MResumed, proto.MRestarted, proto.MPMIInit, proto.MRankProto:
 	default:
 		return false
 	}
@@ -459,6 +497,8 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 		fe.lastAck(a, m.Epoch, "restarted", "every rank started again", "every rank started again")
 	case proto.MPMIInit:
 		fe.step(recovery.PMIInit{Rank: m.Rank, Node: a.name})
+	case proto.MRankProto:
+		fe.step(recovery.ProtocolOpened{Rank: m.Rank, Node: a.name})
 	}
 	return true
 }

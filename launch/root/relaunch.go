@@ -145,7 +145,7 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 func (fe *frontend) relaunchSpec(a *agentHandle) *proto.RelaunchSpec {
 	rl := &proto.RelaunchSpec{
 		Incarnation: a.inc, Epoch: fe.rec.Epoch(), CollEpoch: fe.collEpoch, Version: fe.rec.Version(), Table: fe.table,
-		Suspended: fe.opts.Restart == recovery.Rank && fe.rec.Stage() != 0,
+		Suspended: fe.rec.Suspends(),
 	}
 	for _, r := range a.ranks {
 		rl.Incs = append(rl.Incs, max(fe.ranks[r].inc, 1))

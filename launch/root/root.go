@@ -127,6 +127,7 @@ type frontend struct {
 	// pendingRestart is a restart of the job decided during the launch,
 	// sent once every agent is up (flushRestart).
 	pendingRestart []byte
+	pendingEpoch   uint64 // its epoch
 	leaderFed      bool   // a successor told its planner it leads
 	holdAt         string // test hook: the phase to hold (holdEnv)
 	breakAt        string // test hook: the recovery's part to break (breakEnv)
