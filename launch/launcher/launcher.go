@@ -282,7 +282,9 @@ func AcceptLoop(ln net.Listener, l *Launcher, standby func(net.Conn, proto.Hello
 			switch {
 			case h.Backup && standby != nil:
 				standby(conn, h)
-			case h.Adopt && adopt != nil:
+			case (h.Adopt || h.Control) && adopt != nil:
+				// A control request (ftlaunch cancel) goes where an
+				// adoption does: to the root, if one runs here.
 				adopt(conn, h)
 			case !h.Backup && l != nil && l.deliver(name, acceptedConn{conn: conn, hello: h}):
 			default:

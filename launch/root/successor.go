@@ -128,6 +128,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) 
 		return fail(err)
 	}
 	fe.journal = j
+	fe.publishControl(spec.Node, successorAddrs(st, spec.Node))
 	fe.journalHold = make(chan struct{})
 	fe.releaseJournal()
 	s := &Successor{fe: fe, done: make(chan struct{})}
