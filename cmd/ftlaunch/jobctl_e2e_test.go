@@ -41,13 +41,7 @@ func readStatus(t *testing.T, dir, job string) jobstate.Status {
 // front-end).
 func background(t *testing.T, m string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	t.Cleanup(func() {
-		for _, p := range append(liveProcesses(t, ftlaunchBin+" agent"), liveProcesses(t, "sleep "+m)...) {
-			if pid, err := strconv.Atoi(strings.Fields(p)[0]); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	killLeft(t, "sleep "+m)
 	cmd := exec.Command(ftlaunchBin, append(args, "sleep", m)...)
 	_, errb := startJob(t, cmd)
 	return cmd, errb
@@ -82,6 +76,12 @@ func TestCancelAfterFailover(t *testing.T) {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
 	waitFor(t, "every rank to run", 30*time.Second, func() bool { return sleeping(t, m) == 8 })
+	// ps tells the agents apart: each names its node.
+	for _, node := range []string{"node0", "node1", "node2", "node3"} {
+		if len(liveProcesses(t, ftlaunchBin+" agent "+node+" --connect")) != 1 {
+			t.Errorf("no agent process names node %s: %q", node, liveProcesses(t, ftlaunchBin+" agent"))
+		}
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 
@@ -154,4 +154,75 @@ func TestCancelLocal(t *testing.T) {
 	if jobs := listJobs(t, dir); len(jobs) != 1 || jobs[0].State != "cancelled" {
 		t.Errorf("jobs after cancel: %+v", jobs)
 	}
+}
+
+// TestAttachTellsTheStory: attach to a replicated job whose front-end was
+// SIGKILLed shows the new root's lines (the takeover, a rank's restart)
+// on stderr; Ctrl-C in attach ends the job as the user's SIGINT, which
+// nothing restarts (--restart rank), and attach exits with 130.
+func TestAttachTellsTheStory(t *testing.T) {
+	dir, ck := t.TempDir(), t.TempDir()
+	killLeft(t, ck)
+	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--restart", "rank", "--verbose", "-n", "8",
+		ftlaunchBin, "ringapp", "--steps", "100000", "--step-time", "10ms", "--dir", ck)
+	_, errb := startJob(t, cmd)
+	defer func() {
+		if t.Failed() {
+			t.Logf("successor's log:\n%s", successorLogs(t, dir))
+		}
+	}()
+	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
+		return strings.Count(errb.String(), "joined the group") == 2
+	})
+	tablePublished(t, errb, 8)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	att := exec.Command(ftlaunchBin, "attach", "--state-dir", dir)
+	aout, aerr := &syncBuffer{}, &syncBuffer{}
+	att.Stdout, att.Stderr = aout, aerr
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { att.Process.Kill(); att.Wait() })
+	defer func() {
+		if t.Failed() {
+			t.Logf("attach's stderr:\n%s", aerr.String())
+		}
+	}()
+	waitFor(t, "attach to show the takeover", 60*time.Second, func() bool { return strings.Contains(aerr.String(), "took over as root") })
+	// A rank killed now is restarted by the new root, and attach says so.
+	killRank(t, ck, 3)
+	waitFor(t, "the rank to run again", 60*time.Second, func() bool { return rankProcess(ck, 3, 2) > 0 })
+	waitFor(t, "attach to show the rank's restart", 30*time.Second, func() bool { return strings.Contains(aerr.String(), "incarnation 2") })
+
+	att.Process.Signal(syscall.SIGINT)
+	err := att.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGINT) {
+		t.Errorf("attach after Ctrl-C: %v, want exit 130", err)
+	}
+	waitGone(t, ck, 20*time.Second)
+	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	st := readStatus(t, dir, "")
+	if st.Word() != "cancelled" || st.UserSignal != "SIGINT" || len(st.NotRecovered) != 0 || st.Recoveries != 1 {
+		t.Errorf("status after Ctrl-C in attach: %s, user signal %q, not recovered %q, recoveries %d (failures %q)", st.Word(), st.UserSignal, st.NotRecovered, st.Recoveries, st.Failures)
+	}
+	// On the ended job, attach says so in one line and exits with its code.
+	r := ftlaunch(t, "", "attach", "--state-dir", dir)
+	if r.code != 130 || !strings.HasPrefix(r.stderr, "ftlaunch attach: job "+st.Job+" has ended: cancelled, exit code 130\n") {
+		t.Errorf("attach on the ended job: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// killLeft kills, at the test's end, the agents and ranks a job left
+// (a replicated job outlives its front-end): processes of this test
+// binary's agents, and those whose command line holds marker.
+func killLeft(t *testing.T, marker string) {
+	t.Cleanup(func() {
+		for _, p := range append(liveProcesses(t, ftlaunchBin+" agent"), liveProcesses(t, marker)...) {
+			if pid, err := strconv.Atoi(strings.Fields(p)[0]); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
 }

@@ -106,6 +106,9 @@ func agentCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "--fence" {
 		return fenceCommand(args[1:], stdout, stderr)
 	}
+	if len(args) == 2 && args[1] == "--connect" {
+		args = args[1:] // ftlaunch agent NODE --connect: the node is for ps only
+	}
 	connect := len(args) == 1 && args[0] == "--connect"
 	if len(args) != 0 && !connect {
 		fmt.Fprintf(stderr, "ftlaunch agent: unexpected arguments %q (the agent is started by ftlaunch run)\n", args)

@@ -126,6 +126,9 @@ type Options struct {
 	Reach, End time.Duration
 	// Poll is how often the job's files are read again.
 	Poll time.Duration
+	// From says who asks, in the root's log (default: Caller of the
+	// command: ftlaunch cancel, ftlaunch kill).
+	From string
 }
 
 func (o Options) withDefaults() Options {
@@ -146,7 +149,7 @@ func Cancel(ctx context.Context, stateDir, target string, o Options) (*jobstate.
 	if err != nil {
 		return nil, err
 	}
-	if _, err := send(ctx, jobDir, proto.Control{Op: proto.OpCancel, Signal: int(syscall.SIGTERM), From: caller()}, o); err != nil {
+	if _, err := send(ctx, jobDir, proto.Control{Op: proto.OpCancel, Signal: int(syscall.SIGTERM), From: cmp.Or(o.From, Caller("ftlaunch cancel"))}, o); err != nil {
 		return nil, err
 	}
 	return awaitEnd(ctx, jobDir, o)
@@ -161,7 +164,7 @@ func Kill(ctx context.Context, stateDir, target string, sig syscall.Signal, o Op
 	if err != nil {
 		return "", err
 	}
-	return send(ctx, jobDir, proto.Control{Op: proto.OpSignal, Signal: int(sig), From: caller()}, o)
+	return send(ctx, jobDir, proto.Control{Op: proto.OpSignal, Signal: int(sig), From: cmp.Or(o.From, Caller("ftlaunch kill"))}, o)
 }
 
 // running resolves target to a running job's directory.
@@ -344,3 +347,17 @@ func ParseSignal(s string) (syscall.Signal, error) {
 	}
 	return 0, fmt.Errorf("no signal %q (try a name such as TERM, KILL, USR1, or a number)", s)
 }
+
+// FrontEnd says whether a running job's root is still its front-end (a
+// successor rewrites the control file), and where it runs.
+func FrontEnd(jobDir string) (host string, pid int, ok bool) {
+	ci, err := proto.ReadControlInfo(jobDir)
+	if err != nil || ci.Name != proto.RootName {
+		return "", 0, false
+	}
+	return ci.Host, ci.PID, true
+}
+
+// Caller names this process for a root's log, with the command that
+// asks: "ada@node0 (pid 4242) with ftlaunch attach".
+func Caller(command string) string { return caller() + " with " + command }

@@ -207,12 +207,19 @@ func (st *Status) Policy() string {
 	if st.Restart == "" {
 		return ""
 	}
-	s := "restart: " + st.Restart
-	if st.Restart == "rank" {
-		s += fmt.Sprintf(" (max %d)", st.MaxRestarts)
+	return PolicyWords(st.Restart, st.MaxRestarts, st.Spares)
+}
+
+// PolicyWords says a restart policy in words: "restart: rank (max 3),
+// spares: node4" (restart "" is none).
+func PolicyWords(restart string, maxRestarts int, spares []string) string {
+	restart = cmp.Or(restart, "none")
+	s := "restart: " + restart
+	if restart == "rank" {
+		s += fmt.Sprintf(" (max %d)", maxRestarts)
 	}
-	if len(st.Spares) > 0 {
-		s += ", spares: " + strings.Join(st.Spares, ",")
+	if len(spares) > 0 {
+		s += ", spares: " + strings.Join(spares, ",")
 	}
 	return s
 }
@@ -245,7 +252,7 @@ func ReadStatus(stateDir, target string) (*Status, error) {
 	if rep.Status.Done {
 		code := rep.Status.ExitCode
 		st.State, st.ExitCode, st.Message, st.End = "finished", &code, rep.Status.Message, rep.Status.End
-		st.UserSignal = userSignal(rep)
+		st.UserSignal = UserSignal(rep)
 	}
 	frontendLost := !rep.Status.Done && rep.Job.Replicas <= 1
 	if frontendLost {
@@ -312,11 +319,14 @@ func recoveryStatus(st *Status, rep *journal.Report) {
 	}
 }
 
-// userSignal names the user's signal that ended a finished job: the job's
-// own failure (about no rank and no node), which only the user's signal
-// and --timeout record, with an exit code of 128 plus a signal's number
-// (--timeout's is 124).
-func userSignal(rep *journal.Report) string {
+// UserSignal names the user's signal that ended a finished job ("":
+// none): the job's own failure (about no rank and no node), which only the
+// user's signal and --timeout record, with an exit code of 128 plus a
+// signal's number (--timeout's is 124).
+func UserSignal(rep *journal.Report) string {
+	if !rep.Status.Done {
+		return ""
+	}
 	code := rep.Status.ExitCode
 	if code <= 128 || code >= 128+65 {
 		return ""

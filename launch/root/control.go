@@ -134,7 +134,7 @@ func (fe *frontend) controlRequest(ev evControl) {
 	ack := proto.ControlAck{Root: fe.rootNode}
 	switch ev.req.Op {
 	case proto.OpCancel:
-		fe.userEnd(syscall.SIGTERM, fmt.Sprintf("job cancelled by %s (ftlaunch cancel)", ev.req.From))
+		fe.userEnd(syscall.SIGTERM, fmt.Sprintf("job cancelled by %s", ev.req.From))
 	case proto.OpSignal:
 		s := syscall.Signal(ev.req.Signal)
 		if s <= 0 || s >= 65 {
@@ -178,14 +178,14 @@ func (fe *frontend) endedByUser(s syscall.Signal, msg string) {
 func (fe *frontend) userSignal(s syscall.Signal, from string) {
 	switch s {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGKILL:
-		fe.userEnd(s, fmt.Sprintf("%s from %s (ftlaunch kill)", unix.SignalName(s), from))
+		fe.userEnd(s, fmt.Sprintf("%s from %s", unix.SignalName(s), from))
 		return
 	}
 	if fe.userSignals == nil {
 		fe.userSignals = map[int]bool{}
 	}
 	fe.userSignals[int(s)] = true
-	fe.verbosef("%s from %s (ftlaunch kill): forwarding it to every rank", unix.SignalName(s), from)
+	fe.verbosef("%s from %s: forwarding it to every rank", unix.SignalName(s), from)
 	fe.bcast(proto.MSignal, proto.EncodeInt(int64(s)))
 }
 
@@ -198,7 +198,7 @@ func (fe *frontend) rankEndedByUser(st proto.RankStatus) {
 		return
 	}
 	s := syscall.Signal(st.Signal)
-	fe.endedByUser(s, fmt.Sprintf("rank %d was ended by the user's %s (ftlaunch kill): ending the job", st.Rank, unix.SignalName(s)))
+	fe.endedByUser(s, fmt.Sprintf("rank %d was ended by the user's %s: ending the job", st.Rank, unix.SignalName(s)))
 }
 
 // controlAddrs are where the front-end takes control connections: its
