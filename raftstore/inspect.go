@@ -164,10 +164,18 @@ func guard(fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("reading the database failed (%v): %w", p, ErrCorrupt)
+			err = fmt.Errorf("the file is damaged (overwritten or cut short, by a crash or another program): reading it failed (%s): %w",
+				strings.TrimPrefix(fmt.Sprint(p), "assertion failed: "), ErrCorrupt)
 		}
 	}()
 	return fn()
+}
+
+// plainCheckError is a problem bbolt's check found, without the words of
+// its own assertions ("panic: assertion failed: Page expected to be: ...").
+func plainCheckError(err error) string {
+	s := strings.TrimPrefix(err.Error(), "panic: ")
+	return strings.TrimPrefix(s, "assertion failed: ")
 }
 
 // checkDB checks that the file is whole and consistent and is an ftlaunch
@@ -178,13 +186,15 @@ func checkDB(db *bbolt.DB, fileSize int64, in *Inspection) error {
 			return fmt.Errorf("truncated: %d bytes, the database needs %d: %w", fileSize, need, ErrCorrupt)
 		}
 		var problems []string
+		n := 0
 		for err := range tx.Check() {
-			if len(problems) < 5 {
-				problems = append(problems, err.Error())
+			if n++; len(problems) < 3 {
+				problems = append(problems, plainCheckError(err))
 			}
 		}
-		if len(problems) > 0 {
-			return fmt.Errorf("consistency check: %s: %w", strings.Join(problems, "; "), ErrCorrupt)
+		if n > 0 {
+			return fmt.Errorf("the file is damaged (overwritten or cut short, by a crash or another program): %d problem(s) in its pages (%s): %w",
+				n, strings.Join(problems, "; "), ErrCorrupt)
 		}
 		if tx.Bucket([]byte(bucketMeta)) == nil {
 			what := "a bbolt database without the " + bucketMeta + " bucket"

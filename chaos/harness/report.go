@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
+	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
 )
 
 func faultList(fs []trial.Fault) string {
@@ -20,7 +21,10 @@ func faultList(fs []trial.Fault) string {
 	return strings.Join(s, ",")
 }
 
-// replayCommand is the command line that runs trial r again.
+// replayCommand is the command line that runs trial r again, with every
+// flag that shaped it, each word quoted for a POSIX shell (an application's
+// `-c 'sleep 3; exit 3'` must not run `exit 3` in the shell it is pasted
+// into).
 func replayCommand(o *Options, seed uint64) string {
 	self, err := os.Executable()
 	if err != nil {
@@ -33,6 +37,15 @@ func replayCommand(o *Options, seed uint64) string {
 	if o.Faults != "" {
 		args = append(args, "--faults", o.Faults)
 	}
+	if o.Strict {
+		args = append(args, "--strict")
+	}
+	if o.TrialLimit > 0 {
+		args = append(args, "--trial-timeout", o.TrialLimit.String())
+	}
+	if o.Out != "" {
+		args = append(args, "--out", o.Out)
+	}
 	if o.Cluster == string(trial.Emulated) && (o.ClusterName != DefaultClusterName || o.ClusterPrefix != DefaultClusterPrefix) {
 		args = append(args, "--cluster-name", o.ClusterName, "--cluster-prefix", o.ClusterPrefix)
 	}
@@ -41,6 +54,9 @@ func replayCommand(o *Options, seed uint64) string {
 		if len(o.AppArgs) > 0 {
 			args = append(append(args, "--"), o.AppArgs...)
 		}
+	}
+	for i, a := range args {
+		args[i] = sshspawn.Quote(a)
 	}
 	return strings.Join(args, " ")
 }

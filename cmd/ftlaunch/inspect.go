@@ -5,6 +5,7 @@ package main
 // one set of helpers (the timeline's drawing is inspect_svg.go).
 
 import (
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -242,6 +243,7 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 		fmt.Fprintln(bw, "ended    never recorded: the front-end stopped before the job's end (crash or kill)")
 	}
 	fmt.Fprintf(bw, "state    %s\n", out.StateDir)
+	fmt.Fprintf(bw, "policy   %s\n", jobstate.PolicyWords(job.Restart, job.MaxRestarts, job.Spares))
 
 	fmt.Fprintln(bw, "\nPhases")
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
@@ -399,11 +401,22 @@ type recoveryView struct{ *journal.Recovery }
 // followed it, their durations and the outcome.
 func writeRecoveries(w io.Writer, rep *journal.Report) {
 	outcomes := map[string]int{}
-	for _, r := range rep.Recoveries {
-		outcomes[r.Outcome]++
+	userSig, none := jobstate.UserSignal(rep), cmp.Or(rep.Job.Restart, "none") == "none"
+	// A failure that ended the job where no recovery was due (the
+	// policy restarts nothing, or it is the user's signal) is not "not
+	// recovered".
+	undue := func(r *journal.Recovery) bool {
+		return r.Outcome == journal.OutcomeNotRecovered && (none || userSig != "" && r.Rank < 0 && r.Node == "")
+	}
+	for i := range rep.Recoveries {
+		if o := rep.Recoveries[i].Outcome; undue(&rep.Recoveries[i]) {
+			outcomes["ended the job"]++
+		} else {
+			outcomes[o]++
+		}
 	}
 	var counts []string
-	for _, o := range []string{journal.OutcomeResumed, journal.OutcomeRestarted, journal.OutcomeRecovered, journal.OutcomeInProgress, journal.OutcomeNotRecovered} {
+	for _, o := range []string{journal.OutcomeResumed, journal.OutcomeRestarted, journal.OutcomeRecovered, journal.OutcomeInProgress, journal.OutcomeNotRecovered, "ended the job"} {
 		if outcomes[o] > 0 {
 			counts = append(counts, fmt.Sprintf("%d %s", outcomes[o], o))
 		}
@@ -462,6 +475,14 @@ func writeRecoveries(w io.Writer, rep *journal.Report) {
 			fmt.Fprintf(w, "    %s at %s, %.1f ms after the failure: %s%s\n", r.Outcome, sec(r.EndMS), r.TotalMS, what, inc)
 		case journal.OutcomeNotRecovered:
 			at := ""
+			switch {
+			case undue(r.Recovery) && r.Rank < 0 && r.Node == "" && userSig != "":
+				fmt.Fprintf(w, "    ended by the user's %s: no recovery was due\n", userSig)
+				continue
+			case undue(r.Recovery):
+				fmt.Fprintf(w, "    no recovery was due (restart: none): the job ended at %s\n", sec(rep.Status.EndMS))
+				continue
+			}
 			if p := r.Stage(); p != nil {
 				at = fmt.Sprintf(" during its %s phase", p.Stage)
 			}

@@ -195,10 +195,16 @@ func writeSVG(w *bytes.Buffer, rep *journal.Report) {
 // the restart protocol until the next, and the end ("resumed",
 // "restarted": a circle).
 func svgRecovery(w *bytes.Buffer, rep *journal.Report, r *journal.Recovery, y, width, i int, x func(float64) float64, end float64) {
-	label := fmt.Sprintf("rank %d", r.Rank)
+	who := fmt.Sprintf("rank %d", r.Rank) // what failed, in every title
+	switch {
+	case r.Rank < 0 && r.Node == "":
+		who = "the job"
+	case r.Rank < 0:
+		who = "node " + r.Node
+	}
+	label := who
 	switch {
 	case r.Rank < 0:
-		label = "node " + r.Node
 	case r.NewIncarnation > 0:
 		label += fmt.Sprintf(" (inc %d→%d)", r.Incarnation, r.NewIncarnation)
 	default:
@@ -230,7 +236,7 @@ func svgRecovery(w *bytes.Buffer, rep *journal.Report, r *journal.Recovery, y, w
 		}
 		fmt.Fprintf(w, `<rect class="phase" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
 			x(p.AtMS), y+(svgRowH-svgBarH)/2, math.Max(x(to)-x(p.AtMS), 1), svgBarH, stageColor(p.Stage),
-			esc(fmt.Sprintf("rank %d: %s (epoch %d) at %s, +%.1f ms after the failure, for %.1f ms", r.Rank, p.Stage, p.Epoch, fmtMS(p.AtMS), p.OffsetMS, to-p.AtMS)))
+			esc(fmt.Sprintf("%s: %s (epoch %d) at %s, +%.1f ms after the failure, for %.1f ms", who, p.Stage, p.Epoch, fmtMS(p.AtMS), p.OffsetMS, to-p.AtMS)))
 	}
 	svgMarker(w, x(r.Failure.AtMS), cy, journal.Mark{AtMS: r.Failure.AtMS, Kind: "failure", Rank: r.Rank, Detail: r.Failure.Detail})
 	// What became of it, in words beside the row's end (a recovery is
@@ -238,7 +244,7 @@ func svgRecovery(w *bytes.Buffer, rep *journal.Report, r *journal.Recovery, y, w
 	note := r.Outcome
 	if r.Over() {
 		fmt.Fprintf(w, `<circle class="end" cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", x(r.EndMS), cy, stageColor("resumed"),
-			esc(fmt.Sprintf("rank %d %s at %s, %.1f ms after the failure", r.Rank, r.Outcome, fmtMS(r.EndMS), r.TotalMS)))
+			esc(fmt.Sprintf("%s %s at %s, %.1f ms after the failure", who, r.Outcome, fmtMS(r.EndMS), r.TotalMS)))
 		note = fmt.Sprintf("%s after %s", r.Outcome, fmtMS(r.TotalMS))
 	} else if p := r.Stage(); p != nil {
 		note += " (at " + p.Stage + ")"

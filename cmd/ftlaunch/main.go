@@ -5,6 +5,9 @@
 //	ftlaunch inspect [flags] [STATE]         read a job's state log: timeline, node table, raft
 //	ftlaunch status [flags] [JOB]            print a job's state once
 //	ftlaunch attach [flags] [JOB]            follow a job that lost its front-end
+//	ftlaunch jobs [flags]                    list the jobs of the state directory
+//	ftlaunch cancel [flags] JOB              end a running job
+//	ftlaunch kill [--signal SIG] JOB         signal every rank of a running job
 //	ftlaunch chaos --cluster test-nodes ...  run jobs under seeded faults and check the outcome
 //	ftlaunch version                         print the version
 //
@@ -34,6 +37,9 @@ Usage:
   ftlaunch status [flags] [JOB]            print a job's state once (running, finished, exit code)
   ftlaunch attach [flags] [JOB]            follow the output of a job that lost its front-end,
                                            exit with its exit code
+  ftlaunch jobs [flags]                    list the jobs of the state directory, newest first
+  ftlaunch cancel [flags] JOB              end a running job (wherever its root runs now)
+  ftlaunch kill [--signal SIG] JOB         send a signal to every rank of a running job
   ftlaunch chaos --cluster test-nodes ...  run jobs under seeded faults, check every invariant
   ftlaunch version                         print the version
   ftlaunch help COMMAND                    print a command's help (ftlaunch help run)
@@ -59,6 +65,12 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		return statusCommand(args[1:], stdout, stderr)
 	case "attach":
 		return attachCommand(args[1:], stdout, stderr)
+	case "jobs":
+		return jobsCommand(args[1:], stdout, stderr)
+	case "cancel":
+		return cancelCommand(args[1:], stdout, stderr)
+	case "kill":
+		return killCommand(args[1:], stdout, stderr)
 	case "chaos":
 		return chaosCommand(args[1:], stdout, stderr)
 	case "agent":
@@ -93,6 +105,9 @@ func detach(stderr io.Writer) func(jobID string) {
 func agentCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "--fence" {
 		return fenceCommand(args[1:], stdout, stderr)
+	}
+	if len(args) == 2 && args[1] == "--connect" {
+		args = args[1:] // ftlaunch agent NODE --connect: the node is for ps only
 	}
 	connect := len(args) == 1 && args[0] == "--connect"
 	if len(args) != 0 && !connect {

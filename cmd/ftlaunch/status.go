@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +25,8 @@ agents up, ranks running and ended, the failure that ends the job if any.
   --state-dir DIR   where jobs keep their state (default $XDG_STATE_HOME/ftlaunch/jobs,
                     else ~/.local/state/ftlaunch/jobs)
   --json            print one JSON object instead of text
+  --exit-code       exit with the job's exit code (an unfinished job: 1; a
+                    running one: 1, after printing its state)
   --help            print this help
 `
 
@@ -35,37 +35,24 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	stateDir := fs.String("state-dir", "", "")
 	asJSON := fs.Bool("json", false, "")
+	exitCode := fs.Bool("exit-code", false, "")
 	pos, err := parseArgs(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, statusUsage)
-		return 0
+	if done, code := usageError("status", statusUsage, err, pos, 0, 1, stdout, stderr); done {
+		return code
 	}
-	if err == nil && len(pos) > 1 {
-		err = fmt.Errorf("unexpected argument %q", pos[1])
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "ftlaunch status: %v (see ftlaunch status --help)\n", err)
-		return 2
-	}
-	target := ""
-	if len(pos) == 1 {
-		target = pos[0]
-	}
-	st, err := jobstate.ReadStatus(*stateDir, target)
+	st, err := jobstate.ReadStatus(*stateDir, strings.Join(pos, ""))
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch status: %v\n", err)
 		return 1
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(st)
-	} else {
-		err = writeStatusText(stdout, st)
+	if code := printResult("status", *asJSON, st, func(w io.Writer) error { return writeStatusText(w, st) }, stdout, stderr); code != 0 {
+		return code
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "ftlaunch status: write output: %v\n", err)
-		return 1
+	if *exitCode {
+		if st.ExitCode == nil {
+			return 1 // running, or its end never recorded
+		}
+		return *st.ExitCode
 	}
 	return 0
 }
@@ -140,6 +127,12 @@ func writeStatusText(w io.Writer, st *jobstate.Status) error {
 		}
 	}
 	fmt.Fprintf(bw, "  ranks: %s\n", strings.Join(parts, ", "))
+	if p := st.Policy(); p != "" {
+		fmt.Fprintf(bw, "  %s\n", p)
+	}
+	if st.UserSignal != "" {
+		fmt.Fprintf(bw, "  ended by the user's %s, not by a failure\n", st.UserSignal)
+	}
 	for _, f := range st.Failures {
 		fmt.Fprintf(bw, "  failure: %s\n", f)
 	}

@@ -59,6 +59,7 @@ var layers = map[string]int{
 	"chaos/chaostest":     6,
 	"chaos/trial":         6,
 	"chaos/harness":       7,
+	"launch/jobctl":       7,
 	"cmd/ftlaunch":        8,
 	"cmd/ftdemo":          8,
 	"cmd/ftbench":         8,

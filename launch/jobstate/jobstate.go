@@ -7,12 +7,16 @@
 package jobstate
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -170,6 +174,54 @@ type Status struct {
 	Lost string `json:"lost,omitempty"`
 	// Live is a running job's live report (absent: none yet, or ended).
 	Live *launch.Live `json:"live,omitempty"`
+	// Restart is the job's restart policy (--restart: none, rank or job),
+	// MaxRestarts its bound under rank, Spares its spare nodes; unknown
+	// (empty) for a running job.
+	Restart     string   `json:"restart,omitempty"`
+	MaxRestarts int      `json:"max_restarts,omitempty"`
+	Spares      []string `json:"spares,omitempty"`
+	// UserSignal names the user's signal that ended a finished job
+	// ("SIGINT": Ctrl-C at the front-end; "SIGTERM": ftlaunch cancel),
+	// empty if the job ended by itself or by a failure.
+	UserSignal string `json:"user_signal,omitempty"`
+}
+
+// Word is the job's state in one word, as ftlaunch jobs prints it:
+// running, finished (exit code 0), failed, cancelled (ended by the user's
+// signal) or unfinished (its end was never recorded).
+func (st *Status) Word() string {
+	switch {
+	case st.State != "finished":
+		return st.State
+	case st.UserSignal != "":
+		return "cancelled"
+	case st.ExitCode != nil && *st.ExitCode != 0:
+		return "failed"
+	}
+	return "finished"
+}
+
+// Policy says the job's restart policy in words: "restart: rank (max 3),
+// spares: node4"; "" when unknown.
+func (st *Status) Policy() string {
+	if st.Restart == "" {
+		return ""
+	}
+	return PolicyWords(st.Restart, st.MaxRestarts, st.Spares)
+}
+
+// PolicyWords says a restart policy in words: "restart: rank (max 3),
+// spares: node4" (restart "" is none).
+func PolicyWords(restart string, maxRestarts int, spares []string) string {
+	restart = cmp.Or(restart, "none")
+	s := "restart: " + restart
+	if restart == "rank" {
+		s += fmt.Sprintf(" (max %d)", maxRestarts)
+	}
+	if len(spares) > 0 {
+		s += ", spares: " + strings.Join(spares, ",")
+	}
+	return s
 }
 
 // ReadStatus reads a job's status from its files; a job whose files are
@@ -196,9 +248,11 @@ func ReadStatus(stateDir, target string) (*Status, error) {
 		Job: rep.Job.ID, StateDir: res.JobDir, State: "unfinished", Argv: rep.Job.Argv, N: rep.Job.N,
 		Nodes: len(rep.Agents), Start: rep.Job.Start, Ranks: map[string]int{},
 	}
+	st.Restart, st.MaxRestarts, st.Spares = cmp.Or(rep.Job.Restart, "none"), rep.Job.MaxRestarts, rep.Job.Spares
 	if rep.Status.Done {
 		code := rep.Status.ExitCode
 		st.State, st.ExitCode, st.Message, st.End = "finished", &code, rep.Status.Message, rep.Status.End
+		st.UserSignal = UserSignal(rep)
 	}
 	frontendLost := !rep.Status.Done && rep.Job.Replicas <= 1
 	if frontendLost {
@@ -216,6 +270,9 @@ func ReadStatus(stateDir, target string) (*Status, error) {
 	// The failures, a rank's failure again while the first was open
 	// included (the log keeps it as a launch event).
 	for _, r := range rep.Recoveries {
+		if st.UserSignal != "" && r.Rank < 0 && r.Node == "" {
+			continue // the user's signal, not a failure (Message says it)
+		}
 		st.Failures = append(st.Failures, r.Failure.Detail)
 		for _, again := range r.Repeats {
 			st.Failures = append(st.Failures, again.Detail)
@@ -248,6 +305,11 @@ func recoveryStatus(st *Status, rep *journal.Report) {
 				st.Recovering = append(st.Recovering, fmt.Sprintf("recovering %s: failed at %s, no recovery phase recorded yet", subject, sec(r.Failure.AtMS)))
 			}
 		case journal.OutcomeNotRecovered:
+			if st.Restart == "none" || st.UserSignal != "" {
+				// No recovery was due: the policy restarts nothing, or
+				// the user ended the job.
+				continue
+			}
 			how := "before any recovery phase"
 			if p := r.Stage(); p != nil {
 				how = "during its " + p.Stage + " phase"
@@ -255,6 +317,26 @@ func recoveryStatus(st *Status, rep *journal.Report) {
 			st.NotRecovered = append(st.NotRecovered, fmt.Sprintf("%s, failed at %s: the job ended %s", subject, sec(r.Failure.AtMS), how))
 		}
 	}
+}
+
+// UserSignal names the user's signal that ended a finished job ("":
+// none): the job's own failure (about no rank and no node), which only the
+// user's signal and --timeout record, with an exit code of 128 plus a
+// signal's number (--timeout's is 124).
+func UserSignal(rep *journal.Report) string {
+	if !rep.Status.Done {
+		return ""
+	}
+	code := rep.Status.ExitCode
+	if code <= 128 || code >= 128+65 {
+		return ""
+	}
+	for i := range rep.Recoveries {
+		if r := &rep.Recoveries[i]; r.Rank < 0 && r.Node == "" {
+			return unix.SignalName(syscall.Signal(code - 128))
+		}
+	}
+	return ""
 }
 
 func sec(ms float64) string { return fmt.Sprintf("+%.3fs", ms/1000) }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,7 +139,7 @@ func (l *Launcher) Expect(name string, inc uint64) chan acceptedConn {
 // host+node) and waits for it.
 func (l *Launcher) Start(ctx context.Context, c *proto.ChildSpec, ch chan acceptedConn, begin time.Time) LaunchResult {
 	boot := (&proto.Bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.Parent, Inc: c.Inc, Job: l.Job, Node: c.Name}).Encode()
-	sess, err := l.sp.Start(ctx, recovery.HostOf(c.Name), l.argv, boot)
+	sess, err := l.sp.Start(ctx, recovery.HostOf(c.Name), namedArgv(l.argv, c.Name), boot)
 	if err != nil {
 		l.forget(c.Name)
 		return LaunchResult{Child: c, Err: fmt.Errorf("start the agent on %s: %w", c.Name, err)}
@@ -282,7 +283,9 @@ func AcceptLoop(ln net.Listener, l *Launcher, standby func(net.Conn, proto.Hello
 			switch {
 			case h.Backup && standby != nil:
 				standby(conn, h)
-			case h.Adopt && adopt != nil:
+			case (h.Adopt || h.Control) && adopt != nil:
+				// A control request (ftlaunch cancel) goes where an
+				// adoption does: to the root, if one runs here.
 				adopt(conn, h)
 			case !h.Backup && l != nil && l.deliver(name, acceptedConn{conn: conn, hello: h}):
 			default:
@@ -493,4 +496,14 @@ func (l *Launcher) Fence(ctx context.Context, job, node string, upTo uint64) (st
 		return "", fmt.Errorf("fence node %s on %s: %w: %s", node, host, err, strings.TrimSpace(errOut.String()))
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// namedArgv puts the node an agent serves into its command line, after
+// "agent" (ftlaunch agent node3 --connect), so that ps tells agents apart;
+// the agent ignores it (its bootstrap says who it is).
+func namedArgv(argv []string, node string) []string {
+	if len(argv) < 2 || argv[1] != "agent" || node == "" || strings.HasPrefix(node, "-") {
+		return argv
+	}
+	return append(append(slices.Clip(argv[:2]), node), argv[2:]...)
 }

@@ -98,17 +98,20 @@ type Hello struct {
 	Port   int           // where the caller listens for its own children
 	Init   time.Duration // from the caller's process start to this hello
 	Inc    uint64        // the caller's incarnation on its node (bootstrap.Inc)
+	// Control: `ftlaunch cancel` or `kill` asks the root to end or signal
+	// the job (a Control frame follows; launch/jobctl).
+	Control bool
 }
 
 func (h Hello) Encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(h.Idx)).Bool(h.Backup).Uint(uint64(h.Port)).Int(int64(h.Init)).Bool(h.Adopt).Uint(h.Inc)
+	e.Uint(uint64(h.Idx)).Bool(h.Backup).Uint(uint64(h.Port)).Int(int64(h.Init)).Bool(h.Adopt).Uint(h.Inc).Bool(h.Control)
 	return e.Data()
 }
 
 func DecodeHello(p []byte) (Hello, error) {
 	d := wire.NewDecoder(p)
-	h := Hello{Idx: int(d.Uint()), Backup: d.Bool(), Port: int(d.Uint()), Init: time.Duration(d.Int()), Adopt: d.Bool(), Inc: d.Uint()}
+	h := Hello{Idx: int(d.Uint()), Backup: d.Bool(), Port: int(d.Uint()), Init: time.Duration(d.Int()), Adopt: d.Bool(), Inc: d.Uint(), Control: d.Bool()}
 	if err := d.Err(); err != nil {
 		return h, fmt.Errorf("hello: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 // rankEnded records a rank's end; the planner decides what a failure
 // does to the job.
 func (fe *frontend) rankEnded(st proto.RankStatus) {
+	fe.rankEndedByUser(st)
 	rs := &fe.ranks[st.Rank]
 	rs.ended, rs.status = true, st
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})

@@ -238,7 +238,7 @@ func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan
 			}
 		})
 		select {
-		case events <- evLinkEnd{agent: a, err: err}:
+		case events <- evLinkEnd{agent: a, err: plainLinkError(err)}:
 		case <-ctx.Done():
 		}
 	})

@@ -291,7 +291,13 @@ func (fe *frontend) handle(ev event) {
 	case evGossipCheck:
 		fe.gossipCheck(ev.a, false)
 	case evAdopt:
+		if ev.ac.hello.Control {
+			fe.control(ev.ac)
+			break
+		}
 		fe.adopt(ev.ac)
+	case evControl:
+		fe.controlRequest(ev)
 	case evAdoptTimeout:
 		fe.adoptTimedOut()
 	case evResume:

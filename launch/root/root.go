@@ -115,6 +115,7 @@ type frontend struct {
 	rec         *recovery.Planner // decides what failures do to the job
 	nodeTableAt time.Duration
 	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
+	userSignals map[int]bool   // signals the user sent every rank with ftlaunch kill (control.go)
 
 	// The restart protocol (recovery.go).
 	collEpoch  uint64         // collectives counted under this epoch; older ones are dropped

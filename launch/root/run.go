@@ -118,6 +118,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		return Result{ExitCode: ExitLauncher}, err
 	}
 	fe.journalPlan("")
+	fe.goFunc(func() { fe.publishControl(proto.RootName, fe.controlAddrs()) })
 	if fe.ln != nil {
 		defer fe.ln.Close()
 	}

@@ -135,6 +135,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		return fail(err)
 	}
 	fe.journal = j
+	fe.publishControl(spec.Node, successorAddrs(st, spec.Node))
 	fe.journalHold = make(chan struct{})
 	fe.releaseJournal()
 	s := &Successor{fe: fe, done: make(chan struct{})}

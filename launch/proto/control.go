@@ -1,0 +1,134 @@
+package proto
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+)
+
+// Job control: `ftlaunch cancel` and `ftlaunch kill` reach a running job's
+// root over the job's own mutual TLS. The root (the front-end, or the
+// replica agent that took over) writes two files into the job's state
+// directory: the credentials of the job's controller (ControlKey, mode
+// 0600: whoever reads the user's state directory may control the job) and
+// where it listens (ControlFile, replaced whenever the root moves). The
+// controller dials one of the addresses, sends a Hello with Control set,
+// then one MControl frame; the root answers with one MControlAck.
+
+// ControlName is the name in the controller's certificate. It is no
+// node's name (a host name has no space), so the controller cannot pose
+// as an agent of the tree.
+const ControlName = "ftlaunch control"
+
+// Files of job control, in a job's state directory.
+const (
+	ControlFile = "control.json"
+	ControlKey  = "control.key"
+)
+
+// Message types of a control connection (numbers beside those of
+// messages.go, never reused).
+const (
+	MControlAck uint8 = 31 // down, on a control connection: ControlAck
+	MControl    uint8 = 56 // up, on a control connection after its hello: Control
+)
+
+// Control operations.
+const (
+	OpCancel = "cancel" // end the job as the user's SIGTERM would
+	OpSignal = "signal" // send Signal to every rank
+)
+
+// Control is a controller's request.
+type Control struct {
+	Op     string
+	Signal int    // OpSignal: the signal's number
+	From   string // who asks: "user@host pid N", for the root's log
+}
+
+func (c Control) Encode() []byte {
+	var e wire.Encoder
+	e.String(c.Op).Int(int64(c.Signal)).String(c.From)
+	return e.Data()
+}
+
+func DecodeControl(p []byte) (Control, error) {
+	d := wire.NewDecoder(p)
+	c := Control{Op: d.String(), Signal: int(d.Int()), From: d.String()}
+	if err := d.Err(); err != nil {
+		return c, fmt.Errorf("control request: %w", err)
+	}
+	return c, nil
+}
+
+// ControlAck is the root's answer: Err empty if it carried the request
+// out (the job is ending, or the signal went to every rank).
+type ControlAck struct {
+	Root string // the node the root runs on
+	Err  string
+}
+
+func (a ControlAck) Encode() []byte {
+	var e wire.Encoder
+	e.String(a.Root).String(a.Err)
+	return e.Data()
+}
+
+func DecodeControlAck(p []byte) (ControlAck, error) {
+	d := wire.NewDecoder(p)
+	a := ControlAck{Root: d.String(), Err: d.String()}
+	if err := d.Err(); err != nil {
+		return a, fmt.Errorf("control answer: %w", err)
+	}
+	return a, nil
+}
+
+// ControlInfo is where a job's root listens (ControlFile).
+type ControlInfo struct {
+	Job  string `json:"job"`
+	Root string `json:"root"` // the node the root runs on
+	// Name is the name in the certificate of the root's listener (the
+	// front-end's RootName, a successor's node).
+	Name string `json:"name"`
+	// Addrs are the root's listener's addresses (host:port), in the
+	// order to try; empty for a job without a launch tree (every agent
+	// local), whose front-end is reached by its PID on Host instead.
+	Addrs   []string  `json:"addrs,omitempty"`
+	Host    string    `json:"host"` // the root's host name
+	PID     int       `json:"pid"`  // the root's process
+	Updated time.Time `json:"updated"`
+}
+
+// WriteControlInfo replaces a job's ControlFile (write, then rename).
+func WriteControlInfo(jobDir string, ci ControlInfo) error {
+	b, err := json.Marshal(ci)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(jobDir, "."+ControlFile+"."+ci.Root)
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", ControlFile, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(jobDir, ControlFile)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", ControlFile, err)
+	}
+	return nil
+}
+
+// ReadControlInfo reads a job's ControlFile.
+func ReadControlInfo(jobDir string) (ControlInfo, error) {
+	var ci ControlInfo
+	b, err := os.ReadFile(filepath.Join(jobDir, ControlFile))
+	if err != nil {
+		return ci, err
+	}
+	if err := json.Unmarshal(b, &ci); err != nil {
+		return ci, fmt.Errorf("%s: %w", filepath.Join(jobDir, ControlFile), err)
+	}
+	return ci, nil
+}

@@ -1,0 +1,220 @@
+package root
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/recovery"
+)
+
+// Job control: `ftlaunch cancel` and `ftlaunch kill` (launch/jobctl) reach
+// the root over the job's own mutual TLS, on the listener its agents
+// connect to (the front-end's; a successor's agent's). The root publishes
+// where it listens, and the controller's credentials, in the job's state
+// directory (proto.ControlFile, proto.ControlKey).
+
+// controlTimeout bounds a control connection's request and answer.
+const controlTimeout = 5 * time.Second
+
+// evControl: a controller's request, read off the event loop.
+type evControl struct {
+	req   proto.Control
+	reply chan<- proto.ControlAck // buffered: the loop never waits on it
+}
+
+func (evControl) isRootEvent() {}
+
+// publishControl writes where the root listens (addrs; none: a job
+// without a launch tree, reached by the front-end's PID) and, once per
+// job, the controller's credentials, issued by the job's CA. Errors are
+// only warned of: a job that cannot be controlled still runs.
+func (fe *frontend) publishControl(name string, addrs []string) {
+	if fe.journal == nil || fe.journal.Dir() == "" {
+		return
+	}
+	dir := fe.journal.Dir()
+	host, _ := os.Hostname()
+	if fe.ca != nil && len(addrs) > 0 {
+		keyFile := filepath.Join(dir, proto.ControlKey)
+		if _, err := os.Stat(keyFile); err != nil {
+			creds, err := fe.ca.Issue(proto.ControlName)
+			if err == nil {
+				err = writeFileAtomic(keyFile, creds.Marshal())
+			}
+			if err != nil {
+				fe.warnf("job control: %v (ftlaunch cancel will not reach this job)", err)
+				return
+			}
+		}
+	}
+	ci := proto.ControlInfo{Job: fe.jobID, Root: fe.rootNode, Name: name, Addrs: addrs, Host: host, PID: os.Getpid(), Updated: time.Now()}
+	if err := proto.WriteControlInfo(dir, ci); err != nil {
+		fe.warnf("job control: %v (ftlaunch cancel will not reach this job)", err)
+	}
+}
+
+// writeFileAtomic writes b to a file of mode 0600 under a temporary name,
+// then renames it.
+func writeFileAtomic(name string, b []byte) error {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// listenAddrs are the addresses a controller dials for listener ln: its
+// own, or, when it listens on every interface, this host's addresses.
+func listenAddrs(ln net.Listener) []string {
+	ta, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return nil
+	}
+	port := fmt.Sprint(ta.Port)
+	if !ta.IP.IsUnspecified() {
+		return []string{net.JoinHostPort(ta.IP.String(), port)}
+	}
+	var addrs []string
+	for _, h := range proto.OwnAddrs() {
+		addrs = append(addrs, net.JoinHostPort(h, port))
+	}
+	return addrs
+}
+
+// control takes a control connection: it reads the request off the event
+// loop and hands it to the loop, then sends the loop's answer back. Only
+// the controller's certificate may ask (an agent's may not).
+func (fe *frontend) control(ac *adoptConn) {
+	if name, err := secure.PeerName(ac.conn); err != nil || name != proto.ControlName {
+		ac.conn.Close()
+		return
+	}
+	fe.goFunc(func() {
+		conn := ac.conn
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(controlTimeout))
+		f, err := wire.ReadFrame(conn, 4096)
+		if err != nil || f.Type != proto.MControl {
+			return
+		}
+		req, err := proto.DecodeControl(f.Payload)
+		if err != nil {
+			return
+		}
+		reply := make(chan proto.ControlAck, 1)
+		select {
+		case fe.events <- evControl{req: req, reply: reply}:
+		case <-fe.ctx.Done():
+			return
+		}
+		select {
+		case ack := <-reply:
+			_ = wire.WriteFrame(conn, proto.MControlAck, ack.Encode())
+		case <-fe.ctx.Done():
+		}
+	})
+}
+
+// controlRequest carries out a controller's request, in the event loop.
+func (fe *frontend) controlRequest(ev evControl) {
+	ack := proto.ControlAck{Root: fe.rootNode}
+	switch ev.req.Op {
+	case proto.OpCancel:
+		fe.userEnd(syscall.SIGTERM, fmt.Sprintf("job cancelled by %s", ev.req.From))
+	case proto.OpSignal:
+		s := syscall.Signal(ev.req.Signal)
+		if s <= 0 || s >= 65 {
+			ack.Err = fmt.Sprintf("no signal %d", ev.req.Signal)
+			break
+		}
+		fe.userSignal(s, ev.req.From)
+	default:
+		ack.Err = fmt.Sprintf("unknown control request %q", ev.req.Op)
+	}
+	ev.reply <- ack
+}
+
+// userEnd ends the job for the user, as a SIGINT or SIGTERM to the
+// front-end does: s to every rank, then SIGTERM, SIGKILL after
+// --kill-after; asked again, every rank is killed at once. The job's exit
+// code is 128+s; its ranks' ends are not failures, and nothing restarts.
+func (fe *frontend) userEnd(s syscall.Signal, why string) {
+	switch {
+	case !fe.shutdownAt.IsZero():
+		return // every rank ended already: the job's end stands
+	case fe.terminating:
+		fe.warnf("%s again: killing every rank", why)
+		fe.bcast(proto.MKill, nil)
+		return
+	}
+	fe.bcast(proto.MSignal, proto.EncodeInt(int64(s)))
+	fe.endedByUser(s, fmt.Sprintf("%s: ending the job (%s to every rank, then SIGTERM, SIGKILL after %v)", why, unix.SignalName(s), fe.opts.KillAfter))
+}
+
+// endedByUser has the planner end the job as the user's signal s.
+func (fe *frontend) endedByUser(s syscall.Signal, msg string) {
+	fe.endSignal = s
+	fe.step(recovery.Signaled{Signal: int(s), Msg: msg})
+}
+
+// userSignal sends the user's signal s (ftlaunch kill) to every rank.
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGKILL end the job as the user's;
+// another signal is only delivered, and a rank it kills was ended by the
+// user (rankEndedByUser).
+func (fe *frontend) userSignal(s syscall.Signal, from string) {
+	switch s {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGKILL:
+		fe.userEnd(s, fmt.Sprintf("%s from %s", unix.SignalName(s), from))
+		return
+	}
+	if fe.userSignals == nil {
+		fe.userSignals = map[int]bool{}
+	}
+	fe.userSignals[int(s)] = true
+	fe.verbosef("%s from %s: forwarding it to every rank", unix.SignalName(s), from)
+	fe.bcast(proto.MSignal, proto.EncodeInt(int64(s)))
+}
+
+// rankEndedByUser: a rank that died of a signal the user sent with
+// ftlaunch kill was ended by the user: the job ends as the user's signal,
+// before the rank's end reaches the planner (which then takes it as part
+// of the end, not as a failure to recover).
+func (fe *frontend) rankEndedByUser(st proto.RankStatus) {
+	if st.Signal == 0 || !fe.userSignals[st.Signal] || fe.rec.Ending() {
+		return
+	}
+	s := syscall.Signal(st.Signal)
+	fe.endedByUser(s, fmt.Sprintf("rank %d was ended by the user's %s: ending the job", st.Rank, unix.SignalName(s)))
+}
+
+// controlAddrs are where the front-end takes control connections: its
+// agents' listener (none for a job without a launch tree).
+func (fe *frontend) controlAddrs() []string {
+	if fe.ln == nil {
+		return nil
+	}
+	return listenAddrs(fe.ln)
+}
+
+// successorAddrs are where a successor takes control connections: its
+// own agent's listener, as the replicated state records it.
+func successorAddrs(st *raftstore.State, node string) []string {
+	if ag, ok := st.Agents[node]; ok && ag.Addr != "" {
+		return []string{ag.Addr}
+	}
+	return nil
+}
