@@ -66,27 +66,10 @@ func (a *infos) str(key, v string) {
 	C.free(unsafe.Pointer(cv))
 }
 
-func (a *infos) u32(key string, v int) {
+// num sets a number of a PMIx type (FT_PMIX_UINT16, _UINT32, _PROC_RANK, _BOOL).
+func (a *infos) num(key string, typ C.uint16_t, v int) {
 	p, i, k := a.next(key)
-	C.ft_info_u32(p, i, k, C.uint32_t(v))
-	C.free(unsafe.Pointer(k))
-}
-
-func (a *infos) u16(key string, v int) {
-	p, i, k := a.next(key)
-	C.ft_info_u16(p, i, k, C.uint16_t(v))
-	C.free(unsafe.Pointer(k))
-}
-
-func (a *infos) rank(key string, v int) {
-	p, i, k := a.next(key)
-	C.ft_info_rank(p, i, k, C.uint32_t(v))
-	C.free(unsafe.Pointer(k))
-}
-
-func (a *infos) flag(key string, v bool) {
-	p, i, k := a.next(key)
-	C.ft_info_bool(p, i, k, C.bool(v))
+	C.ft_info_num(p, i, k, typ, C.uint32_t(v))
 	C.free(unsafe.Pointer(k))
 }
 
@@ -109,13 +92,13 @@ func (a *infos) add(kv keyValue) {
 	case kindString:
 		a.str(kv.key, kv.s)
 	case kindU32:
-		a.u32(kv.key, kv.n)
+		a.num(kv.key, C.FT_PMIX_UINT32, kv.n)
 	case kindU16:
-		a.u16(kv.key, kv.n)
+		a.num(kv.key, C.FT_PMIX_UINT16, kv.n)
 	case kindRank:
-		a.rank(kv.key, kv.n)
+		a.num(kv.key, C.FT_PMIX_PROC_RANK, kv.n)
 	case kindBool:
-		a.flag(kv.key, kv.n != 0)
+		a.num(kv.key, C.FT_PMIX_BOOL, kv.n)
 	}
 }
 

@@ -49,6 +49,11 @@ const DefaultLibrary = "libpmix.so.2"
 // ErrBusy: a PMIx server runs in this process already.
 var ErrBusy = errors.New("a PMIx server runs in this process already (libpmix allows one per process)")
 
+// ErrSpent: a PMIx server ran in this process and was closed. OpenPMIx
+// 4.2 cannot initialize a server again after PMIx_server_finalize (it
+// aborts the process: its event library's file descriptors are gone).
+var ErrSpent = errors.New("a PMIx server ran in this process already (libpmix cannot start another after one finalized)")
+
 // UnavailableError: the PMIx library could not be opened.
 type UnavailableError struct {
 	Library string
@@ -88,6 +93,7 @@ func Available() error {
 var registry struct {
 	mu     sync.Mutex
 	server *Server
+	spent  bool // a server was finalized: none can start again
 	spaces map[string]*Namespace
 }
 
@@ -107,6 +113,7 @@ func current() *Server {
 type Server struct {
 	dir       string
 	ownDir    bool
+	shmDir    string // Open MPI's shared-memory segments (OpenMPIEnv)
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // fences in progress
@@ -135,6 +142,9 @@ func Start(cfg Config) (*Server, error) {
 	if registry.server != nil {
 		return nil, ErrBusy
 	}
+	if registry.spent {
+		return nil, ErrSpent
+	}
 	if err := load(Library()); err != nil {
 		return nil, err
 	}
@@ -148,6 +158,18 @@ func Start(cfg Config) (*Server, error) {
 	} else if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pmix: rendezvous directory: %w", err)
 	}
+	shm := "/dev/shm"
+	if st, err := os.Stat(shm); err != nil || !st.IsDir() {
+		shm = ""
+	}
+	d, err := os.MkdirTemp(shm, "ftlaunch-pmix-")
+	if err != nil {
+		if s.ownDir {
+			os.RemoveAll(s.dir)
+		}
+		return nil, fmt.Errorf("pmix: shared-memory directory: %w", err)
+	}
+	s.shmDir = d
 	host := cfg.Hostname
 	if host == "" {
 		host, _ = os.Hostname()
@@ -160,12 +182,13 @@ func Start(cfg Config) (*Server, error) {
 		{key: keyServerRemote, kind: kindBool, n: 0},
 		{key: keyHostname, kind: kindString, s: host},
 	}, nil, "")
-	err := serverInit(a)
+	err = serverInit(a)
 	a.free()
 	if err != nil {
 		if s.ownDir {
 			os.RemoveAll(s.dir)
 		}
+		os.RemoveAll(s.shmDir)
 		return nil, fmt.Errorf("pmix: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -206,11 +229,14 @@ func (s *Server) Close() error {
 		}
 	}
 	err := serverFinalize()
-	registry.server = nil
+	registry.server, registry.spent = nil, true
 	if s.ownDir {
 		if rerr := os.RemoveAll(s.dir); err == nil && rerr != nil {
 			err = fmt.Errorf("pmix: remove rendezvous directory: %w", rerr)
 		}
+	}
+	if rerr := os.RemoveAll(s.shmDir); err == nil && rerr != nil {
+		err = fmt.Errorf("pmix: remove shared-memory directory: %w", rerr)
 	}
 	return err
 }
@@ -345,25 +371,36 @@ func (n *Namespace) drop() {
 	n.cancel()
 }
 
-// OpenMPIEnv is what Open MPI 4.1 needs besides PMIx's variables to be
-// bootstrapped by a PMIx server it did not start: its schizo/orte
-// component declares every process not started by Open MPI's own daemon
-// (nor by Slurm, Flux or JSM, which its other schizo components detect) a
-// singleton, which then ignores the server. Without that component the
-// ess/pmi component is selected by the PMIx variables. Open MPI 5 reads
-// PMIx's variables alone.
-var OpenMPIEnv = []string{"OMPI_MCA_schizo=^orte"}
+// OpenMPIEnv is what Open MPI 4.1 needs besides PMIx's variables, as
+// NAME=value, to go before the job's environment (which may override it):
+//
+//   - to be bootstrapped by a PMIx server it did not start: its
+//     schizo/orte component declares every process not started by Open
+//     MPI's own daemon (nor by Slurm, Flux or JSM, which its other schizo
+//     components detect) a singleton, which then ignores the server;
+//     without that component the ess/pmi component is selected by the
+//     PMIx variables (Open MPI 5 reads PMIx's variables alone);
+//   - to keep the shared-memory segments of its vader transport apart
+//     from those of another agent's ranks of the same job on the same
+//     host (test nodes, ranks moved to a survivor's slots): their names
+//     are made of the host name, the job and the local rank, which
+//     collide; the server's own directory (under /dev/shm when there is
+//     one) holds them.
+func (s *Server) OpenMPIEnv() []string {
+	return []string{"OMPI_MCA_schizo=^orte", "OMPI_MCA_btl_vader_backing_directory=" + s.shmDir}
+}
 
 // ForkEnv returns the variables rank must be started with to reach the
 // server (PMIx_server_setup_fork: its namespace, rank, the server's
-// address and the library's settings) followed by OpenMPIEnv, as
-// NAME=value.
+// address and the library's settings), as NAME=value. They go after the
+// job's own environment (a launcher running inside another PMIx job has
+// that job's PMIX_ variables); OpenMPIEnv goes before it.
 func (n *Namespace) ForkEnv(rank int) ([]string, error) {
 	env, err := setupFork(n.job.Nspace, rank)
 	if err != nil {
 		return nil, fmt.Errorf("pmix: rank %d: %w", rank, err)
 	}
-	return append(env, OpenMPIEnv...), nil
+	return env, nil
 }
 
 // Nspace is the namespace's name.

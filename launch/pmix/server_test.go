@@ -82,7 +82,7 @@ func runRanks(t *testing.T, ns *Namespace, n int, prog string, args ...string) s
 			t.Fatal(err)
 		}
 		c := exec.Command(prog, args...)
-		c.Env = append(append(os.Environ(), env...), "OMPI_MCA_pml=ob1", "OMPI_MCA_btl=self,vader")
+		c.Env = append(append(append(ns.server.OpenMPIEnv(), os.Environ()...), env...), "OMPI_MCA_pml=ob1", "OMPI_MCA_btl=self,vader")
 		if r == 0 {
 			c.Stdout = &out
 		}
@@ -149,9 +149,9 @@ func TestOpenMPIHelloOneNode(t *testing.T) {
 
 func TestUnavailable(t *testing.T) {
 	t.Setenv(LibraryEnv, filepath.Join(t.TempDir(), "libpmix.so.2"))
-	_, err := Start(Config{})
+	err := Available()
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "libpmix2") {
-		t.Fatalf("Start without the library: %v, want an UnavailableError naming libpmix2", err)
+		t.Fatalf("Available without the library: %v, want an UnavailableError naming libpmix2", err)
 	}
 }

@@ -190,28 +190,19 @@ void ft_info_string(ft_pmix_info_t *a, size_t i, const char *key, const char *va
 	a[i].value.data.string = strdup(val);
 }
 
-void ft_info_u32(ft_pmix_info_t *a, size_t i, const char *key, uint32_t v) {
+void ft_info_num(ft_pmix_info_t *a, size_t i, const char *key, uint16_t type, uint32_t v) {
 	set_key(&a[i], key);
-	a[i].value.type = FT_PMIX_UINT32;
-	a[i].value.data.uint32 = v;
-}
-
-void ft_info_u16(ft_pmix_info_t *a, size_t i, const char *key, uint16_t v) {
-	set_key(&a[i], key);
-	a[i].value.type = FT_PMIX_UINT16;
-	a[i].value.data.uint16 = v;
-}
-
-void ft_info_rank(ft_pmix_info_t *a, size_t i, const char *key, uint32_t v) {
-	set_key(&a[i], key);
-	a[i].value.type = FT_PMIX_PROC_RANK;
-	a[i].value.data.uint32 = v;
-}
-
-void ft_info_bool(ft_pmix_info_t *a, size_t i, const char *key, bool v) {
-	set_key(&a[i], key);
-	a[i].value.type = FT_PMIX_BOOL;
-	a[i].value.data.flag = v;
+	a[i].value.type = type;
+	switch (type) {
+	case FT_PMIX_UINT16:
+		a[i].value.data.uint16 = (uint16_t)v;
+		break;
+	case FT_PMIX_BOOL:
+		a[i].value.data.flag = v != 0;
+		break;
+	default: // FT_PMIX_UINT32, FT_PMIX_PROC_RANK
+		a[i].value.data.uint32 = v;
+	}
 }
 
 void ft_info_infos(ft_pmix_info_t *a, size_t i, const char *key, ft_pmix_info_t *sub, size_t n) {

@@ -13,10 +13,8 @@ const char *ft_error_string(int status);
 
 ft_pmix_info_t *ft_info_new(size_t n);
 void ft_info_string(ft_pmix_info_t *a, size_t i, const char *key, const char *val);
-void ft_info_u32(ft_pmix_info_t *a, size_t i, const char *key, uint32_t v);
-void ft_info_u16(ft_pmix_info_t *a, size_t i, const char *key, uint16_t v);
-void ft_info_rank(ft_pmix_info_t *a, size_t i, const char *key, uint32_t v);
-void ft_info_bool(ft_pmix_info_t *a, size_t i, const char *key, bool v);
+// ft_info_num sets a number of type FT_PMIX_UINT16, _UINT32, _PROC_RANK or _BOOL.
+void ft_info_num(ft_pmix_info_t *a, size_t i, const char *key, uint16_t type, uint32_t v);
 void ft_info_infos(ft_pmix_info_t *a, size_t i, const char *key, ft_pmix_info_t *sub, size_t n);
 void ft_info_free(ft_pmix_info_t *a, size_t n);
 

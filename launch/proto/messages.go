@@ -118,6 +118,10 @@ type NodeSpec struct {
 	// Gossip, if set, has the agent join the job's gossip cluster
 	// (membership; launch/agent/gossip.go).
 	Gossip *GossipSpec
+
+	// MPI is what the ranks are served (--mpi): "" PMI-1, and PMIx to
+	// programs that use it; "pmi1"; "pmix" (both, to every rank); "none".
+	MPI string
 }
 
 // GossipSpec is how an agent joins the job's gossip cluster: the job's
@@ -151,6 +155,7 @@ func (s *NodeSpec) Encode() []byte {
 	if g := s.Gossip; g != nil {
 		e.Bytes(g.Secret).Strings(g.Hosts).Uint(uint64(g.Port))
 	}
+	e.String(s.MPI)
 	return e.Data()
 }
 
@@ -180,6 +185,9 @@ func DecodeNodeSpec(p []byte) (*NodeSpec, error) {
 	}
 	if d.Len() > 0 && d.Bool() {
 		s.Gossip = &GossipSpec{Secret: d.Bytes(), Hosts: d.Strings(), Port: int(d.Uint())}
+	}
+	if d.Len() > 0 {
+		s.MPI = d.String()
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
