@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/pmix"
 )
@@ -156,5 +158,51 @@ func TestWithoutLibpmix(t *testing.T) {
 	}
 	if ents, err := os.ReadDir(state); err != nil || len(ents) != 0 {
 		t.Errorf("--mpi pmix without libpmix left %d entries in the state directory (%v)", len(ents), err)
+	}
+}
+
+// TestRestartRankRefusesOpenMPI: under --restart rank an Open MPI program
+// ends the job at its first PMIx connection, as an MPICH one does at its
+// PMI-1 init, pointing to --restart job.
+func TestRestartRankRefusesOpenMPI(t *testing.T) {
+	prog := openMPIProgram(t, "mpi_hello")
+	r := ftlaunch(t, "", "run", "--restart", "rank", "-n", "2", prog)
+	if r.code != 2 || !strings.Contains(r.stderr, "run it with --restart job") {
+		t.Fatalf("exit %d, want 2 pointing to --restart job; stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestRestartJobOpenMPI: under --restart job the Open MPI build of the
+// checkpoint program is started again, in a namespace of its own, after
+// one rank is killed, resumes from its checkpoint and completes with the
+// right checksum.
+func TestRestartJobOpenMPI(t *testing.T) {
+	prog := openMPIProgram(t, "mpi_ckpt")
+	ck := t.TempDir()
+	cmd := exec.Command(ftlaunchBin, "run", "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
+	out, errb := startJob(t, cmd)
+	var pid int
+	waitFor(t, "a checkpoint of rank 2", 60*time.Second, func() bool {
+		pid = rankProcess(prog, 2, 1)
+		_, err := os.Stat(filepath.Join(ck, "rank-2"))
+		return pid > 0 && err == nil
+	})
+	st, _ := os.Stat(filepath.Join(ck, "rank-2"))
+	waitFor(t, "a later checkpoint", 30*time.Second, func() bool {
+		st2, err := os.Stat(filepath.Join(ck, "rank-2"))
+		return err == nil && st2.ModTime().After(st.ModTime())
+	})
+	syscall.Kill(pid, syscall.SIGKILL)
+	err := cmd.Wait()
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	f := strings.Fields(out.String())
+	if len(f) < 6 || f[0] != "steps" || f[1] != "300" || f[3] != f[5] {
+		t.Errorf("wrong result: %q", out.String())
+	}
+	if !strings.Contains(errb.String(), "recovered: every rank started again") ||
+		!strings.Contains(errb.String(), "restarted from step") || strings.Contains(errb.String(), "restarted from step 0 ") {
+		t.Errorf("the job did not restart from a checkpoint:\n%s", errb.String())
 	}
 }

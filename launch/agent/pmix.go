@@ -90,12 +90,35 @@ func (a *Agent) startPMIx(ctx context.Context, resolve resolver) error {
 	return nil
 }
 
+// renewPMIx gives the job's restart number restarts a namespace of its
+// own (--restart job): the ranks of the last one are gone.
+func (a *Agent) renewPMIx(restarts int) {
+	if a.pmix == nil {
+		return
+	}
+	if a.pmix.ns != nil {
+		a.pmix.ns.Close()
+	}
+	job, err := a.pmixJob()
+	if err == nil {
+		job.Nspace += ".r" + strconv.Itoa(restarts)
+		a.pmix.ns, err = a.pmix.srv.Register(a.ctx, job, pmixBackend{a})
+	}
+	if err != nil {
+		// Its ranks start without PMIx, as singletons: say why.
+		a.logf("PMIx for restart %d: %v", restarts, err)
+		a.pmix.ns = nil
+	}
+}
+
 // stopPMIx ends the namespace and the server, after the ranks.
 func (a *Agent) stopPMIx() {
 	if a.pmix == nil {
 		return
 	}
-	a.pmix.ns.Close()
+	if a.pmix.ns != nil {
+		a.pmix.ns.Close()
+	}
 	if err := a.pmix.srv.Close(); err != nil {
 		a.logf("%v", err)
 	}
@@ -104,7 +127,7 @@ func (a *Agent) stopPMIx() {
 // pmixEnv is what rank's environment gets for PMIx: before the job's
 // environment (which may override it) and after it (which may not).
 func (a *Agent) pmixEnv(rank int) (before, after []string, err error) {
-	if a.pmix == nil {
+	if a.pmix == nil || a.pmix.ns == nil {
 		return nil, nil, nil
 	}
 	after, err = a.pmix.ns.ForkEnv(rank)
@@ -182,6 +205,14 @@ func (b pmixBackend) Fence(ctx context.Context, data []byte) ([]byte, error) {
 }
 
 func (b pmixBackend) Abort(rank, code int, msg string) { b.a.Abort(rank, code, msg) }
+
+// Connected: under --restart rank, an MPI rank is one the job cannot
+// replace alone, as for a PMI-1 client (observePMI).
+func (b pmixBackend) Connected(rank int) {
+	if b.a.spec.Restart == "rank" && rank >= 0 {
+		b.a.send(proto.MPMIInit, proto.RecMsg{Rank: rank}.Encode())
+	}
+}
 
 func (b pmixBackend) Finalized(rank int) {}
 

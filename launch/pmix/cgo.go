@@ -225,6 +225,13 @@ func goRank(r C.uint32_t) int {
 	return int(r)
 }
 
+//export ftpmixConnected
+func ftpmixConnected(ns *C.char, rank C.uint32_t) {
+	if n := lookup(C.GoString(ns)); n != nil {
+		n.backend.Connected(goRank(rank))
+	}
+}
+
 //export ftpmixFinalized
 func ftpmixFinalized(ns *C.char, rank C.uint32_t) {
 	if n := lookup(C.GoString(ns)); n != nil {

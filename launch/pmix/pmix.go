@@ -250,6 +250,8 @@ type Backend interface {
 	// node's data, concatenated in any order, once all nodes gave theirs.
 	// It may block until then, or until ctx ends.
 	Fence(ctx context.Context, data []byte) ([]byte, error)
+	// Connected: rank called PMIx_Init (MPI_Init).
+	Connected(rank int)
 	// Abort ends the job for rank's PMIx_Abort (MPI_Abort) with code.
 	Abort(rank, code int, msg string)
 	// Finalized: rank called PMIx_Finalize (MPI_Finalize).

@@ -49,6 +49,8 @@ func (b *oneNode) Fence(ctx context.Context, data []byte) ([]byte, error) {
 	return data, nil
 }
 
+func (b *oneNode) Connected(rank int) {}
+
 func (b *oneNode) Abort(rank, code int, msg string) {
 	b.mu.Lock()
 	b.aborts = append(b.aborts, code)

@@ -62,6 +62,7 @@ static void set_proc(ft_pmix_proc_t *p, const char *ns, uint32_t rank) {
 
 static ft_pmix_status_t cb_client_connected(const ft_pmix_proc_t *proc, void *obj,
 	ft_pmix_op_cbfunc_t cbfunc, void *cbdata) {
+	ftpmixConnected((char *)proc->nspace, proc->rank);
 	return FT_PMIX_OPERATION_SUCCEEDED;
 }
 
