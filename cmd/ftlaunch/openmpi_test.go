@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -204,5 +205,26 @@ func TestRestartJobOpenMPI(t *testing.T) {
 	if !strings.Contains(errb.String(), "recovered: every rank started again") ||
 		!strings.Contains(errb.String(), "restarted from step") || strings.Contains(errb.String(), "restarted from step 0 ") {
 		t.Errorf("the job did not restart from a checkpoint:\n%s", errb.String())
+	}
+}
+
+// TestMPIChoiceRecorded: --mpi is said by --verbose and kept in the job's
+// state log (ftlaunch inspect).
+func TestMPIChoiceRecorded(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{{"", "pmi1+pmix"}, {"pmi1", "pmi1"}, {"none", "none"}} {
+		state := t.TempDir()
+		args := []string{"run", "--verbose", "--state-dir", state, "-n", "1"}
+		if tc.flag != "" {
+			args = append(args, "--mpi", tc.flag)
+		}
+		r := ftlaunch(t, "", append(args, "true")...)
+		if r.code != 0 || !strings.Contains(r.stderr, "ranks are served "+tc.want+" (--mpi)") {
+			t.Errorf("--mpi %q: exit %d, --verbose does not say %s:\n%s", tc.flag, r.code, tc.want, r.stderr)
+		}
+		r = ftlaunch(t, "", "inspect", "--state-dir", state, "--json")
+		var got struct{ Job struct{ MPI string } }
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Job.MPI != tc.want {
+			t.Errorf("--mpi %q: state log says %q (%v), want %q", tc.flag, got.Job.MPI, err, tc.want)
+		}
 	}
 }
