@@ -54,8 +54,8 @@ func (a *Agent) wantsPMIx(resolve resolver) bool {
 
 // startPMIx starts the server and registers the job when the node's ranks
 // are served PMIx. An error is returned only under --mpi pmix: by default
-// a server that cannot start (no libpmix2 on this host) leaves the ranks
-// PMI-1 alone, silently.
+// a server that cannot start leaves the ranks PMI-1 alone, silently when
+// libpmix2 is missing on this host, else with a line saying why.
 func (a *Agent) startPMIx(ctx context.Context, resolve resolver) error {
 	if len(a.spec.Ranks) == 0 || !a.wantsPMIx(resolve) {
 		return nil
@@ -68,7 +68,12 @@ func (a *Agent) startPMIx(ctx context.Context, resolve resolver) error {
 		if asked {
 			return err
 		}
-		a.trace.Logf("PMIx not served: %v", err)
+		if errors.As(err, new(*pmix.UnavailableError)) {
+			// No libpmix2 on this host: no Open MPI either, most likely.
+			a.trace.Logf("PMIx not served: %v", err)
+		} else {
+			a.logf("PMIx not served: %v", err)
+		}
 		return nil
 	}
 	job, err := a.pmixJob()
