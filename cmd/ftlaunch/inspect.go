@@ -232,6 +232,9 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	if !job.Start.IsZero() {
 		fmt.Fprintf(bw, "started  %s\n", job.Start.Local().Format("2006-01-02 15:04:05.000 MST"))
 	}
+	if job.MPI != "" {
+		fmt.Fprintf(bw, "served   %s (--mpi)\n", job.MPI)
+	}
 	switch {
 	case rep.Status.Done:
 		fmt.Fprintf(bw, "ended    %s, exit code %d", sec(rep.Status.EndMS), rep.Status.ExitCode)

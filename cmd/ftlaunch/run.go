@@ -17,6 +17,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/pmix"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
@@ -61,6 +62,9 @@ For the whole job:
                            spare, else on a survivor's free slots (--oversubscribe); the lost
                            one is fenced first. docs/recovery.md has the whole matrix.
   --max-restarts N         restarts allowed: per rank under rank, per job under job (default 3)
+  --mpi pmi1|pmix|none     what ranks are served (default: PMI-1, MPICH's, to every rank, and
+                           PMIx, Open MPI's, to programs linked with Open MPI or OpenPMIx and
+                           to scripts); pmix: PMIx to every rank (and PMI-1); none: neither
   --state-dir DIR          keep the job's state log in DIR/JOBID (default
                            $XDG_STATE_HOME/ftlaunch/jobs or ~/.local/state/ftlaunch/jobs;
                            read it with ftlaunch inspect)
@@ -302,6 +306,16 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	if f.mpi == "pmix" && sp == nil {
+		// Every agent runs on this machine: without OpenPMIx here, no
+		// rank could be served; say so before anything starts. (Agents
+		// on other hosts check for themselves: a rank that cannot be
+		// served fails to start.)
+		if err := pmix.Available(); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch run: --mpi pmix: %v\n", err)
+			return launch.ExitUsage
+		}
+	}
 	if placement != nil {
 		f.n = len(placement.Ranks)
 		if len(apps) == 1 {
@@ -321,7 +335,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	res, err := launch.Run(context.Background(), launch.Options{
 		N: f.n, Argv: apps[0].Argv, Env: apps[0].Env, Wdir: apps[0].Wdir, Apps: mpmd, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Restart: f.restart, MaxRestarts: f.maxRestarts, Spares: f.spares, Verbose: f.verbose, TestNodes: testNodes,
-		Bind: f.bindTo, BindShare: f.oversubscribe, Oversubscribe: f.oversubscribe,
+		Bind: f.bindTo, BindShare: f.oversubscribe, Oversubscribe: f.oversubscribe, MPI: f.mpi,
 		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
 		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
 		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: groupStart(f, placement),

@@ -65,6 +65,7 @@ type runFlags struct {
 	bindTo      string
 	restart     recovery.Policy
 	maxRestarts int
+	mpi         string // --mpi: "" (PMI-1 and PMIx), "pmi1", "pmix" or "none"
 	// spareNodes: the last spareNodes test nodes are spares (spares);
 	// testNodes counts the others once the flags are checked.
 	spareNodes int
@@ -164,6 +165,17 @@ var runOptions = []runOption{
 			return fmt.Errorf("%s %q: want a number of restarts, 0 or more", typed, v)
 		}
 		f.maxRestarts = n
+		return nil
+	}},
+	{names: []string{"mpi"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
+		switch v {
+		case "pmi1", "pmix", "none":
+			f.mpi = v
+		case "pmi1+pmix":
+			f.mpi = ""
+		default:
+			return fmt.Errorf("%s %q: want pmi1, pmix or none (the default serves PMI-1 and PMIx)", typed, v)
+		}
 		return nil
 	}},
 	{names: []string{"test-nodes"}, kind: optValue, set: intSetter(func(f *runFlags) *int { return &f.testNodes })},
@@ -313,7 +325,6 @@ var unsupported = map[string]string{
 	"distribution":    "use --map-by slot (block) or --map-by node (cyclic)",
 	"c":               "ranks are not given CPU counts; use --bind-to core or socket",
 	"cpus-per-task":   "ranks are not given CPU counts; use --bind-to core or socket",
-	"mpi":             "ftlaunch serves PMI-1 (MPICH's) to every rank",
 	"mca":             "Open MPI's parameters: set OMPI_MCA_name with -x",
 	"prefix":          "--agent-path PATH says where ftlaunch is on the hosts",
 	"s":               "standard input always goes to rank 0",

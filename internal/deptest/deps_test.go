@@ -27,6 +27,7 @@ var layers = map[string]int{
 	"membership":       0,
 	"launch/alloc":     0,
 	"launch/pmi":       0,
+	"launch/pmix":      0,
 	"launch/spawn":     0,
 	"launch/sshspawn":  0,
 	"launch/calibrate": 0,

@@ -104,6 +104,7 @@ type Agent struct {
 	pmiPuts  map[string][]byte // this node's PMI puts since the last barrier
 	pmiKV    map[string][]byte // the job's PMI key space as of the last barrier
 	pmiTCP   *pmiListener      // PMI-1 TCP mode
+	pmix     *pmixState        // the PMIx server (pmix.go; nil: none), set before the ranks start
 
 	pmiStats   pmi.Stats // the node's PMI traffic, answered locally
 	pmiUp      int64     // bytes of PMI barrier contributions sent up
@@ -169,7 +170,9 @@ func (a *Agent) run(ctx context.Context) error {
 		return fmt.Errorf("agent on %s: the prestaged program did not arrive before the job", a.spec.Node)
 	}
 	// Deferred calls run last-in first-out: cancel first, so that every
-	// goroutine of the agent stops, then wait for them.
+	// goroutine of the agent stops, then wait for them, then end the PMIx
+	// server.
+	defer a.stopPMIx()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -397,6 +400,8 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	var st proto.Started
 	localSize := len(a.spec.Ranks)
+	resolve := resolveOnce()
+	pmixErr := a.startPMIx(ctx, resolve)
 	binds, bindErr := rankenv.RankBindings(a.spec.Bind, localSize, a.spec.BindShare)
 	// A rank that cannot start for want of processes, descriptors or
 	// memory ends the node's start: the ranks it started are killed at
@@ -406,13 +411,15 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 	// after it as not started. Limits known beforehand (rankRoom) fail
 	// the start before any fork.
 	room, short := rankenv.RankRoom(localSize)
+	if short == nil && pmixErr != nil {
+		room, short = 0, pmixErr
+	}
 	if short != nil {
 		// Known before the first fork: nothing is started. The failure
 		// goes first, so that the front-end names it.
 		a.reportExit(proto.RankStatus{Rank: a.spec.Ranks[room], Code: recovery.ExitLauncher, Reason: "could not start: " + short.Error()})
 	}
 	stopped := short != nil
-	resolve := resolveOnce()
 	for i, r := range a.spec.Ranks {
 		if stopped {
 			if short == nil || i != room {

@@ -114,7 +114,13 @@ func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.C
 		return nil, err
 	}
 	cmd := &exec.Cmd{Path: path, Args: app.Argv, Dir: app.Wdir}
-	cmd.Env = append(append(append([]string(nil), app.Env...), rankEnv(info, appNum)...), fence.RankEnv(a.fenceTarget())...)
+	pmixBefore, pmixAfter, err := a.pmixEnv(info.Rank)
+	if err != nil {
+		conn.Close()
+		pmiConn.Close()
+		return nil, err
+	}
+	cmd.Env = append(append(append(append(append([]string(nil), pmixBefore...), app.Env...), rankEnv(info, appNum)...), fence.RankEnv(a.fenceTarget())...), pmixAfter...)
 	if a.pmiTCP != nil {
 		cmd.Env = append(cmd.Env, "PMI_PORT="+a.pmiTCP.port())
 	}

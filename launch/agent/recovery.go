@@ -423,6 +423,7 @@ func (a *Agent) restartJob(m proto.RecMsg) {
 		a.rec.coll = m.Epoch
 		a.reviveLocked(a.ended)
 		a.mu.Unlock()
+		a.renewPMIx(m.Restarts)
 		var st proto.Started
 		for _, old := range olds {
 			info := old.info

@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -109,4 +110,54 @@ func expandsTo(blocks []mapBlock, p *Placement) bool {
 			}
 		}
 	}
+}
+
+// NodesOf reads a PMI_process_mapping value back: the node of each of n
+// ranks, as MPICH reads it (the triples in order, repeated from the first
+// when they run out before the last rank). It is the inverse of
+// ProcessMapping.
+func NodesOf(mapping string, n int) ([]int, error) {
+	s, ok := strings.CutPrefix(mapping, "(vector")
+	if !ok || !strings.HasSuffix(s, ")") {
+		return nil, fmt.Errorf("process mapping %q: want (vector,(start,nodes,ranks),...)", mapping)
+	}
+	s = strings.TrimSuffix(s, ")")
+	var blocks []mapBlock
+	for s != "" {
+		rest, ok := strings.CutPrefix(s, ",(")
+		end := strings.IndexByte(rest, ')')
+		if !ok || end < 0 {
+			return nil, fmt.Errorf("process mapping %q: bad triple at %q", mapping, s)
+		}
+		f := strings.Split(rest[:end], ",")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("process mapping %q: triple %q has %d numbers", mapping, rest[:end], len(f))
+		}
+		var v [3]int
+		for i, x := range f {
+			k, err := strconv.Atoi(x)
+			if err != nil || k < 0 {
+				return nil, fmt.Errorf("process mapping %q: %q is not a count", mapping, x)
+			}
+			v[i] = k
+		}
+		blocks = append(blocks, mapBlock{start: v[0], nodes: v[1], size: v[2]})
+		s = rest[end+1:]
+	}
+	ranks := 0
+	for _, b := range blocks {
+		ranks += b.nodes * b.size
+	}
+	if ranks == 0 {
+		return nil, fmt.Errorf("process mapping %q places no rank", mapping)
+	}
+	nodes := make([]int, 0, n)
+	for len(nodes) < n {
+		for _, b := range blocks {
+			for k := 0; k < b.nodes*b.size && len(nodes) < n; k++ {
+				nodes = append(nodes, b.start+k/b.size)
+			}
+		}
+	}
+	return nodes, nil
 }

@@ -222,6 +222,23 @@ func TestProcessMappingRandom(t *testing.T) {
 		what := fmt.Sprintf("case %d %+v %+v", i, a.Hosts, req)
 		checkPlacement(t, what, p)
 		checkMPICHReads(t, what, ProcessMapping(p), p)
+		nodes, err := NodesOf(ProcessMapping(p), len(p.Ranks))
+		if err != nil {
+			t.Fatalf("%s: NodesOf(%q): %v", what, ProcessMapping(p), err)
+		}
+		for r, pr := range p.Ranks {
+			if nodes[r] != pr.Node {
+				t.Fatalf("%s: NodesOf(%q) puts rank %d on node %d, Place on %d", what, ProcessMapping(p), r, nodes[r], pr.Node)
+			}
+		}
+	}
+}
+
+func TestNodesOfRefuses(t *testing.T) {
+	for _, m := range []string{"", "(vector)", "(vector,(0,0,0))", "(vector,(0,1))", "(vector,(0,a,1))", "(vector,(0,1,1)", "vector,(0,1,1))"} {
+		if nodes, err := NodesOf(m, 4); err == nil {
+			t.Errorf("NodesOf(%q) = %v, want an error", m, nodes)
+		}
 	}
 }
 

@@ -31,6 +31,10 @@ type Job struct {
 	Slots         map[string]int `json:"slots,omitempty"`
 	Oversubscribe bool           `json:"oversubscribe,omitempty"`
 	Version       string         `json:"version,omitempty"`
+	// MPI is what the ranks are served (--mpi): "pmi1+pmix" (the
+	// default: PMI-1, and PMIx to programs that use it), "pmi1", "pmix"
+	// or "none".
+	MPI string `json:"mpi,omitempty"`
 }
 
 // DecodeJob decodes the spec of a job written by this package.

@@ -123,6 +123,9 @@ type NodeSpec struct {
 	// Timing is the failure detectors' bounds beyond Heartbeat, for tests
 	// (the zero value, production's, is what ftlaunch run sends).
 	Timing Timing
+	// MPI is what the ranks are served (--mpi): "" PMI-1, and PMIx to
+	// programs that use it; "pmi1"; "pmix" (both, to every rank); "none".
+	MPI string
 }
 
 // GossipSpec is how an agent joins the job's gossip cluster: the job's
@@ -157,6 +160,7 @@ func (s *NodeSpec) Encode() []byte {
 		e.Bytes(g.Secret).Strings(g.Hosts).Uint(uint64(g.Port))
 	}
 	encodeTiming(&e, s.Timing)
+	e.String(s.MPI)
 	return e.Data()
 }
 
@@ -189,6 +193,9 @@ func DecodeNodeSpec(p []byte) (*NodeSpec, error) {
 	}
 	if d.Len() > 0 {
 		s.Timing = decodeTiming(d)
+	}
+	if d.Len() > 0 {
+		s.MPI = d.String()
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)

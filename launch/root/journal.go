@@ -141,7 +141,7 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 		StateDir: fe.opts.StateDir, Node: cmp.Or(host, "localhost"),
 		Job: journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: r,
 			Restart: restartName(fe.opts.Restart), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares,
-			Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe},
+			Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe, MPI: mpiName(fe.opts.MPI)},
 		// One replica, in the front-end, can keep the state in memory;
 		// replica agents need its files.
 		Fallback: r == 1,

@@ -46,6 +46,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		}
 	}
 	fe.mapping = alloc.ProcessMapping(pl)
+	fe.verbosef("ranks are served %s (--mpi)", mpiName(fe.opts.MPI))
 	for i, node := range pl.Nodes {
 		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1, inc: 1}
 		for _, r := range a.ranks {
@@ -265,7 +266,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat, Timing: fe.opts.Timing,
 		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
 		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
-		Restart: fe.opts.Restart.String(), Gossip: fe.gossipSpec,
+		Restart: fe.opts.Restart.String(), Gossip: fe.gossipSpec, MPI: fe.opts.MPI,
 	}
 	if a.inc > 1 {
 		spec.Relaunch = fe.relaunchSpec(a)

@@ -45,6 +45,10 @@ type Options struct {
 	// "socket"; BindShare lets ranks share a core (--oversubscribe).
 	Bind      string
 	BindShare bool
+	// MPI is which process-management interfaces the ranks are served
+	// (--mpi): "" both PMI-1 and, for programs that use it, PMIx; "pmi1";
+	// "pmix" (PMIx to every rank, PMI-1 too); "none".
+	MPI string
 
 	// Restart is what a failed rank costs the job (--restart): the job
 	// (recovery.None, the default), the rank alone, started again as its

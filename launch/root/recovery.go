@@ -72,6 +72,15 @@ func placementSlots(pl *alloc.Placement) map[string]int {
 }
 
 // restartName is a policy as the job's record keeps it ("" for none).
+// mpiName names what --mpi serves the ranks, for --verbose and the state
+// log.
+func mpiName(mpi string) string {
+	if mpi == "" {
+		return "pmi1+pmix"
+	}
+	return mpi
+}
+
 func restartName(p recovery.Policy) string {
 	if p == recovery.None {
 		return ""
