@@ -42,7 +42,7 @@ func readStatus(t *testing.T, dir, job string) jobstate.Status {
 func background(t *testing.T, m string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	killLeft(t, "sleep "+m)
-	cmd := exec.Command(ftlaunchBin, append(args, "sleep", m)...)
+	cmd := exec.Command(ftlaunchBin(t), append(args, "sleep", m)...)
 	_, errb := startJob(t, cmd)
 	return cmd, errb
 }
@@ -78,8 +78,8 @@ func TestCancelAfterFailover(t *testing.T) {
 	waitFor(t, "every rank to run", 30*time.Second, func() bool { return sleeping(t, m) == 8 })
 	// ps tells the agents apart: each names its node.
 	for _, node := range []string{"node0", "node1", "node2", "node3"} {
-		if len(liveProcesses(t, ftlaunchBin+" agent "+node+" --connect")) != 1 {
-			t.Errorf("no agent process names node %s: %q", node, liveProcesses(t, ftlaunchBin+" agent"))
+		if len(liveProcesses(t, ftlaunchBin(t)+" agent "+node+" --connect")) != 1 {
+			t.Errorf("no agent process names node %s: %q", node, liveProcesses(t, ftlaunchBin(t)+" agent"))
 		}
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
@@ -97,7 +97,7 @@ func TestCancelAfterFailover(t *testing.T) {
 	}
 	t.Logf("cancel took %v: %s", time.Since(start), r.stdout)
 	waitGone(t, "sleep "+m, 20*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 20*time.Second)
 
 	jobs = listJobs(t, dir)
 	if len(jobs) != 1 || jobs[0].State != "cancelled" || jobs[0].ExitCode == nil || *jobs[0].ExitCode != 128+int(syscall.SIGTERM) {
@@ -163,8 +163,8 @@ func TestCancelLocal(t *testing.T) {
 func TestAttachTellsTheStory(t *testing.T) {
 	dir, ck := t.TempDir(), t.TempDir()
 	killLeft(t, ck)
-	cmd := exec.Command(ftlaunchBin, "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--restart", "rank", "--verbose", "-n", "8",
-		ftlaunchBin, "ringapp", "--steps", "100000", "--step-time", "10ms", "--dir", ck)
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--restart", "rank", "--verbose", "-n", "8",
+		ftlaunchBin(t), "ringapp", "--steps", "100000", "--step-time", "10ms", "--dir", ck)
 	_, errb := startJob(t, cmd)
 	defer func() {
 		if t.Failed() {
@@ -174,11 +174,11 @@ func TestAttachTellsTheStory(t *testing.T) {
 	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
-	tablePublished(t, errb, 8)
+	tablePublished(t, dir)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 
-	att := exec.Command(ftlaunchBin, "attach", "--state-dir", dir)
+	att := exec.Command(ftlaunchBin(t), "attach", "--state-dir", dir)
 	aout, aerr := &syncBuffer{}, &syncBuffer{}
 	att.Stdout, att.Stderr = aout, aerr
 	if err := att.Start(); err != nil {
@@ -202,7 +202,7 @@ func TestAttachTellsTheStory(t *testing.T) {
 		t.Errorf("attach after Ctrl-C: %v, want exit 130", err)
 	}
 	waitGone(t, ck, 20*time.Second)
-	waitGone(t, ftlaunchBin+" agent", 20*time.Second)
+	waitGone(t, ftlaunchBin(t)+" agent", 20*time.Second)
 	st := readStatus(t, dir, "")
 	if st.Word() != "cancelled" || st.UserSignal != "SIGINT" || len(st.NotRecovered) != 0 || st.Recoveries != 1 {
 		t.Errorf("status after Ctrl-C in attach: %s, user signal %q, not recovered %q, recoveries %d (failures %q)", st.Word(), st.UserSignal, st.NotRecovered, st.Recoveries, st.Failures)
@@ -219,7 +219,7 @@ func TestAttachTellsTheStory(t *testing.T) {
 // binary's agents, and those whose command line holds marker.
 func killLeft(t *testing.T, marker string) {
 	t.Cleanup(func() {
-		for _, p := range append(liveProcesses(t, ftlaunchBin+" agent"), liveProcesses(t, marker)...) {
+		for _, p := range append(liveProcesses(t, ftlaunchBin(t)+" agent"), liveProcesses(t, marker)...) {
 			if pid, err := strconv.Atoi(strings.Fields(p)[0]); err == nil {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}

@@ -180,7 +180,7 @@ func TestRestartRankRefusesOpenMPI(t *testing.T) {
 func TestRestartJobOpenMPI(t *testing.T) {
 	prog := openMPIProgram(t, "mpi_ckpt")
 	ck := t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
+	cmd := exec.Command(ftlaunchBin(t), "run", "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
 	out, errb := startJob(t, cmd)
 	var pid int
 	waitFor(t, "a checkpoint of rank 2", 60*time.Second, func() bool {

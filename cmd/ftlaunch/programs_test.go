@@ -74,7 +74,7 @@ func doneOnce(t *testing.T, stdout string, n int) {
 // exit 0, every done line once, nothing left.
 func TestRestartJobPlainAgentKilled(t *testing.T) {
 	m := "ftl-plain-job-" + marker(t)
-	cmd := exec.Command(ftlaunchBin, append([]string{"run", "--verbose", "--restart", "job", "--test-nodes", "3", "-n", "6"}, shellLoop(40, m)...)...)
+	cmd := exec.Command(ftlaunchBin(t), append([]string{"run", "--verbose", "--restart", "job", "--test-nodes", "3", "-n", "6"}, shellLoop(40, m)...)...)
 	out, errb := startJob(t, cmd)
 	ranks := everyRankRuns(t, m, 6)
 	var agent int
@@ -110,7 +110,7 @@ func TestRestartRankPlainRankKilled(t *testing.T) {
 	m := "ftl-plain-rank-" + marker(t)
 	dir := t.TempDir()
 	script := `for i in $(seq 1 40); do sleep 0.1; done; echo done $FTLAUNCH_RANK; [ $FTLAUNCH_INCARNATION = 1 ] || echo incarnation $FTLAUNCH_INCARNATION >&2`
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--restart", "rank", "--test-nodes", "8", "--replicas", "3", "-n", "16", "sh", "-c", script, m)
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--restart", "rank", "--test-nodes", "8", "--replicas", "3", "-n", "16", "sh", "-c", script, m)
 	out, errb := startJob(t, cmd)
 	var victim rankProc
 	for _, p := range everyRankRuns(t, m, 16) {
@@ -157,7 +157,7 @@ func TestRestartRankPlainRankKilled(t *testing.T) {
 func TestRestartJobMPICHSpare(t *testing.T) {
 	prog := mpiProgram(t, "mpi_ckpt")
 	ck := t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--restart", "job", "--test-nodes", "4", "--spare-nodes", "1", "-n", "6", prog, ck, "300", "20")
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--restart", "job", "--test-nodes", "4", "--spare-nodes", "1", "-n", "6", prog, ck, "300", "20")
 	out, errb := startJob(t, cmd)
 	waitFor(t, "the first checkpoint", 60*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(ck, "rank-2"))
@@ -200,7 +200,7 @@ func TestRestartJobMPICHSpare(t *testing.T) {
 // 0, every done line once, nothing left.
 func TestRestartRankPlainAgentKilled(t *testing.T) {
 	m := "ftl-plain-rank-agent-" + marker(t)
-	cmd := exec.Command(ftlaunchBin, append([]string{"run", "--verbose", "--restart", "rank", "--test-nodes", "3", "-n", "6"}, shellLoop(40, m)...)...)
+	cmd := exec.Command(ftlaunchBin(t), append([]string{"run", "--verbose", "--restart", "rank", "--test-nodes", "3", "-n", "6"}, shellLoop(40, m)...)...)
 	out, errb := startJob(t, cmd)
 	var agent int
 	for _, p := range everyRankRuns(t, m, 6) {

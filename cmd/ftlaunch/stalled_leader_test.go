@@ -78,14 +78,14 @@ const raftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
 // the front-end's environment.
 func deposedFrontEnd(t *testing.T, env []string, fault func(cmd *exec.Cmd)) {
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin, "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "4", "-n", "8",
-		ftlaunchBin, "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "4", "-n", "8",
+		ftlaunchBin(t), "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
 	cmd.Env = append(os.Environ(), env...)
 	out, errb := startJob(t, cmd)
 	waitFor(t, "the replica agents in the group", 60*time.Second, func() bool {
 		return strings.Count(errb.String(), "joined the group") == 2
 	})
-	tablePublished(t, errb, 8)
+	tablePublished(t, dir)
 	fault(cmd)
 	time.Sleep(5 * time.Second) // the fault schedule: a rank dies 5 s later
 	killed := false
