@@ -182,9 +182,10 @@ func ftlaunch(t *testing.T, stdin string, args ...string) result {
 // ftlaunchLimit is ftlaunch with another limit.
 func ftlaunchLimit(t *testing.T, limit time.Duration, stdin string, args ...string) result {
 	t.Helper()
+	bin := ftlaunchBin(t) // built first: the limit is the run's
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ftlaunchBin(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = t.TempDir()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -15,6 +15,8 @@ import (
 
 func TestSlurmLauncher(t *testing.T) {
 	c := chaostest.Slurm(t, 8, slurm.Config{})
+	ftlaunchBin(t) // built before the allocations' bound starts
+	ftdemoBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	alloc := func(t *testing.T, nodes, tasks int, noKill bool, args ...string) slurm.Result {

@@ -306,6 +306,9 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		return
 	}
 	a.specAt = time.Since(fe.start)
+	if a == fe.stdinAgent {
+		fe.flushStdin() // what stdin gave before it came up
+	}
 	now := time.Now()
 	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Incarnation: a.inc, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
 	fe.agentsUp++

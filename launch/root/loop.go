@@ -34,7 +34,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		for range cap(fe.stdinCredit) {
 			fe.stdinCredit <- struct{}{}
 		}
-		go fe.forwardStdin(ctx, fe.stdinAgent)
+		go fe.forwardStdin(ctx)
 	}
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
@@ -290,6 +290,8 @@ func (fe *frontend) handle(ev event) {
 		fe.gossiped(ev.ev)
 	case evGossipCheck:
 		fe.gossipCheck(ev.a, false)
+	case evStdin:
+		fe.stdin(ev)
 	case evAdopt:
 		if ev.ac.hello.Control {
 			fe.control(ev.ac)
@@ -614,10 +616,20 @@ func (fe *frontend) keepResult(seq uint64, res []byte) {
 	}
 }
 
-// forwardStdin copies the front-end's stdin to rank 0 in chunks, with at
-// most cap(stdinCredit) chunks unacknowledged.
-func (fe *frontend) forwardStdin(ctx context.Context, a *agentHandle) {
+// forwardStdin reads the front-end's stdin in chunks, with at most
+// cap(stdinCredit) chunks unacknowledged, and hands each to the event
+// loop (evStdin), which sends it to rank 0's agent: the agent's handle is
+// the loop's, and it may not be up yet.
+func (fe *frontend) forwardStdin(ctx context.Context) {
 	buf := make([]byte, 32<<10)
+	post := func(ev evStdin) bool {
+		select {
+		case fe.events <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	for {
 		select {
 		case <-fe.stdinCredit:
@@ -625,16 +637,38 @@ func (fe *frontend) forwardStdin(ctx context.Context, a *agentHandle) {
 			return
 		}
 		n, err := fe.opts.Stdin.Read(buf)
-		if n > 0 {
-			if a.send(proto.MStdin, buf[:n]) != nil {
-				return
-			}
+		if n > 0 && !post(evStdin{data: slices.Clone(buf[:n])}) {
+			return
 		}
 		if err != nil {
-			_ = a.send(proto.MStdinClose, nil)
+			post(evStdin{eof: true})
 			return
 		}
 	}
+}
+
+// stdin sends rank 0's agent a chunk of stdin (or its end) once the agent
+// is up; until then the chunks wait (at most cap(stdinCredit) of them),
+// and flushStdin sends them when it comes up.
+func (fe *frontend) stdin(ev evStdin) {
+	fe.stdinPending = append(fe.stdinPending, ev)
+	fe.flushStdin()
+}
+
+// flushStdin sends the stdin chunks that wait, if rank 0's agent is up.
+func (fe *frontend) flushStdin() {
+	a := fe.stdinAgent
+	if a == nil || !a.up || a.specAt == 0 {
+		return // not up, or its job not sent yet (agentUp flushes then)
+	}
+	for _, ev := range fe.stdinPending {
+		if ev.eof {
+			_ = a.send(proto.MStdinClose, nil)
+		} else if a.send(proto.MStdin, ev.data) != nil {
+			break // its link is gone: stdin goes nowhere
+		}
+	}
+	fe.stdinPending = nil
 }
 
 func (fe *frontend) killAgents() {

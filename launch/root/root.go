@@ -107,6 +107,9 @@ type frontend struct {
 	out         *output.Writer
 	stdinAgent  *agentHandle
 	stdinCredit chan struct{}
+	// stdinPending: chunks of stdin (forwardStdin) for rank 0's agent,
+	// waiting for it to come up.
+	stdinPending []evStdin
 
 	ended       int
 	shutdownAt  time.Time // when the job ended and agents were told to exit
@@ -259,6 +262,14 @@ type evAdopt struct{ ac *adoptConn }
 
 // evAdoptTimeout: a successor root: time is up for adoptions.
 type evAdoptTimeout struct{}
+
+// evStdin: a chunk of the front-end's stdin for rank 0 (eof: stdin ended).
+type evStdin struct {
+	data []byte
+	eof  bool
+}
+
+func (evStdin) isRootEvent() {}
 
 // evResume: a successor root: start the root's children never started.
 type evResume struct{}
