@@ -47,10 +47,11 @@ func ppidOf(pid int) int {
 	return ppid
 }
 
-// isAgent reports whether pid runs `ftlaunch agent`.
+// isAgent reports whether pid runs `ftlaunch agent [NODE] --connect`.
 func isAgent(pid int) bool {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	return err == nil && strings.Contains(string(b), "agent\x00--connect")
+	args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	return err == nil && len(args) >= 3 && args[1] == "agent" && args[len(args)-1] == "--connect"
 }
 
 // TestInteriorAgentLost: an interior agent of the tree is SIGKILLed; the
