@@ -160,3 +160,51 @@ func TestHarnessSpare(t *testing.T) {
 		}
 	}
 }
+
+// Both children of the root lost together (kary:2 on six nodes: nodeA
+// above nodeC and nodeD, nodeB above nodeE and nodeF, each the other's
+// children's backup): no orphan has a backup left, so each falls back to
+// its grandparent, the root, with its ranks running; nodeA and nodeB
+// start again as children of the root and only their ranks are respawned.
+func TestHarnessReparentToRoot(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC", "nodeD", "nodeE", "nodeF"}
+	opts := recoverOpts("node:nodeA")
+	opts.Tree = "kary:2"
+	opts.Env = append(opts.Env, victimEnv+"2=node:nodeB")
+	j := runOnNodes(t, hosts, 1, opts, func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is(func(e root.StandbysUp) bool { return e.N == 4 })); err != nil {
+			return
+		}
+		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
+			return
+		}
+		j.sp.agent("nodeA").kill()
+		j.sp.agent("nodeB").kill()
+	})
+	checkCompleted(t, j, 6)
+	evs := j.obs.untilEnd()
+	for _, moved := range []string{"nodeC", "nodeD", "nodeE", "nodeF"} {
+		if n := count(evs, func(e root.Reparented) bool { return e.Node == moved && e.Parent == "" }); n != 1 {
+			t.Errorf("%s moved %d times to the root; events %v", moved, n, evs)
+		}
+	}
+	for _, lost := range []string{"nodeA", "nodeB"} {
+		if count(evs, func(e root.AgentLost) bool { return e.Node == lost && e.Inc == 1 }) != 1 ||
+			count(evs, func(e root.AgentRelaunched) bool { return e.Node == lost && e.Inc == 2 }) != 1 {
+			t.Errorf("%s: events %v", lost, evs)
+		}
+	}
+	if count[root.RankRestarted](evs, nil) != 2 || count[root.AgentLost](evs, nil) != 2 {
+		t.Errorf("events %v", evs)
+	}
+	for _, n := range j.state.Plan.Nodes {
+		if n.Name != proto.RootName && n.Primary != proto.RootName {
+			t.Errorf("%s's parent in the plan: %q, not the root", n.Name, n.Primary)
+		}
+	}
+	for _, r := range j.state.Ranks {
+		if want := uint64(1 + boolInt(r.Node == "nodeA" || r.Node == "nodeB")); r.Incarnation != want {
+			t.Errorf("rank %d on %s: incarnation %d, want %d", r.Rank, r.Node, r.Incarnation, want)
+		}
+	}
+}

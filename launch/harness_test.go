@@ -127,7 +127,7 @@ func testTiming(opts *Options) {
 // "rank:R" (rank R's first incarnation exits with code 7) or "node:NAME"
 // (the first incarnations of the ranks on node NAME wait to be killed);
 // or "wait:PATH": no victim, every rank waits for the file PATH before
-// it allgathers.
+// it allgathers. victimEnv+"2" names a second victim.
 const victimEnv = "FTLAUNCH_TEST_VICTIM"
 
 // recoverRole is a rank of a job under --restart rank that lives through
@@ -158,11 +158,13 @@ func recoverRole(c *client.Client, me string) int {
 		return 1
 	}
 	if c.Incarnation() == 1 {
-		switch v := os.Getenv(victimEnv); {
-		case v == fmt.Sprintf("rank:%d", c.Rank()):
-			return 7
-		case v == "node:"+os.Getenv("FTLAUNCH_NODE"):
-			select {} // until its agent's end (or a fence) kills it
+		for _, v := range []string{os.Getenv(victimEnv), os.Getenv(victimEnv + "2")} {
+			switch {
+			case v == fmt.Sprintf("rank:%d", c.Rank()):
+				return 7
+			case v == "node:"+os.Getenv("FTLAUNCH_NODE"):
+				select {} // until its agent's end (or a fence) kills it
+			}
 		}
 	}
 	if path, ok := strings.CutPrefix(os.Getenv(victimEnv), "wait:"); ok {
