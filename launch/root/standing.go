@@ -186,11 +186,14 @@ func (fe *frontend) replayHeld() {
 }
 
 // stepAsideAfter is how long a deposed front-end waits to lead again
-// before it steps aside: as long as the agents take to declare a silent
-// front-end lost (its link's timeout), after which a replica agent would
-// have taken over had it been stalled rather than cut off.
+// before it steps aside: twice as long as the agents take to declare a
+// silent front-end lost (its link's timeout), after which a replica agent
+// would have taken over had it been stalled rather than cut off. Once
+// would do on an idle machine; on a loaded one (two cores shared by
+// several jobs) a group of three went without a leader the front-end knew
+// for 5 s, terms churning, while nothing was cut.
 func (fe *frontend) stepAsideAfter() time.Duration {
-	return proto.LinkTimeout(fe.opts.Heartbeat)
+	return 2 * proto.LinkTimeout(fe.opts.Heartbeat)
 }
 
 // othersCanLead counts the group's voters other than the front-end's
