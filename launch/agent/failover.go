@@ -133,19 +133,19 @@ func (a *Agent) voterGone(name string) {
 	a.goneRoots[name] = true
 }
 
-// goneAgents lists the replica agents known dead (goneRoots, but for the
-// front-end), sorted.
+// goneAgents names the replica agent whose successor root this agent
+// reported to, once its link to it ended rather than fell silent
+// (rootGone): that root's process, and the agent it ran in, are gone. A
+// voter known gone only because its address refused a connection is not
+// named: a replica agent started again elsewhere may not have told this
+// one its new address yet.
 func (a *Agent) goneAgents() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []string
-	for n := range a.goneRoots {
-		if n != frontEndVoter && n != a.spec.Node {
-			out = append(out, n)
-		}
+	if r := a.rootReplica; r != "" && r != a.spec.Node && a.goneRoots[r] {
+		return []string{r}
 	}
-	slices.Sort(out)
-	return out
+	return nil
 }
 
 // quorumLost reports whether the voters known dead (the front-end and the
