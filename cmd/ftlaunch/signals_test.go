@@ -143,13 +143,17 @@ func TestUserSignalsForwarded(t *testing.T) {
 	// signals by number, SIGCONT's first.)
 	cmd.Process.Signal(syscall.SIGTSTP)
 	waitFor(t, "every rank stopped", 20*time.Second, func() bool {
-		ps := rankProcs(t, "sleep "+m) // the shells and their sleeps
-		for _, p := range ps {
+		n := 0
+		for _, p := range rankProcs(t, "sleep "+m) {
+			if p.env["FTLAUNCH_RANK"] == "" {
+				continue // ftlaunch run itself: its command line has the script
+			}
 			if st, _, ok := procStat(p.pid); !ok || st != 'T' {
 				return false
 			}
+			n++ // a rank's shell or its sleep
 		}
-		return len(ps) >= 4
+		return n >= 4
 	})
 	cmd.Process.Signal(syscall.SIGCONT)
 	waitFor(t, "got-cont from every rank", 20*time.Second, func() bool { return strings.Count(out.String(), "got-cont") == 4 })
