@@ -604,6 +604,29 @@ func (r *Replica) Barrier(ctx context.Context) error {
 	return nil
 }
 
+// TransferLeadership hands the lead to server id at addr (id "": to the
+// most up-to-date follower, as raft picks it) and waits for the transfer,
+// at most until ctx ends (ApplyTimeout if it has no deadline) or the
+// replica shuts down: raft does not answer every transfer it took when it
+// shuts down, and a caller waiting on the future alone would never end.
+func (r *Replica) TransferLeadership(ctx context.Context, id raft.ServerID, addr raft.ServerAddress) error {
+	ctx, cancel := r.withTimeout(ctx)
+	defer cancel()
+	_, err, answered := r.submit(ctx, func() raft.Future {
+		if id == "" {
+			return r.raft.LeadershipTransfer()
+		}
+		return r.raft.LeadershipTransferToServer(id, addr)
+	})
+	if !answered {
+		return fmt.Errorf("raftstore: leadership transfer to %q: %w", id, err)
+	}
+	if err != nil {
+		return fmt.Errorf("raftstore: leadership transfer to %q: %w", id, raftErr(err))
+	}
+	return nil
+}
+
 // Takeover is what a new leader does before it acts as root: it waits
 // until it has applied everything its predecessors committed, then commits
 // an epoch bump naming itself, and returns the fence its commands must

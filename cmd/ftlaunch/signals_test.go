@@ -138,8 +138,23 @@ func TestUserSignalsForwarded(t *testing.T) {
 		t.Fatalf("a SIGCONT that followed no forwarded stop reached %d rank(s); stderr:\n%s", n, errb)
 	}
 	// Ctrl-Z's SIGTSTP stops every rank (the shells and their sleeps);
-	// the SIGCONT after it resumes them.
+	// the SIGCONT after it resumes them. (Sent together, the two may
+	// reach the front-end in either order: the runtime delivers pending
+	// signals by number, SIGCONT's first.)
 	cmd.Process.Signal(syscall.SIGTSTP)
+	waitFor(t, "every rank stopped", 20*time.Second, func() bool {
+		n := 0
+		for _, p := range rankProcs(t, "sleep "+m) {
+			if p.env["FTLAUNCH_RANK"] == "" {
+				continue // ftlaunch run itself: its command line has the script
+			}
+			if st, _, ok := procStat(p.pid); !ok || st != 'T' {
+				return false
+			}
+			n++ // a rank's shell or its sleep
+		}
+		return n >= 4
+	})
 	cmd.Process.Signal(syscall.SIGCONT)
 	waitFor(t, "got-cont from every rank", 20*time.Second, func() bool { return strings.Count(out.String(), "got-cont") == 4 })
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil || len(liveProcesses(t, "sleep "+m)) == 0 {

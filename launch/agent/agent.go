@@ -289,6 +289,7 @@ func (a *Agent) run(ctx context.Context) error {
 		}
 		if err := a.up.attach(nl); err != nil {
 			a.logf("adopted by the new root, but what waited for it could not be sent: %v; looking again", err)
+			a.traceFailover("adopted by the new root, but what waited for it could not be sent: %v; looking again", err)
 			nl.Conn.Close()
 			continue
 		}

@@ -133,19 +133,19 @@ func (a *Agent) voterGone(name string) {
 	a.goneRoots[name] = true
 }
 
-// goneAgents lists the replica agents known dead (goneRoots, but for the
-// front-end), sorted.
+// goneAgents names the replica agent whose successor root this agent
+// reported to, once its link to it ended rather than fell silent
+// (rootGone): that root's process, and the agent it ran in, are gone. A
+// voter known gone only because its address refused a connection is not
+// named: a replica agent started again elsewhere may not have told this
+// one its new address yet.
 func (a *Agent) goneAgents() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []string
-	for n := range a.goneRoots {
-		if n != frontEndVoter && n != a.spec.Node {
-			out = append(out, n)
-		}
+	if r := a.rootReplica; r != "" && r != a.spec.Node && a.goneRoots[r] {
+		return []string{r}
 	}
-	slices.Sort(out)
-	return out
+	return nil
 }
 
 // quorumLost reports whether the voters known dead (the front-end and the
@@ -353,7 +353,7 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 			// again a while later if it is still here.
 			if leadingSince.IsZero() || time.Since(leadingSince) > a.spec.Timing.LinkTimeout(hb) {
 				leadingSince = time.Now()
-				a.goFunc(func() { _ = ar.r.Raft().LeadershipTransfer().Error() })
+				a.goFunc(func() { _ = ar.r.TransferLeadership(ctx, "", "") })
 			}
 			continue
 		}
@@ -395,7 +395,7 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 		}
 		if time.Since(leadingSince) > wait {
 			leadingSince = time.Now() // and again after as long, if it did not take
-			a.goFunc(func() { a.leadershipToRoot(ar) })
+			a.goFunc(func() { a.leadershipToRoot(ctx, ar) })
 		}
 	}
 }
@@ -420,7 +420,7 @@ func (a *Agent) traceFailover(format string, args ...any) {
 // the replica agents), or, once a successor adopted this agent, that of
 // the replica agent that runs it. The successor's state log writes only
 // while its replica leads.
-func (a *Agent) leadershipToRoot(ar *agentReplica) {
+func (a *Agent) leadershipToRoot(ctx context.Context, ar *agentReplica) {
 	a.mu.Lock()
 	root := a.rootReplica
 	agents := map[string]bool{a.spec.Node: true}
@@ -434,7 +434,7 @@ func (a *Agent) leadershipToRoot(ar *agentReplica) {
 	}
 	for _, srv := range f.Configuration().Servers {
 		if srv.Suffrage == raft.Voter && (root == "" && !agents[string(srv.ID)] || root != "" && string(srv.ID) == root) {
-			if err := ar.r.Raft().LeadershipTransferToServer(srv.ID, srv.Address).Error(); err != nil {
+			if err := ar.r.TransferLeadership(ctx, srv.ID, srv.Address); err != nil {
 				a.traceFailover("hand the leadership back to %s: %v", srv.ID, err)
 			}
 			return

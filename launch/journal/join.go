@@ -82,21 +82,30 @@ func (j *Journal) Join(ctx context.Context, id, addr, replaces string) error {
 		j.mu.Unlock()
 		j.poke()
 	}()
-	if replaces != "" {
-		// The voter this one takes the place of (a lost replica host's,
-		// or the front-end's) leaves the group first: the group keeps its
-		// size.
-		if err := r.Raft().RemoveServer(raft.ServerID(replaces), 0, joinChangeTimeout).Error(); err != nil {
-			return fmt.Errorf("journal: join %s: remove the lost voter %s: %w", id, replaces, err)
-		}
-	}
-	if err := j.reachableFrom(r, addr); err != nil {
-		return fmt.Errorf("journal: join %s: %w", id, err)
-	}
+	// The voter this one takes the place of (a lost replica host's, or
+	// the front-end's) leaves the group first: the group keeps its size.
+	// Each change is tried again after a leadership blip, the removal
+	// too (a successor's replica that lost the lead for a moment under
+	// load left the lost front-end's voter in, and its replacement out).
+	removed, reachable := replaces == "", false
 	for {
-		err := joinGroup(r.Raft(), raft.ServerID(id), raft.ServerAddress(addr), joinChangeTimeout)
-		if err == nil {
-			return nil
+		var err error
+		if !reachable {
+			if err = j.reachableFrom(r, addr); err == nil {
+				reachable = true
+			}
+		}
+		if reachable && !removed {
+			if err = r.Raft().RemoveServer(raft.ServerID(replaces), 0, joinChangeTimeout).Error(); err == nil {
+				removed = true
+			} else {
+				err = fmt.Errorf("remove the lost voter %s: %w", replaces, err)
+			}
+		}
+		if reachable && removed {
+			if err = joinGroup(r.Raft(), raft.ServerID(id), raft.ServerAddress(addr), joinChangeTimeout); err == nil {
+				return nil
+			}
 		}
 		if j.isClosing() {
 			return fmt.Errorf("journal: join %s: %w (%w)", id, ErrClosed, err)

@@ -36,8 +36,9 @@ type ResumeConfig struct {
 	// Gossip is the evidence of the replica agent's member of the job's
 	// gossip cluster (nil: it has none).
 	Gossip <-chan membership.Evidence
-	// Gone names the replica agents whose root this agent reported to
-	// and whose link to it ended (not fell silent): their process ended,
-	// their agent with it. The successor declares them lost at once.
+	// Gone names the replica agent whose successor root this agent
+	// reported to until its link to it ended (not fell silent): its
+	// process ended, its agent with it. The successor declares it lost at
+	// once.
 	Gone []string
 }

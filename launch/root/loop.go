@@ -55,8 +55,8 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			}
 		case <-settle:
 		case sig := <-fe.opts.Signals:
-			if fe.stops.forward(sig) {
-				fe.onSignal(sig)
+			if out, ok := fe.stops.forward(sig); ok {
+				fe.onSignal(out)
 			} else {
 				fe.verbosef("not forwarding %v: it ends a stop of the front-end itself; the ranks were not stopped", sig)
 			}

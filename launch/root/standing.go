@@ -10,9 +10,11 @@ package root
 // leads hands the lead back to a front-end it hears from: launch/agent's
 // watchLeadership), or learns that a replica agent took the root over
 // (the state log's epoch bump naming it, or the live report it writes),
-// or stays deposed for as long as the agents take to declare a silent
-// front-end lost while a majority of the replica agents are up (its raft
-// traffic is cut, not its tree): then it steps aside. Having stepped
+// or stays deposed for twice as long as the agents take to declare a
+// silent front-end lost while the group's other voters that are up make
+// a majority (its raft traffic is cut, not its tree): then it steps
+// aside. While those voters are too few to elect without it, it is the
+// only root there can be, and holds nothing. Having stepped
 // aside it never coordinates again: its links to the root's children
 // close without a word (they ask the replica agents to adopt them, as
 // after the front-end's death), its state log is abandoned without a
@@ -186,11 +188,14 @@ func (fe *frontend) replayHeld() {
 }
 
 // stepAsideAfter is how long a deposed front-end waits to lead again
-// before it steps aside: as long as the agents take to declare a silent
-// front-end lost (its link's timeout), after which a replica agent would
-// have taken over had it been stalled rather than cut off.
+// before it steps aside: twice as long as the agents take to declare a
+// silent front-end lost (its link's timeout), after which a replica agent
+// would have taken over had it been stalled rather than cut off. Once
+// would do on an idle machine; on a loaded one (two cores shared by
+// several jobs) a group of three went without a leader the front-end knew
+// for 5 s, terms churning, while nothing was cut.
 func (fe *frontend) stepAsideAfter() time.Duration {
-	return proto.LinkTimeout(fe.opts.Heartbeat)
+	return 2 * proto.LinkTimeout(fe.opts.Heartbeat)
 }
 
 // othersCanLead counts the group's voters other than the front-end's

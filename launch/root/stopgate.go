@@ -15,17 +15,21 @@ type stopGate struct {
 	stopped bool // a stop was forwarded and no SIGCONT since
 }
 
-// forward reports whether sig goes on to the ranks, and notes a stop
-// that does.
-func (g *stopGate) forward(sig os.Signal) bool {
+// forward returns the signal that goes on to the ranks for sig, if any,
+// and notes a stop that does. A terminal's stop signals (SIGTSTP, SIGTTIN,
+// SIGTTOU) go on as SIGSTOP: each rank is a session of its own, an
+// orphaned process group, whose processes the kernel does not stop for
+// those.
+func (g *stopGate) forward(sig os.Signal) (os.Signal, bool) {
 	switch sig {
 	case syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
 		g.stopped = true
+		return syscall.SIGSTOP, true
 	case syscall.SIGCONT:
 		if !g.stopped {
-			return false
+			return sig, false
 		}
 		g.stopped = false
 	}
-	return true
+	return sig, true
 }

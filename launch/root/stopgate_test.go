@@ -7,7 +7,8 @@ import (
 )
 
 // TestStopGate: a SIGCONT reaches the ranks only after the front-end
-// forwarded them a stop, once per stop; other signals always go on.
+// forwarded them a stop, once per stop; a terminal's stop goes on as
+// SIGSTOP; other signals always go on as they are.
 func TestStopGate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -23,8 +24,16 @@ func TestStopGate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var g stopGate
 			for i, s := range tc.sigs {
-				if got := g.forward(s); got != tc.want[i] {
-					t.Errorf("signal %d (%v): forwarded %v, want %v", i, s, got, tc.want[i])
+				out, ok := g.forward(s)
+				if ok != tc.want[i] {
+					t.Errorf("signal %d (%v): forwarded %v, want %v", i, s, ok, tc.want[i])
+				}
+				want := s
+				if s == syscall.SIGTSTP || s == syscall.SIGTTIN {
+					want = syscall.SIGSTOP
+				}
+				if ok && out != want {
+					t.Errorf("signal %d (%v) goes on as %v, want %v", i, s, out, want)
 				}
 			}
 		})
