@@ -228,3 +228,14 @@ func TestMPIChoiceRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenMPIAbort: MPI_Abort(7) in one Open MPI rank (a PMIx abort) ends
+// the job with code 7, naming the rank, and leaves no rank behind.
+func TestOpenMPIAbort(t *testing.T) {
+	hello := openMPIProgram(t, "mpi_hello")
+	r := ftlaunch(t, "", "run", "-n", "4", hello, "7")
+	if r.code != 7 || !strings.Contains(r.stderr, "rank 1 on node") || !strings.Contains(r.stderr, "Abort(7)") {
+		t.Fatalf("exit %d, want 7 naming rank 1; stderr:\n%s", r.code, r.stderr)
+	}
+	waitGone(t, hello, 10*time.Second)
+}

@@ -198,26 +198,6 @@ func setupFork(ns string, rank int) ([]string, error) {
 	return out, nil
 }
 
-// generate runs PMIx_generate_regex (ppn false) or PMIx_generate_ppn.
-func generate(in string, ppn bool) (string, error) {
-	cin := C.CString(in)
-	defer C.free(unsafe.Pointer(cin))
-	var out *C.char
-	var st C.int
-	op := "PMIx_generate_regex"
-	if ppn {
-		op = "PMIx_generate_ppn"
-		st = C.ft_generate_ppn(cin, &out)
-	} else {
-		st = C.ft_generate_regex(cin, &out)
-	}
-	if err := status(op, st); err != nil {
-		return "", err
-	}
-	defer C.free(unsafe.Pointer(out))
-	return C.GoString(out), nil
-}
-
 func goRank(r C.uint32_t) int {
 	if r == C.FT_PMIX_RANK_WILDCARD {
 		return -1

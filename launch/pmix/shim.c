@@ -18,8 +18,6 @@ static struct {
 		void *server_object, ft_pmix_op_cbfunc_t cbfunc, void *cbdata);
 	void (*deregister_client)(const ft_pmix_proc_t *proc, ft_pmix_op_cbfunc_t cbfunc, void *cbdata);
 	ft_pmix_status_t (*setup_fork)(const ft_pmix_proc_t *proc, char ***env);
-	ft_pmix_status_t (*generate_regex)(const char *input, char **regex);
-	ft_pmix_status_t (*generate_ppn)(const char *input, char **ppn);
 	const char *(*error_string)(ft_pmix_status_t status);
 } lib;
 
@@ -45,8 +43,6 @@ int ft_load(const char *path, char **err) {
 	SYM(register_client, "PMIx_server_register_client");
 	SYM(deregister_client, "PMIx_server_deregister_client");
 	SYM(setup_fork, "PMIx_server_setup_fork");
-	SYM(generate_regex, "PMIx_generate_regex");
-	SYM(generate_ppn, "PMIx_generate_ppn");
 	SYM(error_string, "PMIx_Error_string");
 #undef SYM
 	return 0;
@@ -274,14 +270,6 @@ void ft_env_free(char **env) {
 		free(*e);
 	}
 	free(env);
-}
-
-int ft_generate_regex(const char *in, char **out) {
-	return lib.generate_regex(in, out);
-}
-
-int ft_generate_ppn(const char *in, char **out) {
-	return lib.generate_ppn(in, out);
 }
 
 static void free_release(void *p) {

@@ -24,8 +24,6 @@ int ft_register_client(const char *ns, uint32_t rank, uid_t uid, gid_t gid, uint
 void ft_deregister_client(const char *ns, uint32_t rank);
 int ft_setup_fork(const char *ns, uint32_t rank, char ***env);
 void ft_env_free(char **env);
-int ft_generate_regex(const char *in, char **out);
-int ft_generate_ppn(const char *in, char **out);
 
 void ft_modex_done(void *cbfunc, void *cbdata, int status, char *data, size_t ndata);
 void ft_op_done(void *cbfunc, void *cbdata, int status);
