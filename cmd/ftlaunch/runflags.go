@@ -65,6 +65,8 @@ type runFlags struct {
 	bindTo      string
 	restart     recovery.Policy
 	maxRestarts int
+	// maxRestartsSet: --max-restarts was given (it needs --restart).
+	maxRestartsSet bool
 	// spareNodes: the last spareNodes test nodes are spares (spares);
 	// testNodes counts the others once the flags are checked.
 	spareNodes int
@@ -163,7 +165,7 @@ var runOptions = []runOption{
 		if err != nil || n < 0 {
 			return fmt.Errorf("%s %q: want a number of restarts, 0 or more", typed, v)
 		}
-		f.maxRestarts = n
+		f.maxRestarts, f.maxRestartsSet = n, true
 		return nil
 	}},
 	{names: []string{"test-nodes"}, kind: optValue, set: intSetter(func(f *runFlags) *int { return &f.testNodes })},
@@ -497,6 +499,9 @@ func (f *runFlags) check(getenv func(string) string, timeoutSet bool) error {
 		if f.replicas > 1 {
 			return errors.New("--replicas > 1 with several blocks (':') is not supported yet")
 		}
+	}
+	if f.maxRestartsSet && f.restart == recovery.None {
+		return errors.New("--max-restarts bounds the restarts of --restart rank or job: give --restart too")
 	}
 	f.nSet = f.apps[0].n >= 0
 	for _, a := range f.apps {
