@@ -77,8 +77,8 @@ func attachCommand(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "ftlaunch attach: job %s ended without a final status (its roots were lost)\n", st.Job)
 				return 1
 			}
-			if *st.ExitCode != 0 {
-				writeFailure(stderr, st)
+			if *st.ExitCode != 0 && st.UserSignal == "" {
+				writeFailure(stderr, st) // (the user's signal is no failure)
 			}
 			return *st.ExitCode
 		}

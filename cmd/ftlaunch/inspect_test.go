@@ -92,8 +92,8 @@ func TestInspectText(t *testing.T) {
 		"Plan (flat tree, root ftlaunch-root)", "node3  1      ftlaunch-root",
 		"Node table (version", "10.0.0.2:30006", "rank 6 (now incarnation 1 on node1, exited, exit code 3)",
 		"    incarnation 1 on node1: started +", ", ended +",
-		"Recoveries (1 failure(s): 1 not recovered)", "rank 6 on node1, incarnation 1: rank 6 on node node1 exited with code 3",
-		"    not recovered: the job ended at +", "now incarnation 1, exited, exit code 143; ended: killed by signal 15 (exit code 143), with other ranks of its node",
+		"Recoveries (1 failure(s): 1 ended the job)", "rank 6 on node1, incarnation 1: rank 6 on node node1 exited with code 3",
+		"    no recovery was due (restart: none): the job ended at +", "policy   restart: none\n", "now incarnation 1, exited, exit code 143; ended: killed by signal 15 (exit code 143), with other ranks of its node",
 		"members: fe (voter,", "invariants: ok",
 	} {
 		if !strings.Contains(out, want) {

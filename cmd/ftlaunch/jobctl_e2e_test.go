@@ -195,6 +195,7 @@ func TestAttachTellsTheStory(t *testing.T) {
 	killRank(t, ck, 3)
 	waitFor(t, "the rank to run again", 60*time.Second, func() bool { return rankProcess(ck, 3, 2) > 0 })
 	waitFor(t, "attach to show the rank's restart", 30*time.Second, func() bool { return strings.Contains(aerr.String(), "incarnation 2") })
+	waitFor(t, "attach to show the recovery over", 60*time.Second, func() bool { return strings.Contains(aerr.String(), "ftlaunch: recovered: ") })
 
 	att.Process.Signal(syscall.SIGINT)
 	err := att.Wait()

@@ -114,3 +114,25 @@ func TestJobsCommand(t *testing.T) {
 		t.Errorf("kill --signal NOPE: exit %d", code)
 	}
 }
+
+// TestMaxRestartsNeedsRestart: --max-restarts alone (no recovery to bound)
+// is refused, not accepted silently; with --restart it is taken.
+func TestMaxRestartsNeedsRestart(t *testing.T) {
+	env := func(string) string { return "" }
+	if _, err := parseRunFlags([]string{"--max-restarts", "2", "true"}, env); err == nil || !strings.Contains(err.Error(), "--restart") {
+		t.Errorf("--max-restarts without --restart: %v", err)
+	}
+	if f, err := parseRunFlags([]string{"--restart", "rank", "--max-restarts", "2", "true"}, env); err != nil || f.maxRestarts != 2 {
+		t.Errorf("--restart rank --max-restarts 2: %v", err)
+	}
+}
+
+// TestHelpNamesEveryCommand: the usage names the commands a person can
+// run, the recovery demo application included.
+func TestHelpNamesEveryCommand(t *testing.T) {
+	for _, c := range []string{"run", "plan", "inspect", "status", "attach", "jobs", "cancel", "kill", "chaos", "ringapp", "version"} {
+		if !strings.Contains(usage, "\n  ftlaunch "+c+" ") {
+			t.Errorf("ftlaunch help does not name %q", c)
+		}
+	}
+}

@@ -41,6 +41,8 @@ Usage:
   ftlaunch cancel [flags] JOB              end a running job (wherever its root runs now)
   ftlaunch kill [--signal SIG] JOB         send a signal to every rank of a running job
   ftlaunch chaos --cluster test-nodes ...  run jobs under seeded faults, check every invariant
+  ftlaunch ringapp [flags]                 the recovery demo application: run it as a job's program
+                                           (ftlaunch run --restart rank -n 8 ftlaunch ringapp)
   ftlaunch version                         print the version
   ftlaunch help COMMAND                    print a command's help (ftlaunch help run)
 `
@@ -75,7 +77,7 @@ func dispatch(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		return chaosCommand(args[1:], stdout, stderr)
 	case "agent":
 		return agentCommand(args[1:], stdout, stderr)
-	case "ringapp": // the recovery application, for tests and demos (not in the usage)
+	case "ringapp": // the recovery application, for tests and demos
 		return ringapp.Main(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "ftlaunch %s\n", version)

@@ -66,6 +66,8 @@ type runFlags struct {
 	restart     recovery.Policy
 	maxRestarts int
 	mpi         string // --mpi: "" (PMI-1 and PMIx), "pmi1", "pmix" or "none"
+	// maxRestartsSet: --max-restarts was given (it needs --restart).
+	maxRestartsSet bool
 	// spareNodes: the last spareNodes test nodes are spares (spares);
 	// testNodes counts the others once the flags are checked.
 	spareNodes int
@@ -164,7 +166,7 @@ var runOptions = []runOption{
 		if err != nil || n < 0 {
 			return fmt.Errorf("%s %q: want a number of restarts, 0 or more", typed, v)
 		}
-		f.maxRestarts = n
+		f.maxRestarts, f.maxRestartsSet = n, true
 		return nil
 	}},
 	{names: []string{"mpi"}, kind: optValue, set: func(f *runFlags, a *appFlags, typed, v string) error {
@@ -508,6 +510,9 @@ func (f *runFlags) check(getenv func(string) string, timeoutSet bool) error {
 		if f.replicas > 1 {
 			return errors.New("--replicas > 1 with several blocks (':') is not supported yet")
 		}
+	}
+	if f.maxRestartsSet && f.restart == recovery.None {
+		return errors.New("--max-restarts bounds the restarts of --restart rank or job: give --restart too")
 	}
 	f.nSet = f.apps[0].n >= 0
 	for _, a := range f.apps {

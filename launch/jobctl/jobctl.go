@@ -349,11 +349,15 @@ func ParseSignal(s string) (syscall.Signal, error) {
 }
 
 // FrontEnd says whether a running job's root is still its front-end (a
-// successor rewrites the control file), and where it runs.
+// successor rewrites the control file; a front-end on this host must also
+// still run), and where it runs.
 func FrontEnd(jobDir string) (host string, pid int, ok bool) {
 	ci, err := proto.ReadControlInfo(jobDir)
 	if err != nil || ci.Name != proto.RootName {
 		return "", 0, false
+	}
+	if h, _ := os.Hostname(); h == ci.Host && errors.Is(syscall.Kill(ci.PID, 0), syscall.ESRCH) {
+		return "", 0, false // gone: a successor has not written its place yet
 	}
 	return ci.Host, ci.PID, true
 }

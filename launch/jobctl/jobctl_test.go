@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
@@ -187,5 +189,37 @@ func TestParseSignal(t *testing.T) {
 		if _, err := ParseSignal(bad); err == nil {
 			t.Errorf("ParseSignal(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestFrontEnd: a control file naming the front-end says it is alive while
+// its process runs on this host, not once it is gone, nor once a
+// successor's (another name) replaced it.
+func TestFrontEnd(t *testing.T) {
+	dir := t.TempDir()
+	host, _ := os.Hostname()
+	write := func(name string, pid int) {
+		if err := proto.WriteControlInfo(dir, proto.ControlInfo{Job: "ft-x", Root: host, Name: name, Host: host, PID: pid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, ok := FrontEnd(dir); ok {
+		t.Error("FrontEnd without a control file")
+	}
+	write(proto.RootName, os.Getpid())
+	if h, pid, ok := FrontEnd(dir); !ok || h != host || pid != os.Getpid() {
+		t.Errorf("FrontEnd of a live front-end = %q, %d, %v", h, pid, ok)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	write(proto.RootName, cmd.Process.Pid) // reaped: no such process
+	if _, _, ok := FrontEnd(dir); ok {
+		t.Error("FrontEnd of a front-end that is gone")
+	}
+	write("node1", os.Getpid())
+	if _, _, ok := FrontEnd(dir); ok {
+		t.Error("FrontEnd after a successor took over")
 	}
 }

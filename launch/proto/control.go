@@ -34,7 +34,7 @@ const (
 // messages.go, never reused).
 const (
 	MControlAck uint8 = 31 // down, on a control connection: ControlAck
-	MControl    uint8 = 56 // up, on a control connection after its hello: Control
+	MControl    uint8 = 57 // up, on a control connection after its hello: Control
 )
 
 // Control operations.

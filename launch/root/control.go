@@ -162,7 +162,19 @@ func (fe *frontend) userEnd(s syscall.Signal, why string) {
 		return
 	}
 	fe.bcast(proto.MSignal, proto.EncodeInt(int64(s)))
-	fe.endedByUser(s, fmt.Sprintf("%s: ending the job (%s to every rank, then SIGTERM, SIGKILL after %v)", why, unix.SignalName(s), fe.opts.KillAfter))
+	fe.endedByUser(s, fmt.Sprintf("%s: ending the job (%s)", why, endingSteps(s, fe.opts.KillAfter)))
+}
+
+// endingSteps says how a job ends after the user's signal s: s to every
+// rank, then SIGTERM (unless s was SIGTERM), SIGKILL after killAfter.
+func endingSteps(s syscall.Signal, killAfter time.Duration) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL to every rank"
+	case syscall.SIGTERM:
+		return fmt.Sprintf("SIGTERM to every rank, SIGKILL after %v", killAfter)
+	}
+	return fmt.Sprintf("%s to every rank, then SIGTERM, SIGKILL after %v", unix.SignalName(s), killAfter)
 }
 
 // endedByUser has the planner end the job as the user's signal s.

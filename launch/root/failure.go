@@ -188,8 +188,8 @@ func (fe *frontend) onSignal(sig os.Signal) {
 	fe.bcast(proto.MSignal, proto.EncodeInt(int64(s)))
 	if ends {
 		fe.endSignal = s
-		fe.step(recovery.Signaled{Signal: int(s), Msg: fmt.Sprintf("%s: ending the job (%s to every rank, then SIGTERM, SIGKILL after %v; %s again kills at once)",
-			unix.SignalName(s), unix.SignalName(s), fe.opts.KillAfter, unix.SignalName(s))})
+		fe.step(recovery.Signaled{Signal: int(s), Msg: fmt.Sprintf("%s: ending the job (%s; %s again kills at once)",
+			unix.SignalName(s), endingSteps(s, fe.opts.KillAfter), unix.SignalName(s))})
 	}
 }
 

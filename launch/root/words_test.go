@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 )
@@ -32,5 +33,19 @@ func TestPlainLinkError(t *testing.T) {
 	}
 	if plainLinkError(nil) != nil {
 		t.Error("plainLinkError(nil) != nil")
+	}
+}
+
+// TestEndingSteps: the user's SIGTERM is not said twice ("SIGTERM to every
+// rank, then SIGTERM"), and SIGKILL has no later step.
+func TestEndingSteps(t *testing.T) {
+	for s, want := range map[syscall.Signal]string{
+		syscall.SIGTERM: "SIGTERM to every rank, SIGKILL after 5s",
+		syscall.SIGINT:  "SIGINT to every rank, then SIGTERM, SIGKILL after 5s",
+		syscall.SIGKILL: "SIGKILL to every rank",
+	} {
+		if got := endingSteps(s, 5*time.Second); got != want {
+			t.Errorf("endingSteps(%v) = %q, want %q", s, got, want)
+		}
 	}
 }
