@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"flag"
 	"errors"
 	"fmt"
 	"io"
@@ -65,4 +66,23 @@ func App(steps int, interval time.Duration, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// AppMain is `ftlaunch chaos app ARGS...` (not in the help): it parses the
+// application's flags (--steps, --interval), runs App as one rank and
+// returns its exit status.
+func AppMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ftlaunch chaos app", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	steps := fs.Int("steps", 20, "")
+	interval := fs.Duration("interval", 100*time.Millisecond, "")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch chaos app: %v\n", err)
+		return 2
+	}
+	if err := App(*steps, *interval, stdout); err != nil {
+		fmt.Fprintf(stderr, "ftlaunch chaos app: %v\n", err)
+		return 1
+	}
+	return 0
 }

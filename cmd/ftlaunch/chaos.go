@@ -189,7 +189,7 @@ func parseChaosFlags(args []string) (*harness.Options, error) {
 
 func chaosCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "app" {
-		return chaosAppCommand(args[1:], stdout, stderr)
+		return harness.AppMain(args[1:], stdout, stderr)
 	}
 	o, err := parseChaosFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
