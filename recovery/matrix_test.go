@@ -60,7 +60,7 @@ func TestSupportMatrix(t *testing.T) {
 		for _, prog := range programs {
 			for _, f := range failures {
 				t.Run(fmt.Sprintf("%v/%s/%s", policy, prog.name, f.name), func(t *testing.T) {
-					for seed := range uint64(20) {
+					for seed := range uint64(8) {
 						cfg := Config{Policy: policy, Ranks: 6, Agents: 3, RankAgent: []int{0, 1, 2, 0, 1, 2}, MaxRestarts: 3, AckTimeout: time.Second,
 							TableReady: prog.table, Nodes: []string{"n0", "n1", "n2"}, Spares: []string{"s0"}, Oversubscribe: true}
 						if f.noSpare {
@@ -329,7 +329,7 @@ func TestJobWithoutTable(t *testing.T) {
 // leader changes for jobs with no node table: a plain program under Rank,
 // any program under Job.
 func TestAloneAndJobRandom(t *testing.T) {
-	for seed := range uint64(2000) {
+	for seed := range uint64(1000) {
 		rng := rand.New(rand.NewPCG(seed, 5))
 		ranks, agents := 1+rng.IntN(5), 1+rng.IntN(3)
 		policy := Rank

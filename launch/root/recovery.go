@@ -408,7 +408,7 @@ func (fe *frontend) aloneOver(act recovery.AloneOver) {
 		ph.Rank = act.Ranks[0]
 	}
 	fe.journal.Commit(ph, nil)
-	fe.warnf("recovered: rank(s) %s started again (%.0f ms after the failure)", ranksText(act.Ranks), after)
+	fe.warnf("recovered: rank(s) %s started again (%.0f ms after the failure)", strings.ReplaceAll(ranksText(act.Ranks), " ", ", "), after)
 }
 
 // abandonCollectives drops the collectives in flight: a recovery's agents
