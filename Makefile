@@ -8,7 +8,7 @@ GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
 BIN := $(CURDIR)/bin
 N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
-TEST_FLAGS ?= -race -count=1 -timeout 20m
+TEST_FLAGS ?= -race -count=1 -timeout 40m
 
 .PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-mpi clean
 

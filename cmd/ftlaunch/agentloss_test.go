@@ -245,7 +245,7 @@ func TestAgentLostRelaunchFailover(t *testing.T) {
 	})
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	attachRight(t, dir)
+	attachRight(t, dir, ck)
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	// Counted by address: a leadership blip while the front-end led can
 	// write a batch of events twice (launch/journal's apply retries).

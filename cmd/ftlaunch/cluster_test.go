@@ -305,6 +305,7 @@ func TestClusterLaunch(t *testing.T) {
 		waitGone(t, "sleep "+m, 5*time.Second)
 	})
 	t.Run("host down at launch", func(t *testing.T) {
+		e2eOnly(t, "node002 is down only after host crashed mid-run, which make test-e2e runs; TestBadInput (an unknown host)")
 		// node002 is still down from the previous case.
 		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", "true")...)
 		// One line naming the host, then where the job's state log is.
