@@ -1,8 +1,8 @@
 package harness
 
 import (
-	"flag"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
