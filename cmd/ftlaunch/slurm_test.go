@@ -129,6 +129,7 @@ func TestSlurmLauncher(t *testing.T) {
 		done()
 	})
 	t.Run("node crashed mid-run", func(t *testing.T) {
+		e2eOnly(t, "node crashed mid-run, a spare takes its place (the crash under Slurm); this case hung in the default suite once: its victim was not always in the allocation")
 		m := marker(t)
 		cmd, err := c.AllocCommand(ctx, 4, 8, true, ftlaunchBin(t), "run", "-n", "8", "--kill-after", "1s", "sleep", m)
 		if err != nil {
