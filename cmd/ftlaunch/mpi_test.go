@@ -11,18 +11,26 @@ import (
 	"time"
 )
 
-// mpiProgram compiles testdata/NAME.c with MPICH's mpicc (mpicc.mpich: Open MPI's may be the default mpicc) into a temporary
-// directory, or skips the test when mpicc is absent (make test installs
-// it).
+// mpiProgram compiles testdata/NAME.c with MPICH's compiler (mpicc.mpich:
+// Open MPI's may be the default mpicc) into a temporary directory, or
+// skips the test when it is absent (make deps installs it).
 func mpiProgram(t *testing.T, name string) string {
 	t.Helper()
-	mpicc, err := exec.LookPath("mpicc.mpich")
+	return compileMPI(t, "mpicc.mpich", "mpich and libmpich-dev", name)
+}
+
+// compileMPI compiles testdata/NAME.c with the MPI compiler cc into a
+// temporary directory, or skips the test when cc is absent (pkgs: what
+// make deps installs for it).
+func compileMPI(t *testing.T, cc, pkgs, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(cc)
 	if err != nil {
-		t.Skip("mpicc.mpich not installed (make deps installs mpich and libmpich-dev)")
+		t.Skipf("%s not installed (make deps installs %s)", cc, pkgs)
 	}
 	out := filepath.Join(t.TempDir(), name)
-	if b, err := exec.Command(mpicc, "-O1", "-o", out, filepath.Join("testdata", name+".c")).CombinedOutput(); err != nil {
-		t.Fatalf("mpicc %s: %v\n%s", name, err, b)
+	if b, err := exec.Command(path, "-O1", "-o", out, filepath.Join("testdata", name+".c")).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, name, err, b)
 	}
 	return out
 }

@@ -23,15 +23,7 @@ func openMPIProgram(t *testing.T, name string) string {
 	if err := pmix.Available(); err != nil {
 		t.Skipf("%v (make deps installs it)", err)
 	}
-	mpicc, err := exec.LookPath("mpicc.openmpi")
-	if err != nil {
-		t.Skip("mpicc.openmpi not installed (make deps installs openmpi-bin and libopenmpi-dev)")
-	}
-	out := filepath.Join(t.TempDir(), name)
-	if b, err := exec.Command(mpicc, "-O1", "-o", out, filepath.Join("testdata", name+".c")).CombinedOutput(); err != nil {
-		t.Fatalf("mpicc.openmpi %s: %v\n%s", name, err, b)
-	}
-	return out
+	return compileMPI(t, "mpicc.openmpi", "openmpi-bin and libopenmpi-dev", name)
 }
 
 // TestOpenMPI runs unmodified Open MPI programs: a hello with an
