@@ -573,8 +573,8 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 	case proto.MShutdown:
 		a.trace.Logf("shutdown received")
 		a.jobOver.Store(true)
-		// Named: this agent's replica joined a successor's group late;
-		// it waits for the final status before it says it is done.
+		// Named: this agent's replica joined the root group; it waits
+		// for the final status before it says it is done.
 		names, _ := proto.DecodeStrings(p)
 		awaitFinal := slices.Contains(names, a.spec.Node)
 		a.killAll(syscall.SIGKILL)

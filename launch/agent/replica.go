@@ -106,11 +106,11 @@ func (ar *agentReplica) awaitDone(limit time.Duration, joined bool) {
 
 // awaitFinalStatus holds an agent that was told the job is over until its
 // replica (if it hosts one) has the job's final status, at most
-// finalWait. A successor root names the replicas it added (MShutdown):
-// its own replica, which leads the group, lives until every agent said it
-// is done (it is its agent's, which ends after the others), so a replica
-// that joined late and is still catching up gets the end of the log
-// before its leader shuts down.
+// finalWait. The root names the replicas that joined its group
+// (MShutdown): the leader (the front-end's replica, or a successor's, its
+// agent's) lives until every agent said it is done, so a replica a
+// heartbeat behind, or one that joined late and is still catching up,
+// gets the end of the log before its leader shuts down.
 func (a *Agent) awaitFinalStatus() {
 	a.mu.Lock()
 	ar := a.replica

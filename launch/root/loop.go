@@ -183,11 +183,12 @@ func (fe *frontend) allAgentsGone() bool {
 
 func (fe *frontend) shutdown() {
 	fe.step(recovery.Finished{})
-	// A successor's replica (its agent's) outlives the agents' links: the
-	// replicas it added, which may still be catching up, wait for the
-	// final status before they say they are done (launch/agent's
-	// awaitFinalStatus). The front-end's shuts down once it committed it.
-	fe.bcast(proto.MShutdown, proto.EncodeStrings(fe.joinedLate))
+	// The replicas that joined the group wait for the final status before
+	// they say they are done (launch/agent's awaitFinalStatus): the leader
+	// (the front-end's replica, or a successor's, its agent's) shuts down
+	// once every agent's link ended, and a follower a heartbeat behind
+	// would otherwise keep a log without the job's end.
+	fe.bcast(proto.MShutdown, proto.EncodeStrings(fe.joinedReplicas))
 	fe.shutdownAt = time.Now()
 	if fe.cancelLaunch != nil {
 		fe.cancelLaunch()
@@ -277,8 +278,8 @@ func (fe *frontend) handle(ev event) {
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.replicasDone[ev.name] = true
-		if ev.joined && fe.launchTmpl != nil {
-			fe.joinedLate = append(fe.joinedLate, ev.name)
+		if ev.joined {
+			fe.joinedReplicas = append(fe.joinedReplicas, ev.name)
 		}
 		fe.refreshReplicaPeers()
 		if ev.joined {

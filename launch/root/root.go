@@ -67,14 +67,14 @@ type frontend struct {
 
 	releaseTimer *time.Timer // lets the journal's replica start after the launch
 
-	rootNode     string            // where the root runs (live report)
-	replicasDone map[string]bool   // replica agents joined (or failed to), by name
-	joinedLate   []string          // a successor's: replica agents it added to the group
-	endedAt      time.Time         // when the last rank ended
-	plan         *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
-	topo         *topology.Tree    // the launch tree: who is whose parent, backup, child
-	tree         bool              // agents start agents (a plan, or a successor's rebuilt tree)
-	launchTmpl   *proto.LaunchSpec // a successor's: how agents start theirs
+	rootNode       string            // where the root runs (live report)
+	replicasDone   map[string]bool   // replica agents joined (or failed to), by name
+	joinedReplicas []string          // replica agents that joined the root group
+	endedAt        time.Time         // when the last rank ended
+	plan           *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
+	topo           *topology.Tree    // the launch tree: who is whose parent, backup, child
+	tree           bool              // agents start agents (a plan, or a successor's rebuilt tree)
+	launchTmpl     *proto.LaunchSpec // a successor's: how agents start theirs
 	// relaunch starts root children after the launch (a successor's for
 	// those the front-end had not started, anyone's for a lost agent
 	// started again), each reported to report.
