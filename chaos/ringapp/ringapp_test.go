@@ -1,7 +1,6 @@
 package ringapp
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,10 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/internal/testbuf"
 
 	"github.com/ftlaunch/ftlaunch/launch/client"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
@@ -721,22 +721,7 @@ func runMain(t *testing.T, args ...string) (int, string, string) {
 
 // syncBuffer is a buffer that a rank's goroutines write while the test
 // reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testbuf.Buffer
 
 // TestRingAppFinishFile: with --finish-file every rank, done with its
 // steps, waits for the file before the final allgather. A rank killed

@@ -1,7 +1,6 @@
 package slurm
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,9 +15,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/internal/testbuf"
 
 	"github.com/ftlaunch/ftlaunch/chaos/cluster"
 )
@@ -511,22 +511,7 @@ echo $? > %[1]s/srun.tmp && mv %[1]s/srun.tmp %[1]s/srun`, dir)
 
 // syncBuffer is a bytes.Buffer safe for a command's output goroutine and
 // the test reading it at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testbuf.Buffer
 
 // squeueNodes returns "STATE NODELIST" of a job.
 func squeueNodes(ctx context.Context, t *testing.T, c *Cluster, job string) string {

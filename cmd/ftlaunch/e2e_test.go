@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/internal/testbuf"
+
 	"github.com/ftlaunch/ftlaunch/launch/client"
 )
 
@@ -563,22 +565,7 @@ func TestHelpAndVersion(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testbuf.Buffer
 
 // waitFor polls cond until it holds, failing the test after limit.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {

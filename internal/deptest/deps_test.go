@@ -35,6 +35,7 @@ var layers = map[string]int{
 	"launch/fence":     0,
 	"chaos/cluster":    0,
 	"internal/deptest": 0,
+	"internal/testbuf": 0,
 	// Built on leaves.
 	"overlay":          1,
 	"launch/rankproto": 1,
