@@ -45,9 +45,7 @@ func TestClusterPartitionSpare(t *testing.T) {
 		ftlaunchBin(t), "ringapp", "--steps", "3000", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
 	tablePublished(t, dir)
-	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 30*time.Second)
 	old := ranksOn(t, ck, "node005")
 	if len(old) != 4 {
 		t.Fatalf("%d ranks on node005, want 4", len(old))
@@ -110,9 +108,7 @@ func TestClusterInteriorCrash(t *testing.T) {
 		ftlaunchBin(t), "ringapp", "--steps", "2500", "--step-time", "10ms", "--dir", ck)
 	out, errb := startJob(t, cmd)
 	tablePublished(t, dir)
-	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 30*time.Second)
 	crashRecovered(t, c, errb, ck, "node003", 4)
 	for _, want := range []string{"lost the agent of node node003", "on spare node node009", "moved to its backup parent"} {
 		if !strings.Contains(errb.String(), want) {
@@ -240,9 +236,7 @@ func rankNode(t *testing.T, marker string, rank int) string {
 func TestReplicaHostReplaced(t *testing.T) {
 	longRecovery(t)
 	cmd, out, errb, dir, ck := runRing(t, "rank", 12, "--test-nodes", "7", "--spare-nodes", "1", "--tree", "flat", "--replicas", "3")
-	waitFor(t, "both replica agents in the group", 30*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 30*time.Second)
 	pid := agentOf(t, ck, "node0")
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

@@ -149,9 +149,7 @@ func TestClusterLaunch(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		waitFor(t, "both replica agents in the group", 20*time.Second, func() bool {
-			return strings.Count(errb.String(), "joined the group") == 2
-		})
+		replicasJoined(t, dir, 2, 20*time.Second)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		r := ftlaunch(t, "", "attach", "--state-dir", dir)

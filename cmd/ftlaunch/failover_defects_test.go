@@ -322,9 +322,7 @@ func TestAcceptanceLosses(t *testing.T) {
 	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--test-nodes", "10", "--spare-nodes", "2", "--replicas", "3",
 		"--restart", "rank", "--tree", "kary:2", "-n", "16", ftlaunchBin(t), "ringapp", "--steps", "4000", "--step-time", "10ms", "--dir", ck)
 	_, errb := startJob(t, cmd)
-	waitFor(t, "the replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 60*time.Second)
 	tablePublished(t, dir)
 	standbyLinksUp(t, dir)
 	recovered := func(what string, n int) {

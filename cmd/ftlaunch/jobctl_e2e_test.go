@@ -72,9 +72,7 @@ func TestCancelAfterFailover(t *testing.T) {
 			t.Logf("front-end's stderr:\n%s\nsuccessor's log:\n%s", errb.String(), successorLogs(t, dir))
 		}
 	}()
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 60*time.Second)
 	waitFor(t, "every rank to run", 30*time.Second, func() bool { return sleeping(t, m) == 8 })
 	// ps tells the agents apart: each names its node.
 	for _, node := range []string{"node0", "node1", "node2", "node3"} {
@@ -165,15 +163,13 @@ func TestAttachTellsTheStory(t *testing.T) {
 	killLeft(t, ck)
 	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--replicas", "3", "--test-nodes", "4", "--restart", "rank", "--verbose", "-n", "8",
 		ftlaunchBin(t), "ringapp", "--steps", "100000", "--step-time", "10ms", "--dir", ck)
-	_, errb := startJob(t, cmd)
+	startJob(t, cmd)
 	defer func() {
 		if t.Failed() {
 			t.Logf("successor's log:\n%s", successorLogs(t, dir))
 		}
 	}()
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 60*time.Second)
 	tablePublished(t, dir)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()

@@ -92,6 +92,13 @@ func waitLive(t *testing.T, stateDir, what string, limit time.Duration, cond fun
 	})
 }
 
+// replicasJoined waits until n replica agents joined the state-log group
+// of the latest job in stateDir (its live report's count).
+func replicasJoined(t *testing.T, stateDir string, n int, limit time.Duration) {
+	t.Helper()
+	waitLive(t, stateDir, strconv.Itoa(n)+" replica agents in the group", limit, func(l *journal.Live) bool { return len(l.ReplicasJoined) >= n })
+}
+
 // recoveries waits until the root of the job in stateDir saw n
 // recoveries to their end (its live report's count: a successor root
 // counts from its takeover).
@@ -180,9 +187,7 @@ func startHeld(t *testing.T, hold string, where ...string) (cmd *exec.Cmd, errb 
 			}
 		}
 	})
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 60*time.Second)
 	tablePublished(t, dir)
 	return cmd, errb, dir, ck
 }
@@ -270,9 +275,7 @@ func TestRestartCountSurvivesFailover(t *testing.T) {
 			t.Logf("front-end's stderr:\n%s\nsuccessor's log:\n%s", errb.String(), log())
 		}
 	}()
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 60*time.Second)
 	tablePublished(t, dir)
 	killRank(t, ck, 5)
 	waitFor(t, "the recovery", 60*time.Second, func() bool {

@@ -241,9 +241,7 @@ func TestHangupDetachesReplicatedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 60*time.Second)
 	cmd.Process.Signal(syscall.SIGHUP)
 	if code, _ := exitCode(t, cmd, 30*time.Second, errb); code != 129 || !strings.Contains(errb.String(), "goes on under a root replica") {
 		t.Fatalf("after SIGHUP: exit %d, want 129 and the job going on; stderr:\n%s", code, errb)

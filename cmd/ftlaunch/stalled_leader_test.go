@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,9 +81,7 @@ func deposedFrontEnd(t *testing.T, env []string, fault func(cmd *exec.Cmd)) {
 		ftlaunchBin(t), "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
 	cmd.Env = append(os.Environ(), env...)
 	out, errb := startJob(t, cmd)
-	waitFor(t, "the replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 60*time.Second)
 	tablePublished(t, dir)
 	fault(cmd)
 	time.Sleep(5 * time.Second) // the fault schedule: a rank dies 5 s later

@@ -115,9 +115,7 @@ func TestReplicatedStateLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, "both replicas in the group", 20*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 20*time.Second)
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -232,9 +230,7 @@ func TestReplicaNodeLost(t *testing.T) {
 	// it hosts one of them. (Their raft.db files exist before that: a
 	// replica's node lost while the group has two voters leaves no
 	// majority to record the job's end, see docs/state.md.)
-	waitFor(t, "both replicas in the group", 20*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 20*time.Second)
 	if err := syscall.Kill(agentOf(t, "sleep "+m, "node0"), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -315,9 +311,7 @@ func rootFailover(t *testing.T, env, flags []string, prog func(gate string) []st
 			t.Logf("front-end's stderr:\n%s", errb.String())
 		}
 	}()
-	waitFor(t, "both replica agents in the group", 60*time.Second, func() bool {
-		return strings.Count(errb.String(), "joined the group") == 2
-	})
+	replicasJoined(t, dir, 2, 60*time.Second)
 	if strings.Contains(errb.String(), "job ended") {
 		t.Fatal("the job ended before the front-end could be killed")
 	}

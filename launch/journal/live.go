@@ -37,6 +37,9 @@ type Live struct {
 	// that has a backup parent holds its standby link to it.
 	Table     bool `json:"table,omitempty"`
 	BackupsUp bool `json:"backups_up,omitempty"`
+	// ReplicasJoined names the replica agents that joined this root's
+	// state-log group (--replicas 3 or 5), in the order they joined.
+	ReplicasJoined []string `json:"replicas_joined,omitempty"`
 	// Failure is the first failure that ends the job, if any.
 	Failure string `json:"failure,omitempty"`
 	// Failover is set once a successor took the root over; Term is the

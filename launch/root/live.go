@@ -44,6 +44,7 @@ func (fe *frontend) live() journal.Live {
 		l.Failure = f.Msg
 	}
 	l.Recoveries = fe.recoveries
+	l.ReplicasJoined = fe.joinedReplicas
 	if st := fe.rec.Stage(); st != 0 {
 		r := &journal.LiveRecovery{Stage: st.String(), Epoch: fe.rec.Epoch(), Failed: fe.failedAt}
 		if fe.recoveryAt.After(fe.failedAt) {

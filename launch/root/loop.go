@@ -284,6 +284,7 @@ func (fe *frontend) handle(ev event) {
 		fe.refreshReplicaPeers()
 		if ev.joined {
 			fe.observe(ReplicaJoined{Node: ev.name})
+			fe.writeLive() // its readers wait for the group (tests, status)
 		}
 	case evPeerGone:
 		fe.peerGone(ev)
