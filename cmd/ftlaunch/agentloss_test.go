@@ -155,9 +155,7 @@ func ringDone(t *testing.T, cmd *exec.Cmd, out *syncBuffer, ck string) {
 // result is right, the job exits 0, inspect shows the tree's changes and
 // both recoveries with their relaunch phase, nothing is left.
 func TestAgentLostRelaunchRank(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 12-rank job whose agent is killed twice")
-	}
+	e2eOnly(t, "TestRestartRankPlainAgentKilled (a lost agent started again under --restart rank), TestHarnessReparent and TestHarnessAgentRelaunch (launch: an interior agent lost, its children on their backup parent, the agent started again)")
 	cmd, out, errb, dir, ck := runRing(t, "rank", 12, "--test-nodes", "6", "--tree", "kary:2")
 	old := 0
 	for i := range 2 {
@@ -208,7 +206,7 @@ func TestAgentLostRelaunchJob(t *testing.T) {
 // a socket pair, no launch tree) is lost and spawned again the same way;
 // every rank goes through the restart protocol on it.
 func TestAgentLostRelaunchLocal(t *testing.T) {
-	e2eOnly(t, "TestAgentLostRelaunchRank (a lost agent under --restart rank) and recovery.TestRelaunchOrderOfActions")
+	e2eOnly(t, "TestRestartRankPlainAgentKilled (a lost agent under --restart rank), TestHarnessAgentRelaunch (launch) and recovery.TestRelaunchOrderOfActions")
 	if testing.Short() {
 		t.Skip("a 3-rank job whose agent is killed")
 	}
@@ -289,7 +287,7 @@ func TestAgentLostPastMaxRestarts(t *testing.T) {
 // incarnation is started there over a new SSH session and its ranks go
 // through the restart protocol on it.
 func TestClusterAgentLostRelaunch(t *testing.T) {
-	e2eOnly(t, "TestAgentLostRelaunchRank (the relaunch) and TestClusterLaunch (SSH sessions to the emulated hosts)")
+	e2eOnly(t, "TestRestartRankPlainAgentKilled (the relaunch) and TestClusterLaunch (SSH sessions to the emulated hosts)")
 	if testing.Short() {
 		t.Skip("an emulated cluster")
 	}
@@ -314,7 +312,7 @@ func TestClusterAgentLostRelaunch(t *testing.T) {
 // the agents below them move to the root. Only the killed agents' ranks
 // start again; the checksum is right.
 func TestOrphanFallbacks(t *testing.T) {
-	e2eOnly(t, "topology.TestRemoveOrphansAndFallbacks (the fallback parents) and TestAgentLostRelaunchRank (orphans move to their backup)")
+	e2eOnly(t, "topology.TestRemoveOrphansAndFallbacks (the fallback parents) and TestHarnessReparent, TestHarnessReparentToRoot (launch: orphans move to their backup, or to the root)")
 	if testing.Short() {
 		t.Skip("a 20-rank job on 10 test nodes, four agents killed")
 	}

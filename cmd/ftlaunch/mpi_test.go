@@ -40,8 +40,12 @@ func TestMPICHHello(t *testing.T) {
 	for _, tc := range []struct {
 		n, nodes int
 		wrap     bool // start the program with PMI_FD unset: PMI-1's TCP mode
-	}{{1, 0, false}, {2, 0, false}, {16, 0, false}, {16, 4, false}, {4, 2, true}} {
+		e2e      bool // only in make test-e2e
+	}{{1, 0, false, true}, {2, 0, false, false}, {16, 0, false, true}, {16, 4, false, true}, {4, 2, true, false}} {
 		t.Run(fmt.Sprintf("n%d_nodes%d_tcp%v", tc.n, tc.nodes, tc.wrap), func(t *testing.T) {
+			if tc.e2e {
+				e2eOnly(t, "TestMPICHHello/n2_nodes0_tcpfalse and n4_nodes2_tcptrue (one node, several nodes over PMI-1's TCP mode)")
+			}
 			args := []string{"run", "-l", "-n", fmt.Sprint(tc.n)}
 			if tc.nodes > 0 {
 				args = append(args, "--test-nodes", fmt.Sprint(tc.nodes))

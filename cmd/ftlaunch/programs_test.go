@@ -155,6 +155,7 @@ func TestRestartRankPlainRankKilled(t *testing.T) {
 // started again from the checkpoint: the checksum is right, exit 0, and
 // nothing of the stopped agent is left.
 func TestRestartJobMPICHSpare(t *testing.T) {
+	e2eOnly(t, "TestRestartJobMPICH (MPI under --restart job), TestSpareNode and TestHarnessSpare (a silent node's agent on the spare)")
 	prog := mpiProgram(t, "mpi_ckpt")
 	ck := t.TempDir()
 	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--restart", "job", "--test-nodes", "4", "--spare-nodes", "1", "-n", "6", prog, ck, "300", "20")

@@ -25,9 +25,7 @@ import (
 // successor's included) and the job died. `make test-failover` runs stalls
 // of 1, 2, 4 and 8 s.
 func TestStalledFrontEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a replicated job whose front-end stalls")
-	}
+	e2eOnly(t, "TestJournalDeposedHandedBack and TestJournalDeposedTakenOver (launch/journal), TestStopGate (launch/root); make test-failover runs stalls of 1, 2, 4 and 8 s")
 	stalls := []time.Duration{2 * time.Second}
 	if os.Getenv("FTLAUNCH_FAILOVER_LONG") != "" {
 		stalls = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}

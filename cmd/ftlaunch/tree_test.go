@@ -20,6 +20,9 @@ import (
 func TestTestNodesTreeKinds(t *testing.T) {
 	for _, kind := range []string{"auto", "greedy", "flat", "kary:2", "2level", "binomial"} {
 		t.Run(kind, func(t *testing.T) {
+			if kind != "kary:2" && kind != "binomial" {
+				e2eOnly(t, "TestTestNodesTreeKinds/kary:2 and binomial (a deep tree, uneven fan-outs); topology/plan's tests for every kind's shape")
+			}
 			r := ftlaunch(t, "", "run", "-l", "-n", "16", "--test-nodes", "8", "--tree", kind, ftdemoBin(t))
 			if r.code != 0 || !strings.Contains(r.stdout, "[0] ring of 16 ranks verified") {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
