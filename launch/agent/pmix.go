@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/pmix"
@@ -116,16 +117,32 @@ func (a *Agent) renewPMIx(restarts int) {
 	}
 }
 
-// stopPMIx ends the namespace and the server, after the ranks.
+// pmixStopWait bounds how long an agent's end waits for libpmix.
+const pmixStopWait = 5 * time.Second
+
+// stopPMIx ends the namespace and the server, after the ranks. It waits
+// for libpmix at most pmixStopWait: a progress thread stuck inside the
+// library must not keep the agent (and its node's share of the job) from
+// ending. What is left of the close then ends with the agent's process;
+// an agent run in the front-end's process (tests) leaves it behind.
 func (a *Agent) stopPMIx() {
 	if a.pmix == nil {
 		return
 	}
-	if a.pmix.ns != nil {
-		a.pmix.ns.Close()
-	}
-	if err := a.pmix.srv.Close(); err != nil {
-		a.logf("%v", err)
+	done := make(chan error, 1)
+	go func() {
+		if a.pmix.ns != nil {
+			a.pmix.ns.Close()
+		}
+		done <- a.pmix.srv.Close()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			a.logf("%v", err)
+		}
+	case <-time.After(pmixStopWait):
+		a.logf("PMIx server: libpmix did not shut down within %v; the agent ends without it", pmixStopWait)
 	}
 }
 

@@ -122,10 +122,6 @@ func serverInit(a *infos) error {
 	return status("PMIx_server_init", C.ft_server_init(a.p, C.size_t(a.i)))
 }
 
-func serverFinalize() error {
-	return status("PMIx_server_finalize", C.ft_server_finalize())
-}
-
 // opWait is a pending asynchronous PMIx operation: its callback sends the
 // status on ch.
 type opWait struct{ ch chan int }
@@ -171,12 +167,6 @@ func registerClient(ns string, rank, uid, gid int) (*opWait, error) {
 		return nil, err
 	}
 	return w, nil
-}
-
-func deregisterClient(ns string, rank int) {
-	cns := C.CString(ns)
-	defer C.free(unsafe.Pointer(cns))
-	C.ft_deregister_client(cns, C.uint32_t(rank))
 }
 
 // setupFork returns the environment PMIx gives a client rank.

@@ -20,7 +20,6 @@ func (a *infos) free() {}
 type opWait struct{ ch chan int }
 
 func serverInit(a *infos) error                                  { return errNoCgo }
-func serverFinalize() error                                      { return errNoCgo }
 func registerNspace(ns string, n int, a *infos) (*opWait, error) { return nil, errNoCgo }
 func deregisterNspace(ns string) *opWait {
 	w := &opWait{ch: make(chan int, 1)}
@@ -28,5 +27,4 @@ func deregisterNspace(ns string) *opWait {
 	return w
 }
 func registerClient(ns string, rank, uid, gid int) (*opWait, error) { return nil, errNoCgo }
-func deregisterClient(ns string, rank int)                          {}
 func setupFork(ns string, rank int) ([]string, error)               { return nil, errNoCgo }

@@ -10,13 +10,11 @@
 // libpmix itself allows one server per process.
 static struct {
 	ft_pmix_status_t (*server_init)(ft_pmix_server_module_t *module, ft_pmix_info_t info[], size_t ninfo);
-	ft_pmix_status_t (*server_finalize)(void);
 	ft_pmix_status_t (*register_nspace)(const char nspace[], int nlocalprocs, ft_pmix_info_t info[],
 		size_t ninfo, ft_pmix_op_cbfunc_t cbfunc, void *cbdata);
 	void (*deregister_nspace)(const char nspace[], ft_pmix_op_cbfunc_t cbfunc, void *cbdata);
 	ft_pmix_status_t (*register_client)(const ft_pmix_proc_t *proc, uid_t uid, gid_t gid,
 		void *server_object, ft_pmix_op_cbfunc_t cbfunc, void *cbdata);
-	void (*deregister_client)(const ft_pmix_proc_t *proc, ft_pmix_op_cbfunc_t cbfunc, void *cbdata);
 	ft_pmix_status_t (*setup_fork)(const ft_pmix_proc_t *proc, char ***env);
 	const char *(*error_string)(ft_pmix_status_t status);
 } lib;
@@ -37,11 +35,9 @@ int ft_load(const char *path, char **err) {
 		}                                                  \
 	} while (0)
 	SYM(server_init, "PMIx_server_init");
-	SYM(server_finalize, "PMIx_server_finalize");
 	SYM(register_nspace, "PMIx_server_register_nspace");
 	SYM(deregister_nspace, "PMIx_server_deregister_nspace");
 	SYM(register_client, "PMIx_server_register_client");
-	SYM(deregister_client, "PMIx_server_deregister_client");
 	SYM(setup_fork, "PMIx_server_setup_fork");
 	SYM(error_string, "PMIx_Error_string");
 #undef SYM
@@ -165,10 +161,6 @@ int ft_server_init(ft_pmix_info_t *info, size_t ninfo) {
 	return lib.server_init(&module, info, ninfo);
 }
 
-int ft_server_finalize(void) {
-	return lib.server_finalize();
-}
-
 const char *ft_error_string(int status) {
 	return lib.error_string ? lib.error_string(status) : "unknown PMIx status";
 }
@@ -248,12 +240,6 @@ int ft_register_client(const char *ns, uint32_t rank, uid_t uid, gid_t gid, uint
 	ft_pmix_proc_t p;
 	set_proc(&p, ns, rank);
 	return lib.register_client(&p, uid, gid, NULL, op_done, (void *)h);
-}
-
-void ft_deregister_client(const char *ns, uint32_t rank) {
-	ft_pmix_proc_t p;
-	set_proc(&p, ns, rank);
-	lib.deregister_client(&p, NULL, NULL);
 }
 
 int ft_setup_fork(const char *ns, uint32_t rank, char ***env) {

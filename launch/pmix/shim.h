@@ -8,7 +8,6 @@
 
 int ft_load(const char *path, char **err);
 int ft_server_init(ft_pmix_info_t *info, size_t ninfo);
-int ft_server_finalize(void);
 const char *ft_error_string(int status);
 
 ft_pmix_info_t *ft_info_new(size_t n);
@@ -21,7 +20,6 @@ void ft_info_free(ft_pmix_info_t *a, size_t n);
 int ft_register_nspace(const char *ns, int nlocal, ft_pmix_info_t *info, size_t ninfo, uintptr_t h);
 void ft_deregister_nspace(const char *ns, uintptr_t h);
 int ft_register_client(const char *ns, uint32_t rank, uid_t uid, gid_t gid, uintptr_t h);
-void ft_deregister_client(const char *ns, uint32_t rank);
 int ft_setup_fork(const char *ns, uint32_t rank, char ***env);
 void ft_env_free(char **env);
 
