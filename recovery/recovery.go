@@ -303,6 +303,8 @@ func (p *Planner) Step(ev Event) []Action {
 		return nil
 	case LinkLost:
 		return p.linkLost(ev)
+	case GossipDead:
+		return p.gossipDead(ev)
 	case OrphansDue:
 		return p.orphansDue(ev)
 	case Reparented:

@@ -95,7 +95,7 @@ func (fe *frontend) step(ev recovery.Event) {
 		case recovery.Terminate:
 			fe.terminate()
 		default:
-			if !fe.recoveryAction(act) && !fe.nodeLossAction(act) {
+			if !fe.recoveryAction(act) && !fe.nodeLossAction(act) && !fe.gossipAction(act) {
 				panic(fmt.Sprintf("launch: recovery action %T not carried out", act))
 			}
 		}

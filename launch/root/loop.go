@@ -282,7 +282,9 @@ func (fe *frontend) handle(ev event) {
 	case evGossip:
 		fe.gossiped(ev.ev)
 	case evGossipCheck:
-		fe.gossipCheck(ev.a, false)
+		if ev.a == fe.agents[ev.a.idx] && ev.a.link != nil {
+			fe.step(fe.gossipDead(ev.a, ev.a.inc, true))
+		}
 	case evStdin:
 		fe.stdin(ev)
 	case evAdopt:
