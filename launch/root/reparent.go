@@ -35,12 +35,18 @@ func (fe *frontend) orphanWait() time.Duration {
 func (fe *frontend) links() []recovery.AgentLink {
 	out := make([]recovery.AgentLink, len(fe.agents))
 	for i, a := range fe.agents {
-		out[i] = recovery.AgentLink{Up: a.up, Closed: a.closed, Done: a.done, Inc: a.inc, Node: a.name}
-		for _, p := range a.fallbacks {
-			out[i].Fallbacks = append(out[i].Fallbacks, max(p.Idx, topology.Root))
-		}
+		out[i] = a.linkState()
 	}
 	return out
+}
+
+// linkState is how the root's link to agent a stands.
+func (a *agentHandle) linkState() recovery.AgentLink {
+	l := recovery.AgentLink{Up: a.up, Closed: a.closed, Done: a.done, Inc: a.inc, Node: a.name}
+	for _, p := range a.fallbacks {
+		l.Fallbacks = append(l.Fallbacks, max(p.Idx, topology.Root))
+	}
+	return l
 }
 
 // awaitOrphans carries out the planner's wait for a lost agent's orphans:
