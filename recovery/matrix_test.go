@@ -246,7 +246,7 @@ func TestFenceBeforeRestart(t *testing.T) {
 			Spares: []string{"s0"}})
 		q.Restore(last)
 		acts = q.Step(LeaderChanged{})
-		if got := kinds(acts); got != "Commit,Fence" || acts[1] != (Fence{Agent: 1, Node: "n1", Incarnation: 1}) {
+		if got := kinds(acts); got != "Commit,Fence" || acts[1] != (Fence{Agent: 1, Node: "n1", Incarnation: 1, Again: true}) {
 			t.Fatalf("%v: leader change: %s %+v", policy, got, acts)
 		}
 		q.Step(Committed{Epoch: 2, Stage: StageRelaunch})

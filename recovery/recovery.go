@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // Exit codes the planner hands out. They match the launcher's: 1 for
@@ -155,6 +157,16 @@ type Config struct {
 	// least loaded surviving node (relaunch.go).
 	Slots         map[string]int
 	Oversubscribe bool
+
+	// For agents below agents (nodeloss.go):
+	// Tree is the launch tree (nil: none, the agents do not move). The
+	// planner changes it in Step only; the root reads it.
+	Tree *topology.Tree
+	// OrphanWait bounds how long the loss of an agent waits for its
+	// children to reach their backup parents: the heartbeat's timeout (an
+	// orphan that missed the root's word sees its parent's link fall
+	// silent) and a margin.
+	OrphanWait time.Duration
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -176,6 +188,10 @@ type Planner struct {
 	// alone are the ranks a recovery under way starts again alone
 	// (alone.go): told the root once each runs (Over).
 	alone []int
+	// losses are the agents lost whose children are moving to new
+	// parents (nodeloss.go); lossSeq numbers them.
+	losses  []*nodeLoss
+	lossSeq int
 }
 
 // New returns a planner for a job that is running.
@@ -254,8 +270,10 @@ func (p *Planner) Step(ev Event) []Action {
 	case CollectiveMismatch:
 		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", ev.Seq, ev.Node, ev.Op, ev.Want))
 	case Stranded:
-		if p.phase != Running {
-			return nil // ending, or ranks are being replaced
+		if p.phase != Running || p.lossPending(ev.Agent) {
+			// Ending, or ranks are being replaced; or the node's agent
+			// was lost and its ranks' end is not final.
+			return nil
 		}
 		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", ev.Node, ev.Seq, ev.Op))
 	case TimedOut:
@@ -283,6 +301,14 @@ func (p *Planner) Step(ev Event) []Action {
 			return p.endFor(ev.Node, ev.Rank, ExitUsage, fmt.Sprintf("rank %d on node %s speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job", ev.Rank, ev.Node))
 		}
 		return nil
+	case LinkLost:
+		return p.linkLost(ev)
+	case GossipDead:
+		return p.gossipDead(ev)
+	case OrphansDue:
+		return p.orphansDue(ev)
+	case Reparented:
+		return p.reparented(ev)
 	case Committed, Suspended, Respawned, Patched, Resumed, Restarted, Expired, LeaderChanged:
 		return p.restartStep(ev)
 	}
@@ -438,9 +464,10 @@ type CollectiveMismatch struct {
 // Stranded: every rank of a node ended without joining a collective the
 // others wait in: the wait would last forever.
 type Stranded struct {
-	Seq  uint64
-	Node string
-	Op   string
+	Seq   uint64
+	Agent int // the node's agent
+	Node  string
+	Op    string
 }
 
 // TimedOut: the job's --timeout expired.

@@ -428,7 +428,7 @@ func (p *Planner) fencesAgain() []Action {
 	var acts []Action
 	for a, as := range p.agents {
 		for _, f := range as.fences {
-			acts = append(acts, Fence{Agent: a, Node: f.Node, Incarnation: f.Incarnation})
+			acts = append(acts, Fence{Agent: a, Node: f.Node, Incarnation: f.Incarnation, Again: true})
 		}
 	}
 	return acts
@@ -545,13 +545,14 @@ type Relaunch struct {
 }
 
 // Fence tells the root to fence agent Agent's incarnations up to
-// Incarnation on Node, and to confirm it (FenceDone): a new leader's,
-// for the fences its predecessor did not see confirmed. (The root fences
-// every agent it declares lost by itself, and confirms that too.)
+// Incarnation on Node, and to confirm it (FenceDone): every agent lost
+// (LoseSubtree), and (Again) a new leader's fences of the incarnations
+// its predecessor did not see confirmed.
 type Fence struct {
 	Agent       int
 	Node        string
 	Incarnation uint64
+	Again       bool
 }
 
 func (Relaunch) isAction() {}

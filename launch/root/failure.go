@@ -65,9 +65,12 @@ func (fe *frontend) checkStranded() {
 	}
 	for seq, rc := range fe.colls {
 		for _, b := range fe.agents {
-			if len(b.ranks) > 0 && b.ended == len(b.ranks) && !rc.from[b.idx] && !fe.lossPending(b) {
-				fe.step(recovery.Stranded{Seq: seq, Node: b.name, Op: rc.op.String()})
-				return
+			if len(b.ranks) > 0 && b.ended == len(b.ranks) && !rc.from[b.idx] {
+				// The planner ignores a node whose agent's loss is not
+				// decided yet (its ranks' end is not final).
+				// After the first that ends the job, the others change
+				// nothing.
+				fe.step(recovery.Stranded{Seq: seq, Agent: b.idx, Node: b.name, Op: rc.op.String()})
 			}
 		}
 	}
@@ -92,7 +95,7 @@ func (fe *frontend) step(ev recovery.Event) {
 		case recovery.Terminate:
 			fe.terminate()
 		default:
-			if !fe.recoveryAction(act) {
+			if !fe.recoveryAction(act) && !fe.nodeLossAction(act) && !fe.gossipAction(act) {
 				panic(fmt.Sprintf("launch: recovery action %T not carried out", act))
 			}
 		}

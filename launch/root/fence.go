@@ -21,18 +21,19 @@ import (
 // job left there; it reports what it did.
 type fenceFunc func(ctx context.Context, node string, upTo uint64) (string, error)
 
-// fenceAgent fences a lost agent's node from outside, in the background,
-// and confirms it to the planner (fenceDone): no rank of the agent's starts
-// again before.
-func (fe *frontend) fenceAgent(a *agentHandle) {
-	node, inc := a.name, max(a.inc, 1)
-	if a.local != nil {
+// fenceAgent carries out the planner's fence of an agent it declared
+// lost: its node is fenced from outside, in the background, and the
+// planner hears it (fenceDone): no rank of the agent's starts again
+// before.
+func (fe *frontend) fenceAgent(act recovery.Fence) {
+	node, inc := act.Node, act.Incarnation
+	if fe.agents[act.Agent].local != nil {
 		// The job's one local agent was killed directly (and its ranks,
 		// abandonRanks): nothing of it runs on.
-		fe.fenceDone(a.idx, node, inc)
+		fe.fenceDone(act.Agent, node, inc)
 		return
 	}
-	fe.fenceNode(a.idx, node, inc)
+	fe.fenceNode(act.Agent, node, inc)
 }
 
 // fenceNode fences incarnations up to inc of agent idx on node, in the

@@ -6,10 +6,9 @@ package root
 // (over the job's TLS). The front-end's member hears every death the
 // cluster agrees on, usually 1-2 s after a crash, while the tree's
 // heartbeat takes 5 s. Gossip's "dead" is evidence, not a verdict: the
-// root declares a child of its own lost only if its link has also been
-// quiet for longer than a heartbeat interval plus confirmQuiet (a live
-// agent writes at least once an interval), so a slow or starved agent
-// that gossip wrongly condemns, but whose link still speaks, is kept.
+// planner decides whether the silence of the link that would say
+// otherwise confirms it (recovery/detect.go); the root gives it the
+// link's facts (GossipDead) and carries out what it decides.
 
 import (
 	"context"
@@ -22,15 +21,12 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/membership"
+	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 // rootMember is the front-end's name in the gossip cluster (agents use
 // their node names, which never take this form).
 const rootMember = "ftlaunch-root"
-
-// adoptQuiet is how long after a successor took over a child of the root
-// that did not ask for adoption may be declared lost on gossip alone.
-const adoptQuiet = 2 * time.Second
 
 // evGossip: evidence from the front-end's member.
 type evGossip struct{ ev membership.Evidence }
@@ -102,56 +98,55 @@ func (fe *frontend) stopGossip() {
 	}
 }
 
-// gossiped takes one piece of gossip evidence: a death of a child of the
-// root that is up is confirmed by its link's silence.
+// gossiped takes one piece of gossip evidence: the planner decides
+// whether a death is confirmed (recovery/detect.go).
 func (fe *frontend) gossiped(ev membership.Evidence) {
-	if ev.Kind != membership.KindDead || fe.rec.Ending() {
+	if ev.Kind != membership.KindDead {
 		return
 	}
-	var a *agentHandle
-	for _, b := range fe.agents {
-		if b.name == ev.Node {
-			a = b
+	for _, a := range fe.agents {
+		if a.name == ev.Node {
+			fe.verbosef("gossip: node %s is dead (observed by %s)", a.name, ev.Observer)
+			fe.step(fe.gossipDead(a, ev.Incarnation, false))
+			return
 		}
 	}
-	switch {
-	case a == nil || a.closed || a.done || !a.up || max(ev.Incarnation, 1) != a.inc:
-		return // not an agent, or stale: the planner has heard of its end
-	case a.rootChild && a.link == nil && fe.launchTmpl != nil && !a.adopted && time.Since(fe.start) > adoptQuiet:
-		// A successor's child that has not asked for adoption since it
-		// took over, and that gossip finds dead: it will not ask.
-		fe.verbosef("gossip: node %s is dead (observed by %s) and did not ask to be adopted", a.name, ev.Observer)
-		fe.linkEnded(a, proto.ErrGossipDead)
-		return
-	case !a.rootChild:
-		// Its parent holds its link: the parent confirms the death by
-		// the link's silence, as the root does for its own children.
-		p := fe.agents[fe.topo.Parent(a.idx)]
-		fe.verbosef("gossip: node %s is dead (observed by %s); its parent %s looks at its link", a.name, ev.Observer, p.name)
-		_ = p.send(proto.MSuspect, proto.EncodeInt(int64(a.idx)))
-		return
-	case a.link == nil:
-		return
-	}
-	fe.verbosef("gossip: node %s is dead (observed by %s); its link has been quiet %v", a.name, ev.Observer, a.link.Quiet().Round(time.Millisecond))
-	fe.gossipCheck(a, true)
 }
 
-// gossipCheck declares a lost if its link has been quiet long enough;
-// else, the first time, it looks again once the link would have been.
-func (fe *frontend) gossipCheck(a *agentHandle, first bool) {
-	if a != fe.agents[a.idx] || a.closed || a.done || fe.rec.Ending() {
-		return
+// gossipDead is gossip's word on agent a with the root's facts on its link.
+func (fe *frontend) gossipDead(a *agentHandle, inc uint64, again bool) recovery.GossipDead {
+	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Link: a.linkState(), Linked: a.link != nil, Again: again,
+		Unadopted: fe.launchTmpl != nil && a.link == nil && !a.adopted, Since: time.Since(fe.start)}
+	if a.link != nil {
+		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing)
 	}
-	quiet, left := a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing)
-	if left <= 0 {
-		a.link.Conn.Close() // its reader ends; its end is ours to report
+	return ev
+}
+
+// gossipAction carries out one of the planner's decisions on gossip's
+// word; it reports false for an action that is not one of them.
+func (fe *frontend) gossipAction(act recovery.Action) bool {
+	switch act := act.(type) {
+	case recovery.Suspect:
+		// Its parent holds its link: the parent confirms the death by
+		// the link's silence, as the root does for its own children.
+		fe.verbosef("gossip: node %s is dead; its parent %s looks at its link", fe.agents[act.Agent].name, fe.agents[act.Parent].name)
+		_ = fe.agents[act.Parent].send(proto.MSuspect, proto.EncodeInt(int64(act.Agent)))
+	case recovery.DeclareLost:
+		a := fe.agents[act.Agent]
+		if act.Linked {
+			a.link.Conn.Close() // its reader ends; its end is ours to report
+		} else {
+			fe.verbosef("gossip: node %s did not ask to be adopted", a.name)
+		}
 		fe.linkEnded(a, proto.ErrGossipDead)
-		return
+	case recovery.CheckAgain:
+		fe.verbosef("gossip: node %s's link has been quiet %v; looking again in %v", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond), act.After.Round(time.Millisecond))
+		fe.after(act.After, evGossipCheck{a: fe.agents[act.Agent]})
+	case recovery.KeptAlive:
+		fe.verbosef("gossip said node %s was dead, but its link spoke %v ago: kept", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond))
+	default:
+		return false
 	}
-	if !first {
-		fe.verbosef("gossip said node %s was dead, but its link spoke %v ago: kept", a.name, quiet.Round(time.Millisecond))
-		return
-	}
-	fe.after(left, evGossipCheck{a: a})
+	return true
 }

@@ -215,17 +215,9 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	if a.closed {
 		return
 	}
-	// Every agent lost here and its ranks are counted before the planner
-	// hears of the loss; its children that can move to their backup
-	// parents are not lost with it (reparent.go).
-	orphans := fe.orphansOf(a)
-	lost := fe.loseSubtree(a, orphans)
-	l := &loss{a: a, err: err, silent: errors.Is(err, proto.ErrHeartbeat), lost: lost, orphans: orphans, at: time.Now()}
-	if len(orphans) > 0 {
-		fe.awaitOrphans(l)
-		return
-	}
-	fe.finishLoss(l)
+	// The planner decides which agents are lost with it and which move to
+	// new parents (recovery/nodeloss.go).
+	fe.step(recovery.LinkLost{Agent: a.idx, Err: err.Error(), Silent: errors.Is(err, proto.ErrHeartbeat), At: time.Now(), Agents: fe.links()})
 }
 
 // closeSubtree marks a and the agents below it gone, but for those in
@@ -291,7 +283,9 @@ func (fe *frontend) handle(ev event) {
 	case evGossip:
 		fe.gossiped(ev.ev)
 	case evGossipCheck:
-		fe.gossipCheck(ev.a, false)
+		if ev.a == fe.agents[ev.a.idx] && ev.a.link != nil {
+			fe.step(fe.gossipDead(ev.a, ev.a.inc, true))
+		}
 	case evStdin:
 		fe.stdin(ev)
 	case evAdopt:
@@ -315,7 +309,7 @@ func (fe *frontend) handle(ev event) {
 	case evRelaunched:
 		fe.relaunched(ev)
 	case evOrphansDue:
-		fe.orphansDue(ev.l)
+		fe.step(recovery.OrphansDue{Loss: ev.loss, Agents: fe.links()})
 	case evPlanner:
 		fe.step(ev.ev)
 	default:

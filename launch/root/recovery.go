@@ -46,6 +46,10 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
 		RankAgent: make([]int, fe.opts.N), Spares: fe.opts.Spares,
 		Nodes: make([]string, len(fe.agents)), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
+		OrphanWait: fe.orphanWait(),
+	}
+	if fe.tree {
+		cfg.Tree = fe.topo
 	}
 	for r, rs := range fe.ranks {
 		cfg.RankAgent[r] = rs.node
@@ -353,6 +357,10 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
 		fe.bcast(proto.MRestartJob, m)
 	case recovery.Fence:
+		if !act.Again {
+			fe.fenceAgent(act)
+			break
+		}
 		fe.verbosef("recovery: fencing node %s (incarnation %d), which the lost root had not seen fenced", act.Node, act.Incarnation)
 		fe.fenceNode(act.Agent, act.Node, act.Incarnation)
 	case recovery.AloneOver:

@@ -169,18 +169,22 @@ type evPlanner struct{ ev recovery.Event }
 
 func (evPlanner) isRootEvent() {}
 
-// lostAgents reports the loss of agents to the planner, and counts the
-// ranks of those it starts again as running: their end is not the job's.
-func (fe *frontend) lostAgents(a *agentHandle, lost []*agentHandle, err error, silent bool) {
-	for _, b := range lost {
-		why := err
+// lostAgents carries out the planner's Lost: it reports the loss of each
+// agent to the planner, and counts the ranks of those it starts again as
+// running: their end is not the job's.
+func (fe *frontend) lostAgents(act recovery.Lost) {
+	a := fe.agents[act.Agent]
+	silent := act.Silent
+	for _, x := range act.Agents {
+		b := fe.agents[x]
+		why := act.Err
 		if b != a {
-			why = fmt.Errorf("lost with %s above it in the launch tree", a.name)
+			why = fmt.Sprintf("lost with %s above it in the launch tree", a.name)
 		}
 		if fe.rec.Phase() == recovery.Running {
 			fe.failedAt = time.Now()
 		}
-		fe.step(recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: why.Error(), Silent: silent && b == a})
+		fe.step(recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: why, Silent: silent && b == a})
 		fe.observe(AgentLost{Node: b.name, Inc: max(b.inc, 1), Silent: silent && b == a})
 		if !fe.rec.Relaunching(b.idx) {
 			continue

@@ -1,15 +1,14 @@
 package root
 
 // The root's side of backup parents in action (docs/recovery.md, "Losing an
-// agent"; the agents' side is launch/agent/reparent.go). When an
-// agent with agents below it is lost under a restart policy, its children
-// that hold a standby link to a live backup parent are not lost with it:
-// they are orphans, on their way to that parent. The root tells each
-// backup to switch its orphan at once (MSwitch: a silent parent's link
-// times out later than the root's detection), takes each new edge the
-// backups report (MReparented), and hands the loss to the planner once
-// every orphan arrived or orphanWait passed; an orphan that did not
-// arrive is lost too. Lost agents start again as children of the root.
+// agent"; the agents' side is launch/agent/reparent.go). The planner
+// decides (recovery/nodeloss.go): which children of a lost agent are
+// orphans on their way to new parents and which are lost with it, how long
+// to wait for them, every change of the tree and the backups' redeal. The
+// root carries it out: it closes and kills what is lost, tells each backup
+// to switch its orphan at once (MSwitch), passes the backups' reports
+// (MReparented) and its own adoptions to the planner (Reparented), gives
+// the moved agents their routes, and sends the new backups.
 
 import (
 	"fmt"
@@ -31,189 +30,139 @@ func (fe *frontend) orphanWait() time.Duration {
 	return fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat) + fe.opts.Timing.SlackOr()
 }
 
-// loss is the loss of an agent whose children are moving to their backup
-// parents: the planner hears of it once they arrived.
-type loss struct {
-	a       *agentHandle
-	err     error
-	silent  bool
-	lost    []*agentHandle // a and the agents lost with it
-	orphans map[int]bool   // a's children on their way to their backup parents
-	at      time.Time
-}
-
-// evOrphansDue: the time for a loss's orphans to arrive passed.
-type evOrphansDue struct{ l *loss }
-
-func (evOrphansDue) isRootEvent() {}
-
-// orphansOf lists a lost agent's children that can move to their backup
-// parents: up, with a live backup outside a's subtree, in a job that
-// recovers from lost agents.
-func (fe *frontend) orphansOf(a *agentHandle) map[int]bool {
-	if !fe.tree || fe.opts.Restart == recovery.None || fe.rec.Ending() || a.done {
-		return nil
-	}
-	var out map[int]bool
-	for _, c := range fe.topo.Children(a.idx) {
-		ca := fe.agents[c]
-		if !ca.up || ca.closed || ca.done {
-			continue
-		}
-		if !fe.canParent(fe.topo.Backup(c), a) && !slices.ContainsFunc(ca.fallbacks, func(p proto.PeerAddr) bool {
-			return p.Idx < 0 || fe.canParent(p.Idx, a)
-		}) {
-			continue
-		}
-		if out == nil {
-			out = map[int]bool{}
-		}
-		out[c] = true
+// links is how the root's link to every agent stands, for the planner's
+// node-loss decisions (recovery/nodeloss.go).
+func (fe *frontend) links() []recovery.AgentLink {
+	out := make([]recovery.AgentLink, len(fe.agents))
+	for i, a := range fe.agents {
+		out[i] = a.linkState()
 	}
 	return out
 }
 
-// canParent reports whether agent b can take an orphan of lost agent a:
-// it is up, outside a's subtree, and not an orphan itself.
-func (fe *frontend) canParent(b int, a *agentHandle) bool {
-	if b < 0 || b >= len(fe.agents) || fe.topo.InSubtree(b, a.idx) || fe.orphaned(b) {
-		return false
+// linkState is how the root's link to agent a stands.
+func (a *agentHandle) linkState() recovery.AgentLink {
+	l := recovery.AgentLink{Up: a.up, Closed: a.closed, Done: a.done, Inc: a.inc, Node: a.name}
+	for _, p := range a.fallbacks {
+		l.Fallbacks = append(l.Fallbacks, max(p.Idx, topology.Root))
 	}
-	ba := fe.agents[b]
-	return ba.up && !ba.closed && !ba.done
+	return l
 }
 
-// fallbackWait is how much longer than orphanWait the root waits for an
-// orphan whose backup parent is lost too: it tries its fallback parents,
-// each connection bounded by two seconds (launch/agent/reparent.go).
-const fallbackWait = 4 * time.Second
-
-// orphaned reports whether agent x is an orphan of a loss under way, or
-// below one.
-func (fe *frontend) orphaned(x int) bool {
-	return slices.ContainsFunc(fe.losses, func(l *loss) bool { return kept(fe.topo, x, l.orphans) })
-}
-
-// lossPending reports whether agent b was lost in a loss the planner has
-// not heard of yet (its orphans are on their way): its ranks' end is not
-// final.
-func (fe *frontend) lossPending(b *agentHandle) bool {
-	for _, l := range fe.losses {
-		if slices.Contains(l.lost, b) {
-			return true
-		}
-	}
-	return false
-}
-
-// awaitOrphans holds the loss of agent a until its orphans reached their
-// backup parents.
-func (fe *frontend) awaitOrphans(l *loss) {
-	fe.losses = append(fe.losses, l)
-	names := make([]string, 0, len(l.orphans))
-	wait := fe.orphanWait()
-	for _, c := range slices.Sorted(maps.Keys(l.orphans)) {
-		bi := fe.topo.Backup(c)
-		if !fe.canParent(bi, l.a) {
-			names = append(names, fmt.Sprintf("%s to a fallback parent (its backup is lost too)", fe.agents[c].name))
-			wait = fe.orphanWait() + fallbackWait
+// awaitOrphans carries out the planner's wait for a lost agent's orphans:
+// each live backup is told to switch its orphan at once, and the planner
+// hears when the wait is over.
+func (fe *frontend) awaitOrphans(act recovery.AwaitOrphans) {
+	names := make([]string, 0, len(act.Moves))
+	for _, m := range act.Moves {
+		c := fe.agents[m.Orphan]
+		if m.Fallback {
+			names = append(names, fmt.Sprintf("%s to a fallback parent (its backup is lost too)", c.name))
 		} else {
-			names = append(names, fmt.Sprintf("%s to %s", fe.agents[c].name, fe.agents[bi].name))
+			names = append(names, fmt.Sprintf("%s to %s", c.name, fe.agents[m.Backup].name))
 		}
-		if bi >= 0 && !fe.topo.InSubtree(bi, l.a.idx) {
-			if b := fe.agents[bi]; b.up && !b.closed {
-				// Even one that will refuse it passes the word on.
-				_ = b.send(proto.MSwitch, proto.EncodeInt(int64(c)))
-			}
+		if m.Switch {
+			_ = fe.agents[m.Backup].send(proto.MSwitch, proto.EncodeInt(int64(m.Orphan)))
 		}
 	}
-	fe.verbosef("recovery: node %s was lost with agents below it; moving them to new parents: %s", l.a.name, strings.Join(names, ", "))
-	fe.after(wait, evOrphansDue{l: l})
+	fe.verbosef("recovery: node %s was lost with agents below it; moving them to new parents: %s", fe.agents[act.Agent].name, strings.Join(names, ", "))
+	fe.after(act.Wait, evOrphansDue{loss: act.Loss})
 }
 
-// orphansDue gives up on the orphans of l that did not arrive: they are
-// lost with its agent.
-func (fe *frontend) orphansDue(l *loss) {
-	if !slices.Contains(fe.losses, l) {
-		return
+// evOrphansDue: the time for a loss's orphans to arrive passed.
+type evOrphansDue struct{ loss int }
+
+func (evOrphansDue) isRootEvent() {}
+
+// loseSubtree carries out the planner's LoseSubtree: the links of
+// act.Closed are gone, and the ranks of act.Lost are counted as lost with
+// their agents (not ended by the termination that may follow); their
+// agents are killed where the root can (the planner's Fence follows).
+func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
+	for _, x := range act.Closed {
+		fe.agents[x].closed = true
 	}
-	for _, c := range slices.Sorted(maps.Keys(l.orphans)) {
-		fe.warnf("node %s did not reach a new parent in time after the loss of node %s: lost with it", fe.agents[c].name, l.a.name)
-		l.lost = append(l.lost, fe.loseSubtree(fe.agents[c], nil)...)
+	for _, x := range act.Lost {
+		b := fe.agents[x]
+		fe.abandonRanks(b, "lost with its agent")
+		b.kill()
 	}
-	clear(l.orphans)
-	fe.finishLoss(l)
 }
 
-// loseSubtree closes agent a and the agents below it but for those in
-// keep and below them; it returns those lost now, their ranks counted as
-// lost with them (not ended by the termination that may follow).
-func (fe *frontend) loseSubtree(a *agentHandle, keep map[int]bool) []*agentHandle {
-	var lost []*agentHandle
-	for _, b := range fe.closeSubtree(a, keep) {
-		if !b.done {
-			fe.abandonRanks(b, "lost with its agent")
-			b.kill()
-			fe.fenceAgent(b)
-			lost = append(lost, b)
-		}
-	}
-	return lost
-}
-
-// finishLoss hands a loss to the planner: the lost agents become children
-// of the root (the root starts them again), the others keep the parents
-// they have now, and backups are dealt again.
-func (fe *frontend) finishLoss(l *loss) {
-	fe.losses = slices.DeleteFunc(fe.losses, func(x *loss) bool { return x == l })
-	if fe.tree && fe.opts.Restart != recovery.None && !fe.rec.Ending() {
-		for _, b := range l.lost {
-			if fe.topo.Parent(b.idx) != topology.Root {
-				if err := fe.topo.Reparent(b.idx, topology.Root); err == nil {
-					b.rootChild = true
-				}
-			}
+// nodeLossAction carries out one of the planner's node-loss actions
+// (recovery/nodeloss.go); it reports false for an action that is not one
+// of them.
+func (fe *frontend) nodeLossAction(act recovery.Action) bool {
+	switch act := act.(type) {
+	case recovery.LoseSubtree:
+		fe.loseSubtree(act)
+	case recovery.AwaitOrphans:
+		fe.awaitOrphans(act)
+	case recovery.OrphanLate:
+		fe.warnf("node %s did not reach a new parent in time after the loss of node %s: lost with it", fe.agents[act.Orphan].name, fe.agents[act.Agent].name)
+	case recovery.OrphansArrived:
+		fe.verbosef("recovery: every agent below node %s reached a new parent in %v", fe.agents[act.Agent].name, time.Since(act.Since).Round(time.Millisecond))
+	case recovery.Redeal:
+		for _, b := range act.Rerooted {
+			fe.agents[b].rootChild = true
 		}
 		var ns []string
-		for _, b := range l.lost {
-			ns = append(ns, b.name)
+		for _, b := range act.Lost {
+			ns = append(ns, fe.agents[b].name)
 		}
-		fe.redealBackups(fmt.Sprintf("lost node(s) %s start again as children of the root; backup parents dealt again", strings.Join(ns, ", ")))
+		fe.redealBackups(act, fmt.Sprintf("lost node(s) %s start again as children of the root; backup parents dealt again", strings.Join(ns, ", ")))
+	case recovery.Lost:
+		fe.lostAgents(act)
+	case recovery.Moved:
+		fe.movedTo(act)
+	case recovery.MoveIgnored:
+		c := fe.agents[act.Agent]
+		fe.verbosef("recovery: node %s (incarnation %d) reached its new parent %s after it was declared lost: ignored", c.name, act.Incarnation, fe.parentLabel(act.Parent))
+	case recovery.MoveFailed:
+		c := fe.agents[act.Agent]
+		fe.warnf("node %s cannot move under %s: %s", c.name, fe.parentLabel(act.Parent), act.Err)
+		if act.Parent == topology.Root && c.adopted && c.link != nil {
+			c.link.Conn.Close() // the root's adoption of it: undone
+		}
+	default:
+		return false
 	}
-	fe.lostAgents(l.a, l.lost, l.err, l.silent)
+	return true
+}
+
+// parentLabel names parent p (an agent's node, or the root).
+func (fe *frontend) parentLabel(p int) string {
+	if p < 0 {
+		return "the root"
+	}
+	return fe.agents[p].name
 }
 
 // reparented takes a backup parent's report that it took an orphan as its
-// child: the root commits the new edge, gives the new ancestors their
-// routes, and asks the moved agents to report again.
+// child: the planner commits the new edge (movedTo carries it out).
 func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 	if rp.Idx < 0 || rp.Idx >= len(fe.agents) || rp.Idx == b.idx {
 		fe.protocolError(b, fmt.Errorf("reparent of agent %d", rp.Idx))
 		return
 	}
-	c := fe.agents[rp.Idx]
-	if c.closed || rp.Inc != max(c.inc, 1) {
-		// Declared lost already (its old parent's report came first):
-		// the fence of its node ends it.
-		fe.verbosef("recovery: node %s (incarnation %d) reached its backup parent %s after it was declared lost: ignored", c.name, rp.Inc, b.name)
-		return
+	fe.step(recovery.Reparented{Agent: rp.Idx, Parent: b.idx, Incarnation: rp.Inc, Agents: fe.links()})
+}
+
+// movedTo carries out the planner's Moved: the tree has the new edge.
+func (fe *frontend) movedTo(act recovery.Moved) {
+	c := fe.agents[act.Agent]
+	old := "the root"
+	if act.From >= 0 {
+		old = "node " + fe.agents[act.From].name
 	}
-	old := fe.topo.Parent(c.idx)
-	what := "its backup parent"
-	if fe.topo.Backup(c.idx) != b.idx {
-		what = "its fallback parent" // its backup was lost too
+	switch {
+	case act.To == topology.Root:
+		fe.moved(c, fmt.Sprintf("node %s moved to the root, its last fallback parent (%s and its backup parent were lost)", c.name, old))
+	case act.Fallback:
+		fe.moved(c, fmt.Sprintf("node %s moved to its fallback parent %s (%s was lost)", c.name, fe.agents[act.To].name, old))
+	default:
+		fe.moved(c, fmt.Sprintf("node %s moved to its backup parent %s (%s was lost)", c.name, fe.agents[act.To].name, old))
 	}
-	if old != b.idx {
-		if err := fe.topo.Reparent(c.idx, b.idx); err != nil {
-			fe.warnf("node %s cannot move under %s: %v", c.name, b.name, err)
-			return
-		}
-	}
-	oldName := "the root"
-	if old >= 0 {
-		oldName = "node " + fe.agents[old].name
-	}
-	fe.moved(c, fmt.Sprintf("node %s moved to %s %s (%s was lost)", c.name, what, b.name, oldName))
 }
 
 // moved finishes the move of agent c to a new parent, in fe.topo already
@@ -262,16 +211,6 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 	case fe.terminating:
 		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter))))
 	}
-	for _, l := range fe.losses {
-		if l.orphans[c.idx] {
-			delete(l.orphans, c.idx)
-			if len(l.orphans) == 0 {
-				fe.verbosef("recovery: every agent below node %s reached a new parent in %v", l.a.name, time.Since(l.at).Round(time.Millisecond))
-				fe.finishLoss(l)
-			}
-			break
-		}
-	}
 }
 
 // adoptOrphan takes agent c, below a child of the root, as a child of the
@@ -301,44 +240,33 @@ func (fe *frontend) adoptOrphan(ac *adoptConn, c *agentHandle) {
 		ac.conn.Close()
 		return
 	}
-	old := fe.topo.Parent(c.idx)
-	if err := fe.topo.Reparent(c.idx, topology.Root); err != nil {
-		ac.conn.Close()
-		fe.warnf("node %s cannot move under the root: %v", c.name, err)
-		return
-	}
 	c.link = proto.NewLink(ac.conn)
 	c.adopted = true
 	fe.startReader(fe.ctx, c, fe.events)
 	if fe.replicaPeers != nil {
 		_ = c.link.Send(proto.MReplicas, fe.replicasMsg())
 	}
-	oldName := "the root"
-	if old >= 0 {
-		oldName = "node " + fe.agents[old].name
-	}
-	fe.moved(c, fmt.Sprintf("node %s moved to the root, its last fallback parent (%s and its backup parent were lost)", c.name, oldName))
+	fe.step(recovery.Reparented{Agent: c.idx, Parent: topology.Root, Incarnation: inc, Agents: fe.links()})
 }
 
-// redealBackups gives agents new backup parents after the tree changed
-// (what says why), and tells those whose backup is new, or not the one
-// they hold a link to, to open a standby link to it. A backup that is
-// not up yet (started again) is sent when it is (agentUp).
-func (fe *frontend) redealBackups(why string) {
-	before := make([]int, len(fe.agents))
-	for i := range fe.agents {
-		before[i] = fe.topo.Backup(i)
-	}
-	fe.topo.RecomputeBackups()
+// redealBackups carries out the planner's Redeal: agents whose backup
+// parent is new, or not the one they hold a link to, are told to open a
+// standby link to it; why goes to the state log. A backup that is not up
+// yet (started again) is sent when it is (agentUp).
+func (fe *frontend) redealBackups(act recovery.Redeal, why string) {
 	for i, a := range fe.agents {
 		bk := fe.topo.Backup(i)
-		if bk < 0 || !a.up || a.closed || a.done || fe.orphaned(i) {
+		if bk < 0 || !a.up || a.closed || a.done || slices.Contains(act.Orphaned, i) {
 			// An orphan on its way to a new parent (or below one) cannot
 			// be reached: it is dealt its backup once its loss is over.
 			continue
 		}
+		before := topology.None
+		if i < len(act.Before) {
+			before = act.Before[i]
+		}
 		held, ok := fe.backupsUp[i] // the backup it last said it holds a link to
-		if b := fe.agents[bk]; (bk != before[i] || !ok || held != bk) && b.up && !b.closed && !b.done {
+		if b := fe.agents[bk]; (bk != before || !ok || held != bk) && b.up && !b.closed && !b.done {
 			fe.sendBackup(a)
 		} else {
 			fe.sendFallbacks(a) // its grandparent may be another

@@ -94,7 +94,6 @@ type frontend struct {
 	rootCreds    *secure.Credentials
 	stage        *stagedProgram
 	backupsUp    map[int]int       // agents whose standby link to a backup parent came up: the backup's index
-	losses       []*loss           // lost agents whose children are moving to their backup parents (reparent.go)
 	results      map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
 	replicaPeers []proto.PeerAddr  // the replica agents, once all are up
 	frontEndOut  bool              // a successor put a replica in the lost front-end's voter's place (refillGroup)

@@ -1,0 +1,77 @@
+package recovery
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestGossipConfirmation: gossip's word on a death is evidence; the
+// planner declares an agent lost on it only when the link that would say
+// otherwise is silent, or asks the agent's parent to look.
+func TestGossipConfirmation(t *testing.T) {
+	up := AgentLink{Up: true, Inc: 1, Node: "n0"}
+	for _, tc := range []struct {
+		name   string
+		before []Event
+		ev     GossipDead
+		want   []Action
+	}{
+		{name: "a root child whose link is silent is lost", ev: GossipDead{Link: up, Linked: true, Quiet: 9 * time.Second, Left: 0},
+			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
+		{name: "a root child whose link spoke is looked at again", ev: GossipDead{Link: up, Linked: true, Quiet: time.Second, Left: 3 * time.Second},
+			want: []Action{CheckAgain{Agent: 0, Quiet: time.Second, After: 3 * time.Second}}},
+		{name: "looked at again and silent: lost", ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 4 * time.Second},
+			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
+		{name: "looked at again and it spoke: kept", ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 200 * time.Millisecond, Left: 3 * time.Second},
+			want: []Action{KeptAlive{Agent: 0, Quiet: 200 * time.Millisecond}}},
+		{name: "an agent below another: its parent looks", ev: GossipDead{Agent: 2, Link: up, Quiet: 9 * time.Second},
+			want: []Action{Suspect{Agent: 2, Parent: 0}}},
+		{name: "a successor's child that did not ask for adoption", ev: GossipDead{Link: up, Unadopted: true, Since: AdoptQuiet + time.Millisecond},
+			want: []Action{DeclareLost{Agent: 0}}},
+		{name: "a successor's child, too early to tell", ev: GossipDead{Link: up, Unadopted: true, Since: time.Second}},
+		{name: "stale: another incarnation", ev: GossipDead{Incarnation: 2, Link: up, Linked: true}},
+		{name: "its link ended already", ev: GossipDead{Link: AgentLink{Up: true, Closed: true, Inc: 1}, Linked: true}},
+		{name: "it was done", ev: GossipDead{Link: AgentLink{Up: true, Done: true, Inc: 1}, Linked: true}},
+		{name: "not up yet", ev: GossipDead{Link: AgentLink{Inc: 1}, Linked: true}},
+		{name: "the job ends", before: []Event{TimedOut{Limit: time.Second}}, ev: GossipDead{Link: up, Linked: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := lossPlanner(t, Rank)
+			for _, ev := range tc.before {
+				p.Step(ev)
+			}
+			if got := p.Step(tc.ev); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSilentChildLost: a child of the root that gossip and its link's
+// silence condemn is lost with its subtree but for the orphans, like any
+// loss (the root steps LinkLost with Silent).
+func TestSilentChildLost(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	acts := p.Step(GossipDead{Agent: 1, Link: AgentLink{Up: true, Inc: 1}, Linked: true})
+	if !reflect.DeepEqual(acts, []Action{DeclareLost{Agent: 1, Linked: true}}) {
+		t.Fatalf("gossip: %+v", acts)
+	}
+	acts = p.Step(LinkLost{Agent: 1, Err: "gossip", Silent: true, Agents: upLinks()})
+	if got := kinds(acts); got != "LoseSubtree,Fence,AwaitOrphans" {
+		t.Fatalf("loss: %s %+v", got, acts)
+	}
+	ls := upLinks()
+	ls[1].Closed = true
+	p.Step(Reparented{Agent: 4, Parent: 0, Incarnation: 1, Agents: ls})
+	acts = p.Step(Reparented{Agent: 5, Parent: 0, Incarnation: 1, Agents: ls})
+	var lost Lost
+	for _, a := range acts {
+		if l, ok := a.(Lost); ok {
+			lost = l
+		}
+	}
+	if !lost.Silent || !reflect.DeepEqual(lost.Agents, []int{1}) {
+		t.Fatalf("lost: %+v in %+v", lost, acts)
+	}
+}

@@ -1,0 +1,407 @@
+package recovery
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/topology"
+)
+
+// Losing an agent with agents below it, in a launch tree (docs/recovery.md,
+// "Losing an agent"; the agents' side is launch/agent/reparent.go).
+//
+// The root's detectors confirm that an agent's link is gone (its link
+// ended, its parent reported it, its heartbeat timed out, gossip's word
+// was confirmed) and tell the planner (LinkLost), with how every agent's
+// link stands (AgentLink). The planner decides, in order:
+//
+//   - which of the lost agent's children are orphans on their way to a
+//     new parent rather than lost with it: under a restart policy, each
+//     child that is up whose backup parent can take it (up, outside the
+//     lost subtree, not an orphan itself), or one of the fallback parents
+//     it was told (its grandparent, the root);
+//   - which agents are lost now: the lost agent's subtree but for the
+//     orphans and the agents below them (LoseSubtree), each fenced from
+//     outside (Fence);
+//   - how long to wait for the orphans (AwaitOrphans): OrphanWait, and
+//     FallbackWait more when an orphan's backup is lost too; each live
+//     backup is told to switch its orphan at once (a silent parent's
+//     link times out later than the root's detection);
+//   - each arrival (Reparented, from a backup's report or the root's own
+//     adoption) is a tree change (Moved); an orphan that did not arrive
+//     in time (OrphansDue) is lost with the agent (OrphanLate);
+//   - once every orphan arrived or was given up: the lost agents start
+//     again as children of the root, backup parents are dealt again
+//     (Redeal), and the loss is taken as AgentLost events (Lost), which
+//     decide what happens to their ranks (relaunch.go).
+//
+// The tree (Config.Tree) is the root's launch tree; the planner changes it
+// (Reparent, RecomputeBackups) only in Step, and the root reads it.
+
+// FallbackWait is how much longer than Config.OrphanWait the planner
+// waits for an orphan whose backup parent is lost too: it tries its
+// fallback parents, each connection bounded by two seconds
+// (launch/agent/reparent.go).
+const FallbackWait = 4 * time.Second
+
+// AgentLink is how the root's link to one agent stands.
+type AgentLink struct {
+	Up     bool   // connected and activated
+	Closed bool   // its link ended: declared lost, or it left
+	Done   bool   // it reported it was done
+	Inc    uint64 // the incarnation the root's handle is of (from 1)
+	Node   string
+	// Fallbacks are the parents beyond its backup it was last told to try
+	// (topology.Root: the root).
+	Fallbacks []int
+}
+
+func (l AgentLink) live() bool { return l.Up && !l.Closed && !l.Done }
+
+// nodeLoss is the loss of an agent whose children are moving to new
+// parents: AgentLost is decided once they arrived or were given up.
+type nodeLoss struct {
+	id      int
+	agent   int
+	err     string
+	silent  bool
+	lost    []int        // agent and the agents lost with it
+	orphans map[int]bool // its children on their way to new parents
+	at      time.Time
+}
+
+// linkLost takes the end of an agent's link.
+func (p *Planner) linkLost(ev LinkLost) []Action {
+	links := slices.Clone(ev.Agents)
+	if ev.Agent < 0 || ev.Agent >= len(links) || links[ev.Agent].Closed {
+		return nil
+	}
+	orphans := p.orphansOf(ev.Agent, links)
+	acts := p.loseSubtree(ev.Agent, orphans, links)
+	l := &nodeLoss{agent: ev.Agent, err: ev.Err, silent: ev.Silent, orphans: orphans, at: ev.At}
+	l.lost = lostIn(acts)
+	if len(orphans) == 0 {
+		return append(acts, p.finishLoss(l)...)
+	}
+	p.lossSeq++
+	l.id = p.lossSeq
+	p.losses = append(p.losses, l)
+	aw := AwaitOrphans{Loss: l.id, Agent: ev.Agent, Wait: p.cfg.OrphanWait}
+	t := p.cfg.Tree
+	for _, c := range slices.Sorted(maps.Keys(orphans)) {
+		bi := t.Backup(c)
+		m := OrphanMove{Orphan: c, Backup: bi}
+		if !p.canParent(bi, ev.Agent, links) {
+			m.Fallback = true
+			aw.Wait = p.cfg.OrphanWait + FallbackWait
+		}
+		// Even a backup that will refuse the orphan passes the word on.
+		m.Switch = bi >= 0 && !t.InSubtree(bi, ev.Agent) && links[bi].Up && !links[bi].Closed
+		aw.Moves = append(aw.Moves, m)
+	}
+	return append(acts, aw)
+}
+
+// lostIn lists the agents the LoseSubtree actions of acts lose.
+func lostIn(acts []Action) []int {
+	var lost []int
+	for _, act := range acts {
+		if ls, ok := act.(LoseSubtree); ok {
+			lost = append(lost, ls.Lost...)
+		}
+	}
+	return lost
+}
+
+// recovers reports whether the job moves agents to new parents: a launch
+// tree, a restart policy, and a job that is not ending.
+func (p *Planner) recovers() bool {
+	return p.cfg.Tree != nil && p.cfg.Policy != None && !p.Ending()
+}
+
+// orphansOf lists lost agent a's children that can move to a new parent:
+// up, with a backup or a fallback parent that can take them.
+func (p *Planner) orphansOf(a int, links []AgentLink) map[int]bool {
+	if !p.recovers() || links[a].Done {
+		return nil
+	}
+	var out map[int]bool
+	for _, c := range p.cfg.Tree.Children(a) {
+		if c >= len(links) || !links[c].live() {
+			continue
+		}
+		if !p.canParent(p.cfg.Tree.Backup(c), a, links) && !slices.ContainsFunc(links[c].Fallbacks, func(x int) bool {
+			return x == topology.Root || p.canParent(x, a, links)
+		}) {
+			continue
+		}
+		if out == nil {
+			out = map[int]bool{}
+		}
+		out[c] = true
+	}
+	return out
+}
+
+// canParent reports whether agent b can take an orphan of lost agent a:
+// it is up, outside a's subtree, and not an orphan itself.
+func (p *Planner) canParent(b, a int, links []AgentLink) bool {
+	if b < 0 || b >= len(links) || p.cfg.Tree.InSubtree(b, a) || p.orphaned(b) {
+		return false
+	}
+	return links[b].live()
+}
+
+// orphaned reports whether agent x is an orphan of a loss under way, or
+// below one.
+func (p *Planner) orphaned(x int) bool {
+	return slices.ContainsFunc(p.losses, func(l *nodeLoss) bool { return p.kept(x, l.orphans) })
+}
+
+// kept reports whether agent x is one of keep or below one.
+func (p *Planner) kept(x int, keep map[int]bool) bool {
+	if p.cfg.Tree == nil {
+		return keep[x]
+	}
+	for k := range keep {
+		if p.cfg.Tree.InSubtree(x, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// lossPending reports whether agent b was lost in a loss whose AgentLost
+// is not decided yet (its orphans are on their way): its ranks' end is
+// not final.
+func (p *Planner) lossPending(b int) bool {
+	return slices.ContainsFunc(p.losses, func(l *nodeLoss) bool { return slices.Contains(l.lost, b) })
+}
+
+// loseSubtree closes agent a and the agents below it but for those in
+// keep and below them (links is updated): those that had not said they
+// were done are lost, and fenced.
+func (p *Planner) loseSubtree(a int, keep map[int]bool, links []AgentLink) []Action {
+	var ls LoseSubtree
+	var fences []Action
+	below := []int(nil)
+	if p.cfg.Tree != nil {
+		below = p.cfg.Tree.Subtree(a)
+	}
+	for _, x := range append([]int{a}, below...) {
+		if x >= len(links) || p.kept(x, keep) || links[x].Closed {
+			continue
+		}
+		links[x].Closed = true
+		ls.Closed = append(ls.Closed, x)
+		if !links[x].Done {
+			ls.Lost = append(ls.Lost, x)
+			fences = append(fences, Fence{Agent: x, Node: links[x].Node, Incarnation: max(links[x].Inc, 1)})
+		}
+	}
+	if len(ls.Closed) == 0 {
+		return nil
+	}
+	return append([]Action{ls}, fences...)
+}
+
+// orphansDue gives up on the orphans of a loss that did not arrive: they
+// are lost with its agent.
+func (p *Planner) orphansDue(ev OrphansDue) []Action {
+	i := slices.IndexFunc(p.losses, func(l *nodeLoss) bool { return l.id == ev.Loss })
+	if i < 0 {
+		return nil
+	}
+	l := p.losses[i]
+	links := slices.Clone(ev.Agents)
+	var acts []Action
+	for _, c := range slices.Sorted(maps.Keys(l.orphans)) {
+		acts = append(acts, OrphanLate{Orphan: c, Agent: l.agent})
+		lose := p.loseSubtree(c, nil, links)
+		l.lost = append(l.lost, lostIn(lose)...)
+		acts = append(acts, lose...)
+	}
+	clear(l.orphans)
+	return append(acts, p.finishLoss(l)...)
+}
+
+// finishLoss ends a loss: the lost agents become children of the root
+// (the root starts them again), the others keep the parents they have
+// now, backups are dealt again, and the loss is taken (Lost).
+func (p *Planner) finishLoss(l *nodeLoss) []Action {
+	p.losses = slices.DeleteFunc(p.losses, func(x *nodeLoss) bool { return x == l })
+	var acts []Action
+	if p.recovers() {
+		t := p.cfg.Tree
+		rd := Redeal{Lost: slices.Clone(l.lost), Before: make([]int, t.N())}
+		for _, b := range l.lost {
+			if t.Parent(b) != topology.Root && t.Reparent(b, topology.Root) == nil {
+				rd.Rerooted = append(rd.Rerooted, b)
+			}
+		}
+		for i := range rd.Before {
+			rd.Before[i] = t.Backup(i)
+			if p.orphaned(i) {
+				rd.Orphaned = append(rd.Orphaned, i)
+			}
+		}
+		t.RecomputeBackups()
+		acts = append(acts, rd)
+	}
+	return append(acts, Lost{Agent: l.agent, Agents: slices.Clone(l.lost), Err: l.err, Silent: l.silent})
+}
+
+// reparented takes an agent's new parent: a backup's report that it took
+// an orphan, or the root's adoption of one.
+func (p *Planner) reparented(ev Reparented) []Action {
+	t := p.cfg.Tree
+	if t == nil || ev.Agent < 0 || ev.Agent >= len(ev.Agents) {
+		return nil
+	}
+	c := ev.Agents[ev.Agent]
+	if c.Closed || ev.Incarnation != max(c.Inc, 1) {
+		// Declared lost already (its old parent's report came first): the
+		// fence of its node ends it.
+		return []Action{MoveIgnored{Agent: ev.Agent, Parent: ev.Parent, Incarnation: ev.Incarnation}}
+	}
+	mv := Moved{Agent: ev.Agent, From: t.Parent(ev.Agent), To: ev.Parent, Fallback: ev.Parent != topology.Root && t.Backup(ev.Agent) != ev.Parent}
+	if mv.From != ev.Parent {
+		if err := t.Reparent(ev.Agent, ev.Parent); err != nil {
+			return []Action{MoveFailed{Agent: ev.Agent, Parent: ev.Parent, Err: err.Error()}}
+		}
+	}
+	acts := []Action{mv}
+	for _, l := range p.losses {
+		if l.orphans[ev.Agent] {
+			delete(l.orphans, ev.Agent)
+			if len(l.orphans) == 0 {
+				acts = append(acts, OrphansArrived{Agent: l.agent, Since: l.at})
+				acts = append(acts, p.finishLoss(l)...)
+			}
+			break
+		}
+	}
+	return acts
+}
+
+// LinkLost: the root's detectors confirmed that the link of agent Agent is
+// gone (its link ended, its parent said so, its heartbeat timed out,
+// gossip's word was confirmed by the link's silence).
+type LinkLost struct {
+	Agent  int
+	Err    string
+	Silent bool      // a heartbeat's timeout: its node may be gone
+	At     time.Time // when (the root's clock: the orphans' wait is measured from it)
+	// Agents is every agent's link as the root knows it, by index.
+	Agents []AgentLink
+}
+
+// OrphansDue: the wait for the orphans of loss Loss (AwaitOrphans)
+// passed.
+type OrphansDue struct {
+	Loss   int
+	Agents []AgentLink
+}
+
+// Reparented: agent Agent (incarnation Incarnation) has a new parent,
+// Parent (topology.Root: the root): a backup or fallback parent took it,
+// or the root adopted it.
+type Reparented struct {
+	Agent       int
+	Parent      int
+	Incarnation uint64
+	Agents      []AgentLink
+}
+
+func (LinkLost) isEvent()   {}
+func (OrphansDue) isEvent() {}
+func (Reparented) isEvent() {}
+
+// LoseSubtree: the links of Closed are gone; Lost (those of them that had
+// not said they were done) are lost: their ranks ended with them, and the
+// root kills what it can of them (a Fence follows for each).
+type LoseSubtree struct {
+	Closed []int
+	Lost   []int
+}
+
+// OrphanMove is one orphan's way to a new parent.
+type OrphanMove struct {
+	Orphan int
+	Backup int // its backup parent (topology.None: none)
+	// Fallback: its backup cannot take it: it tries its fallback parents.
+	Fallback bool
+	// Switch: tell Backup to take Orphan at once.
+	Switch bool
+}
+
+// AwaitOrphans: the loss of Agent waits for its orphans to reach new
+// parents, at most Wait; then the root steps OrphansDue{Loss}.
+type AwaitOrphans struct {
+	Loss  int
+	Agent int
+	Moves []OrphanMove
+	Wait  time.Duration
+}
+
+// OrphanLate: Orphan did not reach a new parent in time after the loss of
+// Agent: it is lost with it.
+type OrphanLate struct{ Orphan, Agent int }
+
+// OrphansArrived: every orphan of the loss of Agent, which began at Since,
+// has its new parent.
+type OrphansArrived struct {
+	Agent int
+	Since time.Time
+}
+
+// Redeal: the tree changed after a loss: Rerooted are children of the
+// root now, backups were dealt again (Before is every agent's backup
+// before), and the root tells those whose backup is new; Orphaned are on
+// their way to a new parent and cannot be told yet. Lost names the lost
+// agents, for the state log's note.
+type Redeal struct {
+	Lost     []int
+	Rerooted []int
+	Before   []int
+	Orphaned []int
+}
+
+// Lost: Agents were lost, Agent first (the others with it): the root
+// steps AgentLost for each.
+type Lost struct {
+	Agent  int
+	Agents []int
+	Err    string
+	Silent bool
+}
+
+// Moved: agent Agent moved from From to To (topology.Root: the root);
+// Fallback: To is not its backup parent (its backup was lost too).
+type Moved struct {
+	Agent, From, To int
+	Fallback        bool
+}
+
+// MoveIgnored: a new parent was reported for an incarnation declared lost.
+type MoveIgnored struct {
+	Agent, Parent int
+	Incarnation   uint64
+}
+
+// MoveFailed: the tree cannot take the move.
+type MoveFailed struct {
+	Agent, Parent int
+	Err           string
+}
+
+func (LoseSubtree) isAction()    {}
+func (AwaitOrphans) isAction()   {}
+func (OrphanLate) isAction()     {}
+func (OrphansArrived) isAction() {}
+func (Redeal) isAction()         {}
+func (Lost) isAction()           {}
+func (Moved) isAction()          {}
+func (MoveIgnored) isAction()    {}
+func (MoveFailed) isAction()     {}

@@ -1,0 +1,285 @@
+package recovery
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/topology"
+)
+
+// The tree of these tests:
+//
+//	root ─ n0 ─ n2 ─ n6      backups: n2, n3 → n1; n4, n5 → n0; n6 → n3
+//	     │    └ n3
+//	     └ n1 ─ n4
+//	          └ n5
+func lossTree(t *testing.T) *topology.Tree {
+	t.Helper()
+	tr, err := topology.FromEdges("test", []topology.Edge{
+		{Name: "n0", Parent: topology.Root, Backup: topology.None},
+		{Name: "n1", Parent: topology.Root, Backup: topology.None},
+		{Name: "n2", Parent: 0, Backup: 1},
+		{Name: "n3", Parent: 0, Backup: 1},
+		{Name: "n4", Parent: 1, Backup: 0},
+		{Name: "n5", Parent: 1, Backup: 0},
+		{Name: "n6", Parent: 2, Backup: 3},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+const orphanWait = 6 * time.Second
+
+func lossPlanner(t *testing.T, policy Policy) *Planner {
+	t.Helper()
+	return New(Config{Policy: policy, Ranks: 7, Agents: 7, RankAgent: []int{0, 1, 2, 3, 4, 5, 6}, MaxRestarts: 3,
+		AckTimeout: time.Second, Nodes: []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6"},
+		Tree: lossTree(t), OrphanWait: orphanWait})
+}
+
+// upLinks is every agent of lossTree up, as the root knows them.
+func upLinks() []AgentLink {
+	ls := make([]AgentLink, 7)
+	for i := range ls {
+		ls[i] = AgentLink{Up: true, Inc: 1, Node: "n" + string(rune('0'+i))}
+	}
+	return ls
+}
+
+func fence(a int) Fence {
+	return Fence{Agent: a, Node: "n" + string(rune('0'+a)), Incarnation: 1}
+}
+
+// nodeLossActs keeps the node-loss actions of acts (the planner's
+// AgentLost decisions come after Lost, from the root).
+func nodeLossActs(acts []Action) []Action {
+	var out []Action
+	for _, a := range acts {
+		switch a.(type) {
+		case LoseSubtree, Fence, AwaitOrphans, OrphanLate, OrphansArrived, Redeal, Lost, Moved, MoveIgnored, MoveFailed:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestOrphanChoice: which children of a lost agent are orphans on their
+// way to a new parent, which are lost with it, and how long the planner
+// waits for them.
+func TestOrphanChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		before []Event
+		links  func([]AgentLink)
+		want   []Action
+	}{
+		{name: "children with a live backup are orphans", policy: Rank,
+			want: []Action{
+				LoseSubtree{Closed: []int{0}, Lost: []int{0}}, fence(0),
+				AwaitOrphans{Loss: 1, Agent: 0, Wait: orphanWait, Moves: []OrphanMove{
+					{Orphan: 2, Backup: 1, Switch: true}, {Orphan: 3, Backup: 1, Switch: true}}},
+			}},
+		{name: "no restart policy: the subtree is lost", policy: None,
+			want: []Action{
+				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{0, 2, 6, 3}}, fence(0), fence(2), fence(6), fence(3),
+				Lost{Agent: 0, Agents: []int{0, 2, 6, 3}, Err: "gone"},
+			}},
+		{name: "a child not up is lost with it", policy: Rank,
+			links: func(ls []AgentLink) { ls[3].Up = false },
+			want: []Action{
+				LoseSubtree{Closed: []int{0, 3}, Lost: []int{0, 3}}, fence(0), fence(3),
+				AwaitOrphans{Loss: 1, Agent: 0, Wait: orphanWait, Moves: []OrphanMove{{Orphan: 2, Backup: 1, Switch: true}}},
+			}},
+		{name: "a lost agent that was done has no orphans", policy: Rank,
+			links: func(ls []AgentLink) { ls[0].Done = true },
+			want: []Action{
+				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{2, 6, 3}}, fence(2), fence(6), fence(3),
+				Redeal{Lost: []int{2, 6, 3}, Rerooted: []int{2, 6, 3}, Before: []int{-2, -2, 1, 1, 0, 0, 3}},
+				Lost{Agent: 0, Agents: []int{2, 6, 3}, Err: "gone"},
+			}},
+		{name: "a job that ends moves no agent", policy: Rank,
+			before: []Event{Signaled{Signal: 15, Msg: "SIGTERM"}},
+			want: []Action{
+				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{0, 2, 6, 3}}, fence(0), fence(2), fence(6), fence(3),
+				Lost{Agent: 0, Agents: []int{0, 2, 6, 3}, Err: "gone"},
+			}},
+		{name: "a link that ended already is not lost twice", policy: Rank,
+			links: func(ls []AgentLink) { ls[0].Closed = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := lossPlanner(t, tc.policy)
+			for _, ev := range tc.before {
+				p.Step(ev)
+			}
+			ls := upLinks()
+			if tc.links != nil {
+				tc.links(ls)
+			}
+			got := nodeLossActs(p.Step(LinkLost{Agent: 0, Err: "gone", Agents: ls}))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFallbackWait: an orphan whose backup is lost too tries its fallback
+// parents (its grandparent, the root): it is waited for FallbackWait
+// longer; one with no fallback that can take it is lost.
+func TestFallbackWait(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fallbacks []int
+		want      []Action
+	}{
+		{name: "the root among its fallbacks", fallbacks: []int{topology.Root},
+			want: []Action{
+				LoseSubtree{Closed: []int{2}, Lost: []int{2}}, fence(2),
+				AwaitOrphans{Loss: 1, Agent: 2, Wait: orphanWait + FallbackWait, Moves: []OrphanMove{{Orphan: 6, Backup: 3, Fallback: true}}},
+			}},
+		{name: "a live grandparent among its fallbacks", fallbacks: []int{0},
+			want: []Action{
+				LoseSubtree{Closed: []int{2}, Lost: []int{2}}, fence(2),
+				AwaitOrphans{Loss: 1, Agent: 2, Wait: orphanWait + FallbackWait, Moves: []OrphanMove{{Orphan: 6, Backup: 3, Fallback: true}}},
+			}},
+		{name: "no fallback told: lost with its parent",
+			want: []Action{
+				LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}}, fence(2), fence(6),
+				Redeal{Lost: []int{2, 6}, Rerooted: []int{2, 6}, Before: []int{-2, -2, 1, 1, 0, 0, 3}},
+				Lost{Agent: 2, Agents: []int{2, 6}, Err: "gone"},
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := lossPlanner(t, Rank)
+			ls := upLinks()
+			ls[3].Closed = true // n6's backup is gone
+			ls[6].Fallbacks = tc.fallbacks
+			got := nodeLossActs(p.Step(LinkLost{Agent: 2, Err: "gone", Agents: ls}))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestOrphanArrival: the loss is taken once every orphan has its new
+// parent: the tree has the new edges, the lost agent starts again as a
+// child of the root, and backups are dealt again.
+func TestOrphanArrival(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	at := time.Unix(100, 0)
+	p.Step(LinkLost{Agent: 2, Err: "gone", At: at, Agents: upLinks()})
+	ls := upLinks()
+	ls[2].Closed = true
+	got := nodeLossActs(p.Step(Reparented{Agent: 6, Parent: 3, Incarnation: 1, Agents: ls}))
+	want := []Action{
+		Moved{Agent: 6, From: 2, To: 3},
+		OrphansArrived{Agent: 2, Since: at},
+		Redeal{Lost: []int{2}, Rerooted: []int{2}, Before: []int{-2, -2, 1, 1, 0, 0, -2}},
+		Lost{Agent: 2, Agents: []int{2}, Err: "gone"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	tr := p.cfg.Tree
+	if tr.Parent(6) != 3 || tr.Parent(2) != topology.Root {
+		t.Fatalf("tree: n6 under %d, n2 under %d", tr.Parent(6), tr.Parent(2))
+	}
+	for a := range 7 {
+		if b := tr.Backup(a); b != topology.None && (b == tr.Parent(a) || tr.InSubtree(b, a)) {
+			t.Fatalf("agent %d dealt backup %d: its parent or below it", a, b)
+		}
+	}
+	// A second report of the same move changes nothing more.
+	if got := p.Step(Reparented{Agent: 6, Parent: 3, Incarnation: 1, Agents: ls}); kinds(got) != "Moved" || got[0].(Moved).From != 3 {
+		t.Fatalf("again: %+v", got)
+	}
+}
+
+// TestOrphanLate: an orphan that did not reach a new parent in time is
+// lost with the agent, with the agents below it.
+func TestOrphanLate(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	acts := p.Step(LinkLost{Agent: 0, Err: "gone", Agents: upLinks()})
+	aw := acts[len(acts)-1].(AwaitOrphans)
+	ls := upLinks()
+	ls[0].Closed = true
+	p.Step(Reparented{Agent: 3, Parent: 1, Incarnation: 1, Agents: ls})
+	got := nodeLossActs(p.Step(OrphansDue{Loss: aw.Loss, Agents: ls}))
+	want := []Action{
+		OrphanLate{Orphan: 2, Agent: 0},
+		LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}}, fence(2), fence(6),
+		Redeal{Lost: []int{0, 2, 6}, Rerooted: []int{2, 6}, Before: []int{-2, -2, 1, -2, 0, 0, 3}},
+		Lost{Agent: 0, Agents: []int{0, 2, 6}, Err: "gone"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	if got := p.Step(OrphansDue{Loss: aw.Loss, Agents: ls}); got != nil {
+		t.Fatalf("a loss taken already is due again: %+v", got)
+	}
+}
+
+// TestOrphanMoveOfLostIncarnation: a new parent reported for an agent
+// declared lost (or for an older incarnation) is ignored; a move to
+// another than the backup is to a fallback.
+func TestOrphanMoveOfLostIncarnation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ev   Reparented
+		want Action
+	}{
+		{name: "to its backup", ev: Reparented{Agent: 2, Parent: 1, Incarnation: 1}, want: Moved{Agent: 2, From: 0, To: 1}},
+		{name: "to a fallback", ev: Reparented{Agent: 6, Parent: 0, Incarnation: 1}, want: Moved{Agent: 6, From: 2, To: 0, Fallback: true}},
+		{name: "to the root", ev: Reparented{Agent: 6, Parent: topology.Root, Incarnation: 1}, want: Moved{Agent: 6, From: 2, To: topology.Root}},
+		{name: "an older incarnation", ev: Reparented{Agent: 2, Parent: 1, Incarnation: 2}, want: MoveIgnored{Agent: 2, Parent: 1, Incarnation: 2}},
+		{name: "declared lost", ev: Reparented{Agent: 4, Parent: 0, Incarnation: 1}, want: MoveIgnored{Agent: 4, Parent: 0, Incarnation: 1}},
+		{name: "under its own subtree", ev: Reparented{Agent: 2, Parent: 6, Incarnation: 1}, want: MoveFailed{Agent: 2, Parent: 6, Err: "move n2 under n6: topology: the new parent is in the agent's own subtree"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := lossPlanner(t, Rank)
+			ls := upLinks()
+			ls[4].Closed = true
+			tc.ev.Agents = ls
+			if got := p.Step(tc.ev); !reflect.DeepEqual(got, []Action{tc.want}) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSubtreeLossPendingStrandsNothing: a node whose agent's loss waits
+// for its orphans is not stranded: its ranks' end is not final.
+func TestSubtreeLossPendingStrandsNothing(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	p.Step(LinkLost{Agent: 0, Err: "gone", Agents: upLinks()})
+	if got := p.Step(Stranded{Seq: 3, Agent: 0, Node: "n0", Op: "barrier"}); got != nil {
+		t.Fatalf("stranded during the loss: %+v", got)
+	}
+	if got := kinds(p.Step(Stranded{Seq: 3, Agent: 5, Node: "n5", Op: "barrier"})); got != "Record,Report,Terminate" {
+		t.Fatalf("stranded elsewhere: %s", got)
+	}
+}
+
+// TestFenceEveryLostAgent: every agent lost is fenced once, by the
+// incarnation the root holds; one that said it was done is not.
+func TestFenceEveryLostAgent(t *testing.T) {
+	p := lossPlanner(t, None)
+	ls := upLinks()
+	ls[2].Inc = 3
+	ls[6].Done = true
+	var fences []Action
+	for _, a := range p.Step(LinkLost{Agent: 0, Err: "gone", Agents: ls}) {
+		if f, ok := a.(Fence); ok {
+			fences = append(fences, f)
+		}
+	}
+	want := []Action{fence(0), Fence{Agent: 2, Node: "n2", Incarnation: 3}, fence(3)}
+	if !reflect.DeepEqual(fences, want) {
+		t.Fatalf("got %+v, want %+v", fences, want)
+	}
+}
