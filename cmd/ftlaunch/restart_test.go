@@ -278,9 +278,7 @@ func TestRestartCountSurvivesFailover(t *testing.T) {
 	replicasJoined(t, dir, 2, 60*time.Second)
 	tablePublished(t, dir)
 	killRank(t, ck, 5)
-	waitFor(t, "the recovery", 60*time.Second, func() bool {
-		return strings.Contains(errb.String(), "recovered: every rank runs again")
-	})
+	recoveries(t, dir, 1)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	waitFor(t, "a successor", 60*time.Second, func() bool { return strings.Contains(log(), "took over as root") })
@@ -392,8 +390,8 @@ func TestRestartJobMPICH(t *testing.T) {
 		kills int
 		code  int
 	}{{1, 0}, {2, 137}} {
-		ck := t.TempDir()
-		cmd := exec.Command(ftlaunchBin(t), "run", "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
+		ck, dir := t.TempDir(), t.TempDir()
+		cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--restart", "job", "--max-restarts", "1", "-n", "4", prog, ck, "300", "10")
 		out, errb := startJob(t, cmd)
 		for k := 1; k <= tc.kills; k++ {
 			inc := uint64(k)
@@ -413,9 +411,7 @@ func TestRestartJobMPICH(t *testing.T) {
 			}
 			syscall.Kill(pid, syscall.SIGKILL)
 			if k < tc.kills {
-				waitFor(t, "the restart", 60*time.Second, func() bool {
-					return strings.Contains(errb.String(), "recovered: every rank started again")
-				})
+				recoveries(t, dir, k)
 			}
 		}
 		err := cmd.Wait()
