@@ -217,16 +217,7 @@ func (t *trialRun) applied() []trial.Applied {
 // directory, with the trial's marker in its environment.
 func (t *trialRun) start(self, marker string) error {
 	o := t.o
-	app := []string{self, "chaos", "app", "--steps", strconv.Itoa(o.Steps), "--interval", o.Interval.String()}
-	if o.Policy != trial.NoRestart {
-		// The recovery application, as long as the chaos application:
-		// 10 ring steps per step.
-		app = []string{self, "ringapp", "--steps", strconv.Itoa(10 * o.Steps), "--step-time", (o.Interval / 10).String(),
-			"--dir", filepath.Join(t.work, "ckpt"), "--recovery-wait", "20s"}
-	}
-	if o.App != "" {
-		app = append([]string{o.App}, o.AppArgs...)
-	}
+	app := appCommand(o, self, t.work)
 	// -l: the checks read rank labels ("[0] chaos app: verified"), which
 	// no job gets by default (test nodes no longer either: every
 	// completed --restart none trial failed app-result without it).
