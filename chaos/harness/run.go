@@ -351,7 +351,7 @@ func (t *trialRun) observe(now time.Time) {
 	if t.tableAt.IsZero() && t.tablePublished() {
 		t.tableAt = now
 	}
-	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) && !t.tableAt.IsZero() {
+	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) && t.computing() {
 		t.runStart = now
 	}
 	if t.jobDir == "" {
@@ -387,6 +387,28 @@ func (t *trialRun) tablePublished() bool {
 		return true
 	}
 	return bytes.Contains(t.errText, []byte("node table of "+strconv.Itoa(len(t.topo.RankNode))+" ranks published"))
+}
+
+// computing says whether the ranks, all up, compute: what starts the run
+// phase. The client library's ranks once the first node table is out
+// (tablePublished); MPI's once every rank wrote its first checkpoint
+// (MPI_Init, which takes seconds for MPICH on a loaded machine, is over);
+// a plain program's at once.
+func (t *trialRun) computing() bool {
+	switch {
+	case t.o.App != "":
+		return !t.tableAt.IsZero()
+	case t.o.AppKind == KindShell:
+		return true
+	case t.o.AppKind == KindMPI:
+		for r := range t.topo.RankNode {
+			if _, err := os.Stat(filepath.Join(t.work, "ckpt", "rank-"+strconv.Itoa(r))); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	return !t.tableAt.IsZero()
 }
 
 // phaseStart is when action k's clock starts, or zero while it cannot.
