@@ -389,6 +389,21 @@ func (t *trialRun) tablePublished() bool {
 	return bytes.Contains(t.errText, []byte("node table of "+strconv.Itoa(len(t.topo.RankNode))+" ranks published"))
 }
 
+// ranksEnded says whether every rank of the job ended: each was seen
+// running, none runs now, and no recovery is under way (which may be
+// starting them again).
+func (t *trialRun) ranksEnded() bool {
+	if len(t.rankProc) < len(t.topo.RankNode) || t.live != nil && t.live.Recovery != nil {
+		return false
+	}
+	for _, p := range t.scanner.scan(false) {
+		if p.rank >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // computing says whether the ranks, all up, compute: what starts the run
 // phase. The client library's ranks once the first node table is out
 // (tablePublished); MPI's once every rank wrote its first checkpoint
@@ -498,10 +513,11 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 				a.Skipped = err.Error()
 				continue
 			}
-			a.Time, a.PID, a.GroupFormed = now, pid, formed
+			a.Time, a.PID, a.GroupFormed, a.RanksEnded = now, pid, formed, t.ranksEnded()
 			t.began(a, now)
 			continue
 		}
+		a.RanksEnded = t.ranksEnded()
 		sig := syscall.SIGKILL
 		if a.Fault == trial.Stop || a.Fault == trial.Slow || a.Fault == trial.Stall {
 			sig = syscall.SIGSTOP

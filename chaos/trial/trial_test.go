@@ -601,6 +601,17 @@ func TestExpectPrograms(t *testing.T) {
 	if vs := Check([]Applied{leaf}, e, failed); len(vs) != 1 || vs[0].Invariant != InvStatus {
 		t.Errorf("failed naming another node: %v", vs)
 	}
+	// An agent lost once every rank had ended: the job may have heard
+	// every end (completed) or not yet (failed naming the node).
+	late := applied(Replica, Target{Node: 1, Rank: -1})
+	late.RanksEnded, late.GroupFormed = true, true
+	if e := ExpectFor(Library, []Applied{late}, topo, 3, NoRestart, Run, "fe"); !reflect.DeepEqual(e.Endings, both) || !reflect.DeepEqual(e.Names, []string{"node1"}) {
+		t.Errorf("replica's agent killed after every rank ended: %v naming %v", e.Endings, e.Names)
+	}
+	late.RanksEnded = false
+	if e := ExpectFor(Library, []Applied{late}, topo, 3, NoRestart, Run, "fe"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) {
+		t.Errorf("replica's agent killed while ranks run: %v", e.Endings)
+	}
 	// MPI cannot run under --restart rank.
 	cfg := testConfig()
 	cfg.Program, cfg.Policy = MPI, RestartRank
