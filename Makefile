@@ -92,7 +92,7 @@ bench-slurm: deps build ftslurm-bin ## ftlaunch --launcher slurm against srun an
 	$$S up -n 8 >/dev/null; trap '$$S down >/dev/null' EXIT; \
 	$$S run salloc -N 8 -n 16 sh $(CURDIR)/chaos/bench-slurm.sh $(BIN)/ftlaunch auto $(or $(RUNS),9)
 
-bench-recovery: deps build ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20)
+bench-recovery: deps build ftcluster-bin ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20)
 	sh chaos/bench-recovery.sh $(BIN)/ftlaunch $(or $(TRIALS),20)
 
 bench-mpi: deps build ## an MPI job's start (MPI_Init + barrier + finalize, BENCH_N ranks, default 16): Open MPI under ftlaunch and mpirun, MPICH under ftlaunch and Hydra, interleaved (RUNS, default 9)
