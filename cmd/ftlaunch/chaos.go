@@ -76,7 +76,9 @@ the command that replays it.
   --restart none|rank|job  the job's restart policy (default none); under rank and job the
                            default application is the recovery application
                            ("ftlaunch ringapp", about 2 s) and run-phase faults fall
-                           after the first node table
+                           after the first node table (--app-kind mpi: after every
+                           rank's first checkpoint; shell: once every rank runs); under
+                           job a lost agent is recovered also during the launch
   --replicas R             root replicas: 1, 3 or 5 (default 1)
   --spare-nodes K          K spare nodes beside the --nodes (test nodes, or emulated hosts
                            brought up with the others), passed to the job: a silent
