@@ -39,8 +39,8 @@ test-mpi-large: deps ## MPICH runs of 64 ranks (minutes on two cores)
 test-failover: deps ## #14 items 5/6: a stalled successor, double root losses (--replicas 3 and 5), a successor using a spare, a successor refilling the group, acceptance run 1 (five losses on one job); #27: a front-end stalled 1, 2, 4, 8 s or cut from its raft group; 20 runs each
 	FTLAUNCH_FAILOVER_LONG=1 $(GO) test -count=20 -timeout 120m -run 'TestStalledSuccessor|TestDoubleRootLoss|TestSuccessorUsesSpare|TestSuccessorRefillsGroup|TestAcceptanceLosses|TestStalledFrontEnd|TestRaftCutFrontEnd' ./cmd/ftlaunch/
 
-test-recovery: deps ## #14's node losses on the emulated SSH cluster: partition + spare host + fencing, interior crash, slow interior, a survivor's free slots, an interior node crashed under Slurm (root)
-	FTLAUNCH_RECOVERY_LONG=1 $(GO) test -count=1 -timeout 25m -run 'TestClusterPartitionSpare|TestClusterInteriorCrash|TestClusterSlowInterior|TestReplicaHostReplaced|TestSurvivorSlotsFree|TestClusterSurvivorSlots' -v ./cmd/ftlaunch/
+test-recovery: deps ## #14's node losses on the emulated SSH cluster: partition + spare host + fencing, interior crash, slow interior, a survivor's free slots, MPICH under --restart job with an interior host crashed and a spare, an interior node crashed under Slurm (root)
+	FTLAUNCH_RECOVERY_LONG=1 $(GO) test -count=1 -timeout 25m -run 'TestClusterPartitionSpare|TestClusterInteriorCrash|TestClusterSlowInterior|TestReplicaHostReplaced|TestSurvivorSlotsFree|TestClusterSurvivorSlots|TestClusterMPICHInteriorCrashSpare' -v ./cmd/ftlaunch/
 	FTLAUNCH_RECOVERY_LONG=1 $(GO) test -count=1 -timeout 10m -run 'TestSlurmLauncher/interior' -v ./cmd/ftlaunch/
 
 test-cluster-large: deps ## issue #4's acceptance: 16 emulated hosts x 64 ranks, every tree kind (root)
@@ -92,7 +92,7 @@ bench-slurm: deps build ftslurm-bin ## ftlaunch --launcher slurm against srun an
 	$$S up -n 8 >/dev/null; trap '$$S down >/dev/null' EXIT; \
 	$$S run salloc -N 8 -n 16 sh $(CURDIR)/chaos/bench-slurm.sh $(BIN)/ftlaunch auto $(or $(RUNS),9)
 
-bench-recovery: deps build ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20)
+bench-recovery: deps build ftcluster-bin ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20)
 	sh chaos/bench-recovery.sh $(BIN)/ftlaunch $(or $(TRIALS),20)
 
 bench-mpi: deps build ## an MPI job's start (MPI_Init + barrier + finalize, BENCH_N ranks, default 16): Open MPI under ftlaunch and mpirun, MPICH under ftlaunch and Hydra, interleaved (RUNS, default 9)

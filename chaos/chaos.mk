@@ -13,6 +13,9 @@
 #   make chaos-spare     only the spare-node runs
 #   make chaos-interior  interior agents and backup parents: kary:2, 8 nodes + 2 spares,
 #                        --restart rank (1 and 3 replicas, double faults; emulated as root)
+#   make chaos-mpi       MPI under --restart job with a spare (issue #26): MPICH's checkpoint
+#                        program (--app-kind mpi) on 6 emulated hosts + 1 spare, kary:2, every
+#                        fault, CHAOS_MPI_TRIALS trials (root; not root: skipped, said so)
 #   make chaos-tests     the long tests of the chaos harness (stopped agents, a broken fence:
 #                        6-16 s a trial), FTLAUNCH_CHAOS_LONG=1
 #   make chaos-short     the acceptance of issue #15's first part: 20 trials, --restart none
@@ -21,7 +24,7 @@
 #
 # Variables: CHAOS_TRIALS (default 100), CHAOS_DOUBLE (default 50), CHAOS_EMU_TRIALS
 # (default 100), CHAOS_EMU_DOUBLE (default 50), CHAOS_EMU_SHORT (default 10),
-# CHAOS_SPARE_TRIALS (default 20), CHAOS_SEED
+# CHAOS_SPARE_TRIALS (default 20), CHAOS_MPI_TRIALS (default 50), CHAOS_SEED
 # (default: the clock; each run prints its seed), CHAOS_FLAGS (more flags for every run, e.g.
 # --steps 10), CHAOS_OUT (where failing trials keep their directories; default a temporary
 # directory). Every run prints a trial report, a summary table and "N passed, M failed"; the
@@ -35,6 +38,7 @@ CHAOS_EMU_TRIALS ?= 100
 CHAOS_EMU_DOUBLE ?= 50
 CHAOS_EMU_SHORT ?= 10
 CHAOS_SPARE_TRIALS ?= 20
+CHAOS_MPI_TRIALS ?= 50
 CHAOS_FTLAUNCH := $(CHAOS_ROOT)/bin/ftlaunch
 CHAOS_COMMON = $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_OUT),--out $(CHAOS_OUT)) $(CHAOS_FLAGS)
 CHAOS_RUN = $(CHAOS_FTLAUNCH) chaos --cluster test-nodes --restart none $(CHAOS_COMMON)
@@ -48,7 +52,11 @@ CHAOS_INTERIOR = --nodes 8 --spare-nodes 2 --tree kary:2 --restart rank --when r
 # A cluster of their own beside the other emulated runs' (ftchaos, 10.79.0.0/24).
 CHAOS_SPARE_EMU = $(CHAOS_EMU) --cluster-name ftspare --cluster-prefix 10.81.0.0/24
 
-.PHONY: chaos chaos-short chaos-emulated chaos-spare chaos-interior chaos-tests
+# MPI under --restart job with a spare (chaos-mpi): 12 MPICH ranks whose
+# MPI_Init alone takes seconds on two busy cores, so a trial gets 4 min.
+CHAOS_MPI = --app-kind mpi --restart job --nodes 6 --spare-nodes 1 --tree kary:2 --trial-timeout 4m --trials $(CHAOS_MPI_TRIALS)
+
+.PHONY: chaos chaos-short chaos-emulated chaos-spare chaos-interior chaos-mpi chaos-tests
 
 chaos: build ## the long chaos run: test nodes (1 and 3 replicas, double faults), the emulated cluster (root), spare nodes
 	@set -e; fail=0; \
@@ -64,7 +72,15 @@ chaos: build ## the long chaos run: test nodes (1 and 3 replicas, double faults)
 	fi; \
 	$(MAKE) --no-print-directory chaos-spare || fail=1; \
 	$(MAKE) --no-print-directory chaos-interior || fail=1; \
+	$(MAKE) --no-print-directory chaos-mpi || fail=1; \
 	exit $$fail
+
+chaos-mpi: build ## MPI under --restart job with a spare: MPICH's checkpoint program on 6 emulated hosts + 1 spare, every fault (root)
+	@if [ "$$(id -u)" = 0 ]; then \
+		$(CHAOS_EMU) --cluster-name ftmpi --cluster-prefix 10.83.0.0/24 $(CHAOS_MPI); \
+	else \
+		echo "chaos-mpi: not root: skipped (the emulated cluster needs root)"; \
+	fi
 
 chaos-interior: build ## interior agents and backup parents: kary:2, 10 nodes of which 2 spares, --restart rank (1 and 3 replicas, double faults); emulated 8+2 hosts (root)
 	@set -e; fail=0; \

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,15 +37,21 @@ type Options struct {
 	Tree          string
 	App           string
 	AppArgs       []string
-	Steps         int
-	Interval      time.Duration
-	Out           string
-	Keep          bool
-	Strict        bool
-	TrialLimit    time.Duration
-	ParsedFaults  []trial.Fault
-	Phase         trial.Phase
-	Policy        trial.Policy
+	// AppKind is --app-kind (KindDefault: none given); MPISource is the
+	// MPI kind's program source (mpi_ckpt.c), built into the run's
+	// directory as MPIBin.
+	AppKind      AppKind
+	MPISource    []byte
+	MPIBin       string
+	Steps        int
+	Interval     time.Duration
+	Out          string
+	Keep         bool
+	Strict       bool
+	TrialLimit   time.Duration
+	ParsedFaults []trial.Fault
+	Phase        trial.Phase
+	Policy       trial.Policy
 }
 
 // Topology builds the plan the front-end will build (test node i is
@@ -107,6 +114,15 @@ func Run(ctx context.Context, o *Options, cfg trial.Config, topo trial.Topology,
 		fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
 		return 1
 	}
+	if o.AppKind == KindMPI {
+		// Built for this run, removed at its end (a replay builds it again).
+		app := filepath.Join(o.Out, "app")
+		defer os.RemoveAll(app)
+		if o.MPIBin, err = buildMPI(app, o.MPISource); err != nil {
+			fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)
+			return 1
+		}
+	}
 	var hosts *chaosHosts
 	where := fmt.Sprintf("%d test nodes", o.Nodes)
 	if cfg.Cluster == trial.Emulated {
@@ -136,8 +152,15 @@ func Run(ctx context.Context, o *Options, cfg trial.Config, topo trial.Topology,
 	if faults == nil {
 		faults = trial.Available(cfg.Cluster, topo, cfg.Replicas)
 	}
-	fmt.Fprintf(stdout, "chaos: %d trial(s) on %s x %d ranks, %s tree, %d replica(s), --restart %s; faults %s, when %s, %d per trial; seed %d; trials in %s\n",
-		o.Trials, where, o.PPN, o.Tree, o.Replicas, o.Restart, faultList(faults), o.When, o.Concurrent, o.Seed, o.Out)
+	app := "the default application"
+	if o.AppKind != KindDefault {
+		app = "application kind " + string(o.AppKind)
+	}
+	if o.App != "" {
+		app = o.App
+	}
+	fmt.Fprintf(stdout, "chaos: %d trial(s) on %s x %d ranks, %s tree, %d replica(s), --restart %s, %s; faults %s, when %s, %d per trial; seed %d; trials in %s\n",
+		o.Trials, where, o.PPN, o.Tree, o.Replicas, o.Restart, app, faultList(faults), o.When, o.Concurrent, o.Seed, o.Out)
 	var results []*trialResult
 	for i := range o.Trials {
 		tr, err := trial.Schedule(i, trial.TrialSeed(o.Seed, i), cfg, topo)
@@ -161,6 +184,7 @@ func Run(ctx context.Context, o *Options, cfg trial.Config, topo trial.Topology,
 		}
 	}
 	if !o.Keep && failed == 0 {
+		os.RemoveAll(filepath.Join(o.Out, "app"))
 		os.Remove(o.Out) // empty unless a trial kept its directory
 	}
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", len(results)-failed, failed)

@@ -249,20 +249,12 @@ func (t *trialRun) judge() {
 		}
 		o.Lines = append(o.Lines, o.Lines[0])
 	}
-	builtin := t.o.App == ""
-	o.OutputUnique, o.AppChecked = builtin, builtin
-	for _, l := range o.Lines {
-		if t.o.Policy == trial.NoRestart {
-			o.AppOK = o.AppOK || strings.HasPrefix(l, "[0] "+AppDone)
-		} else if f := strings.Fields(strings.TrimPrefix(l, "[0] ")); len(f) == 4 && f[0] == "checksum" && f[2] == "expected" {
-			o.AppOK = o.AppOK || f[1] == f[3] // the ring application's result (rank 0's line)
-		}
-	}
+	o.AppOK, o.AppChecked, o.OutputUnique = appResult(t.o, len(t.topo.RankNode), o.Lines)
 	over := r.start.Add(r.jobTime)
 	t.staleOutcome(o.Failures, over)
 	t.tabled(over)
 	host, _ := os.Hostname()
-	r.expect = trial.Expect(r.applied, t.topo, t.o.Replicas, t.o.Policy, t.tr.Phase, host)
+	r.expect = trial.ExpectFor(t.o.AppKind.Program(), r.applied, t.topo, t.o.Replicas, t.o.Policy, t.tr.Phase, host)
 	r.violations = append(r.violations, trial.Check(r.applied, r.expect, *o)...)
 	if r.expect.NoMajority && o.State == "unfinished" && !r.expect.RootLost {
 		const limit = "a replica's host was lost before every replica agent had joined the group, which then had no majority to record the final status (docs/guide.md)"

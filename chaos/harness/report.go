@@ -49,6 +49,9 @@ func replayCommand(o *Options, seed uint64) string {
 	if o.Cluster == string(trial.Emulated) && (o.ClusterName != DefaultClusterName || o.ClusterPrefix != DefaultClusterPrefix) {
 		args = append(args, "--cluster-name", o.ClusterName, "--cluster-prefix", o.ClusterPrefix)
 	}
+	if o.AppKind != KindDefault {
+		args = append(args, "--app-kind", string(o.AppKind))
+	}
 	if o.App != "" {
 		args = append(args, "--app", o.App)
 		if len(o.AppArgs) > 0 {

@@ -217,16 +217,7 @@ func (t *trialRun) applied() []trial.Applied {
 // directory, with the trial's marker in its environment.
 func (t *trialRun) start(self, marker string) error {
 	o := t.o
-	app := []string{self, "chaos", "app", "--steps", strconv.Itoa(o.Steps), "--interval", o.Interval.String()}
-	if o.Policy != trial.NoRestart {
-		// The recovery application, as long as the chaos application:
-		// 10 ring steps per step.
-		app = []string{self, "ringapp", "--steps", strconv.Itoa(10 * o.Steps), "--step-time", (o.Interval / 10).String(),
-			"--dir", filepath.Join(t.work, "ckpt"), "--recovery-wait", "20s"}
-	}
-	if o.App != "" {
-		app = append([]string{o.App}, o.AppArgs...)
-	}
+	app := appCommand(o, self, t.work)
 	// -l: the checks read rank labels ("[0] chaos app: verified"), which
 	// no job gets by default (test nodes no longer either: every
 	// completed --restart none trial failed app-result without it).
@@ -360,7 +351,7 @@ func (t *trialRun) observe(now time.Time) {
 	if t.tableAt.IsZero() && t.tablePublished() {
 		t.tableAt = now
 	}
-	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) && !t.tableAt.IsZero() {
+	if t.runStart.IsZero() && len(t.rankProc) == len(t.topo.RankNode) && t.computing() {
 		t.runStart = now
 	}
 	if t.jobDir == "" {
@@ -396,6 +387,43 @@ func (t *trialRun) tablePublished() bool {
 		return true
 	}
 	return bytes.Contains(t.errText, []byte("node table of "+strconv.Itoa(len(t.topo.RankNode))+" ranks published"))
+}
+
+// ranksEnded says whether every rank of the job ended: each was seen
+// running, none runs now, and no recovery is under way (which may be
+// starting them again).
+func (t *trialRun) ranksEnded() bool {
+	if len(t.rankProc) < len(t.topo.RankNode) || t.live != nil && t.live.Recovery != nil {
+		return false
+	}
+	for _, p := range t.scanner.scan(false) {
+		if p.rank >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// computing says whether the ranks, all up, compute: what starts the run
+// phase. The client library's ranks once the first node table is out
+// (tablePublished); MPI's once every rank wrote its first checkpoint
+// (MPI_Init, which takes seconds for MPICH on a loaded machine, is over);
+// a plain program's at once.
+func (t *trialRun) computing() bool {
+	switch {
+	case t.o.App != "":
+		return !t.tableAt.IsZero()
+	case t.o.AppKind == KindShell:
+		return true
+	case t.o.AppKind == KindMPI:
+		for r := range t.topo.RankNode {
+			if _, err := os.Stat(filepath.Join(t.work, "ckpt", "rank-"+strconv.Itoa(r))); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	return !t.tableAt.IsZero()
 }
 
 // phaseStart is when action k's clock starts, or zero while it cannot.
@@ -485,10 +513,11 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 				a.Skipped = err.Error()
 				continue
 			}
-			a.Time, a.PID, a.GroupFormed = now, pid, formed
+			a.Time, a.PID, a.GroupFormed, a.RanksEnded = now, pid, formed, t.ranksEnded()
 			t.began(a, now)
 			continue
 		}
+		a.RanksEnded = t.ranksEnded()
 		sig := syscall.SIGKILL
 		if a.Fault == trial.Stop || a.Fault == trial.Slow || a.Fault == trial.Stall {
 			sig = syscall.SIGSTOP

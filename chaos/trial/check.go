@@ -36,11 +36,19 @@ type Applied struct {
 	GroupFormed bool
 	// Tabled: the job's first node table was published before the fault
 	// was detected (the runner's observation; a run-phase fault always
-	// is). A lost agent is started again only once the table exists.
+	// is). Under --restart rank a client-library program's ranks are
+	// replaced through the protocol once the table exists (ExpectFor).
 	Tabled bool
 	// During is the recovery stage the fault fell in, as the live report
 	// showed it (--when recovery); empty otherwise.
 	During string
+	// RanksEnded: every rank of the job had ended when the fault fell
+	// (the runner saw each run and none running then, and no recovery
+	// under way): the job's outcome is decided, but its agents are still
+	// up (reporting the ends, waiting for the replicas' final status). A
+	// lost agent then ends the job if the root had not heard every rank's
+	// end yet, and changes nothing if it had: either ending may come.
+	RanksEnded bool
 }
 
 // Policy is the job's restart policy (ftlaunch run --restart).
@@ -85,29 +93,68 @@ type Expectation struct {
 	NoMajority bool
 }
 
-// Expect returns the promise for the applied actions under the policy
-// with the given number of root replicas. root is the front-end's replica
-// name (its host name) for Lost. Under --restart rank, a rank lost during
-// the launch (before the first node table) ends the job; under job it is
-// started again with the others.
-//
-// A lost agent is started again under rank and job once the first node
-// table exists, wherever it is in the tree (recovery/relaunch.go,
-// launch/root/reparent.go): the agents below it move to their backup
-// parents (or, without one, are lost with it and started again too), and
-// it starts again as a child of the root (a root replica's host without
-// its replica): a SIGKILLed one (its link ends with EOF) on its own node,
-// one whose node went silent (a stopped agent, a crashed or cut-off host)
-// on the next spare node (Topology.Spares), as long as one is left. A
-// silent node with no spare left ends the job naming the node, and takes
-// its subtree's replicas with it. A replica's host lost before every
-// replica agent joined may leave the group without a majority: the job
-// may then end unfinished (NoMajority). A slow agent or link, and a
-// front-end stalled for StallFor (with or without root replicas), must not
-// fail the job.
+// Program is what the job runs, as far as the restart policies are
+// concerned (docs/recovery.md, "Support matrix").
+type Program string
+
+// The programs.
+const (
+	// Library: a program of ftlaunch's client library (the chaos app,
+	// ringapp): it opens the rank protocol at its start, and under
+	// --restart rank its ranks are replaced through the protocol once
+	// the first node table exists.
+	Library Program = "library"
+	// MPI: an MPI program over PMI-1 (MPICH). --restart rank refuses it
+	// at its first rank's PMI init; --restart job starts every rank again.
+	MPI Program = "mpi"
+	// Plain: a program that never speaks to ftlaunch. Under --restart
+	// rank its failed ranks (or a lost agent's) are started again alone
+	// (recovery/alone.go), at any time.
+	Plain Program = "plain"
+)
+
+// Expect is ExpectFor a client-library program.
 func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Phase, root string) Expectation {
+	return ExpectFor(Library, applied, t, replicas, policy, phase, root)
+}
+
+// ExpectFor returns the promise for the applied actions under the policy
+// with the given number of root replicas, for a job running prog. root is
+// the front-end's replica name (its host name) for Lost.
+//
+// What the planner promises (recovery/, TestSupportMatrix): under
+// --restart job every failure is recovered at any time after the first
+// agent is up (every launch-phase fault falls after its target's ranks
+// run): a failed rank and a lost agent alike restart the job. Under
+// --restart rank a plain program's failed rank, or a lost agent's ranks,
+// start again alone at any time; a client-library program's only once
+// the first node table exists: before it, the job ends if a rank had
+// opened the rank protocol when the failure came, and its ranks start
+// again alone if none had. The runner sees the table (Tabled, and every
+// run-phase fault) but not the protocol's opening, so a launch-phase
+// fault before the table may end either way: failed naming it, or
+// completed with its recovery. MPI under --restart rank is refused
+// (Validate).
+//
+// A lost agent is started again wherever it is in the tree
+// (recovery/relaunch.go, launch/root/reparent.go): the agents below it
+// move to their backup parents (or, without one, are lost with it and
+// started again too), and it starts again as a child of the root (a root
+// replica's host without its replica): a SIGKILLed one (its link ends
+// with EOF) on its own node, one whose node went silent (a stopped agent,
+// a crashed or cut-off host) on the next spare node (Topology.Spares), as
+// long as one is left. A silent node with no spare left ends the job
+// naming the node, and takes its subtree's replicas with it. A replica's
+// host lost before every replica agent joined may leave the group without
+// a majority: the job may then end unfinished (NoMajority). A slow agent
+// or link, and a front-end stalled for StallFor (with or without root
+// replicas), must not fail the job.
+func ExpectFor(prog Program, applied []Applied, t Topology, replicas int, policy Policy, phase Phase, root string) Expectation {
 	var e Expectation
-	failed, unfinished := false, false
+	// mayFail: a fault that ends the job or is recovered, as an order of
+	// events the runner cannot see decides (a client-library program
+	// under --restart rank before its table).
+	failed, mayFail, unfinished := false, false, false
 	// Silent nodes that a spare would take, in the order applied; which of
 	// them the planner hears of first is timing, so when there are more
 	// than spares, any of them may be the one that ends the job.
@@ -127,23 +174,34 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 				unfinished = true
 			}
 		case Rank:
-			if policy == RestartJob || policy == RestartRank && ran(phase) {
+			switch recovers(prog, a, policy, phase) {
+			case yes:
 				e.Recover = true
 				continue
+			case maybe:
+				e.Recover, mayFail = true, true
+			default:
+				failed = true
 			}
-			failed = true
 			e.Names = append(e.Names, a.Target.String())
 		default:
-			if relaunched(a, t, replicas, policy, phase) {
+			r := relaunched(prog, a, t, policy, phase)
+			if r != no {
 				e.Recover = true
-				e.Lost = append(e.Lost, t.Name(a.Target.Node))
 				e.NoMajority = e.NoMajority || replicas > 1 && !a.GroupFormed && slices.Contains(t.Replicas, a.Target.Node)
 				if Silent(a.Fault) {
 					silent = append(silent, t.Name(a.Target.Node))
 				}
+			}
+			if r == yes {
+				e.Lost = append(e.Lost, t.Name(a.Target.Node))
 				continue
 			}
-			failed = true
+			if r == no && !a.RanksEnded {
+				failed = true
+			} else {
+				mayFail = true
+			}
 			e.Names = append(e.Names, t.Name(a.Target.Node))
 			for _, n := range t.Subtree(a.Target.Node) {
 				e.Lost = append(e.Lost, t.Name(n))
@@ -160,7 +218,7 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 		e.Names = append(e.Names, silent...)
 	}
 	switch {
-	case unfinished && failed, failed && e.NoMajority:
+	case unfinished && (failed || mayFail), failed && e.NoMajority:
 		// Whichever comes first: the failure committed, or the root (or
 		// the group's majority) lost.
 		e.Endings = []Ending{Failed, Unfinished}
@@ -168,6 +226,10 @@ func Expect(applied []Applied, t Topology, replicas int, policy Policy, phase Ph
 		e.Endings = []Ending{Unfinished}
 	case failed:
 		e.Endings = []Ending{Failed}
+	case mayFail && e.NoMajority:
+		e.Endings = []Ending{Completed, Failed, Unfinished}
+	case mayFail:
+		e.Endings = []Ending{Completed, Failed}
 	case e.NoMajority:
 		e.Endings = []Ending{Completed, Unfinished}
 	default:
@@ -184,17 +246,46 @@ func ran(phase Phase) bool { return phase == Run || phase == Recovering }
 // found by the heartbeat's timeout), so that a relaunch goes to a spare.
 func Silent(f Fault) bool { return f == Stop || f == Node || f == Partition }
 
+// verdict is whether the policy recovers a fault: yes, no, or maybe (an
+// order of events the runner cannot see decides).
+type verdict int
+
+const (
+	no verdict = iota
+	yes
+	maybe
+)
+
+// recovers says whether the policy recovers the loss of a rank (or of
+// its ranks, for an agent): under job always; under rank a plain
+// program's always, a client-library program's once its table exists
+// (run-phase faults, and launch-phase ones detected after the table),
+// before that maybe (it ends the job if a rank had opened the rank
+// protocol).
+func recovers(prog Program, a Applied, policy Policy, phase Phase) verdict {
+	switch {
+	case policy == RestartJob:
+		return yes
+	case policy != RestartRank || prog == MPI:
+		return no
+	case prog == Plain, ran(phase), a.Tabled:
+		return yes
+	}
+	return maybe
+}
+
 // relaunched says whether the policy starts the agent hit by a again: a
-// SIGKILLed one on its node, a silent one on a spare.
-func relaunched(a Applied, t Topology, replicas int, policy Policy, phase Phase) bool {
+// SIGKILLed one on its node, a silent one on a spare (its ranks then
+// recover as recovers says).
+func relaunched(prog Program, a Applied, t Topology, policy Policy, phase Phase) verdict {
 	n := a.Target.Node
 	switch {
-	case policy == NoRestart || !ran(phase) && !a.Tabled || n < 0 || n >= t.Nodes():
-		return false
+	case n < 0 || n >= t.Nodes():
+		return no
 	case a.Fault == Slow || Silent(a.Fault) && len(t.Spares) == 0:
-		return false // slow is not lost; a silent node with no spare
+		return no // slow is not lost; a silent node with no spare
 	}
-	return true
+	return recovers(prog, a, policy, phase)
 }
 
 // Event is a failure in the state log.

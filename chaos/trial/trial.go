@@ -184,6 +184,8 @@ type Config struct {
 	// RunLength is how long the application runs once every rank is up;
 	// run-phase faults fall in its first half.
 	RunLength time.Duration
+	// Program is what the job runs ("": a client-library program).
+	Program Program
 }
 
 // targets returns the agents a fault may hit (nil: none in this plan);
@@ -263,6 +265,9 @@ func Validate(cfg Config, t Topology) error {
 	}
 	if (cfg.When == Launch || cfg.When == Any) && t.Nodes() < 2 {
 		return errors.New("launch-phase faults need at least 2 nodes: one is held back to keep the launch going")
+	}
+	if cfg.Program == MPI && cfg.Policy == RestartRank {
+		return errors.New("an MPI program under --restart rank ends at its first rank's PMI init (MPI cannot replace one rank): use --restart job or none")
 	}
 	if cfg.When == Recovering {
 		if cfg.Policy != RestartRank && cfg.Policy != RestartJob {

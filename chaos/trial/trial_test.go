@@ -363,12 +363,16 @@ func TestExpect(t *testing.T) {
 		recover bool
 	}{
 		{"rank, rank, run", []Applied{rank}, RestartRank, Run, []Ending{Completed}, true},
-		{"rank, rank, launch", []Applied{rank}, RestartRank, Launch, []Ending{Failed}, false},
+		// Before the table: ended if a rank had opened the protocol,
+		// started again alone if none had (the runner cannot tell).
+		{"rank, rank, launch", []Applied{rank}, RestartRank, Launch, []Ending{Completed, Failed}, true},
 		{"rank, job, launch", []Applied{rank}, RestartJob, Launch, []Ending{Completed}, true},
 		{"two ranks, job, run", []Applied{rank, applied(Rank, Target{Node: 0, Rank: 1})}, RestartJob, Run, []Ending{Completed}, true},
 		{"agent below an agent, rank", []Applied{agent}, RestartRank, Run, []Ending{Completed}, true},
 		{"interior agent, job", []Applied{applied(Interior, Target{Node: 0, Rank: -1})}, RestartJob, Run, []Ending{Completed}, true},
-		{"agent below an agent, rank, launch", []Applied{agent}, RestartRank, Launch, []Ending{Failed}, false},
+		{"agent below an agent, rank, launch", []Applied{agent}, RestartRank, Launch, []Ending{Completed, Failed}, true},
+		{"agent below an agent, job, launch", []Applied{agent}, RestartJob, Launch, []Ending{Completed}, true},
+		{"interior agent, job, launch", []Applied{applied(Interior, Target{Node: 0, Rank: -1})}, RestartJob, Launch, []Ending{Completed}, true},
 		{"rank and agent, rank", []Applied{rank, agent}, RestartRank, Run, []Ending{Completed}, true},
 		{"rank and root, rank", []Applied{rank, root}, RestartRank, Run, []Ending{Unfinished}, true},
 	} {
@@ -397,7 +401,8 @@ func TestExpect(t *testing.T) {
 		{"leaf, rank, run", flat, []Applied{leaf2}, RestartRank, Run, 1, []Ending{Completed}, nil},
 		{"leaf, job, run", flat, []Applied{leaf2}, RestartJob, Run, 1, []Ending{Completed}, nil},
 		{"leaf, none", flat, []Applied{leaf2}, NoRestart, Run, 1, []Ending{Failed}, nil},
-		{"leaf, rank, launch", flat, []Applied{leaf2}, RestartRank, Launch, 1, []Ending{Failed}, nil},
+		{"leaf, rank, launch", flat, []Applied{leaf2}, RestartRank, Launch, 1, []Ending{Completed, Failed}, []string{"node2"}},
+		{"leaf, job, launch", flat, []Applied{leaf2}, RestartJob, Launch, 1, []Ending{Completed}, nil},
 		{"leaf hosting a replica", flat, []Applied{formed(applied(Leaf, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Completed}, nil},
 		{"replica's host before the group formed", flat, []Applied{applied(Replica, Target{Node: 1, Rank: -1})}, RestartRank, Run, 3, []Ending{Completed, Unfinished}, nil},
 		{"stopped leaf, no spare", flat, []Applied{stop2}, RestartRank, Run, 1, []Ending{Failed}, nil},
@@ -405,7 +410,10 @@ func TestExpect(t *testing.T) {
 		{"stop, job", spared, []Applied{stop2}, RestartJob, Run, 1, []Ending{Completed}, nil},
 		{"crash, rank, in a recovery", spared, []Applied{applied(Node, Target{Node: 2, Rank: -1})}, RestartRank, Recovering, 1, []Ending{Completed}, nil},
 		{"stop, none", spared, []Applied{stop2}, NoRestart, Run, 1, []Ending{Failed}, []string{"node2"}},
-		{"stop, launch, no table", spared, []Applied{stop2}, RestartRank, Launch, 1, []Ending{Failed}, []string{"node2"}},
+		{"stop, launch, no table", spared, []Applied{stop2}, RestartRank, Launch, 1, []Ending{Completed, Failed}, []string{"node2"}},
+		{"stop, job, launch, no table", spared, []Applied{stop2}, RestartJob, Launch, 1, []Ending{Completed}, nil},
+		{"stop, job, launch, no spare", flat, []Applied{stop2}, RestartJob, Launch, 1, []Ending{Failed}, []string{"node2"}},
+		{"two silent, one spare, job, launch", spared, []Applied{stop2, applied(Node, Target{Node: 0, Rank: -1})}, RestartJob, Launch, 1, []Ending{Failed}, []string{"node2", "node0"}},
 		{"stop, launch, after the table", spared, []Applied{{Action: stop2.Action, Time: stop2.Time, Tabled: true}}, RestartRank, Launch, 1, []Ending{Completed}, nil},
 		{"stopped replica host", spared, []Applied{formed(applied(Stop, Target{Node: 1, Rank: -1}))}, RestartRank, Run, 3, []Ending{Completed}, nil},
 		{"two silent, one spare", spared, []Applied{stop2, applied(Partition, Target{Node: 0, Rank: -1})}, RestartRank, Run, 1, []Ending{Failed}, []string{"node2", "node0"}},
@@ -514,5 +522,104 @@ func TestEmulatedScheduleAndExpect(t *testing.T) {
 	// A slow link completes.
 	if e := Expect([]Applied{applied(Slow, Target{Node: 2, Rank: -1, Name: "node003"})}, topo, 1, NoRestart, Run, "head"); !reflect.DeepEqual(e.Endings, []Ending{Completed}) {
 		t.Errorf("slow node003: %+v", e)
+	}
+}
+
+// The promise by program (docs/recovery.md's support matrix): under job
+// every program recovers a rank or an agent at any time; under rank a
+// plain program's ranks start again alone at any time, a client-library
+// program's before its table may end the job (a rank opened the
+// protocol) or start again alone (none had), which the runner cannot
+// tell apart; MPI under rank is refused.
+func TestExpectPrograms(t *testing.T) {
+	topo := kary2()
+	topo.Spares = []string{"node6"}
+	rank := applied(Rank, Target{Node: 2, Rank: 5})
+	leaf := applied(Leaf, Target{Node: 3, Rank: -1})
+	interior := applied(Interior, Target{Node: 0, Rank: -1})
+	stop := applied(Stop, Target{Node: 3, Rank: -1})
+	tabled := func(a Applied) Applied { a.Tabled = true; return a }
+	both := []Ending{Completed, Failed}
+	for _, tc := range []struct {
+		prog   Program
+		policy Policy
+		phase  Phase
+		act    Applied
+		want   []Ending
+		names  []string // checked when not nil
+	}{
+		{Plain, RestartRank, Launch, rank, []Ending{Completed}, nil},
+		{Plain, RestartRank, Launch, leaf, []Ending{Completed}, nil},
+		{Plain, RestartRank, Launch, interior, []Ending{Completed}, nil},
+		{Plain, RestartRank, Launch, stop, []Ending{Completed}, nil},
+		{Plain, RestartRank, Run, leaf, []Ending{Completed}, nil},
+		{Plain, RestartJob, Launch, stop, []Ending{Completed}, nil},
+		{Plain, NoRestart, Launch, leaf, []Ending{Failed}, []string{"node3"}},
+		{Library, RestartRank, Launch, leaf, both, []string{"node3"}},
+		{Library, RestartRank, Launch, interior, both, []string{"node0"}},
+		{Library, RestartRank, Launch, tabled(leaf), []Ending{Completed}, nil},
+		{Library, RestartRank, Launch, rank, both, []string{"rank 5"}},
+		{Library, RestartJob, Launch, interior, []Ending{Completed}, nil},
+		{MPI, RestartJob, Launch, rank, []Ending{Completed}, nil},
+		{MPI, RestartJob, Launch, interior, []Ending{Completed}, nil},
+		{MPI, RestartJob, Launch, stop, []Ending{Completed}, nil},
+		{MPI, RestartJob, Run, applied(Node, Target{Node: 1, Rank: -1}), []Ending{Completed}, nil},
+		{MPI, NoRestart, Run, leaf, []Ending{Failed}, []string{"node3"}},
+	} {
+		e := ExpectFor(tc.prog, []Applied{tc.act}, topo, 1, tc.policy, tc.phase, "fe")
+		if !reflect.DeepEqual(e.Endings, tc.want) || tc.names != nil && !reflect.DeepEqual(e.Names, tc.names) ||
+			e.Recover != (tc.policy != NoRestart) {
+			t.Errorf("%s, %s, %s, %s: %v naming %v (recover %v), want %v naming %v", tc.prog, tc.policy, tc.phase, tc.act.Action,
+				e.Endings, e.Names, e.Recover, tc.want, tc.names)
+		}
+	}
+	// A plain program's silent node with no spare ends the job under
+	// every policy: the judge does not loosen what the planner refuses.
+	if e := ExpectFor(Plain, []Applied{stop}, kary2(), 1, RestartRank, Launch, "fe"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) {
+		t.Errorf("plain, stop, no spare: %v", e.Endings)
+	}
+	// Either ending of a maybe is judged: completed needs its recovery,
+	// failed must name the fault.
+	e := ExpectFor(Library, []Applied{leaf}, topo, 1, RestartRank, Launch, "fe")
+	ok := good()
+	ok.ExitCode, ok.Message, ok.AppOK = 0, "", true
+	ok.Recoveries = []Recovery{{Subject: "node node3", Outcome: "restarted", Done: true}}
+	if vs := Check([]Applied{leaf}, e, ok); len(vs) != 0 {
+		t.Errorf("completed with its recovery: %v", vs)
+	}
+	norec := ok
+	norec.Recoveries = nil
+	if vs := Check([]Applied{leaf}, e, norec); len(vs) != 1 || vs[0].Invariant != InvRecovered {
+		t.Errorf("completed with no recovery: %v", vs)
+	}
+	failed := good()
+	failed.Message = "lost the agent of node node3: EOF; it was lost before every rank held the node table; ... the job ends"
+	if vs := Check([]Applied{leaf}, e, failed); len(vs) != 0 {
+		t.Errorf("failed naming node3: %v", vs)
+	}
+	failed.Message = "lost the agent of node node2: EOF"
+	if vs := Check([]Applied{leaf}, e, failed); len(vs) != 1 || vs[0].Invariant != InvStatus {
+		t.Errorf("failed naming another node: %v", vs)
+	}
+	// An agent lost once every rank had ended: the job may have heard
+	// every end (completed) or not yet (failed naming the node).
+	late := applied(Replica, Target{Node: 1, Rank: -1})
+	late.RanksEnded, late.GroupFormed = true, true
+	if e := ExpectFor(Library, []Applied{late}, topo, 3, NoRestart, Run, "fe"); !reflect.DeepEqual(e.Endings, both) || !reflect.DeepEqual(e.Names, []string{"node1"}) {
+		t.Errorf("replica's agent killed after every rank ended: %v naming %v", e.Endings, e.Names)
+	}
+	late.RanksEnded = false
+	if e := ExpectFor(Library, []Applied{late}, topo, 3, NoRestart, Run, "fe"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) {
+		t.Errorf("replica's agent killed while ranks run: %v", e.Endings)
+	}
+	// MPI cannot run under --restart rank.
+	cfg := testConfig()
+	cfg.Program, cfg.Policy = MPI, RestartRank
+	if err := Validate(cfg, kary2()); err == nil {
+		t.Error("MPI under --restart rank: accepted")
+	}
+	cfg.Policy = RestartJob
+	if err := Validate(cfg, kary2()); err != nil {
+		t.Errorf("MPI under --restart job: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,7 +76,9 @@ the command that replays it.
   --restart none|rank|job  the job's restart policy (default none); under rank and job the
                            default application is the recovery application
                            ("ftlaunch ringapp", about 2 s) and run-phase faults fall
-                           after the first node table
+                           after the first node table (--app-kind mpi: after every
+                           rank's first checkpoint; shell: once every rank runs); under
+                           job a lost agent is recovered also during the launch
   --replicas R             root replicas: 1, 3 or 5 (default 1)
   --spare-nodes K          K spare nodes beside the --nodes (test nodes, or emulated hosts
                            brought up with the others), passed to the job: a silent
@@ -85,6 +88,15 @@ the command that replays it.
   --app PATH               the application (default: ftlaunch's own, "ftlaunch chaos app",
                            or "ftlaunch ringapp" under a restart policy); arguments after
                            -- are its own
+  --app-kind ring|mpi|shell
+                           the application by kind instead of --app: ring, the recovery
+                           application under every policy (checksum checked); mpi, MPICH's
+                           checkpoint program (mpi_ckpt, built with mpicc.mpich into the
+                           run's directory; restarts from its checkpoints; its checksum
+                           checked; not with --restart rank, which refuses MPI); shell, a
+                           plain shell loop of --steps x --interval that never speaks to
+                           ftlaunch (every rank's "done R I" line checked: once under none
+                           and rank, once per incarnation under job)
   --steps S, --interval D  the default application's length: S steps of D (default 20 x 100ms;
                            the ring application takes 10 steps of D/10 for each)
   --out DIR                where the run makes its directory (ftlaunch-chaos-*) for its trials
@@ -93,6 +105,12 @@ the command that replays it.
   --strict                 fail the trials that pass only by a known limit (docs/chaos.md)
   --trial-timeout D        give up on a trial after D (default 2m)
 `
+
+// mpiCkptSource is the MPI kind's program (--app-kind mpi): the tests'
+// checkpoint program, built by the chaos run with mpicc.mpich.
+//
+//go:embed testdata/mpi_ckpt.c
+var mpiCkptSource []byte
 
 func parseChaosFlags(args []string) (*harness.Options, error) {
 	o := &harness.Options{}
@@ -113,6 +131,7 @@ func parseChaosFlags(args []string) (*harness.Options, error) {
 	fs.IntVar(&o.SpareNodes, "spare-nodes", 0, "")
 	fs.StringVar(&o.Tree, "tree", "kary:2", "")
 	fs.StringVar(&o.App, "app", "", "")
+	kind := fs.String("app-kind", "", "")
 	fs.IntVar(&o.Steps, "steps", 20, "")
 	fs.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "")
 	fs.StringVar(&o.Out, "out", "", "")
@@ -140,11 +159,25 @@ func parseChaosFlags(args []string) (*harness.Options, error) {
 	default:
 		return nil, fmt.Errorf("--cluster %q: want test-nodes or emulated", o.Cluster)
 	}
-	policy, perr := trial.ParsePolicy(o.Restart)
-	if perr != nil {
-		return nil, perr
+	policy, err := trial.ParsePolicy(o.Restart)
+	if err != nil {
+		return nil, err
 	}
 	o.Policy = policy
+	if *kind != "" {
+		if o.App != "" {
+			return nil, errors.New("--app and --app-kind: give one (--app runs your program, --app-kind one of chaos's)")
+		}
+		if o.AppKind, err = harness.ParseAppKind(*kind); err != nil {
+			return nil, err
+		}
+		if o.AppKind == harness.KindMPI {
+			if policy == trial.RestartRank {
+				return nil, errors.New("--app-kind mpi with --restart rank: an MPI job cannot replace one rank (the job ends at its first PMI init); use --restart job")
+			}
+			o.MPISource = mpiCkptSource
+		}
+	}
 	if o.Nodes < 1 || o.PPN < 1 || o.Trials < 1 || o.Steps < 1 || o.Interval <= 0 {
 		return nil, errors.New("--nodes, --ppn, --trials, --steps and --interval must be positive")
 	}
@@ -167,7 +200,6 @@ func parseChaosFlags(args []string) (*harness.Options, error) {
 		}
 		o.Seed, o.SeedSet = s, true
 	}
-	var err error
 	if o.ParsedFaults, err = trial.ParseFaults(o.Faults); err != nil {
 		return nil, fmt.Errorf("--faults: %w", err)
 	}
@@ -207,7 +239,7 @@ func chaosCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := trial.Config{
 		Cluster: trial.Cluster(o.Cluster), Faults: o.ParsedFaults, When: o.Phase, Concurrent: o.Concurrent,
-		Replicas: o.Replicas, Policy: o.Policy, RunLength: time.Duration(o.Steps) * o.Interval,
+		Replicas: o.Replicas, Policy: o.Policy, RunLength: time.Duration(o.Steps) * o.Interval, Program: o.AppKind.Program(),
 	}
 	if err := trial.Validate(cfg, topo); err != nil {
 		fmt.Fprintf(stderr, "ftlaunch chaos: %v\n", err)

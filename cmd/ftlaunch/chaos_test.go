@@ -45,8 +45,8 @@ func TestChaosShort(t *testing.T) {
 
 // Under --restart rank, a rank's loss is recovered: the recovery
 // application's job completes with the right checksum, and the trial
-// reports the recovery; a lost interior agent still ends the job, a lost
-// leaf under the root is started again.
+// reports the recovery; a lost agent is started again, interior (its
+// children move to their backup parents) or a leaf under the root.
 func TestChaosRestartRank(t *testing.T) {
 	e2eOnly(t, "TestChaosShort (the harness end to end) and chaos/trial.TestScheduleRecovery")
 	out := t.TempDir()
@@ -66,6 +66,31 @@ func TestChaosRestartRank(t *testing.T) {
 	t.Logf("chaos --tree flat --faults leaf took %v:\n%s", r.elapsed, r.stdout)
 	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" || !regexp.MustCompile(`recovery of node node\d: resumed`).MatchString(r.stdout) {
 		t.Fatalf("a lost leaf: exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	}
+}
+
+// The application kinds of #26, end to end on test nodes: a plain shell
+// loop under --restart rank with an agent lost during the launch (its
+// ranks started again alone: every done line once), and MPICH's checkpoint
+// program under --restart job with an interior agent killed in the run
+// (the job restarted from its checkpoints, the checksum right).
+func TestChaosAppKinds(t *testing.T) {
+	e2eOnly(t, "chaos/harness.TestAppResult and TestAppCommand, chaos/trial.TestExpectPrograms, TestParseChaosAppKind, TestChaosShort")
+	out := t.TempDir()
+	r := ftlaunchLimit(t, 150*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "4", "--trials", "1", "--seed", "6",
+		"--app-kind", "shell", "--restart", "rank", "--faults", "agent", "--when", "launch", "--steps", "10", "--out", out)
+	t.Logf("chaos --app-kind shell took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" || !regexp.MustCompile(`recovery of node node\d: resumed`).MatchString(r.stdout) {
+		t.Fatalf("shell under rank: exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
+	}
+	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
+		t.Skip("mpicc.mpich not installed (make deps)")
+	}
+	r = ftlaunchLimit(t, 240*time.Second, "", "chaos", "--cluster", "test-nodes", "--nodes", "4", "--trials", "1", "--seed", "6",
+		"--app-kind", "mpi", "--restart", "job", "--faults", "interior", "--when", "run", "--steps", "10", "--out", out)
+	t.Logf("chaos --app-kind mpi took %v:\n%s", r.elapsed, r.stdout)
+	if r.code != 0 || lastLine(r.stdout) != "1 passed, 0 failed" || !regexp.MustCompile(`recovery of node node\d: restarted`).MatchString(r.stdout) {
+		t.Fatalf("MPI under job: exit %d, last line %q; stderr:\n%s", r.code, lastLine(r.stdout), r.stderr)
 	}
 }
 
