@@ -84,7 +84,7 @@ type frontend struct {
 	cancelLaunch context.CancelFunc
 	launchBegan  time.Duration
 	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
-	mapping      string // PMI_process_mapping
+	mapping      string                   // PMI_process_mapping
 	journal      *journal.Journal
 	journalDone  bool          // its close was begun (beginCloseJournal)
 	journalWait  func()        // waits for that close (nil before)
