@@ -97,16 +97,40 @@ type SimConfig struct {
 	BatchWait float64
 	Runs      int    // number of independent runs, >= 1
 	Seed      uint64 // seed of the math/rand/v2 PCG generator
+	// Shared is the contention term (the zero value: none): every
+	// launch's Work is served by a processor-sharing pool of Cores CPUs
+	// from its start, and the child is up Rem - Work after its work is
+	// done (Rem is an uncontended launch, its work included). Batching
+	// and Shared do not go together.
+	Shared Shared
+}
+
+// Shared is the launches' shared resource: Cores CPUs that every launch
+// in progress shares, each launch needing Work CPU-seconds of them (the
+// ssh handshakes, sshd and the agent's start on hosts that share one
+// machine's CPUs). The zero value models no sharing: each host has its
+// own CPUs and the parent's own part is SEQ.
+type Shared struct {
+	Cores int
+	Work  float64
+}
+
+func (s Shared) validate() error {
+	if s.Cores < 0 {
+		return fmt.Errorf("shared cores = %d: must be >= 0", s.Cores)
+	}
+	return checkSeconds("shared work", s.Work)
 }
 
 // SimResult summarises the launch times of the runs, in seconds.
 // Median is the middle of the sorted times (the mean of the two middle
-// ones for an even count); P99 is the nearest-rank 99th percentile, the
-// ceil(0.99*Runs)-th smallest time.
+// ones for an even count); P95 and P99 are the nearest-rank 95th and
+// 99th percentiles, the ceil(0.95*Runs)-th and ceil(0.99*Runs)-th
+// smallest times.
 type SimResult struct {
-	Runs                        int
-	Median, P99, Min, Max, Mean float64
-	Times                       []float64 // per run, in run order
+	Runs                             int
+	Median, P95, P99, Min, Max, Mean float64
+	Times                            []float64 // per run, in run order
 }
 
 // event is a node coming up at time t.
@@ -114,6 +138,7 @@ type event struct {
 	t    float64
 	seq  uint64 // tie-break: equal times in scheduling order
 	node int32
+	cpu  bool // with Shared: node's launch reaches the shared CPUs (else: node is up)
 }
 
 type eventHeap []event
@@ -176,6 +201,63 @@ type simulator struct {
 	next    []int32   // batched launchers: index of the next child to start
 	pending []int32   // batched launchers: children of the current batch not yet up
 	latest  []float64 // batched launchers: latest up time in the current batch
+	pool    []psJob   // with Shared: launches holding the shared CPUs, in arrival order
+}
+
+// psJob is a launch in the shared pool: it is done when the pool's
+// virtual time (CPU-seconds each job received) reaches vt, and its child
+// is up lat later.
+type psJob struct {
+	node    int32
+	vt, lat float64
+}
+
+// runShared simulates one launch with the contention term: launches share
+// the pool's cores (processor sharing), each for Work CPU-seconds. With
+// equal work, jobs finish in arrival order.
+func (sm *simulator) runShared() float64 {
+	pl, sh := sm.pl, sm.cfg.Shared
+	cores := float64(sh.Cores)
+	sm.h = sm.h[:0]
+	sm.pool = sm.pool[:0]
+	head := 0
+	sm.h.push(event{t: 0, seq: 0, node: 0})
+	sm.nseq = 1
+	worst, now, v := 0.0, 0.0, 0.0
+	for len(sm.h) > 0 || head < len(sm.pool) {
+		n := len(sm.pool) - head
+		rate, done := 0.0, math.Inf(1)
+		if n > 0 {
+			rate = min(1, cores/float64(n))
+			done = now + (sm.pool[head].vt-v)/rate
+		}
+		if len(sm.h) > 0 && sm.h[0].t <= done {
+			e := sm.h.pop()
+			v += (e.t - now) * rate
+			now = e.t
+			if e.cpu {
+				lat := max(sm.cfg.Rem.draw(sm.rng)-sh.Work, 0)
+				sm.pool = append(sm.pool, psJob{node: e.node, vt: v + sh.Work, lat: lat})
+				continue
+			}
+			worst = max(worst, e.t)
+			c := sm.cfg.Concurrency
+			for q, ch := range pl.Children(int(e.node)) {
+				sm.h.push(event{t: e.t + sm.cfg.Seq*float64(q/c), seq: sm.nseq, node: ch, cpu: true})
+				sm.nseq++
+			}
+			continue
+		}
+		j := sm.pool[head]
+		head++
+		if head == len(sm.pool) {
+			sm.pool, head = sm.pool[:0], 0
+		}
+		v, now = j.vt, done
+		sm.h.push(event{t: done + j.lat, seq: sm.nseq, node: j.node})
+		sm.nseq++
+	}
+	return worst
 }
 
 // startBatch starts v's children cs[lo:hi] at time s.
@@ -252,6 +334,12 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 	if err := cfg.Rem.validate(); err != nil {
 		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
 	}
+	if err := cfg.Shared.validate(); err != nil {
+		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
+	}
+	if cfg.Shared.Cores > 0 && cfg.Batch > 0 {
+		return SimResult{}, fmt.Errorf("simulate %s plan: batching with a shared CPU is not modeled", pl.Kind)
+	}
 	n := pl.N()
 	sm := &simulator{
 		pl:      pl,
@@ -268,6 +356,10 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 			return SimResult{}, fmt.Errorf("simulate %s plan: stopped after %d of %d runs: %w", pl.Kind, len(res.Times), cfg.Runs, err)
 		}
 		clear(sm.next)
+		if cfg.Shared.Cores > 0 {
+			res.Times = append(res.Times, sm.runShared())
+			continue
+		}
 		res.Times = append(res.Times, sm.run())
 	}
 	sorted := slices.Clone(res.Times)
@@ -278,6 +370,7 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 	} else {
 		res.Median = (sorted[k/2-1] + sorted[k/2]) / 2
 	}
+	res.P95 = sorted[int(math.Ceil(0.95*float64(k)))-1]
 	res.P99 = sorted[int(math.Ceil(0.99*float64(k)))-1]
 	res.Min, res.Max = sorted[0], sorted[k-1]
 	sum := 0.0
