@@ -168,16 +168,10 @@ func (fe *frontend) arrangeTree() error {
 		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
 		kind, _ = plan.ParseKind("flat")
 	}
-	params := plan.Params{Replicas: max(fe.opts.Replicas, 1)}
-	cal, source := fe.modelCalibration()
-	if kind.Shape == plan.Auto && source != "defaults" {
-		params.Calibration = &plan.Calibration{Seq: cal.Seq, Rem: cal.Rem}
-	}
-	pl, err := plan.Build(kind, len(fe.agents)+1, params)
+	pl, err := fe.buildPlan(kind, len(fe.agents)+1, plan.Params{Replicas: max(fe.opts.Replicas, 1)})
 	if err != nil {
 		return err
 	}
-	fe.predict(pl, cal, source)
 	fe.plan, fe.tree = pl, true
 	fe.replicaNodes = map[int]bool{}
 	for _, v := range pl.ReplicaNodes[1:] {
