@@ -148,7 +148,7 @@ while [ $r -le "$RUNS" ]; do
 done
 
 {
-	printf '%-6s %-4s %-9s %-24s %-10s %s\n' hosts ppn tree "measured median (p25-p75)" predicted error
+	printf '%-6s %-4s %-14s %-24s %-10s %s\n' hosts ppn tree "measured median (p25-p75)" predicted error
 	for h in $HOSTS; do for p in $PPN; do
 		best=
 		for t in $TREES; do
@@ -157,8 +157,9 @@ done
 			pred=$(stats "$tmp/$id.predicted" | cut -d' ' -f1)
 			err=$(echo "$pred $1" | awk '{printf "%+.0f %%", 100*($1-$2)/$2}')
 			name=$t
-			[ "$t" != auto ] || name="auto ($(sort "$tmp/$id.chose" | uniq -c | sort -rn | head -1 | awk '{print $2}'))"
-			printf '%-6s %-4s %-9s %.3f s (%.3f-%.3f)     %.3f s    %s\n' "$h" "$p" "$name" "$1" "$2" "$3" "$pred" "$err"
+			# What auto chose most often ("auto": its greedy tree).
+			[ "$t" != auto ] || name="auto:$(sort "$tmp/$id.chose" | uniq -c | sort -rn | head -1 | awk '{print ($2 == "auto") ? "greedy" : $2}')"
+			printf '%-6s %-4s %-14s %.3f s (%.3f-%.3f)     %.3f s    %s\n' "$h" "$p" "$name" "$1" "$2" "$3" "$pred" "$err"
 			if [ "$t" = auto ]; then auto=$1; elif [ -z "$best" ] || awk "BEGIN{exit !($1 < $best)}"; then best=$1; fi
 		done
 		if [ -n "${auto:-}" ] && [ -n "$best" ]; then
