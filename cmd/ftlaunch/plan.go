@@ -45,6 +45,7 @@ Simulation:
   --simulate          run the discrete-event simulator
   --rem-samples FILE  draw REM from FILE, one value in seconds per line ("kept": the agents'
                       REM samples of the kept calibration)
+  --rem-median R      scale the samples so that their median is R: their spread at another REM
   --runs K            number of runs (default 100)
   --seed S            random seed (default 1)
   --concurrency C     launches one node starts at once (default 1)
@@ -81,6 +82,7 @@ type planOptions struct {
 	cores       int
 	work        float64
 	keepShared  bool
+	remMedian   float64
 	set         map[string]bool // flags given on the command line
 }
 
@@ -158,6 +160,7 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	fs.IntVar(&o.cores, "cores", 0, "")
 	fs.Float64Var(&o.work, "work", 0, "")
 	fs.BoolVar(&o.keepShared, "keep-shared", false, "")
+	fs.Float64Var(&o.remMedian, "rem-median", 0, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -215,11 +218,14 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	case o.concurrency < 1:
 		return nil, usageErrorf("--concurrency must be >= 1 (got %d)", o.concurrency)
 	}
+	if o.set["rem-median"] && (o.remSamples == "" || !(o.remMedian > 0) || o.remMedian > 1e9) {
+		return nil, usageErrorf("--rem-median needs --rem-samples and a number of seconds > 0 (got %v)", o.remMedian)
+	}
 	if o.cores > 0 && o.concurrency > 1 {
 		return nil, usageErrorf("--concurrency with --cores is not modeled")
 	}
 	if !o.simulate {
-		for _, name := range []string{"rem-samples", "runs", "seed", "concurrency"} {
+		for _, name := range []string{"rem-samples", "rem-median", "runs", "seed", "concurrency"} {
 			if o.set[name] {
 				return nil, usageErrorf("--%s needs --simulate", name)
 			}
@@ -362,6 +368,7 @@ type simReport struct {
 	Seed        uint64  `json:"seed"`
 	Concurrency int     `json:"concurrency"`
 	RemSamples  string  `json:"rem_samples,omitempty"`
+	RemMedian   float64 `json:"rem_median,omitempty"`
 	Median      float64 `json:"median_seconds"`
 	P95         float64 `json:"p95_seconds"`
 	P99         float64 `json:"p99_seconds"`
@@ -470,6 +477,14 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 				return nil, fmt.Errorf("--rem-samples: %w", err)
 			}
 		}
+		if o.remMedian > 0 {
+			f := o.remMedian / calibrate.Quantile(rem.Samples, 0.5)
+			scaled := make([]float64, len(rem.Samples))
+			for i, x := range rem.Samples {
+				scaled[i] = x * f
+			}
+			rem.Samples = scaled
+		}
 		res, err := plan.Simulate(ctx, pl, plan.SimConfig{
 			Seq: o.seq, Rem: rem, Concurrency: o.concurrency,
 			Batch: o.batch, BatchWait: o.batchWait, Runs: o.runs, Seed: o.seed,
@@ -479,7 +494,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 			return nil, err
 		}
 		rep.Simulation = &simReport{
-			Runs: res.Runs, Seed: o.seed, Concurrency: o.concurrency, RemSamples: o.remSamples,
+			Runs: res.Runs, Seed: o.seed, Concurrency: o.concurrency, RemSamples: o.remSamples, RemMedian: o.remMedian,
 			Median: res.Median, P95: res.P95, P99: res.P99, Min: res.Min, Max: res.Max, Mean: res.Mean,
 		}
 	}
@@ -597,6 +612,9 @@ func writePlanText(w io.Writer, rep *planReport, show bool) error {
 		src := "constant rem"
 		if s.RemSamples != "" {
 			src = "rem from " + s.RemSamples
+		}
+		if s.RemMedian > 0 {
+			src += fmt.Sprintf(" scaled to a median of %s", seconds(s.RemMedian))
 		}
 		fmt.Fprintf(&b, "simulated     median %s, p95 %s, p99 %s, min %s, max %s (%d runs, seed %d, concurrency %d, %s)\n",
 			seconds(s.Median), seconds(s.P95), seconds(s.P99), seconds(s.Min), seconds(s.Max), s.Runs, s.Seed, s.Concurrency, src)
