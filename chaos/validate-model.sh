@@ -4,12 +4,14 @@
 # real-sshd hosts (chaos/cluster), side by side (issue #33).
 #
 # 1. A calibration run, separate from the cases (never fitted to them):
-#    CAL_RUNS launches on one host (the uncontended REM) and CAL_RUNS flat
+#    CAL_RUNS launches on one host (the uncontended REM), CAL_RUNS flat
 #    launches over CAL_HOSTS hosts (12: no case's size), whose CPU time,
 #    the nodes' sshd (their sessions and agents, reaped) and the
 #    front-end's, divided by the agents launched, is the shared-CPU term's
-#    work per launch; the machine's cores are its cores. Kept with
-#    `ftlaunch plan --keep-shared` in a cache of the script's own.
+#    work per launch (the machine's cores are its cores), and CAL_RUNS
+#    chains (kary:1) over 3 hosts, whose agents' handoffs (up to starting
+#    their children) give the handoff. Kept with `ftlaunch plan
+#    --keep-shared` in a cache of the script's own.
 # 2. The cases: HOSTS x PPN x TREES, RUNS launches each, interleaved.
 #    Before every launch the calibration is copied afresh into the launch's
 #    cache, so every prediction comes from the calibration run alone. The
@@ -106,7 +108,7 @@ launch() {
 # 1. The calibration run.
 cal=$tmp/cache-cal
 mkdir -p "$cal"
-: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/gap"
+: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/gap" && : >"$tmp/hand"
 r=1
 while [ $r -le "$CAL_RUNS" ]; do
 	launch "cal-lone-$r" "$cal" 1 1 flat
@@ -121,15 +123,19 @@ while [ $r -le "$CAL_RUNS" ]; do
 	# agents' entries of the model object) add up to last minus first.
 	model "$tmp/cal-flat-$r.json" | grep '^        "seq_seconds": ' | sed 's/.*: *//; s/,//' |
 		awk -v n="$CAL_HOSTS" '{s+=$1} END {printf "%.5f\n", s/(n-1)}' >>"$tmp/gap"
+	launch "cal-chain-$r" "$cal" 3 1 kary:1
+	model "$tmp/cal-chain-$r.json" | grep '^        "hand_seconds": ' | sed 's/.*: *//; s/,//' >>"$tmp/hand"
 	r=$((r + 1))
 done
 rem=$(stats "$tmp/lone" | cut -d' ' -f1)
 work=$(stats "$tmp/work" | cut -d' ' -f1)
 gap=$(stats "$tmp/gap" | cut -d' ' -f1)
+hand=$(stats "$tmp/hand" | cut -d' ' -f1)
 seq=$(echo "$gap $work $cores" | awk '{s = $1 - $2/$3; printf "%.4f\n", (s > 0 ? s : 0)}')
-XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --seq "$seq" --rem "$rem" >/dev/null
+XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
 echo "calibration run ($CAL_RUNS x 1 host, $CAL_RUNS x $CAL_HOSTS hosts flat): rem $rem s (lone launch, median; p25 p75 $(stats "$tmp/lone" | cut -d' ' -f2-)),"
-echo "  work $work CPU-s per launch (p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-)) on $cores cores, gap $gap s -> seq $seq s"
+echo "  work $work CPU-s per launch (p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-)) on $cores cores, gap $gap s -> seq $seq s,"
+echo "  handoff $hand s ($CAL_RUNS chains of 3 hosts; p25 p75 $(stats "$tmp/hand" | cut -d' ' -f2-))"
 
 # 2. The cases, interleaved: run r of every case before run r+1 of any.
 r=1

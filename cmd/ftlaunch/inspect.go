@@ -677,12 +677,12 @@ func writeModel(w io.Writer, m *journal.ReportModel) {
 	if m.Error != 0 {
 		fmt.Fprintf(w, " (%+.0f %%)", 100*m.Error)
 	}
-	fmt.Fprintf(w, "\n         seq %.3f s, rem %.3f s from %s", m.Seq, m.Rem, orDash(m.Source))
+	fmt.Fprintf(w, "\n         seq %.3f s, rem %.3f s, handoff %.3f s from %s", m.Seq, m.Rem, m.Hand, orDash(m.Source))
 	if m.Launches > 0 {
 		fmt.Fprintf(w, " (p%.0f of %d launches; rem p25-p75 %.3f-%.3f s)", 100*m.Quantile, m.Launches, m.RemLow, m.RemHigh)
 	}
 	if m.Cores > 0 {
-		fmt.Fprintf(w, "; shared CPU: %d cores, %.1f ms each launch", m.Cores, 1000*m.Work)
+		fmt.Fprintf(w, "; shared CPU: %d cores, %.1f ms each launch, %.1f ms each agent once up", m.Cores, 1000*m.Work, 1000*m.After)
 	}
 	fmt.Fprintln(w)
 	if m.Choice != "" {

@@ -35,8 +35,11 @@ Model (seconds):
   --rem R             time of one remote launch (default 0.034)
   --batch b           leaf launchers start b children at a time (default 0: no batching)
   --batch-wait W      wait after each batch is up (needs --batch)
+  --hand H            handoff: a node other than the root starts its children H after it is up
+                      (its report to the root and its job coming back; default 0)
   --cores C           contention: launches share C CPUs (hosts on one machine; default 0: none)
   --work W            contention: CPU-seconds each launch takes of them (needs --cores)
+  --work-after A      contention: CPU-seconds each agent takes of them once it is up (needs --cores)
                       Without --seq/--rem/--cores, auto takes the kept calibration: the median
                       of the last launches' figures (and its shared CPU, if a calibration run
                       kept one), and keeps its last tree unless a new one is better by more
@@ -81,8 +84,10 @@ type planOptions struct {
 	concurrency int
 	cores       int
 	work        float64
+	workAfter   float64
 	keepShared  bool
 	remMedian   float64
+	hand        float64
 	set         map[string]bool // flags given on the command line
 }
 
@@ -159,8 +164,10 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 1, "")
 	fs.IntVar(&o.cores, "cores", 0, "")
 	fs.Float64Var(&o.work, "work", 0, "")
+	fs.Float64Var(&o.workAfter, "work-after", 0, "")
 	fs.BoolVar(&o.keepShared, "keep-shared", false, "")
 	fs.Float64Var(&o.remMedian, "rem-median", 0, "")
+	fs.Float64Var(&o.hand, "hand", 0, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -185,10 +192,16 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 		return nil, usageErrorf("--work must be a number of seconds in [0, 1e9] (got %v)", o.work)
 	case o.set["work"] && o.cores == 0:
 		return nil, usageErrorf("--work needs --cores")
+	case o.workAfter < 0 || o.workAfter != o.workAfter || o.workAfter > 1e9:
+		return nil, usageErrorf("--work-after must be a number of seconds in [0, 1e9] (got %v)", o.workAfter)
+	case o.set["work-after"] && o.cores == 0:
+		return nil, usageErrorf("--work-after needs --cores")
 	case o.cores > 0 && o.batch > 0:
 		return nil, usageErrorf("--batch with --cores is not modeled")
 	case o.keepShared && o.cores > 0 && (!o.set["work"] || !o.set["seq"] || !o.set["rem"]):
-		return nil, usageErrorf("--keep-shared needs --cores, --work, --seq and --rem (what the calibration run measured)")
+		return nil, usageErrorf("--keep-shared needs --cores, --work, --seq and --rem, and takes --hand (what the calibration run measured)")
+	case o.keepShared && (o.hand < 0 || o.hand != o.hand || o.hand > 1e9):
+		return nil, usageErrorf("--hand must be a number of seconds in [0, 1e9] (got %v)", o.hand)
 	case o.keepShared:
 		return o, nil
 	}
@@ -201,7 +214,7 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	for _, c := range []struct {
 		name string
 		v    float64
-	}{{"seq", o.seq}, {"rem", o.rem}, {"batch-wait", o.batchWait}} {
+	}{{"seq", o.seq}, {"rem", o.rem}, {"batch-wait", o.batchWait}, {"hand", o.hand}} {
 		if c.v < 0 || c.v != c.v || c.v > 1e9 {
 			return nil, usageErrorf("--%s must be a number of seconds in [0, 1e9] (got %v)", c.name, c.v)
 		}
@@ -251,12 +264,12 @@ func showCalibration(stdout, stderr io.Writer, launcher string) int {
 			p, plan.DefaultSeq, plan.DefaultRem, launcher)
 		return 0
 	}
-	fmt.Fprintf(stdout, "seq       %.4f s (p50; p25-p75 %.4f-%.4f s)\nrem       %.4f s (p50; p25-p75 %.4f-%.4f s)\nlaunches  %d (noise %.0f %%), %d agents' REM samples\nagents    %d (the last launch)\nmeasured  %s\n",
-		c.Seq, c.SeqQuantile(0.25), c.SeqQuantile(0.75), c.Rem, c.RemQuantile(0.25), c.RemQuantile(0.75),
+	fmt.Fprintf(stdout, "seq       %.4f s (p50; p25-p75 %.4f-%.4f s)\nrem       %.4f s (p50; p25-p75 %.4f-%.4f s)\nhandoff   %.4f s (p50 of the launches that measured one)\nlaunches  %d (noise %.0f %%), %d agents' REM samples\nagents    %d (the last launch)\nmeasured  %s\n",
+		c.Seq, c.SeqQuantile(0.25), c.SeqQuantile(0.75), c.Rem, c.RemQuantile(0.25), c.RemQuantile(0.75), c.HandQuantile(0.5),
 		max(len(c.Window), 1), 100*c.Noise(), len(c.RemSamples), c.Agents, c.Measured.Format("2006-01-02 15:04:05 UTC"))
 	if s := c.Shared; s != nil {
-		fmt.Fprintf(stdout, "shared    %d cores, %.4f s of CPU each launch; uncontended seq %.4f s, rem %.4f s (a calibration run of %s)\n",
-			s.Cores, s.Work, s.Seq, s.Rem, s.Measured.Format("2006-01-02 15:04:05 UTC"))
+		fmt.Fprintf(stdout, "shared    %d cores, %.4f s of CPU each launch, %.4f s each agent once up; uncontended seq %.4f s, rem %.4f s, handoff %.4f s (a calibration run of %s)\n",
+			s.Cores, s.Work, s.After, s.Seq, s.Rem, s.Hand, s.Measured.Format("2006-01-02 15:04:05 UTC"))
 	}
 	if a := c.Auto; a != nil {
 		fmt.Fprintf(stdout, "auto      %s for %d nodes (its last choice)\n", plan.Choice{Tree: a.Tree, Seq: a.Seq, Rem: a.Rem}, a.Nodes)
@@ -282,7 +295,7 @@ func keepShared(stdout, stderr io.Writer, o *planOptions) int {
 	}
 	c.Shared = nil
 	if o.cores > 0 {
-		c.Shared = &calibrate.Shared{Cores: o.cores, Work: o.work, Seq: o.seq, Rem: o.rem, Measured: time.Now().UTC()}
+		c.Shared = &calibrate.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, Seq: o.seq, Rem: o.rem, Hand: o.hand, Measured: time.Now().UTC()}
 	}
 	p, err := calibrate.SaveCalibration(o.launcher, *c)
 	if err != nil {
@@ -339,6 +352,8 @@ type planReport struct {
 	// launch's forecast with it (Modeled without one).
 	Cores     int     `json:"cores,omitempty"`
 	Work      float64 `json:"work_seconds,omitempty"`
+	WorkAfter float64 `json:"work_after_seconds,omitempty"`
+	Hand      float64 `json:"hand_seconds,omitempty"`
 	Predicted float64 `json:"predicted_seconds"`
 	// AutoChose is the tree auto chose (the kind's name), AutoWhy why it
 	// kept or changed its last one.
@@ -394,7 +409,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 	noise := calibrate.MinNoise
 	var prev *plan.Choice
 	switch {
-	case kind.Shape == plan.Auto && (o.set["seq"] || o.set["rem"] || o.set["cores"]):
+	case kind.Shape == plan.Auto && (o.set["seq"] || o.set["rem"] || o.set["cores"] || o.set["hand"]):
 		// Explicit figures are a calibration.
 		params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
 	case kind.Shape == plan.Auto:
@@ -406,9 +421,9 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		}
 		if c != nil {
 			kept, noise = c, c.Noise()
-			o.seq, o.rem = c.SeqQuantile(0.5), c.RemQuantile(0.5)
+			o.seq, o.rem, o.hand = c.SeqQuantile(0.5), c.RemQuantile(0.5), c.HandQuantile(0.5)
 			if s := c.Shared; s != nil {
-				o.seq, o.rem, o.cores, o.work = s.Seq, s.Rem, s.Cores, s.Work
+				o.seq, o.rem, o.hand, o.cores, o.work, o.workAfter = s.Seq, s.Rem, s.Hand, s.Cores, s.Work, s.After
 			}
 			params.Seq, params.Rem = o.seq, o.rem
 			params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
@@ -417,7 +432,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 			}
 		}
 	}
-	forecast := plan.Forecast{Seq: o.seq, Rem: o.rem, Shared: plan.Shared{Cores: o.cores, Work: o.work}}
+	forecast := plan.Forecast{Seq: o.seq, Rem: o.rem, Hand: o.hand, Shared: plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter}}
 	var pl *plan.Plan
 	why := ""
 	if kind.Shape == plan.Auto {
@@ -443,7 +458,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		Nodes: pl.N(), Seq: o.seq, Rem: o.rem, Batch: o.batch, BatchWait: o.batchWait,
 		Replicas: len(pl.ReplicaNodes), ReplicaNodes: pl.ReplicaNodes,
 		Depth: pl.Depth(), MaxChildren: pl.MaxChildren(), MaxFostered: maxFostered(pl),
-		Cores: o.cores, Work: o.work, Predicted: predicted, AutoChose: pl.Kind.String(), AutoWhy: why,
+		Cores: o.cores, Work: o.work, WorkAfter: o.workAfter, Hand: o.hand, Predicted: predicted, AutoChose: pl.Kind.String(), AutoWhy: why,
 		pl: pl, launchTimes: times,
 	}
 	if kind.Shape != plan.Auto {
@@ -488,7 +503,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		res, err := plan.Simulate(ctx, pl, plan.SimConfig{
 			Seq: o.seq, Rem: rem, Concurrency: o.concurrency,
 			Batch: o.batch, BatchWait: o.batchWait, Runs: o.runs, Seed: o.seed,
-			Shared: plan.Shared{Cores: o.cores, Work: o.work},
+			Hand: o.hand, Shared: plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter},
 		})
 		if err != nil {
 			return nil, err
@@ -595,8 +610,11 @@ func writePlanText(w io.Writer, rep *planReport, show bool) error {
 		model += fmt.Sprintf(", batch %d, batch wait %s", rep.Batch, seconds(rep.BatchWait))
 	}
 	fmt.Fprintf(&b, "modeled       %s (%s)\n", seconds(rep.Modeled), model)
-	if rep.Cores > 0 {
-		fmt.Fprintf(&b, "predicted     %s (with %d shared cores, %s of CPU each launch)\n", seconds(rep.Predicted), rep.Cores, seconds(rep.Work))
+	switch {
+	case rep.Cores > 0:
+		fmt.Fprintf(&b, "predicted     %s (handoff %s; %d shared cores, %s of CPU each launch, %s each agent once up)\n", seconds(rep.Predicted), seconds(rep.Hand), rep.Cores, seconds(rep.Work), seconds(rep.WorkAfter))
+	case rep.Hand > 0:
+		fmt.Fprintf(&b, "predicted     %s (handoff %s)\n", seconds(rep.Predicted), seconds(rep.Hand))
 	}
 	if c := rep.Calibration; c != nil {
 		fmt.Fprintf(&b, "calibration   p%.0f of %d launch(es), rem p25-p75 %s-%s, noise %.0f %%", 100*c.Quantile, c.Launches, seconds(c.RemP25), seconds(c.RemP75), 100*c.Noise)

@@ -40,8 +40,11 @@ type Calibration struct {
 
 // Figure is one launch's SEQ and REM (Measure).
 type Figure struct {
-	Seq      float64   `json:"seq_seconds"`
-	Rem      float64   `json:"rem_seconds"`
+	Seq float64 `json:"seq_seconds"`
+	Rem float64 `json:"rem_seconds"`
+	// Hand is the launch's median handoff (an agent up to it starting
+	// its children); 0: none measured (no agent had children).
+	Hand     float64   `json:"hand_seconds,omitempty"`
 	Agents   int       `json:"agents"`
 	Measured time.Time `json:"measured"`
 }
@@ -49,14 +52,17 @@ type Figure struct {
 // Shared is the contention term of the model, measured by a calibration
 // run of its own (chaos/validate-model.sh): launches share Cores CPUs
 // (the hosts share one machine's, as on the emulated cluster), each
-// launch using Work CPU-seconds of them. Rem and Seq are that run's
-// uncontended figures: a lone launch's REM and the parent's serial part
-// beyond the shared CPU.
+// launch using Work CPU-seconds of them and each agent After more once it
+// is up. Rem and Seq are that run's
+// uncontended figures: a lone launch's REM, the parent's serial part
+// beyond the shared CPU and the handoff (a chain's).
 type Shared struct {
 	Cores    int       `json:"cores"`
 	Work     float64   `json:"work_seconds"`
 	Rem      float64   `json:"rem_seconds"`
 	Seq      float64   `json:"seq_seconds"`
+	Hand     float64   `json:"hand_seconds,omitempty"`
+	After    float64   `json:"work_after_seconds,omitempty"`
 	Measured time.Time `json:"measured"`
 }
 
@@ -103,6 +109,21 @@ func (c *Calibration) RemQuantile(q float64) float64 {
 
 func (c *Calibration) SeqQuantile(q float64) float64 {
 	return c.quantile(q, func(f Figure) float64 { return f.Seq }, c.Seq)
+}
+
+// HandQuantile is the q-quantile of the handoffs of the window's
+// launches that measured one (0 if none did).
+func (c *Calibration) HandQuantile(q float64) float64 {
+	var xs []float64
+	for _, f := range c.Window {
+		if f.Hand > 0 {
+			xs = append(xs, f.Hand)
+		}
+	}
+	if len(xs) == 0 {
+		return 0
+	}
+	return Quantile(xs, q)
 }
 
 func (c *Calibration) quantile(q float64, of func(Figure) float64, one float64) float64 {
@@ -239,7 +260,7 @@ func Measure(up, queued []time.Duration) (Calibration, bool) {
 // figures.
 func (c *Calibration) valid() bool {
 	for _, f := range c.Window {
-		if f.Seq < 0 || f.Rem <= 0 {
+		if f.Seq < 0 || f.Rem <= 0 || f.Hand < 0 {
 			return false
 		}
 	}
@@ -248,7 +269,7 @@ func (c *Calibration) valid() bool {
 			return false
 		}
 	}
-	if s := c.Shared; s != nil && (s.Cores < 1 || s.Work < 0 || s.Rem <= 0 || s.Seq < 0) {
+	if s := c.Shared; s != nil && (s.Cores < 1 || s.Work < 0 || s.After < 0 || s.Rem <= 0 || s.Seq < 0 || s.Hand < 0) {
 		return false
 	}
 	return true

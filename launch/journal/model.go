@@ -30,6 +30,7 @@ type ModelPrediction struct {
 	// kept one), "defaults", "test-nodes", or "flags".
 	Seq    float64 `json:"seq_seconds"`
 	Rem    float64 `json:"rem_seconds"`
+	Hand   float64 `json:"hand_seconds,omitempty"`
 	Source string  `json:"source"`
 	// Quantile is the quantile of the kept window Seq and Rem are (0:
 	// one figure), RemLow and RemHigh its spread (the window's p25 and
@@ -38,10 +39,12 @@ type ModelPrediction struct {
 	RemLow   float64 `json:"rem_p25_seconds,omitempty"`
 	RemHigh  float64 `json:"rem_p75_seconds,omitempty"`
 	Launches int     `json:"launches,omitempty"`
-	// Cores and Work are the contention term (0: none): launches share
-	// Cores CPUs, each using Work CPU-seconds of them.
+	// Cores, Work and After are the contention term (0: none): launches
+	// share Cores CPUs, each using Work CPU-seconds of them, and each agent
+	// After more once it is up.
 	Cores int     `json:"cores,omitempty"`
 	Work  float64 `json:"work_seconds,omitempty"`
+	After float64 `json:"work_after_seconds,omitempty"`
 	// Choice says how auto chose the tree (kept its previous one, or
 	// changed it, and why); "" for other trees.
 	Choice string `json:"choice,omitempty"`
@@ -50,11 +53,15 @@ type ModelPrediction struct {
 // AgentSample is one agent's launch as its launcher measured it: REM,
 // from leaving the spawner's queue until it connected back, and SEQ, the
 // gap since its previous sibling connected back (0 for the first one).
+// Hand, for an agent with children, is its handoff: from its being up at
+// the root until it began launching its children (as the root sees it:
+// its first child's report less that child's time since then).
 type AgentSample struct {
 	Node   string  `json:"node"`
 	Parent string  `json:"parent"`
 	Rem    float64 `json:"rem_seconds"`
 	Seq    float64 `json:"seq_seconds"`
+	Hand   float64 `json:"hand_seconds,omitempty"`
 }
 
 // ModelMeasured is the launch as measured: from the start of the launch

@@ -56,7 +56,17 @@ func (fe *frontend) calibrate() {
 	if err != nil || kept == nil {
 		kept = &calibrate.Calibration{}
 	}
-	kept.Add(calibrate.Figure{Seq: total.Seq, Rem: total.Rem, Agents: total.Agents, Measured: total.Measured}, rems)
+	var hands []float64
+	for _, s := range fe.agentSamples() {
+		if s.Hand > 0 {
+			hands = append(hands, s.Hand)
+		}
+	}
+	fig := calibrate.Figure{Seq: total.Seq, Rem: total.Rem, Agents: total.Agents, Measured: total.Measured}
+	if len(hands) > 0 {
+		fig.Hand = calibrate.Quantile(hands, 0.5)
+	}
+	kept.Add(fig, rems)
 	if fe.autoChoice != nil {
 		kept.Auto = fe.autoChoice
 	}
@@ -100,15 +110,15 @@ func (fe *frontend) modelInputs(n int) modelInputs {
 		return modelInputs{f: f, pred: journal.ModelPrediction{Seq: f.Seq, Rem: f.Rem, Source: "defaults"}, noise: calibrate.MinNoise}
 	}
 	in := modelInputs{kept: k, noise: k.Noise()}
-	in.f = plan.Forecast{Seq: k.SeqQuantile(0.5), Rem: k.RemQuantile(0.5)}
+	in.f = plan.Forecast{Seq: k.SeqQuantile(0.5), Rem: k.RemQuantile(0.5), Hand: k.HandQuantile(0.5)}
 	in.pred = journal.ModelPrediction{Source: "calibration", Quantile: 0.5, RemLow: k.RemQuantile(0.25), RemHigh: k.RemQuantile(0.75), Launches: max(len(k.Window), 1)}
 	if sh := k.Shared; sh != nil {
 		// A machine whose hosts share its CPUs: the calibration run's
 		// uncontended figures and its contention term.
-		in.f = plan.Forecast{Seq: sh.Seq, Rem: sh.Rem, Shared: plan.Shared{Cores: sh.Cores, Work: sh.Work}}
-		in.pred.Source, in.pred.Cores, in.pred.Work = "calibration run", sh.Cores, sh.Work
+		in.f = plan.Forecast{Seq: sh.Seq, Rem: sh.Rem, Hand: sh.Hand, Shared: plan.Shared{Cores: sh.Cores, Work: sh.Work, After: sh.After}}
+		in.pred.Source, in.pred.Cores, in.pred.Work, in.pred.After = "calibration run", sh.Cores, sh.Work, sh.After
 	}
-	in.pred.Seq, in.pred.Rem = in.f.Seq, in.f.Rem
+	in.pred.Seq, in.pred.Rem, in.pred.Hand = in.f.Seq, in.f.Rem, in.f.Hand
 	if a := k.Auto; a != nil && a.Nodes == n {
 		in.prev = &plan.Choice{Tree: a.Tree, Seq: a.Seq, Rem: a.Rem}
 	}
@@ -159,8 +169,8 @@ func (fe *frontend) checkModel() {
 	m := journal.ModelMeasured{MeasuredSeconds: (last - fe.launchBegan).Seconds(), Agents: fe.agentSamples()}
 	fe.journal.LaunchMeasured(m)
 	if fe.prediction != nil {
-		fe.verbosef("model: predicted %.3f s, measured %.3f s (%s tree; seq %.3f s, rem %.3f s from %s)",
-			fe.prediction.PredictedSeconds, m.MeasuredSeconds, fe.prediction.Tree, fe.prediction.Seq, fe.prediction.Rem, fe.prediction.Source)
+		fe.verbosef("model: predicted %.3f s, measured %.3f s (%s tree; seq %.3f s, rem %.3f s, handoff %.3f s from %s)",
+			fe.prediction.PredictedSeconds, m.MeasuredSeconds, fe.prediction.Tree, fe.prediction.Seq, fe.prediction.Rem, fe.prediction.Hand, fe.prediction.Source)
 	}
 }
 
@@ -178,6 +188,20 @@ func (fe *frontend) agentSamples() []journal.AgentSample {
 		groups[p] = append(groups[p], a)
 	}
 	out := make([]journal.AgentSample, 0, len(fe.agents))
+	// An agent's handoff: when it began launching (its children's
+	// reports less their times since then, the earliest) less when it
+	// was up.
+	began := map[int]time.Duration{}
+	for _, p := range parents {
+		if p < 0 {
+			continue
+		}
+		for _, c := range groups[p] {
+			if b := c.upAt - c.info.Up; began[p] == 0 || b < began[p] {
+				began[p] = b
+			}
+		}
+	}
 	for _, p := range parents {
 		g := slices.Clone(groups[p])
 		slices.SortStableFunc(g, func(a, b *agentHandle) int { return cmp.Compare(a.info.Up, b.info.Up) })
@@ -189,6 +213,9 @@ func (fe *frontend) agentSamples() []journal.AgentSample {
 			s := journal.AgentSample{Node: a.name, Parent: parent, Rem: (a.info.Up - a.info.Queued).Seconds()}
 			if i > 0 {
 				s.Seq = (a.info.Up - g[i-1].info.Up).Seconds()
+			}
+			if b, ok := began[a.idx]; ok && b > a.upAt {
+				s.Hand = (b - a.upAt).Seconds()
 			}
 			out = append(out, s)
 		}

@@ -6,22 +6,24 @@ import (
 )
 
 // Forecast holds what a launch's prediction needs, in seconds: SEQ, REM
-// (an uncontended remote launch, until the child has connected back) and
-// the contention term (the zero Shared: none).
+// (an uncontended remote launch, until the child has connected back), the
+// handoff Hand (a node other than the root starts its children Hand after
+// it is up: SimConfig.Hand) and the contention term (the zero Shared:
+// none).
 type Forecast struct {
-	Seq, Rem float64
-	Shared   Shared
+	Seq, Rem, Hand float64
+	Shared         Shared
 }
 
 // Predict returns the forecast launch time of pl: from the start of the
-// launch until the last node is up. Without a contention term it is
-// ModelTime exactly; with one, one deterministic run of the simulator with
-// a constant REM.
+// launch until the last node is up. Without a handoff and a contention
+// term it is ModelTime exactly; with them, one deterministic run of the
+// simulator with a constant REM.
 func (pl *Plan) Predict(f Forecast) (float64, error) {
-	if f.Shared.Cores == 0 {
+	if f.Shared.Cores == 0 && f.Hand == 0 {
 		return pl.ModelTime(Model{Seq: f.Seq, Rem: f.Rem})
 	}
-	res, err := Simulate(context.Background(), pl, SimConfig{Seq: f.Seq, Rem: RemDist{Const: f.Rem}, Shared: f.Shared, Runs: 1})
+	res, err := Simulate(context.Background(), pl, SimConfig{Seq: f.Seq, Rem: RemDist{Const: f.Rem}, Hand: f.Hand, Shared: f.Shared, Runs: 1})
 	if err != nil {
 		return 0, err
 	}
@@ -46,15 +48,18 @@ type Chosen struct {
 }
 
 // autoCandidates are the trees auto weighs under f: the greedy tree
-// shaped by f (optimal without a contention term, so the only one then);
-// with one, also greedy shaped by the shared CPU's gap and the fixed
-// shapes.
+// shaped by f (optimal without a handoff and a contention term, so the
+// only one then); with them, also greedy shaped by REM + Hand and by the
+// shared CPU's gap, and the fixed shapes.
 func autoCandidates(f Forecast) []Choice {
 	cs := []Choice{{Tree: "auto", Seq: f.Seq, Rem: f.Rem}}
-	if f.Shared.Cores == 0 {
+	if f.Shared.Cores == 0 && f.Hand == 0 {
 		return cs
 	}
-	cs = append(cs, Choice{Tree: "auto", Seq: f.Seq + f.Shared.Work/float64(f.Shared.Cores), Rem: f.Rem})
+	cs = append(cs, Choice{Tree: "auto", Seq: f.Seq, Rem: f.Rem + f.Hand})
+	if f.Shared.Cores > 0 {
+		cs = append(cs, Choice{Tree: "auto", Seq: f.Seq + f.Shared.Work/float64(f.Shared.Cores), Rem: f.Rem + f.Hand})
+	}
 	for _, k := range []string{"kary:2", "kary:3", "kary:4", "kary:6", "kary:8", "kary:12", "kary:16", "binomial", "2level", "flat"} {
 		cs = append(cs, Choice{Tree: k})
 	}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -164,4 +165,55 @@ func mustBuild(t *testing.T, kind string, n int, p Params) *Plan {
 		t.Fatal(err)
 	}
 	return pl
+}
+
+// TestPredictHandoff: every node but the root starts its children the
+// handoff after it is up, with or without a shared CPU; auto weighs the
+// greedy tree shaped by REM + handoff.
+func TestPredictHandoff(t *testing.T) {
+	chain := mustBuild(t, "kary:1", 6, Params{})
+	got, err := chain.Predict(Forecast{Seq: 0.01, Rem: 0.05, Hand: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 5*0.05 + 4*0.2; math.Abs(got-want) > 1e-9 {
+		t.Errorf("chain: %v, want %v", got, want)
+	}
+	got, _ = chain.Predict(Forecast{Seq: 0.01, Rem: 0.05, Hand: 0.2, Shared: Shared{Cores: 1, Work: 0.02}})
+	if want := 5*0.05 + 4*0.2; math.Abs(got-want) > 1e-9 {
+		t.Errorf("chain with a shared CPU: %v, want %v", got, want)
+	}
+	flat := mustBuild(t, "flat", 9, Params{})
+	got, _ = flat.Predict(Forecast{Seq: 0.01, Rem: 0.05, Hand: 5})
+	if want := 7*0.01 + 0.05; math.Abs(got-want) > 1e-9 {
+		t.Errorf("flat (no handoff below the root): %v, want %v", got, want)
+	}
+	f := Forecast{Seq: 0.01, Rem: 0.1, Hand: 0.3}
+	ch, err := ChooseAuto(33, f, Params{}, nil, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := ChooseAuto(33, Forecast{Seq: 0.01, Rem: 0.1}, Params{}, nil, 0.1)
+	if tp, _ := plain.Plan.Predict(f); ch.Predicted > tp || ch.Plan.Depth() > plain.Plan.Depth() {
+		t.Errorf("with a handoff auto chose %v (%v s, depth %d); the plain greedy tree predicts %v s (depth %d)", ch.Choice, ch.Predicted, ch.Plan.Depth(), tp, plain.Plan.Depth())
+	}
+	if _, err := Simulate(context.Background(), chain, SimConfig{Rem: RemDist{Const: 1}, Hand: -1, Runs: 1}); err == nil {
+		t.Error("a negative handoff was simulated")
+	}
+}
+
+// TestPredictWorkAfter: an agent's work after it is up slows the launches
+// it shares the CPUs with, and waits for nothing itself.
+func TestPredictWorkAfter(t *testing.T) {
+	const w = 0.02
+	chain := mustBuild(t, "kary:1", 3, Params{})
+	got, _ := chain.Predict(Forecast{Rem: w, Shared: Shared{Cores: 1, Work: w, After: 0.05}})
+	if want := 3 * w; math.Abs(got-want) > 1e-9 { // node 2's launch shares the core with node 1's after-work
+		t.Errorf("chain: %v, want %v", got, want)
+	}
+	flat := mustBuild(t, "flat", 3, Params{})
+	got, _ = flat.Predict(Forecast{Rem: w, Shared: Shared{Cores: 1, Work: w, After: 5}})
+	if want := 2 * w; math.Abs(got-want) > 1e-9 {
+		t.Errorf("flat: %v, want %v (the agents' later work waits for nothing)", got, want)
+	}
 }

@@ -97,6 +97,10 @@ type SimConfig struct {
 	BatchWait float64
 	Runs      int    // number of independent runs, >= 1
 	Seed      uint64 // seed of the math/rand/v2 PCG generator
+	// Hand is the handoff: a node other than the root starts launching
+	// its children Hand after it is up (its report reaching the root and
+	// its job coming back down). 0: at once, as in Model.
+	Hand float64
 	// Shared is the contention term (the zero value: none): every
 	// launch's Work is served by a processor-sharing pool of Cores CPUs
 	// from its start, and the child is up Rem - Work after its work is
@@ -113,13 +117,20 @@ type SimConfig struct {
 type Shared struct {
 	Cores int
 	Work  float64
+	// After is the CPU-seconds an agent takes of the pool right after
+	// it is up (its job, its ranks' start, its links), alongside the
+	// launches still in progress; nothing waits for it.
+	After float64
 }
 
 func (s Shared) validate() error {
 	if s.Cores < 0 {
 		return fmt.Errorf("shared cores = %d: must be >= 0", s.Cores)
 	}
-	return checkSeconds("shared work", s.Work)
+	if err := checkSeconds("shared work", s.Work); err != nil {
+		return err
+	}
+	return checkSeconds("shared work after", s.After)
 }
 
 // SimResult summarises the launch times of the runs, in seconds.
@@ -201,35 +212,93 @@ type simulator struct {
 	next    []int32   // batched launchers: index of the next child to start
 	pending []int32   // batched launchers: children of the current batch not yet up
 	latest  []float64 // batched launchers: latest up time in the current batch
-	pool    []psJob   // with Shared: launches holding the shared CPUs, in arrival order
+	pool    psHeap    // with Shared: the work holding the shared CPUs
 }
 
-// psJob is a launch in the shared pool: it is done when the pool's
-// virtual time (CPU-seconds each job received) reaches vt, and its child
-// is up lat later.
+// hand is the handoff of node v: none for the root.
+func (sm *simulator) hand(v int32) float64 {
+	if v == 0 {
+		return 0
+	}
+	return sm.cfg.Hand
+}
+
+// psJob is work in the shared pool: it is done when the pool's virtual
+// time (the CPU-seconds each job in the pool has received) reaches vt;
+// then node (a launch's child; -1 for an agent's work after it is up) is
+// up lat later.
 type psJob struct {
 	node    int32
 	vt, lat float64
+	seq     uint64
+}
+
+// psHeap orders the pool's jobs by the virtual time they are done at:
+// under processor sharing the least remaining work ends first.
+type psHeap []psJob
+
+func (h psHeap) less(i, j int) bool {
+	if h[i].vt != h[j].vt {
+		return h[i].vt < h[j].vt
+	}
+	return h[i].seq < h[j].seq
+}
+
+func (h *psHeap) push(x psJob) {
+	*h = append(*h, x)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !s.less(i, up) {
+			break
+		}
+		s[i], s[up] = s[up], s[i]
+		i = up
+	}
+}
+
+func (h *psHeap) pop() psJob {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(s) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(s) && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }
 
 // runShared simulates one launch with the contention term: launches share
-// the pool's cores (processor sharing), each for Work CPU-seconds. With
-// equal work, jobs finish in arrival order.
+// the pool's cores (processor sharing), each for Work CPU-seconds, and
+// every agent adds After CPU-seconds to the pool when it is up.
 func (sm *simulator) runShared() float64 {
 	pl, sh := sm.pl, sm.cfg.Shared
 	cores := float64(sh.Cores)
 	sm.h = sm.h[:0]
 	sm.pool = sm.pool[:0]
-	head := 0
 	sm.h.push(event{t: 0, seq: 0, node: 0})
 	sm.nseq = 1
 	worst, now, v := 0.0, 0.0, 0.0
-	for len(sm.h) > 0 || head < len(sm.pool) {
-		n := len(sm.pool) - head
+	for len(sm.h) > 0 || len(sm.pool) > 0 {
+		n := len(sm.pool)
 		rate, done := 0.0, math.Inf(1)
 		if n > 0 {
 			rate = min(1, cores/float64(n))
-			done = now + (sm.pool[head].vt-v)/rate
+			done = now + (sm.pool[0].vt-v)/rate
 		}
 		if len(sm.h) > 0 && sm.h[0].t <= done {
 			e := sm.h.pop()
@@ -237,25 +306,28 @@ func (sm *simulator) runShared() float64 {
 			now = e.t
 			if e.cpu {
 				lat := max(sm.cfg.Rem.draw(sm.rng)-sh.Work, 0)
-				sm.pool = append(sm.pool, psJob{node: e.node, vt: v + sh.Work, lat: lat})
+				sm.pool.push(psJob{node: e.node, vt: v + sh.Work, lat: lat, seq: sm.nseq})
+				sm.nseq++
 				continue
 			}
 			worst = max(worst, e.t)
+			if e.node != 0 && sh.After > 0 {
+				sm.pool.push(psJob{node: -1, vt: v + sh.After, seq: sm.nseq})
+				sm.nseq++
+			}
 			c := sm.cfg.Concurrency
 			for q, ch := range pl.Children(int(e.node)) {
-				sm.h.push(event{t: e.t + sm.cfg.Seq*float64(q/c), seq: sm.nseq, node: ch, cpu: true})
+				sm.h.push(event{t: e.t + sm.hand(e.node) + sm.cfg.Seq*float64(q/c), seq: sm.nseq, node: ch, cpu: true})
 				sm.nseq++
 			}
 			continue
 		}
-		j := sm.pool[head]
-		head++
-		if head == len(sm.pool) {
-			sm.pool, head = sm.pool[:0], 0
-		}
+		j := sm.pool.pop()
 		v, now = j.vt, done
-		sm.h.push(event{t: done + j.lat, seq: sm.nseq, node: j.node})
-		sm.nseq++
+		if j.node >= 0 {
+			sm.h.push(event{t: done + j.lat, seq: sm.nseq, node: j.node})
+			sm.nseq++
+		}
 	}
 	return worst
 }
@@ -298,12 +370,12 @@ func (sm *simulator) run() float64 {
 			continue
 		}
 		if pl.batched(int(v), b) {
-			sm.startBatch(v, cs, 0, b, e.t)
+			sm.startBatch(v, cs, 0, b, e.t+sm.hand(v))
 			continue
 		}
 		c := sm.cfg.Concurrency
 		for q, ch := range cs {
-			start := e.t + sm.cfg.Seq*float64(q/c)
+			start := e.t + sm.hand(v) + sm.cfg.Seq*float64(q/c)
 			sm.h.push(event{t: start + sm.cfg.Rem.draw(sm.rng), seq: sm.nseq, node: ch})
 			sm.nseq++
 		}
@@ -332,6 +404,9 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
 	}
 	if err := cfg.Rem.validate(); err != nil {
+		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
+	}
+	if err := checkSeconds("hand", cfg.Hand); err != nil {
 		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
 	}
 	if err := cfg.Shared.validate(); err != nil {
