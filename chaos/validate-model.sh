@@ -7,8 +7,11 @@
 #    CAL_RUNS launches on one host (the uncontended REM), CAL_RUNS flat
 #    launches over CAL_HOSTS hosts (12: no case's size), whose CPU time,
 #    the nodes' sshd (their sessions and agents, reaped) and the
-#    front-end's, divided by the agents launched, is the shared-CPU term's
-#    work per launch (the machine's cores are its cores), and CAL_RUNS
+#    front-end's, divided by the agents launched, is the shared CPU's work
+#    per agent (the machine's cores are its cores). The part of it inside
+#    the launch is what makes the flat launch longer than a lone one: with
+#    n agents sharing C cores, T_flat = (n/C - 1) W + REM, so W = (T_flat -
+#    REM) / (n/C - 1); the rest is the agents' work once up. And CAL_RUNS
 #    chains (kary:1) over 3 hosts, whose agents' handoffs (up to starting
 #    their children) give the handoff. Kept with `ftlaunch plan
 #    --keep-shared` in a cache of the script's own.
@@ -108,7 +111,7 @@ launch() {
 # 1. The calibration run.
 cal=$tmp/cache-cal
 mkdir -p "$cal"
-: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/gap" && : >"$tmp/hand"
+: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/gap" && : >"$tmp/hand" && : >"$tmp/tflat"
 r=1
 while [ $r -le "$CAL_RUNS" ]; do
 	launch "cal-lone-$r" "$cal" 1 1 flat
@@ -116,6 +119,7 @@ while [ $r -le "$CAL_RUNS" ]; do
 	sessions_gone
 	before=$(sshd_cpu)
 	launch "cal-flat-$r" "$cal" "$CAL_HOSTS" 1 flat
+	field measured_seconds "$tmp/cal-flat-$r.json" >>"$tmp/tflat"
 	sessions_gone
 	after=$(sshd_cpu)
 	echo "$before $after $(cat "$tmp/cal-flat-$r.cpu")" | awk -v n="$CAL_HOSTS" '{printf "%.5f\n", ($2-$1+$3)/n}' >>"$tmp/work"
@@ -128,13 +132,17 @@ while [ $r -le "$CAL_RUNS" ]; do
 	r=$((r + 1))
 done
 rem=$(stats "$tmp/lone" | cut -d' ' -f1)
-work=$(stats "$tmp/work" | cut -d' ' -f1)
+total=$(stats "$tmp/work" | cut -d' ' -f1)
+tflat=$(stats "$tmp/tflat" | cut -d' ' -f1)
+work=$(echo "$tflat $rem $CAL_HOSTS $cores $total" | awk '{w = ($3/$4 > 1) ? ($1-$2)/($3/$4-1) : $5; w = (w < 0) ? 0 : (w > $5) ? $5 : w; printf "%.4f\n", w}')
+after=$(echo "$total $work" | awk '{printf "%.4f\n", $1-$2}')
 gap=$(stats "$tmp/gap" | cut -d' ' -f1)
 hand=$(stats "$tmp/hand" | cut -d' ' -f1)
 seq=$(echo "$gap $work $cores" | awk '{s = $1 - $2/$3; printf "%.4f\n", (s > 0 ? s : 0)}')
-XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
+XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-after "$after" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
 echo "calibration run ($CAL_RUNS x 1 host, $CAL_RUNS x $CAL_HOSTS hosts flat): rem $rem s (lone launch, median; p25 p75 $(stats "$tmp/lone" | cut -d' ' -f2-)),"
-echo "  work $work CPU-s per launch (p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-)) on $cores cores, gap $gap s -> seq $seq s,"
+echo "  CPU $total s per agent (p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-)) on $cores cores; flat over $CAL_HOSTS: $tflat s"
+echo "  -> work $work s in the launch, $after s once up; gap $gap s -> seq $seq s,"
 echo "  handoff $hand s ($CAL_RUNS chains of 3 hosts; p25 p75 $(stats "$tmp/hand" | cut -d' ' -f2-))"
 
 # 2. The cases, interleaved: run r of every case before run r+1 of any.
