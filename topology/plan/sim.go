@@ -152,24 +152,22 @@ type event struct {
 	cpu  bool // with Shared: node's launch reaches the shared CPUs (else: node is up)
 }
 
-// before orders events by time, equal times in scheduling order.
-func (e event) before(o event) bool {
-	if e.t != o.t {
-		return e.t < o.t
+type eventHeap []event
+
+func (h eventHeap) less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
 	}
-	return e.seq < o.seq
+	return h[i].seq < h[j].seq
 }
 
-// heapOf is a binary min-heap of values ordered by their before method.
-type heapOf[T interface{ before(T) bool }] []T
-
-func (h *heapOf[T]) push(x T) {
-	*h = append(*h, x)
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
 	s := *h
 	i := len(s) - 1
 	for i > 0 {
 		up := (i - 1) / 2
-		if !s[i].before(s[up]) {
+		if !s.less(i, up) {
 			break
 		}
 		s[i], s[up] = s[up], s[i]
@@ -177,7 +175,7 @@ func (h *heapOf[T]) push(x T) {
 	}
 }
 
-func (h *heapOf[T]) pop() T {
+func (h *eventHeap) pop() event {
 	s := *h
 	top := s[0]
 	last := len(s) - 1
@@ -190,10 +188,10 @@ func (h *heapOf[T]) pop() T {
 			break
 		}
 		m := l
-		if r := l + 1; r < len(s) && s[r].before(s[l]) {
+		if r := l + 1; r < len(s) && s.less(r, l) {
 			m = r
 		}
-		if !s[m].before(s[i]) {
+		if !s.less(m, i) {
 			break
 		}
 		s[i], s[m] = s[m], s[i]
@@ -209,12 +207,12 @@ type simulator struct {
 	pl      *Plan
 	cfg     SimConfig
 	rng     *rand.Rand
-	h       heapOf[event]
+	h       eventHeap
 	nseq    uint64
-	next    []int32       // batched launchers: index of the next child to start
-	pending []int32       // batched launchers: children of the current batch not yet up
-	latest  []float64     // batched launchers: latest up time in the current batch
-	pool    heapOf[psJob] // with Shared: the work holding the shared CPUs
+	next    []int32   // batched launchers: index of the next child to start
+	pending []int32   // batched launchers: children of the current batch not yet up
+	latest  []float64 // batched launchers: latest up time in the current batch
+	pool    psHeap    // with Shared: the work holding the shared CPUs
 }
 
 // hand is the handoff of node v: none for the root.
@@ -235,13 +233,53 @@ type psJob struct {
 	seq     uint64
 }
 
-// before orders the pool's jobs by the virtual time they are done at:
+// psHeap orders the pool's jobs by the virtual time they are done at:
 // under processor sharing the least remaining work ends first.
-func (x psJob) before(o psJob) bool {
-	if x.vt != o.vt {
-		return x.vt < o.vt
+type psHeap []psJob
+
+func (h psHeap) less(i, j int) bool {
+	if h[i].vt != h[j].vt {
+		return h[i].vt < h[j].vt
 	}
-	return x.seq < o.seq
+	return h[i].seq < h[j].seq
+}
+
+func (h *psHeap) push(x psJob) {
+	*h = append(*h, x)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !s.less(i, up) {
+			break
+		}
+		s[i], s[up] = s[up], s[i]
+		i = up
+	}
+}
+
+func (h *psHeap) pop() psJob {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(s) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(s) && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }
 
 // runShared simulates one launch with the contention term: launches share
@@ -382,7 +420,7 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 		pl:      pl,
 		cfg:     cfg,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		h:       make(heapOf[event], 0, 64),
+		h:       make(eventHeap, 0, 64),
 		next:    make([]int32, n),
 		pending: make([]int32, n),
 		latest:  make([]float64, n),
