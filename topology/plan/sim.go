@@ -212,7 +212,12 @@ type simulator struct {
 	next    []int32   // batched launchers: index of the next child to start
 	pending []int32   // batched launchers: children of the current batch not yet up
 	latest  []float64 // batched launchers: latest up time in the current batch
-	pool    psHeap    // with Shared: the work holding the shared CPUs
+	// With Shared: the work holding the shared CPUs, as events whose
+	// time is the pool's virtual time (CPU-seconds each job received)
+	// at which it is done; node -1 is an agent's work once up. lat[v] is
+	// how long after its launch's work node v is up.
+	pool eventHeap
+	lat  []float64
 }
 
 // hand is the handoff of node v: none for the root.
@@ -221,65 +226,6 @@ func (sm *simulator) hand(v int32) float64 {
 		return 0
 	}
 	return sm.cfg.Hand
-}
-
-// psJob is work in the shared pool: it is done when the pool's virtual
-// time (the CPU-seconds each job in the pool has received) reaches vt;
-// then node (a launch's child; -1 for an agent's work after it is up) is
-// up lat later.
-type psJob struct {
-	node    int32
-	vt, lat float64
-	seq     uint64
-}
-
-// psHeap orders the pool's jobs by the virtual time they are done at:
-// under processor sharing the least remaining work ends first.
-type psHeap []psJob
-
-func (h psHeap) less(i, j int) bool {
-	if h[i].vt != h[j].vt {
-		return h[i].vt < h[j].vt
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *psHeap) push(x psJob) {
-	*h = append(*h, x)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		up := (i - 1) / 2
-		if !s.less(i, up) {
-			break
-		}
-		s[i], s[up] = s[up], s[i]
-		i = up
-	}
-}
-
-func (h *psHeap) pop() psJob {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(s) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(s) && s.less(r, l) {
-			m = r
-		}
-		if !s.less(m, i) {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
 }
 
 // runShared simulates one launch with the contention term: launches share
@@ -298,21 +244,21 @@ func (sm *simulator) runShared() float64 {
 		rate, done := 0.0, math.Inf(1)
 		if n > 0 {
 			rate = min(1, cores/float64(n))
-			done = now + (sm.pool[0].vt-v)/rate
+			done = now + (sm.pool[0].t-v)/rate
 		}
 		if len(sm.h) > 0 && sm.h[0].t <= done {
 			e := sm.h.pop()
 			v += (e.t - now) * rate
 			now = e.t
 			if e.cpu {
-				lat := max(sm.cfg.Rem.draw(sm.rng)-sh.Work, 0)
-				sm.pool.push(psJob{node: e.node, vt: v + sh.Work, lat: lat, seq: sm.nseq})
+				sm.lat[e.node] = max(sm.cfg.Rem.draw(sm.rng)-sh.Work, 0)
+				sm.pool.push(event{t: v + sh.Work, seq: sm.nseq, node: e.node})
 				sm.nseq++
 				continue
 			}
 			worst = max(worst, e.t)
 			if e.node != 0 && sh.After > 0 {
-				sm.pool.push(psJob{node: -1, vt: v + sh.After, seq: sm.nseq})
+				sm.pool.push(event{t: v + sh.After, seq: sm.nseq, node: -1})
 				sm.nseq++
 			}
 			c := sm.cfg.Concurrency
@@ -323,9 +269,9 @@ func (sm *simulator) runShared() float64 {
 			continue
 		}
 		j := sm.pool.pop()
-		v, now = j.vt, done
+		v, now = j.t, done
 		if j.node >= 0 {
-			sm.h.push(event{t: done + j.lat, seq: sm.nseq, node: j.node})
+			sm.h.push(event{t: done + sm.lat[j.node], seq: sm.nseq, node: j.node})
 			sm.nseq++
 		}
 	}
@@ -424,6 +370,9 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 		next:    make([]int32, n),
 		pending: make([]int32, n),
 		latest:  make([]float64, n),
+	}
+	if cfg.Shared.Cores > 0 {
+		sm.lat = make([]float64, n)
 	}
 	res := SimResult{Runs: cfg.Runs, Times: make([]float64, 0, cfg.Runs)}
 	for range cfg.Runs {
