@@ -102,13 +102,23 @@ func (c *Calibration) Add(f Figure, rems []float64) {
 
 // RemQuantile and SeqQuantile are the q-quantiles (0 <= q <= 1, linear
 // between the order statistics) of the window's figures; a calibration
-// without a window has its one figure.
+// without a window has its one figure. A launch of one agent measured
+// no SEQ: SeqQuantile skips it (and is the kept Seq if all were such).
 func (c *Calibration) RemQuantile(q float64) float64 {
 	return c.quantile(q, func(f Figure) float64 { return f.Rem }, c.Rem)
 }
 
 func (c *Calibration) SeqQuantile(q float64) float64 {
-	return c.quantile(q, func(f Figure) float64 { return f.Seq }, c.Seq)
+	var xs []float64
+	for _, f := range c.Window {
+		if f.Agents > 1 {
+			xs = append(xs, f.Seq)
+		}
+	}
+	if len(xs) == 0 {
+		return c.Seq
+	}
+	return Quantile(xs, q)
 }
 
 // HandQuantile is the q-quantile of the handoffs of the window's

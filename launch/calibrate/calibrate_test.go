@@ -47,6 +47,11 @@ func TestWindow(t *testing.T) {
 	if got := c.Noise(); got != max(want, MinNoise) {
 		t.Errorf("noise %v, want %v", got, max(want, MinNoise))
 	}
+	// A launch of one agent measured no SEQ.
+	c.Add(Figure{Seq: 0, Rem: 0.41, Agents: 1}, nil)
+	if c.Seq != 0.05 {
+		t.Errorf("SEQ %v after a launch of one agent, want 0.05", c.Seq)
+	}
 	// Samples were zero: a kept file with them is refused.
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	if _, err := SaveCalibration("ssh", c); err != nil {
