@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-mpi clean
+.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-mpi validate-model clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -100,6 +100,9 @@ bench-mpi: deps build ## an MPI job's start (MPI_Init + barrier + finalize, BENC
 
 bench-replicas: build ## the state log's cost: the demo with --replicas 1 and 3, interleaved (OLD=path: an older ftlaunch beside them)
 	sh chaos/bench-replicas.sh $(BIN)/ftlaunch $(BIN)/ftdemo $(or $(RUNS),15) $(OLD)
+
+validate-model: deps build ftcluster-bin ## the launch model against measured launches on emulated hosts: HOSTS x PPN x TREES, RUNS each, after a calibration run of its own (root; chaos/validate-model.sh)
+	sh chaos/validate-model.sh $(BIN)/ftlaunch $(FTCLUSTER_BIN)
 
 clean: ## remove built binaries
 	rm -rf $(BIN) chaos/.bin

@@ -257,6 +257,7 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 		fmt.Fprintln(tw, "  (no launch milestones recorded)")
 	}
 	tw.Flush()
+	writeModel(bw, rep.Model)
 
 	writeRecoveries(bw, rep)
 
@@ -278,7 +279,7 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 
 	fmt.Fprintf(bw, "\nPlan (%s tree, root %s)\n", orDash(rep.Plan.Kind), orDash(rep.Plan.Root))
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NODE\tLEVEL\tPRIMARY\tBACKUP\tADDRESS\tRANKS\tUP\tRANKS STARTED")
+	fmt.Fprintln(tw, "  NODE\tLEVEL\tPRIMARY\tBACKUP\tADDRESS\tRANKS\tUP\tRANKS STARTED\tREM\tSEQ")
 	for _, a := range rep.Agents {
 		started := relTime(rep, a.RanksUp)
 		if len(a.RanksRestarted) > 0 {
@@ -293,8 +294,8 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 			}
 			started += " (again: " + strings.Join(again, ", ") + ")"
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", a.Node, a.Level, orDash(a.Primary), orDash(a.Backup), orDash(a.Addr), a.Ranks,
-			relTime(rep, a.Up), started)
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Node, a.Level, orDash(a.Primary), orDash(a.Backup), orDash(a.Addr), a.Ranks,
+			relTime(rep, a.Up), started, sampleSec(a.Rem), sampleSec(a.Seq))
 	}
 	tw.Flush()
 	// The replicas the group had last (the raft configuration): the plan
@@ -656,4 +657,35 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	}
 	_, e.err = e.w.Write(p)
 	return len(p), nil
+}
+
+// sampleSec formats a model sample in seconds, "-" when not recorded.
+func sampleSec(s float64) string {
+	if s == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3fs", s)
+}
+
+// writeModel says the launch-time model's prediction beside the
+// launch's measurement (docs/model.md), if the launch recorded them.
+func writeModel(w io.Writer, m *journal.ReportModel) {
+	if m == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nModel    %s tree: predicted %.3f s, measured %.3f s", orDash(m.Tree), m.PredictedSeconds, m.MeasuredSeconds)
+	if m.Error != 0 {
+		fmt.Fprintf(w, " (%+.0f %%)", 100*m.Error)
+	}
+	fmt.Fprintf(w, "\n         seq %.3f s, rem %.3f s, handoff %.3f s from %s", m.Seq, m.Rem, m.Hand, orDash(m.Source))
+	if m.Launches > 0 {
+		fmt.Fprintf(w, " (p%.0f of %d launches; rem p25-p75 %.3f-%.3f s)", 100*m.Quantile, m.Launches, m.RemLow, m.RemHigh)
+	}
+	if m.Cores > 0 {
+		fmt.Fprintf(w, "; shared CPU: %d cores, %.1f ms each launch, %.1f ms each agent once up", m.Cores, 1000*m.Work, 1000*m.After)
+	}
+	fmt.Fprintln(w)
+	if m.Choice != "" {
+		fmt.Fprintf(w, "         auto: %s\n", m.Choice)
+	}
 }

@@ -9,9 +9,11 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
@@ -33,9 +35,20 @@ Model (seconds):
   --rem R             time of one remote launch (default 0.034)
   --batch b           leaf launchers start b children at a time (default 0: no batching)
   --batch-wait W      wait after each batch is up (needs --batch)
+  --hand H            handoff: a node other than the root starts its children H after it is up
+                      (its report to the root and its job coming back; default 0)
+  --cores C           contention: launches share C CPUs (hosts on one machine; default 0: none)
+  --work W            contention: CPU-seconds each launch takes of them (needs --cores)
+  --work-after A      contention: CPU-seconds each agent takes of them once it is up (needs --cores)
+                      Without --seq/--rem/--cores, auto takes the kept calibration: the median
+                      of the last launches' figures (and its shared CPU, if a calibration run
+                      kept one), and keeps its last tree unless a new one is better by more
+                      than the calibration's noise.
 Simulation:
   --simulate          run the discrete-event simulator
-  --rem-samples FILE  draw REM from FILE, one value in seconds per line
+  --rem-samples FILE  draw REM from FILE, one value in seconds per line ("kept": the agents'
+                      REM samples of the kept calibration)
+  --rem-median R      scale the samples so that their median is R: their spread at another REM
   --runs K            number of runs (default 100)
   --seed S            random seed (default 1)
   --concurrency C     launches one node starts at once (default 1)
@@ -43,6 +56,9 @@ Output:
   --calibrated        print the SEQ and REM measured by the last launch over SSH (kept in the
                       user's cache directory; auto uses them unless --seq/--rem are given)
   --launcher L        whose calibration: ssh (default) or slurm (launches by srun)
+  --keep-shared       keep --cores, --work, --seq and --rem as the calibration's shared-CPU term
+                      (what a calibration run measured: chaos/validate-model.sh); --cores 0
+                      removes it
   --show              print the tree with order, backup and modeled launch time
   --json              print one JSON object instead of text
   --help              print this help
@@ -66,6 +82,12 @@ type planOptions struct {
 	runs        int
 	seed        uint64
 	concurrency int
+	cores       int
+	work        float64
+	workAfter   float64
+	keepShared  bool
+	remMedian   float64
+	hand        float64
 	set         map[string]bool // flags given on the command line
 }
 
@@ -93,6 +115,9 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if opts.calibrated {
 		return showCalibration(stdout, stderr, opts.launcher)
+	}
+	if opts.keepShared {
+		return keepShared(stdout, stderr, opts)
 	}
 	rep, err := buildPlanReport(context.Background(), opts)
 	if err != nil {
@@ -137,6 +162,12 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	fs.IntVar(&o.runs, "runs", 100, "")
 	fs.Uint64Var(&o.seed, "seed", 1, "")
 	fs.IntVar(&o.concurrency, "concurrency", 1, "")
+	fs.IntVar(&o.cores, "cores", 0, "")
+	fs.Float64Var(&o.work, "work", 0, "")
+	fs.Float64Var(&o.workAfter, "work-after", 0, "")
+	fs.BoolVar(&o.keepShared, "keep-shared", false, "")
+	fs.Float64Var(&o.remMedian, "rem-median", 0, "")
+	fs.Float64Var(&o.hand, "hand", 0, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -154,6 +185,26 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	if o.calibrated && (len(o.set) == 1 || len(o.set) == 2 && o.set["launcher"]) {
 		return o, nil // --calibrated alone shows the calibration
 	}
+	switch {
+	case o.cores < 0:
+		return nil, usageErrorf("--cores must be >= 0 (got %d)", o.cores)
+	case o.work < 0 || o.work != o.work || o.work > 1e9:
+		return nil, usageErrorf("--work must be a number of seconds in [0, 1e9] (got %v)", o.work)
+	case o.set["work"] && o.cores == 0:
+		return nil, usageErrorf("--work needs --cores")
+	case o.workAfter < 0 || o.workAfter != o.workAfter || o.workAfter > 1e9:
+		return nil, usageErrorf("--work-after must be a number of seconds in [0, 1e9] (got %v)", o.workAfter)
+	case o.set["work-after"] && o.cores == 0:
+		return nil, usageErrorf("--work-after needs --cores")
+	case o.cores > 0 && o.batch > 0:
+		return nil, usageErrorf("--batch with --cores is not modeled")
+	case o.keepShared && o.cores > 0 && (!o.set["work"] || !o.set["seq"] || !o.set["rem"]):
+		return nil, usageErrorf("--keep-shared needs --cores, --work, --seq and --rem, and takes --hand (what the calibration run measured)")
+	case o.keepShared && (o.hand < 0 || o.hand != o.hand || o.hand > 1e9):
+		return nil, usageErrorf("--hand must be a number of seconds in [0, 1e9] (got %v)", o.hand)
+	case o.keepShared:
+		return o, nil
+	}
 
 	n, err := nodeCount(o)
 	if err != nil {
@@ -163,7 +214,7 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	for _, c := range []struct {
 		name string
 		v    float64
-	}{{"seq", o.seq}, {"rem", o.rem}, {"batch-wait", o.batchWait}} {
+	}{{"seq", o.seq}, {"rem", o.rem}, {"batch-wait", o.batchWait}, {"hand", o.hand}} {
 		if c.v < 0 || c.v != c.v || c.v > 1e9 {
 			return nil, usageErrorf("--%s must be a number of seconds in [0, 1e9] (got %v)", c.name, c.v)
 		}
@@ -180,8 +231,14 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	case o.concurrency < 1:
 		return nil, usageErrorf("--concurrency must be >= 1 (got %d)", o.concurrency)
 	}
+	if o.set["rem-median"] && (o.remSamples == "" || !(o.remMedian > 0) || o.remMedian > 1e9) {
+		return nil, usageErrorf("--rem-median needs --rem-samples and a number of seconds > 0 (got %v)", o.remMedian)
+	}
+	if o.cores > 0 && o.concurrency > 1 {
+		return nil, usageErrorf("--concurrency with --cores is not modeled")
+	}
 	if !o.simulate {
-		for _, name := range []string{"rem-samples", "runs", "seed", "concurrency"} {
+		for _, name := range []string{"rem-samples", "rem-median", "runs", "seed", "concurrency"} {
 			if o.set[name] {
 				return nil, usageErrorf("--%s needs --simulate", name)
 			}
@@ -207,8 +264,45 @@ func showCalibration(stdout, stderr io.Writer, launcher string) int {
 			p, plan.DefaultSeq, plan.DefaultRem, launcher)
 		return 0
 	}
-	fmt.Fprintf(stdout, "seq       %.4f s\nrem       %.4f s\nagents    %d\nmeasured  %s\nfile      %s\n",
-		c.Seq, c.Rem, c.Agents, c.Measured.Format("2006-01-02 15:04:05 UTC"), p)
+	fmt.Fprintf(stdout, "seq       %.4f s (p50; p25-p75 %.4f-%.4f s)\nrem       %.4f s (p50; p25-p75 %.4f-%.4f s)\nhandoff   %.4f s (p50 of the launches that measured one)\nlaunches  %d (noise %.0f %%), %d agents' REM samples\nagents    %d (the last launch)\nmeasured  %s\n",
+		c.Seq, c.SeqQuantile(0.25), c.SeqQuantile(0.75), c.Rem, c.RemQuantile(0.25), c.RemQuantile(0.75), c.HandQuantile(0.5),
+		max(len(c.Window), 1), 100*c.Noise(), len(c.RemSamples), c.Agents, c.Measured.Format("2006-01-02 15:04:05 UTC"))
+	if s := c.Shared; s != nil {
+		fmt.Fprintf(stdout, "shared    %d cores, %.4f s of CPU each launch, %.4f s each agent once up; uncontended seq %.4f s, rem %.4f s, handoff %.4f s (a calibration run of %s)\n",
+			s.Cores, s.Work, s.After, s.Seq, s.Rem, s.Hand, s.Measured.Format("2006-01-02 15:04:05 UTC"))
+	}
+	if a := c.Auto; a != nil {
+		fmt.Fprintf(stdout, "auto      %s for %d nodes (its last choice)\n", plan.Choice{Tree: a.Tree, Seq: a.Seq, Rem: a.Rem}, a.Nodes)
+	}
+	fmt.Fprintf(stdout, "file      %s\n", p)
+	return 0
+}
+
+// keepShared keeps the calibration run's shared-CPU term (or, with
+// --cores 0, removes it).
+func keepShared(stdout, stderr io.Writer, o *planOptions) int {
+	c, err := launch.LoadCalibration(o.launcher)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
+		return 1
+	}
+	if c == nil {
+		if o.cores == 0 {
+			return 0
+		}
+		// No launch yet: the run's figures stand for the window too.
+		c = &launch.Calibration{Seq: o.seq, Rem: o.rem}
+	}
+	c.Shared = nil
+	if o.cores > 0 {
+		c.Shared = &calibrate.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, Seq: o.seq, Rem: o.rem, Hand: o.hand, Measured: time.Now().UTC()}
+	}
+	p, err := calibrate.SaveCalibration(o.launcher, *c)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch plan: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "kept in %s\n", p)
 	return 0
 }
 
@@ -240,24 +334,48 @@ func nodeCount(o *planOptions) (int, error) {
 // planReport is what `ftlaunch plan` prints; its JSON form is the --json
 // output.
 type planReport struct {
-	Tree         string      `json:"tree"`
-	ShapeSeq     float64     `json:"shape_seq,omitempty"`
-	ShapeRem     float64     `json:"shape_rem,omitempty"`
-	Nodes        int         `json:"nodes"`
-	Seq          float64     `json:"seq"`
-	Rem          float64     `json:"rem"`
-	Batch        int         `json:"batch"`
-	BatchWait    float64     `json:"batch_wait"`
-	Replicas     int         `json:"replicas"`
-	ReplicaNodes []int32     `json:"replica_nodes"`
-	Depth        int         `json:"depth"`
-	MaxChildren  int         `json:"max_children"`
-	MaxFostered  int         `json:"max_fostered"`
-	Modeled      float64     `json:"modeled_seconds"`
-	Simulation   *simReport  `json:"simulation,omitempty"`
-	Plan         *planArrays `json:"plan,omitempty"`
-	pl           *plan.Plan
-	launchTimes  []float64
+	Tree         string  `json:"tree"`
+	ShapeSeq     float64 `json:"shape_seq,omitempty"`
+	ShapeRem     float64 `json:"shape_rem,omitempty"`
+	Nodes        int     `json:"nodes"`
+	Seq          float64 `json:"seq"`
+	Rem          float64 `json:"rem"`
+	Batch        int     `json:"batch"`
+	BatchWait    float64 `json:"batch_wait"`
+	Replicas     int     `json:"replicas"`
+	ReplicaNodes []int32 `json:"replica_nodes"`
+	Depth        int     `json:"depth"`
+	MaxChildren  int     `json:"max_children"`
+	MaxFostered  int     `json:"max_fostered"`
+	Modeled      float64 `json:"modeled_seconds"`
+	// Cores and Work are the contention term (0: none); Predicted is the
+	// launch's forecast with it (Modeled without one).
+	Cores     int     `json:"cores,omitempty"`
+	Work      float64 `json:"work_seconds,omitempty"`
+	WorkAfter float64 `json:"work_after_seconds,omitempty"`
+	Hand      float64 `json:"hand_seconds,omitempty"`
+	Predicted float64 `json:"predicted_seconds"`
+	// AutoChose is the tree auto chose (the kind's name), AutoWhy why it
+	// kept or changed its last one.
+	AutoChose   string      `json:"auto_chose,omitempty"`
+	AutoWhy     string      `json:"auto_why,omitempty"`
+	Calibration *calReport  `json:"calibration,omitempty"`
+	Simulation  *simReport  `json:"simulation,omitempty"`
+	Plan        *planArrays `json:"plan,omitempty"`
+	pl          *plan.Plan
+	launchTimes []float64
+}
+
+// calReport says which kept calibration the plan took: the quantile of
+// its window, the window's size, REM's spread and the noise it implies.
+type calReport struct {
+	Quantile float64 `json:"quantile"`
+	Launches int     `json:"launches"`
+	RemP25   float64 `json:"rem_p25"`
+	RemP75   float64 `json:"rem_p75"`
+	Noise    float64 `json:"noise"`
+	Samples  int     `json:"rem_samples"`
+	Shared   bool    `json:"shared"`
 }
 
 type simReport struct {
@@ -265,7 +383,9 @@ type simReport struct {
 	Seed        uint64  `json:"seed"`
 	Concurrency int     `json:"concurrency"`
 	RemSamples  string  `json:"rem_samples,omitempty"`
+	RemMedian   float64 `json:"rem_median,omitempty"`
 	Median      float64 `json:"median_seconds"`
+	P95         float64 `json:"p95_seconds"`
 	P99         float64 `json:"p99_seconds"`
 	Min         float64 `json:"min_seconds"`
 	Max         float64 `json:"max_seconds"`
@@ -285,23 +405,46 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		return nil, fmt.Errorf("--tree: %w", err)
 	}
 	params := plan.Params{Seq: o.seq, Rem: o.rem, Replicas: o.replicas}
+	var kept *launch.Calibration
+	noise := calibrate.MinNoise
+	var prev *plan.Choice
 	switch {
-	case kind.Shape == plan.Auto && (o.set["seq"] || o.set["rem"]):
+	case kind.Shape == plan.Auto && (o.set["seq"] || o.set["rem"] || o.set["cores"] || o.set["hand"]):
 		// Explicit figures are a calibration.
 		params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
 	case kind.Shape == plan.Auto:
-		// The figures the last launch over SSH measured, if any.
+		// The kept calibration, if any: the window's medians, or a
+		// calibration run's shared-CPU term.
 		c, err := launch.LoadCalibration(o.launcher)
 		if err != nil {
 			return nil, err
 		}
 		if c != nil {
-			o.seq, o.rem = c.Seq, c.Rem
-			params.Seq, params.Rem = c.Seq, c.Rem
-			params.Calibration = &plan.Calibration{Seq: c.Seq, Rem: c.Rem}
+			kept, noise = c, c.Noise()
+			o.seq, o.rem, o.hand = c.SeqQuantile(0.5), c.RemQuantile(0.5), c.HandQuantile(0.5)
+			if s := c.Shared; s != nil {
+				o.seq, o.rem, o.hand, o.cores, o.work, o.workAfter = s.Seq, s.Rem, s.Hand, s.Cores, s.Work, s.After
+			}
+			params.Seq, params.Rem = o.seq, o.rem
+			params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
+			if a := c.Auto; a != nil && a.Nodes == o.nodes {
+				prev = &plan.Choice{Tree: a.Tree, Seq: a.Seq, Rem: a.Rem}
+			}
 		}
 	}
-	pl, err := plan.Build(kind, o.nodes, params)
+	forecast := plan.Forecast{Seq: o.seq, Rem: o.rem, Hand: o.hand, Shared: plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter}}
+	var pl *plan.Plan
+	why := ""
+	if kind.Shape == plan.Auto {
+		ch, err := plan.ChooseAuto(o.nodes, forecast, params, prev, noise)
+		if err != nil {
+			return nil, err
+		}
+		pl, why = ch.Plan, ch.Why
+	} else if pl, err = plan.Build(kind, o.nodes, params); err != nil {
+		return nil, err
+	}
+	predicted, err := pl.Predict(forecast)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +458,15 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		Nodes: pl.N(), Seq: o.seq, Rem: o.rem, Batch: o.batch, BatchWait: o.batchWait,
 		Replicas: len(pl.ReplicaNodes), ReplicaNodes: pl.ReplicaNodes,
 		Depth: pl.Depth(), MaxChildren: pl.MaxChildren(), MaxFostered: maxFostered(pl),
+		Cores: o.cores, Work: o.work, WorkAfter: o.workAfter, Hand: o.hand, Predicted: predicted, AutoChose: pl.Kind.String(), AutoWhy: why,
 		pl: pl, launchTimes: times,
+	}
+	if kind.Shape != plan.Auto {
+		rep.AutoChose = ""
+	}
+	if kept != nil {
+		rep.Calibration = &calReport{Quantile: 0.5, Launches: max(len(kept.Window), 1), RemP25: kept.RemQuantile(0.25), RemP75: kept.RemQuantile(0.75),
+			Noise: noise, Samples: len(kept.RemSamples), Shared: kept.Shared != nil}
 	}
 	for _, t := range times {
 		rep.Modeled = max(rep.Modeled, t)
@@ -325,21 +476,41 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 	}
 	if o.simulate {
 		rem := plan.RemDist{Const: o.rem}
-		if o.remSamples != "" {
+		switch o.remSamples {
+		case "":
+		case "kept":
+			c, err := launch.LoadCalibration(o.launcher)
+			if err != nil {
+				return nil, err
+			}
+			if c == nil || len(c.RemSamples) == 0 {
+				return nil, errors.New("--rem-samples kept: no REM samples kept yet (a launch over SSH keeps them)")
+			}
+			rem = plan.RemDist{Samples: c.RemSamples}
+		default:
 			if rem, err = plan.LoadRemSamples(o.remSamples); err != nil {
 				return nil, fmt.Errorf("--rem-samples: %w", err)
 			}
 		}
+		if o.remMedian > 0 {
+			f := o.remMedian / calibrate.Quantile(rem.Samples, 0.5)
+			scaled := make([]float64, len(rem.Samples))
+			for i, x := range rem.Samples {
+				scaled[i] = x * f
+			}
+			rem.Samples = scaled
+		}
 		res, err := plan.Simulate(ctx, pl, plan.SimConfig{
 			Seq: o.seq, Rem: rem, Concurrency: o.concurrency,
 			Batch: o.batch, BatchWait: o.batchWait, Runs: o.runs, Seed: o.seed,
+			Hand: o.hand, Shared: plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter},
 		})
 		if err != nil {
 			return nil, err
 		}
 		rep.Simulation = &simReport{
-			Runs: res.Runs, Seed: o.seed, Concurrency: o.concurrency, RemSamples: o.remSamples,
-			Median: res.Median, P99: res.P99, Min: res.Min, Max: res.Max, Mean: res.Mean,
+			Runs: res.Runs, Seed: o.seed, Concurrency: o.concurrency, RemSamples: o.remSamples, RemMedian: o.remMedian,
+			Median: res.Median, P95: res.P95, P99: res.P99, Min: res.Min, Max: res.Max, Mean: res.Mean,
 		}
 	}
 	return rep, nil
@@ -421,6 +592,9 @@ func writePlanText(w io.Writer, rep *planReport, show bool) error {
 	if rep.ShapeSeq != 0 || rep.ShapeRem != 0 {
 		tree += fmt.Sprintf(" (shaped by seq %s, rem %s)", seconds(rep.ShapeSeq), seconds(rep.ShapeRem))
 	}
+	if rep.AutoChose != "" && rep.AutoChose != "auto" {
+		tree += " chose " + rep.AutoChose
+	}
 	fmt.Fprintf(&b, "tree          %s\n", tree)
 	fmt.Fprintf(&b, "nodes         %d\n", rep.Nodes)
 	reps := make([]string, len(rep.ReplicaNodes))
@@ -436,13 +610,32 @@ func writePlanText(w io.Writer, rep *planReport, show bool) error {
 		model += fmt.Sprintf(", batch %d, batch wait %s", rep.Batch, seconds(rep.BatchWait))
 	}
 	fmt.Fprintf(&b, "modeled       %s (%s)\n", seconds(rep.Modeled), model)
+	switch {
+	case rep.Cores > 0:
+		fmt.Fprintf(&b, "predicted     %s (handoff %s; %d shared cores, %s of CPU each launch, %s each agent once up)\n", seconds(rep.Predicted), seconds(rep.Hand), rep.Cores, seconds(rep.Work), seconds(rep.WorkAfter))
+	case rep.Hand > 0:
+		fmt.Fprintf(&b, "predicted     %s (handoff %s)\n", seconds(rep.Predicted), seconds(rep.Hand))
+	}
+	if c := rep.Calibration; c != nil {
+		fmt.Fprintf(&b, "calibration   p%.0f of %d launch(es), rem p25-p75 %s-%s, noise %.0f %%", 100*c.Quantile, c.Launches, seconds(c.RemP25), seconds(c.RemP75), 100*c.Noise)
+		if c.Shared {
+			b.WriteString("; seq, rem and the shared CPU from the calibration run")
+		}
+		b.WriteString("\n")
+	}
+	if rep.AutoWhy != "" {
+		fmt.Fprintf(&b, "auto          %s\n", rep.AutoWhy)
+	}
 	if s := rep.Simulation; s != nil {
 		src := "constant rem"
 		if s.RemSamples != "" {
 			src = "rem from " + s.RemSamples
 		}
-		fmt.Fprintf(&b, "simulated     median %s, p99 %s, min %s, max %s (%d runs, seed %d, concurrency %d, %s)\n",
-			seconds(s.Median), seconds(s.P99), seconds(s.Min), seconds(s.Max), s.Runs, s.Seed, s.Concurrency, src)
+		if s.RemMedian > 0 {
+			src += fmt.Sprintf(" scaled to a median of %s", seconds(s.RemMedian))
+		}
+		fmt.Fprintf(&b, "simulated     median %s, p95 %s, p99 %s, min %s, max %s (%d runs, seed %d, concurrency %d, %s)\n",
+			seconds(s.Median), seconds(s.P95), seconds(s.P99), seconds(s.Min), seconds(s.Max), s.Runs, s.Seed, s.Concurrency, src)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -107,7 +107,7 @@ all name this machine - localhost, 127.0.0.1, its host name - run here without S
 
 Launch tree (hosts and --test-nodes): the front-end starts some agents, which
 start others, as in ftlaunch plan.
-  --tree KIND              auto (default: greedy on the calibrated model), greedy, kary:K, 2level,
+  --tree KIND              auto (default: the fastest tree on the calibrated model), greedy, kary:K, 2level,
                            binomial, flat
   --batch B                leaf launchers start their children B at a time (default: all at once)
   --prestage               copy the program down the tree to each node's local storage (TMPDIR)

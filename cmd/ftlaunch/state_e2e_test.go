@@ -47,9 +47,20 @@ func TestRunKeepsStateLog(t *testing.T) {
 		} `json:"ranks"`
 		Events []json.RawMessage `json:"events"`
 		Plan   json.RawMessage   `json:"plan"`
+		Model  *launchModel      `json:"model"`
+		Agents []struct {
+			Node string  `json:"node"`
+			Rem  float64 `json:"rem_seconds"`
+		} `json:"agents"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("inspect --json: %v\n%s", err, r.stdout)
+	}
+	checkLaunchModel(t, rep.Model, "kary:2", 4)
+	for _, a := range rep.Agents {
+		if a.Rem <= 0 {
+			t.Errorf("agent %s: rem %v", a.Node, a.Rem)
+		}
 	}
 	if !rep.Status.Done || rep.Status.ExitCode != 0 || len(rep.Ranks) != 8 {
 		t.Fatalf("status %+v, %d ranks:\n%s", rep.Status, len(rep.Ranks), r.stdout)

@@ -155,6 +155,7 @@ type record struct {
 	phase   *RecoveryPhase
 	sync    chan error
 	finish  *raftstore.Status
+	model   *ModelMeasured
 }
 
 type started struct {

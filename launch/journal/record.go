@@ -65,6 +65,8 @@ type Plan struct {
 	// Change says what changed, for a plan recorded again after a loss
 	// ("node7 moved under node4: ..."; "": the first plan).
 	Change string
+	// Model is the launch-time prediction for this plan (nil: none).
+	Model *ModelPrediction
 }
 
 // PlanNode is one agent's place in the tree.

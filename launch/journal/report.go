@@ -39,6 +39,10 @@ type Report struct {
 	// the restart protocol that recovered it.
 	Recoveries []Recovery   `json:"recoveries"`
 	Ranks      []ReportRank `json:"ranks"`
+	// Model is the launch-time model's prediction beside the launch's
+	// measurement (nil: neither recorded, as for test nodes' single
+	// local agent).
+	Model *ReportModel `json:"model,omitempty"`
 	// Invariants lists violated invariants (raftstore.CheckInvariants);
 	// empty when the state is consistent.
 	Invariants []string `json:"invariant_violations,omitempty"`
@@ -96,7 +100,11 @@ type AgentTimeline struct {
 	RanksUp        time.Time   `json:"ranks_started,omitzero"`
 	RanksRestarted []time.Time `json:"ranks_restarted,omitempty"`
 	LastExit       time.Time   `json:"last_exit,omitzero"`
-	Marks          []Mark      `json:"marks,omitempty"`
+	// Rem and Seq are its launch's sample of the model's parameters
+	// (seconds; AgentSample), when the launch recorded them.
+	Rem   float64 `json:"rem_seconds,omitempty"`
+	Seq   float64 `json:"seq_seconds,omitempty"`
+	Marks []Mark  `json:"marks,omitempty"`
 }
 
 // Mark is a failure or recovery event on the timeline.
@@ -358,6 +366,9 @@ func Analyze(s *raftstore.State) *Report {
 				nodeExit[ev.Node] = re // the first: a node's failed ranks end together
 			}
 		}
+		if analyzeModel(rep, ev) {
+			continue
+		}
 		a := agent(ev.Node)
 		switch ev.Kind {
 		case raftstore.EventLaunch:
@@ -413,6 +424,13 @@ func Analyze(s *raftstore.State) *Report {
 		case raftstore.EventJobEnd:
 			milestones.end = ev.Time
 			rep.Status.End, rep.Status.EndMS = ev.Time, at(ev.Time)
+		}
+	}
+	if rep.Model != nil {
+		for _, s := range rep.Model.Agents {
+			if a := agents[s.Node]; a != nil {
+				a.Rem, a.Seq = s.Rem, s.Seq
+			}
 		}
 	}
 	slices.SortStableFunc(order, func(a, b *AgentTimeline) int { return cmp.Compare(a.Level, b.Level) })

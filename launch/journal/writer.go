@@ -229,6 +229,8 @@ func (w *writer) absorb(rec record) {
 		w.syncs = append(w.syncs, rec.sync)
 	case rec.finish != nil:
 		w.finish, w.finishAt = rec.finish, rec.at
+	case rec.model != nil:
+		w.absorbMeasured(rec.at, rec.model)
 	}
 }
 
@@ -268,6 +270,14 @@ func (w *writer) absorbPlan(at time.Time, p *Plan) {
 		d = detail(StepPlan, "changed: %s", p.Change)
 	}
 	w.event(raftstore.Event{Time: at, Kind: raftstore.EventLaunch, Node: root, Rank: raftstore.NoRank, Detail: d})
+	if p.Model != nil {
+		ev, err := modelEvent(at, StepModel, p.Model)
+		if err != nil {
+			w.bad("%v", err)
+		} else {
+			w.event(ev)
+		}
+	}
 	w.urgent = true
 }
 

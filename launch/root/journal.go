@@ -37,6 +37,9 @@ func (fe *frontend) journalPlan(change string) {
 		kind = fe.plan.Kind.String()
 	}
 	p := journal.Plan{Kind: kind, Root: journal.RootName, Change: change}
+	if change == "" {
+		p.Model = fe.prediction
+	}
 	for _, a := range fe.agents {
 		n := journal.PlanNode{Name: a.name, Primary: journal.RootName}
 		if p := fe.topo.Parent(a.idx); p >= 0 {

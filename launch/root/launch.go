@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
-	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -169,20 +168,7 @@ func (fe *frontend) arrangeTree() error {
 		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
 		kind, _ = plan.ParseKind("flat")
 	}
-	params := plan.Params{Replicas: max(fe.opts.Replicas, 1)}
-	switch {
-	case kind.Shape != plan.Auto:
-	case fe.opts.SSH == nil:
-		// Test nodes: a local process start, not the model's defaults
-		// (which are a remote launch's and made a deeper tree, 3-4x
-		// slower for a few test nodes).
-		params.Calibration = &plan.Calibration{Seq: localSeq.Seconds(), Rem: localRem.Seconds()}
-	default:
-		if c, err := calibrate.LoadCalibration(fe.opts.Launcher); err == nil && c != nil {
-			params.Calibration = &plan.Calibration{Seq: c.Seq, Rem: c.Rem}
-		}
-	}
-	pl, err := plan.Build(kind, len(fe.agents)+1, params)
+	pl, err := fe.buildPlan(kind, len(fe.agents)+1, plan.Params{Replicas: max(fe.opts.Replicas, 1)})
 	if err != nil {
 		return err
 	}
@@ -444,6 +430,7 @@ func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
 // launchReport runs once every agent is up: it keeps the calibration and,
 // with --verbose, prints the launch's breakdown per launching agent.
 func (fe *frontend) launchReport() {
+	fe.checkModel()
 	if fe.opts.SSH != nil && !fe.opts.GroupStart { // SSH and srun launches calibrate their model
 		fe.calibrate()
 	}

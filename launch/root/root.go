@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/sys/unix"
 
+	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
@@ -83,7 +84,9 @@ type frontend struct {
 	ln           net.Listener
 	cancelLaunch context.CancelFunc
 	launchBegan  time.Duration
-	mapping      string // PMI_process_mapping
+	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
+	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
+	mapping      string                   // PMI_process_mapping
 	journal      *journal.Journal
 	journalDone  bool          // its close was begun (beginCloseJournal)
 	journalWait  func()        // waits for that close (nil before)

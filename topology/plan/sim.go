@@ -97,16 +97,51 @@ type SimConfig struct {
 	BatchWait float64
 	Runs      int    // number of independent runs, >= 1
 	Seed      uint64 // seed of the math/rand/v2 PCG generator
+	// Hand is the handoff: a node other than the root starts launching
+	// its children Hand after it is up (its report reaching the root and
+	// its job coming back down). 0: at once, as in Model.
+	Hand float64
+	// Shared is the contention term (the zero value: none): every
+	// launch's Work is served by a processor-sharing pool of Cores CPUs
+	// from its start, and the child is up Rem - Work after its work is
+	// done (Rem is an uncontended launch, its work included). Batching
+	// and Shared do not go together.
+	Shared Shared
+}
+
+// Shared is the launches' shared resource: Cores CPUs that every launch
+// in progress shares, each launch needing Work CPU-seconds of them (the
+// ssh handshakes, sshd and the agent's start on hosts that share one
+// machine's CPUs). The zero value models no sharing: each host has its
+// own CPUs and the parent's own part is SEQ.
+type Shared struct {
+	Cores int
+	Work  float64
+	// After is the CPU-seconds an agent takes of the pool right after
+	// it is up (its job, its ranks' start, its links), alongside the
+	// launches still in progress; nothing waits for it.
+	After float64
+}
+
+func (s Shared) validate() error {
+	if s.Cores < 0 {
+		return fmt.Errorf("shared cores = %d: must be >= 0", s.Cores)
+	}
+	if err := checkSeconds("shared work", s.Work); err != nil {
+		return err
+	}
+	return checkSeconds("shared work after", s.After)
 }
 
 // SimResult summarises the launch times of the runs, in seconds.
 // Median is the middle of the sorted times (the mean of the two middle
-// ones for an even count); P99 is the nearest-rank 99th percentile, the
-// ceil(0.99*Runs)-th smallest time.
+// ones for an even count); P95 and P99 are the nearest-rank 95th and
+// 99th percentiles, the ceil(0.95*Runs)-th and ceil(0.99*Runs)-th
+// smallest times.
 type SimResult struct {
-	Runs                        int
-	Median, P99, Min, Max, Mean float64
-	Times                       []float64 // per run, in run order
+	Runs                             int
+	Median, P95, P99, Min, Max, Mean float64
+	Times                            []float64 // per run, in run order
 }
 
 // event is a node coming up at time t.
@@ -114,6 +149,7 @@ type event struct {
 	t    float64
 	seq  uint64 // tie-break: equal times in scheduling order
 	node int32
+	cpu  bool // with Shared: node's launch reaches the shared CPUs (else: node is up)
 }
 
 type eventHeap []event
@@ -176,6 +212,70 @@ type simulator struct {
 	next    []int32   // batched launchers: index of the next child to start
 	pending []int32   // batched launchers: children of the current batch not yet up
 	latest  []float64 // batched launchers: latest up time in the current batch
+	// With Shared: the work holding the shared CPUs, as events whose
+	// time is the pool's virtual time (CPU-seconds each job received)
+	// at which it is done; node -1 is an agent's work once up. lat[v] is
+	// how long after its launch's work node v is up.
+	pool eventHeap
+	lat  []float64
+}
+
+// hand is the handoff of node v: none for the root.
+func (sm *simulator) hand(v int32) float64 {
+	if v == 0 {
+		return 0
+	}
+	return sm.cfg.Hand
+}
+
+// runShared simulates one launch with the contention term: launches share
+// the pool's cores (processor sharing), each for Work CPU-seconds, and
+// every agent adds After CPU-seconds to the pool when it is up.
+func (sm *simulator) runShared() float64 {
+	pl, sh := sm.pl, sm.cfg.Shared
+	cores := float64(sh.Cores)
+	sm.h = sm.h[:0]
+	sm.pool = sm.pool[:0]
+	sm.h.push(event{t: 0, seq: 0, node: 0})
+	sm.nseq = 1
+	worst, now, v := 0.0, 0.0, 0.0
+	for len(sm.h) > 0 || len(sm.pool) > 0 {
+		n := len(sm.pool)
+		rate, done := 0.0, math.Inf(1)
+		if n > 0 {
+			rate = min(1, cores/float64(n))
+			done = now + (sm.pool[0].t-v)/rate
+		}
+		if len(sm.h) > 0 && sm.h[0].t <= done {
+			e := sm.h.pop()
+			v += (e.t - now) * rate
+			now = e.t
+			if e.cpu {
+				sm.lat[e.node] = max(sm.cfg.Rem.draw(sm.rng)-sh.Work, 0)
+				sm.pool.push(event{t: v + sh.Work, seq: sm.nseq, node: e.node})
+				sm.nseq++
+				continue
+			}
+			worst = max(worst, e.t)
+			if e.node != 0 && sh.After > 0 {
+				sm.pool.push(event{t: v + sh.After, seq: sm.nseq, node: -1})
+				sm.nseq++
+			}
+			c := sm.cfg.Concurrency
+			for q, ch := range pl.Children(int(e.node)) {
+				sm.h.push(event{t: e.t + sm.hand(e.node) + sm.cfg.Seq*float64(q/c), seq: sm.nseq, node: ch, cpu: true})
+				sm.nseq++
+			}
+			continue
+		}
+		j := sm.pool.pop()
+		v, now = j.t, done
+		if j.node >= 0 {
+			sm.h.push(event{t: done + sm.lat[j.node], seq: sm.nseq, node: j.node})
+			sm.nseq++
+		}
+	}
+	return worst
 }
 
 // startBatch starts v's children cs[lo:hi] at time s.
@@ -216,12 +316,12 @@ func (sm *simulator) run() float64 {
 			continue
 		}
 		if pl.batched(int(v), b) {
-			sm.startBatch(v, cs, 0, b, e.t)
+			sm.startBatch(v, cs, 0, b, e.t+sm.hand(v))
 			continue
 		}
 		c := sm.cfg.Concurrency
 		for q, ch := range cs {
-			start := e.t + sm.cfg.Seq*float64(q/c)
+			start := e.t + sm.hand(v) + sm.cfg.Seq*float64(q/c)
 			sm.h.push(event{t: start + sm.cfg.Rem.draw(sm.rng), seq: sm.nseq, node: ch})
 			sm.nseq++
 		}
@@ -252,6 +352,15 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 	if err := cfg.Rem.validate(); err != nil {
 		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
 	}
+	if err := checkSeconds("hand", cfg.Hand); err != nil {
+		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
+	}
+	if err := cfg.Shared.validate(); err != nil {
+		return SimResult{}, fmt.Errorf("simulate %s plan: %w", pl.Kind, err)
+	}
+	if cfg.Shared.Cores > 0 && cfg.Batch > 0 {
+		return SimResult{}, fmt.Errorf("simulate %s plan: batching with a shared CPU is not modeled", pl.Kind)
+	}
 	n := pl.N()
 	sm := &simulator{
 		pl:      pl,
@@ -262,12 +371,19 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 		pending: make([]int32, n),
 		latest:  make([]float64, n),
 	}
+	if cfg.Shared.Cores > 0 {
+		sm.lat = make([]float64, n)
+	}
 	res := SimResult{Runs: cfg.Runs, Times: make([]float64, 0, cfg.Runs)}
 	for range cfg.Runs {
 		if err := ctx.Err(); err != nil {
 			return SimResult{}, fmt.Errorf("simulate %s plan: stopped after %d of %d runs: %w", pl.Kind, len(res.Times), cfg.Runs, err)
 		}
 		clear(sm.next)
+		if cfg.Shared.Cores > 0 {
+			res.Times = append(res.Times, sm.runShared())
+			continue
+		}
 		res.Times = append(res.Times, sm.run())
 	}
 	sorted := slices.Clone(res.Times)
@@ -278,6 +394,7 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 	} else {
 		res.Median = (sorted[k/2-1] + sorted[k/2]) / 2
 	}
+	res.P95 = sorted[int(math.Ceil(0.95*float64(k)))-1]
 	res.P99 = sorted[int(math.Ceil(0.99*float64(k)))-1]
 	res.Min, res.Max = sorted[0], sorted[k-1]
 	sum := 0.0

@@ -1,0 +1,184 @@
+#!/bin/sh
+# validate-model.sh FTLAUNCH FTCLUSTER: holds the launch-time model
+# (docs/model.md) against measured launches on an emulated cluster of
+# real-sshd hosts (chaos/cluster), side by side (issue #33).
+#
+# 1. A calibration run, separate from the cases (never fitted to them):
+#    CAL_RUNS launches on one host (the uncontended REM), CAL_RUNS flat
+#    launches over CAL_HOSTS hosts (12: no case's size), whose CPU time,
+#    the nodes' sshd (their sessions and agents, reaped) and the
+#    front-end's, divided by the agents launched, is the shared CPU's work
+#    per agent (the machine's cores are its cores). The part of it inside
+#    the launch is what makes the flat launch longer than a lone one: with
+#    n agents sharing C cores, T_flat = (n/C - 1) W + REM, so W = (T_flat -
+#    REM) / (n/C - 1); the rest is the agents' work once up. And CAL_RUNS
+#    chains (kary:1) over 3 hosts, whose agents' handoffs (up to starting
+#    their children) give the handoff. Kept with `ftlaunch plan
+#    --keep-shared` in a cache of the script's own.
+# 2. The cases: HOSTS x PPN x TREES, RUNS launches each, interleaved.
+#    Before every launch the calibration is copied afresh into the launch's
+#    cache, so every prediction comes from the calibration run alone. The
+#    prediction and the measurement (launch start to last agent
+#    connected) are the launch's own, read from `ftlaunch inspect --json`.
+#
+# Prints, per case, measured median (p25-p75) beside predicted and the
+# error, then auto's measured median against the best tree's. Needs root.
+# Variables: HOSTS (default "8 16 32"), PPN ("1 4"), TREES ("flat kary:4
+# binomial greedy auto"), RUNS (5), CAL_RUNS (3), CAL_HOSTS (12),
+# VM_NAME (cluster name, ftvm), VM_PREFIX (10.86.0.0/24), KEEP (a directory
+# to keep the state logs and the table in).
+set -eu
+ftl=$(realpath "$1")
+ftc=$(realpath "$2")
+HOSTS=${HOSTS:-8 16 32}
+PPN=${PPN:-1 4}
+TREES=${TREES:-flat kary:4 binomial greedy auto}
+RUNS=${RUNS:-5}
+CAL_RUNS=${CAL_RUNS:-3}
+CAL_HOSTS=${CAL_HOSTS:-12}
+VM_NAME=${VM_NAME:-ftvm}
+VM_PREFIX=${VM_PREFIX:-10.86.0.0/24}
+
+tmp=${KEEP:-$(mktemp -d /tmp/validate-model.XXXXXX)}
+mkdir -p "$tmp"
+C="$ftc -name $VM_NAME -prefix $VM_PREFIX"
+most=$CAL_HOSTS
+for h in $HOSTS; do [ "$h" -gt "$most" ] && most=$h; done
+$C up -n "$most" >/dev/null
+trap '$C down >/dev/null 2>&1 || true; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+eval "$($C env)"
+cores=$(nproc)
+hz=$(getconf CLK_TCK)
+
+hostfile() { # hostfile N PPN: the first N nodes
+	i=1
+	while [ "$i" -le "$1" ]; do printf 'node%03d:%s\n' "$i" "$2"; i=$((i + 1)); done
+}
+
+# model FILE: the "model" object of an inspect --json (indented) report.
+model() { awk '/^  "model": \{/ {on = 1} on {print} on && /^  \}/ {exit}' "$1"; }
+
+# field NAME FILE: NAME's number (or string) in the model object of FILE.
+field() { model "$2" | grep "^    \"$1\": " | head -1 | sed 's/.*: *//; s/[",]//g'; }
+
+# stats FILE: median p25 p75 of the numbers in FILE (linear quantiles).
+stats() {
+	sort -g "$1" | awk '{a[NR]=$1} function q(p,  x, i) { x = 1 + p*(NR-1); i = int(x); return (i >= NR) ? a[NR] : a[i] + (x-i)*(a[i+1]-a[i]) }
+		END { printf "%.3f %.3f %.3f\n", q(0.5), q(0.25), q(0.75) }'
+}
+
+# sshd_cpu: CPU seconds of every node's sshd listener and of the children
+# it reaped (sessions, their agents and ranks).
+sshd_cpu() {
+	for p in $(find "$FTCLUSTER_DIR" -name sshd.pid); do
+		pid=$(cat "$p")
+		# utime stime cutime cstime: fields 14-17 (after the comm's ")").
+		sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12+$13+$14+$15}'
+	done | awk -v hz="$hz" '{s+=$1} END {printf "%.4f\n", s/hz}'
+}
+
+# sessions_gone: wait until no node's sshd listener has a session left
+# (their CPU is counted once they are reaped), at most 10 s.
+sessions_gone() {
+	i=0
+	while [ $i -lt 100 ]; do
+		left=0
+		for p in $(find "$FTCLUSTER_DIR" -name sshd.pid); do
+			[ -z "$(ps -o pid= --ppid "$(cat "$p")")" ] || left=1
+		done
+		[ $left -eq 1 ] || return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "$(basename "$0"): sshd sessions still open after 10 s" >&2
+}
+
+# launch NAME CACHE HOSTS PPN TREE: one launch of true; its inspect --json
+# in $tmp/NAME.json, the front-end's CPU seconds in $tmp/NAME.cpu.
+launch() {
+	hostfile "$3" "$4" >"$tmp/hosts"
+	rm -rf "$tmp/state"
+	XDG_CACHE_HOME=$2 /usr/bin/time -f '%U %S' -o "$tmp/$1.time" \
+		"$ftl" run --hostfile "$tmp/hosts" --ssh-config "$FTCLUSTER_SSH_CONFIG" --tree "$5" \
+		--state-dir "$tmp/state" -n $(($3 * $4)) true >"$tmp/out" 2>"$tmp/err" ||
+		{ echo "$(basename "$0"): launch $1 failed:" >&2; cat "$tmp/err" >&2; exit 1; }
+	"$ftl" inspect --json --state-dir "$tmp/state" >"$tmp/$1.json"
+	awk '{print $1+$2}' "$tmp/$1.time" >"$tmp/$1.cpu"
+	[ -n "$(field measured_seconds "$tmp/$1.json")" ] ||
+		{ echo "$(basename "$0"): launch $1 recorded no measurement" >&2; exit 1; }
+}
+
+# 1. The calibration run.
+cal=$tmp/cache-cal
+mkdir -p "$cal"
+: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/gap" && : >"$tmp/hand" && : >"$tmp/tflat"
+r=1
+while [ $r -le "$CAL_RUNS" ]; do
+	launch "cal-lone-$r" "$cal" 1 1 flat
+	field measured_seconds "$tmp/cal-lone-$r.json" >>"$tmp/lone"
+	sessions_gone
+	before=$(sshd_cpu)
+	launch "cal-flat-$r" "$cal" "$CAL_HOSTS" 1 flat
+	field measured_seconds "$tmp/cal-flat-$r.json" >>"$tmp/tflat"
+	sessions_gone
+	after=$(sshd_cpu)
+	echo "$before $after $(cat "$tmp/cal-flat-$r.cpu")" | awk -v n="$CAL_HOSTS" '{printf "%.5f\n", ($2-$1+$3)/n}' >>"$tmp/work"
+	# The mean gap between agents coming up: their SEQ samples (the
+	# agents' entries of the model object) add up to last minus first.
+	model "$tmp/cal-flat-$r.json" | grep '^        "seq_seconds": ' | sed 's/.*: *//; s/,//' |
+		awk -v n="$CAL_HOSTS" '{s+=$1} END {printf "%.5f\n", s/(n-1)}' >>"$tmp/gap"
+	launch "cal-chain-$r" "$cal" 3 1 kary:1
+	model "$tmp/cal-chain-$r.json" | grep '^        "hand_seconds": ' | sed 's/.*: *//; s/,//' >>"$tmp/hand"
+	r=$((r + 1))
+done
+rem=$(stats "$tmp/lone" | cut -d' ' -f1)
+total=$(stats "$tmp/work" | cut -d' ' -f1)
+tflat=$(stats "$tmp/tflat" | cut -d' ' -f1)
+work=$(echo "$tflat $rem $CAL_HOSTS $cores $total" | awk '{w = ($3/$4 > 1) ? ($1-$2)/($3/$4-1) : $5; w = (w < 0) ? 0 : (w > $5) ? $5 : w; printf "%.4f\n", w}')
+after=$(echo "$total $work" | awk '{printf "%.4f\n", $1-$2}')
+gap=$(stats "$tmp/gap" | cut -d' ' -f1)
+hand=$(stats "$tmp/hand" | cut -d' ' -f1)
+seq=$(echo "$gap $work $cores" | awk '{s = $1 - $2/$3; printf "%.4f\n", (s > 0 ? s : 0)}')
+XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-after "$after" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
+echo "calibration run ($CAL_RUNS x 1 host, $CAL_RUNS x $CAL_HOSTS hosts flat): rem $rem s (lone launch, median; p25 p75 $(stats "$tmp/lone" | cut -d' ' -f2-)),"
+echo "  CPU $total s per agent (p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-)) on $cores cores; flat over $CAL_HOSTS: $tflat s"
+echo "  -> work $work s in the launch, $after s once up; gap $gap s -> seq $seq s,"
+echo "  handoff $hand s ($CAL_RUNS chains of 3 hosts; p25 p75 $(stats "$tmp/hand" | cut -d' ' -f2-))"
+
+# 2. The cases, interleaved: run r of every case before run r+1 of any.
+r=1
+while [ $r -le "$RUNS" ]; do
+	for h in $HOSTS; do for p in $PPN; do for t in $TREES; do
+		id="$h-$p-$(echo "$t" | tr : _)"
+		c=$tmp/cache-$id
+		rm -rf "$c" && mkdir -p "$c/ftlaunch"
+		cp "$cal/ftlaunch/calibration.json" "$c/ftlaunch/"
+		launch "$id-$r" "$c" "$h" "$p" "$t"
+		field measured_seconds "$tmp/$id-$r.json" >>"$tmp/$id.measured"
+		field predicted_seconds "$tmp/$id-$r.json" >>"$tmp/$id.predicted"
+		field tree "$tmp/$id-$r.json" >>"$tmp/$id.chose"
+	done; done; done
+	r=$((r + 1))
+done
+
+{
+	printf '%-6s %-4s %-14s %-24s %-10s %s\n' hosts ppn tree "measured median (p25-p75)" predicted error
+	for h in $HOSTS; do for p in $PPN; do
+		best=
+		for t in $TREES; do
+			id="$h-$p-$(echo "$t" | tr : _)"
+			set -- $(stats "$tmp/$id.measured")
+			pred=$(stats "$tmp/$id.predicted" | cut -d' ' -f1)
+			err=$(echo "$pred $1" | awk '{printf "%+.0f %%", 100*($1-$2)/$2}')
+			name=$t
+			# What auto chose most often ("auto": its greedy tree).
+			[ "$t" != auto ] || name="auto:$(sort "$tmp/$id.chose" | uniq -c | sort -rn | head -1 | awk '{print ($2 == "auto") ? "greedy" : $2}')"
+			printf '%-6s %-4s %-14s %.3f s (%.3f-%.3f)     %.3f s    %s\n' "$h" "$p" "$name" "$1" "$2" "$3" "$pred" "$err"
+			if [ "$t" = auto ]; then auto=$1; elif [ -z "$best" ] || awk "BEGIN{exit !($1 < $best)}"; then best=$1; fi
+		done
+		if [ -n "${auto:-}" ] && [ -n "$best" ]; then
+			echo "$h $p $auto $best" | awk '{printf "%-6s %-4s auto %.3f s against the best measured tree %.3f s: %+.0f %%\n", $1, $2, $3, $4, 100*($3-$4)/$4}'
+		fi
+		auto=
+	done; done
+} | tee "$tmp/table.txt"

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ftlaunch/ftlaunch/launch/calibrate"
+)
+
+// launchModel is the model part of inspect --json: the launch's
+// prediction, fixed with its tree, beside what it measured (launch start
+// to last agent connected), and each agent's sample.
+type launchModel struct {
+	Tree      string  `json:"tree"`
+	Predicted float64 `json:"predicted_seconds"`
+	Measured  float64 `json:"measured_seconds"`
+	Source    string  `json:"source"`
+	Agents    []struct {
+		Node string  `json:"node"`
+		Rem  float64 `json:"rem_seconds"`
+	} `json:"agents"`
+}
+
+// checkLaunchModel checks the model that a launch of agents test nodes
+// over a tree kind kept in its state log (TestRunKeepsStateLog's launch).
+func checkLaunchModel(t *testing.T, m *launchModel, tree string, agents int) {
+	t.Helper()
+	if m == nil {
+		t.Fatal("inspect --json has no model")
+	}
+	if m.Tree != tree || m.Source != "test-nodes" || m.Predicted <= 0 || m.Measured <= 0 || m.Measured > 60 {
+		t.Errorf("model %+v", *m)
+	}
+	if len(m.Agents) != agents {
+		t.Fatalf("%d agent samples, want %d", len(m.Agents), agents)
+	}
+	for _, a := range m.Agents {
+		if a.Rem <= 0 {
+			t.Errorf("agent %s: rem %v", a.Node, a.Rem)
+		}
+	}
+}
+
+// TestPlanKeptModel: a kept window gives plan its median and spread; a
+// calibration run's shared-CPU term kept with --keep-shared makes the
+// prediction slower than the model; --rem-median scales samples.
+func TestPlanKeptModel(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	plan := func(args ...string) map[string]any {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := planCommand(args, &out, &errb); code != 0 {
+			t.Fatalf("plan %v: exit %d: %s", args, code, errb.String())
+		}
+		var v map[string]any
+		if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+			t.Fatalf("plan %v: %v", args, err)
+		}
+		return v
+	}
+	c := calibrate.Calibration{}
+	for _, rem := range []float64{0.3, 0.5, 0.4, 0.9, 0.45} {
+		c.Add(calibrate.Figure{Seq: 0.05, Rem: rem, Agents: 16}, []float64{rem, rem + 0.1})
+	}
+	if _, err := calibrate.SaveCalibration("ssh", c); err != nil {
+		t.Fatal(err)
+	}
+	v := plan("--nodes", "17", "--json")
+	cal, _ := v["calibration"].(map[string]any)
+	if v["rem"] != 0.45 || cal == nil || cal["launches"] != 5.0 || cal["rem_p25"] != 0.4 || cal["rem_p75"] != 0.5 || cal["shared"] != false {
+		t.Errorf("plan from the kept window: rem %v, calibration %v", v["rem"], cal)
+	}
+	var out, errb bytes.Buffer
+	if code := planCommand([]string{"--keep-shared", "--cores", "2", "--work", "0.03", "--seq", "0.001", "--rem", "0.06"}, &out, &errb); code != 0 {
+		t.Fatalf("keep-shared: %d %s", code, errb.String())
+	}
+	v = plan("--nodes", "33", "--json")
+	if v["cores"] != 2.0 || v["work_seconds"] != 0.03 || v["rem"] != 0.06 || !(v["predicted_seconds"].(float64) > v["modeled_seconds"].(float64)) {
+		t.Errorf("plan with the shared term: %v", v)
+	}
+	if want := 32 * 0.03 / 2; v["predicted_seconds"].(float64) < want {
+		t.Errorf("predicted %v, below the shared CPU's %v s of work for 32 launches", v["predicted_seconds"], want)
+	}
+	f := filepath.Join(t.TempDir(), "rem.txt")
+	if err := os.WriteFile(f, []byte("1\n2\n3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v = plan("--nodes", "2", "--tree", "flat", "--simulate", "--runs", "200", "--rem-samples", f, "--rem-median", "0.2", "--json")
+	sim := v["simulation"].(map[string]any)
+	if sim["min_seconds"] != 0.1 || sim["max_seconds"] != 0.30000000000000004 && sim["max_seconds"] != 0.3 {
+		t.Errorf("samples 1, 2, 3 scaled to a median of 0.2: %v", sim)
+	}
+}
