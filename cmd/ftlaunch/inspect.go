@@ -2,7 +2,7 @@ package main
 
 // inspect.go is over 700 lines on purpose: the inspect command's flags,
 // its report of one job and of a directory of jobs, and their JSON share
-// one set of helpers (the timeline's drawing is inspect_svg.go).
+// one set of helpers (the timeline's drawing is launch/jobstate/svg.go).
 
 import (
 	"cmp"
@@ -110,7 +110,7 @@ func inspectCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	out := newInspectOutput(res)
 	if o.svg != "" {
-		if err := writeSVGFile(o.svg, stdout, out.Report); err != nil {
+		if err := jobstate.WriteSVGFile(o.svg, stdout, out.Report); err != nil {
 			fmt.Fprintf(stderr, "ftlaunch inspect: %v\n", err)
 			return 1
 		}

@@ -1,4 +1,6 @@
-package main
+package jobstate
+
+// The launch timeline of a job as SVG (ftlaunch inspect --svg).
 
 import (
 	"bytes"
@@ -38,8 +40,9 @@ func svgSegments() [5]svgSegment {
 	}
 }
 
-// writeSVGFile draws the timeline into path ("-": w).
-func writeSVGFile(path string, w io.Writer, rep *journal.Report) error {
+// WriteSVGFile draws the job's launch timeline (its agents' phases,
+// failures and recoveries) as SVG into path ("-": w).
+func WriteSVGFile(path string, w io.Writer, rep *journal.Report) error {
 	var buf bytes.Buffer
 	writeSVG(&buf, rep)
 	if path == "-" {
