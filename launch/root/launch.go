@@ -502,22 +502,23 @@ func (fe *frontend) launchFailed(a *agentHandle, msg string) {
 	fe.step(recovery.LaunchFailed{Node: a.name, Msg: msg})
 }
 
-// abandonRanks counts the ranks of an agent that is gone as ended.
+// abandonRanks counts the ranks of an agent that is gone as ended (in
+// the planner's ledger, recovery/ledger.go).
 func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
+	var gone []int
 	for _, r := range a.ranks {
 		rs := &fe.ranks[r]
 		if rs.pid > 0 && a.local != nil { // pids are meaningful on this machine only
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
-		if !rs.ended {
-			rs.ended = true
+		if !fe.ledger().Ended(r) {
 			rs.byFrontend = fe.rec.Ending()
 			rs.status = proto.RankStatus{Rank: r, Code: ExitLauncher, Reason: reason}
 			fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: reason})
-			fe.ended++
-			a.ended++
+			gone = append(gone, r)
 		}
 	}
+	fe.step(recovery.RanksAbandoned{Ranks: gone})
 }
 
 // spawnAgent starts this machine's agent on a socketpair link (the

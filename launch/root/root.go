@@ -110,7 +110,6 @@ type frontend struct {
 	// waiting for it to come up.
 	stdinPending []evStdin
 
-	ended       int
 	shutdownAt  time.Time // when the job ended and agents were told to exit
 	terminating bool
 	killResent  bool              // terminateOverdue warned once
@@ -120,13 +119,12 @@ type frontend struct {
 	userSignals map[int]bool   // signals the user sent every rank with ftlaunch kill (control.go)
 
 	// The restart protocol (recovery.go).
-	collEpoch  uint64         // collectives counted under this epoch; older ones are dropped
-	table      [][]byte       // the node table (I-tuples by rank) as published and patched: a relaunched agent's
-	recovered  map[int]uint64 // ranks being started again, with their new incarnation
-	lastAcks   map[int]bool   // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
-	failedAt   time.Time      // the failure the recovery in progress began with
-	recoveryAt time.Time      // the last phase committed
-	recoveries int            // recoveries over (every agent acknowledged the last phase)
+	collEpoch  uint64       // collectives counted under this epoch; older ones are dropped
+	table      [][]byte     // the node table (I-tuples by rank) as published and patched: a relaunched agent's
+	lastAcks   map[int]bool // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
+	failedAt   time.Time    // the failure the recovery in progress began with
+	recoveryAt time.Time    // the last phase committed
+	recoveries int          // recoveries over (every agent acknowledged the last phase)
 	// pendingRestart is a restart of the job decided during the launch,
 	// sent once every agent is up (flushRestart).
 	pendingRestart []byte
@@ -154,7 +152,6 @@ type agentHandle struct {
 	adopted bool   // a successor root took its link
 	closed  bool   // link ended
 	done    bool   // the agent reported mDone
-	ended   int    // its ranks that ended
 	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
 
 	rootChild bool // a child of the root: its link is the root's own
@@ -213,13 +210,9 @@ type rankState struct {
 	node       int
 	inc        uint64 // its incarnation (0: the first)
 	pid        int
-	started    bool // reported running
-	ended      bool
-	status     proto.RankStatus
-	byFrontend bool // ended while ftlaunch was terminating the job
-	// revived: counted as running again for a restart that has not
-	// started it yet; its end (status) stands if the job ends first.
-	revived bool
+	started    bool             // reported running
+	status     proto.RankStatus // its last end (whether it counts as ended is the planner's ledger's)
+	byFrontend bool             // ended while ftlaunch was terminating the job
 }
 
 type rootColl struct {
@@ -331,6 +324,22 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// ledger is the planner's rank ledger (recovery/ledger.go), a read-only
+// view: the root counts the job's end and an agent's ranks that ended
+// from it, and it does not re-derive it.
+func (fe *frontend) ledger() recovery.Ledger { return fe.rec.Ledger() }
+
+// endedOn counts agent a's ranks that count as ended.
+func (fe *frontend) endedOn(a *agentHandle) int {
+	n := 0
+	for _, r := range a.ranks {
+		if fe.ledger().Ended(r) {
+			n++
+		}
+	}
+	return n
 }
 
 func (fe *frontend) nodeOf(rank int) string {

@@ -46,7 +46,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		slots: placementSlots(opts.Placement),
 		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
 
-		recovered: map[int]uint64{}, holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv),
+		holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv),
 
 		replicasDone: map[string]bool{}, backupsUp: map[int]int{},
 	}

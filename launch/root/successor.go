@@ -108,14 +108,9 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	if err := fe.out.OpenFiles(outDir, opts.N); err != nil {
 		return fail(err)
 	}
-	if err := fe.rebuild(st, spec.Replica.Placement); err != nil {
+	ended, failed, err := fe.rebuild(st, spec.Replica.Placement)
+	if err != nil {
 		return fail(err)
-	}
-	var ended []int
-	for r, rs := range fe.ranks {
-		if rs.ended {
-			ended = append(ended, r)
-		}
 	}
 	hooks := launcher.RelaunchHooks{
 		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
@@ -125,7 +120,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		return cfg.Relaunch(sctx, cs, hooks, report)
 	}
 	fe.fence = cfg.Fence
-	fe.rec = fe.successorPlanner(st, job, ended)
+	fe.rec = fe.successorPlanner(st, job, ended, failed)
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
@@ -202,9 +197,9 @@ const resumeWait = time.Second
 // the ranks and which of them ended. placement, if it covers every agent,
 // gives each agent's ranks (the replica spec's copy of the plan's); else
 // they come from the node table, and the agents report those it lacks.
-func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
+func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, failed []int, err error) {
 	if len(st.Plan.Nodes) < 2 {
-		return fmt.Errorf("no plan in the replicated state")
+		return nil, nil, fmt.Errorf("no plan in the replicated state")
 	}
 	byName := map[string]int{}
 	for i, n := range st.Plan.Nodes[1:] {
@@ -228,11 +223,11 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 	}
 	t, err := topology.FromEdges("replicated", edges)
 	if err != nil {
-		return fmt.Errorf("the replicated plan: %w", err)
+		return nil, nil, fmt.Errorf("the replicated plan: %w", err)
 	}
 	fe.setTree(t)
 	if len(st.Ranks) != fe.opts.N {
-		return fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
+		return nil, nil, fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
 	}
 	for r := range fe.ranks {
 		fe.ranks[r].node = -1
@@ -241,7 +236,7 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 		for i, ranks := range placement {
 			for _, r := range ranks {
 				if r < 0 || r >= len(fe.ranks) || fe.ranks[r].node >= 0 {
-					return fmt.Errorf("placement: rank %d of node %s", r, fe.agents[i].name)
+					return nil, nil, fmt.Errorf("placement: rank %d of node %s", r, fe.agents[i].name)
 				}
 				fe.ranks[r].node = i
 			}
@@ -266,14 +261,15 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 		rs.pid, rs.started = row.PID, true
 		fe.ranksUp++
 		if row.State == raftstore.RankExited || row.State == raftstore.RankFailed {
-			rs.ended = true
 			rs.status = proto.RankStatus{Rank: r, Code: row.ExitCode}
-			fe.ended++
-			fe.agents[rs.node].ended++
+			ended = append(ended, r)
+			if row.ExitCode != 0 {
+				failed = append(failed, r)
+			}
 		}
 	}
 	fe.liveN = len(fe.agents)
-	return nil
+	return ended, failed, nil
 }
 
 // resumeLaunch starts the root's children that are neither up nor
