@@ -107,7 +107,7 @@ func (fe *frontend) terminate() {
 	if fe.cancelLaunch != nil {
 		fe.cancelLaunch()
 	}
-	if fe.breakAt == "no-terminate" {
+	if fe.hooks.breakAt == "no-terminate" {
 		fe.warnf("test hook: the terminate is not sent (%s)", breakEnv)
 	} else {
 		fe.bcast(proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter)))

@@ -404,7 +404,7 @@ func linkLocalAddr(l *proto.Link) string {
 // certName is the name in this root's certificate: the front-end's, or a
 // successor's (its node's, as its agent's).
 func (fe *frontend) certName() string {
-	if fe.launchTmpl != nil {
+	if fe.role == roleSuccessor {
 		return fe.rootNode
 	}
 	return proto.RootName
@@ -427,8 +427,8 @@ func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
 	l := proto.LaunchSpec{Mode: "local", AgentPath: fe.opts.AgentPath}
 	switch {
-	case fe.launchTmpl != nil: // a successor: as it was told itself
-		l = *fe.launchTmpl
+	case fe.role == roleSuccessor: // a successor: as it was told itself
+		l = *fe.launchTmpl // (set by Resume, with the role)
 	case fe.opts.Launcher == "slurm":
 		l.Mode = "slurm"
 	case fe.opts.SSH != nil:

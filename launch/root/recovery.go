@@ -154,7 +154,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 // of the root was adopted or given up: a recovery its predecessor left
 // is carried on from its last committed phase.
 func (fe *frontend) feedLeader() {
-	if fe.leaderFed || fe.launchTmpl == nil {
+	if fe.leaderFed || fe.role != roleSuccessor {
 		return
 	}
 	for _, a := range fe.agents {
@@ -254,7 +254,7 @@ const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
 
 // committed takes a phase's commit.
 func (fe *frontend) committed(ev evCommitted) {
-	if fe.holdAt != "" && ev.err == nil && ev.stage.String() == fe.holdAt {
+	if fe.hooks.holdAt != "" && ev.err == nil && ev.stage.String() == fe.hooks.holdAt {
 		fe.warnf("test hook: holding the recovery at its committed %s phase (%s)", ev.stage, holdEnv)
 		return
 	}
@@ -315,7 +315,7 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 				fe.table[row.Rank] = row.Addr
 			}
 		}
-		if fe.breakAt == "skip-patch" {
+		if fe.hooks.breakAt == "skip-patch" {
 			fe.warnf("test hook: the node table's patch goes without its %d row(s) (%s)", len(m.Rows), breakEnv)
 			m.Rows = nil
 		}
@@ -329,7 +329,7 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.abandonCollectives(act.Epoch)
 		fe.lastAcks = map[int]bool{}
 		m := proto.RecMsg{Epoch: act.Epoch, Restarts: act.Restarts}.Encode()
-		if n := fe.agentsStarting(); n > 0 && fe.launchTmpl == nil {
+		if n := fe.agentsStarting(); n > 0 && fe.role != roleSuccessor {
 			// During the launch: the restart goes to every agent once all
 			// are up (flushRestart), so that none starts its ranks as an
 			// older incarnation after it.

@@ -84,13 +84,10 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	sctx, stop := context.WithCancel(sctx)
 	events := make(chan event, 256)
 	tmpl := spec.Launch
-	fe := &frontend{
-		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
-		out: output.NewWriter(logf, logf, true), ranks: make([]rankState, opts.N),
-		ctx: sctx, events: events, replicasDone: map[string]bool{}, backupsUp: map[int]int{},
-		tree: true, launchTmpl: &tmpl, mapping: spec.ProcessMapping, replicaPeers: cfg.Peers, rootNode: spec.Node,
-		rootTerm: st.LeaderTerm,
-	}
+	fe := newFrontend(roleSuccessor, opts, output.NewWriter(logf, logf, true), st.Job.ID, testHooks{}) // successors do not hold
+	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
+	fe.tree, fe.launchTmpl, fe.mapping = true, &tmpl, spec.ProcessMapping
+	fe.replicaPeers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
 	fail := func(err error) (*Successor, error) {
 		stop()
 		logf.Close()
