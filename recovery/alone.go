@@ -73,7 +73,7 @@ func (p *Planner) aloneOver() []Action {
 	slices.Sort(ranks)
 	p.alone = nil
 	p.phase, p.rc = Running, nil
-	return []Action{AloneOver{Epoch: p.epoch, Ranks: ranks}}
+	return []Action{AloneOver{Epoch: p.epoch, Ranks: ranks, Recovered: p.settleOwed()}}
 }
 
 // ProtocolOpened: a rank opened ftlaunch's rank protocol (the client
@@ -84,9 +84,12 @@ type ProtocolOpened struct {
 }
 
 // RankStarted: an incarnation of a rank started (its agent says so).
+// Fresh: the root had not heard of it (a report repeated after a failover
+// is not).
 type RankStarted struct {
 	Rank        int
 	Incarnation uint64
+	Fresh       bool
 }
 
 func (ProtocolOpened) isEvent() {}
@@ -99,6 +102,9 @@ func (RankStarted) isEvent()    {}
 type AloneOver struct {
 	Epoch uint64
 	Ranks []int
+	// Recovered are the ranks started again (the ledger's, ledger.go),
+	// for the record.
+	Recovered []RankInc
 }
 
 func (AloneOver) isAction() {}

@@ -121,8 +121,9 @@ type Config struct {
 	// report of a rank's end is evidence repeated, not a protocol error.
 	Resumed bool
 	// Ended are the ranks whose end a resumed root knows from the
-	// replicated state.
-	Ended []int
+	// replicated state; EndedFailed those of them that failed.
+	Ended       []int
+	EndedFailed []int
 
 	// For the restart policies:
 	// MaxRestarts bounds restarts: per rank under Rank, per job under Job.
@@ -192,11 +193,15 @@ type Planner struct {
 	// parents (nodeloss.go); lossSeq numbers them.
 	losses  []*nodeLoss
 	lossSeq int
+	// led is the rank ledger (ledger.go): who counts as ended, who is
+	// owed a restart.
+	led ledger
 }
 
 // New returns a planner for a job that is running.
 func New(cfg Config) *Planner {
-	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady, agents: make([]agentState, cfg.Agents)}
+	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady, agents: make([]agentState, cfg.Agents),
+		led: newLedger(cfg.Ranks, cfg.Ended, cfg.EndedFailed)}
 	for a := range p.agents {
 		p.agents[a].inc = 1
 		if a < len(cfg.Nodes) {
@@ -240,7 +245,16 @@ func (p *Planner) Resumed() bool { return p.cfg.Resumed }
 func (p *Planner) Step(ev Event) []Action {
 	switch ev := ev.(type) {
 	case RankExited:
-		return p.rankExited(ev)
+		p.countEnd(ev.Rank, ev.Incarnation, !ev.Clean())
+		if !ev.Clean() && p.phase == Running && p.cfg.Policy == Job && ev.Rank >= 0 && ev.Rank < len(p.ranks) {
+			// Named as recovered by the restart that follows.
+			p.led.owed[ev.Rank] = p.ranks[ev.Rank].inc + 1
+		}
+		acts := p.rankExited(ev)
+		if ev.Rank >= 0 && ev.Rank < len(p.ranks) {
+			p.reviveStarting(ev.Rank)
+		}
+		return acts
 	case RankAborted:
 		code := ev.Code & 0xff
 		if code == 0 {
@@ -255,7 +269,12 @@ func (p *Planner) Step(ev Event) []Action {
 		}
 		return p.endFor(ev.Node, ev.Rank, code, fmt.Sprintf("rank %d on node %s called Abort(%d)%s", ev.Rank, ev.Node, ev.Code, msg))
 	case AgentLost:
-		return p.agentLost(ev)
+		acts := p.agentLost(ev)
+		p.reviveRelaunched(ev.Agent)
+		return acts
+	case RanksAbandoned:
+		p.abandoned(ev)
+		return nil
 	case Relaunched, RelaunchFailed:
 		return p.relaunchStep(ev)
 	case LaunchFailed:
@@ -295,6 +314,7 @@ func (p *Planner) Step(ev Event) []Action {
 	case FenceDone:
 		return p.fenceDone(ev)
 	case RankStarted:
+		p.started(ev)
 		return p.rankStarted(ev)
 	case PMIInit:
 		if p.cfg.Policy == Rank {
@@ -360,6 +380,7 @@ func (p *Planner) endFor(node string, rank, code int, msg string) []Action {
 		// A recovery in progress is dropped; the agents wake ranks they
 		// stopped (SIGCONT after the SIGTERM) as they terminate them.
 		acts = append(acts, Terminate{})
+		p.unrevive()
 	}
 	if p.phase != Over {
 		p.phase, p.rc = Ending, nil

@@ -204,7 +204,7 @@ func (p *Planner) begin(s Stage) []Action {
 	p.epoch++
 	p.phase = Recovering
 	p.rc = &recovering{stage: s, acks: map[int]bool{}}
-	return []Action{Commit{Rec: p.checkpoint()}}
+	return []Action{p.commit()}
 }
 
 // beginAlone is begin for a recovery that starts ranks again alone
@@ -213,7 +213,7 @@ func (p *Planner) beginAlone(s Stage) []Action {
 	p.epoch++
 	p.phase = Recovering
 	p.rc = &recovering{stage: s, acks: map[int]bool{}, alone: true}
-	return []Action{Commit{Rec: p.checkpoint()}}
+	return []Action{p.commit()}
 }
 
 // beforeRestart is the stage a recovery goes to before s, a stage that
@@ -268,7 +268,7 @@ func (p *Planner) restartStep(ev Event) []Action {
 		}
 		// The fences the lost leader had not seen confirmed are this
 		// leader's to carry out (and confirm) again.
-		return append([]Action{Commit{Rec: p.checkpoint()}}, p.fencesAgain()...)
+		return append([]Action{p.commit()}, p.fencesAgain()...)
 	}
 	rc := p.rc
 	if rc == nil || p.phase != Recovering {
@@ -368,7 +368,7 @@ func (p *Planner) restartStep(ev Event) []Action {
 // next moves the recovery to stage s (same epoch): commit it first.
 func (p *Planner) next(s Stage) []Action {
 	p.rc.stage, p.rc.committed, p.rc.acks = s, false, map[int]bool{}
-	return []Action{Commit{Rec: p.checkpoint()}}
+	return []Action{p.commit()}
 }
 
 // send is what a committed stage does.
@@ -393,6 +393,7 @@ func (p *Planner) send() []Action {
 			}
 			if rs.st == rRespawning && !rs.sent {
 				rs.sent = true
+				p.led.owed[r] = rs.inc
 				acts = append(acts, Respawn{Rank: r, Agent: rs.agent, Incarnation: rs.inc, Epoch: p.epoch})
 			}
 			if rs.st == rRespawning && rc.alone && !slices.Contains(p.alone, r) {
@@ -482,6 +483,15 @@ func (p *Planner) Restore(rec Checkpoint) {
 	if rec.Epoch == 0 || rec.Stage == 0 {
 		return // no recovery ever began, or the last one was carried out (Settled)
 	}
+	// Ranks the recovery carries on starts again (those of a lost agent,
+	// say) are running, whatever the table says of their end.
+	defer func() {
+		for r := range p.ranks {
+			if p.Replacing(r) && (p.AwaitsRespawn(r) || p.olderEnd(r)) || p.RestartsJob() && p.olderEnd(r) {
+				p.revive(r)
+			}
+		}
+	}()
 	// The stage committed last is carried out again, Resume too: the old
 	// leader may have died between committing it and sending it (the
 	// planner's tests found that), and every command is idempotent.
@@ -570,8 +580,13 @@ func (LeaderChanged) isEvent()  {}
 // Actions of the restart protocol.
 
 // Commit puts a record in the replicated log; Committed comes back once it
-// is there. Nothing that depends on it is sent before.
-type Commit struct{ Rec Checkpoint }
+// is there. Nothing that depends on it is sent before. Recovered are the
+// ranks the recovery started again (the ledger's, ledger.go), for the
+// record of a stage that ends it (Resume, RestartJob).
+type Commit struct {
+	Rec       Checkpoint
+	Recovered []RankInc
+}
 
 // Suspend tells every agent to suspend its ranks (an event to client
 // library ranks, SIGSTOP to the others) and acknowledge.

@@ -23,26 +23,19 @@ import (
 func (fe *frontend) rankEnded(st proto.RankStatus) {
 	fe.rankEndedByUser(st)
 	rs := &fe.ranks[st.Rank]
-	rs.ended, rs.status = true, st
+	rs.status = st
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
 	// A rank killed by the termination ftlaunch started is not a failure
 	// of its own; one that exits with an error code meanwhile is.
 	rs.byFrontend = fe.rec.Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
 		fe.endSignal != 0 && st.Signal == int(fe.endSignal)) || st.Skipped
-	fe.ended++
-	if rs.node >= 0 {
-		fe.agents[rs.node].ended++
-	}
 	ev := exitEvent(st, fe.nodeOf(st.Rank))
 	if !ev.Clean() && fe.rec.Phase() == recovery.Running {
 		fe.failedAt = time.Now()
-		if fe.opts.Restart == recovery.Job {
-			// Named as recovered by the restart the planner commits.
-			fe.recovered[st.Rank] = max(rs.inc, 1) + 1
-		}
 	}
+	// The planner counts the end in its ledger (recovery/ledger.go), and
+	// counts the rank as running again if it starts it again.
 	fe.step(ev)
-	fe.revertEnds(st.Rank)
 	if ev.Clean() {
 		fe.checkStranded()
 	}
@@ -65,7 +58,7 @@ func (fe *frontend) checkStranded() {
 	}
 	for seq, rc := range fe.colls {
 		for _, b := range fe.agents {
-			if len(b.ranks) > 0 && b.ended == len(b.ranks) && !rc.from[b.idx] {
+			if len(b.ranks) > 0 && fe.endedOn(b) == len(b.ranks) && !rc.from[b.idx] {
 				// The planner ignores a node whose agent's loss is not
 				// decided yet (its ranks' end is not final).
 				// After the first that ends the job, the others change
@@ -110,12 +103,11 @@ func (fe *frontend) terminate() {
 		return
 	}
 	fe.terminating = true
-	fe.unrevive()
 	fe.verbosef("terminating the job: SIGTERM to every rank, SIGKILL after %v", fe.opts.KillAfter)
 	if fe.cancelLaunch != nil {
 		fe.cancelLaunch()
 	}
-	if fe.breakAt == "no-terminate" {
+	if fe.hooks.breakAt == "no-terminate" {
 		fe.warnf("test hook: the terminate is not sent (%s)", breakEnv)
 	} else {
 		fe.bcast(proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter)))
@@ -138,16 +130,17 @@ const killResend = 5 * time.Second
 // job seconds, not its end. An agent that cannot be reached is the
 // failure detectors' (its link's heartbeat, gossip), as at any time.
 func (fe *frontend) terminateOverdue() {
-	if !fe.shutdownAt.IsZero() || fe.ended >= fe.opts.N {
+	if !fe.shutdownAt.IsZero() || fe.ledger().EndedCount() >= fe.opts.N {
 		return
 	}
 	var late []string
 	n := 0
 	for _, a := range fe.agents {
-		if a.closed || a.done || a.ended >= len(a.ranks) {
+		ended := fe.endedOn(a)
+		if a.closed || a.done || ended >= len(a.ranks) {
 			continue
 		}
-		n += len(a.ranks) - a.ended
+		n += len(a.ranks) - ended
 		late = append(late, a.name)
 		if err := a.send(proto.MKill, nil); err != nil {
 			fe.verbosef("kill to node %s: %v", a.name, err)

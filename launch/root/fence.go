@@ -45,7 +45,7 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 		fe.fenceDone(idx, node, inc) // no way to reach nodes (an in-process job)
 		return
 	}
-	if fe.breakAt == "no-fence" {
+	if fe.hooks.breakAt == "no-fence" {
 		fe.warnf("test hook: node %s is not fenced from outside (%s)", node, breakEnv)
 		fe.fenceDone(idx, node, inc)
 		return

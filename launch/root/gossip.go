@@ -116,7 +116,7 @@ func (fe *frontend) gossiped(ev membership.Evidence) {
 // gossipDead is gossip's word on agent a with the root's facts on its link.
 func (fe *frontend) gossipDead(a *agentHandle, inc uint64, again bool) recovery.GossipDead {
 	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Link: a.linkState(), Linked: a.link != nil, Again: again,
-		Unadopted: fe.launchTmpl != nil && a.link == nil && !a.adopted, Since: time.Since(fe.start)}
+		Unadopted: fe.role == roleSuccessor && a.link == nil && !a.adopted, Since: time.Since(fe.start)}
 	if a.link != nil {
 		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing)
 	}

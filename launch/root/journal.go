@@ -248,7 +248,7 @@ func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 // voter less.
 func (fe *frontend) refillGroup() {
 	r := fe.journal.Replica()
-	if fe.launchTmpl == nil || r == nil || fe.rec.Ending() {
+	if fe.role != roleSuccessor || r == nil || fe.rec.Ending() {
 		return
 	}
 	f := r.Raft().GetConfiguration()

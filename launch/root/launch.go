@@ -390,7 +390,7 @@ func linkLocalAddr(l *proto.Link) string {
 // certName is the name in this root's certificate: the front-end's, or a
 // successor's (its node's, as its agent's).
 func (fe *frontend) certName() string {
-	if fe.launchTmpl != nil {
+	if fe.role == roleSuccessor {
 		return fe.rootNode
 	}
 	return proto.RootName
@@ -413,8 +413,8 @@ func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
 	l := proto.LaunchSpec{Mode: "local", AgentPath: fe.opts.AgentPath}
 	switch {
-	case fe.launchTmpl != nil: // a successor: as it was told itself
-		l = *fe.launchTmpl
+	case fe.role == roleSuccessor: // a successor: as it was told itself
+		l = *fe.launchTmpl // (set by Resume, with the role)
 	case fe.opts.Launcher == "slurm":
 		l.Mode = "slurm"
 	case fe.opts.SSH != nil:
@@ -489,22 +489,23 @@ func (fe *frontend) launchFailed(a *agentHandle, msg string) {
 	fe.step(recovery.LaunchFailed{Node: a.name, Msg: msg})
 }
 
-// abandonRanks counts the ranks of an agent that is gone as ended.
+// abandonRanks counts the ranks of an agent that is gone as ended (in
+// the planner's ledger, recovery/ledger.go).
 func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
+	var gone []int
 	for _, r := range a.ranks {
 		rs := &fe.ranks[r]
 		if rs.pid > 0 && a.local != nil { // pids are meaningful on this machine only
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
-		if !rs.ended {
-			rs.ended = true
+		if !fe.ledger().Ended(r) {
 			rs.byFrontend = fe.rec.Ending()
 			rs.status = proto.RankStatus{Rank: r, Code: ExitLauncher, Reason: reason}
 			fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: reason})
-			fe.ended++
-			a.ended++
+			gone = append(gone, r)
 		}
 	}
+	fe.step(recovery.RanksAbandoned{Ranks: gone})
 }
 
 // spawnAgent starts this machine's agent on a socketpair link (the

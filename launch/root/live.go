@@ -20,7 +20,7 @@ func (fe *frontend) live() journal.Live {
 	l := journal.Live{
 		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
 		Argv: fe.opts.Argv, Agents: len(fe.agents), AgentsUp: fe.agentsUp, N: fe.opts.N,
-		Ended: fe.ended, Failover: fe.rec.Resumed(), Term: fe.rootTerm, Table: len(fe.table) > 0,
+		Ended: fe.ledger().EndedCount(), Failover: fe.rec.Resumed(), Term: fe.rootTerm, Table: len(fe.table) > 0,
 	}
 	if n := fe.backupLinks(); n > 0 && fe.backupsHeld() == n {
 		l.BackupsUp = true
@@ -28,7 +28,7 @@ func (fe *frontend) live() journal.Live {
 	// Counted, not ranksUp - ended: ranks that never started end too
 	// (a failed start, an agent that never came up). Once a second.
 	for i := range fe.ranks {
-		if rs := &fe.ranks[i]; rs.started && !rs.ended {
+		if fe.ranks[i].started && !fe.ledger().Ended(i) {
 			l.Running++
 		}
 	}
@@ -52,7 +52,7 @@ func (fe *frontend) live() journal.Live {
 		}
 		if st != recovery.StageRestartJob {
 			for i := range fe.ranks {
-				if _, ok := fe.recovered[i]; ok || fe.rec.Replacing(i) {
+				if fe.ledger().InRecovery(i) {
 					r.Ranks = append(r.Ranks, i)
 				}
 			}

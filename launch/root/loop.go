@@ -76,7 +76,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		if fe.stand != nil && fe.stand.aside != nil {
 			return ExitLauncher // run follows the job under its new root
 		}
-		if fe.ended == fe.opts.N && fe.shutdownAt.IsZero() {
+		if fe.ledger().EndedCount() == fe.opts.N && fe.shutdownAt.IsZero() {
 			if fe.endedAt.IsZero() {
 				fe.verbosef("every rank ended")
 			}
@@ -395,7 +395,8 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, err)
 			return
 		}
-		var fresh, again proto.Started // not heard of before (a successor hears of ranks again); started again
+		var fresh, again proto.Started      // not heard of before (a successor hears of ranks again); started again
+		anew := make([]bool, len(st.Ranks)) // started again, not heard of before
 		for i, r := range st.Ranks {
 			if r >= 0 && r < len(fe.ranks) {
 				rs := &fe.ranks[r]
@@ -406,16 +407,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 						fe.ranksUp++ // its first incarnation never ran (lost with its agent in the launch)
 					}
 					rs.inc, rs.pid, rs.started = st.Incs[i], st.Pids[i], true
-					if rs.ended && !rs.revived && fe.terminating {
-						// Started after the job began to end: its end
-						// is to come.
-						rs.ended = false
-						fe.ended--
-						if rs.node >= 0 {
-							fe.agents[rs.node].ended--
-						}
-					}
-					rs.revived = false
+					anew[i] = true // the planner's ledger counts it running (recovery/ledger.go)
 					if rs.node < 0 {
 						rs.node = a.idx
 						a.ranks = append(a.ranks, r)
@@ -443,7 +435,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			if st.Incs != nil && st.Incs[i] > 1 && r >= 0 && r < len(fe.ranks) {
 				// A rank started again alone ends its recovery (said
 				// again for a respawn sent twice).
-				fe.step(recovery.RankStarted{Rank: r, Incarnation: st.Incs[i]})
+				fe.step(recovery.RankStarted{Rank: r, Incarnation: st.Incs[i], Fresh: anew[i]})
 			}
 		}
 		if len(fresh.Ranks) == 0 {
@@ -489,7 +481,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		if st.Incarnation != 0 && st.Incarnation < max(fe.ranks[st.Rank].inc, 1) {
 			return // an older incarnation's end, told again
 		}
-		if fe.ranks[st.Rank].ended { // the root's count: ranks abandoned with a lost agent too
+		if fe.ledger().Ended(st.Rank) { // ranks abandoned with a lost agent too
 			if !fe.rec.Resumed() && !a.resynced {
 				fe.protocolError(a, fmt.Errorf("exit message for rank %d: it had ended", st.Rank))
 			}
@@ -677,8 +669,8 @@ func (fe *frontend) killAgents() {
 		}
 		a.kill()
 	}
-	for _, rs := range fe.ranks {
-		if rs.pid > 0 && !rs.ended && rs.node >= 0 && fe.agents[rs.node].local != nil {
+	for r, rs := range fe.ranks {
+		if rs.pid > 0 && !fe.ledger().Ended(r) && rs.node >= 0 && fe.agents[rs.node].local != nil {
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
 	}

@@ -26,7 +26,8 @@ func TestAgentSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := time.Millisecond
-	fe := &frontend{topo: tree}
+	fe := &frontend{}
+	fe.topo = tree
 	for i, x := range []struct{ up, queued, upAt time.Duration }{
 		{100 * ms, 10 * ms, 150 * ms}, // a0, under the root; launches a2 and a3
 		{120 * ms, 0, 170 * ms},       // a1, under the root

@@ -97,14 +97,13 @@ func restartName(p recovery.Policy) string {
 // count) as the replicated table has it, and
 // the recovery its predecessor committed last, which it carries on once
 // it leads the agents (feedLeader).
-func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended []int) *recovery.Planner {
+func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended, failed []int) *recovery.Planner {
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts = job.MaxRestarts
 	fe.opts.Spares = job.Spares
 	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
-	fe.recovered = map[int]uint64{}
 	cfg := fe.plannerConfig()
-	cfg.Resumed, cfg.Ended = true, ended
+	cfg.Resumed, cfg.Ended, cfg.EndedFailed = true, ended, failed
 	cfg.Incarnations = make([]uint64, fe.opts.N)
 	if fe.opts.Restart == recovery.Rank {
 		// A rank's restarts are its respawns: every one is patched into
@@ -138,15 +137,6 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 				a.name = n // on a spare
 			}
 		}
-		// Ranks the recovery carried on starts again (those of a lost
-		// agent, say) are running, whatever the table says of their end.
-		for r := range fe.ranks {
-			inc := fe.ranks[r].status.Incarnation
-			older := inc == 0 || inc < p.Incarnation(r) // as olderEnd, before fe.rec is p
-			if p.Replacing(r) && (p.AwaitsRespawn(r) || older) || p.RestartsJob() && older {
-				fe.reviveRank(r)
-			}
-		}
 	}()
 	if len(st.Recovery) > 0 {
 		var rec recovery.Checkpoint
@@ -164,7 +154,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 // of the root was adopted or given up: a recovery its predecessor left
 // is carried on from its last committed phase.
 func (fe *frontend) feedLeader() {
-	if fe.leaderFed || fe.launchTmpl == nil {
+	if fe.leaderFed || fe.role != roleSuccessor {
 		return
 	}
 	for _, a := range fe.agents {
@@ -191,7 +181,8 @@ func encodeRecord(rec recovery.Checkpoint) []byte {
 }
 
 // commit puts a recovery phase in the state log; evCommitted follows.
-func (fe *frontend) commit(rec recovery.Checkpoint) {
+func (fe *frontend) commit(act recovery.Commit) {
+	rec := act.Rec
 	ph := journal.RecoveryPhase{Epoch: rec.Epoch, Stage: rec.Stage.String(), Record: encodeRecord(rec), Rank: -1}
 	var ranks []int
 	for _, rr := range rec.Ranks {
@@ -209,10 +200,7 @@ func (fe *frontend) commit(rec recovery.Checkpoint) {
 	case recovery.StagePatch:
 		ph.Detail = fmt.Sprintf("node table version %d: rank(s) %s", rec.Version, ranksText(ranks))
 	case recovery.StageResume:
-		for r, inc := range fe.recovered {
-			ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
-		}
-		clear(fe.recovered)
+		ph.Recovered = recoveredRows(act.Recovered)
 	case recovery.StageRelaunch:
 		var ds []string
 		for _, ar := range rec.Agents {
@@ -229,10 +217,7 @@ func (fe *frontend) commit(rec recovery.Checkpoint) {
 		}
 	case recovery.StageRestartJob:
 		ph.Detail = fmt.Sprintf("restart %d of the job", rec.Restarts)
-		for r, inc := range fe.recovered {
-			ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
-		}
-		clear(fe.recovered)
+		ph.Recovered = recoveredRows(act.Recovered)
 	}
 	fe.recoveryAt = time.Now()
 	fe.releaseJournal()
@@ -269,7 +254,7 @@ const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
 
 // committed takes a phase's commit.
 func (fe *frontend) committed(ev evCommitted) {
-	if fe.holdAt != "" && ev.err == nil && ev.stage.String() == fe.holdAt {
+	if fe.hooks.holdAt != "" && ev.err == nil && ev.stage.String() == fe.hooks.holdAt {
 		fe.warnf("test hook: holding the recovery at its committed %s phase (%s)", ev.stage, holdEnv)
 		return
 	}
@@ -308,7 +293,7 @@ func (fe *frontend) after(d time.Duration, ev event) {
 func (fe *frontend) recoveryAction(act recovery.Action) bool {
 	switch act := act.(type) {
 	case recovery.Commit:
-		fe.commit(act.Rec)
+		fe.commit(act)
 	case recovery.Arm:
 		fe.arm(act)
 	case recovery.Relaunch:
@@ -318,9 +303,7 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.verbosef("recovery: suspending every rank (epoch %d)", act.Epoch)
 		fe.bcast(proto.MSuspend, proto.RecMsg{Epoch: act.Epoch}.Encode())
 	case recovery.Respawn:
-		rs := &fe.ranks[act.Rank]
-		rs.inc = act.Incarnation
-		fe.recovered[act.Rank] = act.Incarnation
+		fe.ranks[act.Rank].inc = act.Incarnation
 		a := fe.agents[act.Agent]
 		fe.verbosef("recovery: starting rank %d again on %s as incarnation %d", act.Rank, a.name, act.Incarnation)
 		_ = a.send(proto.MRespawn, proto.RecMsg{Epoch: act.Epoch, Rank: act.Rank, Incarnation: act.Incarnation}.Encode())
@@ -332,7 +315,7 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 				fe.table[row.Rank] = row.Addr
 			}
 		}
-		if fe.breakAt == "skip-patch" {
+		if fe.hooks.breakAt == "skip-patch" {
 			fe.warnf("test hook: the node table's patch goes without its %d row(s) (%s)", len(m.Rows), breakEnv)
 			m.Rows = nil
 		}
@@ -346,7 +329,7 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.abandonCollectives(act.Epoch)
 		fe.lastAcks = map[int]bool{}
 		m := proto.RecMsg{Epoch: act.Epoch, Restarts: act.Restarts}.Encode()
-		if n := fe.agentsStarting(); n > 0 && fe.launchTmpl == nil {
+		if n := fe.agentsStarting(); n > 0 && fe.role != roleSuccessor {
 			// During the launch: the restart goes to every agent once all
 			// are up (flushRestart), so that none starts its ranks as an
 			// older incarnation after it.
@@ -408,10 +391,7 @@ func (fe *frontend) aloneOver(act recovery.AloneOver) {
 	after := ms(time.Since(fe.failedAt))
 	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: encodeRecord(fe.rec.Settled()),
 		Detail: fmt.Sprintf("rank(s) %s started again alone, %.0f ms after the failure", ranksText(act.Ranks), after)}
-	for r, inc := range fe.recovered {
-		ph.Recovered = append(ph.Recovered, journal.PatchRow{Rank: r, Incarnation: inc})
-	}
-	clear(fe.recovered)
+	ph.Recovered = recoveredRows(act.Recovered)
 	if len(act.Ranks) == 1 {
 		ph.Rank = act.Ranks[0]
 	}
@@ -427,62 +407,14 @@ func (fe *frontend) abandonCollectives(epoch uint64) {
 	fe.collEpoch = epoch
 }
 
-// revertEnds counts rank r (under --restart job, every rank) as running
-// again when the planner starts it again: its end is not the rank's. The
-// end of an incarnation the planner started already (one that ran and
-// ended while the recovery was still under way) is the rank's own.
-func (fe *frontend) revertEnds(r int) {
-	if fe.rec.RestartsJob() {
-		for i := range fe.ranks {
-			if fe.olderEnd(i) {
-				fe.reviveRank(i)
-			}
-		}
-		return
+// recoveredRows are the ranks a recovery started again, as its record
+// names them.
+func recoveredRows(rs []recovery.RankInc) []journal.PatchRow {
+	var rows []journal.PatchRow
+	for _, ri := range rs {
+		rows = append(rows, journal.PatchRow{Rank: ri.Rank, Incarnation: ri.Incarnation})
 	}
-	if fe.rec.Replacing(r) && (fe.rec.AwaitsRespawn(r) || fe.olderEnd(r)) {
-		fe.reviveRank(r)
-	}
-}
-
-// olderEnd reports whether rank r's recorded end is of an incarnation
-// older than the planner's current one (or of one not known).
-func (fe *frontend) olderEnd(r int) bool {
-	inc := fe.ranks[r].status.Incarnation
-	return inc == 0 || inc < fe.rec.Incarnation(r)
-}
-
-// reviveRank counts an ended rank as running again.
-func (fe *frontend) reviveRank(r int) {
-	rs := &fe.ranks[r]
-	if !rs.ended {
-		return
-	}
-	if rs.status.Code != 0 || rs.status.Signal != 0 || rs.status.Reason != "" {
-		if _, ok := fe.recovered[r]; !ok {
-			fe.recovered[r] = max(rs.inc, 1) + 1
-		}
-	}
-	rs.ended, rs.revived = false, true
-	fe.ended--
-	if rs.node >= 0 {
-		fe.agents[rs.node].ended--
-	}
-}
-
-// unrevive counts the ranks a restart had not started yet when the job
-// began to end as ended again, as they ended before.
-func (fe *frontend) unrevive() {
-	for r := range fe.ranks {
-		rs := &fe.ranks[r]
-		if rs.revived && !rs.ended {
-			rs.revived, rs.ended = false, true
-			fe.ended++
-			if rs.node >= 0 {
-				fe.agents[rs.node].ended++
-			}
-		}
-	}
+	return rows
 }
 
 // recoveryMessage handles an agent's message of the restart protocol; it

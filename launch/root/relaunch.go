@@ -51,11 +51,6 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	if fe.replicaNodes[a.idx] && a.name != old.name {
 		a.replaces = cmp.Or(old.replaces, old.name) // its voter, if it never joined in its place
 	}
-	for _, r := range a.ranks {
-		if fe.ranks[r].ended {
-			a.ended++
-		}
-	}
 	fe.agents[act.Agent] = a
 	if old.local != nil {
 		fe.goFunc(old.wait) // killed when it was lost: reaped (a session is, by its launcher)
@@ -170,8 +165,8 @@ type evPlanner struct{ ev recovery.Event }
 func (evPlanner) isRootEvent() {}
 
 // lostAgents carries out the planner's Lost: it reports the loss of each
-// agent to the planner, and counts the ranks of those it starts again as
-// running: their end is not the job's.
+// agent to the planner (whose ledger counts the ranks of those it starts
+// again as running: their end is not the job's).
 func (fe *frontend) lostAgents(act recovery.Lost) {
 	a := fe.agents[act.Agent]
 	silent := act.Silent
@@ -186,21 +181,5 @@ func (fe *frontend) lostAgents(act recovery.Lost) {
 		}
 		fe.step(recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: why, Silent: silent && b == a})
 		fe.observe(AgentLost{Node: b.name, Inc: max(b.inc, 1), Silent: silent && b == a})
-		if !fe.rec.Relaunching(b.idx) {
-			continue
-		}
-		if fe.rec.RestartsJob() {
-			for r := range fe.ranks {
-				if fe.olderEnd(r) {
-					fe.reviveRank(r)
-				}
-			}
-			continue
-		}
-		for _, r := range b.ranks {
-			if fe.rec.Replacing(r) {
-				fe.reviveRank(r)
-			}
-		}
 	}
 }

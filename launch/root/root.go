@@ -32,50 +32,85 @@ import (
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
-// frontend is the root of a local job. All its fields are owned by the
-// goroutine running loop.
+// frontend is the root of a job: the front-end's, or a successor's that
+// took the root over (role). All its fields, those of the parts it embeds
+// too, are owned by the goroutine running loop. Each part is one owner's
+// state; the embedding keeps their names short at the call sites.
 type frontend struct {
+	role role
+	// hooks break or hold the recovery on purpose, for tests (Run's,
+	// from its environment; the zero value does nothing).
+	hooks    testHooks
 	opts     Options
 	local    LocalHooks // this machine's agent in the root's process (the facade's)
 	start    time.Time  // when this root began (its timings count from here)
 	jobStart time.Time  // when the job began (a successor's began later)
 	jobID    string
-	stops    stopGate // which SIGCONT goes on to the ranks (loop)
-	// stand is a replicated front-end's watch on its lead of the root
-	// group (standing.go; nil: a successor, or one replica).
-	stand *standing
-	// rootTerm is the raft term a successor took the root over in (0:
-	// the front-end), for its live report.
-	rootTerm uint64
-	// fence kills what a lost agent left on its node (fence.go; nil: no
-	// way to reach nodes); fencing holds the fences under way.
-	fence   fenceFunc
-	fencing []chan struct{}
-	// gossip is the front-end's member of the job's gossip cluster and
-	// gossipSpec how agents join it (gossip.go; nil: none).
-	gossip     *membership.Member
-	gossipSpec *proto.GossipSpec
-
-	agents []*agentHandle
-	ranks  []rankState
+	ctx      context.Context // Run's: ends every goroutine of the job
+	events   chan event      // what launches and links report to loop
+	wg       sync.WaitGroup  // the root's goroutines (goFunc); joined before Run returns
+	agents   []*agentHandle
+	ranks    []rankState
 	// slots are the nodes' slots, where a silent node's ranks may go
 	// (placementSlots; a successor's from the job's record).
-	slots map[string]int
+	slots       map[string]int
+	rec         *recovery.Planner // decides what failures do to the job
+	colls       map[uint64]*rootColl
+	answered    map[uint64]bool   // collectives this root answered
+	results     map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
+	exitCode    int
+	liveN       int       // agents hosting ranks
+	shutdownAt  time.Time // when the job ended and agents were told to exit
+	endedAt     time.Time // when the last rank ended
+	terminating bool
+	killResent  bool // terminateOverdue warned once
+	nodeTableAt time.Duration
 
-	ctx    context.Context // Run's: ends every goroutine of the job
-	events chan event      // what launches and links report to loop
-	wg     sync.WaitGroup  // the root's goroutines (goFunc); joined before Run returns
+	launchState  // the launch: plan, tree, how agents start
+	groupState   // the replica group and the job's state log
+	ioState      // the front-end's I/O: output, stdin, signals, progress
+	restartState // the restart protocol's bookkeeping (recovery.go)
+}
 
-	releaseTimer *time.Timer // lets the journal's replica start after the launch
+// newFrontend is the one constructor of a root, for either role: what
+// every root starts with (a planner that ends the job at its first
+// failure, until the launch or the replicated state gives it the job's).
+// Run and Resume add what their role has.
+func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks testHooks) *frontend {
+	return &frontend{
+		role: r, hooks: hooks, opts: opts, start: time.Now(), jobID: jobID,
+		ranks: make([]rankState, opts.N),
+		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
+		rec:         recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
+		ioState:     ioState{out: out},
+		groupState:  groupState{replicasDone: map[string]bool{}},
+		launchState: launchState{backupsUp: map[int]int{}},
+	}
+}
 
-	rootNode       string            // where the root runs (live report)
-	replicasDone   map[string]bool   // replica agents joined (or failed to), by name
-	joinedReplicas []string          // replica agents that joined the root group
-	endedAt        time.Time         // when the last rank ended
-	plan           *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
-	topo           *topology.Tree    // the launch tree: who is whose parent, backup, child
-	tree           bool              // agents start agents (a plan, or a successor's rebuilt tree)
-	launchTmpl     *proto.LaunchSpec // a successor's: how agents start theirs
+// role is what a frontend serves: the job from its front-end, or the job
+// a successor took over from a lost root.
+type role int
+
+const (
+	roleFrontEnd  role = iota // Run: it starts the job
+	roleSuccessor             // Resume: it took the root over, in a replica agent
+)
+
+// testHooks break or hold the recovery on purpose, for end-to-end tests
+// that need a recovery stopped half-way or broken (holdEnv, breakEnv).
+type testHooks struct {
+	holdAt  string // the phase to hold (holdEnv)
+	breakAt string // the recovery's part to break (breakEnv)
+}
+
+// launchState is the launch: the plan and the tree, how agents are started
+// and what they are given.
+type launchState struct {
+	plan       *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
+	topo       *topology.Tree    // the launch tree: who is whose parent, backup, child
+	tree       bool              // agents start agents (a plan, or a successor's rebuilt tree)
+	launchTmpl *proto.LaunchSpec // a successor's: how agents start theirs
 	// relaunch starts root children after the launch (a successor's for
 	// those the front-end had not started, anyone's for a lost agent
 	// started again), each reported to report.
@@ -87,61 +122,75 @@ type frontend struct {
 	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
 	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
 	mapping      string                   // PMI_process_mapping
-	journal      *journal.Journal
-	journalDone  bool          // its close was begun (beginCloseJournal)
-	journalWait  func()        // waits for that close (nil before)
-	journalHold  chan struct{} // closed to let the journal's replica start
-	holdOnce     sync.Once
-	replicaNodes map[int]bool // agents hosting root replicas
-	raftTr       *raft.NetworkTransport
-	rootCreds    *secure.Credentials
 	stage        *stagedProgram
-	backupsUp    map[int]int       // agents whose standby link to a backup parent came up: the backup's index
-	results      map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
-	replicaPeers []proto.PeerAddr  // the replica agents, once all are up
-	frontEndOut  bool              // a successor put a replica in the lost front-end's voter's place (refillGroup)
-	refusedAdopt map[int]uint64    // a successor's refusals of adoption said (agent → incarnation)
-	exitCode     int
-	colls        map[uint64]*rootColl
-	answered     map[uint64]bool // collectives this root answered
-	liveN        int             // agents hosting ranks
+	backupsUp    map[int]int // agents whose standby link to a backup parent came up: the backup's index
+	// gossip is the front-end's member of the job's gossip cluster and
+	// gossipSpec how agents join it (gossip.go; nil: none).
+	gossip       *membership.Member
+	gossipSpec   *proto.GossipSpec
+	agentsUp     int // agents that got their job
+	ranksUp      int
+	refusedAdopt map[int]uint64 // a successor's refusals of adoption said (agent → incarnation)
+	// fence kills what a lost agent left on its node (fence.go; nil: no
+	// way to reach nodes); fencing holds the fences under way.
+	fence   fenceFunc
+	fencing []chan struct{}
+}
 
+// groupState is the root's replica group and the job's state log.
+type groupState struct {
+	// stand is a replicated front-end's watch on its lead of the root
+	// group (standing.go; nil: a successor, or one replica).
+	stand *standing
+	// rootTerm is the raft term a successor took the root over in (0:
+	// the front-end), for its live report.
+	rootTerm       uint64
+	rootNode       string // where the root runs (live report)
+	journal        *journal.Journal
+	journalDone    bool          // its close was begun (beginCloseJournal)
+	journalWait    func()        // waits for that close (nil before)
+	journalHold    chan struct{} // closed to let the journal's replica start
+	holdOnce       sync.Once
+	releaseTimer   *time.Timer  // lets the journal's replica start after the launch
+	replicaNodes   map[int]bool // agents hosting root replicas
+	raftTr         *raft.NetworkTransport
+	rootCreds      *secure.Credentials
+	replicasDone   map[string]bool  // replica agents joined (or failed to), by name
+	joinedReplicas []string         // replica agents that joined the root group
+	replicaPeers   []proto.PeerAddr // the replica agents, once all are up
+	frontEndOut    bool             // a successor put a replica in the lost front-end's voter's place (refillGroup)
+}
+
+// ioState is the front-end's I/O: the user's output and stdin, signals,
+// the live launch line.
+type ioState struct {
 	out         *output.Writer
 	stdinAgent  *agentHandle
 	stdinCredit chan struct{}
 	// stdinPending: chunks of stdin (forwardStdin) for rank 0's agent,
 	// waiting for it to come up.
 	stdinPending []evStdin
+	progress     bool           // show a live launch line on stderr (a terminal)
+	launching    bool           // the progress line is live
+	stops        stopGate       // which SIGCONT goes on to the ranks (loop)
+	endSignal    syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
+	userSignals  map[int]bool   // signals the user sent every rank with ftlaunch kill (control.go)
+}
 
-	ended       int
-	shutdownAt  time.Time // when the job ended and agents were told to exit
-	terminating bool
-	killResent  bool              // terminateOverdue warned once
-	rec         *recovery.Planner // decides what failures do to the job
-	nodeTableAt time.Duration
-	endSignal   syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
-	userSignals map[int]bool   // signals the user sent every rank with ftlaunch kill (control.go)
-
+// restartState is the root's side of the restart protocol (recovery.go).
+type restartState struct {
 	// The restart protocol (recovery.go).
-	collEpoch  uint64         // collectives counted under this epoch; older ones are dropped
-	table      [][]byte       // the node table (I-tuples by rank) as published and patched: a relaunched agent's
-	recovered  map[int]uint64 // ranks being started again, with their new incarnation
-	lastAcks   map[int]bool   // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
-	failedAt   time.Time      // the failure the recovery in progress began with
-	recoveryAt time.Time      // the last phase committed
-	recoveries int            // recoveries over (every agent acknowledged the last phase)
+	collEpoch  uint64       // collectives counted under this epoch; older ones are dropped
+	table      [][]byte     // the node table (I-tuples by rank) as published and patched: a relaunched agent's
+	lastAcks   map[int]bool // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
+	failedAt   time.Time    // the failure the recovery in progress began with
+	recoveryAt time.Time    // the last phase committed
+	recoveries int          // recoveries over (every agent acknowledged the last phase)
 	// pendingRestart is a restart of the job decided during the launch,
 	// sent once every agent is up (flushRestart).
 	pendingRestart []byte
 	pendingEpoch   uint64 // its epoch
 	leaderFed      bool   // a successor told its planner it leads
-	holdAt         string // test hook: the phase to hold (holdEnv)
-	breakAt        string // test hook: the recovery's part to break (breakEnv)
-
-	progress  bool // show a live launch line on stderr (a terminal)
-	agentsUp  int  // agents that got their job
-	ranksUp   int
-	launching bool // the progress line is live
 }
 
 type agentHandle struct {
@@ -157,7 +206,6 @@ type agentHandle struct {
 	adopted bool   // a successor root took its link
 	closed  bool   // link ended
 	done    bool   // the agent reported mDone
-	ended   int    // its ranks that ended
 	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
 
 	rootChild bool // a child of the root: its link is the root's own
@@ -216,13 +264,9 @@ type rankState struct {
 	node       int
 	inc        uint64 // its incarnation (0: the first)
 	pid        int
-	started    bool // reported running
-	ended      bool
-	status     proto.RankStatus
-	byFrontend bool // ended while ftlaunch was terminating the job
-	// revived: counted as running again for a restart that has not
-	// started it yet; its end (status) stands if the job ends first.
-	revived bool
+	started    bool             // reported running
+	status     proto.RankStatus // its last end (whether it counts as ended is the planner's ledger's)
+	byFrontend bool             // ended while ftlaunch was terminating the job
 }
 
 type rootColl struct {
@@ -334,6 +378,22 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// ledger is the planner's rank ledger (recovery/ledger.go), a read-only
+// view: the root counts the job's end and an agent's ranks that ended
+// from it, and it does not re-derive it.
+func (fe *frontend) ledger() recovery.Ledger { return fe.rec.Ledger() }
+
+// endedOn counts agent a's ranks that count as ended.
+func (fe *frontend) endedOn(a *agentHandle) int {
+	n := 0
+	for _, r := range a.ranks {
+		if fe.ledger().Ended(r) {
+			n++
+		}
+	}
+	return n
 }
 
 func (fe *frontend) nodeOf(rank int) string {

@@ -36,20 +36,10 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	if opts.KillAfter <= 0 {
 		opts.KillAfter = 5 * time.Second
 	}
-	fe := &frontend{
-		opts: opts, local: local,
-		start: time.Now(),
-		jobID: newJobID(),
-		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
-		out:   output.NewWriter(opts.Stdout, opts.Stderr, opts.Label),
-		ranks: make([]rankState, opts.N),
-		slots: placementSlots(opts.Placement),
-		rec:   recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
-
-		recovered: map[int]uint64{}, holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv),
-
-		replicasDone: map[string]bool{}, backupsUp: map[int]int{},
-	}
+	fe := newFrontend(roleFrontEnd, opts, output.NewWriter(opts.Stdout, opts.Stderr, opts.Label), newJobID(),
+		testHooks{holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv)})
+	fe.local = local
+	fe.slots = placementSlots(opts.Placement)
 	go fe.out.Run()
 	defer fe.out.Close()
 	// Deferred calls run last-in first-out: the root's goroutines are

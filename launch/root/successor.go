@@ -84,13 +84,10 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	sctx, stop := context.WithCancel(sctx)
 	events := make(chan event, 256)
 	tmpl := spec.Launch
-	fe := &frontend{
-		opts: opts, start: time.Now(), jobStart: job.Start, jobID: st.Job.ID, colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
-		out: output.NewWriter(logf, logf, true), ranks: make([]rankState, opts.N),
-		ctx: sctx, events: events, replicasDone: map[string]bool{}, backupsUp: map[int]int{},
-		tree: true, launchTmpl: &tmpl, mapping: spec.ProcessMapping, replicaPeers: cfg.Peers, rootNode: spec.Node,
-		rootTerm: st.LeaderTerm,
-	}
+	fe := newFrontend(roleSuccessor, opts, output.NewWriter(logf, logf, true), st.Job.ID, testHooks{}) // successors do not hold
+	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
+	fe.tree, fe.launchTmpl, fe.mapping = true, &tmpl, spec.ProcessMapping
+	fe.replicaPeers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
 	fail := func(err error) (*Successor, error) {
 		stop()
 		logf.Close()
@@ -108,14 +105,9 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	if err := fe.out.OpenFiles(outDir, opts.N); err != nil {
 		return fail(err)
 	}
-	if err := fe.rebuild(st, spec.Replica.Placement); err != nil {
+	ended, failed, err := fe.rebuild(st, spec.Replica.Placement)
+	if err != nil {
 		return fail(err)
-	}
-	var ended []int
-	for r, rs := range fe.ranks {
-		if rs.ended {
-			ended = append(ended, r)
-		}
 	}
 	hooks := launcher.RelaunchHooks{
 		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
@@ -125,7 +117,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		return cfg.Relaunch(sctx, cs, hooks, report)
 	}
 	fe.fence = cfg.Fence
-	fe.rec = fe.successorPlanner(st, job, ended)
+	fe.rec = fe.successorPlanner(st, job, ended, failed)
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
@@ -202,9 +194,9 @@ const resumeWait = time.Second
 // the ranks and which of them ended. placement, if it covers every agent,
 // gives each agent's ranks (the replica spec's copy of the plan's); else
 // they come from the node table, and the agents report those it lacks.
-func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
+func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, failed []int, err error) {
 	if len(st.Plan.Nodes) < 2 {
-		return fmt.Errorf("no plan in the replicated state")
+		return nil, nil, fmt.Errorf("no plan in the replicated state")
 	}
 	byName := map[string]int{}
 	for i, n := range st.Plan.Nodes[1:] {
@@ -228,11 +220,11 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 	}
 	t, err := topology.FromEdges("replicated", edges)
 	if err != nil {
-		return fmt.Errorf("the replicated plan: %w", err)
+		return nil, nil, fmt.Errorf("the replicated plan: %w", err)
 	}
 	fe.setTree(t)
 	if len(st.Ranks) != fe.opts.N {
-		return fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
+		return nil, nil, fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
 	}
 	for r := range fe.ranks {
 		fe.ranks[r].node = -1
@@ -241,7 +233,7 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 		for i, ranks := range placement {
 			for _, r := range ranks {
 				if r < 0 || r >= len(fe.ranks) || fe.ranks[r].node >= 0 {
-					return fmt.Errorf("placement: rank %d of node %s", r, fe.agents[i].name)
+					return nil, nil, fmt.Errorf("placement: rank %d of node %s", r, fe.agents[i].name)
 				}
 				fe.ranks[r].node = i
 			}
@@ -266,14 +258,15 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) error {
 		rs.pid, rs.started = row.PID, true
 		fe.ranksUp++
 		if row.State == raftstore.RankExited || row.State == raftstore.RankFailed {
-			rs.ended = true
 			rs.status = proto.RankStatus{Rank: r, Code: row.ExitCode}
-			fe.ended++
-			fe.agents[rs.node].ended++
+			ended = append(ended, r)
+			if row.ExitCode != 0 {
+				failed = append(failed, r)
+			}
 		}
 	}
 	fe.liveN = len(fe.agents)
-	return nil
+	return ended, failed, nil
 }
 
 // resumeLaunch starts the root's children that are neither up nor

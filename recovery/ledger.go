@@ -1,0 +1,242 @@
+package recovery
+
+import (
+	"slices"
+)
+
+// The rank ledger: which ranks count as ended, which count as running
+// again for a restart that has not started them yet, and which are owed a
+// restart, as which incarnation. The root counts the job's end from it
+// (every rank ended: the agents are told to exit), and its records name
+// the ranks a recovery started again from it. The planner keeps it in
+// Step, with the decisions that change it:
+//
+//   - a rank's end (RankExited) is counted; a rank the planner is
+//     starting again (policy Rank: a failed one not respawned yet, or an
+//     end of an incarnation older than the one it started; policy Job:
+//     every rank whose end is older than the restart) counts as running
+//     again ("revived"): its end is not the rank's;
+//   - the ranks of an agent that is gone are counted as ended
+//     (RanksAbandoned), and revived if the agent is started again;
+//   - once the job is terminated (Terminate), the ranks revived for a
+//     restart that did not start them count as ended again, as they ended
+//     before; one that starts after that (RankStarted, Fresh) is running
+//     until its end comes;
+//   - a new leader's planner revives what the recovery it carries on
+//     starts again (Restore).
+//
+// Owed restarts go out with the actions that close a recovery: a Commit
+// of the Resume or RestartJob stage, or AloneOver (Recovered).
+
+// ledgerRank is one rank's line in the ledger.
+type ledgerRank struct {
+	ended   bool // counted as ended
+	revived bool // counted as running again for a restart not started yet
+	// endInc is the incarnation whose end was counted (0: not known, as
+	// for a rank abandoned with its agent); failed: that end was not
+	// clean (a code, a signal or a reason).
+	endInc uint64
+	failed bool
+}
+
+type ledger struct {
+	ranks []ledgerRank
+	ended int // ranks counted as ended
+	// owed are the ranks being started again and not yet named in a
+	// record, with their new incarnation.
+	owed map[int]uint64
+	// terminated: the planner told the root to terminate the job.
+	terminated bool
+}
+
+// RankInc names a rank and one of its incarnations.
+type RankInc struct {
+	Rank        int
+	Incarnation uint64
+}
+
+// Ledger is the planner's rank ledger, read-only.
+type Ledger struct{ p *Planner }
+
+// Ledger is a read-only view of the rank ledger (ledger.go).
+func (p *Planner) Ledger() Ledger { return Ledger{p} }
+
+// Ended reports whether rank r counts as ended.
+func (l Ledger) Ended(r int) bool {
+	return r >= 0 && r < len(l.p.led.ranks) && l.p.led.ranks[r].ended
+}
+
+// EndedCount is the number of ranks that count as ended: the job is over
+// once it is the job's size.
+func (l Ledger) EndedCount() int { return l.p.led.ended }
+
+// InRecovery reports whether rank r is being started again by the
+// recovery under way (false with none under way).
+func (l Ledger) InRecovery(r int) bool {
+	if l.p.rc == nil {
+		return false
+	}
+	_, owed := l.p.led.owed[r]
+	return owed || l.p.Replacing(r)
+}
+
+func newLedger(ranks int, ended, failed []int) ledger {
+	l := ledger{ranks: make([]ledgerRank, ranks), owed: map[int]uint64{}}
+	for _, r := range ended {
+		if r >= 0 && r < ranks && !l.ranks[r].ended {
+			l.ranks[r].ended = true
+			l.ended++
+		}
+	}
+	for _, r := range failed {
+		if r >= 0 && r < ranks {
+			l.ranks[r].failed = true
+		}
+	}
+	return l
+}
+
+// countEnd counts rank r's end (of incarnation inc; failed: not clean).
+func (p *Planner) countEnd(r int, inc uint64, failed bool) {
+	if r < 0 || r >= len(p.led.ranks) {
+		return
+	}
+	lr := &p.led.ranks[r]
+	lr.endInc, lr.failed = inc, failed
+	if !lr.ended {
+		lr.ended = true
+		p.led.ended++
+	}
+}
+
+// olderEnd reports whether rank r's counted end is of an incarnation older
+// than the planner's current one (or of one not known).
+func (p *Planner) olderEnd(r int) bool {
+	inc := p.led.ranks[r].endInc
+	return inc == 0 || inc < p.ranks[r].inc
+}
+
+// revive counts an ended rank as running again: the planner starts it
+// again. One whose end was a failure is owed a restart, as the
+// incarnation the planner starts next.
+func (p *Planner) revive(r int) {
+	lr := &p.led.ranks[r]
+	if !lr.ended {
+		return
+	}
+	if lr.failed {
+		if _, ok := p.led.owed[r]; !ok {
+			inc := p.ranks[r].inc
+			if p.ranks[r].st == rFailed {
+				inc++ // not respawned yet
+			}
+			p.led.owed[r] = max(inc, 1)
+		}
+	}
+	lr.ended, lr.revived = false, true
+	p.led.ended--
+}
+
+// reviveStarting revives every rank whose end the recovery under way
+// makes stale: under a restart of the job, every end older than it; else
+// rank r (NoRank: none) if it is being replaced and its end is the failed
+// incarnation's or an older one's.
+func (p *Planner) reviveStarting(r int) {
+	if p.RestartsJob() {
+		for i := range p.ranks {
+			if p.olderEnd(i) {
+				p.revive(i)
+			}
+		}
+		return
+	}
+	if p.Replacing(r) && (p.AwaitsRespawn(r) || p.olderEnd(r)) {
+		p.revive(r)
+	}
+}
+
+// reviveRelaunched revives the ranks of agent a if the planner starts it
+// again: their end is not the job's.
+func (p *Planner) reviveRelaunched(a int) {
+	if !p.Relaunching(a) {
+		return
+	}
+	if p.RestartsJob() {
+		p.reviveStarting(NoRank)
+		return
+	}
+	for r := range p.ranks {
+		if p.ranks[r].agent == a && p.Replacing(r) {
+			p.revive(r)
+		}
+	}
+}
+
+// unrevive counts the ranks a restart had not started yet when the job
+// began to end as ended again, as they ended before.
+func (p *Planner) unrevive() {
+	p.led.terminated = true
+	for r := range p.led.ranks {
+		lr := &p.led.ranks[r]
+		if lr.revived && !lr.ended {
+			lr.revived, lr.ended = false, true
+			p.led.ended++
+		}
+	}
+}
+
+// started takes a rank's new incarnation running (fresh: not heard of
+// before): one that starts after the job was terminated is running until
+// its end comes.
+func (p *Planner) started(ev RankStarted) {
+	if !ev.Fresh || ev.Rank < 0 || ev.Rank >= len(p.led.ranks) {
+		return
+	}
+	lr := &p.led.ranks[ev.Rank]
+	if lr.ended && !lr.revived && p.led.terminated {
+		lr.ended = false
+		p.led.ended--
+	}
+	lr.revived = false
+}
+
+// abandoned counts the ranks of an agent that is gone as ended.
+func (p *Planner) abandoned(ev RanksAbandoned) {
+	for _, r := range ev.Ranks {
+		if r >= 0 && r < len(p.led.ranks) && !p.led.ranks[r].ended {
+			p.countEnd(r, 0, true)
+		}
+	}
+}
+
+// settleOwed hands out the ranks owed a restart, in rank order, and
+// forgets them: the record being made names them.
+func (p *Planner) settleOwed() []RankInc {
+	if len(p.led.owed) == 0 {
+		return nil
+	}
+	out := make([]RankInc, 0, len(p.led.owed))
+	for r, inc := range p.led.owed {
+		out = append(out, RankInc{Rank: r, Incarnation: inc})
+	}
+	slices.SortFunc(out, func(a, b RankInc) int { return a.Rank - b.Rank })
+	clear(p.led.owed)
+	return out
+}
+
+// commit is the Commit of the recovery in progress; the one of a stage
+// that ends a recovery (Resume, RestartJob) names the ranks it started
+// again.
+func (p *Planner) commit() Commit {
+	c := Commit{Rec: p.checkpoint()}
+	if s := p.rc.stage; s == StageResume || s == StageRestartJob {
+		c.Recovered = p.settleOwed()
+	}
+	return c
+}
+
+// RanksAbandoned: the root counts the ranks of an agent that is gone as
+// ended (lost with it, or never started).
+type RanksAbandoned struct{ Ranks []int }
+
+func (RanksAbandoned) isEvent() {}

@@ -1,0 +1,201 @@
+package recovery
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// answer plays the agents and the replicated log for the actions of one
+// step: every Commit is committed, every agent acknowledges, every
+// respawned rank publishes an address; it returns every action seen,
+// those of the answers too.
+func answer(p *Planner, agents int, acts []Action) []Action {
+	var all []Action
+	for len(acts) > 0 {
+		act := acts[0]
+		acts = acts[1:]
+		all = append(all, act)
+		var evs []Event
+		switch a := act.(type) {
+		case Commit:
+			evs = append(evs, Committed{Epoch: a.Rec.Epoch, Stage: a.Rec.Stage})
+		case Suspend:
+			for i := range agents {
+				evs = append(evs, Suspended{Agent: i, Epoch: a.Epoch})
+			}
+		case Respawn:
+			evs = append(evs, Respawned{Rank: a.Rank, Incarnation: a.Incarnation, Addr: []byte("addr")})
+		case Patch:
+			for i := range agents {
+				evs = append(evs, Patched{Agent: i, Epoch: a.Epoch, Version: a.Version})
+			}
+		case RestartJob:
+			for i := range agents {
+				evs = append(evs, Restarted{Agent: i, Epoch: a.Epoch})
+			}
+		}
+		for _, ev := range evs {
+			acts = append(acts, p.Step(ev)...)
+		}
+	}
+	return all
+}
+
+// recoveredIn is what the actions name as started again: the Recovered
+// of Commits and AloneOvers.
+func recoveredIn(acts []Action) []RankInc {
+	var out []RankInc
+	for _, act := range acts {
+		switch a := act.(type) {
+		case Commit:
+			out = append(out, a.Recovered...)
+		case AloneOver:
+			out = append(out, a.Recovered...)
+		}
+	}
+	return out
+}
+
+func ledgerConfig(policy Policy) Config {
+	return Config{Policy: policy, Ranks: 4, Agents: 2, RankAgent: []int{0, 0, 1, 1}, MaxRestarts: 3,
+		AckTimeout: time.Second, TableReady: true, Nodes: []string{"n0", "n1"}}
+}
+
+// TestLedger: which ranks count as ended after each event, and which the
+// records name as started again: the root counts the job's end and the
+// records' rows from the ledger alone.
+func TestLedger(t *testing.T) {
+	failed := func(r int) RankExited { return RankExited{Rank: r, Node: "n", Code: 3} }
+	clean := func(r int) RankExited { return RankExited{Rank: r, Node: "n"} }
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		events    []Event
+		ended     []int     // ranks that count as ended after the events
+		recovered []RankInc // named as started again by the records, in order
+		inRecov   []int     // ranks a recovery under way starts again
+		hold      bool      // nothing is answered: the recovery stays at its first stage
+	}{
+		{
+			name:   "ends are counted under policy None",
+			cfg:    ledgerConfig(None),
+			events: []Event{clean(0), failed(2)},
+			ended:  []int{0, 2},
+		},
+		{
+			name:      "a failed rank is running again once replaced, and named as its next incarnation",
+			cfg:       ledgerConfig(Rank),
+			events:    []Event{clean(1), failed(2)},
+			ended:     []int{1},
+			recovered: []RankInc{{Rank: 2, Incarnation: 2}},
+		},
+		{
+			name:    "a failed rank counts as running while its restart is under way",
+			cfg:     ledgerConfig(Rank),
+			events:  []Event{failed(2)},
+			ended:   nil,
+			inRecov: []int{2},
+			hold:    true,
+		},
+		{
+			name:      "a restart of the job makes every older end stale; only failed ones are owed",
+			cfg:       ledgerConfig(Job),
+			events:    []Event{clean(0), failed(3)},
+			ended:     nil,
+			recovered: []RankInc{{Rank: 3, Incarnation: 2}},
+		},
+		{
+			name:   "a terminated job counts the ranks its restart had not started as ended again",
+			cfg:    ledgerConfig(Rank),
+			events: []Event{failed(2), TimedOut{Limit: time.Second}},
+			ended:  []int{2},
+			hold:   true,
+		},
+		{
+			name:   "a rank that starts after the terminate runs until its end comes",
+			cfg:    ledgerConfig(Rank),
+			events: []Event{clean(1), TimedOut{Limit: time.Second}, RankStarted{Rank: 1, Incarnation: 2, Fresh: true}},
+			ended:  nil,
+		},
+		{
+			name:   "a start heard again after the terminate changes nothing",
+			cfg:    ledgerConfig(Rank),
+			events: []Event{clean(1), TimedOut{Limit: time.Second}, RankStarted{Rank: 1, Incarnation: 2}},
+			ended:  []int{1},
+		},
+		{
+			name:   "the ranks of an agent gone are ended once, whatever is said again",
+			cfg:    ledgerConfig(None),
+			events: []Event{RanksAbandoned{Ranks: []int{2, 3}}, RanksAbandoned{Ranks: []int{3}}},
+			ended:  []int{2, 3},
+		},
+		{
+			name: "the ranks of an agent started again run again, and are named",
+			cfg:  ledgerConfig(Rank),
+			events: []Event{RanksAbandoned{Ranks: []int{2, 3}},
+				AgentLost{Agent: 1, Node: "n1", Err: "link ended"}, Relaunched{Agent: 1, Incarnation: 2},
+				FenceDone{Agent: 1, Node: "n1", Incarnation: 1}},
+			ended:     nil,
+			recovered: []RankInc{{Rank: 2, Incarnation: 2}, {Rank: 3, Incarnation: 2}},
+		},
+		{
+			name:   "the ranks of an agent whose loss ends the job stay ended",
+			cfg:    ledgerConfig(None),
+			events: []Event{RanksAbandoned{Ranks: []int{2, 3}}, AgentLost{Agent: 1, Node: "n1", Err: "link ended"}},
+			ended:  []int{2, 3},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(tc.cfg)
+			var acts []Action
+			for _, ev := range tc.events {
+				if tc.hold {
+					acts = append(acts, p.Step(ev)...)
+					continue
+				}
+				acts = append(acts, answer(p, tc.cfg.Agents, p.Step(ev))...)
+			}
+			var ended []int
+			for r := range tc.cfg.Ranks {
+				if p.Ledger().Ended(r) {
+					ended = append(ended, r)
+				}
+			}
+			if !slices.Equal(ended, tc.ended) || p.Ledger().EndedCount() != len(tc.ended) {
+				t.Errorf("ended %v (count %d), want %v", ended, p.Ledger().EndedCount(), tc.ended)
+			}
+			if got := recoveredIn(acts); !slices.Equal(got, tc.recovered) {
+				t.Errorf("recovered %v, want %v\nactions: %#v", got, tc.recovered, acts)
+			}
+			var in []int
+			for r := range tc.cfg.Ranks {
+				if p.Ledger().InRecovery(r) {
+					in = append(in, r)
+				}
+			}
+			if !slices.Equal(in, tc.inRecov) {
+				t.Errorf("in recovery %v, want %v", in, tc.inRecov)
+			}
+		})
+	}
+}
+
+// TestLedgerRestored: a new leader's planner counts the ends the
+// replicated table has, except those of the ranks the recovery it carries
+// on starts again, which it names once that recovery ends.
+func TestLedgerRestored(t *testing.T) {
+	cfg := ledgerConfig(Rank)
+	cfg.Resumed, cfg.Ended, cfg.EndedFailed = true, []int{0, 2}, []int{2}
+	p := New(cfg)
+	p.Restore(Checkpoint{Epoch: 3, Stage: StageSuspend, Version: 1,
+		Ranks: []RankRecord{{Rank: 2, Agent: 1, Incarnation: 1, Restarts: 1, Failed: true}}})
+	if !p.Ledger().Ended(0) || p.Ledger().Ended(2) || p.Ledger().EndedCount() != 1 {
+		t.Fatalf("restored: rank 0 ended %v, rank 2 ended %v, count %d; want true, false, 1",
+			p.Ledger().Ended(0), p.Ledger().Ended(2), p.Ledger().EndedCount())
+	}
+	acts := answer(p, cfg.Agents, p.Step(LeaderChanged{}))
+	if got, want := recoveredIn(acts), []RankInc{{Rank: 2, Incarnation: 2}}; !slices.Equal(got, want) {
+		t.Errorf("recovered %v, want %v", got, want)
+	}
+}
