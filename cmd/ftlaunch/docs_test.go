@@ -87,6 +87,10 @@ func TestDocumentedCommandsParse(t *testing.T) {
 	}
 }
 
+// placeholder matches a word of a synopsis that stands for a value (N,
+// FILE, HOST_LIST).
+var placeholder = regexp.MustCompile(`^[A-Z][A-Z_-]*$`)
+
 // synopsis reports whether a documented command line is a synopsis or
 // an elided example rather than a command to run.
 func synopsis(args []string) bool {
@@ -94,7 +98,7 @@ func synopsis(args []string) bool {
 		if strings.ContainsAny(a, "[]<>|") || strings.Contains(a, "...") || strings.Contains(a, "…") {
 			return true
 		}
-		if len(a) > 1 && strings.Trim(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_-") == "" {
+		if placeholder.MatchString(a) {
 			return true // a PLACEHOLDER
 		}
 	}
