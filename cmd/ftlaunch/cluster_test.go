@@ -243,6 +243,20 @@ func TestClusterLaunch(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
+	t.Run("openmpi", func(t *testing.T) {
+		// #30: Open MPI programs, unmodified, over SSH: a PMIx server in
+		// every host's agent, fences through the tree.
+		e2eOnly(t, "TestOpenMPI/n4_nodes2 (the same programs over two test nodes)")
+		hello, ring := openMPIProgram(t, "mpi_hello"), openMPIProgram(t, "mpi_ring")
+		r := ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", hello)...)
+		if r.code != 0 || r.stdout != "[0] hello from 16 ranks, allreduce sum 120 (want 120), bcast 42\n" {
+			t.Fatalf("hello: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		r = ftlaunch(t, "", append(append([]string{"run"}, ssh...), "-n", "16", ring, "3")...)
+		if r.code != 0 || r.stdout != "[0] ring of 16 ranks, 3 rounds: token 360 (want 360)\n" {
+			t.Fatalf("ring: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("calibration", func(t *testing.T) {
 		e2eOnly(t, "TestCalibrationKept")
 		// The launches above kept their measurements; plan shows them.
