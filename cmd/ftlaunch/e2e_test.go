@@ -19,6 +19,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/internal/testbuf"
 
 	"github.com/ftlaunch/ftlaunch/launch/client"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
 // The end-to-end tests run the real ftlaunch binary, built once, when a
@@ -604,15 +605,13 @@ func TestFrontEndKilledLeavesNoRank(t *testing.T) {
 	for _, inProcess := range []string{"0", ""} {
 		t.Run("inprocess="+inProcess, func(t *testing.T) {
 			t.Setenv("FTLAUNCH_AGENT_INPROCESS", inProcess)
-			m := marker(t)
-			cmd, errb := startBackground(t, m, "run", "--verbose", "-n", "4", "sh", "-c", "sleep "+m+"; true")
+			m, dir := marker(t), t.TempDir()
+			cmd, _ := startBackground(t, m, "run", "--state-dir", dir, "-n", "4", "sh", "-c", "sleep "+m+"; true")
 			// The agent tells its guard of a rank right after the rank's
 			// fork: a front-end killed in between leaves that rank's own
 			// children (docs/design.md). The ranks are reported running
-			// once every one was told of.
-			waitFor(t, "the ranks to be reported running", 20*time.Second, func() bool {
-				return strings.Contains(errb.String(), "4 rank(s) running")
-			})
+			// (the live report's count) once every one was told of.
+			waitLive(t, dir, "the ranks reported running", 20*time.Second, func(l *journal.Live) bool { return l.Running >= 4 })
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
