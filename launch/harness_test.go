@@ -172,7 +172,7 @@ func recoverRole(c *client.Client, me string) int {
 			if _, err := os.Stat(path); err == nil {
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // polling for the test's file
 		}
 	}
 	vals, err := again(resumed, func() ([][]byte, error) { return c.Allgather([]byte(fmt.Sprint(c.Rank() * c.Rank()))) })

@@ -164,10 +164,7 @@ func TestRankAloneOrderOfActions(t *testing.T) {
 		// A rank that publishes anyway is started too.
 		{Respawned{Rank: 2, Incarnation: 2, Addr: []byte("a2")}, "AloneOver"},
 	} {
-		acts := p.Step(tc.ev)
-		if got := kinds(acts); got != tc.want {
-			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
-		}
+		acts := step(t, p, tc.ev, tc.want)
 		for _, a := range acts {
 			switch a := a.(type) {
 			case AloneOver:
@@ -306,10 +303,7 @@ func TestJobWithoutTable(t *testing.T) {
 		{Restarted{Agent: 0, Epoch: 2}, ""},
 		{Restarted{Agent: 1, Epoch: 2}, ""},
 	} {
-		acts := p.Step(tc.ev)
-		if got := kinds(acts); got != tc.want {
-			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v, failure %+v)", tc.ev, got, tc.want, p.Phase(), p.Stage(), p.Failure())
-		}
+		acts := step(t, p, tc.ev, tc.want)
 		for _, a := range acts {
 			if r, ok := a.(Record); ok && tc.ev.(AgentLost).Agent == 1 && !strings.Contains(r.Msg, "on spare node s0 as incarnation 2 (restart 1 of 1), then restarting the job (restart 1 of 1, decided already)") {
 				t.Fatalf("record %q", r.Msg)

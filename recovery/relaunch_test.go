@@ -17,6 +17,17 @@ func kinds(acts []Action) string {
 	return strings.Join(s, ",")
 }
 
+// step feeds ev to p and fails the test unless the actions' kinds are
+// want; it returns the actions.
+func step(t *testing.T, p *Planner, ev Event, want string) []Action {
+	t.Helper()
+	acts := p.Step(ev)
+	if got := kinds(acts); got != want {
+		t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v, failure %+v)", ev, got, want, p.Phase(), p.Stage(), p.Failure())
+	}
+	return acts
+}
+
 // TestRelaunchOrderOfActions follows a lost leaf agent through the restart
 // protocol under policy Rank, one event at a time.
 func TestRelaunchOrderOfActions(t *testing.T) {
@@ -48,10 +59,7 @@ func TestRelaunchOrderOfActions(t *testing.T) {
 		{Patched{Agent: 1, Epoch: 1, Version: 2}, "Commit"},
 		{Committed{Epoch: 1, Stage: StageResume}, "Resume"},
 	} {
-		acts := p.Step(tc.ev)
-		if got := kinds(acts); got != tc.want {
-			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
-		}
+		acts := step(t, p, tc.ev, tc.want)
 		for _, a := range acts {
 			switch a := a.(type) {
 			case Relaunch:
