@@ -68,6 +68,10 @@ type Config struct {
 	// Transport, if set, replaces memberlist's UDP/TCP transport (for
 	// example a MemTransport). Start takes ownership: Shutdown shuts it down.
 	Transport memberlist.Transport
+	// Redirect maps member names to the host:port this member reaches
+	// them at, used instead of the address they advertise (RootName: the
+	// address an agent reached the front-end at).
+	Redirect map[string]string
 
 	// Seeds are host:port addresses of members to join. Empty: start a new
 	// cluster.
@@ -173,11 +177,19 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	mc.Delegate = m.meta
 	mc.Events = obs
 	mc.Ping = obs
+	if len(cfg.Redirect) > 0 {
+		if err := redirect(&mc, cfg.Redirect); err != nil {
+			if cfg.Transport != nil {
+				_ = cfg.Transport.Shutdown()
+			}
+			return nil, fmt.Errorf("membership: member %s: %w", cfg.Name, err)
+		}
+	}
 
 	ml, err := memberlist.Create(&mc)
 	if err != nil {
-		if cfg.Transport != nil {
-			_ = cfg.Transport.Shutdown()
+		if mc.Transport != nil {
+			_ = mc.Transport.Shutdown()
 		}
 		return nil, fmt.Errorf("membership: start member %s: %w", cfg.Name, err)
 	}

@@ -53,6 +53,11 @@ func (a *Agent) joinGossip(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		if at := reachRoot(ctx, cfg.Seeds); at != "" {
+			// The front-end advertises one of its addresses (its
+			// default route's), which this host may not reach.
+			cfg.Redirect = map[string]string{membership.RootName: at}
+		}
 		m, err := membership.Start(ctx, cfg)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -90,6 +95,40 @@ func (a *Agent) joinGossip(ctx context.Context, wg *sync.WaitGroup) {
 			}
 		}
 	}()
+}
+
+// reachRoot returns the first of the front-end's gossip addresses (seeds)
+// to accept a connection within a second, or "". They are tried at once.
+func reachRoot(ctx context.Context, seeds []string) string {
+	if len(seeds) == 1 {
+		return seeds[0]
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	won := make(chan string, len(seeds))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, s := range seeds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", s)
+			if err != nil {
+				won <- ""
+				return
+			}
+			c.Close()
+			won <- s
+		}()
+	}
+	for range seeds {
+		if s := <-won; s != "" {
+			cancel()
+			return s
+		}
+	}
+	return ""
 }
 
 // addrOf returns conn's local (or remote) TCP address, if it has one.

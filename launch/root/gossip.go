@@ -24,10 +24,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
-// rootMember is the front-end's name in the gossip cluster (agents use
-// their node names, which never take this form).
-const rootMember = "ftlaunch-root"
-
 // evGossip: evidence from the front-end's member.
 type evGossip struct{ ev membership.Evidence }
 
@@ -48,7 +44,7 @@ func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	m, err := membership.Start(ctx, membership.Config{
-		Name: rootMember, Incarnation: 1, Role: "root", Secret: secret, Label: fe.jobID, BindAddr: bind,
+		Name: membership.RootName, Incarnation: 1, Role: "root", Secret: secret, Label: fe.jobID, BindAddr: bind,
 		Profile: gossipProfile(fe.opts.Timing),
 	})
 	if err != nil {
