@@ -298,7 +298,7 @@ func errString(err error) string {
 func (t *trialRun) detections(fails []trial.Event) {
 	r := t.res
 	for k, a := range r.applied {
-		if a.Time.IsZero() || a.Fault == trial.Root || a.Fault == trial.Slow || a.Fault == trial.Stall {
+		if a.Time.IsZero() || a.Fault == trial.Root || a.Fault == trial.Slow || a.Fault == trial.Stall || a.Fault == trial.RaftCut {
 			continue
 		}
 		name := []string{a.Target.String()}

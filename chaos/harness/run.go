@@ -30,6 +30,11 @@ const PlantEnv = "FTLAUNCH_CHAOS_PLANT"
 // holds one leaf with it so that launch-phase faults fall during a launch.
 const delayStartEnv = "FTLAUNCH_TEST_DELAY_START"
 
+// raftCutEnv is launch/root's test hook for raftcut: while the file it
+// names exists, the front-end's replica drops its raft traffic
+// (journal.RaftStream.CutWhile), its tree links left alone.
+const raftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
+
 // Timing of a trial.
 const (
 	chaosPoll              = 20 * time.Millisecond   // how often the runner looks at /proc and the job
@@ -95,7 +100,7 @@ type actionRun struct {
 	trial.Applied
 	done bool
 	// stop, partition: when detected, when to continue (heal), continued;
-	// stall: when the front-end was continued.
+	// stall: when the front-end was continued; raftcut: when the cut healed.
 	detectAt, contAt time.Time
 	continued        bool
 	// stop, partition: the agent incarnation hit and the ranks it ran;
@@ -123,6 +128,7 @@ type trialRun struct {
 	work     string
 	stateDir string
 	gate     string
+	raftCut  string // while this file exists, the front-end's raft traffic is cut (raftcut)
 	errPath  string
 	outPath  string
 	scanner  procScanner
@@ -156,6 +162,7 @@ func runTrial(ctx context.Context, o *Options, self string, topo trial.Topology,
 	t := &trialRun{
 		o: o, topo: topo, hosts: hosts, tr: tr, res: r,
 		work: filepath.Join(r.dir, "work"), stateDir: filepath.Join(r.dir, "state"), gate: filepath.Join(r.dir, "launch-gate"),
+		raftCut: filepath.Join(r.dir, "raft-cut"),
 		errPath: filepath.Join(r.dir, "frontend.stderr"), outPath: filepath.Join(r.dir, "frontend.stdout"),
 		rankProc: map[int]jobProc{}, nodeUp: map[int]time.Time{}, gateOpen: tr.Hold < 0,
 	}
@@ -234,11 +241,14 @@ func (t *trialRun) start(self, marker string) error {
 		"--timeout", (o.TrialLimit / 2).String(), "-n", strconv.Itoa(o.Nodes*o.PPN))
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, delayStartEnv+"=") && !strings.HasPrefix(kv, chaosMarkerEnv+"=") {
+		if !strings.HasPrefix(kv, delayStartEnv+"=") && !strings.HasPrefix(kv, chaosMarkerEnv+"=") && !strings.HasPrefix(kv, raftCutEnv+"=") {
 			env = append(env, kv)
 		}
 	}
 	env = append(env, chaosMarkerEnv+"="+marker)
+	if slices.ContainsFunc(t.tr.Actions, func(a trial.Action) bool { return a.Fault == trial.RaftCut }) {
+		env = append(env, raftCutEnv+"="+t.raftCut)
+	}
 	switch {
 	case t.tr.Hold < 0:
 	case t.hosts != nil:
@@ -497,7 +507,7 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 			continue
 		}
 		formed := t.o.Replicas > 1 && t.groupFormed()
-		if t.o.Replicas > 1 && (a.Fault == trial.Root || a.Fault == trial.Replica || a.Fault == trial.Stall) && !formed && now.Before(t0.Add(t.groupWait())) {
+		if t.o.Replicas > 1 && (a.Fault == trial.Root || a.Fault == trial.Replica || a.Fault == trial.Stall || a.Fault == trial.RaftCut) && !formed && now.Before(t0.Add(t.groupWait())) {
 			continue
 		}
 		a.done = true
@@ -518,6 +528,17 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 			continue
 		}
 		a.RanksEnded = t.ranksEnded()
+		if a.Fault == trial.RaftCut {
+			// The front-end's replica drops its raft traffic while the
+			// file exists; its tree links carry on.
+			if err := os.WriteFile(t.raftCut, nil, 0o600); err != nil {
+				a.Skipped = fmt.Sprintf("raft cut: %v", err)
+				continue
+			}
+			a.Time, a.PID, a.GroupFormed = now, pid, formed
+			t.began(a, now)
+			continue
+		}
 		sig := syscall.SIGKILL
 		if a.Fault == trial.Stop || a.Fault == trial.Slow || a.Fault == trial.Stall {
 			sig = syscall.SIGSTOP
@@ -550,6 +571,10 @@ func (t *trialRun) act(now time.Time, jobOver bool) {
 		case a.Fault == trial.Stall && !a.continued && !now.Before(a.Time.Add(trial.StallFor)):
 			// The front-end's pause is over.
 			syscall.Kill(a.PID, syscall.SIGCONT)
+			a.continued, a.contAt = true, now
+		case a.Fault == trial.RaftCut && !a.continued && !now.Before(a.Time.Add(trial.RaftCutFor)):
+			// The cut heals.
+			os.Remove(t.raftCut)
 			a.continued, a.contAt = true, now
 		}
 	}
@@ -745,7 +770,7 @@ func (t *trialRun) settled() bool {
 	for _, a := range t.acts {
 		if !a.done || a.Skipped == "" && !a.Time.IsZero() &&
 			(t.comesBack(a.Fault) && (!a.continued || a.stale != nil && !a.staleDone) || a.Fault == trial.Slow && !a.slowUntil.IsZero() ||
-				a.Fault == trial.Stall && !a.continued) {
+				(a.Fault == trial.Stall || a.Fault == trial.RaftCut) && !a.continued) {
 			return false
 		}
 	}
@@ -771,7 +796,7 @@ func (t *trialRun) openGate() {
 // targetPID finds the process an action hits: a rank, its node's agent
 // (its ranks' parent), or the front-end.
 func (t *trialRun) targetPID(a trial.Action) (int, error) {
-	if a.Fault == trial.Root || a.Fault == trial.Stall {
+	if a.Fault == trial.Root || a.Fault == trial.Stall || a.Fault == trial.RaftCut {
 		return t.cmd.Process.Pid, nil
 	}
 	live := map[int]jobProc{}

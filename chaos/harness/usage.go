@@ -40,9 +40,11 @@ the command that replays it.
   --seed S                 the first trial's seed (default: from the clock, printed);
                            --seed S --trials 1 replays a trial printed with seed S
   --faults LIST            any of rank,agent,leaf,interior,root,replica,node,partition,
-                           stop,slow,stall (default: every fault with a target in the
-                           plan); stall stops the front-end for 2 s (SIGSTOP, then
-                           SIGCONT), as a long GC pause or VM steal would;
+                           stop,slow,stall,raftcut (default: every fault with a target
+                           in the plan); stall stops the front-end for 2 s (SIGSTOP, then
+                           SIGCONT), as a long GC pause or VM steal would; raftcut
+                           (--replicas 3 or 5) cuts only the front-end's raft traffic
+                           with the replica agents for 2 s, its tree links untouched;
                            node (a host crashes: link down, every process killed) and
                            partition (its link cut until the trial is over; under a
                            restart policy healed 3x its detection time after the cut)

@@ -164,9 +164,9 @@ func ExpectFor(prog Program, applied []Applied, t Topology, replicas int, policy
 			continue
 		}
 		switch a.Fault {
-		case Slow, Stall:
-			// Slow is not dead, a stalled front-end is not lost: the
-			// job must not fail for either.
+		case Slow, Stall, RaftCut:
+			// Slow is not dead, a stalled front-end is not lost, nor
+			// one cut off from its root group: the job must not fail.
 		case Root:
 			e.RootLost = true
 			e.Lost = append(e.Lost, root)

@@ -37,6 +37,7 @@ const (
 	Stop      Fault = "stop"      // SIGSTOP of an agent, SIGCONT after 3x the detection time
 	Slow      Fault = "slow"      // an agent stopped and continued in turn: slow, not dead
 	Stall     Fault = "stall"     // SIGSTOP of the front-end, SIGCONT after StallFor: paused, not lost
+	RaftCut   Fault = "raftcut"   // the front-end's raft traffic alone cut for RaftCutFor (--replicas 3 or 5): deposed, not lost
 )
 
 // StallFor is how long a stall holds the front-end stopped: what a long
@@ -44,8 +45,14 @@ const (
 // timeout, short of the agents' link timeout.
 const StallFor = 2 * time.Second
 
+// RaftCutFor is how long a raftcut keeps the front-end's replica cut off
+// from the root group (its tree links untouched): as long as a stall,
+// past the group's election timeout, so the replica agents elect a leader
+// without it (issue #27).
+const RaftCutFor = StallFor
+
 // AllFaults lists every fault in the order reports use.
-var AllFaults = []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Node, Partition, Stop, Slow, Stall}
+var AllFaults = []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Node, Partition, Stop, Slow, Stall, RaftCut}
 
 // Cluster is where trials run.
 type Cluster string
@@ -210,6 +217,8 @@ func (t Topology) hasTarget(f Fault, replicas int) bool {
 	switch f {
 	case Root, Stall:
 		return true
+	case RaftCut:
+		return replicas > 1
 	case Rank:
 		return len(t.RankNode) > 0
 	}
@@ -401,7 +410,7 @@ func Schedule(index int, seed uint64, cfg Config, t Topology) (Trial, error) {
 			f := faults[i]
 			a := Action{Fault: f, Target: Target{Node: -1, Rank: -1}}
 			switch f {
-			case Root, Stall: // one fault of the front-end per trial
+			case Root, Stall, RaftCut: // one fault of the front-end per trial
 				if rootHit {
 					continue
 				}

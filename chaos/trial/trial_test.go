@@ -75,7 +75,7 @@ func TestScheduleCoversAndFits(t *testing.T) {
 			seen[a.Fault] = true
 			n := a.Target.Node
 			switch a.Fault {
-			case Root, Stall:
+			case Root, Stall, RaftCut:
 				if n != -1 {
 					t.Fatalf("root fault on node %d", n)
 				}
@@ -112,7 +112,7 @@ func TestScheduleCoversAndFits(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Stop, Slow, Stall} {
+	for _, f := range []Fault{Rank, Agent, Leaf, Interior, Root, Replica, Stop, Slow, Stall, RaftCut} {
 		if !seen[f] {
 			t.Errorf("fault %s never scheduled", f)
 		}
@@ -135,6 +135,7 @@ func TestValidateRefuses(t *testing.T) {
 	}{
 		{[]Fault{Replica}, kary2(), 1, `fault "replica" has no target`},
 		{[]Fault{Interior}, flat, 1, `fault "interior" has no target`},
+		{[]Fault{RaftCut}, flat, 1, `fault "raftcut" has no target`},
 		{[]Fault{Node}, kary2(), 1, "needs --cluster emulated"},
 		{[]Fault{Partition}, kary2(), 1, "needs --cluster emulated"},
 	} {
@@ -148,6 +149,9 @@ func TestValidateRefuses(t *testing.T) {
 	// The default set leaves out what has no target.
 	if got := Available(TestNodes, flat, 1); slices.Contains(got, Interior) || slices.Contains(got, Replica) || slices.Contains(got, Node) {
 		t.Errorf("available on a flat tree: %v", got)
+	}
+	if got := Available(TestNodes, flat, 1); slices.Contains(got, RaftCut) {
+		t.Errorf("raftcut without a raft group: %v", got)
 	}
 	if got := Available(TestNodes, kary2(), 3); !slices.Contains(got, Replica) {
 		t.Errorf("available with 3 replicas: %v", got)
@@ -342,6 +346,7 @@ func TestExpect(t *testing.T) {
 		{"slow", []Applied{applied(Slow, Target{Node: 1, Rank: -1})}, 1, []Ending{Completed}},
 		{"stalled front-end", []Applied{applied(Stall, Target{Node: -1, Rank: -1})}, 1, []Ending{Completed}},
 		{"stalled front-end, group formed", []Applied{{Action: Action{Fault: Stall, Target: Target{Node: -1, Rank: -1}}, Time: root.Time, GroupFormed: true}}, 3, []Ending{Completed}},
+		{"raft traffic cut, group formed", []Applied{{Action: Action{Fault: RaftCut, Target: Target{Node: -1, Rank: -1}}, Time: root.Time, GroupFormed: true}}, 3, []Ending{Completed}},
 		{"skipped", []Applied{{Action: rank.Action, Skipped: "gone"}}, 1, []Ending{Completed}},
 	} {
 		if got := Expect(tc.acts, topo, tc.replicas, NoRestart, Run, "fe").Endings; !reflect.DeepEqual(got, tc.want) {
