@@ -15,10 +15,14 @@ import (
 //   - a child of the root: once the root's link to it has been quiet for
 //     longer than a heartbeat interval and a margin (proto.Link's
 //     ConfirmSilence, whose figures the root gives: Left is how long until
-//     the silence is long enough); still speaking, it is looked at once
-//     more when it would be (CheckAgain), and kept if it spoke meanwhile;
+//     the silence is long enough); still speaking, it is looked at again
+//     when it would be (CheckAgain), and kept if it spoke meanwhile, but
+//     watched: gossip's word stands (memberlist never takes a member it
+//     declared dead back by itself, so no new word would come), and the
+//     link's silence alone condemns it from then on, looked at each time
+//     the silence would be long enough (CheckAgain again);
 //   - an agent below another: its parent holds the link and is asked to
-//     look at it (Suspect);
+//     look at it, and to watch it the same way (Suspect);
 //   - a successor's child of the root that has not asked for adoption
 //     AdoptQuiet after the successor took over: it will not ask.
 //
@@ -44,8 +48,9 @@ type GossipDead struct {
 	// Quiet is how long its link has been quiet, Left how much longer it
 	// must be for the silence to confirm a death (≤ 0: confirmed).
 	Quiet, Left time.Duration
-	// Again: the look CheckAgain asked for.
-	Again bool
+	// Again: the look CheckAgain asked for. Kept: it was kept once
+	// already (KeptAlive): it is watched.
+	Again, Kept bool
 }
 
 func (GossipDead) isEvent() {}
@@ -63,13 +68,16 @@ type DeclareLost struct {
 }
 
 // CheckAgain: gossip says Agent is dead but its link spoke Quiet ago:
-// step the same GossipDead (Again) once After passed.
+// step the same GossipDead (Again) once After passed, the time until the
+// silence would condemn it.
 type CheckAgain struct {
 	Agent        int
 	Quiet, After time.Duration
 }
 
-// KeptAlive: gossip said Agent was dead, but its link spoke Quiet ago.
+// KeptAlive: gossip said Agent was dead, but its link spoke Quiet ago:
+// kept, and watched from now on (the root steps the next GossipDead with
+// Kept).
 type KeptAlive struct {
 	Agent int
 	Quiet time.Duration
@@ -105,8 +113,8 @@ func (p *Planner) gossipDead(ev GossipDead) []Action {
 	switch {
 	case ev.Left <= 0:
 		return []Action{DeclareLost{Agent: ev.Agent, Linked: true}}
-	case ev.Again:
-		return []Action{KeptAlive{Agent: ev.Agent, Quiet: ev.Quiet}}
+	case ev.Again && !ev.Kept:
+		return []Action{KeptAlive{Agent: ev.Agent, Quiet: ev.Quiet}, CheckAgain{Agent: ev.Agent, Quiet: ev.Quiet, After: ev.Left}}
 	}
 	return []Action{CheckAgain{Agent: ev.Agent, Quiet: ev.Quiet, After: ev.Left}}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -17,11 +16,7 @@ func TestSpareNode(t *testing.T) {
 		t.Skip("an 8-rank job that waits out a silent node's heartbeats")
 	}
 	cmd, out, errb, dir, ck := runRing(t, "rank", 8, "--test-nodes", "5", "--spare-nodes", "1", "--tree", "flat")
-	pid := agentOf(t, ck, "node2")
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // in case the root did not
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatalf("stop the agent of node2 (pid %d): %v", pid, err)
-	}
+	pid := stopAgent(t, ck, "node2")
 	recoveries(t, dir, 1)
 	ringDone(t, cmd, out, ck)
 	// Gossip declares it dead first (its link quiet too), or the link's

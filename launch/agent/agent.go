@@ -656,7 +656,7 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		if err != nil {
 			return fmt.Errorf("suspect message: %w", err)
 		}
-		a.suspectChild(int(idx), false)
+		a.suspectChild(int(idx))
 	case proto.MRoutes:
 		r, err := proto.DecodeRoutes(p)
 		if err != nil {

@@ -39,6 +39,7 @@ type treeState struct {
 	route     map[int]int           // agent below us -> the child it is reached through
 	standby   map[int]*proto.Link   // standby links of the agents whose backup parent this is, by index
 	condemned map[*proto.Link]bool  // children's links ended on gossip's word and their silence (suspectChild)
+	watched   map[*proto.Link]bool  // children's links gossip condemned, watched for silence (watchChild)
 	closing   bool                  // shutting down: no new children
 	changed   chan struct{}         // signalled when a child's link ends
 	cancel    context.CancelFunc
@@ -51,7 +52,7 @@ type treeState struct {
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
 	return &treeState{
 		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
-		children: map[int]*proto.Link{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{}, condemned: map[*proto.Link]bool{},
+		children: map[int]*proto.Link{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{}, condemned: map[*proto.Link]bool{}, watched: map[*proto.Link]bool{},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -214,6 +215,7 @@ func (a *Agent) childGone(idx int, l *proto.Link, err error) {
 	}
 	condemned := t.condemned[l]
 	delete(t.condemned, l)
+	delete(t.watched, l)
 	t.mu.Unlock()
 	if condemned {
 		err = proto.ErrGossipDead
@@ -225,43 +227,65 @@ func (a *Agent) childGone(idx int, l *proto.Link, err error) {
 	a.send(proto.MChildGone, proto.ChildFailed{Idx: idx, Msg: msg, Silent: errors.Is(err, proto.ErrHeartbeat)}.Encode())
 }
 
-// suspectChild takes the root's word that gossip finds child idx dead: its
-// link ends as silent if it has been quiet for a heartbeat interval and
-// proto.ConfirmQuiet; if not, it is looked at again once it would have
-// been, and kept if it spoke meanwhile.
-func (a *Agent) suspectChild(idx int, again bool) {
+// suspectChild takes the root's word that gossip finds child idx dead:
+// its link is watched (watchChild) unless it is already.
+func (a *Agent) suspectChild(idx int) {
 	t := a.tree
 	if t == nil {
 		return
 	}
 	t.mu.Lock()
 	l := t.children[idx]
+	watched := l == nil || t.watched[l]
+	if !watched {
+		t.watched[l] = true
+	}
 	t.mu.Unlock()
-	if l == nil {
-		return
-	}
-	quiet, left := l.ConfirmSilence(a.spec.Heartbeat, a.spec.Timing)
-	if left <= 0 {
-		t.mu.Lock()
-		t.condemned[l] = true
-		t.mu.Unlock()
-		a.logf("gossip finds agent %d dead and its link has been quiet %v: it is lost", idx, quiet.Round(time.Millisecond))
-		l.Conn.Close()
-		return
-	}
-	if again {
-		a.logf("gossip said agent %d was dead, but its link spoke %v ago: kept", idx, quiet.Round(time.Millisecond))
+	if watched {
 		return
 	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
+		a.watchChild(idx, l)
+	}()
+}
+
+// watchChild ends child idx's link l as silent once it has been quiet for
+// a heartbeat interval and proto.ConfirmQuiet (ConfirmSilence), looking
+// each time the silence would be long enough; a child that spoke
+// meanwhile is kept, and watched on: gossip's word stands (memberlist
+// never takes a member it declared dead back by itself), so should it
+// crash later, its silence alone condemns it within the same bound
+// (recovery/detect.go). It ends with the link, or the agent.
+func (a *Agent) watchChild(idx int, l *proto.Link) {
+	t := a.tree
+	for looked, kept := false, false; ; looked = true {
+		quiet, left := l.ConfirmSilence(a.spec.Heartbeat, a.spec.Timing)
+		if left <= 0 {
+			t.mu.Lock()
+			t.condemned[l] = true
+			t.mu.Unlock()
+			a.logf("gossip finds agent %d dead and its link has been quiet %v: it is lost", idx, quiet.Round(time.Millisecond))
+			l.Conn.Close()
+			return
+		}
+		if looked && !kept {
+			kept = true
+			a.logf("gossip said agent %d was dead, but its link spoke %v ago: kept (watched)", idx, quiet.Round(time.Millisecond))
+		}
 		select {
 		case <-time.After(left):
-			a.suspectChild(idx, true)
 		case <-a.ctx.Done():
+			return
 		}
-	}()
+		t.mu.Lock()
+		cur := t.children[idx]
+		t.mu.Unlock()
+		if cur != l {
+			return // its link ended (childGone reported it) or was replaced
+		}
+	}
 }
 
 // relayDown passes a routed message towards its destination.

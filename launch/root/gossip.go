@@ -111,7 +111,7 @@ func (fe *frontend) gossiped(ev membership.Evidence) {
 
 // gossipDead is gossip's word on agent a with the root's facts on its link.
 func (fe *frontend) gossipDead(a *agentHandle, inc uint64, again bool) recovery.GossipDead {
-	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Link: a.linkState(), Linked: a.link != nil, Again: again,
+	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Link: a.linkState(), Linked: a.link != nil, Again: again, Kept: a.kept,
 		Unadopted: fe.role == roleSuccessor && a.link == nil && !a.adopted, Since: time.Since(fe.start)}
 	if a.link != nil {
 		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing)
@@ -140,7 +140,8 @@ func (fe *frontend) gossipAction(act recovery.Action) bool {
 		fe.verbosef("gossip: node %s's link has been quiet %v; looking again in %v", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond), act.After.Round(time.Millisecond))
 		fe.after(act.After, evGossipCheck{a: fe.agents[act.Agent]})
 	case recovery.KeptAlive:
-		fe.verbosef("gossip said node %s was dead, but its link spoke %v ago: kept", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond))
+		fe.agents[act.Agent].kept = true
+		fe.verbosef("gossip said node %s was dead, but its link spoke %v ago: kept (watched: its link's silence alone condemns it now)", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond))
 	default:
 		return false
 	}
