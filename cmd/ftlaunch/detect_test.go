@@ -52,4 +52,3 @@ func TestStoppedAgentBelowRootChildByGossip(t *testing.T) {
 		t.Logf("declared lost %v after the stop", took.Round(time.Millisecond))
 	}
 }
-
