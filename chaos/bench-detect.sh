@@ -102,7 +102,7 @@ slow() {
 	kill -INT $sl 2>/dev/null || true
 	wait $sl 2>/dev/null || true
 	n=$(grep -c "lost the agent of node" "$tmp/err" || true)
-	echo "  $1: $n agent(s) declared lost, $(grep -c "gossip said node .* was dead" "$tmp/err" || true) false death(s) from gossip kept; the job: $(grep -o 'checksum [0-9]* expected [0-9]*' "$tmp/out" || echo 'no result')"
+	echo "  $1: $n agent(s) declared lost, $(grep -c "gossip said node .* was dead" "$tmp/err" || true) false death(s) from gossip kept; the job: $(grep -o 'checksum [0-9a-f]* expected [0-9a-f]*' "$tmp/out" || echo 'no result')"
 	endjob
 }
 

@@ -33,15 +33,17 @@ func LinkTimeout(hb time.Duration) time.Duration { return 4*hb + time.Second }
 var ErrHeartbeat = errors.New("heartbeat timeout: peer silent")
 
 // UplinkPing is how often a child writes to its parent at least (a ping
-// when it has nothing else to say): a quarter of the heartbeat interval
+// when it has nothing else to say): an eighth of the heartbeat interval
 // hb, so that a silent uplink says "stopped" soon after gossip says
 // "dead" (ConfirmSilence). The heartbeat's own timeout stays
 // LinkTimeout(hb); parents ping their children every hb.
-func UplinkPing(hb time.Duration) time.Duration { return hb / 4 }
+func UplinkPing(hb time.Duration) time.Duration { return hb / 8 }
 
 // ConfirmQuiet is how much longer than its child's ping interval a link
-// must have been quiet for gossip's "dead" to count (docs/membership.md).
-const ConfirmQuiet = 2 * time.Second
+// must have been quiet for gossip's "dead" to count (docs/membership.md):
+// with the default 1 s heartbeat, 2 s of silence in all, of which a live
+// child's writes must stall for 1.8 s.
+const ConfirmQuiet = 1875 * time.Millisecond
 
 // ConfirmSilence applies gossip's hysteresis to the uplink of a child
 // gossip finds dead: the child counts as dead when the link has been quiet
