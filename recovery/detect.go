@@ -113,6 +113,8 @@ func (p *Planner) gossipDead(ev GossipDead) []Action {
 	switch {
 	case ev.Left <= 0:
 		return []Action{DeclareLost{Agent: ev.Agent, Linked: true}}
+	case !ev.Again && ev.Kept:
+		return nil // watched already: its looks go on
 	case ev.Again && !ev.Kept:
 		return []Action{KeptAlive{Agent: ev.Agent, Quiet: ev.Quiet}, CheckAgain{Agent: ev.Agent, Quiet: ev.Quiet, After: ev.Left}}
 	}

@@ -187,6 +187,7 @@ func TestChaosRefuses(t *testing.T) {
 		{[]string{"--cluster", "test-nodes", "--faults", "partition"}, "needs --cluster emulated"},
 		{[]string{"--cluster", "test-nodes", "--faults", "replica"}, `fault "replica" has no target in the plan`},
 		{[]string{"--cluster", "test-nodes", "--tree", "flat", "--faults", "interior"}, `fault "interior" has no target in the plan`},
+		{[]string{"--cluster", "test-nodes", "--faults", "raftcut"}, `fault "raftcut" has no target in the plan`},
 		{[]string{"--cluster", "test-nodes", "--restart", "always"}, "want none, rank or job"},
 		{[]string{"--cluster", "test-nodes", "--tree", "auto"}, "--tree auto"},
 		{[]string{"--cluster", "test-nodes", "--faults", "rank,meteor"}, `unknown fault "meteor"`},

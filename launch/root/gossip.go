@@ -137,7 +137,9 @@ func (fe *frontend) gossipAction(act recovery.Action) bool {
 		}
 		fe.linkEnded(a, proto.ErrGossipDead)
 	case recovery.CheckAgain:
-		fe.verbosef("gossip: node %s's link has been quiet %v; looking again in %v", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond), act.After.Round(time.Millisecond))
+		if a := fe.agents[act.Agent]; !a.kept {
+			fe.verbosef("gossip: node %s's link has been quiet %v; looking again in %v", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond), act.After.Round(time.Millisecond))
+		}
 		fe.after(act.After, evGossipCheck{a: fe.agents[act.Agent]})
 	case recovery.KeptAlive:
 		fe.agents[act.Agent].kept = true
