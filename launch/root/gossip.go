@@ -138,7 +138,7 @@ func (fe *frontend) gossipAction(act recovery.Action) bool {
 		fe.linkEnded(a, proto.ErrGossipDead)
 	case recovery.CheckAgain:
 		if a := fe.agents[act.Agent]; !a.kept {
-			fe.verbosef("gossip: node %s's link has been quiet %v; looking again in %v", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond), act.After.Round(time.Millisecond))
+			fe.verbosef("gossip: node %s's link has been quiet %v; looking again in %v", a.name, act.Quiet.Round(time.Millisecond), act.After.Round(time.Millisecond))
 		}
 		fe.after(act.After, evGossipCheck{a: fe.agents[act.Agent]})
 	case recovery.KeptAlive:
