@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-mpi validate-model clean
+.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-detect bench-mpi validate-model clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -94,6 +94,9 @@ bench-slurm: deps build ftslurm-bin ## ftlaunch --launcher slurm against srun an
 
 bench-recovery: deps build ftcluster-bin ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20)
 	sh chaos/bench-recovery.sh $(BIN)/ftlaunch $(or $(TRIALS),20)
+
+bench-detect: build ftcluster-bin ## detection below the root's children on 8 emulated hosts: crash, cut, blackhole (TRIALS each, default 10), and no false loss under a slow or lossy interior host (root)
+	sh chaos/bench-detect.sh $(BIN)/ftlaunch $(or $(TRIALS),10)
 
 bench-mpi: deps build ## an MPI job's start (MPI_Init + barrier + finalize, BENCH_N ranks, default 16): Open MPI under ftlaunch and mpirun, MPICH under ftlaunch and Hydra, interleaved (RUNS, default 9)
 	sh chaos/bench-mpi.sh $(BIN)/ftlaunch $(or $(BENCH_N),16) $(or $(RUNS),9)
