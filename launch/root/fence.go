@@ -13,9 +13,11 @@ package root
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/recovery"
@@ -155,4 +157,24 @@ func (fe *frontend) awaitFences() {
 // link ended before the agent finished.
 func (fe *frontend) declaredLost(a *agentHandle, inc uint64) bool {
 	return inc < a.inc || inc == a.inc && (fe.rec.Relaunching(a.idx) || a.closed && !a.done)
+}
+
+// fencedText names, for the record of a stage that starts ranks, how the
+// fence of each agent incarnation it replaces was confirmed
+// ("; fenced: node5 self-fenced, node2 fenced"; journal.RecoveryStep's
+// Fenced reads it back): whether the ranks waited for a fence that
+// reached the node or for the node's self-fence bound.
+func fencedText(agents []recovery.AgentRecord) string {
+	var ds []string
+	for _, ar := range agents {
+		for _, f := range ar.Fenced {
+			if f.Incarnation+1 == ar.Incarnation {
+				ds = append(ds, f.Node+" "+string(f.How))
+			}
+		}
+	}
+	if len(ds) == 0 {
+		return ""
+	}
+	return "; " + journal.FencedPrefix + strings.Join(ds, ", ")
 }
