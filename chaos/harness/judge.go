@@ -420,28 +420,7 @@ func (t *trialRun) rankSpans() {
 	if err != nil {
 		t.res.notes = append(t.res.notes, "rank times: "+err.Error())
 	}
-	type key struct {
-		rank int
-		inc  uint64
-		node string
-	}
-	spans := map[key]*trial.RankSpan{}
-	var order []key
-	for _, rt := range times {
-		k := key{rt.Rank, rt.Inc, rt.Node}
-		sp := spans[k]
-		if sp == nil {
-			sp = &trial.RankSpan{Rank: rt.Rank, Inc: rt.Inc, Node: rt.Node}
-			spans[k] = sp
-			order = append(order, k)
-		}
-		switch {
-		case rt.Start && (sp.Start.IsZero() || rt.Time.Before(sp.Start)):
-			sp.Start = rt.Time
-		case !rt.Start && rt.Time.After(sp.End):
-			sp.End = rt.Time // the last of the rank's processes
-		}
-	}
+	spans := trial.SpansOf(times)
 	for _, a := range t.res.applied {
 		switch a.Fault {
 		case trial.Agent, trial.Leaf, trial.Interior, trial.Replica, trial.Node:
@@ -451,13 +430,11 @@ func (t *trialRun) rankSpans() {
 		if a.Time.IsZero() || a.Skipped != "" {
 			continue
 		}
-		for _, k := range order {
-			if sp := spans[k]; sp.Node == a.Target.String() && sp.End.IsZero() && sp.Start.Before(a.Time) {
+		for i := range spans {
+			if sp := &spans[i]; sp.Node == a.Target.String() && sp.End.IsZero() && sp.Start.Before(a.Time) {
 				sp.End = a.Time
 			}
 		}
 	}
-	for _, k := range order {
-		t.res.outcome.Spans = append(t.res.outcome.Spans, *spans[k])
-	}
+	t.res.outcome.Spans = spans
 }

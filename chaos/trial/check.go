@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 )
 
 // Ending is how a job may end.
@@ -357,6 +359,36 @@ type RankSpan struct {
 	Inc        uint64
 	Node       string
 	Start, End time.Time
+}
+
+// SpansOf turns the rank times the agents and fences recorded into one
+// span per rank incarnation and node: its first start, its last end (the
+// last of its processes; zero if none was recorded).
+func SpansOf(times []fence.RankTime) []RankSpan {
+	type key struct {
+		rank int
+		inc  uint64
+		node string
+	}
+	at := map[key]int{}
+	var spans []RankSpan
+	for _, rt := range times {
+		k := key{rt.Rank, rt.Inc, rt.Node}
+		i, ok := at[k]
+		if !ok {
+			i = len(spans)
+			at[k] = i
+			spans = append(spans, RankSpan{Rank: rt.Rank, Inc: rt.Inc, Node: rt.Node})
+		}
+		sp := &spans[i]
+		switch {
+		case rt.Start && (sp.Start.IsZero() || rt.Time.Before(sp.Start)):
+			sp.Start = rt.Time
+		case !rt.Start && rt.Time.After(sp.End):
+			sp.End = rt.Time
+		}
+	}
+	return spans
 }
 
 // Overlap returns the first pair of incarnations of a rank that ran at

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 )
 
 // kary2 is the kary:2 plan over 6 test nodes: node0 and node1 under the
@@ -352,6 +354,23 @@ func TestOverlap(t *testing.T) {
 		if got := Overlap(c.spans) != ""; got != c.want {
 			t.Errorf("%s: overlap %v (%q), want %v", c.name, got, Overlap(c.spans), c.want)
 		}
+	}
+}
+
+// TestSpansOf: one span per rank incarnation and node, from its first
+// start to its last end (a rank's descendants end after it).
+func TestSpansOf(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	times := []fence.RankTime{
+		{Node: "n2", Rank: 1, Inc: 1, Start: true, Time: t0},
+		{Node: "n2", Rank: 1, Inc: 1, Time: t0.Add(time.Second)},
+		{Node: "n2", Rank: 1, Inc: 1, Time: t0.Add(2 * time.Second)}, // the fence, for a descendant
+		{Node: "n9", Rank: 1, Inc: 2, Start: true, Time: t0.Add(3 * time.Second)},
+	}
+	got := SpansOf(times)
+	want := []RankSpan{{Rank: 1, Inc: 1, Node: "n2", Start: t0, End: t0.Add(2 * time.Second)}, {Rank: 1, Inc: 2, Node: "n9", Start: t0.Add(3 * time.Second)}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("spans %+v, want %+v", got, want)
 	}
 }
 
