@@ -77,24 +77,30 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 		} else {
 			fe.verbosef("fenced node %s (incarnation %d) in %v: %s", node, inc, time.Since(began).Round(time.Millisecond), msg)
 		}
+		select {
+		case <-reached:
+		default:
+			if err != nil {
+				return // it never reached the node: selfFenced confirms it
+			}
+		}
 		fe.fenceDone(idx, node, inc, recovery.FenceKilled)
 	})
 	at := fe.selfFence().SelfFenceAt(lostAt, covered, began)
-	fe.goFunc(func() { fe.selfFenced(idx, node, inc, at, reached, done) })
+	fe.goFunc(func() { fe.selfFenced(idx, node, inc, at, reached) })
 }
 
-// selfFenced confirms the fence of a node it has not reached by at: the
-// node has been silent for the self-fence bound, so its agent, if it runs,
-// killed its ranks itself (docs/recovery.md, "Fencing").
-func (fe *frontend) selfFenced(idx int, node string, inc uint64, at time.Time, reached, done <-chan struct{}) {
+// selfFenced confirms the fence of a node it has not reached by at (or
+// that failed without reaching it): the node has been silent for the
+// self-fence bound, so its agent, if it runs, killed its ranks itself
+// (docs/recovery.md, "Fencing").
+func (fe *frontend) selfFenced(idx int, node string, inc uint64, at time.Time, reached <-chan struct{}) {
 	t := time.NewTimer(time.Until(at))
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-reached:
 		return // the fence decides
-	case <-done:
-		return
 	case <-fe.ctx.Done():
 		return
 	}
@@ -137,9 +143,9 @@ func (fe *frontend) noteLost(a *agentHandle, err error) {
 // fenceDone confirms a fence to the planner, which starts no rank again
 // before (recovery.FenceDone). A fence is confirmed once it ended what the
 // lost incarnation left on the node (it returns once that ended), or once
-// it failed (the spawner's failure, an SSH ConnectTimeout, or
-// launcher.FenceTimeout), or, for a node it has not reached, at the
-// self-fence bound (selfFenced).
+// it failed after it reached the node (launcher.FenceTimeout; a spawner
+// that reaches its node or fails at once: test nodes, srun), or, for a
+// node it has not reached, at the self-fence bound (selfFenced).
 func (fe *frontend) fenceDone(idx int, node string, inc uint64, how recovery.FenceHow) {
 	fe.post(recovery.FenceDone{Agent: idx, Node: node, Incarnation: inc, How: how})
 }
