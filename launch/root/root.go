@@ -202,16 +202,17 @@ type agentHandle struct {
 	link    *proto.Link          // the front-end's link to it, if it is a direct child
 	via     *proto.Link          // the link it is reached through (set once up)
 	ranks   []int
-	up      bool // connected and activated
-	adopted bool // a successor root took its link
-	closed  bool // link ended
-	done    bool // the agent reported mDone
+	up      bool   // connected and activated
+	adopted bool   // a successor root took its link
+	closed  bool   // link ended
+	done    bool   // the agent reported mDone
+	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
+
 	// lostAt is when this incarnation was declared lost; silence, how
 	// long its node had been silent then as far as the root knows
 	// (noteLost: the self-fence bound counts from its last word).
 	lostAt  time.Time
 	silence time.Duration
-	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
 
 	rootChild bool // a child of the root: its link is the root's own
 	replica   bool // it was given a root replica to host (it joins the group)
