@@ -92,8 +92,8 @@ bench-slurm: deps build ftslurm-bin ## ftlaunch --launcher slurm against srun an
 	$$S up -n 8 >/dev/null; trap '$$S down >/dev/null' EXIT; \
 	$$S run salloc -N 8 -n 16 sh $(CURDIR)/chaos/bench-slurm.sh $(BIN)/ftlaunch auto $(or $(RUNS),9)
 
-bench-recovery: deps build ftcluster-bin ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20)
-	sh chaos/bench-recovery.sh $(BIN)/ftlaunch $(or $(TRIALS),20)
+bench-recovery: deps build ftcluster-bin ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20; CASES: any of rank agents second mpi hostcrash)
+	CASES="$(CASES)" sh chaos/bench-recovery.sh $(BIN)/ftlaunch $(or $(TRIALS),20)
 
 bench-detect: build ftcluster-bin ## detection below the root's children on 8 emulated hosts: crash, cut, blackhole (TRIALS each, default 10), and no false loss under a slow or lossy interior host (root)
 	sh chaos/bench-detect.sh $(BIN)/ftlaunch $(or $(TRIALS),10)
