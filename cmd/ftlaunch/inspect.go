@@ -294,7 +294,11 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 			}
 			started += " (again: " + strings.Join(again, ", ") + ")"
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Node, a.Level, orDash(a.Primary), orDash(a.Backup), orDash(a.Addr), a.Ranks,
+		node := a.Node
+		if a.Lost {
+			node += " (lost)"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", node, a.Level, orDash(a.Primary), orDash(a.Backup), orDash(a.Addr), a.Ranks,
 			relTime(rep, a.Up), started, sampleSec(a.Rem), sampleSec(a.Seq))
 	}
 	tw.Flush()

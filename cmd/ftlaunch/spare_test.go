@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
 // A node that goes silent is not tried again: with --spare-nodes, the
@@ -37,6 +40,30 @@ func TestSpareNode(t *testing.T) {
 		t.Errorf("inspect does not show node4:\n%s", text.stdout)
 	}
 	t.Logf("inspect:\n%s", text.stdout)
+	// The report agrees with itself: the spare is the root's child and its
+	// first start is no restart; the lost node is marked lost; the
+	// launch's phases end with the launch, not the spare's start.
+	var rep journal.Report
+	if r := ftlaunch(t, "", "inspect", "--json", "--state-dir", dir); json.Unmarshal([]byte(r.stdout), &rep) != nil {
+		t.Fatalf("inspect --json:\n%s%s", r.stdout, r.stderr)
+	}
+	for _, a := range rep.Agents {
+		switch a.Node {
+		case "node4":
+			if a.Primary != journal.RootName || len(a.RanksRestarted) != 0 || a.Ranks != 2 || a.Lost {
+				t.Errorf("spare node4: primary %q, ranks %d, restarted %v, lost %v", a.Primary, a.Ranks, a.RanksRestarted, a.Lost)
+			}
+		case "node2":
+			if !a.Lost || a.Ranks != 0 {
+				t.Errorf("lost node2: lost %v, ranks %d", a.Lost, a.Ranks)
+			}
+		}
+	}
+	for _, p := range rep.Phases {
+		if p.Name != "run" && p.StartMS+p.Duration > rep.Recoveries[0].Failure.AtMS {
+			t.Errorf("launch phase %q ends at +%.0f ms, after the failure (+%.0f ms)", p.Name, p.StartMS+p.Duration, rep.Recoveries[0].Failure.AtMS)
+		}
+	}
 	// Gone, or a zombie not reaped yet (the front-end that was its
 	// parent exited): not stopped, not running.
 	if processRunning(pid) {
