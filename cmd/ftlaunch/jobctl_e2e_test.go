@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,6 +116,14 @@ func TestCancelAfterFailover(t *testing.T) {
 	}
 	if r := ftlaunch(t, "", "status", "--exit-code", "--state-dir", dir, id); r.code == 0 {
 		t.Errorf("status --exit-code of a cancelled job exited 0:\n%s", r.stdout)
+	}
+	// The plan names the root where it runs now, not the lost front-end.
+	var rep journal.Report
+	if r := ftlaunch(t, "", "inspect", "--json", "--state-dir", dir); json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Leader == "" {
+		t.Errorf("inspect --json: leader %q\n%s", rep.Leader, r.stderr)
+	} else if r := ftlaunch(t, "", "inspect", "--state-dir", dir); !strings.Contains(r.stdout, "on node "+rep.Leader+" since it took over") ||
+		!regexp.MustCompile(`(?m)^  node\d\s+1\s+`+rep.Leader+` \(root\)`).MatchString(r.stdout) {
+		t.Errorf("inspect's plan after the takeover by %s:\n%s", rep.Leader, r.stdout)
 	}
 	// A finished job: one line, exit 1.
 	if r := ftlaunch(t, "", "cancel", "--state-dir", dir, id); r.code != 1 || strings.Count(r.stderr, "\n") != 1 {

@@ -59,6 +59,9 @@ func TestSpareNode(t *testing.T) {
 			}
 		}
 	}
+	if st := readStatus(t, dir, ""); st.Nodes != 4 || rep.Nodes() != 4 {
+		t.Errorf("the job is on %d node(s) by status, %d by inspect; want 4 as while it ran", st.Nodes, rep.Nodes())
+	}
 	for _, p := range rep.Phases {
 		if p.Name != "run" && p.StartMS+p.Duration > rep.Recoveries[0].Failure.AtMS {
 			t.Errorf("launch phase %q ends at +%.0f ms, after the failure (+%.0f ms)", p.Name, p.StartMS+p.Duration, rep.Recoveries[0].Failure.AtMS)

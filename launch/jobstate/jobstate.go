@@ -247,7 +247,7 @@ func ReadStatus(stateDir, target string) (*Status, error) {
 	rep := journal.Analyze(res.Best.State)
 	st := &Status{
 		Job: rep.Job.ID, StateDir: res.JobDir, State: "unfinished", Argv: rep.Job.Argv, N: rep.Job.N,
-		Nodes: len(rep.Agents), Start: rep.Job.Start, Ranks: map[string]int{},
+		Nodes: rep.Nodes(), Start: rep.Job.Start, Ranks: map[string]int{},
 	}
 	st.Restart, st.MaxRestarts, st.Spares = cmp.Or(rep.Job.Restart, "none"), rep.Job.MaxRestarts, rep.Job.Spares
 	if !rep.Status.Done && lostWords(rep) == "" {

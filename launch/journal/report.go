@@ -48,6 +48,19 @@ type Report struct {
 	Invariants []string `json:"invariant_violations,omitempty"`
 }
 
+// Nodes counts the job's nodes as it stands: every agent's but those
+// lost without ranks (a spare took their place), as many as the root had
+// while the job ran.
+func (r *Report) Nodes() int {
+	n := 0
+	for _, a := range r.Agents {
+		if !a.Lost {
+			n++
+		}
+	}
+	return n
+}
+
 // ReportStatus is the job's final status.
 type ReportStatus struct {
 	Done     bool      `json:"done"`
@@ -387,8 +400,11 @@ func Analyze(s *raftstore.State) *Report {
 		case raftstore.EventLaunch:
 			switch step {
 			case StepPlan:
-				_, text := Step(ev)
-				rep.Plan.Kind, _, _ = strings.Cut(text, " ")
+				// The first plan's kind; a plan recorded again says what
+				// changed ("changed: ..."), in the same tree.
+				if _, text := Step(ev); !strings.HasPrefix(text, "changed: ") {
+					rep.Plan.Kind, _, _ = strings.Cut(text, " ")
+				}
 			case StepTable:
 				if milestones.table.IsZero() { // the launch's, not a restarted job's
 					milestones.table = ev.Time

@@ -306,12 +306,14 @@ func TestReportSpareRelaunch(t *testing.T) {
 func TestReportSpare(t *testing.T) {
 	nodes := []string{"n0", "n1", "n2"}
 	l := newStateLog(t, 6, nodes...)
+	l.ev(1, raftstore.EventLaunch, RootName, raftstore.NoRank, 0, "plan: flat tree, 3 nodes below %s", RootName)
 	for i, node := range nodes {
 		l.ev(5+i, raftstore.EventLaunch, node, raftstore.NoRank, 1, "launch: agent launch began")
 	}
 	l.launched(nodes...)
 	// n1 lost: its ranks 2, 3 on the spare n3.
 	l.ev(1000, raftstore.EventFailure, "n1", raftstore.NoRank, 1, "lost the agent of node n1: peer silent; starting its agent again on spare node n3")
+	l.ev(1000, raftstore.EventLaunch, RootName, raftstore.NoRank, 0, "plan: changed: lost node(s) n1 start again as children of the root")
 	l.phase(1001, "suspend", 1, raftstore.NoRank, "rank(s) 2 3")
 	l.phase(1002, "relaunch", 1, raftstore.NoRank, "the agent of node n3 as incarnation 2")
 	l.ev(1003, raftstore.EventLaunch, "n3", raftstore.NoRank, 2, "launch: agent launch began")
@@ -343,6 +345,12 @@ func TestReportSpare(t *testing.T) {
 	}
 	if a := agents["n1"]; !a.Lost || a.Ranks != 0 {
 		t.Errorf("lost n1: %+v", a)
+	}
+	if rep.Plan.Kind != TreeFlat {
+		t.Errorf("plan kind %q after the plan's change, want %q", rep.Plan.Kind, TreeFlat)
+	}
+	if n := rep.Nodes(); n != 3 {
+		t.Errorf("the job is on %d node(s), want 3 (n1's place taken by n3)", n)
 	}
 	a := agents["n2"]
 	if a.Lost || a.Launch != l.t0.Add(7*time.Millisecond) || !slices.Equal(a.Relaunched, []time.Time{l.t0.Add(1502 * time.Millisecond)}) ||
