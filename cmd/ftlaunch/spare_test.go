@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,6 +59,10 @@ func TestSpareNode(t *testing.T) {
 				t.Errorf("lost node2: lost %v, ranks %d", a.Lost, a.Ranks)
 			}
 		}
+	}
+	// The fence of the stopped agent's node is in the timeline.
+	if !slices.ContainsFunc(rep.Events, func(ev journal.ReportEvent) bool { return ev.Step == journal.StepFence && ev.Node == "node2" }) {
+		t.Errorf("no fence of node2 in the timeline")
 	}
 	if st := readStatus(t, dir, ""); st.Nodes != 4 || rep.Nodes() != 4 {
 		t.Errorf("the job is on %d node(s) by status, %d by inspect; want 4 as while it ran", st.Nodes, rep.Nodes())

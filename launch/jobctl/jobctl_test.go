@@ -261,7 +261,7 @@ func TestCancelFencesRootless(t *testing.T) {
 		if node == "node2" {
 			return "", errors.New("no answer")
 		}
-		return "fenced job " + job + " on node " + node + " up to incarnation 9: killed 1 agent process(es) and 2 rank process(es)", nil
+		return "killed 1 agent process(es) and 2 rank process(es)", nil
 	}}}
 	if _, _, err := Kill(context.Background(), dir, "ft-orphan", syscall.SIGUSR1, o); err == nil {
 		t.Error("kill --signal USR1 of a job without a root succeeded")

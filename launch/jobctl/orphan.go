@@ -125,7 +125,7 @@ func fenceJob(ctx context.Context, jobDir string, sig syscall.Signal, from strin
 				f.Nodes[i].Err = err.Error()
 				return
 			}
-			f.Nodes[i].Killed = killed(out)
+			f.Nodes[i].Killed = out
 		}()
 	}
 	wg.Wait()
@@ -158,15 +158,6 @@ func (f *Fenced) summary() string {
 		parts = append(parts, n.Node+" "+what)
 	}
 	return "its nodes fenced (" + strings.Join(parts, "; ") + ")"
-}
-
-// killed keeps what a fence's report says it killed ("fenced job J on
-// node N up to incarnation I: killed ...").
-func killed(out string) string {
-	if _, after, ok := strings.Cut(out, ": "); ok {
-		return after
-	}
-	return out
 }
 
 // jobNodes are the nodes a job's processes may run on: its plan's, its

@@ -14,6 +14,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -56,10 +57,15 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 		defer close(done)
 		began := time.Now()
 		msg, err := fe.fence(fe.ctx, node, inc)
+		rec := journal.Fence{Node: node, Incarnation: inc, Took: time.Since(began), Result: msg}
 		if err != nil {
+			rec.Err = err.Error()
 			fe.warnf("%v; the agent kills its ranks itself if it hears from the root again", err)
 		} else {
 			fe.verbosef("fenced node %s (incarnation %d) in %v: %s", node, inc, time.Since(began).Round(time.Millisecond), msg)
+		}
+		if fe.journal != nil {
+			fe.journal.Fenced(rec) // the timeline shows it
 		}
 		fe.fenceDone(idx, node, inc)
 	})
