@@ -261,7 +261,7 @@ func ReadStatus(stateDir, target string) (*Status, error) {
 	st.Lost = lostWords(rep)
 	for _, r := range rep.Ranks {
 		state := r.State
-		if st.Lost != "" && !rankEnded(state) {
+		if st.Lost != "" && (state == "starting" || state == "running" || state == "suspended") {
 			state = "cleaned up"
 		}
 		st.Ranks[state]++
