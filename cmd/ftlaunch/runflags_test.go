@@ -106,7 +106,6 @@ func TestParseRunFlagsErrors(t *testing.T) {
 		{"--spares a --test-nodes 3 --restart rank y", "with --test-nodes use --spare-nodes"},
 		{"--spares a --restart rank y", "--spares needs hosts"},
 		{"--spares a[ -H b --restart rank y", "--spares"},
-		{"--max-restarts 2 y", "give --restart too"},
 	} {
 		_, err := parseRunFlags(strings.Fields(tc.args), noEnv)
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {
