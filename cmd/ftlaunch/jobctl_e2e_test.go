@@ -354,11 +354,12 @@ func TestCancelRootless(t *testing.T) {
 		t.Fatalf("%d ranks left before cancel, want the 8 stopped agents hold", n)
 	}
 
+	start := time.Now()
 	r := ftlaunch(t, "", "cancel", "--state-dir", dir, id)
 	if r.code != 0 {
 		t.Fatalf("cancel: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	t.Logf("cancel:\n%s%s", r.stdout, r.stderr)
+	t.Logf("cancel took %v:\n%s%s", time.Since(start), r.stdout, r.stderr)
 	if left := jobProcesses(t, id); len(left) != 0 {
 		t.Errorf("processes of job %s left after cancel: %q", id, left)
 	}
