@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/hashicorp/raft"
 )
 
 // madeJob is a job written into a state directory by the journal, as a
@@ -295,5 +297,72 @@ func TestCancelFencesRootless(t *testing.T) {
 	_, e, err = Kill(context.Background(), dir, "ft-orphan2", syscall.SIGKILL, o)
 	if err != nil || e == nil || e.Status == nil || e.Status.UserSignal != "SIGKILL" || *e.Status.ExitCode != 128+int(syscall.SIGKILL) {
 		t.Errorf("kill --signal KILL of a job without a root: %+v, %v", e, err)
+	}
+}
+
+// TestCancelReplicatedLogUnwritable: a job whose log is replicated over
+// three root replicas, all gone, has its nodes fenced all the same, but
+// its end cannot be recorded (no majority is left): cancel says so, and
+// the job stays unfinished.
+func TestCancelReplicatedLogUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	jobDir := journal.JobDir(dir, "ft-group")
+	names := []string{"fe", "node0", "node1"}
+	var servers []raft.Server
+	trans := make([]*raft.InmemTransport, len(names))
+	for i, n := range names {
+		addr, tr := raft.NewInmemTransport(raft.ServerAddress("inmem-" + n))
+		trans[i] = tr
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(n), Address: addr})
+	}
+	for i := range trans {
+		for j := range trans {
+			if i != j {
+				trans[i].Connect(servers[j].Address, trans[j])
+			}
+		}
+	}
+	var reps []*raftstore.Replica
+	for i, n := range names {
+		r, err := raftstore.Open(raftstore.Config{StateDir: jobDir, Name: n, Transport: trans[i], Peers: servers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, r)
+	}
+	spec := journal.Job{ID: "ft-group", N: 2, Replicas: 3, Start: time.Now()}
+	b, _ := json.Marshal(spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	applied := false
+	for !applied && ctx.Err() == nil {
+		for _, r := range reps {
+			if r.IsLeader() {
+				_, err := r.Apply(ctx, &raftstore.SetJob{Job: raftstore.JobSpec{ID: "ft-group", Size: 2, Spec: b}})
+				applied = err == nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition: a leader
+	}
+	for _, r := range reps {
+		r.Shutdown()
+	}
+	if !applied {
+		t.Fatal("no leader wrote the job")
+	}
+	var fenced []string
+	o := Options{Fencing: Fencing{Fence: func(_ context.Context, _, node string) (string, error) {
+		fenced = append(fenced, node)
+		return "killed 0 agent process(es) and 0 rank process(es)", nil
+	}}}
+	e, err := Cancel(context.Background(), dir, "ft-group", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Fenced == nil || e.Fenced.Recorded || !strings.Contains(e.Fenced.RecordErr, "no majority") || e.Status != nil {
+		t.Errorf("cancel of a job whose group is gone: %+v", e.Fenced)
+	}
+	if st, err := jobstate.ReadStatus(dir, "ft-group"); err != nil || st.State != "unfinished" {
+		t.Errorf("status after cancel: %v, %+v", err, st)
 	}
 }
