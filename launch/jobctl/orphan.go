@@ -134,6 +134,8 @@ func fenceJob(ctx context.Context, jobDir string, sig syscall.Signal, from strin
 		f.RecordErr = err.Error()
 	} else {
 		f.Recorded = true
+		// The dead root's last live report says nothing true any more.
+		_ = os.Remove(filepath.Join(jobDir, journal.LiveFile))
 	}
 	return f, nil
 }
