@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
 	"github.com/ftlaunch/ftlaunch/launch/jobctl"
 	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -422,5 +424,41 @@ func TestAttachFrontEndAlive(t *testing.T) {
 	}
 	if r := ftlaunch(t, "", "attach", "--state-dir", dir); r.code != 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "has ended: finished, exit code 0") {
 		t.Errorf("attach on the finished job: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestClusterCancelRootless: on the emulated SSH cluster, cancel of a job
+// whose front-end (its only root) was SIGKILLed fences every host of its
+// node table over SSH, as its agents were started, and records the job
+// cancelled.
+func TestClusterCancelRootless(t *testing.T) {
+	e2eOnly(t, "TestCancelRootless (the same with test nodes, local processes) and TestCancelFencesRootless (launch/jobctl)")
+	if testing.Short() {
+		t.Skip("an emulated cluster")
+	}
+	c := chaostest.Cluster(t, 3, cluster.Config{})
+	dir := t.TempDir()
+	m := marker(t)
+	killLeft(t, "sleep "+m)
+	cmd := exec.Command(ftlaunchBin(t), "run", "--state-dir", dir, "--hostfile", hostfile(t, c, 2), "--ssh-config", c.SSHConfig(), "--tree", "flat", "-n", "6", "sleep", m)
+	_, errb := startJob(t, cmd)
+	waitFor(t, "the node table in the state log", 60*time.Second, func() bool {
+		st := copiedStatus(t, dir)
+		return st != nil && st.N == 6 && st.Nodes == 3 && st.Ranks["cleaned up"] == 6
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	jobs := listJobs(t, dir)
+	if len(jobs) != 1 || jobs[0].State != "unfinished" {
+		t.Fatalf("jobs after the front-end's death: %+v\n%s", jobs, errb.String())
+	}
+	r := ftlaunch(t, "", "cancel", "--state-dir", dir, "--ssh-config", c.SSHConfig(), jobs[0].ID)
+	if r.code != 0 || strings.Count(r.stdout, "\nnode ")+boolInt(strings.HasPrefix(r.stdout, "node ")) != 3 || !strings.Contains(r.stderr, "(ssh)") {
+		t.Fatalf("cancel: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("cancel:\n%s%s", r.stdout, r.stderr)
+	waitGone(t, "sleep "+m, 10*time.Second)
+	if jobs := listJobs(t, dir); len(jobs) != 1 || jobs[0].State != "cancelled" {
+		t.Errorf("jobs after cancel: %+v", jobs)
 	}
 }
