@@ -92,8 +92,8 @@ bench-slurm: deps build ftslurm-bin ## ftlaunch --launcher slurm against srun an
 	$$S up -n 8 >/dev/null; trap '$$S down >/dev/null' EXIT; \
 	$$S run salloc -N 8 -n 16 sh $(CURDIR)/chaos/bench-slurm.sh $(BIN)/ftlaunch auto $(or $(RUNS),9)
 
-bench-recovery: deps build ftcluster-bin ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20)
-	sh chaos/bench-recovery.sh $(BIN)/ftlaunch $(or $(TRIALS),20)
+bench-recovery: deps build ftcluster-bin ## the restart protocol: failure to every rank resumed (--restart rank, 16 ranks), and --restart job against a fresh launch (TRIALS, default 20; CASES: any of rank agents second mpi hostcrash)
+	CASES="$(CASES)" sh chaos/bench-recovery.sh $(BIN)/ftlaunch $(or $(TRIALS),20)
 
 bench-mpi: deps build ## an MPI job's start (MPI_Init + barrier + finalize, BENCH_N ranks, default 16): Open MPI under ftlaunch and mpirun, MPICH under ftlaunch and Hydra, interleaved (RUNS, default 9)
 	sh chaos/bench-mpi.sh $(BIN)/ftlaunch $(or $(BENCH_N),16) $(or $(RUNS),9)

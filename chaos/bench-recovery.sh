@@ -10,9 +10,13 @@
 # Then a second root failover (--replicas 3: the front-end, then its
 # successor). Reports median and p95.
 # Usage: bench-recovery.sh FTLAUNCH [TRIALS]
+# CASES picks the parts (default all): rank agents second mpi hostcrash.
 set -eu
 FTL=$1
 TRIALS=${2:-20}
+CASES=${CASES:-rank agents second mpi hostcrash}
+# want CASE: whether CASES names it.
+want() { case " $CASES " in *" $1 "*) return 0 ;; esac; return 1; }
 tmp=$(mktemp -d)
 trap 'pkill -9 -f "$tmp" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/bench-lib.sh"
@@ -84,6 +88,8 @@ trial() {
 	wait "$job" 2>/dev/null || true
 }
 
+echo "bench-recovery: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if want rank; then
 WAIT=1.5
 t=0
 while [ $t -lt "$TRIALS" ]; do
@@ -93,11 +99,11 @@ while [ $t -lt "$TRIALS" ]; do
 		"$FTL" ringapp --steps 100000 --step-time 10ms --dir "$tmp/ck"
 	t=$((t + 1))
 done
-
-echo "bench-recovery: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores"
 echo "--restart rank, ftlaunch ringapp, 16 ranks on --test-nodes 8, $TRIALS trials:"
 echo "  failure to every rank resumed: median $(median "$tmp/rank") ms, p95 $(pctl "$tmp/rank" 95) ms (target: median < 500, p95 < 1000)"
+fi
 
+if want agents; then
 WAIT=1.5
 t=0
 while [ $t -lt "$TRIALS" ]; do
@@ -123,6 +129,7 @@ echo "  agent SIGKILL to every rank resumed: median $(median "$tmp/agentkill.res
 echo "  interior agent SIGKILL (kary:2, its 2 children move to their backup) to every rank resumed: median $(median "$tmp/interior.resume") ms, p95 $(pctl "$tmp/interior.resume" 95) ms (target < 1000)"
 echo "  agent SIGSTOP (a hung node; + 1 spare) to declared lost: median $(median "$tmp/agentstop.detect") ms, p95 $(pctl "$tmp/agentstop.detect" 95) ms (target < 2500)"
 echo "  agent SIGSTOP to every rank resumed on the spare: median $(median "$tmp/agentstop.resume") ms, p95 $(pctl "$tmp/agentstop.resume" 95) ms (target < 3000)"
+fi
 
 # The second root failover: --replicas 3, the front-end SIGKILLed; once
 # the successor refilled the group (a replica in the front-end's voter's
@@ -142,6 +149,7 @@ waitlog() {
 		sleep 0.02
 	done
 }
+if want second; then
 t=0
 while [ $t -lt "$TRIALS" ]; do
 	rm -rf "$tmp/ck" "$tmp/fo"
@@ -176,8 +184,9 @@ done
 echo "second root failover, --replicas 3 --restart rank, ftlaunch ringapp, 12 ranks on --test-nodes 6 (--tree flat), $TRIALS trials:"
 echo "  successor SIGKILL to the next root serving: median $(median "$tmp/second.serving") ms, p95 $(pctl "$tmp/second.serving" 95) ms (target < 3000)"
 echo "  successor SIGKILL to every rank resumed: median $(median "$tmp/second.resume") ms, p95 $(pctl "$tmp/second.resume" 95) ms"
+fi
 
-if command -v mpicc.mpich >/dev/null; then
+if want mpi && command -v mpicc.mpich >/dev/null; then
 	mpicc.mpich -O1 -o "$tmp/ck_loop" "$(dirname "$0")/../cmd/ftlaunch/testdata/mpi_loop.c"
 	WAIT=1
 	t=0
@@ -210,7 +219,7 @@ fi
 # figure from that failure to every rank started again (on the spare),
 # which includes the fence of the silent host.
 FTC="$(dirname "$0")/.bin/ftcluster"
-if [ "$(id -u)" = 0 ] && command -v mpicc.mpich >/dev/null && [ -x "$FTC" ]; then
+if want hostcrash && [ "$(id -u)" = 0 ] && command -v mpicc.mpich >/dev/null && [ -x "$FTC" ]; then
 	ftc="$FTC -name ftbrec -prefix 10.85.0.0/24"
 	trap '$ftc down >/dev/null 2>&1 || true; pkill -9 -f "$tmp" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 	$ftc up -n 9 >/dev/null
@@ -251,6 +260,6 @@ if [ "$(id -u)" = 0 ] && command -v mpicc.mpich >/dev/null && [ -x "$FTC" ]; the
 	echo "--restart job, MPICH (mpi_ckpt), 16 ranks on 8 emulated hosts + 1 spare (kary:2), the leaf host node008 crashed, $TRIALS trials:"
 	echo "  crash to declared lost (detection): median $(median "$tmp/hostcrash.detect") ms, p95 $(pctl "$tmp/hostcrash.detect" 95) ms"
 	echo "  declared lost to every rank started again on the spare: median $(median "$tmp/hostcrash.restart") ms, p95 $(pctl "$tmp/hostcrash.restart" 95) ms (target < 750)"
-else
+elif want hostcrash; then
 	echo "--restart job, a crashed host: skipped (needs root, mpicc.mpich and chaos/.bin/ftcluster: make ftcluster-bin)"
 fi

@@ -194,6 +194,15 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	return m, nil
 }
 
+// LastAck is when a probe of this member's was last acked (zero: never):
+// another member answered it, both ways. An agent counts it as a word from
+// the job (launch/agent's self-fence).
+func (m *Member) LastAck() time.Time {
+	m.obs.mu.Lock()
+	defer m.obs.mu.Unlock()
+	return m.obs.lastAck
+}
+
 // Join contacts seeds (host:port) and merges state with every one that
 // answers, retrying with backoff until at least one answers or ctx is done.
 // It returns the number of seeds contacted.

@@ -266,3 +266,29 @@ func TestCrashDetectionOverLoopback(t *testing.T) {
 	t.Logf("loopback, ClusterProfile, n=%d: detection median %v, max %v over %d reports; Bounds typical %v worst %v",
 		survivors+1, percentile(all, 0.5), percentile(all, 1), len(all), typical, worst)
 }
+
+// TestLastAck: a member's probe acked by another is its word from the job
+// (an agent's self-fence counts it); a member alone has none.
+func TestLastAck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	p := TestProfile()
+	a, _ := startRecorded(t, ctx, udpConfig("a", 1, p))
+	defer a.Shutdown()
+	if !a.LastAck().IsZero() {
+		t.Fatalf("a member alone was acked at %v", a.LastAck())
+	}
+	before := time.Now()
+	b, _ := startRecorded(t, ctx, udpConfig("b", 2, p, a.Addr()))
+	defer b.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.LastAck().IsZero() || b.LastAck().IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no probe acked within 10 s: a %v, b %v", a.LastAck(), b.LastAck())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the condition
+	}
+	if a.LastAck().Before(before) {
+		t.Errorf("a's last ack %v is before b joined (%v)", a.LastAck(), before)
+	}
+}

@@ -39,6 +39,7 @@ type observer struct {
 	peers     map[string]peerInfo // last metadata and address per peer
 	suspected map[string]bool     // peers this member's own probes suspect
 	leaving   map[string]uint64   // peers that sent a leave notice, by incarnation
+	lastAck   time.Time           // when a probe of this member's was last acked
 }
 
 // maxLeaving bounds the leave notices remembered at once.
@@ -137,6 +138,7 @@ func (o *observer) AckPayload() []byte { return nil }
 func (o *observer) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.lastAck = time.Now()
 	if !o.suspected[other.Name] {
 		return
 	}

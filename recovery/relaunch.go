@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -69,6 +70,9 @@ type agentState struct {
 	// fence is (heard before the loss, too).
 	fences []FenceRecord
 	fenced map[string]uint64
+	// confirmed are its fences confirmed, by node, with how (the first
+	// confirmation of each: a fence that ends later changes nothing).
+	confirmed []FenceRecord
 }
 
 // AgentRecord is one agent's part of a committed record: an agent lost
@@ -84,13 +88,20 @@ type AgentRecord struct {
 	// Unfenced are its lost incarnations whose fence was not confirmed:
 	// a new leader fences them again before any rank starts again.
 	Unfenced []FenceRecord `json:",omitempty"`
+	// Fenced are its lost incarnations whose fence was confirmed, with
+	// how (FenceDone.How): the state log says whether a replacement
+	// waited for a fence that reached the node or for the node's
+	// self-fence bound.
+	Fenced []FenceRecord `json:",omitempty"`
 }
 
 // FenceRecord names a lost agent incarnation to fence: what it started on
-// Node is killed (launch/fence), incarnations up to Incarnation.
+// Node is killed (launch/fence), incarnations up to Incarnation. How says
+// how its fence was confirmed ("": not yet).
 type FenceRecord struct {
 	Node        string
 	Incarnation uint64
+	How         FenceHow `json:",omitempty"`
 }
 
 // AgentIncarnation is agent a's current incarnation (1: the first).
@@ -413,6 +424,10 @@ func (p *Planner) fenceDone(ev FenceDone) []Action {
 	if as.fenced == nil {
 		as.fenced = map[string]uint64{}
 	}
+	if as.fenced[ev.Node] < ev.Incarnation {
+		as.confirmed = slices.DeleteFunc(as.confirmed, func(f FenceRecord) bool { return f.Node == ev.Node })
+		as.confirmed = append(as.confirmed, FenceRecord{Node: ev.Node, Incarnation: ev.Incarnation, How: cmp.Or(ev.How, FenceKilled)})
+	}
 	as.fenced[ev.Node] = max(as.fenced[ev.Node], ev.Incarnation)
 	as.fences = slices.DeleteFunc(as.fences, func(f FenceRecord) bool { return f.Node == ev.Node && f.Incarnation <= ev.Incarnation })
 	rc := p.rc
@@ -481,7 +496,7 @@ func (p *Planner) agentRecords() []AgentRecord {
 	for a, as := range p.agents {
 		if as.st != aUp || as.inc > 1 || len(as.fences) > 0 {
 			out = append(out, AgentRecord{Agent: a, Node: as.node, Incarnation: as.inc, Restarts: as.restarts, Lost: as.st == aLost, Up: as.st == aUp,
-				Unfenced: slices.Clone(as.fences)})
+				Unfenced: slices.Clone(as.fences), Fenced: slices.Clone(as.confirmed)})
 		}
 	}
 	return out
@@ -496,6 +511,13 @@ func (p *Planner) restoreAgents(recs []AgentRecord) {
 		as := &p.agents[ar.Agent]
 		as.node, as.inc, as.restarts, as.sent = ar.Node, ar.Incarnation, ar.Restarts, false
 		as.fences = slices.Clone(ar.Unfenced)
+		as.confirmed = slices.Clone(ar.Fenced)
+		for _, f := range ar.Fenced {
+			if as.fenced == nil {
+				as.fenced = map[string]uint64{}
+			}
+			as.fenced[f.Node] = max(as.fenced[f.Node], f.Incarnation)
+		}
 		switch {
 		case ar.Up:
 			as.st = aUp
@@ -522,12 +544,14 @@ type RelaunchFailed struct {
 }
 
 // FenceDone: the fence of agent Agent's incarnations up to Incarnation on
-// Node ended: what they left there was killed, or the node does not
-// answer (launch/root's fence.go says when the root confirms one).
+// Node is confirmed: what they left there was killed, or the node does not
+// answer and its agent killed its ranks itself (How; launch/root's
+// fence.go says when the root confirms one, SelfFenceAt).
 type FenceDone struct {
 	Agent       int
 	Node        string
 	Incarnation uint64
+	How         FenceHow // "": FenceKilled
 }
 
 func (Relaunched) isEvent()     {}

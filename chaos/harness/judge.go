@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/raftstore"
@@ -252,6 +253,7 @@ func (t *trialRun) judge() {
 	o.AppOK, o.AppChecked, o.OutputUnique = appResult(t.o, len(t.topo.RankNode), o.Lines)
 	over := r.start.Add(r.jobTime)
 	t.staleOutcome(o.Failures, over)
+	t.rankSpans()
 	t.tabled(over)
 	host, _ := os.Hostname()
 	r.expect = trial.ExpectFor(t.o.AppKind.Program(), r.applied, t.topo, t.o.Replicas, t.o.Policy, t.tr.Phase, host)
@@ -402,4 +404,37 @@ func (t *trialRun) outputLines() []string {
 		}
 	}
 	return lines
+}
+
+// ranksDir is where the trial's agents and fences record their ranks'
+// start and end times (launch/fence's rank times).
+func (t *trialRun) ranksDir() string { return filepath.Join(t.res.dir, "ranks") }
+
+// rankSpans reads the ranks' incarnations from the rank times, for the
+// overlap check (trial.Overlap): an agent records each rank it starts and
+// sees end, a fence each rank it killed. Nobody records the ranks of an
+// agent the trial killed, or of a host it crashed: they died with it, at
+// the fault's time.
+func (t *trialRun) rankSpans() {
+	times, err := fence.ReadRankTimes(t.ranksDir())
+	if err != nil {
+		t.res.notes = append(t.res.notes, "rank times: "+err.Error())
+	}
+	spans := trial.SpansOf(times)
+	for _, a := range t.res.applied {
+		switch a.Fault {
+		case trial.Agent, trial.Leaf, trial.Interior, trial.Replica, trial.Node:
+		default:
+			continue
+		}
+		if a.Time.IsZero() || a.Skipped != "" {
+			continue
+		}
+		for i := range spans {
+			if sp := &spans[i]; sp.Node == a.Target.String() && sp.End.IsZero() && sp.Start.Before(a.Time) {
+				sp.End = a.Time
+			}
+		}
+	}
+	t.res.outcome.Spans = spans
 }

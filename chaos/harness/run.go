@@ -16,6 +16,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/chaos/trial"
 	"github.com/ftlaunch/ftlaunch/launch"
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
@@ -239,6 +240,11 @@ func (t *trialRun) start(self, marker string) error {
 		}
 	}
 	env = append(env, chaosMarkerEnv+"="+marker)
+	// The ranks' own start and end times, for the overlap check (judge.go).
+	if err := os.MkdirAll(t.ranksDir(), 0o755); err != nil {
+		return fmt.Errorf("rank times: %w", err)
+	}
+	env = append(env, fence.EnvRankTimes+"="+t.ranksDir())
 	switch {
 	case t.tr.Hold < 0:
 	case t.hosts != nil:

@@ -2,10 +2,13 @@ package trial
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 )
 
 // Ending is how a job may end.
@@ -343,6 +346,75 @@ type Outcome struct {
 	// Stale is what each agent that could come back (stopped, or cut
 	// off) left of its incarnation.
 	Stale []Stale
+	// Spans are the incarnations of the ranks as their agents (and the
+	// fences) recorded them (launch/fence's rank times), with the ends
+	// the faults caused (a killed agent's or host's ranks died with it).
+	Spans []RankSpan
+}
+
+// RankSpan is one incarnation of one rank: started on Node at Start,
+// ended at End (zero: no end recorded).
+type RankSpan struct {
+	Rank       int
+	Inc        uint64
+	Node       string
+	Start, End time.Time
+}
+
+// SpansOf turns the rank times the agents and fences recorded into one
+// span per rank incarnation and node: its first start, its last end (the
+// last of its processes; zero if none was recorded).
+func SpansOf(times []fence.RankTime) []RankSpan {
+	type key struct {
+		rank int
+		inc  uint64
+		node string
+	}
+	at := map[key]int{}
+	var spans []RankSpan
+	for _, rt := range times {
+		k := key{rt.Rank, rt.Inc, rt.Node}
+		i, ok := at[k]
+		if !ok {
+			i = len(spans)
+			at[k] = i
+			spans = append(spans, RankSpan{Rank: rt.Rank, Inc: rt.Inc, Node: rt.Node})
+		}
+		sp := &spans[i]
+		switch {
+		case rt.Start && (sp.Start.IsZero() || rt.Time.Before(sp.Start)):
+			sp.Start = rt.Time
+		case !rt.Start && rt.Time.After(sp.End):
+			sp.End = rt.Time
+		}
+	}
+	return spans
+}
+
+// Overlap returns the first pair of incarnations of a rank that ran at
+// once: a later incarnation started before an earlier one ended ("" if
+// none). A span whose end nobody recorded is not judged.
+func Overlap(spans []RankSpan) string {
+	byRank := map[int][]RankSpan{}
+	for _, sp := range spans {
+		byRank[sp.Rank] = append(byRank[sp.Rank], sp)
+	}
+	ranks := slices.Sorted(maps.Keys(byRank))
+	for _, r := range ranks {
+		ss := byRank[r]
+		for _, old := range ss {
+			if old.End.IsZero() {
+				continue
+			}
+			for _, nw := range ss {
+				if nw.Inc > old.Inc && !nw.Start.IsZero() && nw.Start.Before(old.End) {
+					return fmt.Sprintf("rank %d: incarnation %d started on %s %v before incarnation %d on %s ended",
+						r, nw.Inc, nw.Node, old.End.Sub(nw.Start).Round(time.Millisecond), old.Inc, old.Node)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // Stale is one agent incarnation that was stopped or cut off: it cannot
@@ -386,17 +458,18 @@ type Recovery struct {
 
 // The invariants, in the order they are checked and reported.
 const (
-	InvStatus     = "status"           // the final status is one the policy promises, naming the fault
-	InvNoLeft     = "no-process-left"  // no process of the job outlives the cleanup bound
-	InvStale      = "old-incarnation"  // nothing of a lost agent incarnation outlives the job's end (fenced) or its return
-	InvPaired     = "failure-paired"   // every failure in the log is followed by the job's end
-	InvDigests    = "replica-digests"  // every live replica applied the same log
-	InvMonotonic  = "monotonic"        // epochs and node-table versions never go back
-	InvState      = "state-invariants" // raftstore's own checks of the state
-	InvOutput     = "output-unique"    // no output line duplicated
-	InvRecovered  = "recovered"        // under a restart policy, every failure of a completed job was recovered
-	InvAppResult  = "app-result"       // a completed job's application verified its result
-	InvFaultFired = "fault-applied"    // at least one planned fault was applied
+	InvStatus     = "status"             // the final status is one the policy promises, naming the fault
+	InvNoLeft     = "no-process-left"    // no process of the job outlives the cleanup bound
+	InvStale      = "old-incarnation"    // nothing of a lost agent incarnation outlives the job's end (fenced) or its return
+	InvApart      = "incarnations-apart" // no two incarnations of a rank ran at once (the agents' own start and end times)
+	InvPaired     = "failure-paired"     // every failure in the log is followed by the job's end
+	InvDigests    = "replica-digests"    // every live replica applied the same log
+	InvMonotonic  = "monotonic"          // epochs and node-table versions never go back
+	InvState      = "state-invariants"   // raftstore's own checks of the state
+	InvOutput     = "output-unique"      // no output line duplicated
+	InvRecovered  = "recovered"          // under a restart policy, every failure of a completed job was recovered
+	InvAppResult  = "app-result"         // a completed job's application verified its result
+	InvFaultFired = "fault-applied"      // at least one planned fault was applied
 )
 
 // Violation is a broken invariant.
@@ -463,6 +536,9 @@ func Check(applied []Applied, e Expectation, o Outcome) []Violation {
 			continue
 		}
 		break
+	}
+	if ov := Overlap(o.Spans); ov != "" {
+		add(InvApart, "%s", ov)
 	}
 	// Every failure paired with the job's end; a failed job has one.
 	switch {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/fence"
 )
 
 // kary2 is the kary:2 plan over 6 test nodes: node0 and node1 under the
@@ -251,6 +253,11 @@ func TestCheckNamesTheInvariant(t *testing.T) {
 		{"returning agent lingers", func(o *Outcome) {
 			o.Stale = []Stale{{Node: "node2", Fault: Partition, Lost: true, Back: true, Left: []string{"77 (ftlaunch agent)"}}}
 		}, InvStale},
+		{"incarnations overlap", func(o *Outcome) {
+			t0 := time.Unix(100, 0)
+			o.Spans = []RankSpan{{Rank: 5, Inc: 1, Node: "node2", Start: t0, End: t0.Add(3 * time.Second)},
+				{Rank: 5, Inc: 2, Node: "node9", Start: t0.Add(2900 * time.Millisecond)}}
+		}, InvApart},
 	} {
 		o := good()
 		tc.plant(&o)
@@ -322,6 +329,48 @@ func TestCheckNamesTheInvariant(t *testing.T) {
 	co.Recoveries = nil
 	if vs := Check(ranked, re, co); len(vs) != 1 || vs[0].Invariant != InvRecovered {
 		t.Errorf("no recovery in the log: %v", vs)
+	}
+}
+
+// TestOverlap: two incarnations of a rank overlap when the later one
+// started before the earlier one ended, whatever their nodes; an end
+// nobody recorded is not judged.
+func TestOverlap(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, c := range []struct {
+		name  string
+		spans []RankSpan
+		want  bool
+	}{
+		{"apart", []RankSpan{{Rank: 1, Inc: 1, Node: "n2", Start: at(0), End: at(2000)}, {Rank: 1, Inc: 2, Node: "n9", Start: at(2001), End: at(5000)}}, false},
+		{"replacement before the fence", []RankSpan{{Rank: 1, Inc: 1, Node: "n2", Start: at(0), End: at(2134)}, {Rank: 1, Inc: 2, Node: "n9", Start: at(2000)}}, true},
+		{"three incarnations, the third early", []RankSpan{
+			{Rank: 1, Inc: 1, Start: at(0), End: at(100)}, {Rank: 1, Inc: 2, Start: at(200), End: at(900)}, {Rank: 1, Inc: 3, Start: at(800)}}, true},
+		{"other ranks do not count", []RankSpan{{Rank: 1, Inc: 1, Start: at(0), End: at(900)}, {Rank: 2, Inc: 2, Start: at(100)}}, false},
+		{"no end recorded (a crashed host the harness did not kill)", []RankSpan{{Rank: 1, Inc: 1, Start: at(0)}, {Rank: 1, Inc: 2, Start: at(100)}}, false},
+		{"same incarnation restarted in place", []RankSpan{{Rank: 1, Inc: 1, Start: at(0), End: at(900)}, {Rank: 1, Inc: 1, Start: at(100)}}, false},
+	} {
+		if got := Overlap(c.spans) != ""; got != c.want {
+			t.Errorf("%s: overlap %v (%q), want %v", c.name, got, Overlap(c.spans), c.want)
+		}
+	}
+}
+
+// TestSpansOf: one span per rank incarnation and node, from its first
+// start to its last end (a rank's descendants end after it).
+func TestSpansOf(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	times := []fence.RankTime{
+		{Node: "n2", Rank: 1, Inc: 1, Start: true, Time: t0},
+		{Node: "n2", Rank: 1, Inc: 1, Time: t0.Add(time.Second)},
+		{Node: "n2", Rank: 1, Inc: 1, Time: t0.Add(2 * time.Second)}, // the fence, for a descendant
+		{Node: "n9", Rank: 1, Inc: 2, Start: true, Time: t0.Add(3 * time.Second)},
+	}
+	got := SpansOf(times)
+	want := []RankSpan{{Rank: 1, Inc: 1, Node: "n2", Start: t0, End: t0.Add(2 * time.Second)}, {Rank: 1, Inc: 2, Node: "n9", Start: t0.Add(3 * time.Second)}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("spans %+v, want %+v", got, want)
 	}
 }
 

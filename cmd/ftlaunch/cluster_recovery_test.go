@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"regexp"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
 	"github.com/ftlaunch/ftlaunch/chaos/cluster"
+	"github.com/ftlaunch/ftlaunch/chaos/trial"
+	"github.com/ftlaunch/ftlaunch/launch/fence"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 )
 
 // #14's node losses on the emulated SSH cluster. Long (a partition held
@@ -30,9 +34,12 @@ func longRecovery(t *testing.T) {
 
 // TestClusterPartitionSpare: a host cut off from the rest for three
 // detection times is declared lost; its ranks start again on the spare
-// host; the root's fence over SSH cannot reach it, so when the partition
-// heals the old agent learns from a root replica that it was replaced
-// and kills its ranks at once; the result is right and nothing is left.
+// host; the root's fence over SSH cannot reach it: the cut-off agent
+// killed its ranks itself once every upward path was silent for the
+// self-fence bound, before the replacements started (the agents' own
+// rank times), and the respawn says so (inspect --json: self-fenced).
+// When the partition heals the old agent learns from a root replica that
+// it was replaced; the result is right and nothing is left.
 func TestClusterPartitionSpare(t *testing.T) {
 	longRecovery(t)
 	c := chaostest.Cluster(t, 8, cluster.Config{})
@@ -43,6 +50,8 @@ func TestClusterPartitionSpare(t *testing.T) {
 	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
 		"--spare-nodes", "1", "--replicas", "3", "--restart", "rank", "--tree", "flat", "--state-dir", dir, "-n", "28",
 		ftlaunchBin(t), "ringapp", "--steps", "3000", "--step-time", "10ms", "--dir", ck)
+	times := t.TempDir()
+	cmd.Env = append(os.Environ(), fence.EnvRankTimes+"="+times)
 	out, errb := startJob(t, cmd)
 	tablePublished(t, dir)
 	replicasJoined(t, dir, 2, 30*time.Second)
@@ -68,8 +77,8 @@ func TestClusterPartitionSpare(t *testing.T) {
 	}
 	// Three detection times (5 s each), then the partition heals.
 	time.Sleep(time.Until(cut.Add(15 * time.Second))) // the fault's length, not a wait for a condition
-	if n := len(ranksOnAlive(old)); n != 4 {
-		t.Logf("%d of the old ranks on node005 still ran while it was cut off", n)
+	if n := len(ranksOnAlive(old)); n != 0 {
+		t.Errorf("%d of the old ranks on node005 still ran while it was cut off (not self-fenced)", n)
 	}
 	if err := c.Heal(context.Background(), "node005"); err != nil {
 		t.Fatal(err)
@@ -87,6 +96,83 @@ func TestClusterPartitionSpare(t *testing.T) {
 	if !strings.Contains(errb.String(), "lost the agent of node node005") {
 		t.Errorf("stderr does not name node005's loss")
 	}
+	incarnationsApart(t, times, "node005", "node008")
+	fencedAs(t, dir, "node005", "self-fenced")
+}
+
+// incarnationsApart checks, from the agents' own rank times, that no two
+// incarnations of a rank ran at once, and that the ranks of lost (their
+// first incarnation) ended, as recorded on that node, before their next
+// started on spare.
+func incarnationsApart(t *testing.T, dir, lost, spare string) {
+	t.Helper()
+	rts, err := fence.ReadRankTimes(dir)
+	if err != nil {
+		t.Fatalf("rank times: %v", err)
+	}
+	spans := trial.SpansOf(rts)
+	if ov := trial.Overlap(spans); ov != "" {
+		t.Errorf("incarnations overlap: %s", ov)
+	}
+	moved := 0
+	for _, old := range spans {
+		if old.Node != lost || old.Inc != 1 {
+			continue
+		}
+		for _, nw := range spans {
+			if nw.Rank != old.Rank || nw.Node != spare || nw.Inc <= old.Inc {
+				continue
+			}
+			moved++
+			switch {
+			case old.End.IsZero():
+				t.Errorf("rank %d: no end recorded on %s (its agent did not see it end)", old.Rank, lost)
+			default:
+				t.Logf("rank %d: ended on %s %v before incarnation %d started on %s", old.Rank, lost, nw.Start.Sub(old.End).Round(time.Millisecond), nw.Inc, spare)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Errorf("no rank of %s started again on %s in the rank times", lost, spare)
+	}
+}
+
+// fencedAs checks that the recovery of node's loss says, at the stage
+// that started its ranks again, how its fence was confirmed (inspect
+// --json), and returns how long after the failure that stage began.
+func fencedAs(t *testing.T, dir, node, how string) time.Duration {
+	t.Helper()
+	var rep struct {
+		Recoveries []struct {
+			Node   string `json:"node"`
+			Phases []struct {
+				Stage    string  `json:"stage"`
+				OffsetMS float64 `json:"offset_ms"`
+				Fenced   []struct {
+					Node string `json:"node"`
+					How  string `json:"how"`
+				} `json:"fenced"`
+			} `json:"phases"`
+		} `json:"recoveries"`
+	}
+	insp := ftlaunch(t, "", "inspect", "--json", "--state-dir", dir)
+	if err := json.Unmarshal([]byte(insp.stdout), &rep); err != nil {
+		t.Fatalf("inspect --json: %v", err)
+	}
+	for _, r := range rep.Recoveries {
+		for _, p := range r.Phases {
+			for _, f := range p.Fenced {
+				if f.Node == node {
+					if f.How != how {
+						t.Errorf("the %s phase: node %s %s, want %s", p.Stage, node, f.How, how)
+					}
+					return time.Duration(p.OffsetMS * float64(time.Millisecond))
+				}
+			}
+		}
+	}
+	t.Errorf("no recovery phase names how node %s was fenced:\n%s", node, insp.stdout)
+	return 0
 }
 
 // TestClusterInteriorCrash: #14's acceptance on the emulated SSH cluster:
@@ -106,6 +192,8 @@ func TestClusterInteriorCrash(t *testing.T) {
 	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--hostfile", hosts, "--ssh-config", c.SSHConfig(),
 		"--spare-nodes", "2", "--replicas", "3", "--restart", "rank", "--tree", "kary:2", "--ppn", "4", "--state-dir", dir, "-n", "32",
 		ftlaunchBin(t), "ringapp", "--steps", "2500", "--step-time", "10ms", "--dir", ck)
+	times := t.TempDir()
+	cmd.Env = append(os.Environ(), fence.EnvRankTimes+"="+times)
 	out, errb := startJob(t, cmd)
 	tablePublished(t, dir)
 	replicasJoined(t, dir, 2, 30*time.Second)
@@ -120,6 +208,21 @@ func TestClusterInteriorCrash(t *testing.T) {
 	insp := ftlaunch(t, "", "inspect", "--state-dir", dir)
 	if !strings.Contains(insp.stdout, "plan: changed: node ") || !strings.Contains(insp.stdout, "1 resumed") {
 		t.Errorf("inspect shows no move to a backup parent, or no resumed recovery:\n%s", insp.stdout)
+	}
+	// The crashed host does not answer its fence: its ranks started
+	// again once its silence reached the self-fence bound, not after the
+	// fence's 5 s timeout.
+	if after := fencedAs(t, dir, "node003", "self-fenced"); after >= launcher.FenceTimeout {
+		t.Errorf("node003's ranks started again %v after its loss was declared: the fence's timeout (%v) was waited for", after, launcher.FenceTimeout)
+	} else {
+		t.Logf("node003's ranks started again %v after its loss was declared", after)
+	}
+	rts, err := fence.ReadRankTimes(times)
+	if err != nil {
+		t.Fatalf("rank times: %v", err)
+	}
+	if ov := trial.Overlap(trial.SpansOf(rts)); ov != "" {
+		t.Errorf("incarnations overlap: %s", ov)
 	}
 }
 

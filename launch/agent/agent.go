@@ -64,6 +64,9 @@ type Agent struct {
 	successor Successor                // the root this agent runs after the front-end's death
 	replica   *agentReplica            // this agent's root replica, once open
 	gossipTo  chan membership.Evidence // the successor root's share of the gossip evidence (gossip.go)
+	// member is the agent's gossip member once it joined (gossip.go):
+	// the self-fence's watch reads when its probes were last acked.
+	member atomic.Pointer[membership.Member]
 	// rootReplica names the replica agent whose successor root adopted
 	// this agent ("": none did), which its replica hands leadership to.
 	rootReplica string
@@ -215,6 +218,7 @@ func (a *Agent) run(ctx context.Context) error {
 	a.send(proto.MOutputResync, proto.EncodeInt(1))
 	a.startRanks(ctx, &wg)
 	a.joinGossip(ctx, &wg)
+	a.watchUpward(ctx, &wg)
 	if a.tree != nil && a.spec.Replica.JobDir != "" {
 		// After the ranks, and not while they start: once their first
 		// collective is done, or they all ended, or groupHold passed (as

@@ -40,6 +40,7 @@ type rankProc struct {
 	cmd   *exec.Cmd
 	conn  net.Conn // agent's end of the rank protocol socket
 	info  rankproto.Info
+	times string // the rank times directory (fence.EnvRankTimes; "": none)
 
 	stdin  *os.File // rank 0 only; owned by feedStdin
 	stdinQ chan stdinChunk
@@ -191,7 +192,21 @@ func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.C
 	go func() { defer pumps.Done(); rp.pump(errR, proto.StreamStderr) }()
 	go func() { pumps.Wait(); close(rp.outDone) }()
 	rp.info = info
+	rp.times = proto.LookupEnv(cmd.Env, fence.EnvRankTimes)
+	rp.recordTime(true)
 	return rp, nil
+}
+
+// recordTime appends the rank's start or end to the rank times, if the
+// job keeps them (fence.EnvRankTimes: make chaos's overlap check).
+func (rp *rankProc) recordTime(start bool) {
+	if rp.times == "" {
+		return
+	}
+	t := fence.RankTime{Node: rp.info.Node, Rank: rp.rank, Inc: max(rp.info.Incarnation, 1), Start: start, Time: time.Now()}
+	if err := fence.AppendRankTime(rp.times, t); err != nil {
+		rp.agent.logf("%v", err)
+	}
 }
 
 // rankEnv is what a rank finds in its environment besides the job's:
@@ -270,6 +285,7 @@ func (rp *rankProc) output(stream int, data []byte) {
 // its status.
 func (rp *rankProc) wait() proto.RankStatus {
 	rankenv.AwaitExit(rp.cmd.Process.Pid)
+	rp.recordTime(false)
 	err := rp.cmd.Wait()
 	close(rp.exited)
 	select {

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -175,8 +176,9 @@ func Kill(t Target) (Result, error) {
 	_ = os.Remove(d)
 	deadline := time.Now().Add(2 * time.Second)
 	killed := map[int]bool{} // a process dying is found again by the next scan
+	times := map[int]killedRank{}
 	for {
-		n, err := killRanks(t, killed)
+		n, err := killRanks(t, killed, times)
 		res.Ranks += n
 		if err != nil {
 			return res, err
@@ -190,6 +192,7 @@ func Kill(t Target) (Result, error) {
 		pids = append(pids, pid)
 	}
 	res.Left = awaitGone(pids, time.Now().Add(goneWait))
+	recordEnds(t, times, res.Left)
 	return res, nil
 }
 
@@ -263,7 +266,7 @@ func registered(p string) (int, bool) {
 
 // killRanks SIGKILLs every process of t's ranks found in one scan of
 // /proc that is not in killed already, and returns how many.
-func killRanks(t Target, killed map[int]bool) (int, error) {
+func killRanks(t Target, killed map[int]bool, times map[int]killedRank) (int, error) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, fmt.Errorf("fence: %w", err)
@@ -282,9 +285,30 @@ func killRanks(t Target, killed map[int]bool) (int, error) {
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			killed[pid] = true
 			n++
+			if dir, rank, inc, ok := rankOf(env); ok {
+				times[pid] = killedRank{dir: dir, rank: rank, inc: inc}
+			}
 		}
 	}
 	return n, nil
+}
+
+// recordEnds appends the end of every rank the fence killed that ended
+// (not in left) to its rank times (EnvRankTimes).
+func recordEnds(t Target, times map[int]killedRank, left []int) {
+	now := time.Now()
+	for pid, k := range times {
+		if !slices.Contains(left, pid) {
+			_ = AppendRankTime(k.dir, RankTime{Node: t.Node, Rank: k.rank, Inc: k.inc, Time: now})
+		}
+	}
+}
+
+// killedRank is a rank process a fence killed, with where its times go.
+type killedRank struct {
+	dir  string
+	rank int
+	inc  uint64
 }
 
 // marked reports whether an environment (NUL-separated) marks a rank of t.

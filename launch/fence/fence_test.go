@@ -202,3 +202,33 @@ func TestRegisterPrunesDeadRecords(t *testing.T) {
 		t.Errorf("a dead agent's record (and its empty job directory) is still there: %v", err)
 	}
 }
+
+// TestKillRecordsRankTimes: a fence appends the end of every rank it
+// killed to the rank times its environment names (make chaos's overlap
+// check), once the rank ended; a rank without them is not recorded.
+func TestKillRecordsRankTimes(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	job := "ft-fencetimes" + filepath.Base(t.TempDir())
+	times := t.TempDir()
+	target := Target{Job: job, Node: "node7", UpTo: 1}
+	marks := []string{EnvJob + "=" + job, EnvNode + "=node7", EnvIncarnation + "=1"}
+	before := time.Now()
+	if err := AppendRankTime(times, RankTime{Node: "node7", Rank: 3, Inc: 2, Start: true, Time: before}); err != nil {
+		t.Fatal(err)
+	}
+	r3 := start(t, append(marks, EnvRankTimes+"="+times, "FTLAUNCH_RANK=3", "FTLAUNCH_INCARNATION=2")...)
+	untimed := start(t, append(marks, "FTLAUNCH_RANK=4", "FTLAUNCH_INCARNATION=1")...)
+	if _, err := Kill(target); err != nil {
+		t.Fatal(err)
+	}
+	if !r3.killed() || !untimed.killed() {
+		t.Fatal("not killed")
+	}
+	got, err := ReadRankTimes(times)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got[0].Start || got[1].Start || got[1].Node != "node7" || got[1].Rank != 3 || got[1].Inc != 2 || got[1].Time.Before(before) {
+		t.Fatalf("rank times %+v, want rank 3's start and its end", got)
+	}
+}

@@ -247,6 +247,37 @@ type RecoveryStep struct {
 	Open       bool      `json:"open,omitempty"`
 	Detail     string    `json:"detail"`
 	Index      uint64    `json:"index"`
+	// Fenced is, for a stage that starts ranks again (respawn,
+	// restart-job), how the fence of each lost node was confirmed:
+	// "fenced" (the fence reached it) or "self-fenced" (it did not answer;
+	// its agent killed its ranks once cut off: docs/recovery.md,
+	// "Fencing").
+	Fenced []FenceNote `json:"fenced,omitempty"`
+}
+
+// FenceNote is how a lost node's fence was confirmed.
+type FenceNote struct {
+	Node string `json:"node"`
+	How  string `json:"how"`
+}
+
+// FencedPrefix starts the part of a recovery phase's detail that names how
+// each fence was confirmed ("fenced: node5 self-fenced, node2 fenced").
+const FencedPrefix = "fenced: "
+
+// fencedOf reads the fences a phase's detail names (FencedPrefix).
+func fencedOf(detail string) []FenceNote {
+	_, list, ok := strings.Cut(detail, FencedPrefix)
+	if !ok {
+		return nil
+	}
+	var out []FenceNote
+	for item := range strings.SplitSeq(list, ", ") {
+		if node, how, ok := strings.Cut(strings.TrimSpace(item), " "); ok {
+			out = append(out, FenceNote{Node: node, How: how})
+		}
+	}
+	return out
 }
 
 // Over reports whether the recovery is over: the failed rank runs again.
@@ -636,6 +667,7 @@ func phaseOf(ev *raftstore.Event, n int) (stage string, epoch uint64, ranks []in
 		ranks = []int{ev.Rank}
 	}
 	if _, list, ok := strings.Cut(text, "rank(s) "); ok {
+		list, _, _ = strings.Cut(list, ";") // what follows is not ranks (FencedPrefix)
 		for f := range strings.FieldsSeq(strings.ReplaceAll(list, ",", " ")) {
 			r, err := strconv.Atoi(f)
 			if err != nil || r < 0 || r >= n {
@@ -789,7 +821,7 @@ func recoveries(s *raftstore.State, at func(time.Time) float64, incs [][]RankInc
 			}
 		case ev.Kind == raftstore.EventRecovery:
 			stage, epoch, ranks := phaseOf(ev, n)
-			step := RecoveryStep{Stage: stage, Epoch: epoch, Time: ev.Time, AtMS: at(ev.Time), Detail: ev.Detail, Index: ev.Index}
+			step := RecoveryStep{Stage: stage, Epoch: epoch, Time: ev.Time, AtMS: at(ev.Time), Detail: ev.Detail, Index: ev.Index, Fenced: fencedOf(ev.Detail)}
 			for _, k := range slices.Clone(open) {
 				r := &recs[k]
 				if r.Rank < 0 && r.Node == "" {

@@ -274,7 +274,7 @@ func TestReportSpareRelaunch(t *testing.T) {
 	l.phase(5001, "suspend", 1, raftstore.NoRank, "rank(s) 2 3")
 	l.phase(5030, "relaunch", 1, raftstore.NoRank, "the agent of node n2 as incarnation 2; rank(s) 2 3")
 	l.ev(5100, raftstore.EventLaunch, "n2", raftstore.NoRank, 2, "up: connected back")
-	l.phase(5140, "respawn", 1, raftstore.NoRank, "rank(s) 2 3")
+	l.phase(5140, "respawn", 1, raftstore.NoRank, "rank(s) 2 3; fenced: n1 self-fenced")
 	l.ev(5150, raftstore.EventLaunch, "n2", raftstore.NoRank, 0, "ranks: 2 rank(s) started: 2-3")
 	l.phase(5200, "patch", 1, raftstore.NoRank, "node table version 2: rank(s) 2 3")
 	l.phase(5210, "resume", 1, raftstore.NoRank, "")
@@ -294,6 +294,10 @@ func TestReportSpareRelaunch(t *testing.T) {
 	}
 	if r.Node != "n1" || r.Outcome != OutcomeResumed || r.TotalMS != 220 {
 		t.Errorf("recovery %+v", r)
+	}
+	// The respawn says how n1's fence was confirmed.
+	if got := r.Phases[2].Fenced; len(got) != 1 || got[0] != (FenceNote{Node: "n1", How: "self-fenced"}) {
+		t.Errorf("respawn's fences %+v, want n1 self-fenced", got)
 	}
 }
 

@@ -469,6 +469,12 @@ func (l *Launcher) Fence(ctx context.Context, job, node string, upTo uint64) (st
 	ctx, cancel := context.WithTimeout(ctx, FenceTimeout)
 	defer cancel()
 	host := recovery.HostOf(node)
+	if _, ssh := l.sp.(sshSpawner); !ssh {
+		// A local process or an srun step reaches its node at once or
+		// fails fast: the fence is waited for (docs/recovery.md,
+		// "Fencing").
+		spawn.Reached(ctx)
+	}
 	argv := []string{l.argv[0], "agent", "--fence", job, node, strconv.FormatUint(upTo, 10)}
 	sess, err := l.sp.Start(ctx, host, argv, nil)
 	if err != nil {

@@ -152,7 +152,8 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{dir: cfg.Dir, onRefused: cfg.Refused}
 	if s.dir == "" {
-		d, err := os.MkdirTemp("", "ftlaunch-pmix-")
+		sweepStale(os.TempDir()) // best effort: a directory it cannot remove stays
+		d, err := os.MkdirTemp("", ownPrefix())
 		if err != nil {
 			return nil, fmt.Errorf("pmix: rendezvous directory: %w", err)
 		}
@@ -164,7 +165,10 @@ func Start(cfg Config) (*Server, error) {
 	if st, err := os.Stat(shm); err != nil || !st.IsDir() {
 		shm = ""
 	}
-	d, err := os.MkdirTemp(shm, "ftlaunch-pmix-")
+	if shm != "" {
+		sweepStale(shm) // best effort, as above
+	}
+	d, err := os.MkdirTemp(shm, ownPrefix())
 	if err != nil {
 		if s.ownDir {
 			os.RemoveAll(s.dir)

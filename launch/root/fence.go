@@ -12,9 +12,14 @@ package root
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -31,7 +36,7 @@ func (fe *frontend) fenceAgent(act recovery.Fence) {
 	if fe.agents[act.Agent].local != nil {
 		// The job's one local agent was killed directly (and its ranks,
 		// abandonRanks): nothing of it runs on.
-		fe.fenceDone(act.Agent, node, inc)
+		fe.fenceDone(act.Agent, node, inc, recovery.FenceKilled)
 		return
 	}
 	fe.fenceNode(act.Agent, node, inc)
@@ -40,23 +45,33 @@ func (fe *frontend) fenceAgent(act recovery.Fence) {
 // fenceNode fences incarnations up to inc of agent idx on node, in the
 // background, and then confirms it (fenceDone). A new leader's planner asks
 // for it (recovery.Fence) for the fences its predecessor did not see
-// confirmed.
+// confirmed. A fence that has not reached the node (SSH: no connection)
+// FenceGrace after it began, once the node has been silent for the
+// self-fence bound, is confirmed as the node's own (selfFenced); it runs
+// on to its bound all the same, and the job's end waits for it.
 func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 	if fe.fence == nil {
-		fe.fenceDone(idx, node, inc) // no way to reach nodes (an in-process job)
+		fe.fenceDone(idx, node, inc, recovery.FenceKilled) // no way to reach nodes (an in-process job)
 		return
 	}
 	if fe.hooks.breakAt == "no-fence" {
 		fe.warnf("test hook: node %s is not fenced from outside (%s)", node, breakEnv)
-		fe.fenceDone(idx, node, inc)
+		fe.fenceDone(idx, node, inc, recovery.FenceKilled)
 		return
 	}
 	done := make(chan struct{})
 	fe.fencing = append(fe.fencing, done)
+	reached := make(chan struct{})
+	var once sync.Once
+	ctx := spawn.WithReached(fe.ctx, func() { once.Do(func() { close(reached) }) })
+	began := time.Now()
+	lostAt, covered := began, time.Duration(0)
+	if a := fe.agents[idx]; a.inc == inc && !a.lostAt.IsZero() {
+		lostAt, covered = a.lostAt, a.silence
+	}
 	fe.goFunc(func() {
 		defer close(done)
-		began := time.Now()
-		msg, err := fe.fence(fe.ctx, node, inc)
+		msg, err := fe.fence(ctx, node, inc)
 		rec := journal.Fence{Node: node, Incarnation: inc, Took: time.Since(began), Result: msg}
 		if err != nil {
 			rec.Err = err.Error()
@@ -67,20 +82,77 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 		if fe.journal != nil {
 			fe.journal.Fenced(rec) // the timeline shows it
 		}
-		fe.fenceDone(idx, node, inc)
+		select {
+		case <-reached:
+		default:
+			if err != nil {
+				return // it never reached the node: selfFenced confirms it
+			}
+		}
+		fe.fenceDone(idx, node, inc, recovery.FenceKilled)
 	})
+	at := fe.selfFence().SelfFenceAt(lostAt, covered, began)
+	fe.goFunc(func() { fe.selfFenced(idx, node, inc, at, reached) })
+}
+
+// selfFenced confirms the fence of a node it has not reached by at (or
+// that failed without reaching it): the node has been silent for the
+// self-fence bound, so its agent, if it runs, killed its ranks itself
+// (docs/recovery.md, "Fencing").
+func (fe *frontend) selfFenced(idx int, node string, inc uint64, at time.Time, reached <-chan struct{}) {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-reached:
+		return // the fence decides
+	case <-fe.ctx.Done():
+		return
+	}
+	select {
+	case <-reached:
+		return
+	default:
+	}
+	fe.verbosef("the fence of node %s (incarnation %d) has not reached it, which has been silent for %v: its agent killed its ranks itself",
+		node, inc, fe.selfFence().Root())
+	fe.fenceDone(idx, node, inc, recovery.FenceSelf)
+}
+
+// selfFence is the self-fence bounds of this job's heartbeat.
+func (fe *frontend) selfFence() recovery.SelfFence {
+	return recovery.SelfFence{Ping: proto.UplinkPing(fe.opts.Heartbeat), Confirm: fe.opts.Timing.ConfirmQuiet()}
+}
+
+// noteLost records when agent a was declared lost and how long its node
+// had been silent then, as far as the root knows (0: not silent, or not
+// known): the self-fence bound counts from its last word.
+func (fe *frontend) noteLost(a *agentHandle, err error) {
+	if !a.lostAt.IsZero() {
+		return
+	}
+	a.lostAt = time.Now()
+	switch {
+	case !errors.Is(err, proto.ErrHeartbeat):
+	case a.link != nil:
+		a.silence = a.link.Quiet() // the root's own child
+	case a.rootChild && fe.role == roleSuccessor:
+		a.silence = time.Since(fe.start) // it never spoke to this root
+	default:
+		// Its parent found it silent: for gossip's hysteresis
+		// (ConfirmSilence) or the link's timeout, at least Root.
+		a.silence = fe.selfFence().Root()
+	}
 }
 
 // fenceDone confirms a fence to the planner, which starts no rank again
 // before (recovery.FenceDone). A fence is confirmed once it ended what the
 // lost incarnation left on the node (it returns once that ended), or once
-// it failed: a node that does not answer its spawner within
-// launcher.FenceTimeout (crashed, cut off) is taken as holding nothing
-// that runs on — what a cut-off agent does about its own ranks is its
-// own (docs/recovery.md, "Fencing"). The wait for a node that does not
-// answer is that bound (or the spawner's own, an SSH ConnectTimeout).
-func (fe *frontend) fenceDone(idx int, node string, inc uint64) {
-	fe.post(recovery.FenceDone{Agent: idx, Node: node, Incarnation: inc})
+// it failed after it reached the node (launcher.FenceTimeout; a spawner
+// that reaches its node or fails at once: test nodes, srun), or, for a
+// node it has not reached, at the self-fence bound (selfFenced).
+func (fe *frontend) fenceDone(idx int, node string, inc uint64, how recovery.FenceHow) {
+	fe.post(recovery.FenceDone{Agent: idx, Node: node, Incarnation: inc, How: how})
 }
 
 // awaitFences waits for the fences under way (each ends within its bound).
@@ -96,4 +168,24 @@ func (fe *frontend) awaitFences() {
 // link ended before the agent finished.
 func (fe *frontend) declaredLost(a *agentHandle, inc uint64) bool {
 	return inc < a.inc || inc == a.inc && (fe.rec.Relaunching(a.idx) || a.closed && !a.done)
+}
+
+// fencedText names, for the record of a stage that starts ranks, how the
+// fence of each agent incarnation it replaces was confirmed
+// ("; fenced: node5 self-fenced, node2 fenced"; journal.RecoveryStep's
+// Fenced reads it back): whether the ranks waited for a fence that
+// reached the node or for the node's self-fence bound.
+func fencedText(agents []recovery.AgentRecord) string {
+	var ds []string
+	for _, ar := range agents {
+		for _, f := range ar.Fenced {
+			if f.Incarnation+1 == ar.Incarnation {
+				ds = append(ds, f.Node+" "+string(f.How))
+			}
+		}
+	}
+	if len(ds) == 0 {
+		return ""
+	}
+	return "; " + journal.FencedPrefix + strings.Join(ds, ", ")
 }

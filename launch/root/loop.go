@@ -215,6 +215,7 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	if a.closed {
 		return
 	}
+	fe.noteLost(a, err)
 	// The planner decides which agents are lost with it and which move to
 	// new parents (recovery/nodeloss.go).
 	fe.step(recovery.LinkLost{Agent: a.idx, Err: err.Error(), Silent: errors.Is(err, proto.ErrHeartbeat), At: time.Now(), Agents: fe.links()})

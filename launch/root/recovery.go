@@ -219,6 +219,9 @@ func (fe *frontend) commit(act recovery.Commit) {
 		ph.Detail = fmt.Sprintf("restart %d of the job", rec.Restarts)
 		ph.Recovered = recoveredRows(act.Recovered)
 	}
+	if rec.Stage == recovery.StageRespawn || rec.Stage == recovery.StageRestartJob {
+		ph.Detail += fencedText(rec.Agents)
+	}
 	fe.recoveryAt = time.Now()
 	fe.releaseJournal()
 	done := make(chan error, 1)

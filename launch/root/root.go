@@ -208,6 +208,12 @@ type agentHandle struct {
 	done    bool   // the agent reported mDone
 	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
 
+	// lostAt is when this incarnation was declared lost; silence, how
+	// long its node had been silent then as far as the root knows
+	// (noteLost: the self-fence bound counts from its last word).
+	lostAt  time.Time
+	silence time.Duration
+
 	rootChild bool // a child of the root: its link is the root's own
 	replica   bool // it was given a root replica to host (it joins the group)
 	// replaces is the raft ID of the voter this incarnation's replica takes

@@ -47,3 +47,31 @@ type Spawner interface {
 	// input (which then stays open). It returns once the command runs.
 	Start(ctx context.Context, host string, argv []string, stdin []byte) (Session, error)
 }
+
+// reachedKey carries a start's reached callback (WithReached).
+type reachedKey struct{}
+
+// WithReached returns ctx carrying reached, which a spawner that connects
+// to its host over a network calls once it holds a connection there (SSH:
+// the TCP connection is up), before the command runs. A fence tells so a
+// host that does not answer from one that is slow to run it
+// (docs/recovery.md, "Fencing").
+func WithReached(ctx context.Context, reached func()) context.Context {
+	return context.WithValue(ctx, reachedKey{}, reached)
+}
+
+// Reached calls ctx's reached callback (WithReached), if it has one.
+func Reached(ctx context.Context) {
+	if f, ok := ctx.Value(reachedKey{}).(func()); ok {
+		f()
+	}
+}
+
+// Redials reports whether ctx asks its spawner to reach the host as soon
+// as it can (it carries a reached callback): a connection not answered
+// within a fraction of a second is dialled again in parallel, against a
+// lost SYN.
+func Redials(ctx context.Context) bool {
+	_, ok := ctx.Value(reachedKey{}).(func())
+	return ok
+}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -374,8 +375,7 @@ func (s *Spawner) connect(ctx context.Context, t *target, tm *Timings) (_ *ssh.C
 	deadline := start.Add(t.connectTimeout)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(dctx, "tcp", addr)
+	nc, err := dial(dctx, addr, spawn.Redials(ctx))
 	if err != nil {
 		err = fmt.Errorf("ssh %s: connect: %w", addr, err)
 		if errors.Is(err, syscall.ECONNRESET) {
@@ -385,6 +385,7 @@ func (s *Spawner) connect(ctx context.Context, t *target, tm *Timings) (_ *ssh.C
 		return nil, nil, err
 	}
 	dialed := time.Now()
+	spawn.Reached(ctx)
 	conn, err := tuneConn(nc.(*net.TCPConn), !s.opts.DisableQuickAck, s.opts.UserTimeout)
 	if err != nil {
 		nc.Close()
@@ -546,5 +547,67 @@ func (l *hostLimiter) acquire(ctx context.Context, key string) (func(outcome), e
 func (l *hostLimiter) unref(key string, hs *hostSlot) {
 	if hs.refs--; hs.refs == 0 {
 		delete(l.slots, key)
+	}
+}
+
+// redialEvery is how often a connection that asks to reach its host soon
+// (spawn.Redials: a fence) is dialled again, in parallel, while no dial
+// answered: a lost SYN is retransmitted by the kernel only after a second.
+const redialEvery = 250 * time.Millisecond
+
+// maxDials bounds the attempts of one such connection in flight.
+const maxDials = 8
+
+// dial connects to addr; with redial, a new attempt starts every
+// redialEvery in parallel until one connects (the others are closed) or
+// ctx ends.
+func dial(ctx context.Context, addr string, redial bool) (net.Conn, error) {
+	var d net.Dialer
+	if !redial {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel() // the other attempts end, and close what they connected
+		wg.Wait()
+	}()
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	results := make(chan result)
+	start := func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := d.DialContext(ctx, "tcp", addr)
+			select {
+			case results <- result{c, err}:
+			case <-ctx.Done():
+				if c != nil {
+					c.Close()
+				}
+			}
+		}()
+	}
+	start()
+	dials := 1
+	tick := time.NewTicker(redialEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-results:
+			// A connection, or an answer that is not one (refused,
+			// unreachable): either way the host spoke.
+			return r.c, r.err
+		case <-tick.C:
+			if dials < maxDials {
+				start()
+				dials++
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 )
@@ -570,5 +571,61 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		<-tick.C
+	}
+}
+
+// TestReached: a start whose context carries a reached callback (a fence:
+// spawn.WithReached) says when its TCP connection is up, before the
+// handshake (here a silent one); one that never connects does not (a
+// refused address: the host answered, an error at once).
+func TestReached(t *testing.T) {
+	f := newFixture(t)
+	f.srv.hang.Store(true)
+	sp := f.spawner(t, nil)
+	reached := make(chan struct{})
+	ctx, cancel := context.WithCancel(spawn.WithReached(ctxT(t), func() { close(reached) }))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := sp.Start(ctx, f.srv.addr, []string{"true"}, nil)
+		errc <- err
+	}()
+	<-reached // while the handshake hangs
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled in handshake: err = %v", err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	called := false
+	if _, err := sp.Start(spawn.WithReached(ctxT(t), func() { called = true }), addr, []string{"true"}, nil); err == nil || called {
+		t.Errorf("refused: err = %v, reached %v", err, called)
+	}
+}
+
+// TestRedialConnects: a connection dialled again in parallel (a fence's)
+// returns the first that connects, and leaves no attempt behind.
+func TestRedialConnects(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := dial(ctxT(t), ln.Addr().String(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ctx, cancel := context.WithTimeout(ctxT(t), 3*redialEvery)
+	defer cancel()
+	// 192.0.2.0/24 (TEST-NET-1) is not routed: SYNs go unanswered, or the
+	// route is refused at once; either way no connection.
+	if c, err := dial(ctx, "192.0.2.1:22", true); err == nil {
+		c.Close()
+		t.Errorf("connected to TEST-NET-1")
 	}
 }

@@ -1,0 +1,81 @@
+package recovery
+
+import "time"
+
+// Fencing a node that does not answer (docs/recovery.md, "Fencing").
+//
+// A lost agent's node is fenced from outside before any rank of its
+// replaces one of its own (FenceDone). A crashed or cut-off host does not
+// answer that fence: its spawner's connection just times out. What is left
+// there is then the agent's own to end: under a restart policy an agent
+// kills its ranks once every upward path it has (its parent link, its
+// standby link to its backup parent, a gossip peer's answer to its probe)
+// was silent for SelfFence.Agent (launch/agent/selffence.go). The root takes
+// a fence that has not reached its node for done once that bound has
+// surely passed on the node's side too (SelfFenceAt): no replacement of a
+// rank starts while its older incarnation may still run.
+//
+// The bounds follow detection's shortest silence: an agent is declared
+// lost on gossip's word only once the link that would say otherwise has
+// been quiet for its ping interval and the confirmation margin
+// (proto.Link.ConfirmSilence; a parent confirms for its children by the
+// same rule); the link's own timeout, four heartbeats and a slack, is
+// longer. So by the time the root declares a node lost, the node's last
+// word is at least Root old, and the root waits for nothing more. A node
+// declared on the end of its link (EOF) answered that end: it is alive,
+// the fence reaches it.
+
+// FenceHow is how a fence was confirmed (FenceDone.How).
+type FenceHow string
+
+const (
+	// FenceKilled: the fence reached the node and what the lost
+	// incarnation left there ended (or the fence failed after it
+	// reached the node, or on a spawner that reaches or fails at once:
+	// test nodes, srun).
+	FenceKilled FenceHow = "fenced"
+	// FenceSelf: the fence had not reached the node within FenceGrace
+	// and the node had been silent for SelfFence.Root: its agent killed
+	// its ranks itself (or the host is down).
+	FenceSelf FenceHow = "self-fenced"
+)
+
+// FenceGrace is how long a fence may take to reach its node (for SSH: the
+// TCP connection, dialled again every 250 ms against a lost SYN) before
+// the node counts as not answering. A node that answers within it is
+// waited for: a stopped agent on a live host is killed by the fence.
+const FenceGrace = 500 * time.Millisecond
+
+// SelfFence is the self-fence bounds for a heartbeat's ping interval (an
+// agent's uplink ping, proto.UplinkPing) and gossip's confirmation margin
+// (proto.Timing.ConfirmQuiet).
+type SelfFence struct{ Ping, Confirm time.Duration }
+
+// Root is the least silence of a node the root declares lost on silence
+// (ConfirmSilence): ping + confirm (2.25 s with the default heartbeat).
+func (s SelfFence) Root() time.Duration { return s.Ping + s.Confirm }
+
+// Agent is L, the silence of every upward path after which an agent kills
+// its ranks: confirm - 2 pings (1.5 s). The root stops hearing a node
+// within 1.5 pings of the cut (a live child writes up at least every 1.5
+// ping intervals), and the agent looks every Tick: it has killed its
+// ranks at most Agent + Tick after its last word, which is before the
+// root's Root after the root's last word, by 1.5 pings - Tick.
+func (s SelfFence) Agent() time.Duration { return s.Confirm - 2*s.Ping }
+
+// Tick is how often an agent looks at its upward paths: a fifth of the
+// ping interval, at least 10 ms.
+func (s SelfFence) Tick() time.Duration { return max(s.Ping/5, 10*time.Millisecond) }
+
+// SelfFenceAt is when the root may confirm the fence of a lost node that
+// its fence has not reached (FenceSelf): once the node has been silent for
+// Root — declared at declared, after a silence of covered (what the
+// detection already saw; 0 if it does not know) — and once the fence,
+// begun at began, had FenceGrace to reach it.
+func (s SelfFence) SelfFenceAt(declared time.Time, covered time.Duration, began time.Time) time.Time {
+	at := declared.Add(max(s.Root()-covered, 0))
+	if g := began.Add(FenceGrace); g.After(at) {
+		at = g
+	}
+	return at
+}

@@ -1,0 +1,87 @@
+package recovery
+
+import (
+	"testing"
+	"time"
+)
+
+// TestSelfFenceAt: when the root takes a lost node's fence, which has not
+// reached it, for done: once the node has been silent for Root (what the
+// detection saw counts) and the fence had FenceGrace to reach it.
+func TestSelfFenceAt(t *testing.T) {
+	sf := SelfFence{Ping: 250 * time.Millisecond, Confirm: 2 * time.Second}
+	if sf.Root() != 2250*time.Millisecond || sf.Agent() != 1500*time.Millisecond {
+		t.Fatalf("Root %v Agent %v, want 2.25 s and 1.5 s (docs/recovery.md)", sf.Root(), sf.Agent())
+	}
+	// The agent's kill, at most Agent+Tick after its last word, comes
+	// before the root's confirmation, Root after the root's last word,
+	// which is at most 1.5 pings before the agent's.
+	if slack := sf.Root() - 3*sf.Ping/2 - (sf.Agent() + sf.Tick()); slack <= 0 {
+		t.Fatalf("the agent kills %v after the root may confirm", -slack)
+	}
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, c := range []struct {
+		name    string
+		covered time.Duration // silence the detection saw at the declaration
+		began   time.Duration // the fence's start, after the declaration
+		want    time.Duration // after the declaration
+	}{
+		{"declared on gossip after 2.3 s of silence: the grace only", ms(2300), 0, FenceGrace},
+		{"declared on the link's timeout (5 s)", 5 * time.Second, ms(10), ms(510)},
+		{"declared after 2 s of silence: the rest of Root", 2 * time.Second, 0, FenceGrace},
+		{"declared after 1 s (a successor's unadopted child)", time.Second, 0, ms(1250)},
+		{"silence not known (a new leader's fence, an agent lost with its parent)", 0, 0, ms(2250)},
+		{"fence begun late", ms(2250), time.Second, ms(1500)},
+	} {
+		if got := sf.SelfFenceAt(t0, c.covered, t0.Add(c.began)).Sub(t0); got != c.want {
+			t.Errorf("%s: confirmed %v after the declaration, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestFenceHowRecorded: the record says how each fence was confirmed
+// (the first confirmation: a fence that ends after the self-fence changes
+// nothing), and a new leader keeps it.
+func TestFenceHowRecorded(t *testing.T) {
+	for _, policy := range []Policy{Rank, Job} {
+		cfg := Config{Policy: policy, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true, Spares: []string{"s0"}}
+		p := New(cfg)
+		p.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "silent"})
+		if policy == Rank {
+			p.Step(Committed{Epoch: 1, Stage: StageSuspend})
+			p.Step(Suspended{Agent: 0, Epoch: 1})
+		}
+		p.Step(Committed{Epoch: 1, Stage: StageRelaunch})
+		if acts := p.Step(Relaunched{Agent: 1, Incarnation: 2}); len(acts) != 0 {
+			t.Fatalf("%v: relaunched, fence not confirmed: %v", policy, acts)
+		}
+		acts := p.Step(FenceDone{Agent: 1, Node: "n1", Incarnation: 1, How: FenceSelf})
+		if len(acts) != 1 {
+			t.Fatalf("%v: self-fenced: %v, want the stage that starts ranks", policy, acts)
+		}
+		rec := acts[0].(Commit).Rec
+		if want := map[Policy]Stage{Rank: StageRespawn, Job: StageRestartJob}[policy]; rec.Stage != want {
+			t.Fatalf("%v: stage %v, want %v", policy, rec.Stage, want)
+		}
+		if acts := p.Step(FenceDone{Agent: 1, Node: "n1", Incarnation: 1, How: FenceKilled}); len(acts) != 0 {
+			t.Fatalf("%v: the fence's own end after the self-fence: %v", policy, acts)
+		}
+		check := func(who string, recs []AgentRecord) {
+			t.Helper()
+			for _, ar := range recs {
+				if ar.Agent == 1 {
+					if len(ar.Fenced) != 1 || ar.Fenced[0] != (FenceRecord{Node: "n1", Incarnation: 1, How: FenceSelf}) {
+						t.Fatalf("%v, %s: fenced %+v, want n1 up to 1 self-fenced", policy, who, ar.Fenced)
+					}
+					return
+				}
+			}
+			t.Fatalf("%v, %s: no record of agent 1 in %+v", policy, who, recs)
+		}
+		check("the record", rec.Agents)
+		q := New(cfg)
+		q.Restore(rec)
+		check("a new leader's", q.agentRecords())
+	}
+}
