@@ -34,14 +34,7 @@ func TestHarnessFailover(t *testing.T) {
 	var adopted []string
 	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
 		defer os.WriteFile(release, nil, 0o600) // the ranks go on, whatever happened
-		if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
-			return
-		}
-		first, err := j.obs.wait(j.ctx, is[root.ReplicaJoined](nil))
-		if err != nil {
-			return
-		}
-		if _, err := j.obs.wait(j.ctx, is(func(e root.ReplicaJoined) bool { return e != first })); err != nil {
+		if _, err := groupUp(j); err != nil {
 			return
 		}
 		close(vanish)
@@ -101,4 +94,18 @@ func TestHarnessFailover(t *testing.T) {
 		t.Logf("front-end's stdout:\n%s\nstderr:\n%s\nagents:\n%s", j.stdout.String(), j.stderr.String(), j.sp.log.String())
 	}
 	noRankLeft(t, st)
+}
+
+// groupUp waits until every rank holds the node table and two replica
+// agents joined the root group, and returns the first that joined.
+func groupUp(j *nodesJob) (root.ReplicaJoined, error) {
+	if _, err := j.obs.wait(j.ctx, is[root.TablePublished](nil)); err != nil {
+		return root.ReplicaJoined{}, err
+	}
+	first, err := j.obs.wait(j.ctx, is[root.ReplicaJoined](nil))
+	if err != nil {
+		return root.ReplicaJoined{}, err
+	}
+	_, err = j.obs.wait(j.ctx, is(func(e root.ReplicaJoined) bool { return e != first }))
+	return first.(root.ReplicaJoined), err
 }

@@ -7,8 +7,12 @@ package launch
 // declared lost on the test timing (testTiming).
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/root"
 )
@@ -206,5 +210,56 @@ func TestHarnessReparentToRoot(t *testing.T) {
 		if want := uint64(1 + boolInt(r.Node == "nodeA" || r.Node == "nodeB")); r.Incarnation != want {
 			t.Errorf("rank %d on %s: incarnation %d, want %d", r.Rank, r.Node, r.Incarnation, want)
 		}
+	}
+}
+
+// A replica agent's host loses its agent under --replicas 3: the agent is
+// started again and its replica joins the group again; the live report
+// counts the agents up now (not every start: "4 of 3 up") and names each
+// replica that joined once.
+func TestHarnessReplicaRelaunchLive(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC"}
+	release := filepath.Join(t.TempDir(), "release")
+	opts := recoverOpts("wait:" + release)
+	opts.Replicas = 3
+	testTiming(&opts)
+	var live *journal.Live
+	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
+		defer os.WriteFile(release, nil, 0o600) // the ranks go on, whatever happened
+		first, err := groupUp(j)
+		if err != nil {
+			return
+		}
+		victim := first.Node
+		j.sp.agent(victim).kill()
+		if _, err := j.obs.wait(j.ctx, is(func(e root.ReplicaJoined) bool { return e.Node == victim })); err != nil {
+			return
+		}
+		if _, err := j.obs.wait(j.ctx, is(func(e root.Recovered) bool { return e.Stage == "resumed" })); err != nil {
+			return
+		}
+		joined := time.Now()
+		for j.ctx.Err() == nil {
+			jobDir, _ := journal.Latest(j.stateDir)
+			if l, err := journal.ReadLive(jobDir); err == nil && l.Updated.After(joined) {
+				live = l
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // polling a condition: the next live report
+		}
+	})
+	checkCompleted(t, j, 6)
+	if live == nil {
+		t.Fatalf("no live report after the replica joined again; events %v", j.obs.untilEnd())
+	}
+	seen := map[string]bool{}
+	for _, n := range live.ReplicasJoined {
+		if seen[n] {
+			t.Errorf("replica %s named twice as joined: %v", n, live.ReplicasJoined)
+		}
+		seen[n] = true
+	}
+	if live.AgentsUp != live.Agents || live.Agents != 3 {
+		t.Errorf("live report: %d of %d agents up, want 3 of 3", live.AgentsUp, live.Agents)
 	}
 }

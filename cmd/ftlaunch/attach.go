@@ -91,7 +91,7 @@ func attachCommand(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stderr, "ftlaunch attach: SIGINT: ending job %s (SIGINT to every rank, then SIGTERM, SIGKILL; Ctrl-C again kills at once)\n", st.Job)
 			o := jobctl.Options{Reach: 5 * time.Second, From: jobctl.Caller("ftlaunch attach (Ctrl-C)")}
-			if _, err := jobctl.Kill(context.Background(), "", jobDir, syscall.SIGINT, o); err != nil {
+			if _, _, err := jobctl.Kill(context.Background(), "", jobDir, syscall.SIGINT, o); err != nil {
 				fmt.Fprintf(stderr, "ftlaunch attach: %v\n", err)
 			}
 		}

@@ -70,6 +70,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("FTLAUNCH_E2E_RANK"); mode != "" {
 		os.Exit(rankMain(mode))
 	}
+	if os.Getenv(subreaperEnv) != "" {
+		os.Exit(subreaperMain(os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "ftlaunch-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -222,6 +225,13 @@ func ftlaunchLimit(t *testing.T, limit time.Duration, stdin string, args ...stri
 // marker.
 func liveProcesses(t *testing.T, marker string) []string {
 	t.Helper()
+	return processes(t, func(pid int, cmdline []byte) bool { return bytes.Contains(cmdline, []byte(marker)) })
+}
+
+// processes lists the processes (not zombies, not this one) that match
+// takes: "pid cmdline".
+func processes(t *testing.T, match func(pid int, cmdline []byte) bool) []string {
+	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +244,7 @@ func liveProcesses(t *testing.T, marker string) []string {
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		cmdline = bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})
-		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
+		if err != nil || !match(pid, cmdline) {
 			continue
 		}
 		if state, _, ok := procStat(pid); !ok || state == 'Z' {

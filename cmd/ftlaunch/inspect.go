@@ -223,7 +223,7 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	job := rep.Job
 	fmt.Fprintf(bw, "job %s: %d rank(s)", job.ID, job.N)
 	if len(rep.Agents) > 0 {
-		fmt.Fprintf(bw, " on %d node(s)", len(rep.Agents))
+		fmt.Fprintf(bw, " on %d node(s)", rep.Nodes())
 	}
 	if len(job.Argv) > 0 {
 		fmt.Fprintf(bw, ": %s", strings.Join(job.Argv, " "))
@@ -277,7 +277,12 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	}
 	tw.Flush()
 
-	fmt.Fprintf(bw, "\nPlan (%s tree, root %s)\n", orDash(rep.Plan.Kind), orDash(rep.Plan.Root))
+	root := orDash(rep.Plan.Root)
+	if rep.Leader != "" {
+		// A replica agent took the root over: the plan's root is it now.
+		root = fmt.Sprintf("%s, on node %s since it took over", root, rep.Leader)
+	}
+	fmt.Fprintf(bw, "\nPlan (%s tree, root %s)\n", orDash(rep.Plan.Kind), root)
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NODE\tLEVEL\tPRIMARY\tBACKUP\tADDRESS\tRANKS\tUP\tRANKS STARTED\tREM\tSEQ")
 	for _, a := range rep.Agents {
@@ -294,7 +299,17 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 			}
 			started += " (again: " + strings.Join(again, ", ") + ")"
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Node, a.Level, orDash(a.Primary), orDash(a.Backup), orDash(a.Addr), a.Ranks,
+		node, primary := a.Node, orDash(a.Primary)
+		if a.Lost {
+			node += " (lost)"
+		}
+		if rep.Leader != "" && a.Primary == rep.Plan.Root {
+			primary = rep.Leader + " (root)"
+			if a.Node == rep.Leader {
+				primary = "- (the root)"
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", node, a.Level, primary, orDash(a.Backup), orDash(a.Addr), a.Ranks,
 			relTime(rep, a.Up), started, sampleSec(a.Rem), sampleSec(a.Seq))
 	}
 	tw.Flush()

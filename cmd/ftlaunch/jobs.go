@@ -28,27 +28,41 @@ report; jobs never waits for a job's files.
   --json            print a JSON array instead of a table
 `
 
-const cancelUsage = `Usage: ftlaunch cancel [--state-dir DIR] JOB
+const cancelUsage = `Usage: ftlaunch cancel [--state-dir DIR] [--ssh-config FILE] JOB
 
 Ends a running job as the user's SIGTERM would at its front-end: SIGTERM to
 every rank, SIGKILL after the job's --kill-after; nothing is restarted, and
 the job is listed as cancelled. The request reaches the job's root wherever
 it runs now (its front-end, or the replica agent that took over), over the
-job's own mutual TLS. Exits 0 once the job has ended; 1 if the job is
-unknown or not running.
+job's own mutual TLS.
 
-  --state-dir DIR   the state directory (default $XDG_STATE_HOME/ftlaunch/jobs)
+A job none of whose roots answers (its front-end is gone, and its root
+replicas if it had any: its end was never recorded) has every node of its
+recorded node table fenced, as a root fences a lost agent's: its agents and
+ranks there are killed (over SSH for hosts, as the job's agents were
+started), and each node's line says what was. Its end is recorded as
+cancelled when its state log can be written (a job without replicas).
+
+Exits 0 once nothing of the job runs; 1 if the job is unknown or has
+ended, or a node could not be fenced.
+
+  --state-dir DIR     the state directory (default $XDG_STATE_HOME/ftlaunch/jobs)
+  --ssh-config FILE   OpenSSH client config to reach a fenced job's hosts
+                      (default ~/.ssh/config)
 `
 
-const killUsage = `Usage: ftlaunch kill [--signal SIG] [--state-dir DIR] JOB
+const killUsage = `Usage: ftlaunch kill [--signal SIG] [--state-dir DIR] [--ssh-config FILE] JOB
 
 Sends a signal to every rank of a running job (default SIGTERM), through
 its root wherever it runs now. A rank that dies of it was ended by the
 user: the job ends as the user's signal, and nothing is restarted. SIGINT,
-SIGTERM, SIGHUP, SIGQUIT and SIGKILL end the job.
+SIGTERM, SIGHUP, SIGQUIT and SIGKILL end the job. A job none of whose roots
+answers gets those as cancel does: its nodes are fenced (see ftlaunch
+cancel --help); another signal cannot reach its ranks.
 
-  --signal SIG      a name (USR1, SIGUSR1) or a number
-  --state-dir DIR   the state directory (default $XDG_STATE_HOME/ftlaunch/jobs)
+  --signal SIG        a name (USR1, SIGUSR1) or a number
+  --state-dir DIR     the state directory (default $XDG_STATE_HOME/ftlaunch/jobs)
+  --ssh-config FILE   OpenSSH client config to reach a fenced job's hosts
 `
 
 func jobsCommand(args []string, stdout, stderr io.Writer) int {
@@ -117,21 +131,47 @@ func cancelCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ftlaunch cancel", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	stateDir := fs.String("state-dir", "", "")
+	sshConfig := fs.String("ssh-config", "", "")
 	pos, err := parseArgs(fs, args)
 	if done, code := usageError("cancel", cancelUsage, err, pos, 1, 1, stdout, stderr); done {
 		return code
 	}
-	st, err := jobctl.Cancel(context.Background(), *stateDir, pos[0], jobctl.Options{})
+	o := jobctl.Options{Fencing: jobctl.Fencing{SSHConfig: *sshConfig}}
+	e, err := jobctl.Cancel(context.Background(), *stateDir, pos[0], o)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch cancel: %v\n", err)
 		return 1
 	}
-	code := "no exit code"
-	if st.ExitCode != nil {
-		code = fmt.Sprintf("exit code %d", *st.ExitCode)
+	return writeEnded("cancel", e, stdout, stderr)
+}
+
+// writeEnded prints how a job was ended: its final status's line, after
+// each node's fence when none of its roots answered. A node that could
+// not be fenced is the command's failure.
+func writeEnded(cmd string, e *jobctl.Ended, stdout, stderr io.Writer) int {
+	code := 0
+	if f := e.Fenced; f != nil {
+		fmt.Fprintf(stderr, "ftlaunch %s: job %s: no root answers (its end was never recorded): fencing its %d node(s) (%s)\n", cmd, f.Job, len(f.Nodes), f.StartedBy)
+		for _, n := range f.Nodes {
+			if n.Err != "" {
+				fmt.Fprintf(stderr, "ftlaunch %s: node %s: not fenced: %s\n", cmd, n.Node, n.Err)
+				code = 1
+				continue
+			}
+			fmt.Fprintf(stdout, "node %s: %s\n", n.Node, n.Killed)
+		}
+		if !f.Recorded {
+			fmt.Fprintf(stderr, "ftlaunch %s: job %s: its end could not be recorded: %s\n", cmd, f.Job, f.RecordErr)
+			return code
+		}
 	}
-	fmt.Fprintf(stdout, "job %s: %s, %s\n", st.Job, st.Word(), code)
-	return 0
+	st := e.Status
+	exit := "no exit code"
+	if st.ExitCode != nil {
+		exit = fmt.Sprintf("exit code %d", *st.ExitCode)
+	}
+	fmt.Fprintf(stdout, "job %s: %s, %s\n", st.Job, st.Word(), exit)
+	return code
 }
 
 func killCommand(args []string, stdout, stderr io.Writer) int {
@@ -139,6 +179,7 @@ func killCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	stateDir := fs.String("state-dir", "", "")
 	sigName := fs.String("signal", "TERM", "")
+	sshConfig := fs.String("ssh-config", "", "")
 	pos, err := parseArgs(fs, args)
 	if done, code := usageError("kill", killUsage, err, pos, 1, 1, stdout, stderr); done {
 		return code
@@ -148,10 +189,14 @@ func killCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ftlaunch kill: --signal: %v\n", err)
 		return 2
 	}
-	root, err := jobctl.Kill(context.Background(), *stateDir, pos[0], sig, jobctl.Options{})
+	o := jobctl.Options{Fencing: jobctl.Fencing{SSHConfig: *sshConfig}}
+	root, e, err := jobctl.Kill(context.Background(), *stateDir, pos[0], sig, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch kill: %v\n", err)
 		return 1
+	}
+	if e != nil {
+		return writeEnded("kill", e, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "job %s: %s sent to every rank by its root on %s\n", pos[0], signalName(sig), root)
 	return 0

@@ -138,6 +138,6 @@ func fenceCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ftlaunch agent --fence: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "fenced job %s on node %s up to incarnation %d: %v\n", args[0], args[1], inc, res)
+	fmt.Fprintln(stdout, res) // what it killed: its caller names the job, node and incarnation
 	return 0
 }

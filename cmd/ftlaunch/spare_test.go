@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
 // A node that goes silent is not tried again: with --spare-nodes, the
@@ -32,6 +36,37 @@ func TestSpareNode(t *testing.T) {
 		t.Errorf("inspect does not show node4:\n%s", text.stdout)
 	}
 	t.Logf("inspect:\n%s", text.stdout)
+	// The report agrees with itself: the spare is the root's child and its
+	// first start is no restart; the lost node is marked lost; the
+	// launch's phases end with the launch, not the spare's start.
+	var rep journal.Report
+	if r := ftlaunch(t, "", "inspect", "--json", "--state-dir", dir); json.Unmarshal([]byte(r.stdout), &rep) != nil {
+		t.Fatalf("inspect --json:\n%s%s", r.stdout, r.stderr)
+	}
+	for _, a := range rep.Agents {
+		switch a.Node {
+		case "node4":
+			if a.Primary != journal.RootName || len(a.RanksRestarted) != 0 || a.Ranks != 2 || a.Lost {
+				t.Errorf("spare node4: primary %q, ranks %d, restarted %v, lost %v", a.Primary, a.Ranks, a.RanksRestarted, a.Lost)
+			}
+		case "node2":
+			if !a.Lost || a.Ranks != 0 {
+				t.Errorf("lost node2: lost %v, ranks %d", a.Lost, a.Ranks)
+			}
+		}
+	}
+	// The fence of the stopped agent's node is in the timeline.
+	if !slices.ContainsFunc(rep.Events, func(ev journal.ReportEvent) bool { return ev.Step == journal.StepFence && ev.Node == "node2" }) {
+		t.Errorf("no fence of node2 in the timeline")
+	}
+	if st := readStatus(t, dir, ""); st.Nodes != 4 || rep.Nodes() != 4 {
+		t.Errorf("the job is on %d node(s) by status, %d by inspect; want 4 as while it ran", st.Nodes, rep.Nodes())
+	}
+	for _, p := range rep.Phases {
+		if p.Name != "run" && p.StartMS+p.Duration > rep.Recoveries[0].Failure.AtMS {
+			t.Errorf("launch phase %q ends at +%.0f ms, after the failure (+%.0f ms)", p.Name, p.StartMS+p.Duration, rep.Recoveries[0].Failure.AtMS)
+		}
+	}
 	// Gone, or a zombie not reaped yet (the front-end that was its
 	// parent exited): not stopped, not running.
 	if processRunning(pid) {

@@ -105,10 +105,13 @@ func writeStatusText(w io.Writer, st *jobstate.Status) error {
 			fmt.Fprintf(bw, ": %s", st.Message)
 		}
 	case "unfinished":
-		if st.Lost != "" {
+		switch {
+		case st.Lost != "":
 			fmt.Fprintf(bw, ": %s", st.Lost)
-		} else {
-			fmt.Fprint(bw, " (the front-end stopped before the job's end was recorded)")
+		case st.Message != "":
+			fmt.Fprintf(bw, ": %s", st.Message)
+		default:
+			fmt.Fprint(bw, " (the job's end was never recorded)")
 		}
 	}
 	fmt.Fprintln(bw)

@@ -47,6 +47,12 @@ type fenceWatch struct {
 // take itself for stalled.
 func (w *fenceWatch) lateAfter() time.Duration { return 4 * w.tick }
 
+// pause is a look while the agent has no parent link (between parents):
+// nothing is decided, and silence counts again from now.
+func (w *fenceWatch) pause(now time.Time) {
+	w.last, w.armed, w.silent = now, now, 0
+}
+
 // look takes the silence of each upward path at now (none: no path, all
 // silent) and decides.
 func (w *fenceWatch) look(now time.Time, quiets []time.Duration) fenceVerdict {
@@ -102,7 +108,12 @@ func (a *Agent) watchUpward(ctx context.Context, wg *sync.WaitGroup) {
 			case <-ctx.Done():
 				return
 			}
-			switch w.look(time.Now(), a.upwardQuiets()) {
+			qs, between := a.upwardQuiets()
+			if between {
+				w.pause(time.Now())
+				continue
+			}
+			switch w.look(time.Now(), qs) {
 			case fenceKill:
 				a.logf("heard nothing from its parent, backup parent or gossip peers for %v: cut off, it killed its ranks (the root starts them elsewhere)", w.silent.Round(time.Millisecond))
 				a.trace.Logf("self-fenced: silent for %v", w.silent.Round(time.Millisecond))
@@ -119,10 +130,19 @@ func (a *Agent) watchUpward(ctx context.Context, wg *sync.WaitGroup) {
 
 // upwardQuiets is how long each upward path of the agent has been silent:
 // its parent link, its standby link (while it runs), its gossip member's
-// last acked probe (once it has one).
-func (a *Agent) upwardQuiets() []time.Duration {
-	var qs []time.Duration
+// last acked probe (once it has one). between: its parent link ended and
+// it has no new one yet (it looks for a new root or parent): the watch
+// pauses. A link ends on its peer's answer (EOF, a reset: the host
+// answers, so the root's fence reaches it) or on the heartbeat's timeout
+// (LinkTimeout, past the bound: a cut agent killed its ranks before).
+// Without the pause, the children of a lost front-end of a job whose
+// gossip did not start killed their ranks while a successor took over.
+func (a *Agent) upwardQuiets() (qs []time.Duration, between bool) {
 	a.up.mu.Lock()
+	if a.up.down {
+		a.up.mu.Unlock()
+		return nil, true
+	}
 	if l := a.up.l; l != nil {
 		qs = append(qs, l.Quiet())
 	}
@@ -142,5 +162,5 @@ func (a *Agent) upwardQuiets() []time.Duration {
 			qs = append(qs, time.Since(t))
 		}
 	}
-	return qs
+	return qs, false
 }

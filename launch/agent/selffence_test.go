@@ -106,3 +106,29 @@ func TestSelfFencesOnlyUnderRestartOverSSH(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceWatchPausesBetweenParents: while the agent has no parent link
+// (it ended on its peer's answer; the agent looks for a new root) nothing
+// is decided, and the silence of whatever comes next counts from the
+// pause's end: a lost front-end's children keep their ranks through a
+// takeover even without gossip.
+func TestFenceWatchPausesBetweenParents(t *testing.T) {
+	const L, tick = 1500 * time.Millisecond, 50 * time.Millisecond
+	t0 := time.Unix(1000, 0)
+	w := &fenceWatch{bound: L, tick: tick, armed: t0.Add(-time.Hour)}
+	now := t0
+	for range 3 * int(L/tick) { // three bounds between parents
+		now = now.Add(tick)
+		w.pause(now)
+	}
+	// A new parent link, silent since it came: judged from the pause's end.
+	for i := 1; i < int(L/tick); i++ {
+		now = now.Add(tick)
+		if got := w.look(now, nil); got != fenceKeep {
+			t.Fatalf("%v after the pause: verdict %d, want it kept", time.Duration(i)*tick, got)
+		}
+	}
+	if got := w.look(now.Add(tick), nil); got != fenceKill {
+		t.Fatalf("L after the pause: verdict %d, want the kill", got)
+	}
+}

@@ -129,6 +129,8 @@ type Options struct {
 	// From says who asks, in the root's log (default: Caller of the
 	// command: ftlaunch cancel, ftlaunch kill).
 	From string
+	// Fencing reaches the nodes of a job none of whose roots answers.
+	Fencing Fencing
 }
 
 func (o Options) withDefaults() Options {
@@ -138,33 +140,82 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Ended is how a controller ended a job: its final status, as its files
+// say once it ended, and, for a job none of whose roots answered, what
+// the fences of its nodes did (Fenced; Status is then nil when its end
+// could not be recorded).
+type Ended struct {
+	Status *jobstate.Status
+	Fenced *Fenced
+}
+
 // Cancel ends the job target names (a job id, its directory, "": the
 // latest) as the user's SIGTERM: every rank gets SIGTERM, then SIGKILL
 // after the job's --kill-after; nothing restarts. It returns once the job
-// ended, with its final status; a job that is not running gives
-// *ErrEnded.
-func Cancel(ctx context.Context, stateDir, target string, o Options) (*jobstate.Status, error) {
+// ended, with its final status; a job that has ended gives *ErrEnded. A
+// job none of whose roots answers (it ended without a final status: its
+// front-end is gone, and its replicas if it had any) has its nodes fenced
+// from its recorded node table, and its end recorded as the user's
+// SIGTERM when its state log can be written.
+func Cancel(ctx context.Context, stateDir, target string, o Options) (*Ended, error) {
 	o = o.withDefaults()
+	from := cmp.Or(o.From, Caller("ftlaunch cancel"))
 	jobDir, err := running(stateDir, target)
+	if err == nil {
+		_, err = send(ctx, jobDir, proto.Control{Op: proto.OpCancel, Signal: int(syscall.SIGTERM), From: from}, o)
+	}
+	if st, ok := noRoot(err); ok {
+		return fenceEnded(ctx, st, syscall.SIGTERM, from, o)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if _, err := send(ctx, jobDir, proto.Control{Op: proto.OpCancel, Signal: int(syscall.SIGTERM), From: cmp.Or(o.From, Caller("ftlaunch cancel"))}, o); err != nil {
+	st, err := awaitEnd(ctx, jobDir, o)
+	if err != nil {
 		return nil, err
 	}
-	return awaitEnd(ctx, jobDir, o)
+	return &Ended{Status: st}, nil
+}
+
+// fenceEnded fences the nodes of a job none of whose roots answers (st:
+// its status, unfinished) and reads its status again.
+func fenceEnded(ctx context.Context, st *jobstate.Status, sig syscall.Signal, from string, o Options) (*Ended, error) {
+	f, err := fenceJob(ctx, st.StateDir, sig, from, o)
+	if err != nil {
+		return nil, err
+	}
+	e := &Ended{Fenced: f}
+	if f.Recorded {
+		if e.Status, err = jobstate.ReadStatus("", st.StateDir); err != nil {
+			return e, fmt.Errorf("job %s: read its status again: %w", f.Job, err)
+		}
+	}
+	return e, nil
 }
 
 // Kill sends signal sig to every rank of the job target names and returns
 // the node of the root that passed it on. A rank that dies of it was
 // ended by the user: the job ends as the user's signal, nothing restarts.
-func Kill(ctx context.Context, stateDir, target string, sig syscall.Signal, o Options) (string, error) {
+// A job none of whose roots answers gets an ending signal (SIGINT,
+// SIGTERM, SIGHUP, SIGQUIT, SIGKILL) as Cancel does, by fencing its nodes
+// (Ended says what it did); another signal is refused.
+func Kill(ctx context.Context, stateDir, target string, sig syscall.Signal, o Options) (string, *Ended, error) {
 	o = o.withDefaults()
+	from := cmp.Or(o.From, Caller("ftlaunch kill"))
 	jobDir, err := running(stateDir, target)
-	if err != nil {
-		return "", err
+	root := ""
+	if err == nil {
+		root, err = send(ctx, jobDir, proto.Control{Op: proto.OpSignal, Signal: int(sig), From: from}, o)
 	}
-	return send(ctx, jobDir, proto.Control{Op: proto.OpSignal, Signal: int(sig), From: cmp.Or(o.From, Caller("ftlaunch kill"))}, o)
+	st, ok := noRoot(err)
+	switch {
+	case ok && endingSignal(sig):
+		e, err := fenceEnded(ctx, st, sig, from, o)
+		return "", e, err
+	case ok:
+		return "", nil, fmt.Errorf("job %s: no root answers (its end was never recorded): only an ending signal (INT, TERM, HUP, QUIT, KILL) can reach its ranks, by fencing its nodes", st.Job)
+	}
+	return root, nil, err
 }
 
 // running resolves target to a running job's directory.

@@ -3,16 +3,22 @@ package jobctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/jobstate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/hashicorp/raft"
 )
 
 // madeJob is a job written into a state directory by the journal, as a
@@ -171,7 +177,7 @@ func TestControlEnded(t *testing.T) {
 	if e, ok := err.(*ErrEnded); !ok || e.Status.Word() != "finished" {
 		t.Errorf("Cancel of a finished job: %v", err)
 	}
-	if _, err := Kill(context.Background(), dir, "ft-ok", syscall.SIGUSR1, Options{}); err == nil {
+	if _, _, err := Kill(context.Background(), dir, "ft-ok", syscall.SIGUSR1, Options{}); err == nil {
 		t.Error("Kill of a finished job succeeded")
 	}
 	if _, err := Cancel(context.Background(), dir, "ft-none", Options{}); err == nil {
@@ -221,5 +227,142 @@ func TestFrontEnd(t *testing.T) {
 	write("node1", os.Getpid())
 	if _, _, ok := FrontEnd(dir); ok {
 		t.Error("FrontEnd after a successor took over")
+	}
+}
+
+// unfinishedJob writes a job whose front-end died without a final status
+// (no replicas): its log's files as the crash left them, held by nobody.
+func unfinishedJob(t *testing.T, dir, id string) {
+	t.Helper()
+	open := writeJob(t, dir, madeJob{id: id + "-crashed", start: time.Now(), open: true})
+	copyDir(t, filepath.Join(dir, id+"-crashed"), filepath.Join(dir, id))
+	if err := open.Close(context.Background(), 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, id+"-crashed")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCancelFencesRootless: cancel of a job none of whose roots answers
+// fences every node of its recorded node table (with the way its agents
+// were started) and records its end as the user's SIGTERM; kill does the
+// same with an ending signal and refuses another.
+func TestCancelFencesRootless(t *testing.T) {
+	dir := t.TempDir()
+	unfinishedJob(t, dir, "ft-orphan")
+	var mu sync.Mutex
+	var fenced []string
+	o := Options{Fencing: Fencing{Fence: func(_ context.Context, job, node string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.HasPrefix(job, "ft-orphan") { // the ID its log records
+			t.Errorf("fence of job %q", job)
+		}
+		fenced = append(fenced, node)
+		if node == "node2" {
+			return "", errors.New("no answer")
+		}
+		return "killed 1 agent process(es) and 2 rank process(es)", nil
+	}}}
+	if _, _, err := Kill(context.Background(), dir, "ft-orphan", syscall.SIGUSR1, o); err == nil {
+		t.Error("kill --signal USR1 of a job without a root succeeded")
+	}
+	if len(fenced) != 0 {
+		t.Errorf("kill --signal USR1 fenced %q", fenced)
+	}
+	e, err := Cancel(context.Background(), dir, "ft-orphan", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(fenced)
+	if f := e.Fenced; f == nil || !slices.Equal(fenced, []string{"node1", "node2"}) || f.StartedBy != journal.StartProcess || !f.Recorded || f.Complete() {
+		t.Fatalf("Cancel: fenced %q, %+v", fenced, e.Fenced)
+	}
+	want := []NodeFence{{Node: "node1", Killed: "killed 1 agent process(es) and 2 rank process(es)"}, {Node: "node2", Err: "no answer"}}
+	if !slices.Equal(e.Fenced.Nodes, want) {
+		t.Errorf("nodes: %+v, want %+v", e.Fenced.Nodes, want)
+	}
+	st := e.Status
+	if st == nil || st.Word() != "cancelled" || *st.ExitCode != 128+int(syscall.SIGTERM) || st.UserSignal != "SIGTERM" || len(st.Failures) != 0 {
+		t.Fatalf("status after cancel: %+v", st)
+	}
+	// Ended now: one more cancel says so, and fences nothing.
+	fenced = nil
+	if _, err := Cancel(context.Background(), dir, "ft-orphan", o); !errors.As(err, new(*ErrEnded)) || len(fenced) != 0 {
+		t.Errorf("second cancel: %v, fenced %q", err, fenced)
+	}
+
+	unfinishedJob(t, dir, "ft-orphan2")
+	_, e, err = Kill(context.Background(), dir, "ft-orphan2", syscall.SIGKILL, o)
+	if err != nil || e == nil || e.Status == nil || e.Status.UserSignal != "SIGKILL" || *e.Status.ExitCode != 128+int(syscall.SIGKILL) {
+		t.Errorf("kill --signal KILL of a job without a root: %+v, %v", e, err)
+	}
+}
+
+// TestCancelReplicatedLogUnwritable: a job whose log is replicated over
+// three root replicas, all gone, has its nodes fenced all the same, but
+// its end cannot be recorded (no majority is left): cancel says so, and
+// the job stays unfinished.
+func TestCancelReplicatedLogUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	jobDir := journal.JobDir(dir, "ft-group")
+	names := []string{"fe", "node0", "node1"}
+	var servers []raft.Server
+	trans := make([]*raft.InmemTransport, len(names))
+	for i, n := range names {
+		addr, tr := raft.NewInmemTransport(raft.ServerAddress("inmem-" + n))
+		trans[i] = tr
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(n), Address: addr})
+	}
+	for i := range trans {
+		for j := range trans {
+			if i != j {
+				trans[i].Connect(servers[j].Address, trans[j])
+			}
+		}
+	}
+	var reps []*raftstore.Replica
+	for i, n := range names {
+		r, err := raftstore.Open(raftstore.Config{StateDir: jobDir, Name: n, Transport: trans[i], Peers: servers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, r)
+	}
+	spec := journal.Job{ID: "ft-group", N: 2, Replicas: 3, Start: time.Now()}
+	b, _ := json.Marshal(spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	applied := false
+	for !applied && ctx.Err() == nil {
+		for _, r := range reps {
+			if r.IsLeader() {
+				_, err := r.Apply(ctx, &raftstore.SetJob{Job: raftstore.JobSpec{ID: "ft-group", Size: 2, Spec: b}})
+				applied = err == nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition: a leader
+	}
+	for _, r := range reps {
+		r.Shutdown()
+	}
+	if !applied {
+		t.Fatal("no leader wrote the job")
+	}
+	var fenced []string
+	o := Options{Fencing: Fencing{Fence: func(_ context.Context, _, node string) (string, error) {
+		fenced = append(fenced, node)
+		return "killed 0 agent process(es) and 0 rank process(es)", nil
+	}}}
+	e, err := Cancel(context.Background(), dir, "ft-group", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Fenced == nil || e.Fenced.Recorded || !strings.Contains(e.Fenced.RecordErr, "no majority") || e.Status != nil {
+		t.Errorf("cancel of a job whose group is gone: %+v", e.Fenced)
+	}
+	if st, err := jobstate.ReadStatus(dir, "ft-group"); err != nil || st.State != "unfinished" {
+		t.Errorf("status after cancel: %v, %+v", err, st)
 	}
 }

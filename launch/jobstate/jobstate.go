@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -246,23 +247,21 @@ func ReadStatus(stateDir, target string) (*Status, error) {
 	rep := journal.Analyze(res.Best.State)
 	st := &Status{
 		Job: rep.Job.ID, StateDir: res.JobDir, State: "unfinished", Argv: rep.Job.Argv, N: rep.Job.N,
-		Nodes: len(rep.Agents), Start: rep.Job.Start, Ranks: map[string]int{},
+		Nodes: rep.Nodes(), Start: rep.Job.Start, Ranks: map[string]int{},
 	}
 	st.Restart, st.MaxRestarts, st.Spares = cmp.Or(rep.Job.Restart, "none"), rep.Job.MaxRestarts, rep.Job.Spares
+	if !rep.Status.Done && lostWords(rep) == "" {
+		st.Message = "its end was never recorded, after every rank had ended"
+	}
 	if rep.Status.Done {
 		code := rep.Status.ExitCode
 		st.State, st.ExitCode, st.Message, st.End = "finished", &code, rep.Status.Message, rep.Status.End
 		st.UserSignal = UserSignal(rep)
 	}
-	frontendLost := !rep.Status.Done && rep.Job.Replicas <= 1
-	if frontendLost {
-		// Its files are not locked: the front-end, the job's only root, is
-		// gone, and every agent that lost it killed its ranks.
-		st.Lost = "front-end lost; ranks were cleaned up by their agents"
-	}
+	st.Lost = lostWords(rep)
 	for _, r := range rep.Ranks {
 		state := r.State
-		if frontendLost && (state == "starting" || state == "running" || state == "suspended") {
+		if st.Lost != "" && (state == "starting" || state == "running" || state == "suspended") {
 			state = "cleaned up"
 		}
 		st.Ranks[state]++
@@ -281,6 +280,26 @@ func ReadStatus(stateDir, target string) (*Status, error) {
 	recoveryStatus(st, rep)
 	return st, nil
 }
+
+// lostWords says what became of an unfinished job's ranks ("": the job
+// ended, or every rank had ended before its end went unrecorded). Its
+// files are not locked: every root is gone (its front-end, and its root
+// replicas if it had any), and every agent that lost its roots killed its
+// ranks.
+func lostWords(rep *journal.Report) string {
+	switch {
+	case rep.Status.Done:
+		return ""
+	case len(rep.Ranks) > 0 && !slices.ContainsFunc(rep.Ranks, func(r journal.ReportRank) bool { return !rankEnded(r.State) }):
+		return "" // the job's end went unrecorded, not its ranks' (Message)
+	case rep.Job.Replicas <= 1:
+		return "front-end lost; ranks were cleaned up by their agents"
+	}
+	return "every root lost (the front-end and its root replicas); ranks were cleaned up by their agents"
+}
+
+// rankEnded says whether a rank state of the log is an end.
+func rankEnded(state string) bool { return state == "exited" || state == "failed" }
 
 // recoveryStatus sums up a job's recoveries: how many were over, and
 // where those still open stand.

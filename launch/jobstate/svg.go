@@ -150,6 +150,11 @@ func writeSVG(w *bytes.Buffer, rep *journal.Report) {
 				x(b[0]), y+(svgRowH-svgBarH)/2, width, svgBarH, segs[k].color,
 				esc(fmt.Sprintf("%s %s: %s to %s (%.1f ms)", a.Node, segs[k].name, fmtMS(b[0]), fmtMS(b[1]), b[1]-b[0])))
 		}
+		for _, t := range a.Relaunched {
+			// A later agent incarnation's launch: a tick on the row.
+			fmt.Fprintf(w, `<line class="relaunch" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="2"><title>%s</title></line>`+"\n",
+				x(at(t)), y+2, x(at(t)), y+svgRowH-2, stageColor("relaunch"), esc(fmt.Sprintf("%s: agent launched again at %s", a.Node, fmtMS(at(t)))))
+		}
 		for _, t := range a.RanksRestarted {
 			// Ranks started again by a recovery: a tick on the run.
 			fmt.Fprintf(w, `<line class="restart" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="2"><title>%s</title></line>`+"\n",

@@ -156,6 +156,7 @@ type record struct {
 	sync    chan error
 	finish  *raftstore.Status
 	model   *ModelMeasured
+	fence   *Fence
 }
 
 type started struct {
@@ -365,6 +366,10 @@ func (j *Journal) NodeTable(nodes []string, ituples [][]byte) {
 // RankExited records a rank's end. Call it on the agent's exit report
 // (and for the ranks of a lost agent).
 func (j *Journal) RankExited(e RankExit) { j.push(record{exit: &e}) }
+
+// Fenced records the fence of a node whose agent was declared lost: what
+// it killed there, or why it failed.
+func (j *Journal) Fenced(f Fence) { j.push(record{fence: &f}) }
 
 // Failure records a failure the front-end declared (the job's first
 // failure, a lost agent, a timeout). The record is flushed at once.

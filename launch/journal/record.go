@@ -156,6 +156,16 @@ type Failure struct {
 	Message string
 }
 
+// Fence is the fence of a node whose agent was declared lost (launch/fence):
+// the agent incarnations up to Incarnation and their ranks killed there.
+type Fence struct {
+	Node        string
+	Incarnation uint64
+	Took        time.Duration
+	Result      string // what it killed ("killed 1 agent process(es) and 2 rank process(es)")
+	Err         string // why it failed ("": it did not)
+}
+
 // Launch steps: the Detail of an EventLaunch starts with one of these and
 // ": ". Exit events start with StepExit.
 const (
@@ -169,6 +179,7 @@ const (
 	StepTable    = "table"   // the node table went to every rank
 	StepExit     = "exit"    // ranks exited (EventExit)
 	StepFailure  = "failure" // a failure already open for its subject (EventLaunch)
+	StepFence    = "fence"   // a lost agent's node was fenced (Fence)
 	stepSplitter = ": "
 )
 

@@ -48,6 +48,19 @@ type Report struct {
 	Invariants []string `json:"invariant_violations,omitempty"`
 }
 
+// Nodes counts the job's nodes as it stands: every agent's but those
+// lost without ranks (a spare took their place), as many as the root had
+// while the job ran.
+func (r *Report) Nodes() int {
+	n := 0
+	for _, a := range r.Agents {
+		if !a.Lost {
+			n++
+		}
+	}
+	return n
+}
+
 // ReportStatus is the job's final status.
 type ReportStatus struct {
 	Done     bool      `json:"done"`
@@ -99,7 +112,14 @@ type AgentTimeline struct {
 	// again by a recovery are in RanksRestarted.
 	RanksUp        time.Time   `json:"ranks_started,omitzero"`
 	RanksRestarted []time.Time `json:"ranks_restarted,omitempty"`
-	LastExit       time.Time   `json:"last_exit,omitzero"`
+	// Relaunched are when the launches of the node's later agent
+	// incarnations began (Launch, SSHUp and Up are its first's).
+	Relaunched []time.Time `json:"relaunched,omitempty"`
+	// Lost says that the node's agent was declared lost and none of the
+	// job's ranks runs there any more: they run on another node (a
+	// spare's), or the job ended with them.
+	Lost     bool      `json:"lost,omitempty"`
+	LastExit time.Time `json:"last_exit,omitzero"`
 	// Rem and Seq are its launch's sample of the model's parameters
 	// (seconds; AgentSample), when the launch recorded them.
 	Rem   float64 `json:"rem_seconds,omitempty"`
@@ -379,7 +399,10 @@ func Analyze(s *raftstore.State) *Report {
 			*t = u
 		}
 	}
-	nodeUp, nodeRanks := map[string]bool{}, map[string]bool{}
+	// nodeUp: whether a node's first agent was the launch's; nodeRanks:
+	// how many recovery steps the log had at a node's last start of ranks.
+	nodeUp, nodeRanks := map[string]bool{}, map[string]int{}
+	recoverySteps := 0
 	rep.Events = make([]ReportEvent, 0, len(s.Events))
 	for i := range s.Events {
 		ev := &s.Events[i]
@@ -390,6 +413,9 @@ func Analyze(s *raftstore.State) *Report {
 			re.Step = step
 		}
 		rep.Events = append(rep.Events, re)
+		if ev.Kind == raftstore.EventRecovery {
+			recoverySteps++
+		}
 		if ev.Rank != raftstore.NoRank {
 			byRank[ev.Rank] = append(byRank[ev.Rank], re)
 		} else if ev.Kind == raftstore.EventExit && ev.Node != "" {
@@ -405,33 +431,53 @@ func Analyze(s *raftstore.State) *Report {
 		case raftstore.EventLaunch:
 			switch step {
 			case StepPlan:
-				_, text := Step(ev)
-				rep.Plan.Kind, _, _ = strings.Cut(text, " ")
+				// The first plan's kind; a plan recorded again says what
+				// changed ("changed: ..."), in the same tree.
+				if _, text := Step(ev); !strings.HasPrefix(text, "changed: ") {
+					rep.Plan.Kind, _, _ = strings.Cut(text, " ")
+				}
 			case StepTable:
 				if milestones.table.IsZero() { // the launch's, not a restarted job's
 					milestones.table = ev.Time
 				}
 			case StepUp:
-				if !nodeUp[ev.Node] {
-					nodeUp[ev.Node] = true
-					later(&milestones.up, ev.Time)
+				if _, ok := nodeUp[ev.Node]; !ok {
+					// A node whose first agent is a later incarnation (a
+					// spare, started by a recovery) is not the launch's.
+					nodeUp[ev.Node] = ev.Incarnation <= 1
+					if nodeUp[ev.Node] {
+						later(&milestones.up, ev.Time)
+					}
 				}
 			case StepRanks:
-				if !nodeRanks[ev.Node] {
-					nodeRanks[ev.Node] = true
-					later(&milestones.ranks, ev.Time)
-				} else if a != nil {
+				last, started := nodeRanks[ev.Node]
+				switch {
+				case !started:
+					if launched, ok := nodeUp[ev.Node]; launched || !ok {
+						later(&milestones.ranks, ev.Time)
+					}
+				case last != recoverySteps && a != nil:
+					// Ranks started with no recovery step between are
+					// one start (a node's ranks reported one by one).
 					a.RanksRestarted = append(a.RanksRestarted, ev.Time)
 				}
+				nodeRanks[ev.Node] = recoverySteps
 			}
 			if a == nil {
 				break
 			}
 			switch step {
 			case StepLaunch:
-				a.Launch = ev.Time
+				// The first launch's; a later incarnation's is a relaunch.
+				if a.Launch.IsZero() {
+					a.Launch = ev.Time
+				} else {
+					a.Relaunched = append(a.Relaunched, ev.Time)
+				}
 			case StepSSH, StepStart:
-				a.SSHUp = ev.Time
+				if a.SSHUp.IsZero() {
+					a.SSHUp = ev.Time
+				}
 			case StepUp:
 				if a.Up.IsZero() {
 					a.Up = ev.Time
@@ -463,6 +509,16 @@ func Analyze(s *raftstore.State) *Report {
 				a.Rem, a.Seq = s.Rem, s.Seq
 			}
 		}
+	}
+	for _, a := range order {
+		if _, planned := parent[a.Node]; !planned && rep.Plan.Root != "" {
+			// Not in the plan: a spare's agent, which the root started
+			// for a lost node's ranks (a child of the root).
+			a.Primary = rep.Plan.Root
+		}
+		a.Lost = a.Ranks == 0 && slices.ContainsFunc(s.Events, func(ev raftstore.Event) bool {
+			return ev.Kind == raftstore.EventFailure && ev.Rank == raftstore.NoRank && ev.Node == a.Node
+		})
 	}
 	slices.SortStableFunc(order, func(a, b *AgentTimeline) int { return cmp.Compare(a.Level, b.Level) })
 	rep.Agents = make([]AgentTimeline, 0, len(order))

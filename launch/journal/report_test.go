@@ -97,13 +97,9 @@ func TestReportRankRecovery(t *testing.T) {
 	l.s.RecoveryEpoch = 1
 
 	rep := Analyze(l.s)
-	var phases []string
-	for _, p := range rep.Phases {
-		phases = append(phases, fmt.Sprintf("%s@%g+%g", p.Name, p.StartMS, p.Duration))
-	}
 	// Before, the respawn at +1030 ms ended "start ranks" and left the
 	// table's exchange 0 ms.
-	if got, want := strings.Join(phases, " "), "launch agents@0+11 start ranks@11+10 exchange node table@21+9 run@30+1972"; got != want {
+	if got, want := phaseList(rep), "launch agents@0+11 start ranks@11+10 exchange node table@21+9 run@30+1972"; got != want {
 		t.Errorf("phases %s\n want %s", got, want)
 	}
 	if a := rep.Agents[1]; a.RanksUp != l.t0.Add(21*time.Millisecond) || len(a.RanksRestarted) != 1 || a.Ranks != 2 {
@@ -303,4 +299,75 @@ func TestReportSpareRelaunch(t *testing.T) {
 	if got := r.Phases[2].Fenced; len(got) != 1 || got[0] != (FenceNote{Node: "n1", How: "self-fenced"}) {
 		t.Errorf("respawn's fences %+v, want n1 self-fenced", got)
 	}
+}
+
+// TestReportSpare: a node lost and its ranks started on a spare (not in
+// the plan) and a node whose agent is started again in place: the spare
+// is a child of the root whose first start is its own (not "again", its
+// ranks reported one by one), the launch's phases end with the launch
+// (the spare's start is no milestone), the lost node is marked lost, and
+// the relaunched agent keeps its first launch beside the relaunch.
+func TestReportSpare(t *testing.T) {
+	nodes := []string{"n0", "n1", "n2"}
+	l := newStateLog(t, 6, nodes...)
+	l.ev(1, raftstore.EventLaunch, RootName, raftstore.NoRank, 0, "plan: flat tree, 3 nodes below %s", RootName)
+	for i, node := range nodes {
+		l.ev(5+i, raftstore.EventLaunch, node, raftstore.NoRank, 1, "launch: agent launch began")
+	}
+	l.launched(nodes...)
+	// n1 lost: its ranks 2, 3 on the spare n3.
+	l.ev(1000, raftstore.EventFailure, "n1", raftstore.NoRank, 1, "lost the agent of node n1: peer silent; starting its agent again on spare node n3")
+	l.ev(1000, raftstore.EventLaunch, RootName, raftstore.NoRank, 0, "plan: changed: lost node(s) n1 start again as children of the root")
+	l.phase(1001, "suspend", 1, raftstore.NoRank, "rank(s) 2 3")
+	l.phase(1002, "relaunch", 1, raftstore.NoRank, "the agent of node n3 as incarnation 2")
+	l.ev(1003, raftstore.EventLaunch, "n3", raftstore.NoRank, 2, "launch: agent launch began")
+	l.ev(1010, raftstore.EventLaunch, "n3", raftstore.NoRank, 2, "up: connected back")
+	l.phase(1020, "respawn", 1, raftstore.NoRank, "rank(s) 2 3")
+	l.ev(1030, raftstore.EventLaunch, "n3", raftstore.NoRank, 0, "ranks: 1 rank(s) started: 2")
+	l.ev(1031, raftstore.EventLaunch, "n3", raftstore.NoRank, 0, "ranks: 1 rank(s) started: 3")
+	l.phase(1050, "resumed", 1, raftstore.NoRank, "every rank goes on")
+	// n2's agent lost and started again in place.
+	l.ev(1500, raftstore.EventFailure, "n2", raftstore.NoRank, 1, "lost the agent of node n2: its link was closed")
+	l.phase(1501, "relaunch", 2, raftstore.NoRank, "the agent of node n2 as incarnation 2")
+	l.ev(1502, raftstore.EventLaunch, "n2", raftstore.NoRank, 2, "launch: agent launch began")
+	l.ev(1510, raftstore.EventLaunch, "n2", raftstore.NoRank, 2, "up: connected back")
+	l.phase(1520, "respawn", 2, raftstore.NoRank, "rank(s) 4 5")
+	l.ev(1530, raftstore.EventLaunch, "n2", raftstore.NoRank, 0, "ranks: 2 rank(s) started: 4-5")
+	l.end(2000, 0)
+	l.s.Ranks[2].Node, l.s.Ranks[3].Node = "n3", "n3"
+
+	rep := Analyze(l.s)
+	if got, want := phaseList(rep), "launch agents@0+12 start ranks@12+10 exchange node table@22+8 run@30+1970"; got != want {
+		t.Errorf("phases %s\n want %s", got, want)
+	}
+	agents := map[string]AgentTimeline{}
+	for _, a := range rep.Agents {
+		agents[a.Node] = a
+	}
+	if a := agents["n3"]; a.Primary != RootName || a.Level != 1 || a.RanksUp != l.t0.Add(1030*time.Millisecond) || len(a.RanksRestarted) != 0 || a.Ranks != 2 || a.Lost {
+		t.Errorf("spare n3: %+v", a)
+	}
+	if a := agents["n1"]; !a.Lost || a.Ranks != 0 {
+		t.Errorf("lost n1: %+v", a)
+	}
+	if rep.Plan.Kind != TreeFlat {
+		t.Errorf("plan kind %q after the plan's change, want %q", rep.Plan.Kind, TreeFlat)
+	}
+	if n := rep.Nodes(); n != 3 {
+		t.Errorf("the job is on %d node(s), want 3 (n1's place taken by n3)", n)
+	}
+	a := agents["n2"]
+	if a.Lost || a.Launch != l.t0.Add(7*time.Millisecond) || !slices.Equal(a.Relaunched, []time.Time{l.t0.Add(1502 * time.Millisecond)}) ||
+		a.Up != l.t0.Add(12*time.Millisecond) || len(a.RanksRestarted) != 1 {
+		t.Errorf("relaunched n2: %+v", a)
+	}
+}
+
+// phaseList says a report's phases: name@start+duration, in ms.
+func phaseList(rep *Report) string {
+	var phases []string
+	for _, p := range rep.Phases {
+		phases = append(phases, fmt.Sprintf("%s@%g+%g", p.Name, p.StartMS, p.Duration))
+	}
+	return strings.Join(phases, " ")
 }

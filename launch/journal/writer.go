@@ -231,6 +231,14 @@ func (w *writer) absorb(rec record) {
 		w.finish, w.finishAt = rec.finish, rec.at
 	case rec.model != nil:
 		w.absorbMeasured(rec.at, rec.model)
+	case rec.fence != nil:
+		f := rec.fence
+		what := "node fenced in " + ms(f.Took) + ": " + f.Result
+		if f.Err != "" {
+			what = "not fenced: " + f.Err
+		}
+		w.event(raftstore.Event{Time: rec.at, Kind: raftstore.EventLaunch, Node: f.Node, Rank: raftstore.NoRank, Incarnation: f.Incarnation,
+			Detail: detail(StepFence, "%s (incarnations up to %d)", what, f.Incarnation)})
 	}
 }
 

@@ -72,10 +72,15 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 	fe.goFunc(func() {
 		defer close(done)
 		msg, err := fe.fence(ctx, node, inc)
+		rec := journal.Fence{Node: node, Incarnation: inc, Took: time.Since(began), Result: msg}
 		if err != nil {
+			rec.Err = err.Error()
 			fe.warnf("%v; the agent kills its ranks itself if it hears from the root again", err)
 		} else {
 			fe.verbosef("fenced node %s (incarnation %d) in %v: %s", node, inc, time.Since(began).Round(time.Millisecond), msg)
+		}
+		if fe.journal != nil {
+			fe.journal.Fenced(rec) // the timeline shows it
 		}
 		select {
 		case <-reached:

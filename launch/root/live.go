@@ -19,12 +19,13 @@ const liveInterval = time.Second
 func (fe *frontend) live() journal.Live {
 	l := journal.Live{
 		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
-		Argv: fe.opts.Argv, Agents: len(fe.agents), AgentsUp: fe.agentsUp, N: fe.opts.N,
+		Argv: fe.opts.Argv, Agents: len(fe.agents), N: fe.opts.N,
 		Ended: fe.ledger().EndedCount(), Failover: fe.rec.Resumed(), Term: fe.rootTerm, Table: len(fe.table) > 0,
 	}
 	if n := fe.backupLinks(); n > 0 && fe.backupsHeld() == n {
 		l.BackupsUp = true
 	}
+	l.AgentsUp = agentsUpNow(fe.agents)
 	// Counted, not ranksUp - ended: ranks that never started end too
 	// (a failed start, an agent that never came up). Once a second.
 	for i := range fe.ranks {
@@ -91,4 +92,17 @@ func (fe *frontend) removeLive() {
 	if err := os.Remove(filepath.Join(fe.journal.Dir(), journal.LiveFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		fe.warnf("live report: %v", err)
 	}
+}
+
+// agentsUpNow counts the agents up now (their link open), as the live
+// report says them: the root's agentsUp counts every start, a lost
+// agent's next incarnation's too, and said "5 of 4 up" after a relaunch.
+func agentsUpNow(agents []*agentHandle) int {
+	n := 0
+	for _, a := range agents {
+		if a.up && !a.closed {
+			n++
+		}
+	}
+	return n
 }

@@ -271,7 +271,8 @@ func (fe *frontend) handle(ev event) {
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.replicasDone[ev.name] = true
-		if ev.joined {
+		if ev.joined && !slices.Contains(fe.joinedReplicas, ev.name) {
+			// Once: a replica host's next agent joins again.
 			fe.joinedReplicas = append(fe.joinedReplicas, ev.name)
 		}
 		fe.refreshReplicaPeers()
