@@ -28,7 +28,6 @@ var layers = map[string]int{
 	"launch/pmi":       0,
 	"launch/pmix":      0,
 	"launch/spawn":     0,
-	"launch/sshspawn":  0,
 	"launch/calibrate": 0,
 	"launch/rankenv":   0,
 	"launch/fence":     0,
@@ -40,6 +39,7 @@ var layers = map[string]int{
 	"launch/rankproto": 1,
 	"launch/journal":   1,
 	"launch/srunspawn": 1,
+	"launch/sshspawn":  1, // tells launch/spawn's context when it reached a host
 	"chaos/slurm":      1,
 	"topology":         1,
 	"recovery":         2, // plans over the launch tree (topology)

@@ -354,7 +354,7 @@ func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.C
 				var e wire.Encoder
 				e.String(why)
 				_ = l.Send(proto.MRefused, e.Data())
-				a.logf("refused to adopt agent %d: %s", idx, why)
+				a.logf("refused to adopt %s: %s", linkPeer(l, idx), why)
 				return nil
 			}
 			// The answer first, then the links: until the child reads
@@ -379,7 +379,7 @@ func (a *Agent) adoptStandby(ctx context.Context, wg *sync.WaitGroup, conn net.C
 			t.mu.Unlock()
 			adopted = true
 			a.send(proto.MReparented, rp.Encode())
-			a.logf("took agent %d (incarnation %d, %d agent(s) below it) as a child: its parent was lost", idx, rp.Inc, len(rp.Sub))
+			a.logf("took %s (incarnation %d, %d agent(s) below it) as a child: its parent was lost", linkPeer(l, idx), rp.Inc, len(rp.Sub))
 			return nil
 		})
 		t.mu.Lock()

@@ -266,13 +266,13 @@ func (a *Agent) watchChild(idx int, l *proto.Link) {
 			t.mu.Lock()
 			t.condemned[l] = true
 			t.mu.Unlock()
-			a.logf("gossip finds agent %d dead and its link has been quiet %v: it is lost", idx, quiet.Round(time.Millisecond))
+			a.logf("gossip finds %s dead and its link has been quiet %v: it is lost", linkPeer(l, idx), quiet.Round(time.Millisecond))
 			l.Conn.Close()
 			return
 		}
 		if looked && !kept {
 			kept = true
-			a.logf("gossip said agent %d was dead, but its link spoke %v ago: kept (watched)", idx, quiet.Round(time.Millisecond))
+			a.logf("gossip said %s was dead, but its link spoke %v ago: kept (watched)", linkPeer(l, idx), quiet.Round(time.Millisecond))
 		}
 		select {
 		case <-time.After(left):
@@ -368,4 +368,16 @@ func (t *treeState) waitChildren(d time.Duration) {
 			return
 		}
 	}
+}
+
+// linkPeer names the agent at the other end of l for people: its node,
+// from the peer's certificate ("node node3"), else its index in the tree
+// ("agent 3": a link without TLS, in tests).
+func linkPeer(l *proto.Link, idx int) string {
+	if c, ok := l.Conn.(net.Conn); ok {
+		if name, err := secure.PeerName(c); err == nil && name != "" {
+			return "node " + name
+		}
+	}
+	return fmt.Sprintf("agent %d", idx)
 }

@@ -237,7 +237,10 @@ func (w *writer) absorb(rec record) {
 		if f.Err != "" {
 			what = "not fenced: " + f.Err
 		}
-		w.event(raftstore.Event{Time: rec.at, Kind: raftstore.EventLaunch, Node: f.Node, Rank: raftstore.NoRank, Incarnation: f.Incarnation,
+		// No Incarnation field: the fence ends an older incarnation and
+		// may be recorded after the next one's launch, whose incarnations
+		// only go up (raftstore's invariants); the detail names it.
+		w.event(raftstore.Event{Time: rec.at, Kind: raftstore.EventLaunch, Node: f.Node, Rank: raftstore.NoRank,
 			Detail: detail(StepFence, "%s (incarnations up to %d)", what, f.Incarnation)})
 	}
 }
