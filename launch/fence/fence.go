@@ -314,22 +314,28 @@ type killedRank struct {
 // marked reports whether an environment (NUL-separated) marks a rank of t.
 func marked(env []byte, t Target) bool {
 	var job, node, inc bool
-	for kv := range bytes.SplitSeq(env, []byte{0}) {
-		k, v, ok := bytes.Cut(kv, []byte{'='})
-		if !ok {
-			continue
-		}
-		switch string(k) {
+	eachVar(env, func(k, v string) {
+		switch k {
 		case EnvJob:
-			job = string(v) == t.Job
+			job = v == t.Job
 		case EnvNode:
-			node = string(v) == t.Node
+			node = v == t.Node
 		case EnvIncarnation:
-			i, err := strconv.ParseUint(string(v), 10, 64)
+			i, err := strconv.ParseUint(v, 10, 64)
 			inc = err == nil && i >= 1 && i <= t.UpTo
 		}
-	}
+	})
 	return job && node && inc
+}
+
+// eachVar calls fn with every variable of a process's environment as
+// /proc/<pid>/environ gives it (NUL-separated KEY=VALUE).
+func eachVar(env []byte, fn func(k, v string)) {
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
+		if k, v, ok := bytes.Cut(kv, []byte{'='}); ok {
+			fn(string(k), string(v))
+		}
+	}
 }
 
 // startTime is the process's start time in clock ticks since boot

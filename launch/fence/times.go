@@ -87,8 +87,7 @@ func ReadRankTimes(dir string) ([]RankTime, error) {
 // rankOf reads a rank's times directory, rank and incarnation from its
 // environment (NUL-separated); ok is false if it has no times directory.
 func rankOf(env []byte) (dir string, rank int, inc uint64, ok bool) {
-	for _, kv := range strings.Split(string(env), "\x00") {
-		k, v, _ := strings.Cut(kv, "=")
+	eachVar(env, func(k, v string) {
 		switch k {
 		case EnvRankTimes:
 			dir = v
@@ -97,6 +96,6 @@ func rankOf(env []byte) (dir string, rank int, inc uint64, ok bool) {
 		case "FTLAUNCH_INCARNATION":
 			inc, _ = strconv.ParseUint(v, 10, 64)
 		}
-	}
+	})
 	return dir, rank, inc, dir != "" && inc > 0
 }
