@@ -287,7 +287,10 @@ func lead(ctx context.Context, r *raftstore.Replica) error {
 			return nil
 		}
 		select {
-		case <-r.Leadership():
+		case _, ok := <-r.Leadership():
+			if !ok {
+				return errors.New("no leadership: the replica shut down")
+			}
 		case <-ctx.Done():
 			return fmt.Errorf("no leadership: %w", ctx.Err())
 		}
