@@ -12,7 +12,8 @@
 #                        into a recovery) and (root) on 6 emulated hosts + 1 spare
 #   make chaos-spare     only the spare-node runs
 #   make chaos-interior  interior agents and backup parents: kary:2, 8 nodes + 2 spares,
-#                        --restart rank (1 and 3 replicas, double faults; emulated as root)
+#                        --restart rank (1 and 3 replicas, double faults; emulated as root,
+#                        with the front-end's stall and raft-only cut too)
 #   make chaos-mpi       MPI under --restart job with a spare (issue #26): MPICH's checkpoint
 #                        program (--app-kind mpi) on 6 emulated hosts + 1 spare, kary:2, every
 #                        fault, CHAOS_MPI_TRIALS trials (root; not root: skipped, said so)
@@ -88,7 +89,7 @@ chaos-interior: build ## interior agents and backup parents: kary:2, 10 nodes of
 	$(CHAOS_FTLAUNCH) chaos --cluster test-nodes $(CHAOS_COMMON) $(CHAOS_INTERIOR) --faults leaf,interior,agent,stop,rank,replica --replicas 3 || fail=1; \
 	$(CHAOS_FTLAUNCH) chaos --cluster test-nodes $(CHAOS_COMMON) $(CHAOS_INTERIOR) --faults leaf,interior,agent,stop,rank --concurrent 2 || fail=1; \
 	if [ "$$(id -u)" = 0 ]; then \
-		$(CHAOS_EMU) --cluster-name ftint --cluster-prefix 10.87.0.0/24 $(CHAOS_INTERIOR) --faults interior,leaf,node,partition,stop --replicas 3 || fail=1; \
+		$(CHAOS_EMU) --cluster-name ftint --cluster-prefix 10.87.0.0/24 $(CHAOS_INTERIOR) --faults interior,leaf,node,partition,stop,stall,raftcut --replicas 3 || fail=1; \
 	else \
 		echo "chaos-interior: not root: the emulated-cluster part is skipped"; \
 	fi; \
