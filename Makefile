@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-detect bench-mpi validate-model clean
+.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-failover-cluster test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-detect bench-mpi validate-model clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ test-mpi-large: deps ## MPICH runs of 64 ranks (minutes on two cores)
 
 test-failover: deps ## #14 items 5/6: a stalled successor, double root losses (--replicas 3 and 5), a successor using a spare, a successor refilling the group, acceptance run 1 (five losses on one job); #27: a front-end stalled 1, 2, 4, 8 s or cut from its raft group; 20 runs each
 	FTLAUNCH_FAILOVER_LONG=1 $(GO) test -count=20 -timeout 120m -run 'TestStalledSuccessor|TestDoubleRootLoss|TestSuccessorUsesSpare|TestSuccessorRefillsGroup|TestAcceptanceLosses|TestStalledFrontEnd|TestRaftCutFrontEnd' ./cmd/ftlaunch/
+
+test-failover-cluster: deps ## #27's acceptance on 10 emulated hosts over SSH (16 ranks, kary:2, 2 spares, --replicas 3): the front-end stalled 1, 2, 4, 8 s or cut from its raft group, then a rank killed; RUNS each (default 10; root)
+	FTLAUNCH_FAILOVER_LONG=1 $(GO) test -count=$(or $(RUNS),10) -timeout 120m -run 'TestClusterStalledFrontEnd|TestClusterRaftCutFrontEnd' -v ./cmd/ftlaunch/
 
 test-recovery: deps ## #14's node losses on the emulated SSH cluster: partition + spare host + fencing, interior crash, slow interior, a survivor's free slots, MPICH under --restart job with an interior host crashed and a spare, an interior node crashed under Slurm (root)
 	FTLAUNCH_RECOVERY_LONG=1 $(GO) test -count=1 -timeout 25m -run 'TestClusterPartitionSpare|TestClusterInteriorCrash|TestClusterSlowInterior|TestReplicaHostReplaced|TestSurvivorSlotsFree|TestClusterSurvivorSlots|TestClusterMPICHInteriorCrashSpare' -v ./cmd/ftlaunch/

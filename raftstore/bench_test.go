@@ -103,7 +103,7 @@ func BenchmarkSingleVoterElection(b *testing.B) {
 
 // BenchmarkFailover measures, in real time on three replicas, the time
 // from the leader's shutdown to a new leader (default timers: heartbeat =
-// election = 275 ms, lease 125 ms).
+// election = 275 ms, lease 275 ms).
 func BenchmarkFailover(b *testing.B) {
 	var total, worst time.Duration
 	for range b.N {

@@ -47,10 +47,14 @@ type Timing struct {
 // timeout): a leader checks its lease every lease timeout for as long as it
 // leads, which for the job's single voter is the whole job (10 ms: 100
 // wake-ups a second instead of 200); a group grown from a
-// single voter must raise them (Raft().ReloadConfig). A group of 3 or 5 uses heartbeat = election ≈ 275 ms and a
-// 125 ms lease: a new leader in well under a second after the old one dies,
-// yet not so short that a CPU-starved replica loses leadership on a busy
-// node (raft's defaults, 1 s and 500 ms, take 1-2 s).
+// single voter must raise them (Raft().ReloadConfig). A group of 3 or 5 uses heartbeat = election = lease = 275 ms:
+// a new leader in well under a second after the old one dies (raft's
+// defaults, 1 s and 500 ms, take 1-2 s), and a lease as long as raft
+// allows, so that a leader on a CPU-starved machine does not step down
+// for a few late heartbeat answers: with a 125 ms lease, a front-end at a
+// load of 15-20 on two cores lost the lead every few seconds (its answers
+// came 100-270 ms apart), and each loss held the job's events for an
+// election (issue #27, TestClusterStalledFrontEnd).
 func DefaultTiming(voters int) Timing {
 	if voters == 1 {
 		return Timing{
@@ -63,7 +67,7 @@ func DefaultTiming(voters int) Timing {
 	return Timing{
 		HeartbeatTimeout:   275 * time.Millisecond,
 		ElectionTimeout:    275 * time.Millisecond,
-		LeaderLeaseTimeout: 125 * time.Millisecond,
+		LeaderLeaseTimeout: 275 * time.Millisecond,
 		CommitTimeout:      10 * time.Millisecond,
 	}
 }

@@ -82,9 +82,17 @@ func exitCode(t *testing.T, cmd *exec.Cmd, limit time.Duration, stderr fmt.Strin
 		}
 		t.Fatalf("wait: %v", err)
 	case <-time.After(limit):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("still running %v after the signal; stderr:\n%s", limit, stderr)
+		// A hang: SIGQUIT makes the Go runtime write every goroutine's
+		// stack to the stderr the test prints (ftlaunch does not catch
+		// it), then the process is killed.
+		cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		t.Fatalf("still running %v after the signal; stderr (with the goroutines' stacks):\n%s", limit, stderr)
 	}
 	return 0, 0
 }

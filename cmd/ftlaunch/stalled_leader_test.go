@@ -5,9 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
+	"github.com/ftlaunch/ftlaunch/chaos/cluster"
 )
 
 // TestStalledFrontEnd is issue 27's reproduction: a job with --replicas 3
@@ -32,22 +36,71 @@ func TestStalledFrontEnd(t *testing.T) {
 	}
 	for _, stall := range stalls {
 		t.Run(stall.String(), func(t *testing.T) {
-			deposedFrontEnd(t, nil, func(cmd *exec.Cmd) {
-				if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
-				}
-				stopped := true
-				t.Cleanup(func() {
-					if stopped {
-						cmd.Process.Signal(syscall.SIGCONT)
-					}
-				})
-				time.Sleep(stall) // the fault itself
-				cmd.Process.Signal(syscall.SIGCONT)
-				stopped = false
-			})
+			deposedFrontEnd(t, testNodesJob(t), nil, stallFor(t, stall))
 		})
 	}
+}
+
+// TestClusterStalledFrontEnd is issue 27's acceptance exactly as its
+// reproduction was run: 10 emulated hosts with a real sshd each, 16 ranks
+// of the recovery application over SSH, --tree kary:2 --restart rank
+// --spare-nodes 2 --replicas 3, the front-end stopped for 1, 2, 4 and 8 s
+// once both replica agents joined, a rank killed 5 s after it ran again;
+// and TestClusterRaftCutFrontEnd's cut. `make test-failover-cluster` runs
+// each 10 times (root).
+func TestClusterStalledFrontEnd(t *testing.T) {
+	longFailover(t)
+	for _, stall := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		t.Run(stall.String(), func(t *testing.T) {
+			deposedFrontEnd(t, clusterJob(t), nil, stallFor(t, stall))
+		})
+	}
+}
+
+// TestClusterRaftCutFrontEnd: TestRaftCutFrontEnd on the emulated cluster
+// of TestClusterStalledFrontEnd.
+func TestClusterRaftCutFrontEnd(t *testing.T) {
+	longFailover(t)
+	raftCut(t, clusterJob(t))
+}
+
+// stallFor is the stall fault: the front-end stopped for d, then
+// continued.
+func stallFor(t *testing.T, d time.Duration) func(cmd *exec.Cmd) {
+	return func(cmd *exec.Cmd) {
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		stopped := true
+		t.Cleanup(func() {
+			if stopped {
+				cmd.Process.Signal(syscall.SIGCONT)
+			}
+		})
+		time.Sleep(d) // the fault itself
+		cmd.Process.Signal(syscall.SIGCONT)
+		stopped = false
+	}
+}
+
+// deposedJob is where the reproduction's job runs (run's flags) and how
+// long its recovery application steps (10 ms each).
+type deposedJob struct {
+	where []string
+	steps int
+}
+
+// testNodesJob places the reproduction's job on 4 test nodes x 2 ranks.
+func testNodesJob(*testing.T) deposedJob {
+	return deposedJob{where: []string{"--test-nodes", "4", "-n", "8"}, steps: 1500}
+}
+
+// clusterJob places it as issue 27 ran it: 10 emulated hosts x 2 slots,
+// two of them spares, 16 ranks under a kary:2 tree over SSH; it steps for
+// 30 s, as the launch over SSH and an 8 s stall take longer.
+func clusterJob(t *testing.T) deposedJob {
+	c := chaostest.Cluster(t, 10, cluster.Config{})
+	return deposedJob{where: []string{"--hostfile", hostfile(t, c, 2), "--ssh-config", c.SSHConfig(), "--tree", "kary:2", "--spare-nodes", "2", "-n", "16"}, steps: 3000}
 }
 
 // TestRaftCutFrontEnd: the same job, with only the raft traffic of the
@@ -58,8 +111,14 @@ func TestStalledFrontEnd(t *testing.T) {
 // the job completes as in TestStalledFrontEnd (`make test-failover`).
 func TestRaftCutFrontEnd(t *testing.T) {
 	longFailover(t)
+	raftCut(t, testNodesJob(t))
+}
+
+// raftCut runs the reproduction on the nodes where says with the
+// front-end's raft traffic cut once both replica agents joined.
+func raftCut(t *testing.T, where deposedJob) {
 	cut := filepath.Join(t.TempDir(), "cut")
-	deposedFrontEnd(t, []string{raftCutEnv + "=" + cut}, func(*exec.Cmd) {
+	deposedFrontEnd(t, where, []string{raftCutEnv + "=" + cut}, func(*exec.Cmd) {
 		if err := os.WriteFile(cut, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -70,13 +129,14 @@ func TestRaftCutFrontEnd(t *testing.T) {
 // the front-end's raft traffic is dropped.
 const raftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
 
-// deposedFrontEnd runs the reproduction of issue 27 with fault done to
-// the front-end (cmd) once both replica agents joined; env is added to
-// the front-end's environment.
-func deposedFrontEnd(t *testing.T, env []string, fault func(cmd *exec.Cmd)) {
+// deposedFrontEnd runs the reproduction of issue 27 on the nodes where
+// says (testNodesJob, clusterJob) with fault done to the front-end (cmd)
+// once both replica agents joined; env is added to the front-end's
+// environment.
+func deposedFrontEnd(t *testing.T, on deposedJob, env []string, fault func(cmd *exec.Cmd)) {
 	dir, ck := t.TempDir(), t.TempDir()
-	cmd := exec.Command(ftlaunchBin(t), "run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank", "--test-nodes", "4", "-n", "8",
-		ftlaunchBin(t), "ringapp", "--steps", "1500", "--step-time", "10ms", "--dir", ck)
+	args := append([]string{"run", "--verbose", "--state-dir", dir, "--replicas", "3", "--restart", "rank"}, on.where...)
+	cmd := exec.Command(ftlaunchBin(t), append(args, ftlaunchBin(t), "ringapp", "--steps", strconv.Itoa(on.steps), "--step-time", "10ms", "--dir", ck)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, errb := startJob(t, cmd)
 	replicasJoined(t, dir, 2, 60*time.Second)

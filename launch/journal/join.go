@@ -22,7 +22,7 @@ const (
 	// without any leader is several failed election rounds.
 	DefaultNoLeader = 2 * time.Second
 	// DefaultJoinWait: a configuration change commits in milliseconds,
-	// or fails once the leader's lease (125 ms) runs out.
+	// or fails once the leader's lease (275 ms) runs out.
 	DefaultJoinWait = 2 * time.Second
 	// joinChangeTimeout bounds the enqueueing of each of a join's
 	// configuration changes (raft's timeout).

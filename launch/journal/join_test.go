@@ -107,7 +107,7 @@ func TestJournalNoMajority(t *testing.T) {
 	if !errors.Is(err, ErrNoMajority) {
 		t.Fatalf("commit without a majority: %v, want ErrNoMajority", err)
 	}
-	// The lead is lost within raft's lease (125 ms) and an election
+	// The lead is lost within raft's lease (275 ms) and an election
 	// timeout or two.
 	if limit := DefaultNoLeader + 2*time.Second; took > limit {
 		t.Errorf("the commit failed %v after the crash, want within %v", took, limit)

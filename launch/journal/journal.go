@@ -486,13 +486,23 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 		readied = true
 		return
 	}
+	// FTLAUNCH_DEBUG_RAFT_LOG=PATH: raft's own log of the front-end's
+	// replica, at debug level, appended to PATH.NODE (why it stepped
+	// down, whom it asked for votes: docs/testing.md).
+	lg := j.cfg.Logger
+	if p := os.Getenv("FTLAUNCH_DEBUG_RAFT_LOG"); p != "" && lg == nil {
+		if f, err := os.OpenFile(p+"."+j.cfg.Node, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			defer f.Close()
+			lg = hclog.New(&hclog.LoggerOptions{Output: f, Level: hclog.Debug, Name: j.cfg.Node})
+		}
+	}
 	r, err := raftstore.Open(raftstore.Config{
 		StateDir:  j.jobDir,
 		Name:      j.cfg.Node,
 		Transport: j.cfg.Transport,
 		Peers:     j.cfg.Peers,
 		Timing:    j.cfg.Timing,
-		Logger:    j.cfg.Logger,
+		Logger:    lg,
 		InMemory:  j.memory != nil,
 	})
 	if err != nil {
