@@ -136,6 +136,9 @@ func writeTrialReport(w io.Writer, o *Options, r *trialResult) {
 		}
 		fmt.Fprintln(w)
 	}
+	if gap, rank, ok := trial.ClosestReplacement(r.outcome.Spans); ok {
+		fmt.Fprintf(w, "  incarnations: the closest replacement (rank %d) started %.3fs after its predecessor ended\n", rank, gap.Seconds())
+	}
 	fmt.Fprintf(w, "  ended %s", r.ending())
 	if r.takeover >= 0 {
 		fmt.Fprintf(w, "; successor root took over after %s", secs(r.takeover))

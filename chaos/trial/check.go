@@ -417,6 +417,34 @@ func Overlap(spans []RankSpan) string {
 	return ""
 }
 
+// ClosestReplacement returns, over every rank that ran more than one
+// incarnation, the shortest time from an incarnation's end to the start
+// of the next one (negative: they overlapped, which Overlap reports), the
+// rank it was, and whether there was any replacement at all: how close
+// the fence (or the self-fence) came to the replacement's start.
+func ClosestReplacement(spans []RankSpan) (gap time.Duration, rank int, ok bool) {
+	byRank := map[int][]RankSpan{}
+	for _, sp := range spans {
+		byRank[sp.Rank] = append(byRank[sp.Rank], sp)
+	}
+	for _, r := range slices.Sorted(maps.Keys(byRank)) {
+		for _, old := range byRank[r] {
+			if old.End.IsZero() {
+				continue
+			}
+			for _, nw := range byRank[r] {
+				if nw.Inc != old.Inc+1 || nw.Start.IsZero() {
+					continue
+				}
+				if d := nw.Start.Sub(old.End); !ok || d < gap {
+					gap, rank, ok = d, r, true
+				}
+			}
+		}
+	}
+	return gap, rank, ok
+}
+
 // Stale is one agent incarnation that was stopped or cut off: it cannot
 // act while the fault lasts, may have been declared lost and replaced,
 // and comes back (SIGCONT, a healed link) with its ranks still running

@@ -361,6 +361,33 @@ func TestOverlap(t *testing.T) {
 	}
 }
 
+// TestClosestReplacement: the shortest end-to-next-start over the ranks
+// that were replaced, negative for an overlap, none without a replacement.
+func TestClosestReplacement(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, c := range []struct {
+		name     string
+		spans    []RankSpan
+		gap      time.Duration
+		rank     int
+		replaced bool
+	}{
+		{"none replaced", []RankSpan{{Rank: 1, Inc: 1, Start: at(0)}, {Rank: 2, Inc: 1, Start: at(0)}}, 0, 0, false},
+		{"the closer of two", []RankSpan{
+			{Rank: 1, Inc: 1, Start: at(0), End: at(2000)}, {Rank: 1, Inc: 2, Start: at(2300)},
+			{Rank: 4, Inc: 1, Start: at(0), End: at(2100)}, {Rank: 4, Inc: 2, Start: at(2220)},
+		}, 120 * time.Millisecond, 4, true},
+		{"an overlap is negative", []RankSpan{{Rank: 3, Inc: 1, Start: at(0), End: at(2134)}, {Rank: 3, Inc: 2, Start: at(2000)}}, -134 * time.Millisecond, 3, true},
+		{"no end recorded", []RankSpan{{Rank: 1, Inc: 1, Start: at(0)}, {Rank: 1, Inc: 2, Start: at(100)}}, 0, 0, false},
+	} {
+		gap, rank, ok := ClosestReplacement(c.spans)
+		if ok != c.replaced || ok && (gap != c.gap || rank != c.rank) {
+			t.Errorf("%s: %v rank %d (%v), want %v rank %d (%v)", c.name, gap, rank, ok, c.gap, c.rank, c.replaced)
+		}
+	}
+}
+
 // TestSpansOf: one span per rank incarnation and node, from its first
 // start to its last end (a rank's descendants end after it).
 func TestSpansOf(t *testing.T) {
