@@ -307,3 +307,39 @@ func TestJoinGroupSurvivesFrontend(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling raft's state
 	}
 }
+
+// TestJournalKeepsFollowersFed: with KeepForFollowers, Close returns once
+// the final status is committed and the front-end's replica stays up
+// until Release, so that a follower that was cut off when the status was
+// committed gets it from the front-end even once the other follower is
+// gone (its agent exited first: chaos's replica-digests failures, issue
+// #27). Release then shuts the replica down.
+func TestJournalKeepsFollowersFed(t *testing.T) {
+	cfg := Config{StateDir: t.TempDir(), Node: "fe", Job: Job{ID: "ft-test", N: 8, Replicas: 3}, KeepForFollowers: 20 * time.Second}
+	g := newTestGroup(t, cfg, "node1", "node0")
+	g.launchAll(t)
+	fe, node0 := g.trans[0], g.trans[2]
+	fe.Disconnect(node0.LocalAddr())
+	node0.Disconnect(fe.LocalAddr())
+	g.trans[1].Disconnect(node0.LocalAddr())
+	node0.Disconnect(g.trans[1].LocalAddr())
+	if err := g.j.Close(context.Background(), 0, "success"); err != nil {
+		t.Fatal(err)
+	}
+	r := g.j.Replica()
+	if r.Raft().State() == raft.Shutdown {
+		t.Fatal("the front-end's replica shut down at Close")
+	}
+	_ = g.agents[0].Shutdown() // node1's agent exited
+	fe.Connect(node0.LocalAddr(), node0)
+	node0.Connect(fe.LocalAddr(), fe)
+	waitUntil(t, 10*time.Second, "node0's replica to hold the final status", func() bool {
+		done := false
+		g.agents[1].FSM().View(func(s *raftstore.State) { done = s.Status.Done })
+		return done
+	})
+	g.j.Release()
+	if s := r.Raft().State(); s != raft.Shutdown {
+		t.Errorf("after Release the front-end's replica is %v, want shut down", s)
+	}
+}

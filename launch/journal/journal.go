@@ -71,6 +71,15 @@ type Config struct {
 	JoinWait time.Duration
 	// Logger receives raft's log; nil discards it.
 	Logger hclog.Logger
+	// KeepForFollowers, if positive, keeps the replica up after Close
+	// committed the final status, until Release is called or this long
+	// has passed: a follower a few entries behind (on a loaded machine,
+	// after a leadership change) gets the end of the log from it, where
+	// a leader shut down at once left it to the followers' own election
+	// — and a follower whose agent exits first takes its entries with it
+	// (chaos's replica-digests, issue #27). Close then returns once the
+	// status is committed; Release shuts the replica down.
+	KeepForFollowers time.Duration
 	// Hold, if not nil, delays the replica's start (its files, its
 	// election) until Hold is closed or Close is called, so that it does
 	// not compete for the CPU with the launch it records (a solo log opens
@@ -128,6 +137,11 @@ type Journal struct {
 	ownsTr  bool          // the transport is the journal's own
 	release chan struct{} // closed by Close: ends a Hold
 	relOnce sync.Once
+	// final is closed once the writer has ended (the final status
+	// committed, or not); kept is closed by Release (KeepForFollowers).
+	final    chan struct{}
+	kept     chan struct{}
+	keptOnce sync.Once
 	replica *raftstore.Replica
 	solo    *raftstore.Solo
 	memory  error // why the state is kept in memory (nil: in files); set before run starts
@@ -232,6 +246,8 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		ready:   make(chan struct{}),
 		done:    make(chan struct{}),
 		release: make(chan struct{}),
+		final:   make(chan struct{}),
+		kept:    make(chan struct{}),
 	}
 	if memory == nil {
 		memory = makeJobDir(cfg.StateDir, cfg.Job.ID)
@@ -397,10 +413,11 @@ func (j *Journal) Sync(ctx context.Context) error {
 }
 
 // Close flushes what is queued, commits the job's final status (exit code
-// and message), and shuts the replica down; it returns the journal's
-// first error. If ctx ends first, the writes still pending are abandoned
-// and the replica is shut down anyway. Later calls wait for the first and
-// return the same error. Records made after Close are dropped.
+// and message), and shuts the replica down (with KeepForFollowers: keeps
+// it up until Release); it returns the journal's first error. If ctx ends
+// first, the writes still pending are abandoned and the replica is shut
+// down anyway. Later calls wait for the first and return the same error.
+// Records made after Close are dropped.
 func (j *Journal) Close(ctx context.Context, exitCode int, msg string) error {
 	j.mu.Lock()
 	first := !j.closing
@@ -411,8 +428,13 @@ func (j *Journal) Close(ctx context.Context, exitCode int, msg string) error {
 	j.mu.Unlock()
 	j.relOnce.Do(func() { close(j.release) })
 	j.poke()
+	keep := j.cfg.KeepForFollowers > 0
+	ended := j.done
+	if keep {
+		ended = j.final
+	}
 	select {
-	case <-j.done:
+	case <-ended:
 	case <-ctx.Done():
 		j.cancel()
 		<-j.done
@@ -420,8 +442,21 @@ func (j *Journal) Close(ctx context.Context, exitCode int, msg string) error {
 			j.setErr(fmt.Errorf("journal: close: %w", ctx.Err()))
 		}
 	}
-	j.cancel()
+	if !keep {
+		j.cancel()
+	}
 	return j.Err()
+}
+
+// Release shuts down a replica that Close kept up for its followers
+// (Config.KeepForFollowers) and waits for it; the front-end calls it once
+// every agent said it is done. It is idempotent, and without
+// KeepForFollowers (or before Close) it only ends the journal as a
+// cancelled Close would.
+func (j *Journal) Release() {
+	j.keptOnce.Do(func() { close(j.kept) })
+	j.cancel()
+	<-j.done
 }
 
 // take empties the queue.
@@ -439,6 +474,14 @@ func (j *Journal) take() []record {
 // by Close.
 func (j *Journal) run(startCtx, ctx context.Context) {
 	defer close(j.done)
+	finalClosed := false
+	endFinal := func() {
+		if !finalClosed {
+			finalClosed = true
+			close(j.final)
+		}
+	}
+	defer endFinal()
 	defer func() {
 		j.mu.Lock()
 		j.dead = true
@@ -543,6 +586,18 @@ func (j *Journal) run(startCtx, ctx context.Context) {
 	close(j.ready)
 	readied = true
 	w.loop(ctx)
+	endFinal()
+	if keep := j.cfg.KeepForFollowers; keep > 0 && j.isClosing() {
+		// The followers get the end of the log from this leader (the
+		// deferred shutdown follows).
+		t := time.NewTimer(keep)
+		defer t.Stop()
+		select {
+		case <-j.kept:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // hold waits for the end of Config.Hold (or Close); it reports false if

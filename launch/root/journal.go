@@ -102,9 +102,6 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 				ms(took), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
 		}
 		fe.removeLive()
-		if fe.raftTr != nil {
-			fe.raftTr.Close()
-		}
 		if (fe.opts.Verbose || fe.rec.Failure() != nil) && fe.journal.Dir() != "" {
 			fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
 		}
@@ -196,7 +193,20 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 		cfg.Node += "-root"
 	}
 	cfg.Transport, cfg.Timing = fe.raftTr, raftstore.DefaultTiming(r)
+	// The front-end's replica leads until the agents exit (endJournal):
+	// a replica agent a few entries behind gets the final status from it.
+	cfg.KeepForFollowers = agentsExitWait
 	return cfg, nil
+}
+
+// endJournal shuts down the replica that the final status's commit kept
+// up for its followers (journal.Config.KeepForFollowers), then the raft
+// transport; called once every agent's link ended, and by Run's end.
+func (fe *frontend) endJournal() {
+	fe.journal.Release()
+	if fe.raftTr != nil {
+		fe.raftTr.Close()
+	}
 }
 
 // raftCutEnv names a file: while it exists, the front-end's replica's raft

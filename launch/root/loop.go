@@ -96,13 +96,14 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			fe.shutdown()
 			fe.verbosef("agents told to exit")
 			fe.observe(RanksEnded{})
-			shutdownTimer = time.After(5 * time.Second)
+			shutdownTimer = time.After(agentsExitWait)
 		}
 	}
 	fe.verbosef("every agent's link ended")
 	// A lost agent's node is fenced before the job's end is reported.
 	fe.awaitFences()
 	fe.closeJournal()
+	fe.endJournal()
 	// Sessions of agents that finished end at once. A lost agent's may
 	// not: srun cancelling a step on a dead node can take tens of seconds.
 	// Those get a bounded wait; what is left of them goes with this
@@ -135,6 +136,12 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	}
 	return fe.finish()
 }
+
+// agentsExitWait bounds how long the agents get to exit after they were
+// told the job is over (a replica agent first waits for the final status,
+// at most 2 s: launch/agent's finalWait); the front-end's replica stays
+// up for its followers as long.
+const agentsExitWait = 5 * time.Second
 
 // soloLog reports whether the job's state log is the front-end's alone
 // (--replicas 1, and not a successor root's group): no replica agent

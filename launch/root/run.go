@@ -71,6 +71,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	if err := j.InMemory(); err != nil {
 		fe.warnf("job state log: %v; keeping the job's state in memory (ftlaunch inspect and status will not know this job)", err)
 	}
+	defer fe.endJournal() // after closeJournal
 	defer fe.closeJournal()
 	if opts.Replicas > 1 {
 		// A root group can take over only once it exists: a launch that
