@@ -142,9 +142,9 @@ type Journal struct {
 	final    chan struct{}
 	kept     chan struct{}
 	keptOnce sync.Once
-	replica *raftstore.Replica
-	solo    *raftstore.Solo
-	memory  error // why the state is kept in memory (nil: in files); set before run starts
+	replica  *raftstore.Replica
+	solo     *raftstore.Solo
+	memory   error // why the state is kept in memory (nil: in files); set before run starts
 
 	joinMu sync.Mutex // held by the join under way (Join)
 
