@@ -688,11 +688,24 @@ func (r *Replica) Shutdown() error {
 // (the launcher's mutual-TLS listener and dialer), with a pool of 3
 // connections per peer and a 2 s I/O deadline. The caller closes it after
 // the replica's Shutdown.
+//
+// Pipelined replication is off (MaxRPCsInFlight 1: one AppendEntries at a
+// time per follower, raft's plain replication). raft's pipeline can
+// deadlock when a follower refuses an entry (Success=false, as after a
+// leadership change left it with a diverging tail): the decoder returns,
+// nobody reads the pipeline's answers, the next send blocks for good,
+// and that follower gets no entry again while heartbeats keep it quiet;
+// the leader's Shutdown then waits forever for the stuck sender (seen by
+// issue #27's stalled front-ends: a replica agent ending without the
+// final status, a front-end hung after its job; grafana/pyroscope#5518
+// describes the same). The job's log is a few entries a second: the
+// pipeline bought nothing here.
 func NewTCPTransport(stream raft.StreamLayer) *raft.NetworkTransport {
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  stream,
-		MaxPool: 3,
-		Timeout: 2 * time.Second,
-		Logger:  hclog.NewNullLogger(),
+		Stream:          stream,
+		MaxPool:         3,
+		MaxRPCsInFlight: 1,
+		Timeout:         2 * time.Second,
+		Logger:          hclog.NewNullLogger(),
 	})
 }

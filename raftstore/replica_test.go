@@ -546,3 +546,21 @@ func TestIsolatedLeader(t *testing.T) {
 		}
 	})
 }
+
+// TestTCPTransportDoesNotPipeline: the transport refuses pipelined
+// replication (NewTCPTransport says why: raft's pipeline can deadlock on a
+// follower's refusal), so raft replicates one AppendEntries at a time.
+func TestTCPTransportDoesNotPipeline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTCPTransport(tcpStream{ln})
+	defer tr.Close()
+	if p, err := tr.AppendEntriesPipeline("peer", tr.LocalAddr()); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		if p != nil {
+			p.Close()
+		}
+		t.Fatalf("AppendEntriesPipeline: %v, want raft.ErrPipelineReplicationNotSupported", err)
+	}
+}
