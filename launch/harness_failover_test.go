@@ -109,3 +109,59 @@ func groupUp(j *nodesJob) (root.ReplicaJoined, error) {
 	_, err = j.obs.wait(j.ctx, is(func(e root.ReplicaJoined) bool { return e != first }))
 	return first.(root.ReplicaJoined), err
 }
+
+// A successor whose replicated state lacks the node table (the front-end
+// was lost between the table's answer and its commit: TestClusterRaftCut-
+// FrontEnd's cut came there) learns it from the agents' resync
+// (MTableHeld), so that a rank that fails under it is recovered by the
+// restart protocol, not started again alone as a program that never
+// published (which left every other rank waiting in its allgather and the
+// restarted rank in its Publish). The front-end does not record the table
+// (the "no-table-record" test hook), vanishes once the group is up; after
+// every agent is adopted, rank 1 exits with code 7; the job completes with
+// one recovery of rank 1.
+func TestHarnessSuccessorLearnsTable(t *testing.T) {
+	t.Setenv("FTLAUNCH_TEST_BREAK_RECOVERY", "no-table-record")
+	hosts := []string{"nodeA", "nodeB", "nodeC"}
+	release := filepath.Join(t.TempDir(), "release")
+	opts := recoverOpts("wait:" + release)
+	opts.Env = append(opts.Env, victimEnv+"2=late:1")
+	opts.Replicas, opts.Verbose = 3, true
+	testTiming(&opts)
+	vanish := make(chan struct{})
+	opts.Vanish = vanish
+	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
+		defer os.WriteFile(release, nil, 0o600) // the ranks go on, whatever happened
+		if _, err := groupUp(j); err != nil {
+			return
+		}
+		close(vanish)
+		if _, err := j.obs.wait(j.ctx, is[root.FailoverDone](nil)); err != nil {
+			return
+		}
+		for _, h := range hosts {
+			if _, err := j.obs.wait(j.ctx, is(func(e root.Adopted) bool { return e.Node == h })); err != nil {
+				return
+			}
+		}
+	})
+	if j.err != nil || j.res.ExitCode != root.ExitLauncher {
+		t.Fatalf("the front-end: exit %d, %v; stderr %s", j.res.ExitCode, j.err, j.stderr.String())
+	}
+	st := j.state
+	if !st.Status.Done || st.Status.ExitCode != 0 || len(st.Ranks) != 6 {
+		t.Fatalf("state log: status %+v, %d ranks; agents:\n%s", st.Status, len(st.Ranks), j.sp.log.String())
+	}
+	for _, r := range st.Ranks {
+		if want := uint64(1) + uint64(boolInt(r.Rank == 1)); r.State != raftstore.RankExited || r.ExitCode != 0 || r.Incarnation != want {
+			t.Errorf("rank %+v, want incarnation %d exited 0", r, want)
+		}
+		if r.ITuple == nil {
+			t.Errorf("rank %d: no node-table row in the state log (the successor did not record the table it learnt)", r.Rank)
+		}
+	}
+	rep := journal.Analyze(st)
+	if len(rep.Invariants) > 0 || len(rep.Recoveries) != 1 || rep.Recoveries[0].Rank != 1 || rep.Recoveries[0].NewIncarnation != 2 {
+		t.Errorf("invariants %v, recoveries %+v; agents:\n%s", rep.Invariants, rep.Recoveries, j.sp.log.String())
+	}
+}

@@ -127,7 +127,9 @@ func testTiming(opts *Options) {
 // "rank:R" (rank R's first incarnation exits with code 7) or "node:NAME"
 // (the first incarnations of the ranks on node NAME wait to be killed);
 // or "wait:PATH": no victim, every rank waits for the file PATH before
-// it allgathers. victimEnv+"2" names a second victim.
+// it allgathers. victimEnv+"2" names a second victim, which may also be
+// "late:R" (with "wait:PATH": rank R's first incarnation exits with code
+// 7 once PATH exists).
 const victimEnv = "FTLAUNCH_TEST_VICTIM"
 
 // recoverRole is a rank of a job under --restart rank that lives through
@@ -164,16 +166,14 @@ func recoverRole(c *client.Client, me string) int {
 				return 7
 			case v == "node:"+os.Getenv("FTLAUNCH_NODE"):
 				select {} // until its agent's end (or a fence) kills it
+			case v == fmt.Sprintf("late:%d", c.Rank()):
+				waitFile(strings.TrimPrefix(os.Getenv(victimEnv), "wait:"))
+				return 7
 			}
 		}
 	}
 	if path, ok := strings.CutPrefix(os.Getenv(victimEnv), "wait:"); ok {
-		for { // the test's word; a rank is killed with its agent
-			if _, err := os.Stat(path); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond) // polling for the test's file
-		}
+		waitFile(path)
 	}
 	vals, err := again(resumed, func() ([][]byte, error) { return c.Allgather([]byte(fmt.Sprint(c.Rank() * c.Rank()))) })
 	if err != nil {
@@ -182,6 +182,17 @@ func recoverRole(c *client.Client, me string) int {
 	}
 	fmt.Printf("%s incarnation %d sum %d\n", me, c.Incarnation(), sumValues(vals))
 	return 0
+}
+
+// waitFile waits for the test's word: the file path exists (a rank is
+// killed with its agent meanwhile).
+func waitFile(path string) {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the test's file
+	}
 }
 
 // sumValues adds up an allgather's numbers.

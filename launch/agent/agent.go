@@ -58,12 +58,15 @@ type Agent struct {
 	jobOver  atomic.Bool // told the job is over (MShutdown): its end is committed
 
 	// Root failover (failover.go; the root's successor.go); guarded by mu.
-	replicas  []proto.PeerAddr         // the replica agents, which may adopt this one
-	exits     map[int]proto.RankStatus // exits reported, to report again to a new root
-	sentUp    map[uint64][]byte        // contributions sent up and not yet answered
-	successor Successor                // the root this agent runs after the front-end's death
-	replica   *agentReplica            // this agent's root replica, once open
-	gossipTo  chan membership.Evidence // the successor root's share of the gossip evidence (gossip.go)
+	replicas []proto.PeerAddr         // the replica agents, which may adopt this one
+	exits    map[int]proto.RankStatus // exits reported, to report again to a new root
+	sentUp   map[uint64][]byte        // contributions sent up and not yet answered
+	// openedProto: ranks that opened the rank protocol, to report again
+	// to a new root (resync).
+	openedProto []int
+	successor   Successor                // the root this agent runs after the front-end's death
+	replica     *agentReplica            // this agent's root replica, once open
+	gossipTo    chan membership.Evidence // the successor root's share of the gossip evidence (gossip.go)
 	// member is the agent's gossip member once it joined (gossip.go):
 	// the self-fence's watch reads when its probes were last acked.
 	member atomic.Pointer[membership.Member]

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/membership"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
@@ -254,6 +255,20 @@ func (a *Agent) resync() {
 		for _, u := range ups {
 			a.send(proto.MChildUp, u.Encode())
 		}
+	}
+	// What the ranks hold of the restart protocol first, before their
+	// exits: a successor whose replicated state lacks the node table (the
+	// front-end was cut off or died before it was committed) learns it
+	// here, and which ranks opened the protocol.
+	a.mu.Lock()
+	table := a.rec.table
+	opened := slices.Clone(a.openedProto)
+	a.mu.Unlock()
+	if table != nil {
+		a.send(proto.MTableHeld, (&proto.CollResult{Op: rankproto.OpPublish, Values: table}).Encode())
+	}
+	for _, r := range opened {
+		a.protocolOpened(r)
 	}
 	var st proto.Started
 	a.mu.Lock()

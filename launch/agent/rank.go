@@ -443,7 +443,7 @@ func (rp *rankProc) request(ctx context.Context, f wire.Frame) error {
 	switch f.Type {
 	case rankproto.TInit:
 		if !rp.inited.Swap(true) {
-			a.protocolOpened(rp.rank)
+			a.openedProtocol(rp.rank)
 		}
 		return rp.reply(rankproto.TInitOK, rp.info.Encode())
 	case rankproto.TAck:

@@ -458,6 +458,17 @@ func (a *Agent) protocolOpened(rank int) {
 	}
 }
 
+// openedProtocol records that a rank opened the rank protocol (resync
+// reports it again to a successor) and reports it (protocolOpened).
+func (a *Agent) openedProtocol(rank int) {
+	a.mu.Lock()
+	if !slices.Contains(a.openedProto, rank) {
+		a.openedProto = append(a.openedProto, rank)
+	}
+	a.mu.Unlock()
+	a.protocolOpened(rank)
+}
+
 // observePMI reports a rank's PMI-1 init to the root under --restart rank,
 // which cannot replace one MPI rank (rank is -1 for a TCP-mode client,
 // which names itself).

@@ -68,6 +68,7 @@ const (
 	MAdoptMe      uint8 = 54 // up, on a standby link: my parent is lost: take me as your child (Reparent)
 	MReparented   uint8 = 55 // up: I took a standby child as my child (Reparent)
 	MRankProto    uint8 = 56 // up: a rank opened the rank protocol (recMsg: rank), under --restart rank only
+	MTableHeld    uint8 = 58 // up, on a resync: the node table my ranks hold (CollResult: OpPublish, its values as patched)
 )
 
 // NodeSpec is what an agent receives first: the job and its node's share.

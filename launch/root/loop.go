@@ -504,6 +504,18 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			return
 		}
 		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
+	case proto.MTableHeld:
+		res, err := proto.DecodeCollResult(p)
+		if err != nil || res.Op != rankproto.OpPublish || len(res.Values) != fe.opts.N {
+			fe.protocolError(a, fmt.Errorf("node table held: %v", err))
+			return
+		}
+		if fe.table == nil {
+			// A successor whose replicated state lacks the table the
+			// front-end published (it was cut off or died before the
+			// table was committed): the agents hold it.
+			fe.tablePublished(res.Values)
+		}
 	case proto.MContrib:
 		c, err := proto.DecodeContrib(p)
 		if err != nil {
@@ -583,17 +595,29 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	fe.keepResult(c.Seq, enc)
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
-		fe.table = slices.Clone(rc.values) // patched in place later; the journal keeps rc.values
-		fe.step(recovery.TablePublished{})
-		fe.observe(TablePublished{N: fe.opts.N})
-		fe.nodeTableAt = time.Since(fe.start)
-		nodes := make([]string, len(fe.ranks))
-		for r := range fe.ranks {
-			nodes[r] = fe.nodeOf(r)
-		}
-		fe.journal.NodeTable(nodes, rc.values)
+		fe.tablePublished(rc.values)
 		fe.verbosef("node table of %d ranks published", fe.opts.N)
 	}
+}
+
+// tablePublished takes the first node table as published (to the planner,
+// the observers and the state log): the answer to the ranks' first
+// Publish, or, for a successor whose replicated state lacks it, the table
+// the agents report holding (MTableHeld).
+func (fe *frontend) tablePublished(values [][]byte) {
+	fe.table = slices.Clone(values) // patched in place later; the journal keeps values
+	fe.step(recovery.TablePublished{})
+	fe.observe(TablePublished{N: fe.opts.N})
+	fe.nodeTableAt = time.Since(fe.start)
+	if fe.hooks.breakAt == "no-table-record" {
+		fe.warnf("test hook: the node table is not recorded in the state log (%s)", breakEnv)
+		return
+	}
+	nodes := make([]string, len(fe.ranks))
+	for r := range fe.ranks {
+		nodes[r] = fe.nodeOf(r)
+	}
+	fe.journal.NodeTable(nodes, values)
 }
 
 // keptResults is how many of the latest collectives' answers the root
