@@ -190,7 +190,10 @@ func ringAppRun(c *client.Client, cfg ringConfig, stdout, stderr io.Writer) (boo
 	defer a.closeRing()
 
 	a.value = ringStart(cfg.seed, a.rank)
-	a.needRollback = a.inc > 1 // started again: the others went on without this rank
+	// Started again: the others went on without this rank, unless it was
+	// started again alone before any rank published (killed before it
+	// opened the rank protocol): then everyone starts from step 0.
+	a.needRollback = a.inc > 1 && !c.Info().Alone
 	if a.needRollback {
 		a.cause = fmt.Sprintf("incarnation %d started", a.inc)
 	}

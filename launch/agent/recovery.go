@@ -250,6 +250,9 @@ func (a *Agent) respawn(m proto.RecMsg) {
 	}
 	info := old.info
 	info.Incarnation = m.Incarnation
+	// Not suspended: the planner starts it again alone (no rank opened
+	// the rank protocol), the others go on.
+	info.Alone = !a.rec.suspended
 	a.mu.Unlock()
 	<-old.exited // its end was reported: it was reaped
 	rp := a.startAgain(old, info)

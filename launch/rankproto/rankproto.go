@@ -165,6 +165,12 @@ type Info struct {
 	JobID                string
 	Incarnation          uint64 // 1 for the first; grows with every restart of the rank
 	Restarts             int    // restarts of the job so far (policy job)
+	// Alone: this incarnation was started again alone (--restart rank
+	// while no rank had opened the rank protocol: docs/recovery.md); no
+	// other rank stopped or went on without it, so it has nothing to
+	// roll back to. False for a first start, a respawn of the restart
+	// protocol (the others wait, suspended) and a restarted job.
+	Alone bool
 }
 
 // Encode returns the payload of a TInitOK reply.
@@ -172,7 +178,7 @@ func (i Info) Encode() []byte {
 	var e wire.Encoder
 	e.Uint(uint64(i.Rank)).Uint(uint64(i.Size)).Uint(uint64(i.LocalRank)).Uint(uint64(i.LocalSize))
 	e.String(i.Node).Uint(uint64(i.NodeID)).String(i.JobID)
-	e.Uint(i.Incarnation).Uint(uint64(i.Restarts))
+	e.Uint(i.Incarnation).Uint(uint64(i.Restarts)).Bool(i.Alone)
 	return e.Data()
 }
 
@@ -187,6 +193,9 @@ func DecodeInfo(p []byte) (Info, error) {
 		// Appended later: an older agent sends no incarnation (1).
 		d = wire.NewDecoder(rest)
 		i.Incarnation, i.Restarts = d.Uint(), int(d.Uint())
+		if d.Len() > 0 { // appended later still
+			i.Alone = d.Bool()
+		}
 	}
 	if err := d.Err(); err != nil {
 		return Info{}, fmt.Errorf("init reply: %w", err)

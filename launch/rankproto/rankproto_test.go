@@ -3,12 +3,24 @@ package rankproto
 import (
 	"bytes"
 	"testing"
+
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
 func TestRoundTrips(t *testing.T) {
 	in := Info{Rank: 3, Size: 8, LocalRank: 1, LocalSize: 2, Node: "n1", NodeID: 1, JobID: "ft-x"}
 	if out, err := DecodeInfo(in.Encode()); err != nil || out != in {
 		t.Errorf("info: %+v, %v", out, err)
+	}
+	alone := Info{Rank: 2, Size: 8, Node: "n1", JobID: "ft-x", Incarnation: 2, Alone: true}
+	if out, err := DecodeInfo(alone.Encode()); err != nil || out != alone {
+		t.Errorf("info started again alone: %+v, %v", out, err)
+	}
+	// An agent of before Alone: the payload ends after Restarts.
+	var e wire.Encoder
+	e.Uint(2).Uint(8).Uint(0).Uint(1).String("n1").Uint(0).String("ft-x").Uint(3).Uint(0)
+	if out, err := DecodeInfo(e.Data()); err != nil || out.Incarnation != 3 || out.Alone {
+		t.Errorf("an older agent's info: %+v, %v", out, err)
 	}
 	vs := [][]byte{[]byte("a"), nil, []byte("ccc")}
 	if out, err := DecodeValues(EncodeValues(vs)); err != nil || len(out) != 3 || !bytes.Equal(out[2], vs[2]) || len(out[1]) != 0 {
