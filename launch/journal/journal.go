@@ -137,6 +137,9 @@ type Journal struct {
 	ownsTr  bool          // the transport is the journal's own
 	release chan struct{} // closed by Close: ends a Hold
 	relOnce sync.Once
+	// majorityAlive: the caller's word that a majority of the voters
+	// live (MajorityAlive), under mu.
+	majorityAlive bool
 	// final is closed once the writer has ended (the final status
 	// committed, or not); kept is closed by Release (KeepForFollowers).
 	final    chan struct{}

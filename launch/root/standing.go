@@ -107,6 +107,7 @@ func (fe *frontend) confirmLead() bool {
 		return true
 	}
 	s.since = time.Now()
+	fe.tellMajorityAlive()
 	leader := "none it knows"
 	if st.Leader != "" {
 		leader = st.Leader
@@ -165,6 +166,7 @@ func (fe *frontend) checkStanding() {
 		fe.replayHeld()
 	default:
 		up, need, ok := fe.othersCanLead()
+		fe.journal.MajorityAlive(need > 0 && up+1 >= need)
 		switch {
 		case !ok:
 			// Too few other voters are up to lead without the
@@ -196,6 +198,15 @@ func (fe *frontend) replayHeld() {
 // for 5 s, terms churning, while nothing was cut.
 func (fe *frontend) stepAsideAfter() time.Duration {
 	return 2 * proto.LinkTimeout(fe.opts.Heartbeat)
+}
+
+// tellMajorityAlive tells the journal whether the front-end and the
+// replica agents whose links are up make a majority of the group: a
+// leaderless group of live voters is slow (a loaded machine), not lost,
+// and its writes wait longer before they fail (journal.MajorityAlive).
+func (fe *frontend) tellMajorityAlive() {
+	up, need, _ := fe.othersCanLead()
+	fe.journal.MajorityAlive(need > 0 && up+1 >= need)
 }
 
 // othersCanLead counts the group's voters other than the front-end's
