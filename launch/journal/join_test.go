@@ -343,3 +343,27 @@ func TestJournalKeepsFollowersFed(t *testing.T) {
 		t.Errorf("after Release the front-end's replica is %v, want shut down", s)
 	}
 }
+
+// TestNoMajorityWaitsForLiveVoters: without a leader for NoLeader the
+// majority is taken for lost, unless the caller said a majority of the
+// voters live (MajorityAlive): then only after aliveNoLeader times as
+// long.
+func TestNoMajorityWaitsForLiveVoters(t *testing.T) {
+	j := &Journal{cfg: Config{Node: "fe", NoLeader: 2 * time.Second}}
+	for _, c := range []struct {
+		alive      bool
+		leaderless time.Duration
+		lost       bool
+	}{
+		{false, time.Second, false},
+		{false, 2 * time.Second, true},
+		{true, 2 * time.Second, false},
+		{true, 19 * time.Second, false},
+		{true, 20 * time.Second, true},
+	} {
+		j.MajorityAlive(c.alive)
+		if err := j.noMajority(c.leaderless); (err != nil) != c.lost || c.lost && !errors.Is(err, ErrNoMajority) {
+			t.Errorf("alive %v, leaderless %v: %v, want lost %v", c.alive, c.leaderless, err, c.lost)
+		}
+	}
+}
