@@ -113,12 +113,12 @@ type Finish struct {
 // SetRecovery records where a recovery stands (State.Recovery), which a
 // new leader carries on from. It is refused unless the state is at
 // ExpectEpoch, the epoch its writer last saw committed: a root deposed by
-// a takeover (BumpEpoch) cannot record over its successor. The state's
-// epoch becomes Epoch, the recovery's, if that is larger (a successor's
-// planner may count from below the takeovers' bumps).
+// a takeover (BumpEpoch) cannot record over its successor; and refused if
+// the recovery's epoch is below the recorded one's. The state's epoch
+// becomes the recovery's if that is larger (a takeover since may have
+// moved the state's beyond it).
 type SetRecovery struct {
 	ExpectEpoch uint64
-	Epoch       uint64
 	Recovery    Recovery
 	Events      []Event
 }
@@ -232,7 +232,6 @@ func (c *BumpEpoch) appendPayload(e *encoder) {
 
 func (c *SetRecovery) appendPayload(e *encoder) {
 	e.uint(c.ExpectEpoch)
-	e.uint(c.Epoch)
 	encodeRecovery(e, &c.Recovery)
 }
 
@@ -339,7 +338,6 @@ func decode(b []byte) (Command, Once, error) {
 		c.Events = evs
 	case *SetRecovery:
 		c.ExpectEpoch = d.uint()
-		c.Epoch = d.uint()
 		if r := decodeRecovery(d); r != nil {
 			c.Recovery = *r
 		}

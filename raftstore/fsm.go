@@ -257,10 +257,13 @@ func (f *FSM) apply(index, term uint64, c Command) (*Result, error) {
 		if c.ExpectEpoch != s.Epoch {
 			return nil, refuse("recovery record of a root at epoch %d, now %d", c.ExpectEpoch, s.Epoch)
 		}
+		if s.Recovery != nil && c.Recovery.Epoch < s.Recovery.Epoch {
+			return nil, refuse("recovery record of epoch %d, the recorded one's is %d", c.Recovery.Epoch, s.Recovery.Epoch)
+		}
 		if err := c.Recovery.check(s); err != nil {
 			return nil, err
 		}
-		s.Recovery, s.Epoch = c.Recovery.Clone(), max(c.Epoch, s.Epoch)
+		s.Recovery, s.Epoch = c.Recovery.Clone(), max(c.Recovery.Epoch, s.Epoch)
 	case *Finish:
 		if s.Status.Done {
 			if s.Status != c.Status {

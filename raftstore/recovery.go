@@ -8,11 +8,18 @@ import (
 
 // Recovery is where the last recovery the root committed stands, typed so
 // that a new leader rebuilds its planner from the state alone and the
-// state machine checks it: the stage committed last ("" once the last
-// recovery was carried out to its end), the node table's version once
-// patched, the job's restarts so far, the ranks and the agents being
-// started again. Its epoch is the state's (State.Epoch): there is one.
+// state machine checks it: the epoch its commands carry, the stage
+// committed last ("" once the last recovery was carried out to its end),
+// the node table's version once patched, the job's restarts so far, the
+// ranks and the agents being started again.
+//
+// Epoch is not a second counter: the state has one (State.Epoch), which
+// the record moves forward (SetRecovery) and takeovers too (BumpEpoch).
+// It is the value the recovery's commands carried to the agents, which
+// count their collectives under it: a takeover since moved the state's
+// further, and a successor must know the one the agents know.
 type Recovery struct {
+	Epoch    uint64
 	Stage    string // suspend, respawn, patch, resume, restart-job, relaunch; "": settled
 	Version  uint64 // the node table's version once patched
 	Restarts int    // job restarts so far
@@ -88,6 +95,7 @@ func (r *Recovery) check(s *State) error {
 }
 
 func encodeRecovery(e *encoder, r *Recovery) {
+	e.uint(r.Epoch)
 	e.string(r.Stage)
 	e.uint(r.Version)
 	e.uint(uint64(r.Restarts))
@@ -119,6 +127,7 @@ func encodeRecovery(e *encoder, r *Recovery) {
 
 func decodeRecovery(d *decoder) *Recovery {
 	r := &Recovery{}
+	r.Epoch = d.uint()
 	r.Stage = d.string()
 	r.Version = d.uint()
 	r.Restarts = int(d.uintMax(1<<31-1, "restarts"))

@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-func sampleRecovery(stage string) Recovery {
-	return Recovery{Stage: stage, Version: 4, Restarts: 1, Alone: true,
+func sampleRecovery(epoch uint64, stage string) Recovery {
+	return Recovery{Epoch: epoch, Stage: stage, Version: 4, Restarts: 1, Alone: true,
 		Ranks: []RecoveryRank{{Rank: 3, Agent: 1, Incarnation: 2, Addr: []byte("it3"), Restarts: 1}, {Rank: 5, Agent: 1, Incarnation: 1, Failed: true}},
 		Agents: []RecoveryAgent{{Agent: 1, Node: "n1", Incarnation: 2, Restarts: 1, Up: true,
 			Unfenced: []FenceRecord{{Node: "n1", Incarnation: 1}}, Fenced: []FenceRecord{{Node: "n9", Incarnation: 1, How: "self-fenced"}}}},
@@ -18,27 +18,29 @@ func sampleRecovery(stage string) Recovery {
 }
 
 // TestFSMSetRecovery: the typed recovery record is kept whole, survives a
-// snapshot and a command round trip; the state has one epoch, which the
-// record moves forward and never back.
+// snapshot and a command round trip; the state has one epoch, which a
+// record moves forward and never back, and a record older than the
+// recorded one is refused.
 func TestFSMSetRecovery(t *testing.T) {
 	h := newHarness(t)
-	h.refused(&SetRecovery{Epoch: 1, Recovery: sampleRecovery("suspend")}, ErrRefused) // before the job
+	h.refused(&SetRecovery{Recovery: sampleRecovery(1, "suspend")}, ErrRefused) // before the job
 	h.launch(8)
-	if r := h.ok(&SetRecovery{Epoch: 2, Recovery: sampleRecovery("suspend"), Events: []Event{ev(EventRecovery, "n0", 3, 1, "suspend")}}); r.Epoch != 2 {
+	if r := h.ok(&SetRecovery{Recovery: sampleRecovery(2, "suspend"), Events: []Event{ev(EventRecovery, "n0", 3, 1, "suspend")}}); r.Epoch != 2 {
 		t.Fatalf("epoch after the first record %d, want 2", r.Epoch)
 	}
-	want := sampleRecovery("respawn")
-	h.ok(&SetRecovery{ExpectEpoch: 2, Epoch: 2, Recovery: want}) // the same epoch's next phase
-	// A planner that counts from below the state's epoch does not move it back.
-	if r := h.ok(&SetRecovery{ExpectEpoch: 2, Epoch: 1, Recovery: want}); r.Epoch != 2 {
-		t.Fatalf("epoch %d after an older recovery's record, want 2", r.Epoch)
+	h.ok(&BumpEpoch{ExpectEpoch: 2, Leader: "n1"}) // a takeover: epoch 3
+	want := sampleRecovery(2, "respawn")
+	// The recovery's commands still carry epoch 2: the state's stays 3.
+	if r := h.ok(&SetRecovery{ExpectEpoch: 3, Recovery: want}); r.Epoch != 3 {
+		t.Fatalf("epoch %d after a record of an epoch below the state's, want 3", r.Epoch)
 	}
-	h.refused(&SetRecovery{ExpectEpoch: 2, Epoch: 3, Recovery: Recovery{Ranks: []RecoveryRank{{Rank: 8}}}}, ErrRefused) // no rank 8
+	h.refused(&SetRecovery{ExpectEpoch: 3, Recovery: sampleRecovery(1, "patch")}, ErrRefused)                           // older than the recorded
+	h.refused(&SetRecovery{ExpectEpoch: 3, Recovery: Recovery{Epoch: 4, Ranks: []RecoveryRank{{Rank: 8}}}}, ErrRefused) // no rank 8
 	g := snapshotRoundTrip(t, h.f)
 	for _, f := range []*FSM{h.f, g} {
 		f.View(func(s *State) {
-			if s.Epoch != 2 || !reflect.DeepEqual(s.Recovery, &want) {
-				t.Fatalf("recovery %+v at epoch %d, want %+v at epoch 2", s.Recovery, s.Epoch, want)
+			if s.Epoch != 3 || !reflect.DeepEqual(s.Recovery, &want) {
+				t.Fatalf("recovery %+v at epoch %d, want %+v at epoch 3", s.Recovery, s.Epoch, want)
 			}
 		})
 		if err := f.CheckInvariants(); err != nil {
@@ -48,7 +50,7 @@ func TestFSMSetRecovery(t *testing.T) {
 	if g.Digest() != h.f.Digest() {
 		t.Fatal("the restored state's digest differs")
 	}
-	in := &SetRecovery{ExpectEpoch: 6, Epoch: 7, Recovery: sampleRecovery("patch")}
+	in := &SetRecovery{ExpectEpoch: 6, Recovery: sampleRecovery(7, "patch")}
 	in.Recovery.Ranks[0].Addr = []byte{} // an empty address is not none
 	c, err := Decode(Encode(in))
 	if err != nil || !reflect.DeepEqual(c, in) {
@@ -70,13 +72,13 @@ func TestFSMSetRecovery(t *testing.T) {
 func TestFSMStaleRootRefused(t *testing.T) {
 	h := newHarness(t)
 	h.launch(8)
-	h.ok(&SetRecovery{ExpectEpoch: 0, Epoch: 1, Recovery: sampleRecovery("suspend")})
+	h.ok(&SetRecovery{ExpectEpoch: 0, Recovery: sampleRecovery(1, "suspend")})
 	h.ok(&BumpEpoch{ExpectEpoch: 1, Leader: "n1", Reason: "the front-end was lost"})
 	// The deposed front-end, which last saw epoch 1, goes on.
-	h.refused(&SetRecovery{ExpectEpoch: 1, Epoch: 1, Recovery: sampleRecovery("respawn"), Events: []Event{ev(EventRecovery, "n0", 3, 1, "respawn")}}, ErrRefused)
+	h.refused(&SetRecovery{ExpectEpoch: 1, Recovery: sampleRecovery(1, "respawn"), Events: []Event{ev(EventRecovery, "n0", 3, 1, "respawn")}}, ErrRefused)
 	h.refused(&SetPlan{ExpectEpoch: 1, Plan: Plan{Nodes: []PlanNode{{Name: "n0"}}}}, ErrRefused)
 	// Its successor states the epoch of its takeover.
-	h.ok(&SetRecovery{ExpectEpoch: 2, Epoch: 3, Recovery: sampleRecovery("suspend")})
+	h.ok(&SetRecovery{ExpectEpoch: 2, Recovery: sampleRecovery(3, "suspend")})
 	h.ok(&SetPlan{ExpectEpoch: 3, Plan: Plan{Nodes: []PlanNode{{Name: "n0"}}}})
 	h.f.View(func(s *State) {
 		if s.Epoch != 3 || s.Recovery.Stage != "suspend" || len(s.Plan.Nodes) != 1 {

@@ -193,7 +193,7 @@ type State struct {
 	Events []Event
 
 	// Recovery is where the last recovery the root committed stands
-	// (SetRecovery; nil: none was); its epoch is Epoch.
+	// (SetRecovery; nil: none was).
 	Recovery *Recovery
 
 	// Applied is each writer's last applied Once key (Once.Seq by

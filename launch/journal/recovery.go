@@ -74,7 +74,9 @@ func (w *writer) absorbPhase(at time.Time, p *RecoveryPhase) {
 		rank = raftstore.NoRank
 	}
 	// The epoch the state is expected at is the writer's when it flushes.
-	w.recovery = &raftstore.SetRecovery{Epoch: p.Epoch, Recovery: p.Record}
+	rec := p.Record
+	rec.Epoch = p.Epoch
+	w.recovery = &raftstore.SetRecovery{Recovery: rec}
 	w.event(raftstore.Event{Time: at, Kind: raftstore.EventRecovery, Rank: rank,
 		Detail: fmt.Sprintf("%s: epoch %d%s", p.Stage, p.Epoch, prefixed(p.Detail))})
 	for _, pr := range p.Recovered {

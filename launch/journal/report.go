@@ -24,8 +24,8 @@ type Report struct {
 	Status  ReportStatus `json:"status"`
 	Version uint64       `json:"table_version"`
 	Epoch   uint64       `json:"epoch"`
-	// RecoveryEpoch is the state's epoch once a recovery phase was
-	// committed (0: none was): the last recovery's, or a later takeover's.
+	// RecoveryEpoch is the epoch of the last recovery phase committed (0:
+	// none), its commands' (raftstore.Recovery.Epoch).
 	RecoveryEpoch uint64     `json:"recovery_epoch,omitempty"`
 	Leader        string     `json:"leader,omitempty"`
 	Plan          ReportPlan `json:"plan"`
@@ -301,8 +301,8 @@ func (r *Recovery) Stage() *RecoveryStep {
 // one not written by this package (the job spec then stays empty).
 func Analyze(s *raftstore.State) *Report {
 	rep := &Report{Version: s.Version, Epoch: s.Epoch, Leader: s.Leader}
-	if s.Recovery != nil { // the state has one epoch, the last recovery's or a later takeover's
-		rep.RecoveryEpoch = s.Epoch
+	if s.Recovery != nil {
+		rep.RecoveryEpoch = s.Recovery.Epoch
 	}
 	if job, err := DecodeJob(s.Job.Spec); err == nil {
 		rep.Job = job

@@ -313,10 +313,10 @@ func (fe *frontend) refillCandidate() *agentHandle {
 	return best
 }
 
-// encodeRecord is a recovery checkpoint as the state log keeps it: typed,
-// its epoch the state's (raftstore.SetRecovery).
+// encodeRecord is a recovery checkpoint as the state log keeps it
+// (raftstore.SetRecovery).
 func encodeRecord(rec recovery.Checkpoint) raftstore.Recovery {
-	r := raftstore.Recovery{Version: rec.Version, Restarts: rec.Restarts, Alone: rec.Alone}
+	r := raftstore.Recovery{Epoch: rec.Epoch, Version: rec.Version, Restarts: rec.Restarts, Alone: rec.Alone}
 	if rec.Stage != 0 {
 		r.Stage = rec.Stage.String()
 	}
@@ -331,14 +331,16 @@ func encodeRecord(rec recovery.Checkpoint) raftstore.Recovery {
 }
 
 // checkpointOf is the checkpoint a successor's planner restores: the
-// recovery the state records, at the state's epoch (false: none was
-// recorded). A stage this build does not know is carried on as settled.
+// recovery the state records (false: none was), at the epoch its
+// commands carried, which the agents count their collectives under (the
+// state's own may be a later takeover's). A stage this build does not
+// know is carried on as settled.
 func checkpointOf(st *raftstore.State) (recovery.Checkpoint, bool) {
 	r := st.Recovery
 	if r == nil {
 		return recovery.Checkpoint{}, false
 	}
-	rec := recovery.Checkpoint{Epoch: st.Epoch, Version: r.Version, Restarts: r.Restarts, Alone: r.Alone}
+	rec := recovery.Checkpoint{Epoch: r.Epoch, Version: r.Version, Restarts: r.Restarts, Alone: r.Alone}
 	for s := recovery.StageSuspend; s <= recovery.StageRelaunch; s++ {
 		if r.Stage == s.String() {
 			rec.Stage = s
