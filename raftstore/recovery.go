@@ -143,8 +143,11 @@ func decodeRecovery(d *decoder) *Recovery {
 		rr.Incarnation = d.uint()
 		hasAddr := d.bool()
 		rr.Addr = d.bytes()
-		if hasAddr && rr.Addr == nil {
+		switch {
+		case hasAddr && rr.Addr == nil:
 			rr.Addr = []byte{} // an empty address is one, nil is none
+		case !hasAddr && rr.Addr != nil:
+			d.fail("recovery rank address")
 		}
 		rr.Restarts = int(d.uintMax(1<<31-1, "rank restarts"))
 		rr.Failed = d.bool()
