@@ -16,6 +16,14 @@ func (e *encoder) uint(v uint64) { e.buf = binary.AppendUvarint(e.buf, v) }
 func (e *encoder) int(v int64)   { e.buf = binary.AppendVarint(e.buf, v) }
 func (e *encoder) byte(b byte)   { e.buf = append(e.buf, b) }
 
+func (e *encoder) bool(b bool) {
+	if b {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+}
+
 func (e *encoder) bytes(b []byte) {
 	e.uint(uint64(len(b)))
 	e.buf = append(e.buf, b...)
@@ -89,6 +97,18 @@ func (d *decoder) byte() byte {
 	v := d.b[0]
 	d.b = d.b[1:]
 	return v
+}
+
+// bool reads what encoder.bool wrote; any other byte is malformed.
+func (d *decoder) bool() bool {
+	switch d.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail("boolean")
+	return false
 }
 
 // uintMax reads an unsigned varint and fails if it exceeds max.

@@ -23,7 +23,10 @@ const (
 	TypeAppendEvents CommandType = 5
 	TypeBumpEpoch    CommandType = 6
 	TypeFinish       CommandType = 7
-	TypeSetRecovery  CommandType = 8
+	// typeOpaqueRecovery (8) was an opaque recovery record; retired, not
+	// read (errOpaqueRecovery).
+	typeOpaqueRecovery CommandType = 8
+	TypeSetRecovery    CommandType = 9
 )
 
 // payloadVersion is the encoding version written at the start of every
@@ -51,10 +54,13 @@ type SetJob struct {
 }
 
 // SetPlan replaces the plan (the initial one, or one with recomputed
-// backup parents after a failure). It advances the table version.
+// backup parents after a failure). It advances the table version. It is
+// refused unless the state is at ExpectEpoch: a root deposed by a takeover
+// (BumpEpoch) cannot change the tree its successor acts on.
 type SetPlan struct {
-	Plan   Plan
-	Events []Event
+	Plan        Plan
+	ExpectEpoch uint64
+	Events      []Event
 }
 
 // UpdateAgents records agents' addresses and incarnations. An update with
@@ -104,14 +110,17 @@ type Finish struct {
 	Events []Event
 }
 
-// SetRecovery records where a recovery stands: the root's own record of
-// the phase it committed (opaque to this package), which a new leader
-// carries on from. Epoch, when non-zero, must not be below the recorded
-// one: a record of an older epoch is refused.
+// SetRecovery records where a recovery stands (State.Recovery), which a
+// new leader carries on from. It is refused unless the state is at
+// ExpectEpoch, the epoch its writer last saw committed: a root deposed by
+// a takeover (BumpEpoch) cannot record over its successor; and refused if
+// the recovery's epoch is below the recorded one's. The state's epoch
+// becomes the recovery's if that is larger (a takeover since may have
+// moved the state's beyond it).
 type SetRecovery struct {
-	Epoch  uint64
-	Record []byte
-	Events []Event
+	ExpectEpoch uint64
+	Recovery    Recovery
+	Events      []Event
 }
 
 func (*SetJob) Type() CommandType       { return TypeSetJob }
@@ -171,8 +180,12 @@ func EncodeOnce(c Command, o Once) []byte {
 	return e.buf
 }
 
-func (c *SetJob) appendPayload(e *encoder)  { encodeJob(e, &c.Job) }
-func (c *SetPlan) appendPayload(e *encoder) { encodePlan(e, &c.Plan) }
+func (c *SetJob) appendPayload(e *encoder) { encodeJob(e, &c.Job) }
+
+func (c *SetPlan) appendPayload(e *encoder) {
+	encodePlan(e, &c.Plan)
+	e.uint(c.ExpectEpoch)
+}
 
 func (c *UpdateAgents) appendPayload(e *encoder) {
 	e.uint(uint64(len(c.Agents)))
@@ -218,8 +231,8 @@ func (c *BumpEpoch) appendPayload(e *encoder) {
 }
 
 func (c *SetRecovery) appendPayload(e *encoder) {
-	e.uint(c.Epoch)
-	e.bytes(c.Record)
+	e.uint(c.ExpectEpoch)
+	encodeRecovery(e, &c.Recovery)
 }
 
 func (c *Finish) appendPayload(e *encoder) {
@@ -272,6 +285,8 @@ func decode(b []byte) (Command, Once, error) {
 		c = &Finish{}
 	case TypeSetRecovery:
 		c = &SetRecovery{}
+	case typeOpaqueRecovery:
+		return nil, Once{}, errOpaqueRecovery()
 	default:
 		if full&IgnoreUnknown != 0 {
 			return nil, Once{}, errIgnored{typ}
@@ -299,6 +314,7 @@ func decode(b []byte) (Command, Once, error) {
 		c.Events = evs
 	case *SetPlan:
 		c.Plan = decodePlan(d)
+		c.ExpectEpoch = d.uint()
 		c.Events = evs
 	case *UpdateAgents:
 		n := d.count(3, "agent")
@@ -321,8 +337,10 @@ func decode(b []byte) (Command, Once, error) {
 		c.Reason = d.string()
 		c.Events = evs
 	case *SetRecovery:
-		c.Epoch = d.uint()
-		c.Record = d.bytes()
+		c.ExpectEpoch = d.uint()
+		if r := decodeRecovery(d); r != nil {
+			c.Recovery = *r
+		}
 		c.Events = evs
 	case *Finish:
 		c.Time = fromUnixNano(d.int())

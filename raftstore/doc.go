@@ -3,8 +3,9 @@
 //
 // The state (State) is the job spec, the launch plan, the agents'
 // addresses, the node table (rank -> node, pid, I-tuple, incarnation,
-// state) with a version that only grows, the recovery epoch, the job's
-// final status, and the event log. The event log is part of the state, so
+// state) with a version that only grows, the recovery epoch (one, moved
+// by takeovers and recoveries), where the last recovery stands (typed:
+// Recovery), the job's final status, and the event log. The event log is part of the state, so
 // snapshots carry it and log compaction loses nothing.
 //
 // Commands (Command) are compact binary log entries: a type byte whose
@@ -13,8 +14,9 @@
 // fields. One UpdateRanks carries a whole subtree's report, so a launch of
 // thousands of ranks costs a handful of entries. The FSM refuses, without
 // changing anything, a command that contradicts the state (ErrRefused):
-// a patch computed against an old table version, an epoch bump from an
-// old epoch, a failure report about an older incarnation or one already
+// a patch computed against an old table version, an epoch bump, a plan
+// or a recovery record from another epoch than the state's (a deposed
+// root's), a failure report about an older incarnation or one already
 // reported, a recovery without a failure, a second final status.
 //
 // A Replica runs one raft server with its log and stable store in bbolt

@@ -182,6 +182,9 @@ func (f *FSM) apply(index, term uint64, c Command) (*Result, error) {
 		if s.Version == 0 {
 			return nil, refuse("plan before the job")
 		}
+		if c.ExpectEpoch != s.Epoch {
+			return nil, refuse("plan of a root at epoch %d, now %d", c.ExpectEpoch, s.Epoch)
+		}
 		s.Plan = c.Plan
 		s.Version++
 	case *UpdateAgents:
@@ -251,10 +254,16 @@ func (f *FSM) apply(index, term uint64, c Command) (*Result, error) {
 		if s.Version == 0 {
 			return nil, refuse("recovery before the job")
 		}
-		if c.Epoch != 0 && c.Epoch < s.RecoveryEpoch {
-			return nil, refuse("recovery record of epoch %d, now %d", c.Epoch, s.RecoveryEpoch)
+		if c.ExpectEpoch != s.Epoch {
+			return nil, refuse("recovery record of a root at epoch %d, now %d", c.ExpectEpoch, s.Epoch)
 		}
-		s.Recovery, s.RecoveryEpoch = c.Record, max(c.Epoch, s.RecoveryEpoch)
+		if s.Recovery != nil && c.Recovery.Epoch < s.Recovery.Epoch {
+			return nil, refuse("recovery record of epoch %d, the recorded one's is %d", c.Recovery.Epoch, s.Recovery.Epoch)
+		}
+		if err := c.Recovery.check(s); err != nil {
+			return nil, err
+		}
+		s.Recovery, s.Epoch = c.Recovery.Clone(), max(c.Recovery.Epoch, s.Epoch)
 	case *Finish:
 		if s.Status.Done {
 			if s.Status != c.Status {

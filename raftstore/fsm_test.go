@@ -468,6 +468,10 @@ func FuzzDecode(f *testing.F) {
 		Agents: map[string]Agent{"a": {Node: "a", Addr: "x", Incarnation: 1}}, Version: 3,
 		Events: []Event{ev(EventLaunch, "a", 0, 1, "d")}}
 	f.Add(st.marshal())
+	f.Add(Encode(&SetRecovery{ExpectEpoch: 1, Recovery: sampleRecovery(2, "patch")}))
+	f.Add(Encode(&SetPlan{ExpectEpoch: 3, Plan: Plan{Nodes: []PlanNode{{Name: "a", Primary: "r", Backup: "b"}}, Replicas: []string{"a"}}}))
+	st.Recovery = &Recovery{Stage: "resume", Ranks: []RecoveryRank{{Rank: 1, Addr: []byte{}}}}
+	f.Add(st.marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if c, err := Decode(b); err == nil && c != nil {
 			if _, err := Decode(Encode(c)); err != nil {

@@ -181,7 +181,8 @@ type State struct {
 	// one more for every command that changes the plan, the agents or the
 	// ranks. It never goes back.
 	Version uint64
-	// Epoch is the recovery epoch; BumpEpoch advances it by one.
+	// Epoch is the recovery epoch, the only one: BumpEpoch (a takeover)
+	// advances it by one, SetRecovery to the recovery's epoch.
 	Epoch uint64
 	// Leader and LeaderTerm name the last replica that took over as root,
 	// and the raft term in which it did.
@@ -191,10 +192,9 @@ type State struct {
 	Status Status
 	Events []Event
 
-	// Recovery is the root's record of the last recovery phase it
-	// committed (SetRecovery), opaque here; RecoveryEpoch is its epoch.
-	Recovery      []byte
-	RecoveryEpoch uint64
+	// Recovery is where the last recovery the root committed stands
+	// (SetRecovery; nil: none was).
+	Recovery *Recovery
 
 	// Applied is each writer's last applied Once key (Once.Seq by
 	// Once.Writer): a retried command is not applied twice.
@@ -226,6 +226,7 @@ func (s *State) Copy() *State {
 	}
 	c.Ranks = slices.Clone(s.Ranks)
 	c.Applied = maps.Clone(s.Applied)
+	c.Recovery = s.Recovery.Clone()
 	// Events are only ever appended; the elements a copy sees never change.
 	c.Events = s.Events[:len(s.Events):len(s.Events)]
 	return &c
@@ -241,7 +242,10 @@ func (s *State) Digest() [32]byte {
 const snapshotMagic = "FTRS"
 
 // snapshotVersion is the snapshot encoding written by this package.
-const snapshotVersion = 1
+// Version 1 held an opaque recovery record and an epoch of its own, and is
+// read without them (a snapshot of a job that recovered loses where its
+// recovery stood: for inspection only).
+const snapshotVersion = 2
 
 // marshal encodes the state canonically (map entries sorted by key).
 func (s *State) marshal() []byte {
@@ -289,10 +293,10 @@ func (s *State) marshal() []byte {
 		e.uint(ev.Epoch)
 		e.uint(ev.Version)
 	}
-	// Appended after the events: a snapshot written before recoveries
-	// existed ends here.
-	e.uint(s.RecoveryEpoch)
-	e.bytes(s.Recovery)
+	e.bool(s.Recovery != nil)
+	if s.Recovery != nil {
+		encodeRecovery(&e, s.Recovery)
+	}
 	// Appended after the recovery record, in the writers' order.
 	writers := slices.Sorted(maps.Keys(s.Applied))
 	e.uint(uint64(len(writers)))
@@ -309,8 +313,9 @@ func unmarshalState(b []byte) (*State, error) {
 		return nil, fmt.Errorf("snapshot: no %q header: %w", snapshotMagic, ErrMalformed)
 	}
 	d := newDecoder(b[len(snapshotMagic):], "snapshot")
-	if v := d.uint(); d.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("snapshot: encoding version %d, this build reads %d: %w", v, snapshotVersion, ErrMalformed)
+	v := d.uint()
+	if d.err == nil && v != snapshotVersion && v != 1 {
+		return nil, fmt.Errorf("snapshot: encoding version %d, this build reads 1 and %d: %w", v, snapshotVersion, ErrMalformed)
 	}
 	s := &State{Agents: map[string]Agent{}}
 	s.Job = decodeJob(d)
@@ -359,9 +364,12 @@ func unmarshalState(b []byte) (*State, error) {
 		ev.Version = d.uint()
 		s.Events = append(s.Events, ev)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		s.RecoveryEpoch = d.uint()
-		s.Recovery = d.bytes()
+	switch {
+	case v == 1 && d.err == nil && len(d.b) != 0:
+		d.uint()  // the opaque record's epoch
+		d.bytes() // the opaque record, not read
+	case v >= 2 && d.bool():
+		s.Recovery = decodeRecovery(d)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		n := d.count(2, "writer")

@@ -45,10 +45,8 @@ type Agent struct {
 	outWin     *proto.Window   // output credit granted by the front-end
 	outQ       *proto.OutQueue // output sent and not yet acknowledged
 
-	firstColl     chan struct{} // closed when the node's first collective is answered
-	firstCollOnce sync.Once
-	tree          *treeState      // its place in a launch tree (nil: an agent on a socketpair)
-	stage         proto.Prestaged // the prestaged program (--prestage), written before the spec
+	tree  *treeState      // its place in a launch tree (nil: an agent on a socketpair)
+	stage proto.Prestaged // the prestaged program (--prestage), written before the spec
 
 	// Set by run before the first message is handled.
 	ctx      context.Context
@@ -57,18 +55,74 @@ type Agent struct {
 	stopped  atomic.Bool // the agent ended its link after a shutdown
 	jobOver  atomic.Bool // told the job is over (MShutdown): its end is committed
 
-	// Root failover (failover.go; the root's successor.go); guarded by mu.
-	replicas []proto.PeerAddr         // the replica agents, which may adopt this one
-	exits    map[int]proto.RankStatus // exits reported, to report again to a new root
-	sentUp   map[uint64][]byte        // contributions sent up and not yet answered
+	spec *proto.NodeSpec
+
+	mu sync.Mutex // guards sup, coll and fo (each says what it holds)
+
+	sup  supervision   // the node's ranks: their processes, ends and restarts
+	coll collectives   // the collectives and PMI key spaces the node takes part in
+	fo   failoverState // the root replica role, and the root's failover as this agent sees it
+	par  parentLinks   // the parents beside the primary: backup, fallbacks, the root's adoption
+}
+
+// supervision is the agent's ranks: their processes, which ended, and the
+// restart protocol. The map and order are set before the ranks start;
+// everything else is guarded by the agent's mu.
+type supervision struct {
+	ranks map[int]*rankProc
+	order []int // ranks in ascending order
+
+	gone    map[int]bool // local ranks that ended (and were not reported as stranding a collective)
+	ended   int          // ranks whose exit was reported
+	killing bool
+
+	exited chan struct{} // closed when every rank's exit was reported (a respawn makes a new one)
+
+	rec agentRecovery // the restart protocol's state (recovery.go)
+}
+
+// collectives is the node's part in the job's collectives (coll.go) and
+// PMI key spaces (pmi.go, pmix.go); guarded by the agent's mu except
+// where a field says otherwise.
+type collectives struct {
+	firstColl     chan struct{} // closed when the node's first collective is answered
+	firstCollOnce sync.Once
+
+	seq    map[int]uint64
+	colls  map[uint64]*localColl
+	sentUp map[uint64][]byte // contributions sent up and not yet answered (sent again to a new root)
+	// collSeen is the newest collective whose answer this agent took: an
+	// older answer it is not waiting for is one it had (sent again to an
+	// agent that moved to a backup parent: root's moved).
+	collSeen uint64
+	puts     map[string][]byte // this node's puts since the last fence
+	kv       map[string][]byte // the job's board as of the last fence
+
+	pmiPuts map[string][]byte // this node's PMI puts since the last barrier
+	pmiKV   map[string][]byte // the job's PMI key space as of the last barrier
+	pmiTCP  *pmiListener      // PMI-1 TCP mode
+	pmix    *pmixState        // the PMIx server (pmix.go; nil: none), set before the ranks start
+
+	pmiStats   pmi.Stats // the node's PMI traffic, answered locally
+	pmiUp      int64     // bytes of PMI barrier contributions sent up
+	pmiBarrier int64     // PMI barriers completed
+}
+
+// failoverState is the agent's side of the root's replica group and its
+// failover (failover.go, replica.go, gossip.go; the root's successor.go);
+// guarded by the agent's mu except where a field says otherwise.
+type failoverState struct {
+	replicas  []proto.PeerAddr         // the replica agents, which may adopt this one
+	exits     map[int]proto.RankStatus // exits reported, to report again to a new root
+	successor successorRun             // the root this agent runs after the front-end's death (successor.go)
+	replica   *agentReplica            // this agent's root replica, once open
+	gossipTo  chan membership.Evidence // the successor root's share of the gossip evidence (gossip.go)
 	// openedProto: ranks that opened the rank protocol, to report again
 	// to a new root (resync).
 	openedProto []int
-	successor   Successor                // the root this agent runs after the front-end's death
-	replica     *agentReplica            // this agent's root replica, once open
-	gossipTo    chan membership.Evidence // the successor root's share of the gossip evidence (gossip.go)
-	// member is the agent's gossip member once it joined (gossip.go):
-	// the self-fence's watch reads when its probes were last acked.
+	// member is the agent's gossip member once it joined (gossip.go; not
+	// under mu): the self-fence's watch reads when its probes were last
+	// acked.
 	member atomic.Pointer[membership.Member]
 	// rootReplica names the replica agent whose successor root adopted
 	// this agent ("": none did), which its replica hands leadership to.
@@ -78,13 +132,18 @@ type Agent struct {
 	// front-end (frontEndVoter) and replica agents, by name.
 	goneRoots map[string]bool
 	// frontEndOut: the front-end no longer votes in the root's group (a
-	// successor put a replica in its place); guarded by mu.
+	// successor put a replica in its place).
 	frontEndOut bool
 	// lateReplica is the root replica a successor root gave this agent
 	// after its start (replica.go; nil: none).
 	lateReplica *proto.ReplicaSpec
-	// backup is the link to this agent's backup parent (reparent.go;
-	// nil: none, or it became the parent link).
+}
+
+// parentLinks are the agent's ways up besides its parent link
+// (reparent.go); guarded by the agent's mu except rootChild.
+type parentLinks struct {
+	// backup is the link to this agent's backup parent (nil: none, or it
+	// became the parent link).
 	backup *standbyLink
 	// fallbacks are the parents to try, in order, when the parent and the
 	// backup are both out of reach (MFallbacks: the grandparent, the root).
@@ -92,35 +151,6 @@ type Agent struct {
 	// rootChild: the root adopted this agent as its own child after its
 	// parent and backup were lost (spec.RootChild says it at the start).
 	rootChild atomic.Bool
-
-	spec  *proto.NodeSpec
-	ranks map[int]*rankProc
-	order []int // ranks in ascending order
-
-	mu    sync.Mutex // guards the fields below
-	seq   map[int]uint64
-	colls map[uint64]*localColl
-	// collSeen is the newest collective whose answer this agent took: an
-	// older answer it is not waiting for is one it had (sent again to an
-	// agent that moved to a backup parent: root's moved).
-	collSeen uint64
-	puts     map[string][]byte // this node's puts since the last fence
-	kv       map[string][]byte // the job's board as of the last fence
-	gone     map[int]bool      // local ranks that ended (and were not reported as stranding a collective)
-	pmiPuts  map[string][]byte // this node's PMI puts since the last barrier
-	pmiKV    map[string][]byte // the job's PMI key space as of the last barrier
-	pmiTCP   *pmiListener      // PMI-1 TCP mode
-	pmix     *pmixState        // the PMIx server (pmix.go; nil: none), set before the ranks start
-
-	pmiStats   pmi.Stats // the node's PMI traffic, answered locally
-	pmiUp      int64     // bytes of PMI barrier contributions sent up
-	pmiBarrier int64     // PMI barriers completed
-	ended      int       // ranks whose exit was reported
-	killing    bool
-
-	exited chan struct{} // closed when every rank's exit was reported (a respawn makes a new one)
-
-	rec agentRecovery // the restart protocol's state (recovery.go); guarded by mu
 }
 
 func (a *Agent) run(ctx context.Context) error {
@@ -232,7 +262,7 @@ func (a *Agent) run(ctx context.Context) error {
 		go func() {
 			select {
 			case <-time.After(proto.GroupHold):
-			case <-a.firstColl:
+			case <-a.coll.firstColl:
 			case <-a.exitedCh():
 			case <-ctx.Done():
 				replica <- nil
@@ -304,14 +334,7 @@ func (a *Agent) run(ctx context.Context) error {
 		// has this agent and those below it report again.
 		l, switched = nl, nil
 	}
-	a.mu.Lock()
-	succ := a.successor
-	a.mu.Unlock()
-	if succ != nil {
-		// The successor root ends after every agent it adopted, this
-		// one's own link included.
-		succ.Wait(10 * time.Second)
-	}
+	a.stopSuccessor()
 	a.outWin.Close()
 	// The link is gone: a shutdown we were told of ends with errShutdown
 	// (or, for an agent with children, once they are done too); anything
@@ -326,7 +349,7 @@ func (a *Agent) run(ctx context.Context) error {
 	if errors.Is(err, errFenced) {
 		// Replaced already: its ranks go at once, without a grace.
 		a.killAll(syscall.SIGKILL)
-		return fmt.Errorf("node %s: this agent (incarnation %d) was declared lost and replaced (%w); killed its %d rank(s)", a.spec.Node, a.incarnation(), err, len(a.order))
+		return fmt.Errorf("node %s: this agent (incarnation %d) was declared lost and replaced (%w); killed its %d rank(s)", a.spec.Node, a.incarnation(), err, len(a.sup.order))
 	}
 	a.killAll(syscall.SIGTERM)
 	select {
@@ -334,7 +357,7 @@ func (a *Agent) run(ctx context.Context) error {
 	case <-time.After(min(a.spec.KillAfter, linkLostGrace)):
 	}
 	a.killAll(syscall.SIGKILL)
-	return fmt.Errorf("node %s: lost the link to the front-end (%w); killed its %d rank(s)", a.spec.Node, err, len(a.order))
+	return fmt.Errorf("node %s: lost the link to the front-end (%w); killed its %d rank(s)", a.spec.Node, err, len(a.sup.order))
 }
 
 var errShutdown = errors.New("shutdown")
@@ -402,9 +425,9 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 		return
 	}
 	// The TCP-mode listener exists before the ranks (they get its port)
-	// but accepts only once a.ranks is complete.
+	// but accepts only once a.sup.ranks is complete.
 	if l, err := a.listenPMI(); err == nil {
-		a.pmiTCP = l
+		a.coll.pmiTCP = l
 	}
 	var st proto.Started
 	localSize := len(a.spec.Ranks)
@@ -456,8 +479,8 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		rp.cpus = cpus
-		a.ranks[r] = rp
-		a.order = append(a.order, r)
+		a.sup.ranks[r] = rp
+		a.sup.order = append(a.sup.order, r)
 		st.Ranks = append(st.Ranks, r)
 		st.Pids = append(st.Pids, rp.cmd.Process.Pid)
 		if cpus != nil {
@@ -468,18 +491,18 @@ func (a *Agent) startRanks(ctx context.Context, wg *sync.WaitGroup) {
 		a.send(proto.MStarted, st.Encode())
 		a.trace.Logf("%d rank(s) started and reported", len(st.Ranks))
 	}
-	if l := a.pmiTCP; l != nil {
+	if l := a.coll.pmiTCP; l != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			l.serve(ctx, a, wg)
 		}()
 	}
-	for _, r := range a.order {
-		a.runRank(ctx, a.ranks[r])
+	for _, r := range a.sup.order {
+		a.runRank(ctx, a.sup.ranks[r])
 	}
 	if len(a.spec.Ranks) == 0 {
-		close(a.exited)
+		close(a.sup.exited)
 	}
 }
 
@@ -490,10 +513,10 @@ func (a *Agent) send(typ uint8, p []byte) {
 
 func (a *Agent) reportExit(s proto.RankStatus) {
 	a.mu.Lock()
-	a.gone[s.Rank] = true
-	a.exits[s.Rank] = s
+	a.sup.gone[s.Rank] = true
+	a.fo.exits[s.Rank] = s
 	var stranded []uint64
-	for seq, c := range a.colls {
+	for seq, c := range a.coll.colls {
 		if _, ok := c.values[s.Rank]; !ok {
 			stranded = append(stranded, seq)
 		}
@@ -505,24 +528,24 @@ func (a *Agent) reportExit(s proto.RankStatus) {
 	}
 	a.send(proto.MExit, s.Encode())
 	a.mu.Lock()
-	a.ended++
-	if a.ended == len(a.spec.Ranks) {
+	a.sup.ended++
+	if a.sup.ended == len(a.spec.Ranks) {
 		// Under the lock: a restart of the job replaces the channel
 		// (reviveLocked), and must not find it closed by an end it
 		// already counted, nor have its new one closed by this end.
 		a.trace.Logf("every rank's exit reported")
-		close(a.exited)
+		close(a.sup.exited)
 	}
-	delete(a.rec.stopped, s.Rank)
+	delete(a.sup.rec.stopped, s.Rank)
 	a.mu.Unlock()
-	a.rec.wake()
+	a.sup.rec.wake()
 }
 
 // rank is the current process of local rank r, or nil.
 func (a *Agent) rank(r int) *rankProc {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.ranks[r]
+	return a.sup.ranks[r]
 }
 
 // exitedCh is closed once every rank's end was reported (a respawn
@@ -530,12 +553,40 @@ func (a *Agent) rank(r int) *rankProc {
 func (a *Agent) exitedCh() <-chan struct{} {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.exited
+	return a.sup.exited
 }
 
-// handle executes one message from the parent. It runs on the link's
-// reader goroutine.
+// handle executes one message from the parent, in the handler of its
+// family. It runs on the link's reader goroutine.
 func (a *Agent) handle(typ uint8, p []byte) error {
+	switch typ {
+	case proto.MStdin, proto.MOutputAck, proto.MStdinClose, proto.MSignal, proto.MTerminate, proto.MKill, proto.MShutdown:
+		return a.handleControl(typ, p)
+	case proto.MCollResult:
+		res, err := proto.DecodeCollResult(p)
+		if err != nil {
+			return err
+		}
+		a.collDone(res)
+		return nil
+	case proto.MSuspend, proto.MRespawn, proto.MPatch, proto.MResume, proto.MRestartJob:
+		m, err := proto.DecodeRecMsg(p)
+		if err != nil {
+			return err
+		}
+		a.recover(typ, m)
+		return nil
+	case proto.MRoute, proto.MBcast, proto.MSwitch, proto.MSuspect, proto.MRoutes, proto.MFallbacks, proto.MBackup:
+		return a.handleTree(typ, p)
+	case proto.MReplicas, proto.MResyncReq, proto.MAdopted, proto.MSpec, proto.MHostReplica:
+		return a.handleFailover(typ, p)
+	}
+	return fmt.Errorf("unknown message type %d from parent", typ)
+}
+
+// handleControl executes the parent's control of the node's ranks: their
+// stdin and output credit, signals, termination, the job's end.
+func (a *Agent) handleControl(typ uint8, p []byte) error {
 	switch typ {
 	case proto.MStdin:
 		if rp := a.rank(0); rp != nil {
@@ -571,12 +622,6 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		a.terminate(time.Duration(after))
 	case proto.MKill:
 		a.killAll(syscall.SIGKILL)
-	case proto.MCollResult:
-		res, err := proto.DecodeCollResult(p)
-		if err != nil {
-			return err
-		}
-		a.collDone(res)
 	case proto.MShutdown:
 		a.trace.Logf("shutdown received")
 		a.jobOver.Store(true)
@@ -586,7 +631,7 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		awaitFinal := slices.Contains(names, a.spec.Node)
 		a.killAll(syscall.SIGKILL)
 		a.mu.Lock()
-		st := proto.NodeStats{PMI: a.pmiStats, PMIUp: a.pmiUp, Barrier: a.pmiBarrier}
+		st := proto.NodeStats{PMI: a.coll.pmiStats, PMIUp: a.coll.pmiUp, Barrier: a.coll.pmiBarrier}
 		a.mu.Unlock()
 		if a.tree != nil && a.tree.stopLaunching(true) {
 			// Children first: their done and the end of their links go up
@@ -609,85 +654,8 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		}
 		a.send(proto.MDone, st.Encode())
 		return errShutdown
-	case proto.MRoute:
-		return a.relayDown(p)
-	case proto.MReplicas:
-		rl, err := proto.DecodeReplicas(p)
-		if err != nil {
-			return fmt.Errorf("replicas message: %w", err)
-		}
-		a.mu.Lock()
-		a.replicas, a.frontEndOut = rl.Peers, !rl.FrontEndVotes
-		for _, p := range rl.Peers {
-			// A replica started again on that node (the group refilled).
-			delete(a.goneRoots, p.Name)
-		}
-		a.mu.Unlock()
-	case proto.MResyncReq:
-		a.resync()
-	case proto.MSuspend, proto.MRespawn, proto.MPatch, proto.MResume, proto.MRestartJob:
-		m, err := proto.DecodeRecMsg(p)
-		if err != nil {
-			return err
-		}
-		a.recover(typ, m)
-	case proto.MAdopted:
-	case proto.MSpec:
-		// Sent again by a successor root, which cannot tell whether the
-		// front-end's copy arrived before it died: this agent has it.
-	case proto.MBcast:
-		_, typ, inner, err := proto.Unwrap(p, false)
-		if err != nil || typ == proto.MBcast || typ == proto.MRoute {
-			return fmt.Errorf("broadcast message: bad envelope (%v)", err)
-		}
-		a.bcastDown(p)
-		return a.handle(typ, inner)
-	case proto.MSwitch:
-		idx, err := proto.DecodeInt(p)
-		if err != nil {
-			return fmt.Errorf("switch message: %w", err)
-		}
-		if idx < 0 {
-			a.switchNow()
-		} else {
-			a.switchChild(int(idx))
-		}
-	case proto.MHostReplica:
-		rs, err := proto.DecodeReplicaSpec(p)
-		if err != nil {
-			return fmt.Errorf("host-replica message: %w", err)
-		}
-		a.hostReplica(rs)
-	case proto.MSuspect:
-		idx, err := proto.DecodeInt(p)
-		if err != nil {
-			return fmt.Errorf("suspect message: %w", err)
-		}
-		a.suspectChild(int(idx))
-	case proto.MRoutes:
-		r, err := proto.DecodeRoutes(p)
-		if err != nil {
-			return fmt.Errorf("routes message: %w", err)
-		}
-		a.addRoutes(r)
-	case proto.MFallbacks:
-		ps, err := proto.DecodePeers(p)
-		if err != nil {
-			return fmt.Errorf("fallbacks message: %w", err)
-		}
-		a.mu.Lock()
-		a.fallbacks = ps
-		a.mu.Unlock()
-	case proto.MBackup:
-		pa, err := proto.DecodePeerAddr(p)
-		if err != nil {
-			return fmt.Errorf("backup message: %w", err)
-		}
-		if a.tree != nil {
-			a.connectBackup(a.ctx, a.wg, pa)
-		}
 	default:
-		return fmt.Errorf("unknown message type %d from parent", typ)
+		return fmt.Errorf("control message: message type %d", typ)
 	}
 	return nil
 }
@@ -698,11 +666,11 @@ func (a *Agent) terminate(d time.Duration) {
 		a.tree.stopLaunching(false)
 	}
 	a.mu.Lock()
-	if a.killing {
+	if a.sup.killing {
 		a.mu.Unlock()
 		return
 	}
-	a.killing = true
+	a.sup.killing = true
 	a.mu.Unlock()
 	a.killAll(syscall.SIGTERM)
 	a.wg.Add(1)
@@ -722,18 +690,18 @@ func (a *Agent) terminate(d time.Duration) {
 // share the group.
 func (a *Agent) killAll(sig syscall.Signal) {
 	a.mu.Lock()
-	procs := make([]*rankProc, 0, len(a.order))
+	procs := make([]*rankProc, 0, len(a.sup.order))
 	var stopped []*rankProc
-	for _, r := range a.order {
-		rp := a.ranks[r]
+	for _, r := range a.sup.order {
+		rp := a.sup.ranks[r]
 		switch {
-		case sig == syscall.SIGCONT && a.rec.stopped[r]:
+		case sig == syscall.SIGCONT && a.sup.rec.stopped[r]:
 			continue // held while the recovery suspends it
-		case a.rec.stopped[r] && sig != syscall.SIGSTOP:
+		case a.sup.rec.stopped[r] && sig != syscall.SIGSTOP:
 			// A stopped rank gets a terminating signal only once
 			// continued.
 			stopped = append(stopped, rp)
-			delete(a.rec.stopped, r)
+			delete(a.sup.rec.stopped, r)
 		}
 		procs = append(procs, rp)
 	}

@@ -25,7 +25,7 @@ const strandedMsg = "ended without joining a collective call (barrier, fence, al
 // its roll-back), and one not started yet (a relaunched agent's) is to be
 // started: neither is stranding anyone.
 func (a *Agent) endedForGood(r int) bool {
-	s, ok := a.exits[r]
+	s, ok := a.fo.exits[r]
 	return ok && s.Code == 0 && s.Signal == 0 && s.Reason == ""
 }
 
@@ -35,77 +35,77 @@ func (a *Agent) endedForGood(r int) bool {
 func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.rec.suspended {
+	if a.sup.rec.suspended {
 		return 0, errRecovering // answered at once: call again once resumed
 	}
-	seq := a.seq[rank]
-	a.seq[rank]++
-	c := a.colls[seq]
+	seq := a.coll.seq[rank]
+	a.coll.seq[rank]++
+	c := a.coll.colls[seq]
 	if c == nil {
 		c = &localColl{op: op, values: map[int][]byte{}}
-		a.colls[seq] = c
+		a.coll.colls[seq] = c
 	}
 	if c.op != op {
 		return seq, fmt.Errorf("collective %d: rank %d called %s while other ranks called %s", seq, rank, op, c.op)
 	}
 	c.values[rank] = value
-	for r := range a.gone {
+	for r := range a.sup.gone {
 		if _, ok := c.values[r]; !ok && a.endedForGood(r) {
 			// A local rank that already ended never joins: report it.
 			a.send(proto.MAbort, proto.AbortMsg{Rank: r, Code: 1, Msg: strandedMsg, Failed: true}.Encode())
-			delete(a.gone, r) // report once
+			delete(a.sup.gone, r) // report once
 		}
 	}
-	if len(c.values) < len(a.order) {
+	if len(c.values) < len(a.sup.order) {
 		return seq, nil
 	}
 	up := &proto.Contrib{Seq: seq, Op: op}
-	for _, r := range a.order {
+	for _, r := range a.sup.order {
 		up.Ranks = append(up.Ranks, r)
 		up.Values = append(up.Values, c.values[r])
 	}
 	switch op {
 	case rankproto.OpFence:
-		up.KV = a.puts
-		a.puts = map[string][]byte{}
+		up.KV = a.coll.puts
+		a.coll.puts = map[string][]byte{}
 	case proto.OpPMIBarrier:
-		up.KV = a.pmiPuts
-		a.pmiPuts = map[string][]byte{}
+		up.KV = a.coll.pmiPuts
+		a.coll.pmiPuts = map[string][]byte{}
 	}
 	p := up.Encode()
 	if op == proto.OpPMIBarrier {
-		a.pmiUp += int64(len(p))
-		a.pmiBarrier++
+		a.coll.pmiUp += int64(len(p))
+		a.coll.pmiBarrier++
 	}
-	a.sentUp[seq] = p
+	a.coll.sentUp[seq] = p
 	a.send(proto.MContrib, p)
 	return seq, nil
 }
 
 // collDone delivers a collective's result to every local rank.
 func (a *Agent) collDone(res *proto.CollResult) {
-	a.firstCollOnce.Do(func() { close(a.firstColl) })
+	a.coll.firstCollOnce.Do(func() { close(a.coll.firstColl) })
 	a.mu.Lock()
-	c := a.colls[res.Seq]
-	if c == nil && res.Seq <= a.collSeen {
+	c := a.coll.colls[res.Seq]
+	if c == nil && res.Seq <= a.coll.collSeen {
 		a.mu.Unlock()
 		return // an answer taken already (sent again after a move)
 	}
-	a.collSeen = max(a.collSeen, res.Seq)
-	delete(a.colls, res.Seq)
-	delete(a.sentUp, res.Seq)
+	a.coll.collSeen = max(a.coll.collSeen, res.Seq)
+	delete(a.coll.colls, res.Seq)
+	delete(a.coll.sentUp, res.Seq)
 	switch res.Op {
 	case rankproto.OpPublish:
-		if a.rec.table == nil {
-			a.rec.table = res.Values // the node table, patched by recoveries
+		if a.sup.rec.table == nil {
+			a.sup.rec.table = res.Values // the node table, patched by recoveries
 		}
 	case rankproto.OpFence:
 		for k, v := range res.KV {
-			a.kv[k] = v
+			a.coll.kv[k] = v
 		}
 	case proto.OpPMIBarrier:
 		for k, v := range res.KV {
-			a.pmiKV[k] = v
+			a.coll.pmiKV[k] = v
 		}
 	}
 	a.mu.Unlock()
@@ -121,16 +121,16 @@ func (a *Agent) collDone(res *proto.CollResult) {
 
 func (a *Agent) put(key string, value []byte) {
 	a.mu.Lock()
-	a.puts[key] = value
+	a.coll.puts[key] = value
 	a.mu.Unlock()
 }
 
 func (a *Agent) get(key string) ([]byte, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if v, ok := a.puts[key]; ok {
+	if v, ok := a.coll.puts[key]; ok {
 		return v, true
 	}
-	v, ok := a.kv[key]
+	v, ok := a.coll.kv[key]
 	return v, ok
 }

@@ -7,7 +7,15 @@
 // wins the group's election after the front-end's loss (Resume, injected
 // by the facade: the agent does not import the root).
 //
+// The Agent's state is grouped by owner: supervision (the ranks),
+// collectives (collectives and PMI key spaces), failoverState (the replica
+// role and the root's failover) and parentLinks (backup and fallback
+// parents), beside treeState (its children); all under the Agent's mu.
+// Messages from the parent go to a handler per family (handle).
+//
 // Goroutines: all started through Agent.goFunc (or the WaitGroup it gives
 // the tree and rank code) and joined by the agent's run after its context
-// is cancelled.
+// is cancelled. The successor root the agent runs is stopped with it: once
+// its link ended, run gives the successor successorGrace to end by itself,
+// then cancels its context and waits until it ended (stopSuccessor).
 package agent

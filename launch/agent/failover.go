@@ -119,7 +119,7 @@ func (a *Agent) rootGone(err error) {
 		return // silent: perhaps cut off, perhaps alive
 	}
 	a.mu.Lock()
-	root := cmp.Or(a.rootReplica, frontEndVoter)
+	root := cmp.Or(a.fo.rootReplica, frontEndVoter)
 	a.mu.Unlock()
 	a.voterGone(root)
 }
@@ -128,10 +128,10 @@ func (a *Agent) rootGone(err error) {
 func (a *Agent) voterGone(name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.goneRoots == nil {
-		a.goneRoots = map[string]bool{}
+	if a.fo.goneRoots == nil {
+		a.fo.goneRoots = map[string]bool{}
 	}
-	a.goneRoots[name] = true
+	a.fo.goneRoots[name] = true
 }
 
 // goneAgents names the replica agent whose successor root this agent
@@ -143,7 +143,7 @@ func (a *Agent) voterGone(name string) {
 func (a *Agent) goneAgents() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if r := a.rootReplica; r != "" && r != a.spec.Node && a.goneRoots[r] {
+	if r := a.fo.rootReplica; r != "" && r != a.spec.Node && a.fo.goneRoots[r] {
 		return []string{r}
 	}
 	return nil
@@ -155,13 +155,13 @@ func (a *Agent) goneAgents() []string {
 func (a *Agent) quorumLost() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	voters, gone := len(a.replicas), 0
-	if !a.frontEndOut {
+	voters, gone := len(a.fo.replicas), 0
+	if !a.fo.frontEndOut {
 		voters++
 	}
-	names := make([]string, 0, len(a.goneRoots))
-	for n := range a.goneRoots {
-		if n == frontEndVoter && a.frontEndOut {
+	names := make([]string, 0, len(a.fo.goneRoots))
+	for n := range a.fo.goneRoots {
+		if n == frontEndVoter && a.fo.frontEndOut {
 			continue // not a voter any more
 		}
 		gone++
@@ -184,7 +184,7 @@ func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 			return nil, err
 		}
 		a.mu.Lock()
-		peers := append([]proto.PeerAddr(nil), a.replicas...)
+		peers := append([]proto.PeerAddr(nil), a.fo.replicas...)
 		a.mu.Unlock()
 		for _, p := range peers {
 			l, err := a.askAdoption(ctx, p)
@@ -193,7 +193,7 @@ func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 			}
 			if l != nil {
 				a.mu.Lock()
-				a.rootReplica = p.Name
+				a.fo.rootReplica = p.Name
 				a.mu.Unlock()
 				return l, nil
 			}
@@ -261,8 +261,8 @@ func (a *Agent) resync() {
 	// front-end was cut off or died before it was committed) learns it
 	// here, and which ranks opened the protocol.
 	a.mu.Lock()
-	table := a.rec.table
-	opened := slices.Clone(a.openedProto)
+	table := a.sup.rec.table
+	opened := slices.Clone(a.fo.openedProto)
 	a.mu.Unlock()
 	if table != nil {
 		a.send(proto.MTableHeld, (&proto.CollResult{Op: rankproto.OpPublish, Values: table}).Encode())
@@ -272,8 +272,8 @@ func (a *Agent) resync() {
 	}
 	var st proto.Started
 	a.mu.Lock()
-	for _, r := range a.order {
-		rp := a.ranks[r]
+	for _, r := range a.sup.order {
+		rp := a.sup.ranks[r]
 		if rp.cmd.Process == nil {
 			continue // a relaunched agent's rank not started again yet
 		}
@@ -286,12 +286,12 @@ func (a *Agent) resync() {
 		a.send(proto.MStarted, st.Encode())
 	}
 	a.mu.Lock()
-	exits := make([]proto.RankStatus, 0, len(a.exits))
-	for _, s := range a.exits {
+	exits := make([]proto.RankStatus, 0, len(a.fo.exits))
+	for _, s := range a.fo.exits {
 		exits = append(exits, s)
 	}
-	contribs := make([][]byte, 0, len(a.sentUp))
-	for _, p := range a.sentUp {
+	contribs := make([][]byte, 0, len(a.coll.sentUp))
+	for _, p := range a.coll.sentUp {
 		contribs = append(contribs, p)
 	}
 	a.mu.Unlock()
@@ -401,7 +401,7 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 		}
 		wait := a.spec.Timing.LinkTimeout(hb) + a.spec.Timing.SlackOr()
 		a.mu.Lock()
-		if a.rootReplica != "" {
+		if a.fo.rootReplica != "" {
 			wait = time.Second
 		}
 		a.mu.Unlock()
@@ -437,9 +437,9 @@ func (a *Agent) traceFailover(format string, args ...any) {
 // while its replica leads.
 func (a *Agent) leadershipToRoot(ctx context.Context, ar *agentReplica) {
 	a.mu.Lock()
-	root := a.rootReplica
+	root := a.fo.rootReplica
 	agents := map[string]bool{a.spec.Node: true}
-	for _, p := range a.replicas {
+	for _, p := range a.fo.replicas {
 		agents[p.Name] = true
 	}
 	a.mu.Unlock()
@@ -485,27 +485,40 @@ func (a *Agent) takeOver(ctx context.Context, ar *agentReplica) error {
 		return err
 	}
 	a.mu.Lock()
-	peers := slices.Clone(a.replicas)
+	peers := slices.Clone(a.fo.replicas)
 	a.mu.Unlock()
 	if a.resumeRoot == nil {
 		return errors.New("this agent cannot run a successor root")
 	}
 	gossip := make(chan membership.Evidence, 64)
 	a.mu.Lock()
-	a.gossipTo = gossip
+	a.fo.gossipTo = gossip
 	a.mu.Unlock()
 	spec := *a.spec
 	spec.Replica = a.replicaSpec() // a replica given later included
-	s, err := a.resumeRoot(ctx, launcher.ResumeConfig{
+	// The successor root runs until it ends or this agent stops it
+	// (stopSuccessor), in a context of its own that this agent cancels:
+	// it outlives the agent's link and the context the agent runs in
+	// (the front-end's, for an agent in its process), not the agent.
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s, err := a.resumeRoot(sctx, launcher.ResumeConfig{
 		Spec: &spec, Replica: ar.r, Peers: peers,
 		Relaunch: a.relaunch, Fence: a.fence, Gossip: gossip, Gone: a.goneAgents(),
 	})
 	if err != nil {
+		stop()
 		return err
 	}
 	a.mu.Lock()
-	a.successor = s
+	over := a.fo.successor.over
+	a.fo.successor.s, a.fo.successor.stop = s, stop
 	a.mu.Unlock()
+	if over {
+		// The agent ended its link meanwhile and stopped its successor
+		// already: this one is stopped and joined here.
+		stop()
+		s.Wait(untilEnded)
+	}
 	return nil
 }
 
@@ -557,7 +570,7 @@ func (a *Agent) fence(ctx context.Context, node string, upTo uint64) (string, er
 // this agent runs one; otherwise it refuses by closing the connection.
 func (a *Agent) adoptRequest(conn net.Conn, h proto.Hello) {
 	a.mu.Lock()
-	s, ar := a.successor, a.replica
+	s, ar := a.fo.successor.s, a.fo.replica
 	a.mu.Unlock()
 	if s != nil {
 		s.Adopt(conn, h)
@@ -575,4 +588,39 @@ func (a *Agent) adoptRequest(conn net.Conn, h proto.Hello) {
 		}
 	}
 	conn.Close()
+}
+
+// handleFailover executes a message of the root's replica group and
+// failover: who the replica agents are, a new root's resync and
+// adoption, a replica to host.
+func (a *Agent) handleFailover(typ uint8, p []byte) error {
+	switch typ {
+	case proto.MReplicas:
+		rl, err := proto.DecodeReplicas(p)
+		if err != nil {
+			return fmt.Errorf("replicas message: %w", err)
+		}
+		a.mu.Lock()
+		a.fo.replicas, a.fo.frontEndOut = rl.Peers, !rl.FrontEndVotes
+		for _, p := range rl.Peers {
+			// A replica started again on that node (the group refilled).
+			delete(a.fo.goneRoots, p.Name)
+		}
+		a.mu.Unlock()
+	case proto.MResyncReq:
+		a.resync()
+	case proto.MAdopted:
+	case proto.MSpec:
+		// Sent again by a successor root, which cannot tell whether the
+		// front-end's copy arrived before it died: this agent has it.
+	case proto.MHostReplica:
+		rs, err := proto.DecodeReplicaSpec(p)
+		if err != nil {
+			return fmt.Errorf("host-replica message: %w", err)
+		}
+		a.hostReplica(rs)
+	default:
+		return fmt.Errorf("failover message: message type %d", typ)
+	}
+	return nil
 }

@@ -66,8 +66,8 @@ func (a *Agent) joinGossip(ctx context.Context, wg *sync.WaitGroup) {
 			return
 		}
 		defer m.Shutdown()
-		a.member.Store(m) // its acks are an upward path (selffence.go)
-		defer a.member.Store(nil)
+		a.fo.member.Store(m) // its acks are an upward path (selffence.go)
+		defer a.fo.member.Store(nil)
 		a.trace.Logf("joined the job's gossip cluster (%d members)", m.NumMembers())
 		// Agents that joined the root back to back learn of each other
 		// only at the next full exchange (30 s): one more with the root,
@@ -86,7 +86,7 @@ func (a *Agent) joinGossip(ctx context.Context, wg *sync.WaitGroup) {
 					return
 				}
 				a.mu.Lock()
-				to := a.gossipTo
+				to := a.fo.gossipTo
 				a.mu.Unlock()
 				if to != nil {
 					select {

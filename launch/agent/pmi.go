@@ -26,7 +26,7 @@ func (a *Agent) pmiJob() pmi.Job {
 // Put buffers a PMI put on this node until the next barrier.
 func (a *Agent) Put(rank int, key, value string) error {
 	a.mu.Lock()
-	a.pmiPuts[key] = []byte(value)
+	a.coll.pmiPuts[key] = []byte(value)
 	a.mu.Unlock()
 	return nil
 }
@@ -49,7 +49,7 @@ func (a *Agent) Barrier(ctx context.Context, rank int) error {
 func (a *Agent) Get(rank int, key string) (string, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, ok := a.pmiKV[key]
+	v, ok := a.coll.pmiKV[key]
 	return string(v), ok, nil
 }
 
@@ -71,7 +71,7 @@ func (a *Agent) servePMI(ctx context.Context, rp *rankProc, conn net.Conn, rank 
 func (a *Agent) addPMIStats(st pmi.Stats) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := &a.pmiStats
+	t := &a.coll.pmiStats
 	t.Requests += st.Requests
 	t.Puts += st.Puts
 	t.Gets += st.Gets

@@ -81,7 +81,7 @@ func (a *Agent) startPMIx(ctx context.Context, resolve resolver) error {
 	if err == nil {
 		var ns *pmix.Namespace
 		if ns, err = srv.Register(ctx, job, pmixBackend{a}); err == nil {
-			a.pmix = &pmixState{srv: srv, ns: ns}
+			a.coll.pmix = &pmixState{srv: srv, ns: ns}
 			a.trace.Logf("PMIx server up: namespace %s, rendezvous %s", job.Nspace, srv.Dir())
 			return nil
 		}
@@ -99,21 +99,21 @@ func (a *Agent) startPMIx(ctx context.Context, resolve resolver) error {
 // renewPMIx gives the job's restart number restarts a namespace of its
 // own (--restart job): the ranks of the last one are gone.
 func (a *Agent) renewPMIx(restarts int) {
-	if a.pmix == nil {
+	if a.coll.pmix == nil {
 		return
 	}
-	if a.pmix.ns != nil {
-		a.pmix.ns.Close()
+	if a.coll.pmix.ns != nil {
+		a.coll.pmix.ns.Close()
 	}
 	job, err := a.pmixJob()
 	if err == nil {
 		job.Nspace += ".r" + strconv.Itoa(restarts)
-		a.pmix.ns, err = a.pmix.srv.Register(a.ctx, job, pmixBackend{a})
+		a.coll.pmix.ns, err = a.coll.pmix.srv.Register(a.ctx, job, pmixBackend{a})
 	}
 	if err != nil {
 		// Its ranks start without PMIx, as singletons: say why.
 		a.logf("PMIx for restart %d: %v", restarts, err)
-		a.pmix.ns = nil
+		a.coll.pmix.ns = nil
 	}
 }
 
@@ -126,15 +126,15 @@ const pmixStopWait = 5 * time.Second
 // ending. What is left of the close then ends with the agent's process;
 // an agent run in the front-end's process (tests) leaves it behind.
 func (a *Agent) stopPMIx() {
-	if a.pmix == nil {
+	if a.coll.pmix == nil {
 		return
 	}
 	done := make(chan error, 1)
 	go func() {
-		if a.pmix.ns != nil {
-			a.pmix.ns.Close()
+		if a.coll.pmix.ns != nil {
+			a.coll.pmix.ns.Close()
 		}
-		done <- a.pmix.srv.Close()
+		done <- a.coll.pmix.srv.Close()
 	}()
 	select {
 	case err := <-done:
@@ -149,11 +149,11 @@ func (a *Agent) stopPMIx() {
 // pmixEnv is what rank's environment gets for PMIx: before the job's
 // environment (which may override it) and after it (which may not).
 func (a *Agent) pmixEnv(rank int) (before, after []string, err error) {
-	if a.pmix == nil || a.pmix.ns == nil {
+	if a.coll.pmix == nil || a.coll.pmix.ns == nil {
 		return nil, nil, nil
 	}
-	after, err = a.pmix.ns.ForkEnv(rank)
-	return a.pmix.srv.OpenMPIEnv(), after, err
+	after, err = a.coll.pmix.ns.ForkEnv(rank)
+	return a.coll.pmix.srv.OpenMPIEnv(), after, err
 }
 
 // pmixJob describes the job for its namespace: the nodes from the
@@ -197,12 +197,12 @@ type pmixBackend struct{ a *Agent }
 // job's collectives, the data as the node's first rank's value.
 func (b pmixBackend) Fence(ctx context.Context, data []byte) ([]byte, error) {
 	a := b.a
-	if len(a.order) == 0 {
+	if len(a.sup.order) == 0 {
 		return nil, errors.New("pmix fence: no rank runs on this node")
 	}
-	first := a.order[0]
+	first := a.sup.order[0]
 	var seq uint64
-	for _, r := range a.order {
+	for _, r := range a.sup.order {
 		v := []byte{}
 		if r == first {
 			v = data

@@ -122,8 +122,8 @@ func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.C
 		return nil, err
 	}
 	cmd.Env = append(append(append(append(append([]string(nil), pmixBefore...), app.Env...), rankEnv(info, appNum)...), fence.RankEnv(a.fenceTarget())...), pmixAfter...)
-	if a.pmiTCP != nil {
-		cmd.Env = append(cmd.Env, "PMI_PORT="+a.pmiTCP.port())
+	if a.coll.pmiTCP != nil {
+		cmd.Env = append(cmd.Env, "PMI_PORT="+a.coll.pmiTCP.port())
 	}
 	cmd.ExtraFiles = []*os.File{theirs, pmiTheirs}
 	// A session of its own, as Hydra gives each rank: with the kernel's

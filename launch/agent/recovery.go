@@ -86,18 +86,18 @@ func (a *Agent) recover(typ uint8, m proto.RecMsg) {
 // stale reports (under mu) whether a command of epoch is older than the
 // newest heard, and otherwise records its epoch.
 func (a *Agent) stale(epoch uint64) bool {
-	if epoch < a.rec.epoch {
+	if epoch < a.sup.rec.epoch {
 		return true
 	}
-	a.rec.epoch = epoch
+	a.sup.rec.epoch = epoch
 	return false
 }
 
 // live returns the ranks whose current process has not ended (under mu).
 func (a *Agent) live() []*rankProc {
 	var out []*rankProc
-	for _, r := range a.order {
-		if rp := a.ranks[r]; rp != nil && !a.gone[r] {
+	for _, r := range a.sup.order {
+		if rp := a.sup.ranks[r]; rp != nil && !a.sup.gone[r] {
 			out = append(out, rp)
 		}
 	}
@@ -110,24 +110,24 @@ func (a *Agent) suspend(m proto.RecMsg) {
 		a.mu.Unlock()
 		return
 	}
-	first := !a.rec.suspended
+	first := !a.sup.rec.suspended
 	// Collectives in flight are abandoned: their ranks are told to call
 	// again once resumed, and every rank counts its collectives afresh
 	// under the recovery's epoch (the root drops what it had of them).
-	colls := a.colls
-	a.colls, a.sentUp = map[uint64]*localColl{}, map[uint64][]byte{}
-	for _, r := range a.order {
-		a.seq[r] = m.Epoch << 32
+	colls := a.coll.colls
+	a.coll.colls, a.coll.sentUp = map[uint64]*localColl{}, map[uint64][]byte{}
+	for _, r := range a.sup.order {
+		a.coll.seq[r] = m.Epoch << 32
 	}
-	a.rec.coll = m.Epoch
-	a.puts = map[string][]byte{}
+	a.sup.rec.coll = m.Epoch
+	a.coll.puts = map[string][]byte{}
 	if first {
-		a.rec.suspended, a.rec.settled = true, false
-		clear(a.rec.acked)
-		clear(a.rec.stopped)
-		clear(a.rec.held)
+		a.sup.rec.suspended, a.sup.rec.settled = true, false
+		clear(a.sup.rec.acked)
+		clear(a.sup.rec.stopped)
+		clear(a.sup.rec.held)
 	}
-	settled := a.rec.settled
+	settled := a.sup.rec.settled
 	live := a.live()
 	a.mu.Unlock()
 	for seq, c := range colls {
@@ -158,7 +158,7 @@ func (a *Agent) suspend(m proto.RecMsg) {
 func (a *Agent) stopRanks(rps []*rankProc) {
 	a.mu.Lock()
 	for _, rp := range rps {
-		a.rec.stopped[rp.rank] = true
+		a.sup.rec.stopped[rp.rank] = true
 	}
 	a.mu.Unlock()
 	for _, rp := range rps {
@@ -171,16 +171,16 @@ func (a *Agent) stopRanks(rps []*rankProc) {
 func (a *Agent) settle() {
 	bound := time.NewTimer(suspendAckWait)
 	defer bound.Stop()
-	changed := a.rec.changed
+	changed := a.sup.rec.changed
 	for {
 		a.mu.Lock()
 		var missing []*rankProc
 		for _, rp := range a.live() {
-			if !a.rec.acked[rp.rank] && !a.rec.stopped[rp.rank] && !a.rec.held[rp.rank] {
+			if !a.sup.rec.acked[rp.rank] && !a.sup.rec.stopped[rp.rank] && !a.sup.rec.held[rp.rank] {
 				missing = append(missing, rp)
 			}
 		}
-		suspended := a.rec.suspended
+		suspended := a.sup.rec.suspended
 		a.mu.Unlock()
 		if !suspended {
 			return // resumed meanwhile (a newer epoch's resume)
@@ -199,8 +199,8 @@ func (a *Agent) settle() {
 		break
 	}
 	a.mu.Lock()
-	a.rec.settled = true
-	epoch := a.rec.epoch
+	a.sup.rec.settled = true
+	epoch := a.sup.rec.epoch
 	a.mu.Unlock()
 	a.send(proto.MSuspended, proto.RecMsg{Epoch: epoch}.Encode())
 }
@@ -211,11 +211,11 @@ func (a *Agent) suspendAck(rank int, typ uint8, epoch uint64) {
 		return // a patch's: the rank holds the table; nothing waits for it
 	}
 	a.mu.Lock()
-	if a.rec.suspended && epoch <= a.rec.epoch {
-		a.rec.acked[rank] = true
+	if a.sup.rec.suspended && epoch <= a.sup.rec.epoch {
+		a.sup.rec.acked[rank] = true
 	}
 	a.mu.Unlock()
-	a.rec.wake()
+	a.sup.rec.wake()
 }
 
 func (a *Agent) respawn(m proto.RecMsg) {
@@ -224,7 +224,7 @@ func (a *Agent) respawn(m proto.RecMsg) {
 		a.mu.Unlock()
 		return
 	}
-	old := a.ranks[m.Rank]
+	old := a.sup.ranks[m.Rank]
 	if old == nil {
 		a.mu.Unlock()
 		a.logf("respawn of rank %d, which is not on this node", m.Rank)
@@ -232,7 +232,7 @@ func (a *Agent) respawn(m proto.RecMsg) {
 	}
 	if old.info.Incarnation >= m.Incarnation {
 		// Sent again (a new root leader): one process per incarnation.
-		addr, gone := old.addr, a.gone[m.Rank]
+		addr, gone := old.addr, a.sup.gone[m.Rank]
 		var pid int
 		if old.cmd.Process != nil {
 			pid = old.cmd.Process.Pid
@@ -252,7 +252,7 @@ func (a *Agent) respawn(m proto.RecMsg) {
 	info.Incarnation = m.Incarnation
 	// Not suspended: the planner starts it again alone (no rank opened
 	// the rank protocol), the others go on.
-	info.Alone = !a.rec.suspended
+	info.Alone = !a.sup.rec.suspended
 	a.mu.Unlock()
 	<-old.exited // its end was reported: it was reaped
 	rp := a.startAgain(old, info)
@@ -260,12 +260,12 @@ func (a *Agent) respawn(m proto.RecMsg) {
 		return
 	}
 	a.mu.Lock()
-	a.ranks[m.Rank] = rp
-	delete(a.gone, m.Rank)
-	delete(a.exits, m.Rank)
-	a.seq[m.Rank] = a.rec.coll << 32
-	if a.rec.suspended {
-		a.rec.held[m.Rank] = true
+	a.sup.ranks[m.Rank] = rp
+	delete(a.sup.gone, m.Rank)
+	delete(a.fo.exits, m.Rank)
+	a.coll.seq[m.Rank] = a.sup.rec.coll << 32
+	if a.sup.rec.suspended {
+		a.sup.rec.held[m.Rank] = true
 	}
 	a.reviveLocked(1)
 	a.mu.Unlock()
@@ -275,10 +275,10 @@ func (a *Agent) respawn(m proto.RecMsg) {
 
 // reviveLocked counts n ended ranks running again (under mu).
 func (a *Agent) reviveLocked(n int) {
-	if a.ended == len(a.spec.Ranks) && n > 0 {
-		a.exited = make(chan struct{})
+	if a.sup.ended == len(a.spec.Ranks) && n > 0 {
+		a.sup.exited = make(chan struct{})
 	}
-	a.ended -= n
+	a.sup.ended -= n
 }
 
 // published takes a respawned rank's Publish: its I-tuple goes to the
@@ -286,7 +286,7 @@ func (a *Agent) reviveLocked(n int) {
 func (a *Agent) published(rp *rankProc, addr []byte) {
 	a.mu.Lock()
 	rp.addr = addr
-	a.rec.held[rp.rank] = true
+	a.sup.rec.held[rp.rank] = true
 	a.mu.Unlock()
 	a.send(proto.MRespawned, proto.RecMsg{Rank: rp.rank, Incarnation: rp.info.Incarnation, Addr: addr}.Encode())
 }
@@ -299,15 +299,15 @@ func (a *Agent) patch(m proto.RecMsg) {
 	}
 	rows := make([]rankproto.Row, 0, len(m.Rows))
 	for _, row := range m.Rows {
-		if row.Rank < len(a.rec.table) {
-			a.rec.table[row.Rank] = row.Addr
+		if row.Rank < len(a.sup.rec.table) {
+			a.sup.rec.table[row.Rank] = row.Addr
 		}
 		rows = append(rows, rankproto.Row{Rank: row.Rank, Incarnation: row.Incarnation, ITuple: row.Addr})
 	}
-	a.rec.version = m.Version
+	a.sup.rec.version = m.Version
 	var tell []*rankProc
 	for _, rp := range a.live() {
-		if rp.inited.Load() && !a.rec.held[rp.rank] {
+		if rp.inited.Load() && !a.sup.rec.held[rp.rank] {
 			tell = append(tell, rp)
 		}
 	}
@@ -325,29 +325,29 @@ func (a *Agent) resume(m proto.RecMsg) {
 		a.mu.Unlock()
 		return
 	}
-	if !a.rec.suspended {
+	if !a.sup.rec.suspended {
 		a.mu.Unlock()
 		a.send(proto.MResumed, proto.RecMsg{Epoch: m.Epoch}.Encode()) // sent again
 		return
 	}
-	a.rec.suspended = false
+	a.sup.rec.suspended = false
 	var cont, tell, held []*rankProc
 	for _, rp := range a.live() {
 		switch {
-		case a.rec.held[rp.rank]:
+		case a.sup.rec.held[rp.rank]:
 			held = append(held, rp)
 		case rp.inited.Load():
 			tell = append(tell, rp)
 		}
-		if a.rec.stopped[rp.rank] {
+		if a.sup.rec.stopped[rp.rank] {
 			cont = append(cont, rp)
 		}
 	}
-	clear(a.rec.stopped)
-	clear(a.rec.held)
-	table := slices.Clone(a.rec.table)
+	clear(a.sup.rec.stopped)
+	clear(a.sup.rec.held)
+	table := slices.Clone(a.sup.rec.table)
 	a.mu.Unlock()
-	a.rec.wake()
+	a.sup.rec.wake()
 	ev := rankproto.EncodeEvent(rankproto.Event{Type: rankproto.TResume, Epoch: m.Epoch, Version: m.Version})
 	for _, rp := range tell {
 		_ = rp.event(rankproto.TResume, ev)
@@ -382,19 +382,19 @@ func (a *Agent) restartJob(m proto.RecMsg) {
 		a.mu.Unlock()
 		return
 	}
-	if m.Epoch <= a.rec.restarted {
+	if m.Epoch <= a.sup.rec.restarted {
 		a.mu.Unlock()
 		a.send(proto.MRestarted, proto.RecMsg{Epoch: m.Epoch}.Encode())
 		return
 	}
-	a.rec.restarted = m.Epoch
-	olds := make([]*rankProc, 0, len(a.order))
-	for _, r := range a.order {
-		rp := a.ranks[r]
+	a.sup.rec.restarted = m.Epoch
+	olds := make([]*rankProc, 0, len(a.sup.order))
+	for _, r := range a.sup.order {
+		rp := a.sup.ranks[r]
 		rp.replaced.Store(true)
 		olds = append(olds, rp)
 	}
-	clear(a.rec.stopped)
+	clear(a.sup.rec.stopped)
 	a.mu.Unlock()
 	a.goFunc(func() {
 		for _, rp := range olds {
@@ -411,20 +411,20 @@ func (a *Agent) restartJob(m proto.RecMsg) {
 			}
 		}
 		a.mu.Lock()
-		if a.rec.restarted != m.Epoch || a.killing {
+		if a.sup.rec.restarted != m.Epoch || a.sup.killing {
 			a.mu.Unlock()
 			return // a newer restart took over, or the job is ending
 		}
-		a.colls, a.sentUp = map[uint64]*localColl{}, map[uint64][]byte{}
-		a.puts, a.kv = map[string][]byte{}, map[string][]byte{}
-		a.pmiPuts, a.pmiKV = map[string][]byte{}, map[string][]byte{}
-		a.gone, a.exits = map[int]bool{}, map[int]proto.RankStatus{}
-		a.rec.table, a.rec.version = nil, 0
-		for _, r := range a.order {
-			a.seq[r] = m.Epoch << 32
+		a.coll.colls, a.coll.sentUp = map[uint64]*localColl{}, map[uint64][]byte{}
+		a.coll.puts, a.coll.kv = map[string][]byte{}, map[string][]byte{}
+		a.coll.pmiPuts, a.coll.pmiKV = map[string][]byte{}, map[string][]byte{}
+		a.sup.gone, a.fo.exits = map[int]bool{}, map[int]proto.RankStatus{}
+		a.sup.rec.table, a.sup.rec.version = nil, 0
+		for _, r := range a.sup.order {
+			a.coll.seq[r] = m.Epoch << 32
 		}
-		a.rec.coll = m.Epoch
-		a.reviveLocked(a.ended)
+		a.sup.rec.coll = m.Epoch
+		a.reviveLocked(a.sup.ended)
 		a.mu.Unlock()
 		a.renewPMIx(m.Restarts)
 		var st proto.Started
@@ -439,7 +439,7 @@ func (a *Agent) restartJob(m proto.RecMsg) {
 				continue
 			}
 			a.mu.Lock()
-			a.ranks[old.rank] = rp
+			a.sup.ranks[old.rank] = rp
 			a.mu.Unlock()
 			st.Ranks, st.Pids, st.Incs = append(st.Ranks, old.rank), append(st.Pids, rp.cmd.Process.Pid), append(st.Incs, info.Incarnation)
 			a.runRank(a.ctx, rp)
@@ -465,8 +465,8 @@ func (a *Agent) protocolOpened(rank int) {
 // reports it again to a successor) and reports it (protocolOpened).
 func (a *Agent) openedProtocol(rank int) {
 	a.mu.Lock()
-	if !slices.Contains(a.openedProto, rank) {
-		a.openedProto = append(a.openedProto, rank)
+	if !slices.Contains(a.fo.openedProto, rank) {
+		a.fo.openedProto = append(a.fo.openedProto, rank)
 	}
 	a.mu.Unlock()
 	a.protocolOpened(rank)

@@ -23,7 +23,7 @@ import (
 // until the resume, as every other agent's are).
 func (a *Agent) standby(ctx context.Context, wg *sync.WaitGroup) {
 	if l, err := a.listenPMI(); err == nil {
-		a.pmiTCP = l
+		a.coll.pmiTCP = l
 	}
 	rl := a.spec.Relaunch
 	n := len(a.spec.Ranks)
@@ -40,18 +40,18 @@ func (a *Agent) standby(ctx context.Context, wg *sync.WaitGroup) {
 			Node: a.spec.Node, NodeID: a.spec.NodeID, JobID: a.spec.JobID, Incarnation: max(rl.Incs[i], 1),
 		}
 		// No process: cmd has none, and it was "reaped" already.
-		a.ranks[r] = &rankProc{rank: r, agent: a, cmd: &exec.Cmd{}, info: info, exited: gone, cpus: rankenv.BindingOf(binds, i)}
-		a.order = append(a.order, r)
-		a.gone[r] = true
-		a.seq[r] = rl.CollEpoch << 32
+		a.sup.ranks[r] = &rankProc{rank: r, agent: a, cmd: &exec.Cmd{}, info: info, exited: gone, cpus: rankenv.BindingOf(binds, i)}
+		a.sup.order = append(a.sup.order, r)
+		a.sup.gone[r] = true
+		a.coll.seq[r] = rl.CollEpoch << 32
 	}
-	a.ended = n
-	a.rec.epoch, a.rec.coll, a.rec.version = rl.Epoch, rl.CollEpoch, rl.Version
-	a.rec.table = rl.Table
-	a.rec.suspended, a.rec.settled = rl.Suspended, rl.Suspended
-	close(a.exited) // every rank "ended"; under the lock, as reportExit (a respawn replaces it)
+	a.sup.ended = n
+	a.sup.rec.epoch, a.sup.rec.coll, a.sup.rec.version = rl.Epoch, rl.CollEpoch, rl.Version
+	a.sup.rec.table = rl.Table
+	a.sup.rec.suspended, a.sup.rec.settled = rl.Suspended, rl.Suspended
+	close(a.sup.exited) // every rank "ended"; under the lock, as reportExit (a respawn replaces it)
 	a.mu.Unlock()
-	if l := a.pmiTCP; l != nil {
+	if l := a.coll.pmiTCP; l != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -75,7 +75,7 @@ func (a *Agent) canSwitch() bool {
 // isRootChild reports whether this agent's parent is the root: from its
 // start, or since the root adopted it (switchToFallback).
 func (a *Agent) isRootChild() bool {
-	return a.spec != nil && (a.spec.RootChild || a.rootChild.Load())
+	return a.spec != nil && (a.spec.RootChild || a.par.rootChild.Load())
 }
 
 // buffersUp reports whether frames for a lost parent wait for the next
@@ -98,8 +98,8 @@ func (a *Agent) connectBackup(ctx context.Context, wg *sync.WaitGroup, p proto.P
 			return
 		}
 		a.mu.Lock()
-		old := a.backup
-		a.backup = sb
+		old := a.par.backup
+		a.par.backup = sb
 		a.mu.Unlock()
 		if old != nil && !old.isSwitched() {
 			old.cancel() // a new backup parent replaces the old one
@@ -172,7 +172,7 @@ func (sb *standbyLink) isSwitched() bool {
 // now the parent link.
 func (a *Agent) switchToBackup(ctx context.Context, cause error) (*standbyLink, error) {
 	a.mu.Lock()
-	sb := a.backup
+	sb := a.par.backup
 	a.mu.Unlock()
 	if sb == nil {
 		return nil, errors.New("no standby link to a backup parent")
@@ -208,8 +208,8 @@ func (a *Agent) switchToBackup(ctx context.Context, cause error) (*standbyLink, 
 		}
 	}
 	a.mu.Lock()
-	if a.backup == sb {
-		a.backup = nil
+	if a.par.backup == sb {
+		a.par.backup = nil
 	}
 	a.mu.Unlock()
 	return sb, nil
@@ -258,7 +258,7 @@ func (a *Agent) switchVia(ctx context.Context, sb *standbyLink, what string) err
 // link the root took (l).
 func (a *Agent) switchToFallback(ctx context.Context) (sb *standbyLink, l *proto.Link, err error) {
 	a.mu.Lock()
-	fbs := slices.Clone(a.fallbacks)
+	fbs := slices.Clone(a.par.fallbacks)
 	a.mu.Unlock()
 	if len(fbs) == 0 {
 		return nil, nil, errors.New("no fallback parent")
@@ -279,7 +279,7 @@ func (a *Agent) switchToFallback(ctx context.Context) (sb *standbyLink, l *proto
 					errs = append(errs, fmt.Errorf("the root: %w", err))
 					continue
 				}
-				a.rootChild.Store(true)
+				a.par.rootChild.Store(true)
 				a.logf("node %s now reports to the root", a.spec.Node)
 				return nil, nl, nil
 			}

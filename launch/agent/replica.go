@@ -62,7 +62,7 @@ func (a *Agent) openReplica(ctx context.Context) *agentReplica {
 	ar, err := a.startReplica(ctx, a.spec.Addr)
 	if ar != nil {
 		a.mu.Lock()
-		a.replica = ar
+		a.fo.replica = ar
 		a.mu.Unlock()
 	}
 	if err != nil {
@@ -113,7 +113,7 @@ func (ar *agentReplica) awaitDone(limit time.Duration, joined bool) {
 // gets the end of the log before its leader shuts down.
 func (a *Agent) awaitFinalStatus() {
 	a.mu.Lock()
-	ar := a.replica
+	ar := a.fo.replica
 	a.mu.Unlock()
 	if ar != nil {
 		ar.awaitDone(finalWait, true)
@@ -125,8 +125,8 @@ func (a *Agent) awaitFinalStatus() {
 func (a *Agent) replicaSpec() proto.ReplicaSpec {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.lateReplica != nil {
-		return *a.lateReplica
+	if a.fo.lateReplica != nil {
+		return *a.fo.lateReplica
 	}
 	return a.spec.Replica
 }
@@ -137,11 +137,11 @@ func (a *Agent) replicaSpec() proto.ReplicaSpec {
 // The replica lives until the agent ends.
 func (a *Agent) hostReplica(rs proto.ReplicaSpec) {
 	a.mu.Lock()
-	if a.tree == nil || a.spec.Replica.JobDir != "" || a.lateReplica != nil || rs.JobDir == "" {
+	if a.tree == nil || a.spec.Replica.JobDir != "" || a.fo.lateReplica != nil || rs.JobDir == "" {
 		a.mu.Unlock()
 		return
 	}
-	a.lateReplica = &rs
+	a.fo.lateReplica = &rs
 	a.mu.Unlock()
 	a.wg.Add(1)
 	go func() {

@@ -148,7 +148,7 @@ func (a *Agent) upwardQuiets() (qs []time.Duration, between bool) {
 	}
 	a.up.mu.Unlock()
 	a.mu.Lock()
-	sb := a.backup
+	sb := a.par.backup
 	a.mu.Unlock()
 	if sb != nil {
 		select {
@@ -157,7 +157,7 @@ func (a *Agent) upwardQuiets() (qs []time.Duration, between bool) {
 			qs = append(qs, sb.l.Quiet())
 		}
 	}
-	if m := a.member.Load(); m != nil {
+	if m := a.fo.member.Load(); m != nil {
 		if t := m.LastAck(); !t.IsZero() {
 			qs = append(qs, time.Since(t))
 		}

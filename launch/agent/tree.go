@@ -381,3 +381,61 @@ func linkPeer(l *proto.Link, idx int) string {
 	}
 	return fmt.Sprintf("agent %d", idx)
 }
+
+// handleTree executes a message about the launch tree: routing and
+// broadcasts through this agent, moves to backup or fallback parents, a
+// child suspected lost.
+func (a *Agent) handleTree(typ uint8, p []byte) error {
+	switch typ {
+	case proto.MRoute:
+		return a.relayDown(p)
+	case proto.MBcast:
+		_, typ, inner, err := proto.Unwrap(p, false)
+		if err != nil || typ == proto.MBcast || typ == proto.MRoute {
+			return fmt.Errorf("broadcast message: bad envelope (%v)", err)
+		}
+		a.bcastDown(p)
+		return a.handle(typ, inner)
+	case proto.MSwitch:
+		idx, err := proto.DecodeInt(p)
+		if err != nil {
+			return fmt.Errorf("switch message: %w", err)
+		}
+		if idx < 0 {
+			a.switchNow()
+		} else {
+			a.switchChild(int(idx))
+		}
+	case proto.MSuspect:
+		idx, err := proto.DecodeInt(p)
+		if err != nil {
+			return fmt.Errorf("suspect message: %w", err)
+		}
+		a.suspectChild(int(idx))
+	case proto.MRoutes:
+		r, err := proto.DecodeRoutes(p)
+		if err != nil {
+			return fmt.Errorf("routes message: %w", err)
+		}
+		a.addRoutes(r)
+	case proto.MFallbacks:
+		ps, err := proto.DecodePeers(p)
+		if err != nil {
+			return fmt.Errorf("fallbacks message: %w", err)
+		}
+		a.mu.Lock()
+		a.par.fallbacks = ps
+		a.mu.Unlock()
+	case proto.MBackup:
+		pa, err := proto.DecodePeerAddr(p)
+		if err != nil {
+			return fmt.Errorf("backup message: %w", err)
+		}
+		if a.tree != nil {
+			a.connectBackup(a.ctx, a.wg, pa)
+		}
+	default:
+		return fmt.Errorf("tree message: message type %d", typ)
+	}
+	return nil
+}

@@ -101,7 +101,7 @@ func TestJournalNoMajority(t *testing.T) {
 	g.crash(0)
 	began := time.Now()
 	done := make(chan error, 1)
-	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: []byte("rec-1")}, done)
+	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: raftstore.Recovery{Stage: "suspend"}}, done)
 	err := <-done
 	took := time.Since(began)
 	if !errors.Is(err, ErrNoMajority) {
@@ -116,7 +116,7 @@ func TestJournalNoMajority(t *testing.T) {
 
 	// Long leaderless: a later commit fails at once.
 	began = time.Now()
-	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "respawn", Rank: 5, Record: []byte("rec-2")}, done)
+	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "respawn", Rank: 5, Record: raftstore.Recovery{Stage: "respawn"}}, done)
 	if err := <-done; !errors.Is(err, ErrNoMajority) || time.Since(began) > time.Second {
 		t.Errorf("second commit: %v after %v, want ErrNoMajority at once", err, time.Since(began))
 	}
@@ -150,7 +150,7 @@ func TestJournalLeaderBlip(t *testing.T) {
 	r := g.j.Replica()
 	waitUntil(t, 5*time.Second, "the front-end's replica to step down", func() bool { return !r.IsLeader() })
 	done := make(chan error, 1)
-	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: []byte("rec-1")}, done)
+	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: raftstore.Recovery{Stage: "suspend"}}, done)
 	g.heal()
 	err := <-done
 	if errors.Is(err, ErrNoMajority) {

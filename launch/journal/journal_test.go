@@ -165,14 +165,14 @@ func TestJournalSoloPhases(t *testing.T) {
 	j := openCfg(t, Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-test", N: 8}, Solo: true, Linger: time.Hour})
 	launch(j, []string{"node0", "node1"}, 4, 5)
 	done := make(chan error, 1)
-	j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: []byte("rec-1")}, done)
+	j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: raftstore.Recovery{Stage: "suspend"}}, done)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	var epoch uint64
 	var exited int
 	j.FSM().View(func(s *raftstore.State) {
-		epoch = s.RecoveryEpoch
+		epoch = s.Epoch
 		for _, r := range s.Ranks {
 			if r.State == raftstore.RankExited {
 				exited++
@@ -192,8 +192,8 @@ func TestJournalSoloPhases(t *testing.T) {
 	if err := in.State.CheckInvariants(); err != nil {
 		t.Error(err)
 	}
-	if s := in.State; !s.Status.Done || s.Status.ExitCode != 3 || s.Ranks[5].ExitCode != 3 || s.RecoveryEpoch != 1 {
-		t.Errorf("status %+v, rank 5 %+v, recovery epoch %d", s.Status, s.Ranks[5], s.RecoveryEpoch)
+	if s := in.State; !s.Status.Done || s.Status.ExitCode != 3 || s.Ranks[5].ExitCode != 3 || s.Epoch != 1 || s.Recovery == nil || s.Recovery.Stage != "suspend" {
+		t.Errorf("status %+v, rank 5 %+v, epoch %d, recovery %+v", s.Status, s.Ranks[5], s.Epoch, s.Recovery)
 	}
 	if st := j.Stats(); st.Flushes != 2 || st.Refused != 0 {
 		t.Errorf("stats %+v: want the phase's flush and Close's", st)

@@ -12,9 +12,9 @@ import (
 // it sends the phase's commands.
 type RecoveryPhase struct {
 	Epoch  uint64
-	Stage  string // suspend, respawn, patch, resume, restart-job
-	Record []byte // the root's own record of the recovery, for a successor
-	Detail string // what the phase is about, for the event log
+	Stage  string             // suspend, respawn, patch, resume, restart-job
+	Record raftstore.Recovery // where the recovery stands, for a successor
+	Detail string             // what the phase is about, for the event log
 	// Rank is the rank the phase is about when it is one (raftstore.NoRank
 	// otherwise).
 	Rank int
@@ -73,7 +73,10 @@ func (w *writer) absorbPhase(at time.Time, p *RecoveryPhase) {
 	if rank < 0 {
 		rank = raftstore.NoRank
 	}
-	w.recovery = &raftstore.SetRecovery{Epoch: p.Epoch, Record: p.Record}
+	// The epoch the state is expected at is the writer's when it flushes.
+	rec := p.Record
+	rec.Epoch = p.Epoch
+	w.recovery = &raftstore.SetRecovery{Recovery: rec}
 	w.event(raftstore.Event{Time: at, Kind: raftstore.EventRecovery, Rank: rank,
 		Detail: fmt.Sprintf("%s: epoch %d%s", p.Stage, p.Epoch, prefixed(p.Detail))})
 	for _, pr := range p.Recovered {

@@ -25,7 +25,7 @@ type Report struct {
 	Version uint64       `json:"table_version"`
 	Epoch   uint64       `json:"epoch"`
 	// RecoveryEpoch is the epoch of the last recovery phase committed (0:
-	// none).
+	// none), its commands' (raftstore.Recovery.Epoch).
 	RecoveryEpoch uint64     `json:"recovery_epoch,omitempty"`
 	Leader        string     `json:"leader,omitempty"`
 	Plan          ReportPlan `json:"plan"`
@@ -300,7 +300,10 @@ func (r *Recovery) Stage() *RecoveryStep {
 // Analyze turns a job's state into a report. It accepts any state, even
 // one not written by this package (the job spec then stays empty).
 func Analyze(s *raftstore.State) *Report {
-	rep := &Report{Version: s.Version, Epoch: s.Epoch, RecoveryEpoch: s.RecoveryEpoch, Leader: s.Leader}
+	rep := &Report{Version: s.Version, Epoch: s.Epoch, Leader: s.Leader}
+	if s.Recovery != nil {
+		rep.RecoveryEpoch = s.Recovery.Epoch
+	}
 	if job, err := DecodeJob(s.Job.Spec); err == nil {
 		rep.Job = job
 	}

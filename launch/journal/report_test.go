@@ -94,7 +94,7 @@ func TestReportRankRecovery(t *testing.T) {
 	l.ev(2001, raftstore.EventExit, "n1", raftstore.NoRank, 0, "exit: 2 rank(s) exited with code 0: 2-3")
 	l.end(2002, 0)
 	l.s.Ranks[3].Incarnation = 2
-	l.s.RecoveryEpoch = 1
+	l.s.Epoch, l.s.Recovery = 1, &raftstore.Recovery{Epoch: 1}
 
 	rep := Analyze(l.s)
 	// Before, the respawn at +1030 ms ended "start ranks" and left the

@@ -82,7 +82,7 @@ func deposedGroup(t *testing.T) (g *testGroup, leader *raftstore.Replica, done c
 	defer cancel()
 	waitUntil(t, 5*time.Second, "the front-end's writer to learn it does not lead", func() bool { return !g.j.Standing(vctx).Leads })
 	done = make(chan error, 1)
-	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: []byte("rec-1")}, done)
+	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "suspend", Rank: 5, Record: raftstore.Recovery{Stage: "suspend"}}, done)
 	return g, leader, done
 }
 
@@ -116,8 +116,8 @@ func TestJournalDeposedHandedBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !in.State.Status.Done || in.State.RecoveryEpoch != 1 || in.State.Leader != "" {
-		t.Errorf("state: status %+v, recovery epoch %d, root taken over by %q", in.State.Status, in.State.RecoveryEpoch, in.State.Leader)
+	if !in.State.Status.Done || in.State.Epoch != 1 || in.State.Recovery == nil || in.State.Leader != "" {
+		t.Errorf("state: status %+v, epoch %d, recovery %+v, root taken over by %q", in.State.Status, in.State.Epoch, in.State.Recovery, in.State.Leader)
 	}
 }
 
@@ -155,7 +155,7 @@ func TestJournalDeposedTakenOver(t *testing.T) {
 		t.Fatalf("the phase committed while deposed: %v, want ErrFenced", err)
 	}
 	began := time.Now()
-	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "respawn", Rank: 5, Record: []byte("rec-2")}, done)
+	g.j.Commit(RecoveryPhase{Epoch: 1, Stage: "respawn", Rank: 5, Record: raftstore.Recovery{Stage: "respawn"}}, done)
 	if err := <-done; !errors.Is(err, ErrFenced) || time.Since(began) > time.Second {
 		t.Errorf("a later commit: %v after %v, want ErrFenced at once", err, time.Since(began))
 	}

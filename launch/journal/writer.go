@@ -21,10 +21,15 @@ type writer struct {
 	solo *raftstore.Solo    // a solo log's (nil: r's)
 	// id and seq key a replica's commands (raftstore.Once): unique per
 	// writer, so that a successor's are not taken for the front-end's.
-	id   string
-	seq  uint64
-	job  bool // the job is still to be recorded, with the first flush
-	rows []raftstore.Rank
+	id  string
+	seq uint64
+	// epoch is the state's epoch as this writer last saw it committed:
+	// its plan and recovery commands expect it (raftstore's
+	// compare-and-set), so that a root deposed by a takeover it did not
+	// see is refused by the state machine.
+	epoch uint64
+	job   bool // the job is still to be recorded, with the first flush
+	rows  []raftstore.Rank
 	// agents' incarnations as written.
 	agents map[string]raftstore.Agent
 	// open failures: the incarnation that failed, by subject, as the
@@ -103,6 +108,7 @@ func (w *writer) seed(st *raftstore.State) {
 	for name, ag := range st.Agents {
 		w.agents[name] = ag
 	}
+	w.epoch = st.Epoch // the takeover's
 	// The failures still open: a successor that reports one again is
 	// not refused as a batch by the state machine.
 	for i := range st.Events {
@@ -467,9 +473,11 @@ func (w *writer) flush(ctx context.Context) {
 		w.job = false
 	}
 	if w.plan != nil {
+		w.plan.ExpectEpoch = w.epoch
 		cmds = append(cmds, w.plan)
 	}
 	if w.recovery != nil {
+		w.recovery.ExpectEpoch = w.epoch // the plan before it does not move it
 		cmds = append(cmds, w.recovery)
 		w.recovery = nil
 	}
@@ -570,6 +578,7 @@ func (w *writer) applyAll(ctx context.Context, cmds []raftstore.Command) error {
 		return err
 	}
 	for i, o := range out {
+		w.saw(o.Result)
 		w.count(o.Err)
 		if o.Err != nil {
 			keep(w.refused(ctx, cmds[i], o.Err))
@@ -580,12 +589,22 @@ func (w *writer) applyAll(ctx context.Context, cmds []raftstore.Command) error {
 
 // commit commits one command through the solo log or the replica.
 func (w *writer) commit(ctx context.Context, c raftstore.Command) error {
+	var res *raftstore.Result
+	var err error
 	if w.solo != nil {
-		_, err := w.solo.Apply(c)
-		return err
+		res, err = w.solo.Apply(c)
+	} else {
+		res, err = w.r.Apply(ctx, c)
 	}
-	_, err := w.r.Apply(ctx, c)
+	w.saw(res)
 	return err
+}
+
+// saw keeps the state's epoch after a command this writer committed.
+func (w *writer) saw(res *raftstore.Result) {
+	if res != nil {
+		w.epoch = res.Epoch
+	}
 }
 
 // apply commits one command through the replica. If the state machine refuses a command that
@@ -594,7 +613,8 @@ func (w *writer) commit(ctx context.Context, c raftstore.Command) error {
 func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
 	w.seq++
 	once := raftstore.Once{Writer: w.id, Seq: w.seq}
-	_, err := w.r.ApplyOnce(ctx, c, once)
+	res, err := w.r.ApplyOnce(ctx, c, once)
+	w.saw(res)
 	w.count(err)
 	for try := 0; err != nil && try < 5; try++ {
 		if err = w.regain(ctx, err); err != nil {
@@ -604,7 +624,8 @@ func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
 		// machine delays heartbeats): write again, with the same key, so
 		// that a command that was committed after all is not applied
 		// (its events not appended) twice.
-		_, err = w.r.ApplyOnce(ctx, c, once)
+		res, err = w.r.ApplyOnce(ctx, c, once)
+		w.saw(res)
 		w.count(err)
 	}
 	if err == nil {

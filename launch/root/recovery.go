@@ -6,7 +6,6 @@ package root
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -138,14 +137,9 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 			}
 		}
 	}()
-	if len(st.Recovery) > 0 {
-		var rec recovery.Checkpoint
-		if err := json.Unmarshal(st.Recovery, &rec); err != nil {
-			fe.warnf("the recovery record in the state log is unreadable (%v): no recovery carried on", err)
-		} else {
-			p.Restore(rec)
-			fe.collEpoch = rec.Epoch
-		}
+	if rec, ok := checkpointOf(st); ok {
+		p.Restore(rec)
+		fe.collEpoch = rec.Epoch
 	}
 	return p
 }
@@ -169,15 +163,6 @@ func (fe *frontend) feedLeader() {
 	}
 	fe.step(recovery.LeaderChanged{})
 	fe.refillGroup()
-}
-
-// encodeRecord is a recovery record as the state log keeps it.
-func encodeRecord(rec recovery.Checkpoint) []byte {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		panic(fmt.Sprintf("launch: encode recovery record: %v", err)) // plain data
-	}
-	return b
 }
 
 // commit puts a recovery phase in the state log; evCommitted follows.

@@ -51,8 +51,8 @@ func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 }
 
 // Resume builds and starts the successor root from the replicated state;
-// it runs until the job ended (successor.done), in a context of its own
-// that outlives the replica agent's link.
+// it runs until the job ended (successor.done) or ctx, which the replica
+// agent owns, is cancelled.
 func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) {
 	return ResumeObserved(ctx, cfg, nil)
 }
@@ -80,8 +80,10 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
 		Stdout: logf, Stderr: logf, Observe: observe,
 	}
-	sctx := context.WithoutCancel(ctx) // it outlives this agent's own link
-	sctx, stop := context.WithCancel(sctx)
+	// ctx is the successor's own: the agent that runs it cancels it and
+	// joins the root once its own link ended (launch/agent's
+	// stopSuccessor).
+	sctx, stop := context.WithCancel(ctx)
 	events := make(chan event, 256)
 	tmpl := spec.Launch
 	fe := newFrontend(roleSuccessor, opts, output.NewWriter(logf, logf, true), st.Job.ID, testHooks{}) // successors do not hold

@@ -27,13 +27,10 @@ func TestSuccessorPlannerSlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := json.Marshal(recovery.Checkpoint{Epoch: 1, Stage: recovery.StageResume, Version: 2,
+		rec := encodeRecord(recovery.Checkpoint{Epoch: 1, Stage: recovery.StageResume, Version: 2,
 			Agents: []recovery.AgentRecord{{Agent: 1, Node: "n0+n1", Incarnation: 2, Restarts: 1, Up: true}}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		fe := &frontend{opts: Options{N: 6}, ranks: make([]rankState, 6)}
-		st := &raftstore.State{Recovery: rec}
+		st := &raftstore.State{Epoch: 1, Recovery: &rec}
 		for i := range 3 {
 			fe.agents = append(fe.agents, &agentHandle{idx: i, name: fmt.Sprintf("n%d", i), ranks: []int{2 * i, 2*i + 1}, inc: 1})
 		}
