@@ -167,7 +167,7 @@ func (fe *frontend) awaitFences() {
 // lost: a newer one was decided, or this one is being replaced, or its
 // link ended before the agent finished.
 func (fe *frontend) declaredLost(a *agentHandle, inc uint64) bool {
-	return inc < a.inc || inc == a.inc && (fe.rec.Relaunching(a.idx) || a.closed && !a.done)
+	return inc < a.inc || inc == a.inc && (fe.status().Relaunching(a.idx) || a.closed && !a.done)
 }
 
 // fencedText names, for the record of a stage that starts ranks, how the

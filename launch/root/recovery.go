@@ -157,14 +157,15 @@ func (fe *frontend) feedLeader() {
 	if fe.leaderFed || fe.role != roleSuccessor {
 		return
 	}
+	st := fe.status()
 	for _, a := range fe.agents {
-		if a.rootChild && !a.adopted && !a.closed && !fe.rec.Relaunching(a.idx) {
+		if a.rootChild && !a.adopted && !a.closed && !st.Relaunching(a.idx) {
 			return // (an agent lost and being started again is not waited for)
 		}
 	}
 	fe.leaderFed = true
-	if fe.rec.Stage() != 0 {
-		fe.warnf("carrying on the recovery of epoch %d at its %s phase", fe.rec.Epoch(), fe.rec.Stage())
+	if st.Stage != 0 {
+		fe.warnf("carrying on the recovery of epoch %d at its %s phase", st.Epoch, st.Stage)
 		fe.failedAt = time.Now()
 	}
 	fe.step(recovery.LeaderChanged{})
@@ -378,7 +379,7 @@ func (fe *frontend) flushRestart() {
 	}
 	m := fe.pendingRestart
 	fe.pendingRestart = nil
-	if fe.rec.Stage() != recovery.StageRestartJob || fe.rec.Epoch() != fe.pendingEpoch {
+	if st := fe.status(); st.Stage != recovery.StageRestartJob || st.Epoch != fe.pendingEpoch {
 		return // the job is ending, or another loss took the restart over
 	}
 	fe.verbosef("recovery: every agent is up: restarting every rank")
@@ -392,7 +393,7 @@ func (fe *frontend) flushRestart() {
 func (fe *frontend) aloneOver(act recovery.AloneOver) {
 	fe.recoveries++
 	after := ms(time.Since(fe.failedAt))
-	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: encodeRecord(fe.rec.Settled()),
+	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: encodeRecord(act.Record),
 		Detail: fmt.Sprintf("rank(s) %s started again alone, %.0f ms after the failure", ranksText(act.Ranks), after)}
 	ph.Recovered = recoveredRows(act.Recovered)
 	if len(act.Ranks) == 1 {
@@ -459,7 +460,7 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 // once every live agent's is in, the recovery's end (stage) is recorded
 // and told, with the time since the failure.
 func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told string) {
-	if fe.lastAcks == nil || epoch != fe.rec.Epoch() {
+	if fe.lastAcks == nil || epoch != fe.status().Epoch {
 		return
 	}
 	fe.lastAcks[a.idx] = true
@@ -472,7 +473,7 @@ func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told st
 	// The record says the recovery is over, and keeps what a successor
 	// must know of it: the agents started again, on which node, as which
 	// incarnation (without them it would refuse their adoption).
-	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: encodeRecord(fe.rec.Settled()),
+	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: encodeRecord(fe.settled()),
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
 	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
 	fe.observe(Recovered{Epoch: epoch, Stage: stage})

@@ -232,7 +232,7 @@ func (fe *frontend) adoptOrphan(ac *adoptConn, c *agentHandle) {
 	case !c.up:
 		refuse("it is not up")
 		return
-	case fe.rec.Ending():
+	case fe.status().Ending():
 		refuse("the job is ending")
 		return
 	}

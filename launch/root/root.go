@@ -368,7 +368,7 @@ func (fe *frontend) showProgress() {
 	if !fe.launching {
 		return
 	}
-	if fe.ranksUp >= fe.opts.N || fe.rec.Failure() != nil {
+	if fe.ranksUp >= fe.opts.N || fe.status().Failure != nil {
 		fe.launching = false
 		fe.out.Push(output.Item{Progress: true})
 		return
@@ -387,10 +387,30 @@ func isTerminal(w io.Writer) bool {
 	return err == nil
 }
 
+// The root calls its planner through these four only: decide (Step:
+// events in, actions out) and three read-only views.
+
+// decide gives the planner an event and returns its actions, carried out
+// by step (or dropped, by a root that cannot carry them out any more).
+func (fe *frontend) decide(ev recovery.Event) []recovery.Action { return fe.rec.Step(ev) }
+
+// status is a snapshot of the planner's state (recovery.Status), a
+// read-only view: the root gates its own I/O on where the job stands (an
+// ending job refuses adoptions, a relaunched agent joins a suspension) and
+// shows it in the live report and the final status.
+func (fe *frontend) status() recovery.Status { return fe.rec.Status() }
+
 // ledger is the planner's rank ledger (recovery/ledger.go), a read-only
 // view: the root counts the job's end and an agent's ranks that ended
 // from it, and it does not re-derive it.
 func (fe *frontend) ledger() recovery.Ledger { return fe.rec.Ledger() }
+
+// settled is the record of the recovery carried out last
+// (recovery.Planner.Settled), a read-only view: the root commits it with
+// the recovery's end, once every agent acknowledged its last phase (which
+// the root counts, lastAck), so that a successor knows the agents
+// started again.
+func (fe *frontend) settled() recovery.Checkpoint { return fe.rec.Settled() }
 
 // endedOn counts agent a's ranks that count as ended.
 func (fe *frontend) endedOn(a *agentHandle) int {

@@ -280,7 +280,7 @@ func (fe *frontend) resumeLaunch() {
 			missing = append(missing, a.idx)
 		}
 	}
-	if len(missing) == 0 || fe.relaunch == nil || fe.rec.Ending() {
+	if len(missing) == 0 || fe.relaunch == nil || fe.status().Ending() {
 		return
 	}
 	cs, err := fe.childSpecs(missing)
@@ -315,7 +315,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 	// An agent this root started itself (resumeLaunch) has its link.
 	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
 		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil ||
-		max(ac.hello.Inc, 1) != fe.agents[idx].inc || fe.rec.Relaunching(idx) { // an incarnation declared lost
+		max(ac.hello.Inc, 1) != fe.agents[idx].inc || fe.status().Relaunching(idx) { // an incarnation declared lost
 		var a *agentHandle
 		if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
 			a = fe.agents[idx]
@@ -329,7 +329,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 			fe.refusedAdopt[idx] = max(ac.hello.Inc, 1)
 			a := fe.agents[idx]
 			fe.verbosef("refused to adopt node %s (agent %d, incarnation %d; this root has %s, incarnation %d, child of the root %v, adopted %v, lost %v)",
-				name, idx, max(ac.hello.Inc, 1), a.name, a.inc, a.rootChild, a.adopted, a.closed || fe.rec.Relaunching(idx))
+				name, idx, max(ac.hello.Inc, 1), a.name, a.inc, a.rootChild, a.adopted, a.closed || fe.status().Relaunching(idx))
 		}
 		return
 	}
