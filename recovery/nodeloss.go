@@ -405,3 +405,67 @@ func (Lost) isAction()           {}
 func (Moved) isAction()          {}
 func (MoveIgnored) isAction()    {}
 func (MoveFailed) isAction()     {}
+
+// AdoptAsked: agent Agent (incarnation Incarnation), below a child of the
+// root, asks the root to adopt it: its parent and its backup parent are
+// both lost, and the root is the last of its fallback parents. Link is how
+// the root's link to it stands.
+type AdoptAsked struct {
+	Agent       int
+	Incarnation uint64
+	Link        AgentLink
+}
+
+func (AdoptAsked) isEvent() {}
+
+// Adopt: take agent Agent as a child of the root on the link it asked on,
+// then step Reparented (to the root) once it is the root's.
+type Adopt struct {
+	Agent       int
+	Incarnation uint64
+}
+
+// RefuseAdoption: refuse agent Agent's request for adoption, for Why.
+type RefuseAdoption struct {
+	Agent       int
+	Incarnation uint64
+	Why         RefuseReason
+}
+
+func (Adopt) isAction()          {}
+func (RefuseAdoption) isAction() {}
+
+// RefuseReason is why a request for adoption is refused.
+type RefuseReason int
+
+const (
+	// RefuseNoRecovery: the job does not move agents (no launch tree, or
+	// no restart policy).
+	RefuseNoRecovery RefuseReason = iota + 1
+	// RefuseDeclaredLost: the incarnation asking was declared lost.
+	RefuseDeclaredLost
+	// RefuseNotUp: the agent is not up.
+	RefuseNotUp
+	// RefuseEnding: the job is ending.
+	RefuseEnding
+)
+
+// adoptAsked decides whether the root adopts an orphan whose last
+// fallback parent it is.
+func (p *Planner) adoptAsked(ev AdoptAsked) []Action {
+	l := ev.Link
+	why := RefuseReason(0)
+	switch {
+	case p.cfg.Tree == nil || p.cfg.Policy == None:
+		why = RefuseNoRecovery
+	case l.Closed || max(ev.Incarnation, 1) != max(l.Inc, 1):
+		why = RefuseDeclaredLost
+	case !l.Up:
+		why = RefuseNotUp
+	case p.Ending():
+		why = RefuseEnding
+	default:
+		return []Action{Adopt{Agent: ev.Agent, Incarnation: ev.Incarnation}}
+	}
+	return []Action{RefuseAdoption{Agent: ev.Agent, Incarnation: ev.Incarnation, Why: why}}
+}

@@ -283,3 +283,42 @@ func TestFenceEveryLostAgent(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", fences, want)
 	}
 }
+
+// TestOrphanAdoption: whether the root adopts an orphan that asks it, its
+// last fallback parent: only under a restart policy with a launch tree,
+// an incarnation the root holds as up and not lost, while the job is not
+// ending.
+func TestOrphanAdoption(t *testing.T) {
+	up := AgentLink{Up: true, Inc: 2, Node: "n6"}
+	for _, c := range []struct {
+		name   string
+		policy Policy
+		noTree bool
+		inc    uint64
+		link   AgentLink
+		ending bool
+		want   Action
+	}{
+		{"adopted", Rank, false, 2, up, false, Adopt{Agent: 6, Incarnation: 2}},
+		{"no restart policy", None, false, 2, up, false, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNoRecovery}},
+		{"no tree", Job, true, 2, up, false, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNoRecovery}},
+		{"an older incarnation", Rank, false, 1, up, false, RefuseAdoption{Agent: 6, Incarnation: 1, Why: RefuseDeclaredLost}},
+		{"its link closed", Rank, false, 2, AgentLink{Up: true, Closed: true, Inc: 2}, false, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseDeclaredLost}},
+		{"not up", Rank, false, 2, AgentLink{Inc: 2}, false, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNotUp}},
+		{"the job ends", Rank, false, 2, up, true, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseEnding}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := lossPlanner(t, c.policy)
+			if c.noTree {
+				p.cfg.Tree = nil
+			}
+			if c.ending {
+				p.Step(TimedOut{Limit: time.Second})
+			}
+			acts := p.Step(AdoptAsked{Agent: 6, Incarnation: c.inc, Link: c.link})
+			if len(acts) != 1 || !reflect.DeepEqual(acts[0], c.want) {
+				t.Errorf("actions %v, want %v", acts, c.want)
+			}
+		})
+	}
+}

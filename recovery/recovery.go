@@ -168,6 +168,10 @@ type Config struct {
 	// orphan that missed the root's word sees its parent's link fall
 	// silent) and a margin.
 	OrphanWait time.Duration
+	// SelfFence are the bounds of the agents' self-fence (fence.go): a
+	// fence that has not reached its node counts as the node's own once
+	// they passed.
+	SelfFence SelfFence
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -313,6 +317,10 @@ func (p *Planner) Step(ev Event) []Action {
 		return nil
 	case FenceDone:
 		return p.fenceDone(ev)
+	case FenceBegan:
+		return p.fenceBegan(ev)
+	case SelfFenceDue:
+		return p.selfFenceDue(ev)
 	case RankStarted:
 		p.started(ev)
 		return p.rankStarted(ev)
@@ -329,6 +337,8 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.orphansDue(ev)
 	case Reparented:
 		return p.reparented(ev)
+	case AdoptAsked:
+		return p.adoptAsked(ev)
 	case Committed, Suspended, Respawned, Patched, Resumed, Restarted, Expired, LeaderChanged:
 		return p.restartStep(ev)
 	}

@@ -71,8 +71,10 @@ func (fe *frontend) checkStranded() {
 
 // step gives the failure planner an event and carries out what it
 // decides, in order.
-func (fe *frontend) step(ev recovery.Event) {
-	acts := fe.decide(ev)
+func (fe *frontend) step(ev recovery.Event) { fe.carryOut(fe.decide(ev)) }
+
+// carryOut carries out the planner's actions, in order.
+func (fe *frontend) carryOut(acts []recovery.Action) {
 	for _, act := range acts {
 		switch act := act.(type) {
 		case recovery.Record:

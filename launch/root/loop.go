@@ -315,6 +315,8 @@ func (fe *frontend) handle(ev event) {
 		fe.step(recovery.OrphansDue{Loss: ev.loss, Agents: fe.links()})
 	case evPlanner:
 		fe.step(ev.ev)
+	case evTreeCommitted:
+		fe.treeCommitted(ev)
 	default:
 		panic(fmt.Sprintf("launch: root event %T not handled", ev))
 	}

@@ -28,6 +28,9 @@ type evCommitted struct {
 	epoch uint64
 	stage recovery.Stage
 	err   error
+	// tree is the last tree change recorded before the phase: committed
+	// with it (the state log commits in order), and told first.
+	tree uint64
 }
 
 // evExpired: the bound armed for a recovery phase passed.
@@ -46,7 +49,7 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
 		RankAgent: make([]int, fe.opts.N), Spares: fe.opts.Spares,
 		Nodes: make([]string, len(fe.agents)), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
-		OrphanWait: fe.orphanWait(),
+		OrphanWait: fe.orphanWait(), SelfFence: fe.selfFence(),
 	}
 	if fe.tree {
 		cfg.Tree = fe.topo
@@ -226,6 +229,7 @@ func (fe *frontend) commit(act recovery.Commit) {
 	fe.recoveryAt = time.Now()
 	fe.releaseJournal()
 	done := make(chan error, 1)
+	tree := fe.treeSeq
 	fe.journal.Commit(ph, done)
 	fe.goFunc(func() {
 		var err error
@@ -235,7 +239,7 @@ func (fe *frontend) commit(act recovery.Commit) {
 			return
 		}
 		select {
-		case fe.events <- evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err}:
+		case fe.events <- evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err, tree: tree}:
 		case <-fe.ctx.Done():
 		}
 	})
@@ -256,8 +260,14 @@ const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 // were lost on its way (terminateOverdue). Read once, by Run.
 const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
 
-// committed takes a phase's commit.
+// committed takes a phase's commit. The tree changes recorded before it
+// are committed with it: the agents are told of them first, so that what
+// the phase sends finds them in their new places (a moved agent gets the
+// collective answers it missed before a Suspend abandons them: moved).
 func (fe *frontend) committed(ev evCommitted) {
+	if ev.err == nil {
+		fe.treeCommitted(evTreeCommitted{seq: ev.tree})
+	}
 	if fe.hooks.holdAt != "" && ev.err == nil && ev.stage.String() == fe.hooks.holdAt {
 		fe.warnf("test hook: holding the recovery at its committed %s phase (%s)", ev.stage, holdEnv)
 		return
@@ -350,6 +360,11 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		}
 		fe.verbosef("recovery: fencing node %s (incarnation %d), which the lost root had not seen fenced", act.Node, act.Incarnation)
 		fe.fenceNode(act.Agent, act.Node, act.Incarnation)
+	case recovery.AwaitSelfFence:
+		fe.awaitSelfFence(act)
+	case recovery.SelfFenced:
+		fe.verbosef("the fence of node %s (incarnation %d) has not reached it, which has been silent for %v: its agent killed its ranks itself",
+			act.Node, act.Incarnation, act.Silence)
 	case recovery.AloneOver:
 		fe.aloneOver(act)
 	default:

@@ -124,6 +124,10 @@ type launchState struct {
 	mapping      string                   // PMI_process_mapping
 	stage        *stagedProgram
 	backupsUp    map[int]int // agents whose standby link to a backup parent came up: the backup's index
+	// treeSeq numbers the tree changes (commitTree); treeTells are those
+	// not committed yet, in order.
+	treeSeq   uint64
+	treeTells []treeTell
 	// gossip is the front-end's member of the job's gossip cluster and
 	// gossipSpec how agents join it (gossip.go; nil: none).
 	gossip       *membership.Member
@@ -135,6 +139,9 @@ type launchState struct {
 	// way to reach nodes); fencing holds the fences under way.
 	fence   fenceFunc
 	fencing []chan struct{}
+	// fenceReached are the fences being begun, each with what closes once
+	// it reached its node (for the planner's AwaitSelfFence).
+	fenceReached map[fenceKey]<-chan struct{}
 }
 
 // groupState is the root's replica group and the job's state log.
@@ -232,6 +239,18 @@ type agentHandle struct {
 	upAt    time.Duration // when the front-end activated it
 	specAt  time.Duration // when its job was sent
 	ranksAt time.Duration // when its ranks were reported running
+
+	// awaits is the tree change that moved it and is not committed yet
+	// (commitTree; 0: none): what the root sends it meanwhile is held
+	// (held), and goes once the change is told.
+	awaits uint64
+	held   []heldMsg
+}
+
+// heldMsg is a message for an agent held until its move is committed.
+type heldMsg struct {
+	typ uint8
+	p   []byte
 }
 
 // send writes a message for the agent: on its link, or routed through the
@@ -240,6 +259,27 @@ func (a *agentHandle) send(typ uint8, p []byte) error {
 	if a.via == nil {
 		return errors.New("agent not connected")
 	}
+	if a.awaits != 0 {
+		a.held = append(a.held, heldMsg{typ, p})
+		return nil
+	}
+	return a.write(typ, p)
+}
+
+// flush sends what was held for the agent while its move was committed.
+func (a *agentHandle) flush() {
+	if a.awaits != 0 {
+		return
+	}
+	held := a.held
+	a.held = nil
+	for _, m := range held {
+		_ = a.write(m.typ, m.p)
+	}
+}
+
+// write writes a message for the agent, on its link or routed.
+func (a *agentHandle) write(typ uint8, p []byte) error {
 	if a.rootChild {
 		return a.via.Send(typ, p)
 	}
