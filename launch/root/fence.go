@@ -180,13 +180,6 @@ func (fe *frontend) awaitFences() {
 	fe.fencing = nil
 }
 
-// declaredLost reports whether incarnation inc of agent a was declared
-// lost: a newer one was decided, or this one is being replaced, or its
-// link ended before the agent finished.
-func (fe *frontend) declaredLost(a *agentHandle, inc uint64) bool {
-	return inc < a.inc || inc == a.inc && (fe.status().Relaunching(a.idx) || a.closed && !a.done)
-}
-
 // fencedText names, for the record of a stage that starts ranks, how the
 // fence of each agent incarnation it replaces was confirmed
 // ("; fenced: node5 self-fenced, node2 fenced"; journal.RecoveryStep's

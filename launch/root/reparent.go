@@ -286,27 +286,8 @@ func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 	}
 }
 
-// adoptOrphan asks the planner whether the root takes agent c, below a
-// child of the root, as a child of the root: its parent and its backup
-// parent are both lost, and the root is the last of its fallback parents
-// (sendFallbacks). It carries out the answer on the link c asked on.
-func (fe *frontend) adoptOrphan(ac *adoptConn, c *agentHandle) {
-	inc := max(ac.hello.Inc, 1)
-	for _, act := range fe.decide(recovery.AdoptAsked{Agent: c.idx, Incarnation: inc, Link: c.linkState()}) {
-		switch act := act.(type) {
-		case recovery.Adopt:
-			fe.adoptAsOrphan(ac, c, inc)
-		case recovery.RefuseAdoption:
-			ac.refuse(fe, c)
-			fe.verbosef("recovery: refused to adopt node %s (incarnation %d): %s", c.name, inc, refuseWords[act.Why])
-		default:
-			fe.carryOut([]recovery.Action{act})
-		}
-	}
-}
-
-// refuseWords are the planner's reasons to refuse an adoption, in the
-// user's words.
+// refuseWords are the planner's reasons to refuse an orphan's adoption,
+// in the user's words.
 var refuseWords = map[recovery.RefuseReason]string{
 	recovery.RefuseNoRecovery:   "the job does not recover from lost agents",
 	recovery.RefuseDeclaredLost: "it was declared lost",
@@ -314,8 +295,10 @@ var refuseWords = map[recovery.RefuseReason]string{
 	recovery.RefuseEnding:       "the job is ending",
 }
 
-// adoptAsOrphan carries out the planner's Adopt: c's link is the root's now, and
-// the planner commits the new edge (Reparented).
+// adoptAsOrphan carries out the planner's Adopt of an orphan (an agent
+// below a child of the root whose parent and backup parent are both lost:
+// the root is the last of its fallback parents, sendFallbacks): c's link
+// is the root's now, and the planner commits the new edge (Reparented).
 func (fe *frontend) adoptAsOrphan(ac *adoptConn, c *agentHandle, inc uint64) {
 	if err := wire.WriteFrame(ac.conn, proto.MAdopted, nil); err != nil {
 		ac.conn.Close()
