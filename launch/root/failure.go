@@ -83,10 +83,10 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 			if rank == recovery.NoRank {
 				rank = raftstore.NoRank
 			}
-			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: act.Msg})
+			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: reasonWords(act.Why)})
 		case recovery.Report:
 			fe.showProgress() // clears the launch line
-			fe.warnf("%s", act.Msg)
+			fe.warnf("%s", reasonWords(act.Why))
 		case recovery.Terminate:
 			fe.terminate()
 		default:

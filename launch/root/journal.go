@@ -78,7 +78,7 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	fe.journalDone = true
 	msg, code := "success", fe.exitCode
 	if f := fe.status().Failure; f != nil {
-		msg, code = f.Msg, f.Code
+		msg, code = reasonWords(f.Why), f.Code
 	}
 	began := time.Now()
 	done := make(chan struct{})

@@ -43,7 +43,7 @@ func (fe *frontend) live() journal.Live {
 	}
 	status := fe.status()
 	if f := status.Failure; f != nil {
-		l.Failure = f.Msg
+		l.Failure = reasonWords(f.Why)
 	}
 	l.Recoveries = fe.recoveries
 	l.ReplicasJoined = fe.joinedReplicas
