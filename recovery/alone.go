@@ -73,7 +73,9 @@ func (p *Planner) aloneOver() []Action {
 	slices.Sort(ranks)
 	p.alone = nil
 	p.phase, p.rc = Running, nil
-	return []Action{AloneOver{Epoch: p.epoch, Ranks: ranks, Recovered: p.settleOwed()}}
+	over := AloneOver{Epoch: p.epoch, Ranks: ranks, Recovered: p.settleOwed()}
+	over.Record = p.Settled()
+	return []Action{over}
 }
 
 // ProtocolOpened: a rank opened ftlaunch's rank protocol (the client
@@ -105,6 +107,9 @@ type AloneOver struct {
 	// Recovered are the ranks started again (the ledger's, ledger.go),
 	// for the record.
 	Recovered []RankInc
+	// Record is the recovery's record once over (Settled), for the state
+	// log.
+	Record Checkpoint
 }
 
 func (AloneOver) isAction() {}

@@ -79,3 +79,74 @@ func (s SelfFence) SelfFenceAt(declared time.Time, covered time.Duration, began 
 	}
 	return at
 }
+
+// The self-fence's timer, decided here and armed by the root: when the
+// root begins a fence from outside (FenceBegan, with what its detection
+// saw of the node's silence), the planner says when the fence counts as
+// the node's own if it has not reached the node by then (AwaitSelfFence:
+// SelfFenceAt). The root's timer tells it that time passed without the
+// fence reaching the node (SelfFenceDue), and the planner takes the fence
+// as confirmed, self-fenced (SelfFenced, then what FenceDone does).
+
+// FenceBegan: the root began fencing incarnations up to Incarnation of
+// agent Agent on Node at Began; the incarnation was declared lost at
+// Declared after a silence of Covered (0: not known) as the root's
+// detection saw it.
+type FenceBegan struct {
+	Agent       int
+	Node        string
+	Incarnation uint64
+	Declared    time.Time
+	Covered     time.Duration
+	Began       time.Time
+}
+
+// SelfFenceDue: the time AwaitSelfFence named passed and the fence had
+// not reached its node.
+type SelfFenceDue struct {
+	Agent       int
+	Node        string
+	Incarnation uint64
+}
+
+func (FenceBegan) isEvent()   {}
+func (SelfFenceDue) isEvent() {}
+
+// AwaitSelfFence: if the fence of Agent's incarnations up to Incarnation
+// on Node has not reached the node by At, step SelfFenceDue then.
+type AwaitSelfFence struct {
+	Agent       int
+	Node        string
+	Incarnation uint64
+	At          time.Time
+}
+
+// SelfFenced: the fence of Node (incarnations up to Incarnation) did not
+// reach it, which has been silent for Silence (the self-fence bound): its
+// agent killed its ranks itself, and the fence counts as confirmed.
+type SelfFenced struct {
+	Agent       int
+	Node        string
+	Incarnation uint64
+	Silence     time.Duration
+}
+
+func (AwaitSelfFence) isAction() {}
+func (SelfFenced) isAction()     {}
+
+// fenceBegan decides when a fence that has not reached its node counts as
+// the node's own.
+func (p *Planner) fenceBegan(ev FenceBegan) []Action {
+	at := p.cfg.SelfFence.SelfFenceAt(ev.Declared, ev.Covered, ev.Began)
+	return []Action{AwaitSelfFence{Agent: ev.Agent, Node: ev.Node, Incarnation: ev.Incarnation, At: at}}
+}
+
+// selfFenceDue confirms a fence that has not reached its node in time as
+// its node's own, unless it was confirmed already.
+func (p *Planner) selfFenceDue(ev SelfFenceDue) []Action {
+	if ev.Agent < 0 || ev.Agent >= len(p.agents) || p.agents[ev.Agent].fenced[ev.Node] >= ev.Incarnation {
+		return nil
+	}
+	acts := []Action{SelfFenced{Agent: ev.Agent, Node: ev.Node, Incarnation: ev.Incarnation, Silence: p.cfg.SelfFence.Root()}}
+	return append(acts, p.fenceDone(FenceDone{Agent: ev.Agent, Node: ev.Node, Incarnation: ev.Incarnation, How: FenceSelf})...)
+}

@@ -1,6 +1,8 @@
 package recovery
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -83,5 +85,63 @@ func TestFenceHowRecorded(t *testing.T) {
 		q := New(cfg)
 		q.Restore(rec)
 		check("a new leader's", q.agentRecords())
+	}
+}
+
+// TestFenceSelfTimer: the planner decides when a fence from outside that
+// has not reached its node counts as the node's own (FenceBegan →
+// AwaitSelfFence at SelfFenceAt), and takes the root's word that the
+// time passed unreached (SelfFenceDue) as the fence's confirmation,
+// self-fenced, which lets the stage that starts ranks go on; a fence
+// confirmed already is not confirmed again.
+func TestFenceSelfTimer(t *testing.T) {
+	sf := SelfFence{Ping: 250 * time.Millisecond, Confirm: 2 * time.Second}
+	t0 := time.Unix(1000, 0)
+	for _, c := range []struct {
+		name      string
+		confirmed bool // the fence reached the node and ended first
+		want      []string
+	}{
+		{"unreached: self-fenced, ranks start", false, []string{"SelfFenced", "Commit"}},
+		{"confirmed already: nothing", true, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second,
+				TableReady: true, Spares: []string{"s0"}, SelfFence: sf})
+			p.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "silent", Silent: true})
+			p.Step(Committed{Epoch: 1, Stage: StageSuspend})
+			p.Step(Suspended{Agent: 0, Epoch: 1})
+			p.Step(Committed{Epoch: 1, Stage: StageRelaunch})
+			p.Step(Relaunched{Agent: 1, Incarnation: 2})
+			acts := p.Step(FenceBegan{Agent: 1, Node: "n1", Incarnation: 1, Declared: t0, Covered: 2300 * time.Millisecond, Began: t0})
+			want := AwaitSelfFence{Agent: 1, Node: "n1", Incarnation: 1, At: t0.Add(FenceGrace)}
+			if len(acts) != 1 || acts[0] != want {
+				t.Fatalf("FenceBegan: %v, want %v", acts, want)
+			}
+			if c.confirmed {
+				if acts := p.Step(FenceDone{Agent: 1, Node: "n1", Incarnation: 1, How: FenceKilled}); len(acts) != 1 {
+					t.Fatalf("the fence's end: %v, want the stage that starts ranks", acts)
+				}
+			}
+			acts = p.Step(SelfFenceDue{Agent: 1, Node: "n1", Incarnation: 1})
+			var got []string
+			for _, a := range acts {
+				got = append(got, fmt.Sprintf("%T", a)[len("recovery."):])
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("SelfFenceDue: %v, want %v", acts, c.want)
+			}
+			if c.confirmed {
+				return
+			}
+			if sfd := acts[0].(SelfFenced); sfd.Silence != sf.Root() || sfd.Node != "n1" {
+				t.Errorf("SelfFenced %+v, want n1 silent for %v", sfd, sf.Root())
+			}
+			if rec := acts[1].(Commit).Rec; rec.Stage != StageRespawn || !slices.ContainsFunc(rec.Agents, func(ar AgentRecord) bool {
+				return ar.Agent == 1 && slices.Contains(ar.Fenced, FenceRecord{Node: "n1", Incarnation: 1, How: FenceSelf})
+			}) {
+				t.Errorf("record %+v: want the respawn, n1 self-fenced", rec)
+			}
+		})
 	}
 }

@@ -32,13 +32,16 @@ func TestSupportMatrix(t *testing.T) {
 		{name: "client library before its table", setup: ProtocolOpened{Rank: 0, Node: "n0"}},
 	}
 	failures := []struct {
-		name    string
-		inject  func(w *world)
-		none    string // the line under policy None
-		noSpare bool
+		name   string
+		inject func(w *world)
+		none   string // the line under policy None (of a rank's end: how it ended)
+		// noneKind is the reason's kind under policy None (0: the
+		// planner's own words).
+		noneKind ReasonKind
+		noSpare  bool
 	}{
-		{name: "rank exit", inject: func(w *world) { w.exit(1, 3) }, none: "rank 1 on node n exited with code 3"},
-		{name: "rank signal", inject: func(w *world) { w.kill(1) }, none: "rank 1 on node n was killed by signal 9"},
+		{name: "rank exit", inject: func(w *world) { w.exit(1, 3) }, none: "exited with code 3", noneKind: ReasonRankEnded},
+		{name: "rank signal", inject: func(w *world) { w.kill(1) }, none: "was killed by signal 9", noneKind: ReasonRankEnded},
 		{name: "agent SIGKILL", inject: func(w *world) { w.loseAgent(1) }, none: "lost the agent of node n1: EOF"},
 		// An interior agent lost with the agent below it that could not
 		// move to its backup parent: one turn of the root.
@@ -96,7 +99,11 @@ func TestSupportMatrix(t *testing.T) {
 								code = 137
 							}
 						case policy == Rank && prog.name == "MPI":
-							want, code = "rank 0 on node n0 speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job", ExitUsage
+							want, code = "", ExitUsage
+							if fail == nil || fail.Why != (Reason{Kind: ReasonPMIUnderRank, Rank: 0, Node: "n0"}) || fail.Code != code || !w.ended {
+								w.fatalf("seed %d: failure %+v, want rank 0 on n0 speaking PMI-1 under --restart rank, code %d", seed, fail, code)
+							}
+							return
 						case policy == Rank && prog.name == "client library before its table":
 							want = "before every rank held the node table; its program opened ftlaunch's rank protocol (the client library), whose ranks are replaced under --restart rank only once that table exists (every rank called Publish): the job ends"
 							if strings.HasPrefix(f.name, "rank exit") {
@@ -106,7 +113,7 @@ func TestSupportMatrix(t *testing.T) {
 							}
 						}
 						if want != "" {
-							if fail == nil || !strings.Contains(fail.Msg, want) || fail.Code != code || !w.ended {
+							if fail == nil || !strings.Contains(fail.Why.Text, want) || policy == None && fail.Why.Kind != f.noneKind || fail.Code != code || !w.ended {
 								w.fatalf("seed %d: failure %+v, want %q with code %d", seed, fail, want, code)
 							}
 							return
@@ -171,11 +178,11 @@ func TestRankAloneOrderOfActions(t *testing.T) {
 			case AloneOver:
 				over = a
 			case Record:
-				if _, ok := tc.ev.(RankExited); ok && a.Msg != "rank 1 on node n0 was killed by signal 9 (killed); starting it again alone as incarnation 2 (restart 1 of 3): its program never opened ftlaunch's rank protocol, no other rank is stopped" {
-					t.Fatalf("record %q", a.Msg)
+				if _, ok := tc.ev.(RankExited); ok && a.Why.Text != "rank 1 on node n0 was killed by signal 9 (killed); starting it again alone as incarnation 2 (restart 1 of 3): its program never opened ftlaunch's rank protocol, no other rank is stopped" {
+					t.Fatalf("record %q", a.Why.Text)
 				}
-				if _, ok := tc.ev.(AgentLost); ok && a.Msg != "lost the agent of node n1: EOF; starting its agent again as incarnation 2 (restart 1 of 3), then its rank(s) 2, 3 alone as their next incarnation: their program never opened ftlaunch's rank protocol, no other rank is stopped" {
-					t.Fatalf("record %q", a.Msg)
+				if _, ok := tc.ev.(AgentLost); ok && a.Why.Text != "lost the agent of node n1: EOF; starting its agent again as incarnation 2 (restart 1 of 3), then its rank(s) 2, 3 alone as their next incarnation: their program never opened ftlaunch's rank protocol, no other rank is stopped" {
+					t.Fatalf("record %q", a.Why.Text)
 				}
 			case Commit:
 				if !a.Rec.Alone {
@@ -190,7 +197,7 @@ func TestRankAloneOrderOfActions(t *testing.T) {
 	// Past --max-restarts it ends as for any rank.
 	p2 := New(Config{Policy: Rank, Ranks: 1, Agents: 1, RankAgent: []int{0}, MaxRestarts: 0, AckTimeout: time.Second})
 	p2.Step(RankExited{Rank: 0, Incarnation: 1, Node: "n0", Code: 4})
-	if f := p2.Failure(); f == nil || f.Code != 4 || !strings.Contains(f.Msg, "it was restarted 0 time(s) (--max-restarts 0)") {
+	if f := p2.Failure(); f == nil || f.Code != 4 || !strings.Contains(f.Why.Text, "it was restarted 0 time(s) (--max-restarts 0)") {
 		t.Fatalf("failure %+v", f)
 	}
 }
@@ -259,7 +266,7 @@ func TestFenceBeforeRestart(t *testing.T) {
 		}
 		// Expired while the fence is awaited names it.
 		p.Step(Expired{Epoch: 1, Stage: StageRelaunch})
-		if f := p.Failure(); f == nil || !strings.Contains(f.Msg, "no answer within 1s from the fence of node n1 (incarnation 1)") {
+		if f := p.Failure(); f == nil || !strings.Contains(f.Why.Text, "no answer within 1s from the fence of node n1 (incarnation 1)") {
 			t.Fatalf("%v: failure %+v", policy, f)
 		}
 	}
@@ -306,8 +313,8 @@ func TestJobWithoutTable(t *testing.T) {
 	} {
 		acts := step(t, p, tc.ev, tc.want)
 		for _, a := range acts {
-			if r, ok := a.(Record); ok && tc.ev.(AgentLost).Agent == 1 && !strings.Contains(r.Msg, "on spare node s0 as incarnation 2 (restart 1 of 1), then restarting the job (restart 1 of 1, decided already)") {
-				t.Fatalf("record %q", r.Msg)
+			if r, ok := a.(Record); ok && tc.ev.(AgentLost).Agent == 1 && !strings.Contains(r.Why.Text, "on spare node s0 as incarnation 2 (restart 1 of 1), then restarting the job (restart 1 of 1, decided already)") {
+				t.Fatalf("record %q", r.Why.Text)
 			}
 			if r, ok := a.(Relaunch); ok && r.Agent == 1 && r.Node != "s0" {
 				t.Fatalf("relaunch %+v", r)
@@ -372,8 +379,8 @@ func TestAloneAndJobRandom(t *testing.T) {
 		if f := w.p.Failure(); f != nil {
 			// Only a node with nowhere to go ends such a job: every
 			// survivor went silent too.
-			if !strings.Contains(f.Msg, "no surviving node is left") {
-				w.fatalf("seed %d: the job ended: %s", seed, f.Msg)
+			if !strings.Contains(f.Why.Text, "no surviving node is left") {
+				w.fatalf("seed %d: the job ended: %s", seed, f.Why.Text)
 			}
 			continue
 		}

@@ -405,3 +405,101 @@ func (Lost) isAction()           {}
 func (Moved) isAction()          {}
 func (MoveIgnored) isAction()    {}
 func (MoveFailed) isAction()     {}
+
+// AdoptAsked: agent Agent (incarnation Incarnation) asks the root to adopt
+// it. Either it is a child of the root (RootChild) asking a successor root
+// to take it over from the lost one, or it is below a child of the root
+// and its parent and its backup parent are both lost: the root is the last
+// of its fallback parents. Link is how the root's link to it stands;
+// Known: the agent is one of the job's, by the name its credentials give;
+// Adopted: a successor adopted it already; Linked: the root holds a link
+// to it already (a successor started it).
+type AdoptAsked struct {
+	Agent       int
+	Incarnation uint64
+	Link        AgentLink
+	Known       bool
+	RootChild   bool
+	Adopted     bool
+	Linked      bool
+}
+
+func (AdoptAsked) isEvent() {}
+
+// Adopt: take agent Agent as a child of the root on the link it asked on.
+// Orphan: it moves below the root (the root steps Reparented once it is
+// the root's); else it is a child of the lost root that a successor takes
+// over.
+type Adopt struct {
+	Agent       int
+	Incarnation uint64
+	Orphan      bool
+}
+
+// RefuseAdoption: refuse agent Agent's request for adoption, for Why;
+// Fenced: the incarnation asking was declared lost, and is told so (it
+// kills its ranks).
+type RefuseAdoption struct {
+	Agent       int
+	Incarnation uint64
+	Why         RefuseReason
+	Fenced      bool
+}
+
+func (Adopt) isAction()          {}
+func (RefuseAdoption) isAction() {}
+
+// RefuseReason is why a request for adoption is refused.
+type RefuseReason int
+
+const (
+	// RefuseNoRecovery: the job does not move agents (no launch tree, or
+	// no restart policy).
+	RefuseNoRecovery RefuseReason = iota + 1
+	// RefuseDeclaredLost: the incarnation asking was declared lost.
+	RefuseDeclaredLost
+	// RefuseNotUp: the agent is not up.
+	RefuseNotUp
+	// RefuseEnding: the job is ending.
+	RefuseEnding
+	// RefuseUnknown: no agent of the job by that index and name.
+	RefuseUnknown
+	// RefuseTaken: a child of the root a successor adopted already, or
+	// holds a link to, or an incarnation of it declared lost or being
+	// replaced: one adoption per agent incarnation.
+	RefuseTaken
+)
+
+// adoptAsked decides whether the root adopts an agent that asks it: a
+// child of the lost root, or an orphan whose last fallback parent it is.
+func (p *Planner) adoptAsked(ev AdoptAsked) []Action {
+	l := ev.Link
+	inc := max(ev.Incarnation, 1)
+	refuse := func(why RefuseReason) []Action {
+		lost := ev.Known && (inc < max(l.Inc, 1) || inc == max(l.Inc, 1) && (p.Relaunching(ev.Agent) || l.Closed && !l.Done))
+		return []Action{RefuseAdoption{Agent: ev.Agent, Incarnation: ev.Incarnation, Why: why, Fenced: lost}}
+	}
+	switch {
+	case !ev.Known:
+		return refuse(RefuseUnknown)
+	case ev.RootChild:
+		if l.Closed || ev.Adopted || ev.Linked || inc != max(l.Inc, 1) || p.Relaunching(ev.Agent) {
+			return refuse(RefuseTaken)
+		}
+		return []Action{Adopt{Agent: ev.Agent, Incarnation: ev.Incarnation}}
+	}
+	why := RefuseReason(0)
+	switch {
+	case p.cfg.Tree == nil || p.cfg.Policy == None:
+		why = RefuseNoRecovery
+	case l.Closed || max(ev.Incarnation, 1) != max(l.Inc, 1):
+		why = RefuseDeclaredLost
+	case !l.Up:
+		why = RefuseNotUp
+	case p.Ending():
+		why = RefuseEnding
+	default:
+		return []Action{Adopt{Agent: ev.Agent, Incarnation: ev.Incarnation, Orphan: true}}
+	}
+	return refuse(why)
+}

@@ -283,3 +283,63 @@ func TestFenceEveryLostAgent(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", fences, want)
 	}
 }
+
+// TestOrphanAdoption: whether the root adopts an agent that asks it. An
+// orphan (its parent and backup lost: the root is its last fallback
+// parent) only under a restart policy with a launch tree, an incarnation
+// the root holds as up and not lost, while the job is not ending; a child
+// of a lost root by a successor once per incarnation, not one being
+// replaced. A refused incarnation declared lost is told so (Fenced).
+func TestOrphanAdoption(t *testing.T) {
+	up := AgentLink{Up: true, Inc: 2, Node: "n6"}
+	orphan := AdoptAsked{Agent: 6, Incarnation: 2, Link: up, Known: true}
+	with := func(ev AdoptAsked, f func(*AdoptAsked)) AdoptAsked { f(&ev); return ev }
+	for _, c := range []struct {
+		name   string
+		policy Policy
+		noTree bool
+		ending bool
+		ev     AdoptAsked
+		want   Action
+	}{
+		{"orphan adopted", Rank, false, false, orphan, Adopt{Agent: 6, Incarnation: 2, Orphan: true}},
+		{"orphan, no restart policy", None, false, false, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNoRecovery}},
+		{"orphan, no tree", Job, true, false, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNoRecovery}},
+		{"orphan, an older incarnation", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Incarnation = 1 }),
+			RefuseAdoption{Agent: 6, Incarnation: 1, Why: RefuseDeclaredLost, Fenced: true}},
+		{"orphan, its link closed", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Link.Closed = true }),
+			RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseDeclaredLost, Fenced: true}},
+		{"orphan, not up", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Link = AgentLink{Inc: 2} }),
+			RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNotUp}},
+		{"orphan, the job ends", Rank, false, true, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseEnding}},
+		{"not one of the job's", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Known = false }),
+			RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseUnknown}},
+		{"child of the lost root", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild = 1, true }),
+			Adopt{Agent: 1, Incarnation: 2}},
+		{"child of the lost root, adopted already", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild, e.Adopted = 1, true, true }),
+			RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken}},
+		{"child of the lost root, started by the successor", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild, e.Linked = 1, true, true }),
+			RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken}},
+		{"child of the lost root, an older incarnation", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild, e.Incarnation = 1, true, 1 }),
+			RefuseAdoption{Agent: 1, Incarnation: 1, Why: RefuseTaken, Fenced: true}},
+		{"child of the lost root, its link closed", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild, e.Link.Closed = 1, true, true }),
+			RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken, Fenced: true}},
+		{"child of the lost root, done", Rank, false, false, with(orphan, func(e *AdoptAsked) {
+			e.Agent, e.RootChild, e.Link.Closed, e.Link.Done = 1, true, true, true
+		}), RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := lossPlanner(t, c.policy)
+			if c.noTree {
+				p.cfg.Tree = nil
+			}
+			if c.ending {
+				p.Step(TimedOut{Limit: time.Second})
+			}
+			acts := p.Step(c.ev)
+			if len(acts) != 1 || !reflect.DeepEqual(acts[0], c.want) {
+				t.Errorf("actions %v, want %v", acts, c.want)
+			}
+		})
+	}
+}

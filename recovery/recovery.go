@@ -108,7 +108,7 @@ func (p Phase) String() string {
 // Failure is the failure that ended the job.
 type Failure struct {
 	Code int    // the job's exit code
-	Msg  string // what the user is told, naming the cause
+	Why  Reason // its cause, which the user is told
 }
 
 // Config sets a planner up.
@@ -168,6 +168,10 @@ type Config struct {
 	// orphan that missed the root's word sees its parent's link fall
 	// silent) and a margin.
 	OrphanWait time.Duration
+	// SelfFence are the bounds of the agents' self-fence (fence.go): a
+	// fence that has not reached its node counts as the node's own once
+	// they passed.
+	SelfFence SelfFence
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -261,13 +265,9 @@ func (p *Planner) Step(ev Event) []Action {
 			code = 1
 		}
 		if ev.Failed {
-			return p.endFor(ev.Node, ev.Rank, code, fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Msg))
+			return p.endFor(ev.Node, ev.Rank, code, Reason{Kind: ReasonRankBroke, Rank: ev.Rank, Node: ev.Node, Text: ev.Msg})
 		}
-		msg := ev.Msg
-		if msg != "" {
-			msg = ": " + msg
-		}
-		return p.endFor(ev.Node, ev.Rank, code, fmt.Sprintf("rank %d on node %s called Abort(%d)%s", ev.Rank, ev.Node, ev.Code, msg))
+		return p.endFor(ev.Node, ev.Rank, code, Reason{Kind: ReasonRankAbort, Rank: ev.Rank, Node: ev.Node, Code: ev.Code, Text: ev.Msg})
 	case AgentLost:
 		acts := p.agentLost(ev)
 		p.reviveRelaunched(ev.Agent)
@@ -281,27 +281,27 @@ func (p *Planner) Step(ev Event) []Action {
 		if p.phase == Ending || p.phase == Over {
 			return nil // the job is ending: agents not started yet are not needed
 		}
-		return p.endFor(ev.Node, NoRank, ExitLauncher, ev.Msg)
+		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonLaunch, Rank: NoRank, Node: ev.Node, Text: ev.Msg})
 	case LaunchError:
-		return p.endFor(ev.Node, NoRank, ExitLauncher, ev.Msg)
+		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonLaunch, Rank: NoRank, Node: ev.Node, Text: ev.Msg})
 	case ProtocolError:
-		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: %s", ev.Node, ev.Err))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonProtocol, Rank: NoRank, Node: ev.Node, Text: ev.Err})
 	case CollectiveMismatch:
-		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("collective %d: node %s called %s while others called %s", ev.Seq, ev.Node, ev.Op, ev.Want))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonMismatch, Rank: NoRank, Node: ev.Node, Seq: ev.Seq, Op: ev.Op, Want: ev.Want})
 	case Stranded:
 		if p.phase != Running || p.lossPending(ev.Agent) {
 			// Ending, or ranks are being replaced; or the node's agent
 			// was lost and its ranks' end is not final.
 			return nil
 		}
-		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", ev.Node, ev.Seq, ev.Op))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonStranded, Rank: NoRank, Node: ev.Node, Seq: ev.Seq, Op: ev.Op})
 	case TimedOut:
-		return p.endJob(ExitTimeout, fmt.Sprintf("the job exceeded --timeout %v; terminating it", ev.Limit))
+		return p.endJob(ExitTimeout, Reason{Kind: ReasonTimeout, Rank: NoRank, Limit: ev.Limit})
 	case Signaled:
 		if p.phase == Over {
 			return nil // every rank ended: the job's end stands
 		}
-		return p.endJob(128+ev.Signal, ev.Msg)
+		return p.endJob(128+ev.Signal, Reason{Kind: ReasonSignal, Rank: NoRank, Signal: ev.Signal, Text: ev.Msg})
 	case Finished:
 		p.phase, p.rc = Over, nil
 		return nil
@@ -313,12 +313,16 @@ func (p *Planner) Step(ev Event) []Action {
 		return nil
 	case FenceDone:
 		return p.fenceDone(ev)
+	case FenceBegan:
+		return p.fenceBegan(ev)
+	case SelfFenceDue:
+		return p.selfFenceDue(ev)
 	case RankStarted:
 		p.started(ev)
 		return p.rankStarted(ev)
 	case PMIInit:
 		if p.cfg.Policy == Rank {
-			return p.endFor(ev.Node, ev.Rank, ExitUsage, fmt.Sprintf("rank %d on node %s speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job", ev.Rank, ev.Node))
+			return p.endFor(ev.Node, ev.Rank, ExitUsage, Reason{Kind: ReasonPMIUnderRank, Rank: ev.Rank, Node: ev.Node})
 		}
 		return nil
 	case LinkLost:
@@ -329,6 +333,8 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.orphansDue(ev)
 	case Reparented:
 		return p.reparented(ev)
+	case AdoptAsked:
+		return p.adoptAsked(ev)
 	case Committed, Suspended, Respawned, Patched, Resumed, Restarted, Expired, LeaderChanged:
 		return p.restartStep(ev)
 	}
@@ -337,7 +343,7 @@ func (p *Planner) Step(ev Event) []Action {
 
 func (p *Planner) rankExited(ev RankExited) []Action {
 	if ev.Rank < 0 || ev.Rank >= len(p.ranks) {
-		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: no such rank", ev.Node, ev.Rank))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonNoSuchRank, Rank: ev.Rank, Node: ev.Node})
 	}
 	rs := &p.ranks[ev.Rank]
 	if ev.Incarnation != 0 && ev.Incarnation < rs.inc {
@@ -347,7 +353,7 @@ func (p *Planner) rankExited(ev RankExited) []Action {
 		if p.cfg.Resumed || rs.st == rFailed {
 			return nil // reported again: after a failover, or by two sources
 		}
-		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: it had ended", ev.Node, ev.Rank))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonEndedTwice, Rank: ev.Rank, Node: ev.Node})
 	}
 	if ev.Clean() || p.phase == Ending || p.phase == Over || p.cfg.Policy == None {
 		rs.st = rEnded
@@ -357,25 +363,25 @@ func (p *Planner) rankExited(ev RankExited) []Action {
 			// either.
 			return nil
 		}
-		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe()))
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), Reason{Kind: ReasonRankEnded, Rank: ev.Rank, Node: ev.Node, Code: ev.Code, Signal: ev.Signal, Text: ev.Describe()})
 	}
 	return p.rankFailed(ev)
 }
 
 // endJob is the policy None's answer to a failure: the first one is
 // recorded, told and ends the job; later ones change nothing.
-func (p *Planner) endJob(code int, msg string) []Action {
-	return p.endFor("", NoRank, code, msg)
+func (p *Planner) endJob(code int, why Reason) []Action {
+	return p.endFor("", NoRank, code, why)
 }
 
 // endFor is endJob for a failure of a node or a rank, which the record
 // names.
-func (p *Planner) endFor(node string, rank, code int, msg string) []Action {
+func (p *Planner) endFor(node string, rank, code int, why Reason) []Action {
 	if p.failure != nil {
 		return nil
 	}
-	p.failure = &Failure{Code: code, Msg: msg}
-	acts := []Action{Record{Msg: msg, Node: node, Rank: rank}, Report{Msg: msg}}
+	p.failure = &Failure{Code: code, Why: why}
+	acts := []Action{Record{Why: why, Node: node, Rank: rank}, Report{Why: why}}
 	if p.phase == Running || p.phase == Recovering {
 		// A recovery in progress is dropped; the agents wake ranks they
 		// stopped (SIGCONT after the SIGTERM) as they terminate them.
@@ -525,7 +531,7 @@ type Action interface{ isAction() }
 // queue: the job's end does not wait for it to be synced), naming the node
 // and the rank it is about (NoRank: none).
 type Record struct {
-	Msg  string
+	Why  Reason
 	Node string
 	Rank int
 }
@@ -534,7 +540,7 @@ type Record struct {
 const NoRank = -1
 
 // Report tells the user.
-type Report struct{ Msg string }
+type Report struct{ Why Reason }
 
 // Terminate ends every rank: SIGTERM, then SIGKILL after the job's
 // kill-after.

@@ -8,10 +8,15 @@ import (
 )
 
 // end is what policy None does with a job's first failure while it runs.
-func end(msg string) []Action { return []Action{Record{Msg: msg}, Report{Msg: msg}, Terminate{}} }
+func end(why Reason) []Action { return []Action{Record{Why: why}, Report{Why: why}, Terminate{}} }
 
 // told is a failure recorded and told while the job is already ending.
-func told(msg string) []Action { return []Action{Record{Msg: msg}, Report{Msg: msg}} }
+func told(why Reason) []Action { return []Action{Record{Why: why}, Report{Why: why}} }
+
+// rankEnded is rank's end on node, described so (RankExited.Describe).
+func rankEnded(rank int, node string, code, sig int, how string) Reason {
+	return Reason{Kind: ReasonRankEnded, Rank: rank, Node: node, Code: code, Signal: sig, Text: how}
+}
 
 func TestStep(t *testing.T) {
 	for _, tc := range []struct {
@@ -25,15 +30,15 @@ func TestStep(t *testing.T) {
 	}{
 		{name: "rank exits cleanly", ev: RankExited{Rank: 1, Node: "n0"}, phase: Running},
 		{name: "rank exits with a code", ev: RankExited{Rank: 1, Node: "n0", Code: 3},
-			want: end("rank 1 on node n0 exited with code 3"), code: 3, phase: Ending},
+			want: end(rankEnded(1, "n0", 3, 0, "exited with code 3")), code: 3, phase: Ending},
 		{name: "rank exit code 256 is a failure", ev: RankExited{Rank: 0, Node: "n0", Code: 256},
-			want: end("rank 0 on node n0 exited with code 256"), code: 1, phase: Ending},
+			want: end(rankEnded(0, "n0", 256, 0, "exited with code 256")), code: 1, phase: Ending},
 		{name: "rank killed by a signal", ev: RankExited{Rank: 2, Node: "n1", Signal: int(syscall.SIGKILL)},
-			want: end("rank 2 on node n1 was killed by signal 9 (killed)"), code: 137, phase: Ending},
+			want: end(rankEnded(2, "n1", 0, int(syscall.SIGKILL), "was killed by signal 9 (killed)")), code: 137, phase: Ending},
 		{name: "rank could not start", ev: RankExited{Rank: 0, Node: "n0", Code: 127, Reason: "no such file"},
-			want: end("rank 0 on node n0 failed to start: no such file"), code: 127, phase: Ending},
+			want: end(rankEnded(0, "n0", 127, 0, "failed to start: no such file")), code: 127, phase: Ending},
 		{name: "rank lost with its agent", ev: RankExited{Rank: 0, Node: "n0", Code: 1, Reason: "lost with its agent"},
-			want: end("rank 0 on node n0 lost with its agent"), code: 1, phase: Ending},
+			want: end(rankEnded(0, "n0", 1, 0, "lost with its agent")), code: 1, phase: Ending},
 		{name: "rank fails while the job ends", before: []Event{TimedOut{Limit: time.Second}},
 			ev: RankExited{Rank: 1, Node: "n0", Code: 3}, code: ExitTimeout, phase: Ending},
 		{name: "rank fails after the user's signal", before: []Event{Signaled{Signal: 2, Msg: "SIGINT"}},
@@ -42,46 +47,46 @@ func TestStep(t *testing.T) {
 			ev: RankExited{Rank: 1, Node: "n0", Code: 3}, code: 2, phase: Ending},
 		{name: "exit reported twice", before: []Event{RankExited{Rank: 1, Node: "n0"}},
 			ev:   RankExited{Rank: 1, Node: "n0"},
-			want: end("protocol error from the agent of node n0: exit message for rank 1: it had ended"), code: ExitLauncher, phase: Ending},
+			want: end(Reason{Kind: ReasonEndedTwice, Rank: 1, Node: "n0"}), code: ExitLauncher, phase: Ending},
 		{name: "exit reported again after a failover", resumed: true, before: []Event{RankExited{Rank: 1, Node: "n0"}},
 			ev: RankExited{Rank: 1, Node: "n0", Code: 9}, phase: Running},
 		{name: "exit of a rank that does not exist", ev: RankExited{Rank: 7, Node: "n0"},
-			want: end("protocol error from the agent of node n0: exit message for rank 7: no such rank"), code: ExitLauncher, phase: Ending},
+			want: end(Reason{Kind: ReasonNoSuchRank, Rank: 7, Node: "n0"}), code: ExitLauncher, phase: Ending},
 		{name: "abort", ev: RankAborted{Rank: 1, Node: "n0", Code: 5, Msg: "bad input"},
-			want: end("rank 1 on node n0 called Abort(5): bad input"), code: 5, phase: Ending},
+			want: end(Reason{Kind: ReasonRankAbort, Rank: 1, Node: "n0", Code: 5, Text: "bad input"}), code: 5, phase: Ending},
 		{name: "abort with code 0 fails the job", ev: RankAborted{Rank: 1, Node: "n0"},
-			want: end("rank 1 on node n0 called Abort(0)"), code: 1, phase: Ending},
+			want: end(Reason{Kind: ReasonRankAbort, Rank: 1, Node: "n0"}), code: 1, phase: Ending},
 		{name: "abort code taken modulo 256", ev: RankAborted{Rank: 1, Node: "n0", Code: 258},
-			want: end("rank 1 on node n0 called Abort(258)"), code: 2, phase: Ending},
+			want: end(Reason{Kind: ReasonRankAbort, Rank: 1, Node: "n0", Code: 258}), code: 2, phase: Ending},
 		{name: "rank protocol failure", ev: RankAborted{Rank: 3, Node: "n1", Code: 1, Msg: "broke the PMI protocol", Failed: true},
-			want: end("rank 3 on node n1 broke the PMI protocol"), code: 1, phase: Ending},
+			want: end(Reason{Kind: ReasonRankBroke, Rank: 3, Node: "n1", Text: "broke the PMI protocol"}), code: 1, phase: Ending},
 		{name: "agent lost", ev: AgentLost{Node: "n1", Err: "EOF"},
-			want: end("lost the agent of node n1: EOF"), code: ExitLauncher, phase: Ending},
+			want: end(said("lost the agent of node n1: EOF")), code: ExitLauncher, phase: Ending},
 		{name: "agent lost while the job ends", before: []Event{Signaled{Signal: 15, Msg: "SIGTERM"}}, ev: AgentLost{Node: "n1", Err: "EOF"},
 			code: 143, phase: Ending},
 		{name: "agent leaves after the job's end", before: []Event{Finished{}}, ev: AgentLost{Node: "n1", Err: "EOF"}, phase: Over},
 		{name: "agent could not start", ev: LaunchFailed{Node: "n2", Msg: "ssh n2: connection refused"},
-			want: end("ssh n2: connection refused"), code: ExitLauncher, phase: Ending},
+			want: end(Reason{Kind: ReasonLaunch, Rank: NoRank, Node: "n2", Text: "ssh n2: connection refused"}), code: ExitLauncher, phase: Ending},
 		{name: "agent could not start while the job ends", before: []Event{Signaled{Signal: 2, Msg: "SIGINT"}},
 			ev: LaunchFailed{Node: "n2", Msg: "ssh n2: connection refused"}, code: 130, phase: Ending},
 		{name: "agent could not start after the end", before: []Event{Finished{}},
 			ev: LaunchFailed{Node: "n2", Msg: "x"}, phase: Over},
 		{name: "share of the job not sent", ev: LaunchError{Node: "n2", Msg: "send the job to node n2: EOF"},
-			want: end("send the job to node n2: EOF"), code: ExitLauncher, phase: Ending},
+			want: end(Reason{Kind: ReasonLaunch, Rank: NoRank, Node: "n2", Text: "send the job to node n2: EOF"}), code: ExitLauncher, phase: Ending},
 		{name: "protocol error", ev: ProtocolError{Node: "n1", Err: "unknown message type 99"},
-			want: end("protocol error from the agent of node n1: unknown message type 99"), code: ExitLauncher, phase: Ending},
+			want: end(Reason{Kind: ReasonProtocol, Rank: NoRank, Node: "n1", Text: "unknown message type 99"}), code: ExitLauncher, phase: Ending},
 		{name: "protocol error after the end is still told", before: []Event{Finished{}},
-			ev: ProtocolError{Node: "n1", Err: "x"}, want: told("protocol error from the agent of node n1: x"), code: ExitLauncher, phase: Over},
+			ev: ProtocolError{Node: "n1", Err: "x"}, want: told(Reason{Kind: ReasonProtocol, Rank: NoRank, Node: "n1", Text: "x"}), code: ExitLauncher, phase: Over},
 		{name: "collective mismatch", ev: CollectiveMismatch{Seq: 4, Node: "n1", Op: "barrier", Want: "allgather"},
-			want: end("collective 4: node n1 called barrier while others called allgather"), code: ExitLauncher, phase: Ending},
+			want: end(Reason{Kind: ReasonMismatch, Rank: NoRank, Node: "n1", Seq: 4, Op: "barrier", Want: "allgather"}), code: ExitLauncher, phase: Ending},
 		{name: "stranded collective", ev: Stranded{Seq: 2, Node: "n3", Op: "barrier"},
-			want: end("the ranks of node n3 ended without joining collective 2 (barrier) that other ranks are waiting in"), code: ExitLauncher, phase: Ending},
+			want: end(Reason{Kind: ReasonStranded, Rank: NoRank, Node: "n3", Seq: 2, Op: "barrier"}), code: ExitLauncher, phase: Ending},
 		{name: "stranded while the job ends", before: []Event{Signaled{Signal: 2, Msg: "SIGINT"}}, ev: Stranded{Seq: 2, Node: "n3", Op: "barrier"}, code: 130, phase: Ending},
 		{name: "timeout", ev: TimedOut{Limit: 90 * time.Second},
-			want: end("the job exceeded --timeout 1m30s; terminating it"), code: ExitTimeout, phase: Ending},
+			want: end(Reason{Kind: ReasonTimeout, Rank: NoRank, Limit: 90 * time.Second}), code: ExitTimeout, phase: Ending},
 		{name: "timeout after a failure is neither recorded nor sent", before: []Event{RankExited{Rank: 0, Node: "n0", Code: 2}}, ev: TimedOut{Limit: time.Second},
 			code: 2, phase: Ending},
-		{name: "the user's signal", ev: Signaled{Signal: 2, Msg: "SIGINT: ending the job"}, want: end("SIGINT: ending the job"), code: 130, phase: Ending},
+		{name: "the user's signal", ev: Signaled{Signal: 2, Msg: "SIGINT: ending the job"}, want: end(Reason{Kind: ReasonSignal, Rank: NoRank, Signal: 2, Text: "SIGINT: ending the job"}), code: 130, phase: Ending},
 		{name: "the user's signal after the end", before: []Event{Finished{}}, ev: Signaled{Signal: 15, Msg: "SIGTERM"}, phase: Over},
 		{name: "finished", ev: Finished{}, phase: Over},
 		{name: "finished after a failure", before: []Event{AgentLost{Node: "n1", Err: "EOF"}}, ev: Finished{}, code: ExitLauncher, phase: Over},
@@ -94,7 +99,7 @@ func TestStep(t *testing.T) {
 			got := p.Step(tc.ev)
 			for i, a := range got { // subjects: TestRecordSubjects
 				if r, ok := a.(Record); ok {
-					got[i] = Record{Msg: r.Msg}
+					got[i] = Record{Why: r.Why}
 				}
 			}
 			if !reflect.DeepEqual(got, tc.want) {
@@ -131,19 +136,19 @@ func TestOneDecisionPerJob(t *testing.T) {
 		if k == len(a) {
 			n++
 			p := New(Config{Ranks: 4})
-			terms, first := 0, ""
+			terms, first := 0, Reason{}
 			for i, ev := range a {
 				for _, act := range p.Step(ev) {
 					if _, ok := act.(Terminate); ok {
 						terms++
 					}
 					if r, ok := act.(Record); ok && i == 0 {
-						first = r.Msg
+						first = r.Why
 					}
 				}
 			}
-			if terms != 1 || p.Failure() == nil || p.Failure().Msg != first {
-				t.Fatalf("order %v: %d terminations, failure %+v, first %q", a, terms, p.Failure(), first)
+			if terms != 1 || p.Failure() == nil || p.Failure().Why != first {
+				t.Fatalf("order %v: %d terminations, failure %+v, first %+v", a, terms, p.Failure(), first)
 			}
 			return
 		}

@@ -132,7 +132,7 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	}
 	lost := fmt.Sprintf("lost the agent of node %s: %s", ev.Node, ev.Err)
 	if p.cfg.Policy == None || p.phase == Ending || ev.Agent < 0 || ev.Agent >= len(p.agents) {
-		return p.endFor(ev.Node, NoRank, ExitLauncher, lost)
+		return p.endFor(ev.Node, NoRank, ExitLauncher, said(lost))
 	}
 	as := &p.agents[ev.Agent]
 	if ev.Incarnation != 0 && ev.Incarnation < as.inc {
@@ -150,7 +150,7 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	alone, why := false, ""
 	if p.cfg.Policy == Rank {
 		if alone, why = p.replaceAlone(); why != "" {
-			return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; it was lost before every rank held the node table; %s", lost, why))
+			return p.endFor(ev.Node, NoRank, ExitLauncher, said(fmt.Sprintf("%s; it was lost before every rank held the node table; %s", lost, why)))
 		}
 	}
 	// Where the new incarnation runs: the node, or for a silent one
@@ -159,12 +159,12 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	if ev.Silent {
 		var why string
 		if node, where, why = p.placeSilent(ev.Agent, ev.Node); why != "" {
-			return p.endFor(ev.Node, NoRank, ExitLauncher, lost+"; "+why)
+			return p.endFor(ev.Node, NoRank, ExitLauncher, said(lost+"; "+why))
 		}
 	}
 	if as.restarts >= p.cfg.MaxRestarts {
-		return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; its agent was started again %d time(s) (--max-restarts %d): the job ends",
-			lost, as.restarts, p.cfg.MaxRestarts))
+		return p.endFor(ev.Node, NoRank, ExitLauncher, said(fmt.Sprintf("%s; its agent was started again %d time(s) (--max-restarts %d): the job ends",
+			lost, as.restarts, p.cfg.MaxRestarts)))
 	}
 	var ranks []int
 	for r := range p.ranks {
@@ -179,8 +179,8 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 		pending := p.rc != nil && (p.rc.stage == StageRelaunch || p.rc.stage == StageRestartJob && !p.rc.committed)
 		if !pending {
 			if p.restarts >= p.cfg.MaxRestarts {
-				return p.endFor(ev.Node, NoRank, ExitLauncher, fmt.Sprintf("%s; the job was restarted %d time(s) (--max-restarts %d)",
-					lost, p.restarts, p.cfg.MaxRestarts))
+				return p.endFor(ev.Node, NoRank, ExitLauncher, said(fmt.Sprintf("%s; the job was restarted %d time(s) (--max-restarts %d)",
+					lost, p.restarts, p.cfg.MaxRestarts)))
 			}
 			p.restartJob()
 		}
@@ -191,7 +191,7 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 		}
 		msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d), %s",
 			lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, then)
-		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageRelaunch)...)
+		return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: NoRank}, Report{Why: said(msg)}}, p.begin(StageRelaunch)...)
 	}
 	for _, r := range ranks {
 		rs := &p.ranks[r]
@@ -201,8 +201,8 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 		if rs.restarts >= p.cfg.MaxRestarts {
 			rs.history = append(rs.history, fmt.Sprintf("incarnation %d lost with its agent", rs.inc))
 			rs.st = rEnded
-			return p.endFor(ev.Node, r, ExitLauncher, fmt.Sprintf("%s; its rank %d was restarted %d time(s) (--max-restarts %d): %s",
-				lost, r, rs.restarts, p.cfg.MaxRestarts, strings.Join(rs.history, ", ")))
+			return p.endFor(ev.Node, r, ExitLauncher, said(fmt.Sprintf("%s; its rank %d was restarted %d time(s) (--max-restarts %d): %s",
+				lost, r, rs.restarts, p.cfg.MaxRestarts, strings.Join(rs.history, ", "))))
 		}
 	}
 	for _, r := range ranks {
@@ -217,11 +217,11 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	if alone {
 		msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d), then its rank(s) %s alone as their next incarnation: their program never opened ftlaunch's rank protocol, no other rank is stopped",
 			lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
-		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.beginAlone(StageRelaunch)...)
+		return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: NoRank}, Report{Why: said(msg)}}, p.beginAlone(StageRelaunch)...)
 	}
 	msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d) and its rank(s) %s as their next incarnation",
 		lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
-	return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: NoRank}, Report{Msg: msg}}, p.begin(StageSuspend)...)
+	return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: NoRank}, Report{Why: said(msg)}}, p.begin(StageSuspend)...)
 }
 
 // loseAgent marks agent a lost, to start again on node: its incarnation
@@ -363,8 +363,8 @@ func (p *Planner) relaunchStep(ev Event) []Action {
 		if as.st != aRelaunching || ev.Incarnation != as.inc {
 			return nil
 		}
-		return p.endFor(as.node, NoRank, ExitLauncher, fmt.Sprintf("could not start the agent of node %s again (incarnation %d): %s: the job ends",
-			as.node, as.inc, ev.Msg))
+		return p.endFor(as.node, NoRank, ExitLauncher, said(fmt.Sprintf("could not start the agent of node %s again (incarnation %d): %s: the job ends",
+			as.node, as.inc, ev.Msg)))
 	}
 	return nil
 }

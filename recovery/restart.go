@@ -157,8 +157,8 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 	failed := fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe())
 	limit := func(what string) []Action {
 		rs.st = rEnded
-		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), fmt.Sprintf("%s; %s (--max-restarts %d): %s",
-			failed, what, p.cfg.MaxRestarts, strings.Join(rs.history, ", ")))
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), said(fmt.Sprintf("%s; %s (--max-restarts %d): %s",
+			failed, what, p.cfg.MaxRestarts, strings.Join(rs.history, ", "))))
 	}
 	var msg string
 	if p.cfg.Policy == Job {
@@ -167,12 +167,12 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 		}
 		p.restartJob()
 		msg = fmt.Sprintf("%s; restarting the job (restart %d of %d)", failed, p.restarts, p.cfg.MaxRestarts)
-		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.begin(p.beforeRestart(StageRestartJob))...)
+		return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: ev.Rank}, Report{Why: said(msg)}}, p.begin(p.beforeRestart(StageRestartJob))...)
 	}
 	alone, why := p.replaceAlone()
 	if why != "" {
 		rs.st = rEnded
-		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), fmt.Sprintf("%s before every rank held the node table; %s", failed, why))
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), said(fmt.Sprintf("%s before every rank held the node table; %s", failed, why)))
 	}
 	if rs.restarts >= p.cfg.MaxRestarts {
 		return limit(fmt.Sprintf("it was restarted %d time(s)", rs.restarts))
@@ -182,10 +182,10 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 	if alone {
 		msg = fmt.Sprintf("%s; starting it again alone as incarnation %d (restart %d of %d): its program never opened ftlaunch's rank protocol, no other rank is stopped",
 			failed, rs.inc+1, rs.restarts, p.cfg.MaxRestarts)
-		return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.beginAlone(p.beforeRestart(StageRespawn))...)
+		return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: ev.Rank}, Report{Why: said(msg)}}, p.beginAlone(p.beforeRestart(StageRespawn))...)
 	}
 	msg = fmt.Sprintf("%s; restarting it as incarnation %d (restart %d of %d)", failed, rs.inc+1, rs.restarts, p.cfg.MaxRestarts)
-	return append([]Action{Record{Msg: msg, Node: ev.Node, Rank: ev.Rank}, Report{Msg: msg}}, p.begin(StageSuspend)...)
+	return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: ev.Rank}, Report{Why: said(msg)}}, p.begin(StageSuspend)...)
 }
 
 // restartJob decides a restart of the job (policy Job): every rank,
@@ -359,8 +359,8 @@ func (p *Planner) restartStep(ev Event) []Action {
 		if len(missing) == 0 {
 			return nil
 		}
-		return p.endJob(ExitLauncher, fmt.Sprintf("recovery (epoch %d) stopped at its %s stage: no answer within %v from %s",
-			p.epoch, rc.stage, p.cfg.AckTimeout, strings.Join(missing, ", ")))
+		return p.endJob(ExitLauncher, said(fmt.Sprintf("recovery (epoch %d) stopped at its %s stage: no answer within %v from %s",
+			p.epoch, rc.stage, p.cfg.AckTimeout, strings.Join(missing, ", "))))
 	}
 	return nil
 }

@@ -206,7 +206,7 @@ func (fe *frontend) userSignal(s syscall.Signal, from string) {
 // before the rank's end reaches the planner (which then takes it as part
 // of the end, not as a failure to recover).
 func (fe *frontend) rankEndedByUser(st proto.RankStatus) {
-	if st.Signal == 0 || !fe.userSignals[st.Signal] || fe.rec.Ending() {
+	if st.Signal == 0 || !fe.userSignals[st.Signal] || fe.status().Ending() {
 		return
 	}
 	s := syscall.Signal(st.Signal)

@@ -27,10 +27,10 @@ func (fe *frontend) rankEnded(st proto.RankStatus) {
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
 	// A rank killed by the termination ftlaunch started is not a failure
 	// of its own; one that exits with an error code meanwhile is.
-	rs.byFrontend = fe.rec.Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
+	rs.byFrontend = fe.status().Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
 		fe.endSignal != 0 && st.Signal == int(fe.endSignal)) || st.Skipped
 	ev := exitEvent(st, fe.nodeOf(st.Rank))
-	if !ev.Clean() && fe.rec.Phase() == recovery.Running {
+	if !ev.Clean() && fe.status().Phase == recovery.Running {
 		fe.failedAt = time.Now()
 	}
 	// The planner counts the end in its ledger (recovery/ledger.go), and
@@ -53,7 +53,7 @@ func describe(st proto.RankStatus) string { return exitEvent(st, "").Describe() 
 // would last forever. (A node with ranks left reports its own stranded
 // collectives: see Agent.contribute.)
 func (fe *frontend) checkStranded() {
-	if fe.rec.Ending() || len(fe.colls) == 0 {
+	if fe.status().Ending() || len(fe.colls) == 0 {
 		return
 	}
 	for seq, rc := range fe.colls {
@@ -71,8 +71,10 @@ func (fe *frontend) checkStranded() {
 
 // step gives the failure planner an event and carries out what it
 // decides, in order.
-func (fe *frontend) step(ev recovery.Event) {
-	acts := fe.rec.Step(ev)
+func (fe *frontend) step(ev recovery.Event) { fe.carryOut(fe.decide(ev)) }
+
+// carryOut carries out the planner's actions, in order.
+func (fe *frontend) carryOut(acts []recovery.Action) {
 	for _, act := range acts {
 		switch act := act.(type) {
 		case recovery.Record:
@@ -81,10 +83,10 @@ func (fe *frontend) step(ev recovery.Event) {
 			if rank == recovery.NoRank {
 				rank = raftstore.NoRank
 			}
-			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: act.Msg})
+			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: reasonWords(act.Why)})
 		case recovery.Report:
 			fe.showProgress() // clears the launch line
-			fe.warnf("%s", act.Msg)
+			fe.warnf("%s", reasonWords(act.Why))
 		case recovery.Terminate:
 			fe.terminate()
 		default:

@@ -45,10 +45,12 @@ func (fe *frontend) fenceAgent(act recovery.Fence) {
 // fenceNode fences incarnations up to inc of agent idx on node, in the
 // background, and then confirms it (fenceDone). A new leader's planner asks
 // for it (recovery.Fence) for the fences its predecessor did not see
-// confirmed. A fence that has not reached the node (SSH: no connection)
-// FenceGrace after it began, once the node has been silent for the
-// self-fence bound, is confirmed as the node's own (selfFenced); it runs
-// on to its bound all the same, and the job's end waits for it.
+// confirmed. The planner decides when a fence that has not reached the node
+// (SSH: no connection) counts as the node's own (recovery.FenceBegan →
+// AwaitSelfFence: FenceGrace after it began, once the node has been silent
+// for the self-fence bound), and the root's timer tells it (awaitSelfFence);
+// the fence runs on to its bound all the same, and the job's end waits for
+// it.
 func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 	if fe.fence == nil {
 		fe.fenceDone(idx, node, inc, recovery.FenceKilled) // no way to reach nodes (an in-process job)
@@ -91,32 +93,47 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 		}
 		fe.fenceDone(idx, node, inc, recovery.FenceKilled)
 	})
-	at := fe.selfFence().SelfFenceAt(lostAt, covered, began)
-	fe.goFunc(func() { fe.selfFenced(idx, node, inc, at, reached) })
+	key := fenceKey{idx, node, inc}
+	if fe.fenceReached == nil {
+		fe.fenceReached = map[fenceKey]<-chan struct{}{}
+	}
+	fe.fenceReached[key] = reached
+	fe.step(recovery.FenceBegan{Agent: idx, Node: node, Incarnation: inc, Declared: lostAt, Covered: covered, Began: began})
+	delete(fe.fenceReached, key)
 }
 
-// selfFenced confirms the fence of a node it has not reached by at (or
-// that failed without reaching it): the node has been silent for the
-// self-fence bound, so its agent, if it runs, killed its ranks itself
+// fenceKey names a fence under way: an agent's incarnations up to inc on
+// node.
+type fenceKey struct {
+	agent int
+	node  string
+	inc   uint64
+}
+
+// awaitSelfFence carries out the planner's AwaitSelfFence: once act.At
+// passed, if the fence has not reached its node (or failed without
+// reaching it), the planner hears it (SelfFenceDue) and takes the fence
+// for the node's own: its agent, if it runs, killed its ranks itself
 // (docs/recovery.md, "Fencing").
-func (fe *frontend) selfFenced(idx int, node string, inc uint64, at time.Time, reached <-chan struct{}) {
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-reached:
-		return // the fence decides
-	case <-fe.ctx.Done():
-		return
-	}
-	select {
-	case <-reached:
-		return
-	default:
-	}
-	fe.verbosef("the fence of node %s (incarnation %d) has not reached it, which has been silent for %v: its agent killed its ranks itself",
-		node, inc, fe.selfFence().Root())
-	fe.fenceDone(idx, node, inc, recovery.FenceSelf)
+func (fe *frontend) awaitSelfFence(act recovery.AwaitSelfFence) {
+	reached := fe.fenceReached[fenceKey{act.Agent, act.Node, act.Incarnation}]
+	fe.goFunc(func() {
+		t := time.NewTimer(time.Until(act.At))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-reached:
+			return // the fence decides
+		case <-fe.ctx.Done():
+			return
+		}
+		select {
+		case <-reached:
+			return
+		default:
+		}
+		fe.post(recovery.SelfFenceDue{Agent: act.Agent, Node: act.Node, Incarnation: act.Incarnation})
+	})
 }
 
 // selfFence is the self-fence bounds of this job's heartbeat.
@@ -161,13 +178,6 @@ func (fe *frontend) awaitFences() {
 		<-done
 	}
 	fe.fencing = nil
-}
-
-// declaredLost reports whether incarnation inc of agent a was declared
-// lost: a newer one was decided, or this one is being replaced, or its
-// link ended before the agent finished.
-func (fe *frontend) declaredLost(a *agentHandle, inc uint64) bool {
-	return inc < a.inc || inc == a.inc && (fe.rec.Relaunching(a.idx) || a.closed && !a.done)
 }
 
 // fencedText names, for the record of a stage that starts ranks, how the

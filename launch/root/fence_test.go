@@ -42,6 +42,25 @@ func TestFenceConfirmation(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			fe := &frontend{ctx: ctx, events: make(chan event, 8), opts: Options{Heartbeat: time.Second}, ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)},
 				agents: []*agentHandle{{idx: 0, name: "node3", inc: 1, lostAt: time.Now(), silence: c.silence}}}
+			fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 1, Agents: 1, SelfFence: fe.selfFence()})
+			// confirmation is the fence's confirmation an event of the
+			// root's carries: its own end (FenceDone), or the planner's
+			// answer to the self-fence's timer (SelfFenced).
+			confirmation := func(ev event) recovery.FenceDone {
+				switch pe := ev.(evPlanner).ev.(type) {
+				case recovery.FenceDone:
+					return pe
+				case recovery.SelfFenceDue:
+					for _, act := range fe.decide(pe) {
+						if sf, ok := act.(recovery.SelfFenced); ok {
+							return recovery.FenceDone{Agent: sf.Agent, Node: sf.Node, Incarnation: sf.Incarnation, How: recovery.FenceSelf}
+						}
+					}
+					t.Fatalf("the self-fence's timer confirmed nothing")
+				}
+				t.Fatalf("event %T", ev)
+				return recovery.FenceDone{}
+			}
 			fe.fence = func(ctx context.Context, node string, upTo uint64) (string, error) {
 				if c.run.reach {
 					spawn.Reached(ctx)
@@ -57,7 +76,7 @@ func TestFenceConfirmation(t *testing.T) {
 			var got []recovery.FenceDone
 			select {
 			case ev := <-fe.events:
-				got = append(got, ev.(evPlanner).ev.(recovery.FenceDone))
+				got = append(got, confirmation(ev))
 			case <-time.After(10 * time.Second):
 				t.Fatal("no confirmation within 10 s")
 			}
@@ -67,7 +86,11 @@ func TestFenceConfirmation(t *testing.T) {
 			fe.wg.Wait()
 			select {
 			case ev := <-fe.events:
-				got = append(got, ev.(evPlanner).ev.(recovery.FenceDone))
+				if pe, ok := ev.(evPlanner).ev.(recovery.FenceDone); ok {
+					got = append(got, pe)
+				} else {
+					t.Errorf("after the confirmation: %T", ev.(evPlanner).ev)
+				}
 			default:
 			}
 			if len(got) != 1 || got[0].How != c.want || got[0].Node != "node3" || got[0].Incarnation != 1 {

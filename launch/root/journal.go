@@ -78,8 +78,8 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	}
 	fe.journalDone = true
 	msg, code := "success", fe.exitCode
-	if f := fe.rec.Failure(); f != nil {
-		msg, code = f.Msg, f.Code
+	if f := fe.status().Failure; f != nil {
+		msg, code = reasonWords(f.Why), f.Code
 	}
 	began := time.Now()
 	done := make(chan struct{})
@@ -103,7 +103,7 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 				ms(took), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
 		}
 		fe.removeLive()
-		if (fe.opts.Verbose || fe.rec.Failure() != nil) && fe.journal.Dir() != "" {
+		if (fe.opts.Verbose || fe.status().Failure != nil) && fe.journal.Dir() != "" {
 			fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
 		}
 	})
@@ -259,7 +259,7 @@ func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 // voter less.
 func (fe *frontend) refillGroup() {
 	r := fe.journal.Replica()
-	if fe.role != roleSuccessor || r == nil || fe.rec.Ending() {
+	if fe.role != roleSuccessor || r == nil || fe.status().Ending() {
 		return
 	}
 	f := r.Raft().GetConfiguration()
@@ -303,8 +303,9 @@ func (fe *frontend) refillCandidate() *agentHandle {
 		}
 	}
 	var best *agentHandle
+	st := fe.status()
 	for _, a := range fe.agents {
-		if !a.up || a.closed || a.done || fe.replicaNodes[a.idx] || a.via == nil || fe.rec.Relaunching(a.idx) {
+		if !a.up || a.closed || a.done || fe.replicaNodes[a.idx] || a.via == nil || st.Relaunching(a.idx) {
 			continue
 		}
 		if a.rootChild {

@@ -243,7 +243,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	} else {
 		a.via = fe.agents[fe.topo.Top(a.idx)].link
 	}
-	if fe.rec.Ending() {
+	if fe.status().Ending() {
 		_ = a.send(proto.MShutdown, nil)
 		return
 	}
@@ -499,7 +499,7 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
 		}
 		if !fe.ledger().Ended(r) {
-			rs.byFrontend = fe.rec.Ending()
+			rs.byFrontend = fe.status().Ending()
 			rs.status = proto.RankStatus{Rank: r, Code: ExitLauncher, Reason: reason}
 			fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: reason})
 			gone = append(gone, r)

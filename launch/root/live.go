@@ -20,7 +20,7 @@ func (fe *frontend) live() journal.Live {
 	l := journal.Live{
 		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
 		Argv: fe.opts.Argv, Agents: len(fe.agents), N: fe.opts.N,
-		Ended: fe.ledger().EndedCount(), Failover: fe.rec.Resumed(), Term: fe.rootTerm, Table: len(fe.table) > 0,
+		Ended: fe.ledger().EndedCount(), Failover: fe.status().Resumed, Term: fe.rootTerm, Table: len(fe.table) > 0,
 	}
 	if n := fe.backupLinks(); n > 0 && fe.backupsHeld() == n {
 		l.BackupsUp = true
@@ -36,18 +36,19 @@ func (fe *frontend) live() journal.Live {
 	switch {
 	case !fe.shutdownAt.IsZero():
 		l.Phase = "ending"
-	case fe.terminating || fe.rec.Failure() != nil:
+	case fe.terminating || fe.status().Failure != nil:
 		l.Phase = "terminating"
 	case fe.agentsUp < len(fe.agents) || fe.ranksUp < fe.opts.N:
 		l.Phase = "launching"
 	}
-	if f := fe.rec.Failure(); f != nil {
-		l.Failure = f.Msg
+	status := fe.status()
+	if f := status.Failure; f != nil {
+		l.Failure = reasonWords(f.Why)
 	}
 	l.Recoveries = fe.recoveries
 	l.ReplicasJoined = fe.joinedReplicas
-	if st := fe.rec.Stage(); st != 0 {
-		r := &journal.LiveRecovery{Stage: st.String(), Epoch: fe.rec.Epoch(), Failed: fe.failedAt}
+	if st := status.Stage; st != 0 {
+		r := &journal.LiveRecovery{Stage: st.String(), Epoch: status.Epoch, Failed: fe.failedAt}
 		if fe.recoveryAt.After(fe.failedAt) {
 			r.Phase = fe.recoveryAt
 		}

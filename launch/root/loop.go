@@ -178,10 +178,11 @@ func (fe *frontend) replicasSettled() bool {
 }
 
 func (fe *frontend) allAgentsGone() bool {
+	st := fe.status()
 	for _, a := range fe.agents {
 		// An agent being started again is not gone (the job's only agent,
 		// say), unless the job ends first.
-		if !a.closed || fe.rec.Relaunching(a.idx) && !fe.rec.Ending() {
+		if !a.closed || st.Relaunching(a.idx) && !st.Ending() {
 			return false
 		}
 	}
@@ -321,6 +322,8 @@ func (fe *frontend) handle(ev event) {
 		fe.step(recovery.OrphansDue{Loss: ev.loss, Agents: fe.links()})
 	case evPlanner:
 		fe.step(ev.ev)
+	case evTreeCommitted:
+		fe.treeCommitted(ev)
 	default:
 		panic(fmt.Sprintf("launch: root event %T not handled", ev))
 	}
@@ -491,7 +494,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			return // an older incarnation's end, told again
 		}
 		if fe.ledger().Ended(st.Rank) { // ranks abandoned with a lost agent too
-			if !fe.rec.Resumed() && !a.resynced {
+			if !fe.status().Resumed && !a.resynced {
 				fe.protocolError(a, fmt.Errorf("exit message for rank %d: it had ended", st.Rank))
 			}
 			return // reported again after a failover
@@ -724,7 +727,7 @@ func (fe *frontend) finish() int {
 			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks(), without)
 	}
 	fe.verbosef("job ended")
-	failure := fe.rec.Failure()
+	failure := fe.status().Failure
 	if failure == nil {
 		return 0
 	}

@@ -27,6 +27,9 @@ type evCommitted struct {
 	epoch uint64
 	stage recovery.Stage
 	err   error
+	// tree is the last tree change recorded before the phase: committed
+	// with it (the state log commits in order), and told first.
+	tree uint64
 }
 
 // evExpired: the bound armed for a recovery phase passed.
@@ -45,7 +48,7 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
 		RankAgent: make([]int, fe.opts.N), Spares: fe.opts.Spares,
 		Nodes: make([]string, len(fe.agents)), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
-		OrphanWait: fe.orphanWait(),
+		OrphanWait: fe.orphanWait(), SelfFence: fe.selfFence(),
 	}
 	if fe.tree {
 		cfg.Tree = fe.topo
@@ -151,14 +154,15 @@ func (fe *frontend) feedLeader() {
 	if fe.leaderFed || fe.role != roleSuccessor {
 		return
 	}
+	st := fe.status()
 	for _, a := range fe.agents {
-		if a.rootChild && !a.adopted && !a.closed && !fe.rec.Relaunching(a.idx) {
+		if a.rootChild && !a.adopted && !a.closed && !st.Relaunching(a.idx) {
 			return // (an agent lost and being started again is not waited for)
 		}
 	}
 	fe.leaderFed = true
-	if fe.rec.Stage() != 0 {
-		fe.warnf("carrying on the recovery of epoch %d at its %s phase", fe.rec.Epoch(), fe.rec.Stage())
+	if st.Stage != 0 {
+		fe.warnf("carrying on the recovery of epoch %d at its %s phase", st.Epoch, st.Stage)
 		fe.failedAt = time.Now()
 	}
 	fe.step(recovery.LeaderChanged{})
@@ -210,6 +214,7 @@ func (fe *frontend) commit(act recovery.Commit) {
 	fe.recoveryAt = time.Now()
 	fe.releaseJournal()
 	done := make(chan error, 1)
+	tree := fe.treeSeq
 	fe.journal.Commit(ph, done)
 	fe.goFunc(func() {
 		var err error
@@ -219,7 +224,7 @@ func (fe *frontend) commit(act recovery.Commit) {
 			return
 		}
 		select {
-		case fe.events <- evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err}:
+		case fe.events <- evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err, tree: tree}:
 		case <-fe.ctx.Done():
 		}
 	})
@@ -243,8 +248,14 @@ const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 // agents: MTableHeld). Read once, by Run.
 const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
 
-// committed takes a phase's commit.
+// committed takes a phase's commit. The tree changes recorded before it
+// are committed with it: the agents are told of them first, so that what
+// the phase sends finds them in their new places (a moved agent gets the
+// collective answers it missed before a Suspend abandons them: moved).
 func (fe *frontend) committed(ev evCommitted) {
+	if ev.err == nil {
+		fe.treeCommitted(evTreeCommitted{seq: ev.tree})
+	}
 	if fe.hooks.holdAt != "" && ev.err == nil && ev.stage.String() == fe.hooks.holdAt {
 		fe.warnf("test hook: holding the recovery at its committed %s phase (%s)", ev.stage, holdEnv)
 		return
@@ -337,6 +348,11 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		}
 		fe.verbosef("recovery: fencing node %s (incarnation %d), which the lost root had not seen fenced", act.Node, act.Incarnation)
 		fe.fenceNode(act.Agent, act.Node, act.Incarnation)
+	case recovery.AwaitSelfFence:
+		fe.awaitSelfFence(act)
+	case recovery.SelfFenced:
+		fe.verbosef("the fence of node %s (incarnation %d) has not reached it, which has been silent for %v: its agent killed its ranks itself",
+			act.Node, act.Incarnation, act.Silence)
 	case recovery.AloneOver:
 		fe.aloneOver(act)
 	default:
@@ -366,7 +382,7 @@ func (fe *frontend) flushRestart() {
 	}
 	m := fe.pendingRestart
 	fe.pendingRestart = nil
-	if fe.rec.Stage() != recovery.StageRestartJob || fe.rec.Epoch() != fe.pendingEpoch {
+	if st := fe.status(); st.Stage != recovery.StageRestartJob || st.Epoch != fe.pendingEpoch {
 		return // the job is ending, or another loss took the restart over
 	}
 	fe.verbosef("recovery: every agent is up: restarting every rank")
@@ -380,7 +396,7 @@ func (fe *frontend) flushRestart() {
 func (fe *frontend) aloneOver(act recovery.AloneOver) {
 	fe.recoveries++
 	after := ms(time.Since(fe.failedAt))
-	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: encodeRecord(fe.rec.Settled()),
+	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: encodeRecord(act.Record),
 		Detail: fmt.Sprintf("rank(s) %s started again alone, %.0f ms after the failure", ranksText(act.Ranks), after)}
 	ph.Recovered = recoveredRows(act.Recovered)
 	if len(act.Ranks) == 1 {
@@ -447,7 +463,7 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 // once every live agent's is in, the recovery's end (stage) is recorded
 // and told, with the time since the failure.
 func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told string) {
-	if fe.lastAcks == nil || epoch != fe.rec.Epoch() {
+	if fe.lastAcks == nil || epoch != fe.status().Epoch {
 		return
 	}
 	fe.lastAcks[a.idx] = true
@@ -460,7 +476,7 @@ func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told st
 	// The record says the recovery is over, and keeps what a successor
 	// must know of it: the agents started again, on which node, as which
 	// incarnation (without them it would refuse their adoption).
-	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: encodeRecord(fe.rec.Settled()),
+	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: encodeRecord(fe.settled()),
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
 	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
 	fe.observe(Recovered{Epoch: epoch, Stage: stage})

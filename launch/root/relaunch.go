@@ -130,7 +130,7 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 	a.link, a.sess = r.Link, r.Sess
 	fe.startReader(fe.ctx, a, fe.events)
 	fe.agentUp(a, r.Up)
-	if a.up && !a.closed && !fe.rec.Ending() {
+	if a.up && !a.closed && !fe.status().Ending() {
 		fe.step(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
 		fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 	}
@@ -138,9 +138,10 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 
 // relaunchSpec is what a relaunched agent is told beyond the node's share.
 func (fe *frontend) relaunchSpec(a *agentHandle) *proto.RelaunchSpec {
+	st := fe.status()
 	rl := &proto.RelaunchSpec{
-		Incarnation: a.inc, Epoch: fe.rec.Epoch(), CollEpoch: fe.collEpoch, Version: fe.rec.Version(), Table: fe.table,
-		Suspended: fe.rec.Suspends(),
+		Incarnation: a.inc, Epoch: st.Epoch, CollEpoch: fe.collEpoch, Version: st.Version, Table: fe.table,
+		Suspended: st.Suspends,
 	}
 	for _, r := range a.ranks {
 		rl.Incs = append(rl.Incs, max(fe.ranks[r].inc, 1))
@@ -176,7 +177,7 @@ func (fe *frontend) lostAgents(act recovery.Lost) {
 		if b != a {
 			why = fmt.Sprintf("lost with %s above it in the launch tree", a.name)
 		}
-		if fe.rec.Phase() == recovery.Running {
+		if fe.status().Phase == recovery.Running {
 			fe.failedAt = time.Now()
 		}
 		fe.step(recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: why, Silent: silent && b == a})

@@ -167,19 +167,31 @@ func (fe *frontend) movedTo(act recovery.Moved) {
 
 // moved finishes the move of agent c to a new parent, in fe.topo already
 // (change says what happened): the agents of its subtree are reached
-// through their new top, the new ancestors get their routes, the state
-// log the tree, and the moved agents report again.
+// through their new top, and the state log records the tree; once that
+// is committed (commitTree), and not before, the new ancestors get their
+// routes and the moved agents report again (tellMoved). What the root
+// sends them meanwhile waits with them (agentHandle.send).
 func (fe *frontend) moved(c *agentHandle, change string) {
 	moved := append([]int{c.idx}, fe.topo.Subtree(c.idx)...)
 	top := fe.agents[fe.topo.Top(c.idx)]
+	anc := fe.topo.Ancestors(c.idx)
+	parent := fe.parentName(c.idx)
+	seq := fe.commitTree(change, func() { fe.tellMoved(c, moved, anc, parent) })
 	for _, x := range moved {
 		fe.agents[x].via = top.link
 		fe.agents[x].rootChild = fe.topo.Parent(x) == topology.Root
 		fe.agents[x].resynced = true
+		fe.agents[x].awaits = seq
 	}
+	fe.warnf("%s", change)
+}
+
+// tellMoved tells the agents of a committed move (moved): c and the
+// agents below it, moved, are now below ancestors anc, its parent
+// parent ("" for the root).
+func (fe *frontend) tellMoved(c *agentHandle, moved, anc []int, parent string) {
 	// Routes, from the top down: each message for an agent below travels
 	// through ancestors that know the way already.
-	anc := fe.topo.Ancestors(c.idx)
 	for i := len(anc) - 1; i >= 0; i-- {
 		via := c.idx
 		if i > 0 {
@@ -187,9 +199,7 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 		}
 		_ = fe.agents[anc[i]].send(proto.MRoutes, proto.Routes{Via: via, Agents: moved}.Encode())
 	}
-	fe.warnf("%s", change)
-	fe.observe(Reparented{Node: c.name, Parent: fe.parentName(c.idx)})
-	fe.journalPlan(change)
+	fe.observe(Reparented{Node: c.name, Parent: parent})
 	for _, x := range moved {
 		_ = fe.agents[x].send(proto.MResyncReq, nil)
 	}
@@ -211,31 +221,85 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 	case fe.terminating:
 		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter))))
 	}
+	// What was sent to them while the move was being committed.
+	for _, x := range moved {
+		fe.agents[x].flush()
+	}
 }
 
-// adoptOrphan takes agent c, below a child of the root, as a child of the
-// root: its parent and its backup parent are both lost, and the root is
-// the last of its fallback parents (sendFallbacks).
-func (fe *frontend) adoptOrphan(ac *adoptConn, c *agentHandle) {
-	inc := max(ac.hello.Inc, 1)
-	refuse := func(why string) {
-		ac.refuse(fe, c)
-		fe.verbosef("recovery: refused to adopt node %s (incarnation %d): %s", c.name, inc, why)
+// commitTree records the launch tree as it is now (change says what
+// changed) and carries out tell, what the agents are told of the change,
+// once the state log has committed it, not before: no agent acts on a
+// tree change that a successor would not know (docs/design.md). Changes
+// are told in the order they were made. It returns the change's number.
+//
+// A state log that cannot commit (its error ends with its close, as
+// before) does not keep the agents from their routes: the change is told
+// all the same, said with --verbose.
+func (fe *frontend) commitTree(change string, tell func()) uint64 {
+	fe.journalPlan(change)
+	fe.treeSeq++
+	seq := fe.treeSeq
+	fe.treeTells = append(fe.treeTells, treeTell{seq: seq, tell: tell})
+	fe.releaseJournal()
+	fe.goFunc(func() {
+		err := fe.journal.Sync(fe.ctx)
+		select {
+		case fe.events <- evTreeCommitted{seq: seq, err: err}:
+		case <-fe.ctx.Done():
+		}
+	})
+	return seq
+}
+
+// treeTell is a tree change waiting for its commit, and what the agents
+// are told of it then.
+type treeTell struct {
+	seq  uint64
+	tell func()
+}
+
+// evTreeCommitted: the state log committed the tree changes up to seq
+// (the journal commits in order), or could not (err).
+type evTreeCommitted struct {
+	seq uint64
+	err error
+}
+
+func (evTreeCommitted) isRootEvent() {}
+
+// treeCommitted tells the agents of every change committed up to
+// ev.seq, in order.
+func (fe *frontend) treeCommitted(ev evTreeCommitted) {
+	if ev.err != nil {
+		fe.verbosef("the tree's change could not be committed to the state log (%v): told all the same", ev.err)
 	}
-	switch {
-	case !fe.tree || fe.opts.Restart == recovery.None:
-		refuse("the job does not recover from lost agents")
-		return
-	case c.closed || inc != max(c.inc, 1):
-		refuse("it was declared lost")
-		return
-	case !c.up:
-		refuse("it is not up")
-		return
-	case fe.rec.Ending():
-		refuse("the job is ending")
-		return
+	for len(fe.treeTells) > 0 && fe.treeTells[0].seq <= ev.seq {
+		tt := fe.treeTells[0]
+		fe.treeTells = fe.treeTells[1:]
+		for _, a := range fe.agents {
+			if a.awaits != 0 && a.awaits <= tt.seq {
+				a.awaits = 0 // its messages go out again (the tell flushes them)
+			}
+		}
+		tt.tell()
 	}
+}
+
+// refuseWords are the planner's reasons to refuse an orphan's adoption,
+// in the user's words.
+var refuseWords = map[recovery.RefuseReason]string{
+	recovery.RefuseNoRecovery:   "the job does not recover from lost agents",
+	recovery.RefuseDeclaredLost: "it was declared lost",
+	recovery.RefuseNotUp:        "it is not up",
+	recovery.RefuseEnding:       "the job is ending",
+}
+
+// adoptAsOrphan carries out the planner's Adopt of an orphan (an agent
+// below a child of the root whose parent and backup parent are both lost:
+// the root is the last of its fallback parents, sendFallbacks): c's link
+// is the root's now, and the planner commits the new edge (Reparented).
+func (fe *frontend) adoptAsOrphan(ac *adoptConn, c *agentHandle, inc uint64) {
 	if err := wire.WriteFrame(ac.conn, proto.MAdopted, nil); err != nil {
 		ac.conn.Close()
 		return
@@ -249,11 +313,18 @@ func (fe *frontend) adoptOrphan(ac *adoptConn, c *agentHandle) {
 	fe.step(recovery.Reparented{Agent: c.idx, Parent: topology.Root, Incarnation: inc, Agents: fe.links()})
 }
 
-// redealBackups carries out the planner's Redeal: agents whose backup
-// parent is new, or not the one they hold a link to, are told to open a
-// standby link to it; why goes to the state log. A backup that is not up
-// yet (started again) is sent when it is (agentUp).
+// redealBackups carries out the planner's Redeal: why goes to the state
+// log, and once it is committed (commitTree) agents whose backup parent is
+// new, or not the one they hold a link to, are told to open a standby link
+// to it. A backup that is not up yet (started again) is sent when it is
+// (agentUp).
 func (fe *frontend) redealBackups(act recovery.Redeal, why string) {
+	fe.commitTree(why, func() { fe.tellBackups(act) })
+}
+
+// tellBackups tells the agents their backup parents after a committed
+// redeal.
+func (fe *frontend) tellBackups(act recovery.Redeal) {
 	for i, a := range fe.agents {
 		bk := fe.topo.Backup(i)
 		if bk < 0 || !a.up || a.closed || a.done || slices.Contains(act.Orphaned, i) {
@@ -272,7 +343,6 @@ func (fe *frontend) redealBackups(act recovery.Redeal, why string) {
 			fe.sendFallbacks(a) // its grandparent may be another
 		}
 	}
-	fe.journalPlan(why)
 }
 
 // refreshReplicaPeers tells the root's children where the replica agents

@@ -124,6 +124,10 @@ type launchState struct {
 	mapping      string                   // PMI_process_mapping
 	stage        *stagedProgram
 	backupsUp    map[int]int // agents whose standby link to a backup parent came up: the backup's index
+	// treeSeq numbers the tree changes (commitTree); treeTells are those
+	// not committed yet, in order.
+	treeSeq   uint64
+	treeTells []treeTell
 	// gossip is the front-end's member of the job's gossip cluster and
 	// gossipSpec how agents join it (gossip.go; nil: none).
 	gossip       *membership.Member
@@ -135,6 +139,9 @@ type launchState struct {
 	// way to reach nodes); fencing holds the fences under way.
 	fence   fenceFunc
 	fencing []chan struct{}
+	// fenceReached are the fences being begun, each with what closes once
+	// it reached its node (for the planner's AwaitSelfFence).
+	fenceReached map[fenceKey]<-chan struct{}
 }
 
 // groupState is the root's replica group and the job's state log.
@@ -232,6 +239,18 @@ type agentHandle struct {
 	upAt    time.Duration // when the front-end activated it
 	specAt  time.Duration // when its job was sent
 	ranksAt time.Duration // when its ranks were reported running
+
+	// awaits is the tree change that moved it and is not committed yet
+	// (commitTree; 0: none): what the root sends it meanwhile is held
+	// (held), and goes once the change is told.
+	awaits uint64
+	held   []heldMsg
+}
+
+// heldMsg is a message for an agent held until its move is committed.
+type heldMsg struct {
+	typ uint8
+	p   []byte
 }
 
 // send writes a message for the agent: on its link, or routed through the
@@ -240,6 +259,27 @@ func (a *agentHandle) send(typ uint8, p []byte) error {
 	if a.via == nil {
 		return errors.New("agent not connected")
 	}
+	if a.awaits != 0 {
+		a.held = append(a.held, heldMsg{typ, p})
+		return nil
+	}
+	return a.write(typ, p)
+}
+
+// flush sends what was held for the agent while its move was committed.
+func (a *agentHandle) flush() {
+	if a.awaits != 0 {
+		return
+	}
+	held := a.held
+	a.held = nil
+	for _, m := range held {
+		_ = a.write(m.typ, m.p)
+	}
+}
+
+// write writes a message for the agent, on its link or routed.
+func (a *agentHandle) write(typ uint8, p []byte) error {
 	if a.rootChild {
 		return a.via.Send(typ, p)
 	}
@@ -368,7 +408,7 @@ func (fe *frontend) showProgress() {
 	if !fe.launching {
 		return
 	}
-	if fe.ranksUp >= fe.opts.N || fe.rec.Failure() != nil {
+	if fe.ranksUp >= fe.opts.N || fe.status().Failure != nil {
 		fe.launching = false
 		fe.out.Push(output.Item{Progress: true})
 		return
@@ -387,10 +427,30 @@ func isTerminal(w io.Writer) bool {
 	return err == nil
 }
 
+// The root calls its planner through these four only: decide (Step:
+// events in, actions out) and three read-only views.
+
+// decide gives the planner an event and returns its actions, carried out
+// by step (or dropped, by a root that cannot carry them out any more).
+func (fe *frontend) decide(ev recovery.Event) []recovery.Action { return fe.rec.Step(ev) }
+
+// status is a snapshot of the planner's state (recovery.Status), a
+// read-only view: the root gates its own I/O on where the job stands (an
+// ending job refuses adoptions, a relaunched agent joins a suspension) and
+// shows it in the live report and the final status.
+func (fe *frontend) status() recovery.Status { return fe.rec.Status() }
+
 // ledger is the planner's rank ledger (recovery/ledger.go), a read-only
 // view: the root counts the job's end and an agent's ranks that ended
 // from it, and it does not re-derive it.
 func (fe *frontend) ledger() recovery.Ledger { return fe.rec.Ledger() }
+
+// settled is the record of the recovery carried out last
+// (recovery.Planner.Settled), a read-only view: the root commits it with
+// the recovery's end, once every agent acknowledged its last phase (which
+// the root counts, lastAck), so that a successor knows the agents
+// started again.
+func (fe *frontend) settled() recovery.Checkpoint { return fe.rec.Settled() }
 
 // endedOn counts agent a's ranks that count as ended.
 func (fe *frontend) endedOn(a *agentHandle) int {

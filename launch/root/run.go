@@ -101,7 +101,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		// The caller reports the error; the planner keeps it for the
 		// final status.
 		fe.exitCode = ExitLauncher
-		fe.rec.Step(recovery.LaunchError{Msg: err.Error()})
+		_ = fe.decide(recovery.LaunchError{Msg: err.Error()})
 		fe.killAgents()
 		for _, a := range fe.agents {
 			a.wait()

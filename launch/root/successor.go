@@ -19,6 +19,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
 )
 
@@ -282,7 +283,7 @@ func (fe *frontend) resumeLaunch() {
 			missing = append(missing, a.idx)
 		}
 	}
-	if len(missing) == 0 || fe.relaunch == nil || fe.rec.Ending() {
+	if len(missing) == 0 || fe.relaunch == nil || fe.status().Ending() {
 		return
 	}
 	cs, err := fe.childSpecs(missing)
@@ -302,40 +303,60 @@ func (fe *frontend) resumeLaunch() {
 	fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
 }
 
-// adopt takes a child of the lost root as its own.
+// adopt takes an agent's request for adoption (a child of the lost root
+// asking a successor, or an orphan whose last fallback parent is the
+// root) to the planner, which decides (recovery.AdoptAsked), and carries
+// out its answer on the connection the agent asked on.
 func (fe *frontend) adopt(ac *adoptConn) {
 	idx := ac.hello.Idx
 	name, _ := secure.PeerName(ac.conn)
-	if idx >= 0 && idx < len(fe.agents) && !fe.agents[idx].rootChild && fe.agents[idx].name == name {
-		// An agent below a child of the root whose parent and backup
-		// are both lost: the root is its last fallback (reparent.go).
-		fe.adoptOrphan(ac, fe.agents[idx])
-		return
+	inc := max(ac.hello.Inc, 1)
+	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc}
+	var a *agentHandle
+	if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
+		a = fe.agents[idx]
+		ev.Known, ev.Link, ev.RootChild, ev.Adopted, ev.Linked = true, a.linkState(), a.rootChild, a.adopted, a.link != nil
 	}
-	// One adoption per agent: a second one (its link to this root broke)
-	// is refused; the end of the first link counts as the agent's loss.
-	// An agent this root started itself (resumeLaunch) has its link.
-	if idx < 0 || idx >= len(fe.agents) || !fe.agents[idx].rootChild || fe.agents[idx].name != name ||
-		fe.agents[idx].closed || fe.agents[idx].adopted || fe.agents[idx].link != nil ||
-		max(ac.hello.Inc, 1) != fe.agents[idx].inc || fe.rec.Relaunching(idx) { // an incarnation declared lost
-		var a *agentHandle
-		if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
-			a = fe.agents[idx]
-		}
-		ac.refuse(fe, a)
-		if idx >= 0 && idx < len(fe.agents) && fe.refusedAdopt[idx] != max(ac.hello.Inc, 1) {
-			// Said once per incarnation: a refused agent asks again and again.
-			if fe.refusedAdopt == nil {
-				fe.refusedAdopt = map[int]uint64{}
+	for _, act := range fe.decide(ev) {
+		switch act := act.(type) {
+		case recovery.Adopt:
+			if act.Orphan {
+				fe.adoptAsOrphan(ac, a, inc)
+			} else {
+				fe.adoptChild(ac, a)
 			}
-			fe.refusedAdopt[idx] = max(ac.hello.Inc, 1)
-			a := fe.agents[idx]
-			fe.verbosef("refused to adopt node %s (agent %d, incarnation %d; this root has %s, incarnation %d, child of the root %v, adopted %v, lost %v)",
-				name, idx, max(ac.hello.Inc, 1), a.name, a.inc, a.rootChild, a.adopted, a.closed || fe.rec.Relaunching(idx))
+		case recovery.RefuseAdoption:
+			ac.refuse(act.Fenced)
+			fe.refusedAdoption(act, name)
+		default:
+			fe.carryOut([]recovery.Action{act})
 		}
+	}
+}
+
+// refusedAdoption says why the planner refused an adoption (--verbose).
+func (fe *frontend) refusedAdoption(act recovery.RefuseAdoption, name string) {
+	idx, inc := act.Agent, act.Incarnation
+	if w, ok := refuseWords[act.Why]; ok {
+		fe.verbosef("recovery: refused to adopt node %s (incarnation %d): %s", fe.agents[idx].name, inc, w)
 		return
 	}
+	if idx < 0 || idx >= len(fe.agents) || fe.refusedAdopt[idx] == inc {
+		return
+	}
+	// Said once per incarnation: a refused agent asks again and again.
+	if fe.refusedAdopt == nil {
+		fe.refusedAdopt = map[int]uint64{}
+	}
+	fe.refusedAdopt[idx] = inc
 	a := fe.agents[idx]
+	fe.verbosef("refused to adopt node %s (agent %d, incarnation %d; this root has %s, incarnation %d, child of the root %v, adopted %v, lost %v)",
+		name, idx, inc, a.name, a.inc, a.rootChild, a.adopted, a.closed || fe.status().Relaunching(idx))
+}
+
+// adoptChild carries out the planner's Adopt of a child of the lost root:
+// its link is this root's now.
+func (fe *frontend) adoptChild(ac *adoptConn, a *agentHandle) {
 	if err := wire.WriteFrame(ac.conn, proto.MAdopted, nil); err != nil {
 		ac.conn.Close()
 		return
@@ -386,11 +407,11 @@ type adoptConn struct {
 	hello proto.Hello
 }
 
-// refuse closes an adoption request from agent a (nil: not one this root
-// knows by that name); an incarnation declared lost first learns so, and
+// refuse closes an adoption request; an incarnation declared lost
+// (fenced, the planner's RefuseAdoption.Fenced) first learns so, and
 // kills its ranks (fence.go).
-func (ac *adoptConn) refuse(fe *frontend, a *agentHandle) {
-	if inc := max(ac.hello.Inc, 1); a != nil && fe.declaredLost(a, inc) {
+func (ac *adoptConn) refuse(fenced bool) {
+	if inc := max(ac.hello.Inc, 1); fenced {
 		_ = ac.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
 		_ = wire.WriteFrame(ac.conn, proto.MFenced, proto.EncodeInt(int64(inc)))
 	}

@@ -1,0 +1,181 @@
+package root
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/output"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/overlay/wire"
+	"github.com/ftlaunch/ftlaunch/raftstore"
+	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
+)
+
+// sentConn is a root's link to a child of the root that records what the
+// root writes on it, and calls wrote with each write as it happens.
+type sentConn struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wrote func()
+}
+
+func (c *sentConn) Read([]byte) (int, error) { return 0, io.EOF }
+func (c *sentConn) Close() error             { return nil }
+func (c *sentConn) Write(p []byte) (int, error) {
+	c.wrote()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.Write(p)
+}
+
+// frames are the frames written so far.
+func (c *sentConn) frames(t *testing.T) []wire.Frame {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := wire.NewReader(bytes.NewReader(c.buf.Bytes()), 1<<20)
+	var fs []wire.Frame
+	for {
+		f, err := r.Next()
+		if err != nil {
+			return fs
+		}
+		fs = append(fs, wire.Frame{Type: f.Type, Payload: bytes.Clone(f.Payload)})
+	}
+}
+
+// TestTreeChangeCommittedFirst: an agent's move to its backup parent (n2,
+// below n0, moves below n1) is committed to the state log before the
+// root tells any agent of it: while the commit is held, nothing goes to
+// the agents, what the root sends the moved agent meanwhile waits with
+// it, and once the commit is in, every write finds the new edge in the
+// state log — the routes to the new parent first, then the moved agent's
+// resync request and what waited.
+func TestTreeChangeCommittedFirst(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	hold := make(chan struct{})
+	j, err := journal.Open(ctx, journal.Config{StateDir: t.TempDir(), Node: "fe", Solo: true, Hold: hold,
+		Job: journal.Job{ID: "tree-commit", N: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = j.Close(context.Background(), 0, "") }()
+	tr, err := topology.FromEdges("test", []topology.Edge{
+		{Name: "n0", Parent: topology.Root, Backup: topology.None},
+		{Name: "n1", Parent: topology.Root, Backup: topology.None},
+		{Name: "n2", Parent: 0, Backup: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// committed reports whether the state log has n2 below n1.
+	committed := func() bool {
+		fsm := j.FSM()
+		if fsm == nil {
+			return false
+		}
+		ok := false
+		fsm.View(func(s *raftstore.State) {
+			for _, n := range s.Plan.Nodes {
+				ok = ok || n.Name == "n2" && n.Primary == "n1"
+			}
+		})
+		return ok
+	}
+	var early []string
+	conns := make([]*sentConn, 2)
+	for i := range conns {
+		conns[i] = &sentConn{wrote: func() {
+			if !committed() {
+				early = append(early, "a write to n"+string(rune('0'+i))+" before the commit")
+			}
+		}}
+	}
+	var observed []Event
+	fe := &frontend{ctx: ctx, events: make(chan event, 8), ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)},
+		opts: Options{Observe: func(ev Event) { observed = append(observed, ev) }}}
+	fe.journal, fe.journalHold = j, make(chan struct{})
+	fe.topo, fe.tree = tr, true
+	for i, name := range []string{"n0", "n1", "n2"} {
+		a := &agentHandle{idx: i, name: name, inc: 1, up: true}
+		if i < 2 {
+			a.link = proto.NewLink(conns[i])
+			a.via, a.rootChild = a.link, true
+		}
+		fe.agents = append(fe.agents, a)
+	}
+	fe.agents[2].via = fe.agents[0].link
+	fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, Tree: tr})
+
+	fe.step(recovery.Reparented{Agent: 2, Parent: 1, Incarnation: 1, Agents: fe.links()})
+	if tr.Parent(2) != 1 {
+		t.Fatalf("the planner did not move n2 below n1: parent %d", tr.Parent(2))
+	}
+	_ = fe.agents[2].send(proto.MRespawn, []byte("waits")) // sent during the commit: held
+	select {
+	case ev := <-fe.events:
+		t.Fatalf("the root heard of a commit that is held: %#v", ev)
+	default:
+	}
+	for i, c := range conns {
+		if fs := c.frames(t); len(fs) != 0 {
+			t.Errorf("n%d was sent %d frame(s) while the move's commit was held", i, len(fs))
+		}
+	}
+	if len(observed) != 0 {
+		t.Errorf("observed %v while the move's commit was held", observed)
+	}
+
+	close(hold)
+	select {
+	case ev := <-fe.events:
+		tc, ok := ev.(evTreeCommitted)
+		if !ok || tc.err != nil {
+			t.Fatalf("event %#v, want the tree's commit", ev)
+		}
+		fe.treeCommitted(tc)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the move was not committed within 10 s")
+	}
+	if len(early) > 0 {
+		t.Errorf("%v", early)
+	}
+	if len(conns[0].frames(t)) != 0 {
+		t.Errorf("n0, the lost parent, was sent %d frame(s)", len(conns[0].frames(t)))
+	}
+	var got []string
+	for _, f := range conns[1].frames(t) {
+		switch f.Type {
+		case proto.MRoutes:
+			r, err := proto.DecodeRoutes(f.Payload)
+			if err != nil || r.Via != 2 || len(r.Agents) != 1 || r.Agents[0] != 2 {
+				t.Errorf("routes %+v (%v), want n2 via n2", r, err)
+			}
+			got = append(got, "routes")
+		case proto.MRoute:
+			node, typ, _, err := proto.Unwrap(f.Payload, true)
+			if err != nil || node != 2 {
+				t.Errorf("routed to %d (%v), want n2", node, err)
+			}
+			got = append(got, map[uint8]string{proto.MResyncReq: "resync", proto.MRespawn: "held"}[typ])
+		default:
+			got = append(got, "other")
+		}
+	}
+	if want := []string{"routes", "resync", "held"}; !slices.Equal(got, want) {
+		t.Errorf("n1 was sent %v, want %v", got, want)
+	}
+	if len(observed) != 1 || observed[0] != (Reparented{Node: "n2", Parent: "n1"}) {
+		t.Errorf("observed %v, want n2 reparented below n1", observed)
+	}
+	cancel()
+	fe.wg.Wait()
+}
