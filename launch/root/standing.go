@@ -107,12 +107,12 @@ func (fe *frontend) confirmLead() bool {
 		return true
 	}
 	s.since = time.Now()
-	fe.tellMajorityAlive()
+	_, _, othersLead := fe.tellMajorityAlive()
 	leader := "none it knows"
 	if st.Leader != "" {
 		leader = st.Leader
 	}
-	if _, _, ok := fe.othersCanLead(); ok || st.TakenOver != nil {
+	if othersLead || st.TakenOver != nil {
 		fe.warnf("the front-end's replica does not lead the root group (its leader: %s): acting on nothing until it leads again (%v)", leader, st.Err)
 	} else {
 		// No other root can be elected: a leadership blip of the
@@ -165,8 +165,7 @@ func (fe *frontend) checkStanding() {
 		s.since, s.looked = time.Time{}, time.Now()
 		fe.replayHeld()
 	default:
-		up, need, ok := fe.othersCanLead()
-		fe.journal.MajorityAlive(need > 0 && up+1 >= need)
+		up, need, ok := fe.tellMajorityAlive()
 		switch {
 		case !ok:
 			// Too few other voters are up to lead without the
@@ -200,13 +199,15 @@ func (fe *frontend) stepAsideAfter() time.Duration {
 	return 2 * proto.LinkTimeout(fe.opts.Heartbeat)
 }
 
-// tellMajorityAlive tells the journal whether the front-end and the
-// replica agents whose links are up make a majority of the group: a
-// leaderless group of live voters is slow (a loaded machine), not lost,
-// and its writes wait longer before they fail (journal.MajorityAlive).
-func (fe *frontend) tellMajorityAlive() {
-	up, need, _ := fe.othersCanLead()
+// tellMajorityAlive counts the voters as othersCanLead does, returns its
+// figures, and tells the journal whether the front-end and the replica
+// agents whose links are up make a majority of the group: a leaderless
+// group of live voters is slow (a loaded machine), not lost, and its
+// writes wait longer before they fail (journal.MajorityAlive).
+func (fe *frontend) tellMajorityAlive() (up, need int, ok bool) {
+	up, need, ok = fe.othersCanLead()
 	fe.journal.MajorityAlive(need > 0 && up+1 >= need)
+	return up, need, ok
 }
 
 // othersCanLead counts the group's voters other than the front-end's
