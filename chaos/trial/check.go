@@ -395,34 +395,22 @@ func SpansOf(times []fence.RankTime) []RankSpan {
 // once: a later incarnation started before an earlier one ended ("" if
 // none). A span whose end nobody recorded is not judged.
 func Overlap(spans []RankSpan) string {
-	byRank := map[int][]RankSpan{}
-	for _, sp := range spans {
-		byRank[sp.Rank] = append(byRank[sp.Rank], sp)
-	}
-	ranks := slices.Sorted(maps.Keys(byRank))
-	for _, r := range ranks {
-		ss := byRank[r]
-		for _, old := range ss {
-			if old.End.IsZero() {
-				continue
-			}
-			for _, nw := range ss {
-				if nw.Inc > old.Inc && !nw.Start.IsZero() && nw.Start.Before(old.End) {
-					return fmt.Sprintf("rank %d: incarnation %d started on %s %v before incarnation %d on %s ended",
-						r, nw.Inc, nw.Node, old.End.Sub(nw.Start).Round(time.Millisecond), old.Inc, old.Node)
-				}
-			}
+	var why string
+	eachSuccessor(spans, func(r int, old, nw RankSpan) bool {
+		if nw.Start.Before(old.End) {
+			why = fmt.Sprintf("rank %d: incarnation %d started on %s %v before incarnation %d on %s ended",
+				r, nw.Inc, nw.Node, old.End.Sub(nw.Start).Round(time.Millisecond), old.Inc, old.Node)
+			return false
 		}
-	}
-	return ""
+		return true
+	})
+	return why
 }
 
-// ClosestReplacement returns, over every rank that ran more than one
-// incarnation, the shortest time from an incarnation's end to the start
-// of the next one (negative: they overlapped, which Overlap reports), the
-// rank it was, and whether there was any replacement at all: how close
-// the fence (or the self-fence) came to the replacement's start.
-func ClosestReplacement(spans []RankSpan) (gap time.Duration, rank int, ok bool) {
+// eachSuccessor calls f, rank by rank in ascending order, for every
+// incarnation of a rank that ended (old) and every later one of the same
+// rank that started (nw), until f returns false.
+func eachSuccessor(spans []RankSpan, f func(rank int, old, nw RankSpan) bool) {
 	byRank := map[int][]RankSpan{}
 	for _, sp := range spans {
 		byRank[sp.Rank] = append(byRank[sp.Rank], sp)
@@ -433,15 +421,26 @@ func ClosestReplacement(spans []RankSpan) (gap time.Duration, rank int, ok bool)
 				continue
 			}
 			for _, nw := range byRank[r] {
-				if nw.Inc != old.Inc+1 || nw.Start.IsZero() {
-					continue
-				}
-				if d := nw.Start.Sub(old.End); !ok || d < gap {
-					gap, rank, ok = d, r, true
+				if nw.Inc > old.Inc && !nw.Start.IsZero() && !f(r, old, nw) {
+					return
 				}
 			}
 		}
 	}
+}
+
+// ClosestReplacement returns, over every rank that ran more than one
+// incarnation, the shortest time from an incarnation's end to the start
+// of the next one (negative: they overlapped, which Overlap reports), the
+// rank it was, and whether there was any replacement at all: how close
+// the fence (or the self-fence) came to the replacement's start.
+func ClosestReplacement(spans []RankSpan) (gap time.Duration, rank int, ok bool) {
+	eachSuccessor(spans, func(r int, old, nw RankSpan) bool {
+		if d := nw.Start.Sub(old.End); nw.Inc == old.Inc+1 && (!ok || d < gap) {
+			gap, rank, ok = d, r, true
+		}
+		return true
+	})
 	return gap, rank, ok
 }
 
