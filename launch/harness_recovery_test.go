@@ -44,6 +44,37 @@ func TestHarnessRankRestart(t *testing.T) {
 	}
 }
 
+// A rank that fails before any rank opened the rank protocol is started
+// again alone (the others go on, unsuspended); its new incarnation joins
+// the job's first Publish as any rank does, and the job completes. (It
+// once took the respawned rank's way, its Publish held for a resume that
+// an alone recovery never sends: the job hung.)
+func TestHarnessRankRestartAloneBeforeTable(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB"}
+	gate := filepath.Join(t.TempDir(), "gate")
+	opts := recoverOpts("early:1")
+	opts.Env = append(opts.Env, gateEnv+"="+gate)
+	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is(func(e root.RankRestarted) bool { return e.Rank == 1 && e.Inc == 2 })); err != nil {
+			return
+		}
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	rep := checkCompleted(t, j, 4)
+	evs := j.obs.untilEnd()
+	if n := count[root.RankRestarted](evs, nil); n != 1 {
+		t.Errorf("%d ranks restarted, want 1; events %v", n, evs)
+	}
+	if count(evs, func(e root.Recovered) bool { return e.Stage == "resumed" }) != 0 {
+		t.Errorf("an alone restart suspended and resumed the job: events %v", evs)
+	}
+	if len(rep.Recoveries) != 1 || rep.Recoveries[0].Rank != 1 || rep.Recoveries[0].NewIncarnation != 2 {
+		t.Errorf("recoveries %+v", rep.Recoveries)
+	}
+}
+
 // A lost agent (killed: its link ends at once, then its goroutine's
 // context is cancelled and it kills its ranks) is started again on its
 // node as incarnation 2; its ranks are respawned, the others resume, and

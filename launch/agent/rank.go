@@ -486,9 +486,12 @@ func (rp *rankProc) request(ctx context.Context, f wire.Frame) error {
 			}
 			value = vs[0]
 		}
-		if f.Type == rankproto.TPublish && a.spec.Restart == "rank" && rp.info.Incarnation > 1 && !rp.published {
+		if f.Type == rankproto.TPublish && a.spec.Restart == "rank" && rp.info.Incarnation > 1 && !rp.info.Alone && !rp.published {
 			// A respawned rank: its I-tuple patches the others' tables;
-			// it gets the whole table when they resume.
+			// it gets the whole table when they resume. One started again
+			// alone (before any rank opened the protocol: no table, no
+			// suspension, no resume) joins the first Publish as the
+			// others do, below.
 			rp.published = true
 			a.published(rp, bytes.Clone(value))
 			res, err := rp.await(ctx, heldPublish)

@@ -41,7 +41,8 @@ type AgentRelaunched struct {
 }
 
 // RankRestarted: rank Rank runs again as incarnation Inc (it published
-// its I-tuple under the restart protocol).
+// its I-tuple under the restart protocol, or it was started again alone
+// and its agent said it started).
 type RankRestarted struct {
 	Rank int
 	Inc  uint64

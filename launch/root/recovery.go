@@ -403,6 +403,9 @@ func (fe *frontend) aloneOver(act recovery.AloneOver) {
 		ph.Rank = act.Ranks[0]
 	}
 	fe.journal.Commit(ph, nil)
+	for _, ri := range act.Recovered {
+		fe.observe(RankRestarted{Rank: ri.Rank, Inc: ri.Incarnation})
+	}
 	fe.warnf("recovered: rank(s) %s started again (%.0f ms after the failure)", strings.ReplaceAll(ranksText(act.Ranks), " ", ", "), after)
 }
 
