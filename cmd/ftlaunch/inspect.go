@@ -325,16 +325,12 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	if len(replicas) > 0 {
 		fmt.Fprintf(bw, "  root replicas: %s\n", strings.Join(replicas, ", "))
 	}
-	// The plan names every node meant to host a replica: those that never
-	// joined (the job ended before its group formed, or they were lost).
-	var missing []string
-	for _, n := range rep.Plan.Replicas {
-		if !slices.Contains(replicas, n) {
-			missing = append(missing, n)
-		}
+	lost, never := replicasOut(*rep, replicas)
+	if len(lost) > 0 {
+		fmt.Fprintf(bw, "  root replicas lost and taken out of the group: %s\n", strings.Join(lost, ", "))
 	}
-	if len(missing) > 0 {
-		fmt.Fprintf(bw, "  root replicas that never joined the group: %s\n", strings.Join(missing, ", "))
+	if len(never) > 0 {
+		fmt.Fprintf(bw, "  root replicas that never joined the group: %s\n", strings.Join(never, ", "))
 	}
 
 	fmt.Fprintf(bw, "\nNode table (version %d, epoch %d", rep.Version, rep.Epoch)
@@ -703,4 +699,26 @@ func writeModel(w io.Writer, m *journal.ReportModel) {
 	if m.Choice != "" {
 		fmt.Fprintf(w, "         auto: %s\n", m.Choice)
 	}
+}
+
+// replicasOut sorts the plan's replicas that are not in the group's last
+// configuration (members): those lost after they had joined, and those
+// that never joined (the job ended before its group formed, or they were
+// lost first). The front-end's replica founded the group, so once a
+// replica agent took the root over (Leader) the front-end's is a lost
+// one; so is a replica whose agent the job lost.
+func replicasOut(rep journal.Report, members []string) (lost, never []string) {
+	for _, n := range rep.Plan.Replicas {
+		if slices.Contains(members, n) {
+			continue
+		}
+		founder := rep.Leader != "" && n == rep.Plan.Root
+		agentLost := slices.ContainsFunc(rep.Agents, func(a journal.AgentTimeline) bool { return a.Node == n && a.Lost })
+		if founder || agentLost {
+			lost = append(lost, n)
+		} else {
+			never = append(never, n)
+		}
+	}
+	return lost, never
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -663,4 +664,33 @@ func jobSpec(t *testing.T, id string, n int, start time.Time) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestReplicasOut: a plan's replica outside the group's last configuration
+// was lost after it joined (the front-end's, once a replica agent took the
+// root over; a lost agent's) or never joined.
+func TestReplicasOut(t *testing.T) {
+	plan := journal.ReportPlan{Root: "vm", Replicas: []string{"vm", "node0", "node1"}}
+	for _, c := range []struct {
+		name        string
+		leader      string
+		lostAgent   string
+		members     []string
+		lost, never []string
+	}{
+		{name: "all joined", members: []string{"vm", "node0", "node1"}},
+		{name: "ended before the group formed", members: []string{"vm"}, never: []string{"node0", "node1"}},
+		{name: "front-end lost, group refilled", leader: "node0", members: []string{"node0", "node1", "node2"}, lost: []string{"vm"}},
+		{name: "front-end lost, one replica never joined", leader: "node0", members: []string{"node0"}, lost: []string{"vm"}, never: []string{"node1"}},
+		{name: "replica agent lost", lostAgent: "node1", members: []string{"vm", "node0", "node2"}, lost: []string{"node1"}},
+	} {
+		rep := journal.Report{Plan: plan, Leader: c.leader}
+		if c.lostAgent != "" {
+			rep.Agents = []journal.AgentTimeline{{Node: c.lostAgent, Lost: true}}
+		}
+		lost, never := replicasOut(rep, c.members)
+		if !slices.Equal(lost, c.lost) || !slices.Equal(never, c.never) {
+			t.Errorf("%s: lost %v, never %v; want %v, %v", c.name, lost, never, c.lost, c.never)
+		}
+	}
 }
