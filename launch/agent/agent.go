@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -316,10 +317,14 @@ func (a *Agent) run(ctx context.Context) error {
 			break
 		}
 		// The front-end is gone; its successor adopts the agent.
+		var lostAt string // where the lost root listened
+		if c, ok := l.Conn.(net.Conn); ok && switched == nil {
+			lostAt = c.RemoteAddr().String()
+		}
 		a.up.lose()
 		a.rootGone(err)
 		a.logf("lost the front-end (%v); looking for the new root", err)
-		nl, aerr := a.seekAdoption(ctx)
+		nl, aerr := a.seekAdoption(ctx, lostAt)
 		if aerr != nil {
 			err = fmt.Errorf("%w; %w", err, aerr)
 			break

@@ -176,10 +176,19 @@ func (a *Agent) quorumLost() error {
 
 // seekAdoption looks for the successor root among the replica agents until
 // one adopts this agent, adoptWait passes, or too many voters are known
-// dead for any successor to come (quorumLost).
-func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
+// dead for any successor to come (quorumLost). lostAt is where the lost
+// root listened ("": unknown): a link that fell silent (a partition)
+// says nothing of its root's life, but once the root's address refuses
+// connections its process is gone, a voter less. Without that look an
+// agent cut off until after the job's end, whose peers had exited,
+// sought a root for the whole AdoptWait (30 s) before it ended.
+func (a *Agent) seekAdoption(ctx context.Context, lostAt string) (*proto.Link, error) {
 	deadline := time.Now().Add(a.spec.Timing.AdoptWait())
 	for time.Now().Before(deadline) {
+		if lostAt != "" && refused(ctx, lostAt) {
+			a.rootGone(nil)
+			lostAt = ""
+		}
 		if err := a.quorumLost(); err != nil {
 			return nil, err
 		}
@@ -205,6 +214,19 @@ func (a *Agent) seekAdoption(ctx context.Context) (*proto.Link, error) {
 		}
 	}
 	return nil, fmt.Errorf("no root adopted node %s within %v", a.spec.Node, a.spec.Timing.AdoptWait())
+}
+
+// refused reports whether a TCP connection to addr is refused (its host
+// answers, nothing listens there); a connection made is closed at once.
+func refused(ctx context.Context, addr string) bool {
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	conn.Close()
+	return false
 }
 
 // askAdoption asks one replica agent; it returns the new parent link if
