@@ -147,15 +147,6 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	return nil
 }
 
-// The launch-time model's parameters for test nodes (agents started as
-// local processes): a fork and exec per child, and about 10 ms until an
-// agent runs and has connected back (--verbose on the 2-core development
-// machine: 0.5-3 ms per start, connected 8-12 ms after its launcher began).
-const (
-	localSeq = time.Millisecond
-	localRem = 10 * time.Millisecond
-)
-
 // arrangeTree builds the launch plan over the front-end (plan node 0) and
 // the agents (agent i is plan node i+1).
 func (fe *frontend) arrangeTree() error {
