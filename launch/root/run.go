@@ -118,7 +118,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	}
 	defer fe.stopGossip()
 	if opts.Replicas > 1 {
-		fe.stand = &standing{}
+		fe.stand = fe.newStanding()
 	}
 	code := fe.loop(ctx, events)
 	fe.exitCode = code
