@@ -5,7 +5,6 @@ package root
 // and counting what never started.
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -251,7 +250,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	if fe.stage != nil {
 		spec.Prestage = true
 		if a.rootChild { // deeper agents get it from their parent
-			if err := proto.SendPrestaged(a.send, fe.stage.name, fe.stage.mode, bytes.NewReader(fe.stage.data), int64(len(fe.stage.data))); err != nil {
+			if err := fe.stage.Send(a.send); err != nil {
 				fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
 				return
 			}

@@ -122,8 +122,8 @@ type launchState struct {
 	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
 	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
 	mapping      string                   // PMI_process_mapping
-	stage        *stagedProgram
-	backupsUp    map[int]int // agents whose standby link to a backup parent came up: the backup's index
+	stage        *proto.Staged            // the program, with --prestage
+	backupsUp    map[int]int              // agents whose standby link to a backup parent came up: the backup's index
 	// treeSeq numbers the tree changes (commitTree); treeTells are those
 	// not committed yet, in order.
 	treeSeq   uint64
