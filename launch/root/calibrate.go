@@ -23,7 +23,7 @@ func (fe *frontend) starts() []calibrate.Start {
 // calibrate keeps this launch's measurement (calibrate.Keep); failures to
 // keep it are reported, not fatal.
 func (fe *frontend) calibrate() {
-	k, err := calibrate.Keep(fe.opts.Launcher, fe.starts(), fe.autoChoice)
+	k, err := calibrate.Keep(fe.opts.Agents.Launcher, fe.starts(), fe.autoChoice)
 	if err != nil {
 		fe.warnf("%v", err)
 		return
@@ -33,13 +33,13 @@ func (fe *frontend) calibrate() {
 	}
 	total, kept := k.Launch, k.Kept
 	fe.verbosef("calibration: REM %.3f s, SEQ %.3f s from %d agents; kept REM %.3f s (p50 of %d launches, p25-p75 %.3f-%.3f s), SEQ %.3f s (in %s; ftlaunch plan --calibrated --launcher %s shows it)",
-		total.Rem, total.Seq, total.Agents, kept.Rem, len(kept.Window), kept.RemQuantile(0.25), kept.RemQuantile(0.75), kept.Seq, k.Path, cmp.Or(fe.opts.Launcher, "ssh"))
+		total.Rem, total.Seq, total.Agents, kept.Rem, len(kept.Window), kept.RemQuantile(0.25), kept.RemQuantile(0.75), kept.Seq, k.Path, cmp.Or(fe.opts.Agents.Launcher, "ssh"))
 }
 
 // buildPlan builds the launch plan of kind over n nodes (calibrate.Plan)
 // and fixes the model's prediction of this launch for it.
 func (fe *frontend) buildPlan(kind plan.Kind, n int, params plan.Params) (*plan.Plan, error) {
-	m, err := calibrate.ModelFor(fe.opts.Launcher, fe.opts.SSH == nil, n)
+	m, err := calibrate.ModelFor(fe.opts.Agents.Launcher, !fe.opts.Agents.Remote(), n)
 	if err != nil {
 		fe.warnf("launch model: %v (using its defaults)", err)
 	}

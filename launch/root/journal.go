@@ -160,14 +160,14 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	if fe.opts.Placement != nil {
 		nodes = len(fe.opts.Placement.Nodes)
 	}
-	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 || nodes < r-1 {
+	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 || nodes < r-1 {
 		return cfg, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, nodes)
 	}
 	if err := fe.issueRoot(); err != nil {
 		return cfg, err
 	}
 	ip := "127.0.0.1"
-	if fe.opts.SSH != nil {
+	if fe.opts.Agents.Remote() {
 		if addrs := proto.OwnAddrs(); len(addrs) > 0 {
 			ip = addrs[0]
 		}

@@ -56,7 +56,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		fe.agents = append(fe.agents, a)
 	}
 	fe.liveN = len(fe.agents)
-	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 {
+	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 {
 		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
 		fe.rec = recovery.New(fe.plannerConfig())
 		a := fe.agents[0]
@@ -76,7 +76,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	rootCreds := fe.rootCreds
 	addr, hosts := ":0", []string(nil)
-	sp := fe.opts.SSH
+	sp := fe.opts.Agents.Spawner
 	switch {
 	case sp == nil:
 		ls, err := launcher.NewLocalSpawner()
@@ -84,14 +84,14 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 			return err
 		}
 		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, ls
-	case fe.opts.Launcher == "slurm":
+	case fe.opts.Agents.Slurm():
 		hosts = proto.OwnAddrs() // srun says nothing of where its caller is
 	}
 	ln, err := secure.Listen(ctx, "tcp", addr, rootCreds)
 	if err != nil {
 		return fmt.Errorf("listen for agents: %w", err)
 	}
-	if fe.opts.SSH != nil {
+	if fe.opts.Agents.Remote() {
 		fe.startGossip(ctx, "", proto.OwnAddrs())
 	} else { // test nodes
 		fe.startGossip(ctx, "127.0.0.1", []string{"127.0.0.1"})
@@ -103,13 +103,13 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	}
 	batch := 0
 	if fe.plan.IsLeafLauncher(0) {
-		batch = fe.opts.Batch
+		batch = fe.opts.Agents.Batch
 	}
-	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
+	argv := []string{fe.opts.Agents.Path, "agent", "--connect"}
 	l := launcher.NewLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
 	l.Logf = func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") }
 	l.Job = fe.jobID
-	if g, ok := sp.(launcher.GroupSpawner); ok && fe.opts.GroupStart {
+	if g, ok := sp.(launcher.GroupSpawner); ok && fe.opts.Agents.GroupStart {
 		l.Group = g
 	}
 	fe.goFunc(func() {
@@ -153,7 +153,7 @@ func (fe *frontend) arrangeTree() error {
 	if err != nil {
 		return fmt.Errorf("--tree: %w", err)
 	}
-	if fe.opts.Launcher == "slurm" && fe.opts.GroupStart && kind.Shape != plan.Flat {
+	if fe.opts.Agents.Slurm() && fe.opts.Agents.GroupStart && kind.Shape != plan.Flat {
 		// One step for every agent: the front-end starts them all.
 		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
 		kind, _ = plan.ParseKind("flat")
@@ -399,20 +399,18 @@ func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 	return rs
 }
 
-// launchSpec tells agent a how to start its children.
+// launchSpec tells agent a how to start its children: as the root's
+// agents start (launcher.Agents.Spec), or a successor's as it was told
+// itself.
 func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
-	l := proto.LaunchSpec{Mode: "local", AgentPath: fe.opts.AgentPath}
-	switch {
-	case fe.role == roleSuccessor: // a successor: as it was told itself
-		l = *fe.launchTmpl // (set by Resume, with the role)
-	case fe.opts.Launcher == "slurm":
-		l.Mode = "slurm"
-	case fe.opts.SSH != nil:
-		l.Mode, l.SSHConfig, l.AcceptNew, l.ForwardAgent = "ssh", fe.opts.SSHConfig, fe.opts.SSHAcceptNew, fe.opts.SSHForwardAgent
+	leaf := fe.topo.LeafLauncher(a.idx)
+	if fe.role != roleSuccessor {
+		return fe.opts.Agents.Spec(leaf)
 	}
+	l := *fe.launchTmpl // (set by Resume, with the role)
 	l.Batch = 0
-	if fe.topo.LeafLauncher(a.idx) {
-		l.Batch = fe.opts.Batch
+	if leaf {
+		l.Batch = fe.opts.Agents.Batch
 	}
 	return l
 }
@@ -421,7 +419,7 @@ func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
 // with --verbose, prints the launch's breakdown per launching agent.
 func (fe *frontend) launchReport() {
 	fe.checkModel()
-	if fe.opts.SSH != nil && !fe.opts.GroupStart { // SSH and srun launches calibrate their model
+	if fe.opts.Agents.Remote() && !fe.opts.Agents.GroupStart { // SSH and srun launches calibrate their model
 		fe.calibrate()
 	}
 	if !fe.opts.Verbose {
@@ -450,18 +448,9 @@ func (fe *frontend) launchReport() {
 	}
 }
 
-// startedBy names how the job's agents are started, as --verbose and the
-// state log say it: an SSH session, an srun step, or a local process (test
-// nodes, or the one agent of a job on this machine).
-func (fe *frontend) startedBy() string {
-	switch {
-	case fe.opts.SSH == nil:
-		return journal.StartProcess
-	case fe.opts.Launcher == "slurm":
-		return journal.StartSrun
-	}
-	return journal.StartSSH
-}
+// startedBy names how the job's agents are started
+// (launcher.Agents.StartedBy).
+func (fe *frontend) startedBy() string { return fe.opts.Agents.StartedBy() }
 
 // launchFailed handles an agent that could not be started: it and the
 // agents below it never run, and the job fails (unless it is already
@@ -502,9 +491,9 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 // launcher's StartLocal).
 func (fe *frontend) spawnAgent(a *agentHandle) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
-		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.AgentPath, Stderr: fe.opts.Stderr,
+		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.Agents.Path, Stderr: fe.opts.Stderr,
 		Verbose: fe.opts.Verbose, Began: fe.start,
-		InProcess: fe.opts.AgentInProcess, Run: fe.local.Run, Start: fe.local.Start,
+		InProcess: fe.opts.Agents.InProcess, Run: fe.local.Run, Start: fe.local.Start,
 		Verbosef: fe.verbosef,
 	})
 	if err != nil {
