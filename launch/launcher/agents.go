@@ -1,9 +1,15 @@
 package launcher
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
 
 // Agents is how a job's agents are started, as ftlaunch run's flags say
@@ -68,4 +74,57 @@ func (g Agents) StartedBy() string {
 		return journal.StartSrun
 	}
 	return journal.StartSSH
+}
+
+// Listen opens the root's listener for its agents' links (and the
+// adoption and control connections that come to it) with the root's
+// credentials: on every interface for agents on other hosts, on loopback
+// for local processes posing as nodes, which a local spawner starts. It
+// returns the spawner of the root's children and the addresses they dial
+// back (nil: the bootstrap's own).
+func (g Agents) Listen(ctx context.Context, creds *secure.Credentials) (net.Listener, spawn.Spawner, []string, error) {
+	addr, hosts, sp := ":0", []string(nil), g.Spawner
+	switch {
+	case sp == nil:
+		ls, err := NewLocalSpawner()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, ls
+	case g.Slurm():
+		hosts = proto.OwnAddrs() // srun says nothing of where its caller is
+	}
+	ln, err := secure.Listen(ctx, "tcp", addr, creds)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listen for agents: %w", err)
+	}
+	return ln, sp, hosts, nil
+}
+
+// RootLauncher is the root's launcher of its children over sp (Listen's),
+// whose links come back to ln at hosts; leaf: the root launches leaves,
+// in batches. One group start starts them all where the spawner can and
+// GroupStart asks.
+func (g Agents) RootLauncher(sp spawn.Spawner, ln net.Listener, hosts []string, leaf bool, children []proto.ChildSpec) *Launcher {
+	batch := 0
+	if leaf {
+		batch = g.Batch
+	}
+	l := NewLauncher(sp, []string{g.Path, "agent", "--connect"}, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
+	if gs, ok := sp.(GroupSpawner); ok && g.GroupStart {
+		l.Group = gs
+	}
+	return l
+}
+
+// StartAgain starts children after the launch (a lost agent's next
+// incarnation, or a root's children never started), each on a goroutine
+// of the caller's (goFunc, which joins it), reported to report; ctx ends
+// the starts.
+func (l *Launcher) StartAgain(ctx context.Context, cs []proto.ChildSpec, goFunc func(func()), report func(LaunchResult)) {
+	for i := range cs {
+		c := cs[i]
+		ch := l.Expect(c.Name, c.Inc)
+		goFunc(func() { report(l.Start(ctx, &c, ch, time.Now())) })
+	}
 }

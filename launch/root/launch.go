@@ -17,7 +17,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
 	"github.com/ftlaunch/ftlaunch/topology/plan"
@@ -74,22 +73,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if err := fe.issueRoot(); err != nil {
 		return err
 	}
-	rootCreds := fe.rootCreds
-	addr, hosts := ":0", []string(nil)
-	sp := fe.opts.Agents.Spawner
-	switch {
-	case sp == nil:
-		ls, err := launcher.NewLocalSpawner()
-		if err != nil {
-			return err
-		}
-		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, ls
-	case fe.opts.Agents.Slurm():
-		hosts = proto.OwnAddrs() // srun says nothing of where its caller is
-	}
-	ln, err := secure.Listen(ctx, "tcp", addr, rootCreds)
+	ln, sp, hosts, err := fe.opts.Agents.Listen(ctx, fe.rootCreds)
 	if err != nil {
-		return fmt.Errorf("listen for agents: %w", err)
+		return err
 	}
 	if fe.opts.Agents.Remote() {
 		fe.startGossip(ctx, "", proto.OwnAddrs())
@@ -101,17 +87,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if err != nil {
 		return err
 	}
-	batch := 0
-	if fe.plan.IsLeafLauncher(0) {
-		batch = fe.opts.Agents.Batch
-	}
-	argv := []string{fe.opts.Agents.Path, "agent", "--connect"}
-	l := launcher.NewLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
+	l := fe.opts.Agents.RootLauncher(sp, ln, hosts, fe.plan.IsLeafLauncher(0), children)
 	l.Logf = func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") }
 	l.Job = fe.jobID
-	if g, ok := sp.(launcher.GroupSpawner); ok && fe.opts.Agents.GroupStart {
-		l.Group = g
-	}
 	fe.goFunc(func() {
 		stop := context.AfterFunc(ctx, func() { ln.Close() })
 		defer stop()
@@ -132,11 +110,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	// A lost agent is started again the same way (relaunch.go), not
 	// cancelled with the launch.
 	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
-		for i := range cs {
-			c := cs[i]
-			ch := l.Expect(c.Name, c.Inc)
-			fe.goFunc(func() { report(l.Start(ctx, &c, ch, time.Now())) })
-		}
+		l.StartAgain(ctx, cs, fe.goFunc, report)
 		return nil
 	}
 	fe.fence = func(ctx context.Context, node string, upTo uint64) (string, error) {
