@@ -90,7 +90,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 			return Result{ExitCode: ExitLauncher}, err
 		}
 	}
-	fe.progress = !opts.Verbose && isTerminal(opts.Stderr)
+	fe.progress = !opts.Verbose && output.IsTerminal(opts.Stderr)
 	fe.launching = fe.progress
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
