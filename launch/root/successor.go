@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -66,17 +65,13 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	if err != nil {
 		return nil, err
 	}
-	outDir := filepath.Join(spec.Replica.JobDir, "output")
-	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return nil, err
-	}
-	logf, err := os.OpenFile(filepath.Join(outDir, "ftlaunch.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	out, logf, err := output.OpenJob(spec.Replica.JobDir, st.Job.Size)
 	if err != nil {
 		return nil, err
 	}
 	opts := Options{
 		// Its log is a file, for after the fact: verbose.
-		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: outDir, Verbose: true,
+		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: filepath.Join(spec.Replica.JobDir, output.JobOutput), Verbose: true,
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
 		Stdout: logf, Stderr: logf, Observe: observe,
 	}
@@ -86,7 +81,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	sctx, stop := context.WithCancel(ctx)
 	events := make(chan event, 256)
 	tmpl := spec.Launch
-	fe := newFrontend(roleSuccessor, opts, output.NewWriter(logf, logf, true), st.Job.ID, testHooks{}) // successors do not hold
+	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{}) // successors do not hold
 	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
 	fe.tree, fe.launchTmpl, fe.mapping = true, &tmpl, spec.ProcessMapping
 	fe.replicaPeers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
@@ -103,9 +98,6 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		if fe.ca, err = secure.UnmarshalCA(spec.Replica.CA); err != nil {
 			return fail(fmt.Errorf("the job's CA: %w", err))
 		}
-	}
-	if err := fe.out.OpenFiles(outDir, opts.N); err != nil {
-		return fail(err)
 	}
 	ended, failed, err := fe.rebuild(st, spec.Replica.Placement)
 	if err != nil {
