@@ -111,3 +111,25 @@ func Resume(st *raftstore.State, n int, placement [][]int) (*Resumed, error) {
 	}
 	return r, nil
 }
+
+// TreePlan is the plan record of a launch tree over the agents named
+// names (by index): parent and backup give an agent's by index (negative:
+// the root, and none), replica whether it hosts a root replica. Resume
+// reads the tree back by index.
+func TreePlan(kind string, names []string, parent, backup func(i int) int, replica func(i int) bool) Plan {
+	p := Plan{Kind: kind, Root: RootName}
+	for i, name := range names {
+		n := PlanNode{Name: name, Primary: RootName}
+		if x := parent(i); x >= 0 {
+			n.Primary = names[x]
+		}
+		if x := backup(i); x >= 0 {
+			n.Backup = names[x]
+		}
+		p.Nodes = append(p.Nodes, n)
+		if replica(i) {
+			p.Replicas = append(p.Replicas, name)
+		}
+	}
+	return p
+}

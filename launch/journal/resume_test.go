@@ -56,3 +56,17 @@ func TestResume(t *testing.T) {
 		}
 	}
 }
+
+// TestTreePlan: a tree's plan record names each agent's parent and backup
+// parent (the root's name for the root, none left empty) and the replica
+// hosts, in index order.
+func TestTreePlan(t *testing.T) {
+	parents, backups := []int{-1, -1, 0}, []int{-2, 2, 1}
+	p := TreePlan("kary:2", []string{"n0", "n1", "n2"},
+		func(i int) int { return parents[i] }, func(i int) int { return backups[i] }, func(i int) bool { return i == 1 })
+	want := Plan{Kind: "kary:2", Root: RootName, Replicas: []string{"n1"}, Nodes: []PlanNode{
+		{Name: "n0", Primary: RootName}, {Name: "n1", Primary: RootName, Backup: "n2"}, {Name: "n2", Primary: "n0", Backup: "n1"}}}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("plan %+v\nwant %+v", p, want)
+	}
+}

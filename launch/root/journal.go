@@ -25,11 +25,11 @@ import (
 // journalPlan records the launch tree (or the single local agent); change
 // says what changed since the last one ("": the first).
 func (fe *frontend) journalPlan(change string) {
+	names := make([]string, len(fe.agents))
+	for i, a := range fe.agents {
+		names[i] = a.name
+	}
 	if !fe.tree {
-		names := make([]string, len(fe.agents))
-		for i, a := range fe.agents {
-			names[i] = a.name
-		}
 		fe.journal.Plan(journal.FlatPlan(names))
 		return
 	}
@@ -37,22 +37,10 @@ func (fe *frontend) journalPlan(change string) {
 	if fe.plan != nil {
 		kind = fe.plan.Kind.String()
 	}
-	p := journal.Plan{Kind: kind, Root: journal.RootName, Change: change}
+	p := journal.TreePlan(kind, names, fe.topo.Parent, fe.topo.Backup, func(i int) bool { return fe.replicaNodes[i] })
+	p.Change = change
 	if change == "" {
 		p.Model = fe.prediction
-	}
-	for _, a := range fe.agents {
-		n := journal.PlanNode{Name: a.name, Primary: journal.RootName}
-		if p := fe.topo.Parent(a.idx); p >= 0 {
-			n.Primary = fe.agents[p].name
-		}
-		if b := fe.topo.Backup(a.idx); b >= 0 {
-			n.Backup = fe.agents[b].name
-		}
-		p.Nodes = append(p.Nodes, n)
-		if fe.replicaNodes[a.idx] {
-			p.Replicas = append(p.Replicas, a.name)
-		}
 	}
 	fe.journal.Plan(p)
 }
