@@ -245,3 +245,28 @@ func TestJoinAdvertisesReachableAddr(t *testing.T) {
 		t.Fatalf("the journal writes once it leads again: %v", err)
 	}
 }
+
+// TestFirstOfGroup: a front-end's log configured as the first voter of a
+// group: its own transport and the group's timing, and a replica ID other
+// than the agents' when its host has an agent's name.
+func TestFirstOfGroup(t *testing.T) {
+	ca, err := secure.NewJobCA("ft-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := ca.Issue("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ node, want string }{{"fe", "fe"}, {"n1", "n1-root"}} {
+		cfg := Config{Node: c.node}
+		tr, err := cfg.FirstOfGroup(context.Background(), 3, creds, "127.0.0.1", []string{"n0", "n1"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Node != c.want || cfg.Transport != tr || cfg.Timing != raftstore.DefaultTiming(3) {
+			t.Errorf("host %s: node %q (want %q), transport set %v, timing %+v", c.node, cfg.Node, c.want, cfg.Transport == tr, cfg.Timing)
+		}
+		tr.Close()
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -144,12 +143,15 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	if r != 3 && r != 5 {
 		return cfg, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
 	}
-	nodes := len(fe.nodeNames())
+	names := fe.nodeNames()
 	if fe.opts.Placement != nil {
-		nodes = len(fe.opts.Placement.Nodes)
+		names = names[:0]
+		for _, n := range fe.opts.Placement.Nodes {
+			names = append(names, n.Name)
+		}
 	}
-	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 || nodes < r-1 {
-		return cfg, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, nodes)
+	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 || len(names) < r-1 {
+		return cfg, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, len(names))
 	}
 	if err := fe.issueRoot(); err != nil {
 		return cfg, err
@@ -160,28 +162,18 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 			ip = addrs[0]
 		}
 	}
-	layer, err := journal.NewRaftStream(ctx, fe.rootCreds, ip)
+	var cut func() bool
+	if path := os.Getenv(raftCutEnv); path != "" {
+		cut = func() bool {
+			_, err := os.Stat(path)
+			return err == nil
+		}
+	}
+	tr, err := cfg.FirstOfGroup(ctx, r, fe.rootCreds, ip, names, cut)
 	if err != nil {
 		return cfg, err
 	}
-	if path := os.Getenv(raftCutEnv); path != "" {
-		layer.CutWhile(func() bool {
-			_, err := os.Stat(path)
-			return err == nil
-		})
-	}
-	fe.raftTr = raftstore.NewTCPTransport(layer)
-	names := fe.nodeNames()
-	if fe.opts.Placement != nil {
-		names = names[:0]
-		for _, n := range fe.opts.Placement.Nodes {
-			names = append(names, n.Name)
-		}
-	}
-	if slices.Contains(names, cfg.Node) { // replica ids must differ from the agents'
-		cfg.Node += "-root"
-	}
-	cfg.Transport, cfg.Timing = fe.raftTr, raftstore.DefaultTiming(r)
+	fe.raftTr = tr
 	// The front-end's replica leads until the agents exit (endJournal):
 	// a replica agent a few entries behind gets the final status from it.
 	cfg.KeepForFollowers = agentsExitWait
