@@ -181,14 +181,7 @@ func TestJournalDeposedTakenOver(t *testing.T) {
 // that routes to that agent: the agent's replica, leading after a stall,
 // can reach it and hand the lead back.
 func TestJoinAdvertisesReachableAddr(t *testing.T) {
-	ca, err := secure.NewJobCA("ft-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := ca.Issue("root")
-	if err != nil {
-		t.Fatal(err)
-	}
+	creds := rootCreds(t)
 	ctx := context.Background()
 	stream := func(host string) *raft.NetworkTransport {
 		l, err := NewRaftStream(ctx, creds, host)
@@ -250,14 +243,7 @@ func TestJoinAdvertisesReachableAddr(t *testing.T) {
 // group: its own transport and the group's timing, and a replica ID other
 // than the agents' when its host has an agent's name.
 func TestFirstOfGroup(t *testing.T) {
-	ca, err := secure.NewJobCA("ft-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := ca.Issue("root")
-	if err != nil {
-		t.Fatal(err)
-	}
+	creds := rootCreds(t)
 	for _, c := range []struct{ node, want string }{{"fe", "fe"}, {"n1", "n1-root"}} {
 		cfg := Config{Node: c.node}
 		tr, err := cfg.FirstOfGroup(context.Background(), 3, creds, "127.0.0.1", []string{"n0", "n1"}, nil)
@@ -269,4 +255,18 @@ func TestFirstOfGroup(t *testing.T) {
 		}
 		tr.Close()
 	}
+}
+
+// rootCreds are a front-end's credentials from a job CA of its own.
+func rootCreds(t *testing.T) *secure.Credentials {
+	t.Helper()
+	ca, err := secure.NewJobCA("ft-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := ca.Issue("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return creds
 }
