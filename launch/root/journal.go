@@ -68,19 +68,9 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	if f := fe.status().Failure; f != nil {
 		msg, code = reasonWords(f.Why), f.Code
 	}
-	began := time.Now()
-	done := make(chan struct{})
-	var err error
-	var took time.Duration
-	go func() { // joined by wait, which Run's deferred closeJournal calls
-		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = fe.journal.Close(ctx, code, msg)
-		took = time.Since(began)
-	}()
-	fe.journalWait = sync.OnceFunc(func() {
-		<-done
+	closed := fe.journal.CloseInBackground(5*time.Second, code, msg)
+	fe.journalWait = sync.OnceFunc(func() { // Run's deferred closeJournal calls it
+		took, err := closed()
 		if err != nil {
 			fe.warnf("job state log: %v", err)
 		}
