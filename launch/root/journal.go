@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
@@ -133,7 +134,7 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	if r != 3 && r != 5 {
 		return cfg, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
 	}
-	names := fe.nodeNames()
+	names := alloc.LocalNodes(fe.opts.TestNodes)
 	if fe.opts.Placement != nil {
 		names = names[:0]
 		for _, n := range fe.opts.Placement.Nodes {

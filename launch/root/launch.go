@@ -31,14 +31,8 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	n := fe.opts.N
 	pl := fe.opts.Placement
 	if pl == nil {
-		// This machine's nodes: the ranks in blocks of ceil(n/nodes), as
-		// mpirun does on one host per node.
-		var hosts []alloc.Host
-		for _, name := range fe.nodeNames() {
-			hosts = append(hosts, alloc.Host{Name: name})
-		}
 		var err error
-		if pl, err = alloc.Place(alloc.Allocation{Hosts: hosts}, alloc.Request{NP: n}); err != nil {
+		if pl, err = alloc.PlaceLocal(fe.opts.TestNodes, n); err != nil { // this machine's nodes
 			return err
 		}
 	}

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -371,23 +369,6 @@ func (evAdopt) isRootEvent()            {}
 func (evAdoptTimeout) isRootEvent()     {}
 func (evResume) isRootEvent()           {}
 func (evTerminateOverdue) isRootEvent() {}
-
-// nodeNames returns the names of the job's nodes on this machine.
-func (fe *frontend) nodeNames() []string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	k := max(fe.opts.TestNodes, 1)
-	if fe.opts.TestNodes <= 1 {
-		return []string{host}
-	}
-	names := make([]string, k)
-	for i := range names {
-		names[i] = "node" + strconv.Itoa(i)
-	}
-	return names
-}
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
