@@ -13,7 +13,7 @@ import (
 // (failed: a non-zero code).
 func TestResume(t *testing.T) {
 	st := &raftstore.State{
-		Plan: raftstore.Plan{Nodes: []raftstore.PlanNode{{Name: RootName}, {Name: "n0"}, {Name: "n1", Backup: "n2"}, {Name: "n2", Primary: "n0", Backup: "n1"}}},
+		Plan:   raftstore.Plan{Nodes: []raftstore.PlanNode{{Name: RootName}, {Name: "n0"}, {Name: "n1", Backup: "n2"}, {Name: "n2", Primary: "n0", Backup: "n1"}}},
 		Agents: map[string]raftstore.Agent{"n0": {Node: "n0", Addr: "10.0.0.1:7"}, "n2": {Node: "n2", Addr: "10.0.0.3:7"}},
 		Ranks: []raftstore.Rank{
 			{Rank: 0, Node: "n0", PID: 10, State: raftstore.RankRunning},
