@@ -75,7 +75,7 @@ func resume(ctx context.Context, cfg launcher.ResumeConfig) (agent.Successor, er
 // Run launches the job and returns once every rank ended and every agent
 // exited. Problems that prevent any rank from starting (an agent that
 // cannot be spawned) are returned as errors. A local launch's agent may
-// run in this process (Options.AgentInProcess): the root gets the agent's
+// run in this process (Options.Agents.InProcess): the root gets the agent's
 // entry from here, as it does not import the agent.
 func Run(ctx context.Context, opts Options) (Result, error) {
 	return root.Run(ctx, opts, root.LocalHooks{Run: runLocal})

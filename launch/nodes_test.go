@@ -467,7 +467,7 @@ func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(
 	opts.StateDir = t.TempDir()
 	j.stateDir = opts.StateDir
 	opts.Stdout, opts.Stderr = &j.stdout, &j.stderr
-	opts.SSH, opts.Launcher, opts.Tree = j.sp, "ssh", cmp.Or(opts.Tree, "flat")
+	opts.Agents.Spawner, opts.Agents.Launcher, opts.Tree = j.sp, "ssh", cmp.Or(opts.Tree, "flat")
 	var allocated alloc.Allocation
 	for _, h := range hosts {
 		allocated.Hosts = append(allocated.Hosts, alloc.Host{Name: h})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/pmix"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
@@ -336,10 +337,11 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		N: f.n, Argv: apps[0].Argv, Env: apps[0].Env, Wdir: apps[0].Wdir, Apps: mpmd, Label: f.label, OutputDir: f.outputDir,
 		KillAfter: f.killAfter, Timeout: f.timeout, Restart: f.restart, MaxRestarts: f.maxRestarts, Spares: f.spares, Verbose: f.verbose, TestNodes: testNodes,
 		Bind: f.bindTo, BindShare: f.oversubscribe, Oversubscribe: f.oversubscribe, MPI: f.mpi,
-		AgentPath: self, Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
-		Placement: placement, SSH: sp, Tree: f.tree, Batch: f.batch, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas,
-		SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward, Launcher: f.launcher, GroupStart: groupStart(f, placement),
-		AgentInProcess: agentInProcess(os.Getenv(agentInProcessEnv), f.restart), AtEnd: prune,
+		Stdin: forwardableStdin(stdin), Stdout: stdout, Stderr: stderr, Signals: sigs, Detach: detach(stderr),
+		Placement: placement, Tree: f.tree, Prestage: f.prestage, StateDir: f.stateDir, Replicas: f.replicas, AtEnd: prune,
+		Agents: launcher.Agents{Path: self, Spawner: sp, Launcher: f.launcher, GroupStart: groupStart(f, placement), Batch: f.batch,
+			SSHConfig: sshConfig, SSHAcceptNew: f.acceptNew, SSHForwardAgent: forward,
+			InProcess: agentInProcess(os.Getenv(agentInProcessEnv), f.restart)},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ftlaunch run: %v\n", err)
@@ -535,7 +537,7 @@ func forwardableStdin(stdin *os.File) *os.File {
 
 // agentInProcessEnv chooses where a local launch's agent runs: 0 (or
 // false) as an `ftlaunch agent` process, any other value in the
-// front-end's process (launch.Options.AgentInProcess; docs/benchmarks.md
+// front-end's process (launch.Options.Agents.InProcess; docs/benchmarks.md
 // says what it saves and docs/guide.md what it costs).
 const agentInProcessEnv = "FTLAUNCH_AGENT_INPROCESS"
 

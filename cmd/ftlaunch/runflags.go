@@ -37,6 +37,9 @@ type appFlags struct {
 	nFlag string
 }
 
+// runFlags are ftlaunch run's flags as parsed. It has 37 fields, over the
+// project's 30, because it is one field per flag of the command line;
+// grouping them would only rename flags.
 type runFlags struct {
 	apps []appFlags
 	// n is the number of ranks: the blocks' sum, or 0 for one rank per

@@ -28,7 +28,6 @@ var layers = map[string]int{
 	"launch/pmi":       0,
 	"launch/pmix":      0,
 	"launch/spawn":     0,
-	"launch/calibrate": 0,
 	"launch/rankenv":   0,
 	"launch/fence":     0,
 	"chaos/cluster":    0,
@@ -44,6 +43,7 @@ var layers = map[string]int{
 	"topology":         1,
 	"recovery":         2, // plans over the launch tree (topology)
 	"launch/client":    2,
+	"launch/calibrate": 2, // the model's inputs and measurements: the launch plan (topology/plan), the state log's records (launch/journal)
 	"chaos/ringapp":    3, // the recovery application: a rank program over the client library
 	// The link protocol both roles speak, then starting agents.
 	"launch/proto":    2,

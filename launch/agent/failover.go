@@ -416,8 +416,8 @@ func (a *Agent) watchLeadership(ctx context.Context, ar *agentReplica) {
 		// A front-end heard from since this replica began to lead is
 		// alive: it was paused past raft's lease (a GC pause, VM steal,
 		// SIGSTOP) or its raft traffic was cut. It gets the lead back at
-		// once; it acts on nothing until it leads again (launch/root's
-		// standing.go), and steps aside if it cannot.
+		// once; it acts on nothing until it leads again (launch/journal's
+		// Watch), and steps aside if it cannot.
 		if leadingSince.IsZero() {
 			leadingSince = time.Now()
 		}

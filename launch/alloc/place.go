@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -227,4 +228,33 @@ func buildPlacement(hosts []Host, hostOf []int, ppn int) *Placement {
 		p.Ranks[r].LocalSize = len(p.Nodes[p.Ranks[r].Node].Ranks)
 	}
 	return p
+}
+
+// LocalNodes names the nodes of a job on this machine: k local agents
+// posing as nodes (node0, node1, …: --test-nodes), or, for k ≤ 1, this
+// host ("localhost" if it has no name).
+func LocalNodes(k int) []string {
+	if k <= 1 {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "localhost"
+		}
+		return []string{host}
+	}
+	names := make([]string, k)
+	for i := range names {
+		names[i] = "node" + strconv.Itoa(i)
+	}
+	return names
+}
+
+// PlaceLocal places n ranks on the nodes of a job on this machine
+// (LocalNodes(k)): in blocks of ceil(n/nodes), as mpirun does on one host
+// per node.
+func PlaceLocal(k, n int) (*Placement, error) {
+	var hosts []Host
+	for _, name := range LocalNodes(k) {
+		hosts = append(hosts, Host{Name: name})
+	}
+	return Place(Allocation{Hosts: hosts}, Request{NP: n})
 }

@@ -3,6 +3,7 @@ package alloc
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -313,4 +314,27 @@ func parseMappingLikeMPICH(s string) ([]mapBlock, error) {
 		out = append(out, mapBlock{v[0], v[1], v[2]})
 	}
 	return out, nil
+}
+
+// TestPlaceLocal: a job on this machine runs on this host, or on k test
+// nodes named node0…, its ranks in blocks.
+func TestPlaceLocal(t *testing.T) {
+	host, _ := os.Hostname()
+	if got := LocalNodes(1); len(got) != 1 || (host != "" && got[0] != host) {
+		t.Errorf("one node: %v, want this host %q", got, host)
+	}
+	pl, err := PlaceLocal(3, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]int
+	for i, nd := range pl.Nodes {
+		if want := "node" + strconv.Itoa(i); nd.Name != want {
+			t.Errorf("node %d named %q, want %q", i, nd.Name, want)
+		}
+		got = append(got, nd.Ranks)
+	}
+	if want := [][]int{{0, 1, 2}, {3, 4, 5}, {6}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ranks by node %v, want %v", got, want)
+	}
 }

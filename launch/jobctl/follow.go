@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ftlaunch/ftlaunch/launch/output"
 )
 
 // Follower prints what a successor root appends to a job's output files
@@ -35,10 +37,10 @@ func (f *Follower) Poll() {
 	if f.files == nil {
 		f.files = map[string]*followed{}
 	}
-	dir := filepath.Join(f.Dir, "output")
+	dir := filepath.Join(f.Dir, output.JobOutput)
 	names, _ := filepath.Glob(filepath.Join(dir, "rank.*.*"))
 	sort.Strings(names)
-	names = append(names, filepath.Join(dir, "ftlaunch.log"))
+	names = append(names, filepath.Join(dir, output.JobLog))
 	for _, name := range names {
 		fl := f.files[name]
 		if fl == nil {
@@ -66,7 +68,7 @@ func (f *Follower) Poll() {
 
 // parseName says what an output file holds (nil: not one to follow).
 func parseName(base string) *followed {
-	if base == "ftlaunch.log" {
+	if base == output.JobLog {
 		return &followed{rank: -1, err: true}
 	}
 	parts := strings.Split(base, ".")

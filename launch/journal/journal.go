@@ -415,6 +415,28 @@ func (j *Journal) Sync(ctx context.Context) error {
 	}
 }
 
+// CloseInBackground begins Close, bounded by timeout, on a goroutine of
+// its own and returns at once: the caller goes on (its agents exit) while
+// the final status is committed and synced. wait joins that goroutine and
+// returns how long Close took and its error; it may be called again.
+func (j *Journal) CloseInBackground(timeout time.Duration, exitCode int, msg string) (wait func() (time.Duration, error)) {
+	began := time.Now()
+	done := make(chan struct{})
+	var err error
+	var took time.Duration
+	go func() { // joined by wait
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		err = j.Close(ctx, exitCode, msg)
+		took = time.Since(began)
+	}()
+	return func() (time.Duration, error) {
+		<-done
+		return took, err
+	}
+}
+
 // Close flushes what is queued, commits the job's final status (exit code
 // and message), and shuts the replica down (with KeepForFollowers: keeps
 // it up until Release); it returns the journal's first error. If ctx ends

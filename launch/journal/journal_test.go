@@ -483,3 +483,22 @@ func TestWriterSeedsOpenFailures(t *testing.T) {
 		t.Errorf("rank 3's incarnation 2 (its failure of incarnation 1 recovered) failed as %v, want a failure", k)
 	}
 }
+
+// TestCloseInBackground: the final status is committed while the caller
+// goes on; its wait returns Close's outcome, again when called again.
+func TestCloseInBackground(t *testing.T) {
+	j := open(t, t.TempDir(), 2)
+	wait := j.CloseInBackground(5*time.Second, 4, "rank 1 failed")
+	for range 2 {
+		if took, err := wait(); err != nil || took <= 0 {
+			t.Fatalf("close: %v after %v", err, took)
+		}
+	}
+	in, err := raftstore.OpenReadOnly(j.ReplicaDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := in.State.Status; !s.Done || s.ExitCode != 4 || s.Message != "rank 1 failed" {
+		t.Errorf("final status %+v", s)
+	}
+}

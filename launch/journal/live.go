@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -79,4 +80,32 @@ func ReadLive(jobDir string) (*Live, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(jobDir, LiveFile), err)
 	}
 	return &l, nil
+}
+
+// WriteLive replaces a job's live report with l (write, then rename: a
+// reader sees the old report or the new one); node, the writer's, names
+// its temporary file.
+func WriteLive(jobDir, node string, l Live) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("live report: %w", err)
+	}
+	tmp := filepath.Join(jobDir, "."+LiveFile+"."+node)
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("live report: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(jobDir, LiveFile)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("live report: %w", err)
+	}
+	return nil
+}
+
+// RemoveLive removes a job's live report (none is no error): its final
+// status is committed.
+func RemoveLive(jobDir string) error {
+	if err := os.Remove(filepath.Join(jobDir, LiveFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("live report: %w", err)
+	}
+	return nil
 }

@@ -181,14 +181,7 @@ func TestJournalDeposedTakenOver(t *testing.T) {
 // that routes to that agent: the agent's replica, leading after a stall,
 // can reach it and hand the lead back.
 func TestJoinAdvertisesReachableAddr(t *testing.T) {
-	ca, err := secure.NewJobCA("ft-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := ca.Issue("root")
-	if err != nil {
-		t.Fatal(err)
-	}
+	creds := rootCreds(t)
 	ctx := context.Background()
 	stream := func(host string) *raft.NetworkTransport {
 		l, err := NewRaftStream(ctx, creds, host)
@@ -244,4 +237,36 @@ func TestJoinAdvertisesReachableAddr(t *testing.T) {
 	if err := j.Sync(ctx); err != nil {
 		t.Fatalf("the journal writes once it leads again: %v", err)
 	}
+}
+
+// TestFirstOfGroup: a front-end's log configured as the first voter of a
+// group: its own transport and the group's timing, and a replica ID other
+// than the agents' when its host has an agent's name.
+func TestFirstOfGroup(t *testing.T) {
+	creds := rootCreds(t)
+	for _, c := range []struct{ node, want string }{{"fe", "fe"}, {"n1", "n1-root"}} {
+		cfg := Config{Node: c.node}
+		tr, err := cfg.FirstOfGroup(context.Background(), 3, creds, "127.0.0.1", []string{"n0", "n1"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Node != c.want || cfg.Transport != tr || cfg.Timing != raftstore.DefaultTiming(3) {
+			t.Errorf("host %s: node %q (want %q), transport set %v, timing %+v", c.node, cfg.Node, c.want, cfg.Transport == tr, cfg.Timing)
+		}
+		tr.Close()
+	}
+}
+
+// rootCreds are a front-end's credentials from a job CA of its own.
+func rootCreds(t *testing.T) *secure.Credentials {
+	t.Helper()
+	ca, err := secure.NewJobCA("ft-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := ca.Issue("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return creds
 }

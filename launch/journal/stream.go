@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/raftstore"
 )
 
 // The root replica group (--replicas R > 1). Replica 0 is the front-end's
@@ -133,3 +135,26 @@ func (c cutConn) Write(p []byte) (int, error) {
 }
 
 var errCut = errors.New("raft traffic cut (test)")
+
+// FirstOfGroup makes c the first voter of a group of r replicas (3 or 5)
+// whose others are agents, named agents: reached over TCP with the job's
+// mutual TLS (creds), advertised at host, its replica's ID its node's (or
+// node-root, an agent's name being the same), its timing the group's;
+// cut, if set, drops its raft traffic while it reports true (CutWhile). It
+// returns the transport, which the caller closes once the journal is
+// done.
+func (c *Config) FirstOfGroup(ctx context.Context, r int, creds *secure.Credentials, host string, agents []string, cut func() bool) (*raft.NetworkTransport, error) {
+	layer, err := NewRaftStream(ctx, creds, host)
+	if err != nil {
+		return nil, err
+	}
+	if cut != nil {
+		layer.CutWhile(cut)
+	}
+	tr := raftstore.NewTCPTransport(layer)
+	if slices.Contains(agents, c.Node) { // replica IDs must differ from the agents'
+		c.Node += "-root"
+	}
+	c.Transport, c.Timing = tr, raftstore.DefaultTiming(r)
+	return tr, nil
+}

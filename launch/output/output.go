@@ -193,3 +193,33 @@ func (w *Writer) write(it Item) {
 		}
 	}
 }
+
+// Where a successor root writes the job's output, in the job's state
+// directory (it has no terminal): the ranks' files in JobOutput
+// (rank.R.out, rank.R.err) and ftlaunch's messages in JobOutput/JobLog,
+// which ftlaunch attach follows (launch/jobctl).
+const (
+	JobOutput = "output"
+	JobLog    = "ftlaunch.log"
+)
+
+// OpenJob opens a successor root's output in jobDir for n ranks: a
+// writer of labelled lines to the ranks' files, whose messages (and
+// stdout and stderr) go to the log, appended to (an earlier successor's
+// stays). The caller closes the log after the writer.
+func OpenJob(jobDir string, n int) (*Writer, *os.File, error) {
+	dir := filepath.Join(jobDir, JobOutput)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("the job's output: %w", err)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, JobLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the job's output: %w", err)
+	}
+	w := NewWriter(logf, logf, true)
+	if err := w.OpenFiles(dir, n); err != nil {
+		logf.Close()
+		return nil, nil, err
+	}
+	return w, logf, nil
+}

@@ -3,10 +3,12 @@ package proto
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
@@ -131,4 +133,84 @@ func ReadControlInfo(jobDir string) (ControlInfo, error) {
 		return ci, fmt.Errorf("%s: %w", filepath.Join(jobDir, ControlFile), err)
 	}
 	return ci, nil
+}
+
+// ControlTimeout bounds a control connection's request and answer.
+const ControlTimeout = 5 * time.Second
+
+// PublishControl writes where a job's root takes control connections (ci,
+// into jobDir's ControlFile) and, once per job, the controller's
+// credentials, issued by the job's CA (ControlKey; none without a CA or
+// without addresses: a job without a launch tree is reached by its
+// front-end's PID).
+func PublishControl(jobDir string, ca *secure.CA, ci ControlInfo) error {
+	if ca != nil && len(ci.Addrs) > 0 {
+		keyFile := filepath.Join(jobDir, ControlKey)
+		if _, err := os.Stat(keyFile); err != nil {
+			creds, err := ca.Issue(ControlName)
+			if err == nil {
+				err = writeFileAtomic(keyFile, creds.Marshal())
+			}
+			if err != nil {
+				return fmt.Errorf("the controller's credentials: %w", err)
+			}
+		}
+	}
+	return WriteControlInfo(jobDir, ci)
+}
+
+// writeFileAtomic writes b to a file of mode 0600 under a temporary name,
+// then renames it.
+func writeFileAtomic(name string, b []byte) error {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// ListenAddrs are the addresses a controller dials for listener ln: its
+// own, or, when it listens on every interface, this host's addresses.
+func ListenAddrs(ln net.Listener) []string {
+	ta, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return nil
+	}
+	port := fmt.Sprint(ta.Port)
+	if !ta.IP.IsUnspecified() {
+		return []string{net.JoinHostPort(ta.IP.String(), port)}
+	}
+	var addrs []string
+	for _, h := range OwnAddrs() {
+		addrs = append(addrs, net.JoinHostPort(h, port))
+	}
+	return addrs
+}
+
+// ReadControl reads the request of a control connection (after its
+// hello), and sets the connection's deadline for the answer
+// (ControlTimeout from now). Only the controller's certificate may ask
+// (an agent's may not).
+func ReadControl(conn net.Conn) (Control, error) {
+	if name, err := secure.PeerName(conn); err != nil || name != ControlName {
+		return Control{}, fmt.Errorf("control connection from %q: only the controller may ask (%v)", name, err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(ControlTimeout))
+	f, err := wire.ReadFrame(conn, 4096)
+	if err != nil {
+		return Control{}, fmt.Errorf("control request: %w", err)
+	}
+	if f.Type != MControl {
+		return Control{}, fmt.Errorf("control request: message type %d", f.Type)
+	}
+	return DecodeControl(f.Payload)
+}
+
+// AnswerControl writes the root's answer on a control connection.
+func AnswerControl(conn net.Conn, ack ControlAck) error {
+	return wire.WriteFrame(conn, MControlAck, ack.Encode())
 }

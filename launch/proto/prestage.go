@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -132,4 +133,40 @@ func (ps *Prestaged) Remove() {
 	if ps.dir != "" {
 		os.RemoveAll(ps.dir)
 	}
+}
+
+// Staged is the program file a front-end prestages.
+type Staged struct {
+	Name string // its base name
+	Mode os.FileMode
+	Data []byte
+}
+
+// ReadStaged reads the program prog for prestaging, resolved as a rank's
+// would be (in wdir, on the ranks' PATH path), at most MaxPrestage bytes.
+func ReadStaged(prog, wdir, path string) (*Staged, error) {
+	p, err := ResolveProgram(prog, wdir, path)
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(wdir, p)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	if st.Size() > MaxPrestage {
+		return nil, fmt.Errorf("--prestage: %s is %d bytes, more than the limit of %d", p, st.Size(), MaxPrestage)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("--prestage: %w", err)
+	}
+	return &Staged{Name: filepath.Base(p), Mode: st.Mode().Perm(), Data: data}, nil
+}
+
+// Send sends the program to a child, in chunks (SendPrestaged).
+func (s *Staged) Send(send func(typ uint8, p []byte) error) error {
+	return SendPrestaged(send, s.Name, s.Mode, bytes.NewReader(s.Data), int64(len(s.Data)))
 }

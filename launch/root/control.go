@@ -2,17 +2,13 @@ package root
 
 import (
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/overlay/secure"
-	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
@@ -22,9 +18,6 @@ import (
 // connect to (the front-end's; a successor's agent's). The root publishes
 // where it listens, and the controller's credentials, in the job's state
 // directory (proto.ControlFile, proto.ControlKey).
-
-// controlTimeout bounds a control connection's request and answer.
-const controlTimeout = 5 * time.Second
 
 // evControl: a controller's request, read off the event loop.
 type evControl struct {
@@ -36,82 +29,27 @@ func (evControl) isRootEvent() {}
 
 // publishControl writes where the root listens (addrs; none: a job
 // without a launch tree, reached by the front-end's PID) and, once per
-// job, the controller's credentials, issued by the job's CA. Errors are
+// job, the controller's credentials (proto.PublishControl). Errors are
 // only warned of: a job that cannot be controlled still runs.
 func (fe *frontend) publishControl(name string, addrs []string) {
 	if fe.journal == nil || fe.journal.Dir() == "" {
 		return
 	}
-	dir := fe.journal.Dir()
 	host, _ := os.Hostname()
-	if fe.ca != nil && len(addrs) > 0 {
-		keyFile := filepath.Join(dir, proto.ControlKey)
-		if _, err := os.Stat(keyFile); err != nil {
-			creds, err := fe.ca.Issue(proto.ControlName)
-			if err == nil {
-				err = writeFileAtomic(keyFile, creds.Marshal())
-			}
-			if err != nil {
-				fe.warnf("job control: %v (ftlaunch cancel will not reach this job)", err)
-				return
-			}
-		}
-	}
 	ci := proto.ControlInfo{Job: fe.jobID, Root: fe.rootNode, Name: name, Addrs: addrs, Host: host, PID: os.Getpid(), Updated: time.Now()}
-	if err := proto.WriteControlInfo(dir, ci); err != nil {
+	if err := proto.PublishControl(fe.journal.Dir(), fe.ca, ci); err != nil {
 		fe.warnf("job control: %v (ftlaunch cancel will not reach this job)", err)
 	}
-}
-
-// writeFileAtomic writes b to a file of mode 0600 under a temporary name,
-// then renames it.
-func writeFileAtomic(name string, b []byte) error {
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
-// listenAddrs are the addresses a controller dials for listener ln: its
-// own, or, when it listens on every interface, this host's addresses.
-func listenAddrs(ln net.Listener) []string {
-	ta, ok := ln.Addr().(*net.TCPAddr)
-	if !ok {
-		return nil
-	}
-	port := fmt.Sprint(ta.Port)
-	if !ta.IP.IsUnspecified() {
-		return []string{net.JoinHostPort(ta.IP.String(), port)}
-	}
-	var addrs []string
-	for _, h := range proto.OwnAddrs() {
-		addrs = append(addrs, net.JoinHostPort(h, port))
-	}
-	return addrs
 }
 
 // control takes a control connection: it reads the request off the event
 // loop and hands it to the loop, then sends the loop's answer back. Only
 // the controller's certificate may ask (an agent's may not).
 func (fe *frontend) control(ac *adoptConn) {
-	if name, err := secure.PeerName(ac.conn); err != nil || name != proto.ControlName {
-		ac.conn.Close()
-		return
-	}
 	fe.goFunc(func() {
 		conn := ac.conn
 		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(controlTimeout))
-		f, err := wire.ReadFrame(conn, 4096)
-		if err != nil || f.Type != proto.MControl {
-			return
-		}
-		req, err := proto.DecodeControl(f.Payload)
+		req, err := proto.ReadControl(conn)
 		if err != nil {
 			return
 		}
@@ -123,7 +61,7 @@ func (fe *frontend) control(ac *adoptConn) {
 		}
 		select {
 		case ack := <-reply:
-			_ = wire.WriteFrame(conn, proto.MControlAck, ack.Encode())
+			_ = proto.AnswerControl(conn, ack)
 		case <-fe.ctx.Done():
 		}
 	})
@@ -219,7 +157,7 @@ func (fe *frontend) controlAddrs() []string {
 	if fe.ln == nil {
 		return nil
 	}
-	return listenAddrs(fe.ln)
+	return proto.ListenAddrs(fe.ln)
 }
 
 // successorAddrs are where a successor takes control connections: its

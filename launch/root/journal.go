@@ -10,10 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
@@ -25,11 +25,11 @@ import (
 // journalPlan records the launch tree (or the single local agent); change
 // says what changed since the last one ("": the first).
 func (fe *frontend) journalPlan(change string) {
+	names := make([]string, len(fe.agents))
+	for i, a := range fe.agents {
+		names[i] = a.name
+	}
 	if !fe.tree {
-		names := make([]string, len(fe.agents))
-		for i, a := range fe.agents {
-			names[i] = a.name
-		}
 		fe.journal.Plan(journal.FlatPlan(names))
 		return
 	}
@@ -37,22 +37,10 @@ func (fe *frontend) journalPlan(change string) {
 	if fe.plan != nil {
 		kind = fe.plan.Kind.String()
 	}
-	p := journal.Plan{Kind: kind, Root: journal.RootName, Change: change}
+	p := journal.TreePlan(kind, names, fe.topo.Parent, fe.topo.Backup, func(i int) bool { return fe.replicaNodes[i] })
+	p.Change = change
 	if change == "" {
 		p.Model = fe.prediction
-	}
-	for _, a := range fe.agents {
-		n := journal.PlanNode{Name: a.name, Primary: journal.RootName}
-		if p := fe.topo.Parent(a.idx); p >= 0 {
-			n.Primary = fe.agents[p].name
-		}
-		if b := fe.topo.Backup(a.idx); b >= 0 {
-			n.Backup = fe.agents[b].name
-		}
-		p.Nodes = append(p.Nodes, n)
-		if fe.replicaNodes[a.idx] {
-			p.Replicas = append(p.Replicas, a.name)
-		}
 	}
 	fe.journal.Plan(p)
 }
@@ -81,19 +69,9 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	if f := fe.status().Failure; f != nil {
 		msg, code = reasonWords(f.Why), f.Code
 	}
-	began := time.Now()
-	done := make(chan struct{})
-	var err error
-	var took time.Duration
-	go func() { // joined by wait, which Run's deferred closeJournal calls
-		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = fe.journal.Close(ctx, code, msg)
-		took = time.Since(began)
-	}()
-	fe.journalWait = sync.OnceFunc(func() {
-		<-done
+	closed := fe.journal.CloseInBackground(5*time.Second, code, msg)
+	fe.journalWait = sync.OnceFunc(func() { // Run's deferred closeJournal calls it
+		took, err := closed()
 		if err != nil {
 			fe.warnf("job state log: %v", err)
 		}
@@ -156,44 +134,37 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 	if r != 3 && r != 5 {
 		return cfg, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
 	}
-	nodes := len(fe.nodeNames())
-	if fe.opts.Placement != nil {
-		nodes = len(fe.opts.Placement.Nodes)
-	}
-	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 || nodes < r-1 {
-		return cfg, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, nodes)
-	}
-	if err := fe.issueRoot(); err != nil {
-		return cfg, err
-	}
-	ip := "127.0.0.1"
-	if fe.opts.SSH != nil {
-		if addrs := proto.OwnAddrs(); len(addrs) > 0 {
-			ip = addrs[0]
-		}
-	}
-	layer, err := journal.NewRaftStream(ctx, fe.rootCreds, ip)
-	if err != nil {
-		return cfg, err
-	}
-	if path := os.Getenv(raftCutEnv); path != "" {
-		layer.CutWhile(func() bool {
-			_, err := os.Stat(path)
-			return err == nil
-		})
-	}
-	fe.raftTr = raftstore.NewTCPTransport(layer)
-	names := fe.nodeNames()
+	names := alloc.LocalNodes(fe.opts.TestNodes)
 	if fe.opts.Placement != nil {
 		names = names[:0]
 		for _, n := range fe.opts.Placement.Nodes {
 			names = append(names, n.Name)
 		}
 	}
-	if slices.Contains(names, cfg.Node) { // replica ids must differ from the agents'
-		cfg.Node += "-root"
+	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 || len(names) < r-1 {
+		return cfg, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, len(names))
 	}
-	cfg.Transport, cfg.Timing = fe.raftTr, raftstore.DefaultTiming(r)
+	if err := fe.issueRoot(); err != nil {
+		return cfg, err
+	}
+	ip := "127.0.0.1"
+	if fe.opts.Agents.Remote() {
+		if addrs := proto.OwnAddrs(); len(addrs) > 0 {
+			ip = addrs[0]
+		}
+	}
+	var cut func() bool
+	if path := os.Getenv(raftCutEnv); path != "" {
+		cut = func() bool {
+			_, err := os.Stat(path)
+			return err == nil
+		}
+	}
+	tr, err := cfg.FirstOfGroup(ctx, r, fe.rootCreds, ip, names, cut)
+	if err != nil {
+		return cfg, err
+	}
+	fe.raftTr = tr
 	// The front-end's replica leads until the agents exit (endJournal):
 	// a replica agent a few entries behind gets the final status from it.
 	cfg.KeepForFollowers = agentsExitWait

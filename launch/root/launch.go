@@ -5,7 +5,6 @@ package root
 // and counting what never started.
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
 	"github.com/ftlaunch/ftlaunch/topology/plan"
@@ -33,14 +31,8 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	n := fe.opts.N
 	pl := fe.opts.Placement
 	if pl == nil {
-		// This machine's nodes: the ranks in blocks of ceil(n/nodes), as
-		// mpirun does on one host per node.
-		var hosts []alloc.Host
-		for _, name := range fe.nodeNames() {
-			hosts = append(hosts, alloc.Host{Name: name})
-		}
 		var err error
-		if pl, err = alloc.Place(alloc.Allocation{Hosts: hosts}, alloc.Request{NP: n}); err != nil {
+		if pl, err = alloc.PlaceLocal(fe.opts.TestNodes, n); err != nil { // this machine's nodes
 			return err
 		}
 	}
@@ -57,7 +49,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		fe.agents = append(fe.agents, a)
 	}
 	fe.liveN = len(fe.agents)
-	if fe.opts.SSH == nil && fe.opts.TestNodes <= 1 {
+	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 {
 		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
 		fe.rec = recovery.New(fe.plannerConfig())
 		a := fe.agents[0]
@@ -75,24 +67,11 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if err := fe.issueRoot(); err != nil {
 		return err
 	}
-	rootCreds := fe.rootCreds
-	addr, hosts := ":0", []string(nil)
-	sp := fe.opts.SSH
-	switch {
-	case sp == nil:
-		ls, err := launcher.NewLocalSpawner()
-		if err != nil {
-			return err
-		}
-		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, ls
-	case fe.opts.Launcher == "slurm":
-		hosts = proto.OwnAddrs() // srun says nothing of where its caller is
-	}
-	ln, err := secure.Listen(ctx, "tcp", addr, rootCreds)
+	ln, sp, hosts, err := fe.opts.Agents.Listen(ctx, fe.rootCreds)
 	if err != nil {
-		return fmt.Errorf("listen for agents: %w", err)
+		return err
 	}
-	if fe.opts.SSH != nil {
+	if fe.opts.Agents.Remote() {
 		fe.startGossip(ctx, "", proto.OwnAddrs())
 	} else { // test nodes
 		fe.startGossip(ctx, "127.0.0.1", []string{"127.0.0.1"})
@@ -102,17 +81,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if err != nil {
 		return err
 	}
-	batch := 0
-	if fe.plan.IsLeafLauncher(0) {
-		batch = fe.opts.Batch
-	}
-	argv := []string{fe.opts.AgentPath, "agent", "--connect"}
-	l := launcher.NewLauncher(sp, argv, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
+	l := fe.opts.Agents.RootLauncher(sp, ln, hosts, fe.plan.IsLeafLauncher(0), children)
 	l.Logf = func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") }
 	l.Job = fe.jobID
-	if g, ok := sp.(launcher.GroupSpawner); ok && fe.opts.GroupStart {
-		l.Group = g
-	}
 	fe.goFunc(func() {
 		stop := context.AfterFunc(ctx, func() { ln.Close() })
 		defer stop()
@@ -133,11 +104,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	// A lost agent is started again the same way (relaunch.go), not
 	// cancelled with the launch.
 	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
-		for i := range cs {
-			c := cs[i]
-			ch := l.Expect(c.Name, c.Inc)
-			fe.goFunc(func() { report(l.Start(ctx, &c, ch, time.Now())) })
-		}
+		l.StartAgain(ctx, cs, fe.goFunc, report)
 		return nil
 	}
 	fe.fence = func(ctx context.Context, node string, upTo uint64) (string, error) {
@@ -147,15 +114,6 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	return nil
 }
 
-// The launch-time model's parameters for test nodes (agents started as
-// local processes): a fork and exec per child, and about 10 ms until an
-// agent runs and has connected back (--verbose on the 2-core development
-// machine: 0.5-3 ms per start, connected 8-12 ms after its launcher began).
-const (
-	localSeq = time.Millisecond
-	localRem = 10 * time.Millisecond
-)
-
 // arrangeTree builds the launch plan over the front-end (plan node 0) and
 // the agents (agent i is plan node i+1).
 func (fe *frontend) arrangeTree() error {
@@ -163,7 +121,7 @@ func (fe *frontend) arrangeTree() error {
 	if err != nil {
 		return fmt.Errorf("--tree: %w", err)
 	}
-	if fe.opts.Launcher == "slurm" && fe.opts.GroupStart && kind.Shape != plan.Flat {
+	if fe.opts.Agents.Slurm() && fe.opts.Agents.GroupStart && kind.Shape != plan.Flat {
 		// One step for every agent: the front-end starts them all.
 		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
 		kind, _ = plan.ParseKind("flat")
@@ -260,7 +218,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	if fe.stage != nil {
 		spec.Prestage = true
 		if a.rootChild { // deeper agents get it from their parent
-			if err := proto.SendPrestaged(a.send, fe.stage.name, fe.stage.mode, bytes.NewReader(fe.stage.data), int64(len(fe.stage.data))); err != nil {
+			if err := fe.stage.Send(a.send); err != nil {
 				fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
 				return
 			}
@@ -409,20 +367,18 @@ func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 	return rs
 }
 
-// launchSpec tells agent a how to start its children.
+// launchSpec tells agent a how to start its children: as the root's
+// agents start (launcher.Agents.Spec), or a successor's as it was told
+// itself.
 func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
-	l := proto.LaunchSpec{Mode: "local", AgentPath: fe.opts.AgentPath}
-	switch {
-	case fe.role == roleSuccessor: // a successor: as it was told itself
-		l = *fe.launchTmpl // (set by Resume, with the role)
-	case fe.opts.Launcher == "slurm":
-		l.Mode = "slurm"
-	case fe.opts.SSH != nil:
-		l.Mode, l.SSHConfig, l.AcceptNew, l.ForwardAgent = "ssh", fe.opts.SSHConfig, fe.opts.SSHAcceptNew, fe.opts.SSHForwardAgent
+	leaf := fe.topo.LeafLauncher(a.idx)
+	if fe.role != roleSuccessor {
+		return fe.opts.Agents.Spec(leaf)
 	}
+	l := *fe.launchTmpl // (set by Resume, with the role)
 	l.Batch = 0
-	if fe.topo.LeafLauncher(a.idx) {
-		l.Batch = fe.opts.Batch
+	if leaf {
+		l.Batch = fe.opts.Agents.Batch
 	}
 	return l
 }
@@ -431,7 +387,7 @@ func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
 // with --verbose, prints the launch's breakdown per launching agent.
 func (fe *frontend) launchReport() {
 	fe.checkModel()
-	if fe.opts.SSH != nil && !fe.opts.GroupStart { // SSH and srun launches calibrate their model
+	if fe.opts.Agents.Remote() && !fe.opts.Agents.GroupStart { // SSH and srun launches calibrate their model
 		fe.calibrate()
 	}
 	if !fe.opts.Verbose {
@@ -460,18 +416,9 @@ func (fe *frontend) launchReport() {
 	}
 }
 
-// startedBy names how the job's agents are started, as --verbose and the
-// state log say it: an SSH session, an srun step, or a local process (test
-// nodes, or the one agent of a job on this machine).
-func (fe *frontend) startedBy() string {
-	switch {
-	case fe.opts.SSH == nil:
-		return journal.StartProcess
-	case fe.opts.Launcher == "slurm":
-		return journal.StartSrun
-	}
-	return journal.StartSSH
-}
+// startedBy names how the job's agents are started
+// (launcher.Agents.StartedBy).
+func (fe *frontend) startedBy() string { return fe.opts.Agents.StartedBy() }
 
 // launchFailed handles an agent that could not be started: it and the
 // agents below it never run, and the job fails (unless it is already
@@ -512,9 +459,9 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 // launcher's StartLocal).
 func (fe *frontend) spawnAgent(a *agentHandle) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
-		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.AgentPath, Stderr: fe.opts.Stderr,
+		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.Agents.Path, Stderr: fe.opts.Stderr,
 		Verbose: fe.opts.Verbose, Began: fe.start,
-		InProcess: fe.opts.AgentInProcess, Run: fe.local.Run, Start: fe.local.Start,
+		InProcess: fe.opts.Agents.InProcess, Run: fe.local.Run, Start: fe.local.Start,
 		Verbosef: fe.verbosef,
 	})
 	if err != nil {

@@ -2,10 +2,6 @@ package root
 
 import (
 	"cmp"
-	"encoding/json"
-	"errors"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -64,25 +60,13 @@ func (fe *frontend) live() journal.Live {
 	return l
 }
 
-// writeLive replaces the job's live report (write, then rename: a reader
-// sees the old report or the new one). Errors are not the job's: a
-// report that cannot be written is only missing.
+// writeLive replaces the job's live report (journal.WriteLive). Errors
+// are not the job's: a report that cannot be written is only missing.
 func (fe *frontend) writeLive() {
 	if fe.journal == nil || fe.journalDone || fe.journal.Dir() == "" {
 		return
 	}
-	b, err := json.Marshal(fe.live())
-	if err != nil {
-		return
-	}
-	dir := fe.journal.Dir()
-	tmp := filepath.Join(dir, "."+journal.LiveFile+"."+fe.rootNode)
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, journal.LiveFile)); err != nil {
-		_ = os.Remove(tmp)
-	}
+	_ = journal.WriteLive(fe.journal.Dir(), fe.rootNode, fe.live())
 }
 
 // removeLive removes the live report once the final status is committed.
@@ -90,8 +74,8 @@ func (fe *frontend) removeLive() {
 	if fe.journal == nil || fe.journal.Dir() == "" {
 		return
 	}
-	if err := os.Remove(filepath.Join(fe.journal.Dir(), journal.LiveFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		fe.warnf("live report: %v", err)
+	if err := journal.RemoveLive(fe.journal.Dir()); err != nil {
+		fe.warnf("%v", err)
 	}
 }
 

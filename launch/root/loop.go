@@ -30,11 +30,16 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		timeout = t.C
 	}
 	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
-		fe.stdinCredit = make(chan struct{}, 4)
-		for range cap(fe.stdinCredit) {
-			fe.stdinCredit <- struct{}{}
-		}
-		go fe.forwardStdin(ctx)
+		// Not joined: a read of a terminal cannot be interrupted.
+		fe.input = output.NewStdin(fe.opts.Stdin)
+		go fe.input.Read(ctx, func(c output.Chunk) bool {
+			select {
+			case fe.events <- evStdin{c}:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
 	}
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
@@ -55,7 +60,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			}
 		case <-settle:
 		case sig := <-fe.opts.Signals:
-			if out, ok := fe.stops.forward(sig); ok {
+			if out, ok := fe.stops.Forward(sig); ok {
 				fe.onSignal(out)
 			} else {
 				fe.verbosef("not forwarding %v: it ends a stop of the front-end itself; the ranks were not stopped", sig)
@@ -469,7 +474,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, fmt.Errorf("output message: %v", err))
 			return
 		}
-		if !a.takeOutput(seq) {
+		if !a.outNext.Take(seq) {
 			return // a copy, or sent again after a failover (launch/proto/launch/proto/outq.go)
 		}
 		fe.out.Push(output.Item{Agent: a, Seq: seq, Rank: r, Stream: stream, Data: data})
@@ -479,7 +484,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, fmt.Errorf("output resync: %v", err))
 			return
 		}
-		a.outputResync(first)
+		a.outNext.Resync(first)
 	case proto.MExit:
 		st, err := proto.DecodeRankStatus(p)
 		if err != nil {
@@ -527,11 +532,8 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 		fe.contribute(a, c)
 	case proto.MStdinAck:
-		if fe.stdinCredit != nil {
-			select {
-			case fe.stdinCredit <- struct{}{}:
-			default:
-			}
+		if fe.input != nil {
+			fe.input.Acked()
 		}
 	case proto.MDone:
 		a.done = true
@@ -640,59 +642,21 @@ func (fe *frontend) keepResult(seq uint64, res []byte) {
 	}
 }
 
-// forwardStdin reads the front-end's stdin in chunks, with at most
-// cap(stdinCredit) chunks unacknowledged, and hands each to the event
-// loop (evStdin), which sends it to rank 0's agent: the agent's handle is
-// the loop's, and it may not be up yet.
-func (fe *frontend) forwardStdin(ctx context.Context) {
-	buf := make([]byte, 32<<10)
-	post := func(ev evStdin) bool {
-		select {
-		case fe.events <- ev:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	for {
-		select {
-		case <-fe.stdinCredit:
-		case <-ctx.Done():
-			return
-		}
-		n, err := fe.opts.Stdin.Read(buf)
-		if n > 0 && !post(evStdin{data: slices.Clone(buf[:n])}) {
-			return
-		}
-		if err != nil {
-			post(evStdin{eof: true})
-			return
-		}
-	}
-}
-
 // stdin sends rank 0's agent a chunk of stdin (or its end) once the agent
-// is up; until then the chunks wait (at most cap(stdinCredit) of them),
-// and flushStdin sends them when it comes up.
+// is up; until then the chunks wait, and flushStdin sends them when it
+// comes up.
 func (fe *frontend) stdin(ev evStdin) {
-	fe.stdinPending = append(fe.stdinPending, ev)
+	fe.input.Queue(ev.c)
 	fe.flushStdin()
 }
 
 // flushStdin sends the stdin chunks that wait, if rank 0's agent is up.
 func (fe *frontend) flushStdin() {
 	a := fe.stdinAgent
-	if a == nil || !a.up || a.specAt == 0 {
+	if a == nil || !a.up || a.specAt == 0 || fe.input == nil {
 		return // not up, or its job not sent yet (agentUp flushes then)
 	}
-	for _, ev := range fe.stdinPending {
-		if ev.eof {
-			_ = a.send(proto.MStdinClose, nil)
-		} else if a.send(proto.MStdin, ev.data) != nil {
-			break // its link is gone: stdin goes nowhere
-		}
-	}
-	fe.stdinPending = nil
+	fe.input.Flush(a.send)
 }
 
 func (fe *frontend) killAgents() {

@@ -12,7 +12,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -24,7 +23,11 @@ const (
 	ExitTimeout  = recovery.ExitTimeout  // --timeout expired
 )
 
-// Options describe one job run from this machine.
+// Options describe one job run from this machine. It has 34 fields, over
+// the project's 30, because it is ftlaunch run's command line, one field
+// (or one small group: Agents, how agents start) per flag, plus the
+// caller's I/O and the tests' knobs (Timing, Observe, Vanish); grouping
+// further would only rename flags.
 type Options struct {
 	N         int           // number of ranks
 	Argv      []string      // program and its arguments
@@ -35,8 +38,11 @@ type Options struct {
 	KillAfter time.Duration // SIGTERM to SIGKILL delay when terminating
 	Timeout   time.Duration // whole-job limit (0: none)
 	Verbose   bool
-	TestNodes int    // local agents posing as nodes; 0 or 1: one agent for this machine
-	AgentPath string // the ftlaunch executable agents run from (on every node)
+	TestNodes int // local agents posing as nodes; 0 or 1: one agent for this machine
+	// Agents is how the job's agents start: the executable, the spawner
+	// and its kind for a placement's hosts, what interior agents are told
+	// (the batch, SSH's configuration), this machine's agent in process.
+	Agents launcher.Agents
 	// Apps lists the programs of an MPMD job in rank order, their N adding
 	// up to N (nil: Argv, Env and Wdir for every rank, which are otherwise
 	// the first app's).
@@ -67,15 +73,10 @@ type Options struct {
 	// alloc.NodePlace.Slots; docs/recovery.md, "Spares").
 	Oversubscribe bool
 
-	// Placement puts the ranks on hosts, whose agents SSH starts (nil: this
-	// machine). SSH is required with a placement.
+	// Placement puts the ranks on hosts, whose agents Agents.Spawner
+	// starts (nil: this machine). A spawner is required with a placement.
 	Placement *alloc.Placement
-	SSH       spawn.Spawner // what starts agents on the placement's hosts
-	Launcher  string        // "ssh" or "slurm": how SSH starts agents (for interior agents and calibration)
-	// GroupStart starts the front-end's agents with one group start when
-	// SSH can (one srun step for all: --slurm-start group).
-	GroupStart bool
-	Heartbeat  time.Duration // how often parents ping their children (0: 1 s)
+	Heartbeat time.Duration // how often parents ping their children (0: 1 s)
 	// Timing, for tests, shortens the failure detectors' bounds beyond
 	// the heartbeat (proto.Timing; the zero value is production's, which
 	// ftlaunch run keeps). It reaches every agent in its share of the job.
@@ -102,13 +103,6 @@ type Options struct {
 	// Prestage copies the program down the tree to every node's local
 	// storage before its ranks start; they run the copy.
 	Prestage bool
-	Batch    int // leaf launchers start their children in batches of this size
-	// How interior agents start their children over SSH: the OpenSSH
-	// configuration file (an absolute path; "" for ~/.ssh/config), whether
-	// they trust unknown host keys, and whether sessions forward ssh-agent.
-	SSHConfig       string
-	SSHAcceptNew    bool
-	SSHForwardAgent bool
 
 	Stdin          *os.File // forwarded to rank 0 (nil: none)
 	Stdout, Stderr io.Writer
@@ -121,12 +115,6 @@ type Options struct {
 	// follows the job). Without it, or before the group is up, SIGHUP
 	// ends the job as SIGTERM does.
 	Detach func(jobID string)
-
-	// AgentInProcess runs this machine's agent of a local launch in the
-	// front-end's process where it can (launcher.StartLocal): a Go process's
-	// start less; a /bin/sh guard kills the ranks' process groups if the
-	// front-end dies.
-	AgentInProcess bool
 
 	// AtEnd, if set, is the caller's work that may overlap the job's end:
 	// it runs in a goroutine of its own once every rank ended, while the
@@ -141,7 +129,7 @@ type Options struct {
 // agent).
 type LocalHooks struct {
 	// Run runs an agent on conn until the job ends or the link is lost
-	// (Options.AgentInProcess); its ranks' process groups are given to
+	// (Options.Agents.InProcess); its ranks' process groups are given to
 	// guard.
 	Run launcher.RunFunc
 	// Start, for tests of the root and the agent in one process, runs

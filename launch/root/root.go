@@ -7,16 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"golang.org/x/sys/unix"
 
 	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -122,8 +118,8 @@ type launchState struct {
 	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
 	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
 	mapping      string                   // PMI_process_mapping
-	stage        *stagedProgram
-	backupsUp    map[int]int // agents whose standby link to a backup parent came up: the backup's index
+	stage        *proto.Staged            // the program, with --prestage
+	backupsUp    map[int]int              // agents whose standby link to a backup parent came up: the backup's index
 	// treeSeq numbers the tree changes (commitTree); treeTells are those
 	// not committed yet, in order.
 	treeSeq   uint64
@@ -173,15 +169,12 @@ type groupState struct {
 type ioState struct {
 	out         *output.Writer
 	stdinAgent  *agentHandle
-	stdinCredit chan struct{}
-	// stdinPending: chunks of stdin (forwardStdin) for rank 0's agent,
-	// waiting for it to come up.
-	stdinPending []evStdin
-	progress     bool           // show a live launch line on stderr (a terminal)
-	launching    bool           // the progress line is live
-	stops        stopGate       // which SIGCONT goes on to the ranks (loop)
-	endSignal    syscall.Signal // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
-	userSignals  map[int]bool   // signals the user sent every rank with ftlaunch kill (control.go)
+	input       *output.Stdin   // the front-end's stdin for rank 0's agent (nil: none)
+	progress    bool            // show a live launch line on stderr (a terminal)
+	launching   bool            // the progress line is live
+	stops       output.StopGate // which SIGCONT goes on to the ranks (loop)
+	endSignal   syscall.Signal  // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
+	userSignals map[int]bool    // signals the user sent every rank with ftlaunch kill (control.go)
 }
 
 // restartState is the root's side of the restart protocol (recovery.go).
@@ -209,12 +202,12 @@ type agentHandle struct {
 	link    *proto.Link          // the front-end's link to it, if it is a direct child
 	via     *proto.Link          // the link it is reached through (set once up)
 	ranks   []int
-	up      bool   // connected and activated
-	adopted bool   // a successor root took its link
-	kept    bool   // gossip found it dead while its link spoke: watched (recovery/detect.go)
-	closed  bool   // link ended
-	done    bool   // the agent reported mDone
-	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
+	up      bool        // connected and activated
+	adopted bool        // a successor root took its link
+	kept    bool        // gossip found it dead while its link spoke: watched (recovery/detect.go)
+	closed  bool        // link ended
+	done    bool        // the agent reported mDone
+	outNext output.Next // its next output frame to write (0: not known yet)
 
 	// lostAt is when this incarnation was declared lost; silence, how
 	// long its node had been silent then as far as the root knows
@@ -356,11 +349,8 @@ type evAdopt struct{ ac *adoptConn }
 // evAdoptTimeout: a successor root: time is up for adoptions.
 type evAdoptTimeout struct{}
 
-// evStdin: a chunk of the front-end's stdin for rank 0 (eof: stdin ended).
-type evStdin struct {
-	data []byte
-	eof  bool
-}
+// evStdin: a chunk of the front-end's stdin for rank 0.
+type evStdin struct{ c output.Chunk }
 
 func (evStdin) isRootEvent() {}
 
@@ -380,23 +370,6 @@ func (evAdoptTimeout) isRootEvent()     {}
 func (evResume) isRootEvent()           {}
 func (evTerminateOverdue) isRootEvent() {}
 
-// nodeNames returns the names of the job's nodes on this machine.
-func (fe *frontend) nodeNames() []string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	k := max(fe.opts.TestNodes, 1)
-	if fe.opts.TestNodes <= 1 {
-		return []string{host}
-	}
-	names := make([]string, k)
-	for i := range names {
-		names[i] = "node" + strconv.Itoa(i)
-	}
-	return names
-}
-
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
 // showProgress updates the live launch line: agents up, ranks running.
@@ -415,16 +388,6 @@ func (fe *frontend) showProgress() {
 	}
 	fe.out.Push(output.Item{Progress: true, Data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
 		fe.agentsUp, len(fe.agents), fe.ranksUp, fe.opts.N))})
-}
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 // The root calls its planner through these four only: decide (Step:

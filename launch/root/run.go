@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -80,7 +79,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		defer t.Stop()
 	}
 	if opts.Prestage {
-		st, err := readProgram(opts)
+		st, err := proto.ReadStaged(opts.Argv[0], opts.Wdir, proto.LookupEnv(opts.Env, "PATH"))
 		if err != nil {
 			return Result{ExitCode: ExitLauncher}, err
 		}
@@ -91,7 +90,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 			return Result{ExitCode: ExitLauncher}, err
 		}
 	}
-	fe.progress = !opts.Verbose && isTerminal(opts.Stderr)
+	fe.progress = !opts.Verbose && output.IsTerminal(opts.Stderr)
 	fe.launching = fe.progress
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -118,7 +117,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	}
 	defer fe.stopGossip()
 	if opts.Replicas > 1 {
-		fe.stand = &standing{}
+		fe.stand = fe.newStanding()
 	}
 	code := fe.loop(ctx, events)
 	fe.exitCode = code
@@ -132,33 +131,4 @@ func newJobID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "ft-" + hex.EncodeToString(b[:])
-}
-
-// stagedProgram is the program file the front-end prestages.
-type stagedProgram struct {
-	name string
-	mode os.FileMode
-	data []byte
-}
-
-func readProgram(opts Options) (*stagedProgram, error) {
-	path, err := proto.ResolveProgram(opts.Argv[0], opts.Wdir, proto.LookupEnv(opts.Env, "PATH"))
-	if err != nil {
-		return nil, fmt.Errorf("--prestage: %w", err)
-	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(opts.Wdir, path)
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("--prestage: %w", err)
-	}
-	if st.Size() > proto.MaxPrestage {
-		return nil, fmt.Errorf("--prestage: %s is %d bytes, more than the limit of %d", path, st.Size(), proto.MaxPrestage)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--prestage: %w", err)
-	}
-	return &stagedProgram{name: filepath.Base(path), mode: st.Mode().Perm(), data: data}, nil
 }

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,17 +65,13 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	if err != nil {
 		return nil, err
 	}
-	outDir := filepath.Join(spec.Replica.JobDir, "output")
-	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return nil, err
-	}
-	logf, err := os.OpenFile(filepath.Join(outDir, "ftlaunch.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	out, logf, err := output.OpenJob(spec.Replica.JobDir, st.Job.Size)
 	if err != nil {
 		return nil, err
 	}
 	opts := Options{
 		// Its log is a file, for after the fact: verbose.
-		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: outDir, Verbose: true,
+		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: filepath.Join(spec.Replica.JobDir, output.JobOutput), Verbose: true,
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
 		Stdout: logf, Stderr: logf, Observe: observe,
 	}
@@ -87,7 +81,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	sctx, stop := context.WithCancel(ctx)
 	events := make(chan event, 256)
 	tmpl := spec.Launch
-	fe := newFrontend(roleSuccessor, opts, output.NewWriter(logf, logf, true), st.Job.ID, testHooks{}) // successors do not hold
+	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{}) // successors do not hold
 	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
 	fe.tree, fe.launchTmpl, fe.mapping = true, &tmpl, spec.ProcessMapping
 	fe.replicaPeers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
@@ -104,9 +98,6 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		if fe.ca, err = secure.UnmarshalCA(spec.Replica.CA); err != nil {
 			return fail(fmt.Errorf("the job's CA: %w", err))
 		}
-	}
-	if err := fe.out.OpenFiles(outDir, opts.N); err != nil {
-		return fail(err)
 	}
 	ended, failed, err := fe.rebuild(st, spec.Replica.Placement)
 	if err != nil {
@@ -192,33 +183,28 @@ func (fe *frontend) adoptBound() time.Duration {
 // ask for adoption before it starts those that were never recorded up.
 const resumeWait = time.Second
 
-// rebuild sets up the root's view from the replicated state: agents in
-// plan order (the front-end's indexes), their tree, which of them were up,
-// the ranks and which of them ended. placement, if it covers every agent,
-// gives each agent's ranks (the replica spec's copy of the plan's); else
-// they come from the node table, and the agents report those it lacks.
+// rebuild sets up the root's view from the replicated state
+// (journal.Resume): agents in plan order (the front-end's indexes), their
+// tree, which of them were up, the ranks and which of them ended.
 func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, failed []int, err error) {
-	if len(st.Plan.Nodes) < 2 {
-		return nil, nil, fmt.Errorf("no plan in the replicated state")
+	r, err := journal.Resume(st, fe.opts.N, placement)
+	if err != nil {
+		return nil, nil, err
 	}
-	byName := map[string]int{}
-	for i, n := range st.Plan.Nodes[1:] {
-		byName[n.Name] = i
-		a := &agentHandle{idx: i, name: n.Name, inc: 1}
-		if ag, ok := st.Agents[n.Name]; ok { // the front-end sent it its share
-			a.up, a.info = true, proto.ChildUp{Idx: i, Addr: ag.Addr}
+	edges := make([]topology.Edge, len(r.Agents))
+	for i, ra := range r.Agents {
+		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
+		if ra.Up {
+			a.up, a.info = true, proto.ChildUp{Idx: i, Addr: ra.Addr}
 			fe.agentsUp++
 		}
 		fe.agents = append(fe.agents, a)
-	}
-	edges := make([]topology.Edge, len(fe.agents))
-	for i, n := range st.Plan.Nodes[1:] {
-		edges[i] = topology.Edge{Name: n.Name, Parent: topology.Root, Backup: topology.None}
-		if p, ok := byName[n.Primary]; ok {
-			edges[i].Parent = p
+		edges[i] = topology.Edge{Name: ra.Name, Parent: topology.Root, Backup: topology.None}
+		if ra.Parent >= 0 {
+			edges[i].Parent = ra.Parent
 		}
-		if b, ok := byName[n.Backup]; ok {
-			edges[i].Backup = b
+		if ra.Backup >= 0 {
+			edges[i].Backup = ra.Backup
 		}
 	}
 	t, err := topology.FromEdges("replicated", edges)
@@ -226,50 +212,18 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, fail
 		return nil, nil, fmt.Errorf("the replicated plan: %w", err)
 	}
 	fe.setTree(t)
-	if len(st.Ranks) != fe.opts.N {
-		return nil, nil, fmt.Errorf("node table of %d ranks for a job of %d", len(st.Ranks), fe.opts.N)
-	}
-	for r := range fe.ranks {
-		fe.ranks[r].node = -1
-	}
-	if len(placement) == len(fe.agents) {
-		for i, ranks := range placement {
-			for _, r := range ranks {
-				if r < 0 || r >= len(fe.ranks) || fe.ranks[r].node >= 0 {
-					return nil, nil, fmt.Errorf("placement: rank %d of node %s", r, fe.agents[i].name)
-				}
-				fe.ranks[r].node = i
-			}
-			fe.agents[i].ranks = slices.Clone(ranks)
+	for x, rr := range r.Ranks {
+		rs := &fe.ranks[x]
+		rs.node, rs.pid, rs.started = rr.Node, rr.PID, rr.Started
+		if rr.Started {
+			fe.ranksUp++
 		}
-	}
-	for r, row := range st.Ranks {
-		rs := &fe.ranks[r]
-		if rs.node < 0 {
-			i, ok := byName[row.Node]
-			if !ok {
-				// Not recorded before the front-end died: the agent
-				// that runs it says so when it reports again (mStarted).
-				continue
-			}
-			rs.node = i
-			fe.agents[i].ranks = append(fe.agents[i].ranks, r)
-		}
-		if row.State == raftstore.RankUnknown {
-			continue
-		}
-		rs.pid, rs.started = row.PID, true
-		fe.ranksUp++
-		if row.State == raftstore.RankExited || row.State == raftstore.RankFailed {
-			rs.status = proto.RankStatus{Rank: r, Code: row.ExitCode}
-			ended = append(ended, r)
-			if row.ExitCode != 0 {
-				failed = append(failed, r)
-			}
+		if rr.Ended {
+			rs.status = proto.RankStatus{Rank: x, Code: rr.Code}
 		}
 	}
 	fe.liveN = len(fe.agents)
-	return ended, failed, nil
+	return r.Ended, r.Failed, nil
 }
 
 // resumeLaunch starts the root's children that are neither up nor

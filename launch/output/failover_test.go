@@ -1,4 +1,4 @@
-package root
+package output
 
 import (
 	"reflect"
@@ -25,7 +25,7 @@ func TestOutputFailover(t *testing.T) {
 	if _, err := q.Ack(9); err == nil {
 		t.Error("an acknowledgement of a frame never sent was taken")
 	}
-	newRoot := &agentHandle{} // outNext 0: a successor's
+	var newRoot Next // 0: a successor's
 	var written []string
 	deliver := func(typ uint8, p []byte) {
 		switch typ {
@@ -34,13 +34,13 @@ func TestOutputFailover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			newRoot.outputResync(first)
+			newRoot.Resync(first)
 		case proto.MOutput:
 			seq, _, _, data, err := proto.DecodeOutput(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if newRoot.takeOutput(seq) {
+			if newRoot.Take(seq) {
 				written = append(written, string(data))
 			}
 		}

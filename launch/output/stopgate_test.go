@@ -1,4 +1,4 @@
-package root
+package output
 
 import (
 	"os"
@@ -22,9 +22,9 @@ func TestStopGate(t *testing.T) {
 		{"others pass", []os.Signal{syscall.SIGUSR1, syscall.SIGCONT, syscall.SIGUSR2, syscall.SIGTERM}, []bool{true, false, true, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var g stopGate
+			var g StopGate
 			for i, s := range tc.sigs {
-				out, ok := g.forward(s)
+				out, ok := g.Forward(s)
 				if ok != tc.want[i] {
 					t.Errorf("signal %d (%v): forwarded %v, want %v", i, s, ok, tc.want[i])
 				}

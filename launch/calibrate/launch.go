@@ -1,0 +1,260 @@
+package calibrate
+
+// One launch and the model: what the root fixes before it starts its
+// agents (Model, Plan: the model's inputs and the tree with its
+// prediction) and what it measures and keeps once every agent is up
+// (Samples, Measured, Keep).
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
+)
+
+// The launch-time model's parameters for test nodes (agents started as
+// local processes): a fork and exec per child, and about 10 ms until an
+// agent runs and has connected back (--verbose on the 2-core development
+// machine: 0.5-3 ms per start, connected 8-12 ms after its launcher began).
+const (
+	localSeq = time.Millisecond
+	localRem = 10 * time.Millisecond
+)
+
+// Start is one agent's start as the root saw it: Up and Queued as its
+// launcher measured them (connected back, and left the spawner's queue,
+// after the launcher began), UpAt when the root activated it (from the
+// root's start). Parent is its parent's index among the starts (-1: the
+// root).
+type Start struct {
+	Node       string
+	Parent     int
+	Up, Queued time.Duration
+	UpAt       time.Duration
+}
+
+// groups are the starts by parent, the parents in the order they first
+// appear.
+func groups(starts []Start) (map[int][]int, []int) {
+	by := map[int][]int{}
+	var parents []int
+	for i, s := range starts {
+		if by[s.Parent] == nil {
+			parents = append(parents, s.Parent)
+		}
+		by[s.Parent] = append(by[s.Parent], i)
+	}
+	return by, parents
+}
+
+// Samples is each agent's launch as its launcher measured it: REM from
+// leaving the spawner's queue until connected back, SEQ the gap since its
+// previous sibling connected back (0 for the first), and the handoff of an
+// agent with children: when it began launching (its children's reports
+// less their times since then, the earliest) less when it was up.
+func Samples(starts []Start) []journal.AgentSample {
+	by, parents := groups(starts)
+	out := make([]journal.AgentSample, 0, len(starts))
+	began := map[int]time.Duration{}
+	for _, p := range parents {
+		if p < 0 {
+			continue
+		}
+		for _, c := range by[p] {
+			if b := starts[c].UpAt - starts[c].Up; began[p] == 0 || b < began[p] {
+				began[p] = b
+			}
+		}
+	}
+	for _, p := range parents {
+		g := slices.Clone(by[p])
+		slices.SortStableFunc(g, func(a, b int) int { return cmp.Compare(starts[a].Up, starts[b].Up) })
+		parent := journal.RootName
+		if p >= 0 {
+			parent = starts[p].Node
+		}
+		for i, x := range g {
+			a := starts[x]
+			s := journal.AgentSample{Node: a.Node, Parent: parent, Rem: (a.Up - a.Queued).Seconds()}
+			if i > 0 {
+				s.Seq = (a.Up - starts[g[i-1]].Up).Seconds()
+			}
+			if b, ok := began[x]; ok && b > a.UpAt {
+				s.Hand = (b - a.UpAt).Seconds()
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Measured is the launch as measured, from its start (began, from the
+// root's start) until the last agent connected back, with each agent's
+// sample.
+func Measured(starts []Start, began time.Duration) journal.ModelMeasured {
+	var last time.Duration
+	for _, s := range starts {
+		last = max(last, s.UpAt)
+	}
+	return journal.ModelMeasured{MeasuredSeconds: (last - began).Seconds(), Agents: Samples(starts)}
+}
+
+// Kept is what Keep kept: this launch's figures (Launch) and the kept
+// calibration they were added to (Kept), in the file Path.
+type Kept struct {
+	Launch Calibration
+	Kept   *Calibration
+	Path   string
+}
+
+// Keep measures this launch from every launcher's starts and adds it to
+// the calibration kept for launcher ("ssh" or "slurm"): REM is the
+// fastest start of all; SEQ the mean of each launcher's, weighted by its
+// gaps; the handoff the median of the agents'. auto, if set, is the tree
+// --tree auto chose, kept with it. Nil and no error: no launcher's starts
+// could be measured.
+func Keep(launcher string, starts []Start, auto *Choice) (*Kept, error) {
+	by, _ := groups(starts)
+	var total Calibration
+	gaps := 0
+	var rems []float64
+	for _, g := range by {
+		var up, queued []time.Duration
+		for _, x := range g {
+			a := starts[x]
+			up = append(up, a.Up)
+			queued = append(queued, a.Queued)
+			if r := (a.Up - a.Queued).Seconds(); r > 0 {
+				rems = append(rems, r)
+			}
+		}
+		c, ok := Measure(up, queued)
+		if !ok {
+			continue
+		}
+		if total.Agents == 0 || c.Rem < total.Rem {
+			total.Rem = c.Rem
+		}
+		total.Seq += c.Seq * float64(len(g)-1)
+		gaps += len(g) - 1
+		total.Agents += len(g)
+		total.Measured = c.Measured
+	}
+	if total.Agents == 0 {
+		return nil, nil
+	}
+	if gaps > 0 {
+		total.Seq /= float64(gaps)
+	}
+	// The kept calibration as it is now (another launch may have added
+	// to it since this one began), with this launch's figure added.
+	kept, err := LoadCalibration(launcher)
+	if err != nil || kept == nil {
+		kept = &Calibration{}
+	}
+	var hands []float64
+	for _, s := range Samples(starts) {
+		if s.Hand > 0 {
+			hands = append(hands, s.Hand)
+		}
+	}
+	fig := Figure{Seq: total.Seq, Rem: total.Rem, Agents: total.Agents, Measured: total.Measured}
+	if len(hands) > 0 {
+		fig.Hand = Quantile(hands, 0.5)
+	}
+	kept.Add(fig, rems)
+	if auto != nil {
+		kept.Auto = auto
+	}
+	p, err := SaveCalibration(launcher, *kept)
+	if err != nil {
+		return nil, err
+	}
+	return &Kept{Launch: total, Kept: kept, Path: p}, nil
+}
+
+// Model is what the launch-time model takes for one launch: F, its
+// parameters, and Pred, the figures the state log keeps with the
+// prediction; Noise is the calibration's, Prev auto's last choice for as
+// many nodes, Kept the calibration (nil: none).
+type Model struct {
+	F     plan.Forecast
+	Pred  journal.ModelPrediction
+	Noise float64
+	Prev  *plan.Choice
+	Kept  *Calibration
+}
+
+// ModelFor is the model for a launch of n nodes: for test nodes (local)
+// a local process start, else the calibration kept for launcher before
+// this launch (never refitted on it: its window's medians, and its
+// shared-CPU term if a calibration run measured one), else the model's
+// defaults. An error says what went wrong reading the kept calibration
+// (with none read, the model is the defaults).
+func ModelFor(launcher string, local bool, n int) (Model, error) {
+	if local {
+		// Test nodes: a local process start, not the model's defaults
+		// (which are a remote launch's and made a deeper tree, 3-4x
+		// slower for a few test nodes).
+		f := plan.Forecast{Seq: localSeq.Seconds(), Rem: localRem.Seconds()}
+		return Model{F: f, Pred: journal.ModelPrediction{Seq: f.Seq, Rem: f.Rem, Source: "test-nodes"}, Noise: MinNoise}, nil
+	}
+	k, err := LoadCalibration(launcher)
+	if k == nil {
+		f := plan.Forecast{Seq: plan.DefaultSeq, Rem: plan.DefaultRem}
+		return Model{F: f, Pred: journal.ModelPrediction{Seq: f.Seq, Rem: f.Rem, Source: "defaults"}, Noise: MinNoise}, err
+	}
+	m := Model{Kept: k, Noise: k.Noise()}
+	m.F = plan.Forecast{Seq: k.SeqQuantile(0.5), Rem: k.RemQuantile(0.5), Hand: k.HandQuantile(0.5)}
+	m.Pred = journal.ModelPrediction{Source: "calibration", Quantile: 0.5, RemLow: k.RemQuantile(0.25), RemHigh: k.RemQuantile(0.75), Launches: max(len(k.Window), 1)}
+	if sh := k.Shared; sh != nil {
+		// A machine whose hosts share its CPUs: the calibration run's
+		// uncontended figures and its contention term.
+		m.F = plan.Forecast{Seq: sh.Seq, Rem: sh.Rem, Hand: sh.Hand, Shared: plan.Shared{Cores: sh.Cores, Work: sh.Work, After: sh.After}}
+		m.Pred.Source, m.Pred.Cores, m.Pred.Work, m.Pred.After = "calibration run", sh.Cores, sh.Work, sh.After
+	}
+	m.Pred.Seq, m.Pred.Rem, m.Pred.Hand = m.F.Seq, m.F.Rem, m.F.Hand
+	if a := k.Auto; a != nil && a.Nodes == n {
+		m.Prev = &plan.Choice{Tree: a.Tree, Seq: a.Seq, Rem: a.Rem}
+	}
+	return m, err
+}
+
+// Planned is a launch plan with the model's prediction of its launch
+// (from its start until the last agent connected back); Auto is the tree
+// --tree auto chose, to keep with the calibration (nil: another kind, or
+// no calibration), Why how it chose.
+type Planned struct {
+	Plan *plan.Plan
+	Pred journal.ModelPrediction
+	Auto *Choice
+	Why  string
+}
+
+// Plan builds the launch plan of kind over n nodes under model m, auto's
+// by plan.ChooseAuto, and fixes the model's prediction for it.
+func Plan(kind plan.Kind, n int, params plan.Params, m Model) (Planned, error) {
+	out := Planned{Pred: m.Pred}
+	if kind.Shape == plan.Auto {
+		ch, err := plan.ChooseAuto(n, m.F, params, m.Prev, m.Noise)
+		if err != nil {
+			return out, err
+		}
+		out.Plan, out.Pred.PredictedSeconds, out.Pred.Choice, out.Why = ch.Plan, ch.Predicted, ch.Why, ch.Why
+		if m.Kept != nil {
+			out.Auto = &Choice{Nodes: n, Tree: ch.Choice.Tree, Seq: ch.Choice.Seq, Rem: ch.Choice.Rem}
+		}
+	} else {
+		var err error
+		if out.Plan, err = plan.Build(kind, n, params); err != nil {
+			return out, err
+		}
+		if out.Pred.PredictedSeconds, err = out.Plan.Predict(m.F); err != nil {
+			return out, err
+		}
+	}
+	out.Pred.Tree = out.Plan.Kind.String()
+	return out, nil
+}

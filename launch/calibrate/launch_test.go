@@ -1,0 +1,88 @@
+package calibrate
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+)
+
+// TestSamples: each agent's REM (its launcher's time less its queueing),
+// SEQ (the gap since its previous sibling) and handoff (its children's
+// earliest launch start at the root less its own time up) as the state
+// log keeps them.
+func TestSamples(t *testing.T) {
+	ms := time.Millisecond
+	starts := []Start{
+		{Node: "a0", Parent: -1, Up: 100 * ms, Queued: 10 * ms, UpAt: 150 * ms}, // under the root; launches a2 and a3
+		{Node: "a1", Parent: -1, Up: 120 * ms, UpAt: 170 * ms},                  // under the root
+		{Node: "a2", Parent: 0, Up: 80 * ms, UpAt: 300 * ms},                    // under a0: a0 began launching at 220 ms
+		{Node: "a3", Parent: 0, Up: 90 * ms, Queued: 5 * ms, UpAt: 305 * ms},    // under a0: at 215 ms by its report
+	}
+	want := map[string]journal.AgentSample{
+		"a0": {Node: "a0", Parent: journal.RootName, Rem: 0.090, Hand: 0.065},
+		"a1": {Node: "a1", Parent: journal.RootName, Rem: 0.120, Seq: 0.020},
+		"a2": {Node: "a2", Parent: "a0", Rem: 0.080},
+		"a3": {Node: "a3", Parent: "a0", Rem: 0.085, Seq: 0.010},
+	}
+	got := Samples(starts)
+	if len(got) != len(want) {
+		t.Fatalf("%d samples, want %d: %+v", len(got), len(want), got)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	for _, s := range got {
+		w := want[s.Node]
+		if s.Parent != w.Parent || !near(s.Rem, w.Rem) || !near(s.Seq, w.Seq) || !near(s.Hand, w.Hand) {
+			t.Errorf("%s: %+v, want %+v", s.Node, s, w)
+		}
+	}
+	if m := Measured(starts, 50*ms); !near(m.MeasuredSeconds, 0.255) || len(m.Agents) != len(starts) {
+		t.Errorf("measured %+v, want 0.255 s (last up at 305 ms, began at 50 ms) over %d agents", m, len(starts))
+	}
+}
+
+// TestMeasureAndKeep: a launch's figures are measured, saved and loaded
+// back; Keep adds a launch's to the kept calibration.
+func TestMeasureAndKeep(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	if c, err := LoadCalibration("ssh"); c != nil || err != nil {
+		t.Fatalf("empty cache: %v, %v", c, err)
+	}
+	ms := time.Millisecond
+	c, ok := Measure([]time.Duration{100 * ms, 140 * ms, 180 * ms}, []time.Duration{0, 20 * ms, 70 * ms})
+	if !ok || c.Agents != 3 {
+		t.Fatalf("measure: %+v %v", c, ok)
+	}
+	if want := 0.1; c.Rem < want-1e-9 || c.Rem > want+1e-9 { // min(100, 120, 110) ms
+		t.Errorf("REM %v, want %v", c.Rem, want)
+	}
+	if want := 0.04; c.Seq < want-1e-9 || c.Seq > want+1e-9 { // (180-100)/2 ms
+		t.Errorf("SEQ %v, want %v", c.Seq, want)
+	}
+	if _, err := SaveCalibration("ssh", c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadCalibration("ssh")
+	if err != nil || got == nil || got.Rem != c.Rem || got.Seq != c.Seq {
+		t.Fatalf("load after save: %+v, %v", got, err)
+	}
+	if _, ok := Measure(nil, nil); ok {
+		t.Error("measure of no agents succeeded")
+	}
+	if k, err := Keep("slurm", nil, nil); k != nil || err != nil {
+		t.Errorf("kept a launch of no agents: %+v, %v", k, err)
+	}
+	starts := []Start{{Node: "a0", Parent: -1, Up: 100 * ms}, {Node: "a1", Parent: -1, Up: 140 * ms}}
+	k, err := Keep("slurm", starts, &Choice{Nodes: 2, Tree: "flat"})
+	if err != nil || k == nil {
+		t.Fatalf("keep: %+v, %v", k, err)
+	}
+	if k.Launch.Agents != 2 || math.Abs(k.Launch.Rem-0.1) > 1e-9 || math.Abs(k.Launch.Seq-0.04) > 1e-9 {
+		t.Errorf("this launch's figures %+v, want REM 0.1 s, SEQ 0.04 s from 2 agents", k.Launch)
+	}
+	back, err := LoadCalibration("slurm")
+	if err != nil || back == nil || len(back.Window) != 1 || back.Auto == nil || back.Auto.Tree != "flat" {
+		t.Errorf("kept calibration %+v, %v: want one launch in its window and auto's choice", back, err)
+	}
+}

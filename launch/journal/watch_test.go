@@ -1,0 +1,67 @@
+package journal
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// watchOf is a front-end's watch on g's journal whose replica agents are
+// all alive.
+func watchOf(g *testGroup, after time.Duration) *Watch {
+	say := func(string, ...any) {}
+	alive := map[string]bool{}
+	for _, n := range g.names {
+		alive[n] = true
+	}
+	return NewWatch(g.j, WatchConfig{Node: "fe", StepAsideAfter: after, Alive: func() map[string]bool { return alive },
+		Warnf: say, Verbosef: say})
+}
+
+// TestWatchCutOffStepsAside: a front-end cut off from its replica agents,
+// which lead without it, holds what it would act on, and steps aside once
+// deposed longer than its bound, abandoning its state log (no leader
+// known: it was cut off).
+func TestWatchCutOffStepsAside(t *testing.T) {
+	g, _, _ := deposedGroup(t)
+	w := watchOf(g, 0)
+	ctx := context.Background()
+	if !w.Hold(ctx) || !w.Deposed() || w.Aside() != nil {
+		t.Fatalf("deposed with its other voters up: hold, deposed %v, aside %+v; want held, not aside", w.Deposed(), w.Aside())
+	}
+	waitUntil(t, 5*time.Second, "the watch to step aside", func() bool {
+		if w.Look(ctx) {
+			t.Fatal("the held events replayed while the agents lead")
+		}
+		return w.Aside() != nil
+	})
+	if a := w.Aside(); a.Leader != "" || a.Term != 0 || a.JobDir != g.j.Dir() {
+		t.Errorf("stepped aside %+v: want no leader known, the job's directory", a)
+	}
+	if !w.Hold(ctx) {
+		t.Error("an event after stepping aside was not dropped")
+	}
+}
+
+// TestWatchTakenOver: a replica agent took the root over while the
+// front-end was cut off: back, the watch steps aside naming it.
+func TestWatchTakenOver(t *testing.T) {
+	g, leader, _ := deposedGroup(t)
+	w := watchOf(g, time.Hour)
+	ctx := context.Background()
+	if !w.Hold(ctx) {
+		t.Fatal("not held while deposed")
+	}
+	fence, err := leader.Takeover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.heal()
+	waitUntil(t, 10*time.Second, "the watch to learn of the takeover", func() bool {
+		w.Look(ctx)
+		return w.Aside() != nil
+	})
+	if a := w.Aside(); a.Term != fence.Term || a.Leader == "" || a.Leader == "fe" {
+		t.Errorf("stepped aside %+v, want the successor of term %d named", a, fence.Term)
+	}
+}

@@ -1,0 +1,130 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
+)
+
+// Agents is how a job's agents are started, as ftlaunch run's flags say
+// it: over a spawner on the placement's hosts (SSH sessions or srun
+// steps), else as local processes; and what interior agents are told to
+// start theirs with (Spec).
+type Agents struct {
+	Path string // the ftlaunch executable agents run from (on every node)
+	// Spawner starts agents on the placement's hosts (nil: this machine);
+	// Launcher is how it starts them, "ssh" or "slurm" (for interior
+	// agents and calibration).
+	Spawner  spawn.Spawner
+	Launcher string
+	// GroupStart starts the front-end's agents with one group start when
+	// the spawner can (one srun step for all: --slurm-start group).
+	GroupStart bool
+	Batch      int // leaf launchers start their children in batches of this size
+	// How interior agents start their children over SSH: the OpenSSH
+	// configuration file (an absolute path; "" for ~/.ssh/config), whether
+	// they trust unknown host keys, and whether sessions forward ssh-agent.
+	SSHConfig       string
+	SSHAcceptNew    bool
+	SSHForwardAgent bool
+	// InProcess runs this machine's agent of a local launch in the
+	// front-end's process where it can (StartLocal): a Go process's start
+	// less; a /bin/sh guard kills the ranks' process groups if the
+	// front-end dies.
+	InProcess bool
+}
+
+// Remote reports whether agents start on other hosts (a spawner), not as
+// local processes.
+func (g Agents) Remote() bool { return g.Spawner != nil }
+
+// Slurm reports whether agents start as srun steps.
+func (g Agents) Slurm() bool { return g.Launcher == "slurm" }
+
+// Spec tells an agent how to start its children (leaf: it launches
+// leaves, in batches).
+func (g Agents) Spec(leaf bool) proto.LaunchSpec {
+	l := proto.LaunchSpec{Mode: "local", AgentPath: g.Path}
+	switch {
+	case g.Slurm():
+		l.Mode = "slurm"
+	case g.Remote():
+		l.Mode, l.SSHConfig, l.AcceptNew, l.ForwardAgent = "ssh", g.SSHConfig, g.SSHAcceptNew, g.SSHForwardAgent
+	}
+	if leaf {
+		l.Batch = g.Batch
+	}
+	return l
+}
+
+// StartedBy names how agents are started, as --verbose and the state log
+// say it: an SSH session, an srun step, or a local process (test nodes,
+// or the one agent of a job on this machine).
+func (g Agents) StartedBy() string {
+	switch {
+	case !g.Remote():
+		return journal.StartProcess
+	case g.Slurm():
+		return journal.StartSrun
+	}
+	return journal.StartSSH
+}
+
+// Listen opens the root's listener for its agents' links (and the
+// adoption and control connections that come to it) with the root's
+// credentials: on every interface for agents on other hosts, on loopback
+// for local processes posing as nodes, which a local spawner starts. It
+// returns the spawner of the root's children and the addresses they dial
+// back (nil: the bootstrap's own).
+func (g Agents) Listen(ctx context.Context, creds *secure.Credentials) (net.Listener, spawn.Spawner, []string, error) {
+	addr, hosts, sp := ":0", []string(nil), g.Spawner
+	switch {
+	case sp == nil:
+		ls, err := NewLocalSpawner()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		addr, hosts, sp = "127.0.0.1:0", []string{"127.0.0.1"}, ls
+	case g.Slurm():
+		hosts = proto.OwnAddrs() // srun says nothing of where its caller is
+	}
+	ln, err := secure.Listen(ctx, "tcp", addr, creds)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listen for agents: %w", err)
+	}
+	return ln, sp, hosts, nil
+}
+
+// RootLauncher is the root's launcher of its children over sp (Listen's),
+// whose links come back to ln at hosts; leaf: the root launches leaves,
+// in batches. One group start starts them all where the spawner can and
+// GroupStart asks.
+func (g Agents) RootLauncher(sp spawn.Spawner, ln net.Listener, hosts []string, leaf bool, children []proto.ChildSpec) *Launcher {
+	batch := 0
+	if leaf {
+		batch = g.Batch
+	}
+	l := NewLauncher(sp, []string{g.Path, "agent", "--connect"}, ln.Addr().(*net.TCPAddr).Port, hosts, batch, children)
+	if gs, ok := sp.(GroupSpawner); ok && g.GroupStart {
+		l.Group = gs
+	}
+	return l
+}
+
+// StartAgain starts children after the launch (a lost agent's next
+// incarnation, or a root's children never started), each on a goroutine
+// of the caller's (goFunc, which joins it), reported to report; ctx ends
+// the starts.
+func (l *Launcher) StartAgain(ctx context.Context, cs []proto.ChildSpec, goFunc func(func()), report func(LaunchResult)) {
+	for i := range cs {
+		c := cs[i]
+		ch := l.Expect(c.Name, c.Inc)
+		goFunc(func() { report(l.Start(ctx, &c, ch, time.Now())) })
+	}
+}
