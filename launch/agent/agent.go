@@ -317,8 +317,11 @@ func (a *Agent) run(ctx context.Context) error {
 			break
 		}
 		// The front-end is gone; its successor adopts the agent.
-		var lostAt string // where the lost root listened
-		if c, ok := l.Conn.(net.Conn); ok && switched == nil {
+		var lostAt string // where the lost front-end listened
+		a.mu.Lock()
+		lostFrontEnd := a.fo.rootReplica == ""
+		a.mu.Unlock()
+		if c, ok := l.Conn.(net.Conn); ok && switched == nil && lostFrontEnd {
 			lostAt = c.RemoteAddr().String()
 		}
 		a.up.lose()

@@ -176,19 +176,21 @@ func (a *Agent) quorumLost() error {
 
 // seekAdoption looks for the successor root among the replica agents until
 // one adopts this agent, adoptWait passes, or too many voters are known
-// dead for any successor to come (quorumLost). lostAt is where the lost
-// root listened ("": unknown): a link that fell silent (a partition)
-// says nothing of its root's life, but once the root's address refuses
-// connections its process is gone, a voter less. Without that look an
-// agent cut off until after the job's end, whose peers had exited,
-// sought a root for the whole AdoptWait (30 s) before it ended.
+// dead for any successor to come (quorumLost).
+//
+// lostAt is where the lost front-end listened ("": unknown, or the lost
+// root was a successor). A link that fell silent (a partition) says
+// nothing of the front-end's life, so it is asked too: alive, it answers
+// as any root does (the planner's AdoptAsked): an incarnation it declared
+// lost is told so (errFenced: the agent kills its ranks at once), one it
+// did not is adopted back; deposed, it holds the request and the ask
+// times out. Once its address refuses connections its process is gone, a
+// voter less. Without this an agent cut off until the job's end, whose
+// peers had exited, sought a root for the whole AdoptWait (30 s) before
+// it ended.
 func (a *Agent) seekAdoption(ctx context.Context, lostAt string) (*proto.Link, error) {
 	deadline := time.Now().Add(a.spec.Timing.AdoptWait())
 	for time.Now().Before(deadline) {
-		if lostAt != "" && refused(ctx, lostAt) {
-			a.rootGone(nil)
-			lostAt = ""
-		}
 		if err := a.quorumLost(); err != nil {
 			return nil, err
 		}
@@ -205,6 +207,17 @@ func (a *Agent) seekAdoption(ctx context.Context, lostAt string) (*proto.Link, e
 				a.fo.rootReplica = p.Name
 				a.mu.Unlock()
 				return l, nil
+			}
+		}
+		// The front-end last: a successor, if there is one, first.
+		if lostAt != "" {
+			if refused(ctx, lostAt) {
+				a.rootGone(nil)
+				lostAt = ""
+				continue // quorumLost looks again at once
+			}
+			if l, err := a.askAdoption(ctx, proto.PeerAddr{Name: proto.RootName, Addr: lostAt, Idx: -1}); err != nil || l != nil {
+				return l, err
 			}
 		}
 		select {
