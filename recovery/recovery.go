@@ -172,6 +172,12 @@ type Config struct {
 	// fence that has not reached its node counts as the node's own once
 	// they passed.
 	SelfFence SelfFence
+	// Started is when this root started: a child of a lost root that a
+	// successor never heard from has been silent since (silenceAt).
+	Started time.Time
+	// Launching: the agents are being started (not a successor's): a
+	// restart of the job waits until every one is up (LaunchUp).
+	Launching bool
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -200,12 +206,22 @@ type Planner struct {
 	// led is the rank ledger (ledger.go): who counts as ended, who is
 	// owed a restart.
 	led ledger
+	// tally counts the acknowledgements of a recovery's last phase
+	// (settle.go); starting is how many agents of the launch are not up
+	// yet, and held the epoch of a restart of the job that waits for
+	// them (0: none).
+	tally    *ackTally
+	starting int
+	held     uint64
 }
 
 // New returns a planner for a job that is running.
 func New(cfg Config) *Planner {
 	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady, agents: make([]agentState, cfg.Agents),
 		led: newLedger(cfg.Ranks, cfg.Ended, cfg.EndedFailed)}
+	if cfg.Launching && !cfg.Resumed {
+		p.starting = cfg.Agents
+	}
 	for a := range p.agents {
 		p.agents[a].inc = 1
 		if a < len(cfg.Nodes) {
@@ -335,7 +351,15 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.reparented(ev)
 	case AdoptAsked:
 		return p.adoptAsked(ev)
-	case Committed, Suspended, Respawned, Patched, Resumed, Restarted, Expired, LeaderChanged:
+	case LaunchUp:
+		return p.launchUp(ev)
+	case Waiting:
+		return p.waiting(ev)
+	case Resumed:
+		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume, ev.Agents)...)
+	case Restarted:
+		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageRestartJob, ev.Agents)...)
+	case Committed, Suspended, Respawned, Patched, Expired, LeaderChanged:
 		return p.restartStep(ev)
 	}
 	panic(fmt.Sprintf("recovery: unknown event %T", ev))

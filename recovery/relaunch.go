@@ -73,6 +73,8 @@ type agentState struct {
 	// confirmed are its fences confirmed, by node, with how (the first
 	// confirmation of each: a fence that ends later changes nothing).
 	confirmed []FenceRecord
+	// declared is when its incarnation was declared lost (fence.go).
+	declared declaration
 }
 
 // AgentRecord is one agent's part of a committed record: an agent lost

@@ -419,9 +419,10 @@ func (p *Planner) send() []Action {
 		return []Action{pa, arm}
 	case StageResume:
 		p.phase, p.rc = Running, nil
+		p.tallyLast()
 		return []Action{Resume{Epoch: p.epoch, Version: p.version}}
 	case StageRestartJob:
-		return []Action{RestartJob{Epoch: p.epoch, Restarts: p.restarts}, arm}
+		return p.sendRestartJob(arm)
 	case StageRelaunch:
 		return p.sendRelaunch(arm)
 	}
@@ -544,16 +545,21 @@ type Patched struct {
 	Version uint64
 }
 
-// Resumed: an agent's ranks run again.
+// Resumed: an agent's ranks run again. Agents is how every agent's link
+// stands (the recovery is over once every live one acknowledged:
+// RecoveryOver).
 type Resumed struct {
-	Agent int
-	Epoch uint64
+	Agent  int
+	Epoch  uint64
+	Agents []AgentLink
 }
 
-// Restarted: an agent ended its ranks and started them again (policy Job).
+// Restarted: an agent ended its ranks and started them again (policy
+// Job); Agents as for Resumed.
 type Restarted struct {
-	Agent int
-	Epoch uint64
+	Agent  int
+	Epoch  uint64
+	Agents []AgentLink
 }
 
 // Expired: the bound armed for a stage of epoch passed.
@@ -614,9 +620,12 @@ type Resume struct {
 }
 
 // RestartJob tells every agent to end its ranks and start them again.
+// Deferred: it waited for the launch's agents (AwaitLaunch dropped the
+// collectives in flight then).
 type RestartJob struct {
 	Epoch    uint64
 	Restarts int
+	Deferred bool
 }
 
 // Arm asks the root for an Expired event of (Epoch, Stage) After from now.

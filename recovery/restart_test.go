@@ -50,6 +50,19 @@ type world struct {
 
 	plain bool // a plain program under policy Rank: ranks start again alone
 	overs int  // recoveries that started ranks alone, over (AloneOver)
+	// recovered counts the recoveries over (RecoveryOver); lastSent is
+	// the epoch of the last Resume or RestartJob.
+	recovered int
+	lastSent  uint64
+}
+
+// links is how every agent's link stands, as the root would say.
+func (w *world) links() []AgentLink {
+	out := make([]AgentLink, len(w.agentUp))
+	for a, up := range w.agentUp {
+		out[a] = AgentLink{Up: up, Closed: !up, Inc: w.agentInc[a], Node: fmt.Sprintf("n%d", a)}
+	}
+	return out
 }
 
 func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestarts int) *world {
@@ -209,6 +222,12 @@ func (w *world) act(act Action) {
 		}
 		w.suspended = false
 		w.resumes++
+		w.lastSent = a.Epoch
+		for ag := range w.cfg.Agents {
+			if w.agentUp[ag] {
+				w.events = append(w.events, Resumed{Agent: ag, Epoch: a.Epoch, Agents: w.links()})
+			}
+		}
 	case RestartJob:
 		w.command("restart", a.Epoch, StageRestartJob)
 		for r := range w.actual {
@@ -224,9 +243,10 @@ func (w *world) act(act Action) {
 		}
 		for ag := range w.cfg.Agents {
 			if w.agentUp[ag] {
-				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch})
+				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch, Agents: w.links()})
 			}
 		}
+		w.lastSent = a.Epoch
 	case Relaunch:
 		w.command("relaunch", a.Epoch, StageRelaunch)
 		if a.Incarnation < 2 {
@@ -255,6 +275,14 @@ func (w *world) act(act Action) {
 	case Fence:
 		// A new leader's fence: it ends, and the root tells the planner.
 		w.events = append(w.events, FenceDone{Agent: a.Agent, Node: a.Node, Incarnation: a.Incarnation})
+	case RecoveryOver:
+		// Over once every live agent acknowledged the last phase sent,
+		// of that epoch, and never twice for one.
+		if a.Epoch != w.lastSent || a.Record.Stage != 0 || a.Record.Epoch != a.Epoch {
+			w.fatalf("recovery of epoch %d over (record %+v) after the last phase of epoch %d", a.Epoch, a.Record, w.lastSent)
+		}
+		w.lastSent = 0
+		w.recovered++
 	case Arm:
 	case Record, Report:
 	case Terminate:
