@@ -71,8 +71,8 @@ func TestRelaunchOrderOfActions(t *testing.T) {
 					t.Fatalf("relaunch record %+v", a.Rec)
 				}
 			case Record:
-				if tc.ev == (AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}) && a.Why.Text != "lost the agent of node n1: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 2, 3 as their next incarnation" {
-					t.Fatalf("record %q", a.Why.Text)
+				if tc.ev == (AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}) && a.Why.Words() != "lost the agent of node n1: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 2, 3 as their next incarnation" {
+					t.Fatalf("record %q", a.Why.Words())
 				}
 			}
 		}
@@ -130,7 +130,7 @@ func TestRelaunchEnds(t *testing.T) {
 			}
 			acts := p.Step(tc.ev)
 			f := p.Failure()
-			if f == nil || !strings.Contains(f.Why.Text, tc.want) || f.Code != ExitLauncher || p.Phase() != Ending || !strings.HasSuffix(kinds(acts), "Terminate") {
+			if f == nil || !strings.Contains(f.Why.Words(), tc.want) || f.Code != ExitLauncher || p.Phase() != Ending || !strings.HasSuffix(kinds(acts), "Terminate") {
 				t.Fatalf("acts %s, phase %v, failure %+v; want %q", kinds(acts), p.Phase(), f, tc.want)
 			}
 		})
@@ -147,7 +147,7 @@ func TestRelaunchSpare(t *testing.T) {
 			TableReady: true, Spares: []string{"s0", "s1"}})
 		acts := p.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "heartbeat timeout", Silent: true})
 		rec, ok := acts[0].(Record)
-		if !ok || !strings.Contains(rec.Why.Text, "lost the agent of node n1: heartbeat timeout; starting its agent again on spare node s0 as incarnation 2") {
+		if !ok || !strings.Contains(rec.Why.Words(), "lost the agent of node n1: heartbeat timeout; starting its agent again on spare node s0 as incarnation 2") {
 			t.Fatalf("%v: %s %+v", policy, kinds(acts), acts)
 		}
 		var relaunch Relaunch
@@ -193,7 +193,7 @@ func TestRelaunchSpare(t *testing.T) {
 			TableReady: true, Spares: []string{"s0"}})
 		p2.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "silent", Silent: true})
 		p2.Step(AgentLost{Agent: 2, Incarnation: 1, Node: "n2", Err: "silent", Silent: true})
-		if f := p2.Failure(); f == nil || !strings.Contains(f.Why.Text, "lost the agent of node n2: silent; its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 2 free slot(s)") {
+		if f := p2.Failure(); f == nil || !strings.Contains(f.Why.Words(), "lost the agent of node n2: silent; its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 2 free slot(s)") {
 			t.Fatalf("%v: failure %+v", policy, f)
 		}
 	}
@@ -219,7 +219,7 @@ func relaunchOf(t *testing.T, p *Planner, agents int, ev AgentLost) (Relaunch, [
 	}
 	take(p.Step(ev))
 	if f := p.Failure(); f != nil {
-		t.Fatalf("the job ended: %s", f.Why.Text)
+		t.Fatalf("the job ended: %s", f.Why.Words())
 	}
 	take(p.Step(FenceDone{Agent: ev.Agent, Node: ev.Node, Incarnation: p.AgentIncarnation(ev.Agent)}))
 	epoch := p.Epoch()
@@ -286,13 +286,13 @@ func TestRelaunchSurvivorSlots(t *testing.T) {
 			node := cfg.Nodes[tc.lost]
 			if tc.want == "" {
 				acts := p.Step(silent(tc.lost, node))
-				if f := p.Failure(); f == nil || !strings.Contains(f.Why.Text, tc.where) || !strings.HasSuffix(kinds(acts), "Terminate") {
+				if f := p.Failure(); f == nil || !strings.Contains(f.Why.Words(), tc.where) || !strings.HasSuffix(kinds(acts), "Terminate") {
 					t.Fatalf("acts %s, failure %+v; want %q", kinds(acts), f, tc.where)
 				}
 				return
 			}
 			acts := p.Step(silent(tc.lost, node))
-			if rec, ok := acts[0].(Record); !ok || !strings.Contains(rec.Why.Text, tc.where) {
+			if rec, ok := acts[0].(Record); !ok || !strings.Contains(rec.Why.Words(), tc.where) {
 				t.Fatalf("%s: %+v; want %q", kinds(acts), acts, tc.where)
 			}
 			q := New(cfg)
@@ -370,7 +370,7 @@ func TestRelaunchSurvivorSlots(t *testing.T) {
 			t.Fatalf("restored nodes %q %q", q.AgentNode(0), q.AgentNode(1))
 		}
 		q.Step(silent(3, "n3"))
-		if f := q.Failure(); f == nil || !strings.Contains(f.Why.Text, "no surviving node has 1 free slot(s)") {
+		if f := q.Failure(); f == nil || !strings.Contains(f.Why.Words(), "no surviving node has 1 free slot(s)") {
 			t.Fatalf("successor: failure %+v", f)
 		}
 		cfg.Oversubscribe = true
@@ -422,7 +422,7 @@ func TestRelaunchJob(t *testing.T) {
 		t.Fatalf("phase %v, incarnations %d %d, agent %d", p.Phase(), p.Incarnation(0), p.Incarnation(1), p.AgentIncarnation(1))
 	}
 	p.Step(AgentLost{Agent: 0, Incarnation: 1, Node: "n0", Err: "EOF"})
-	if f := p.Failure(); f == nil || !strings.Contains(f.Why.Text, "the job was restarted 1 time(s) (--max-restarts 1)") {
+	if f := p.Failure(); f == nil || !strings.Contains(f.Why.Words(), "the job was restarted 1 time(s) (--max-restarts 1)") {
 		t.Fatalf("failure %+v", f)
 	}
 }

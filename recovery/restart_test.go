@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -497,7 +498,7 @@ func TestRestartOrderOfActions(t *testing.T) {
 			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
 		}
 	}
-	if f := p.Failure(); f == nil || f.Code != 4 || !strings.Contains(f.Why.Text, "restarted 1 time(s) (--max-restarts 1): incarnation 1 exited with code 3, incarnation 2 exited with code 4") {
+	if f := p.Failure(); f == nil || f.Code != 4 || !strings.Contains(f.Why.Words(), "restarted 1 time(s) (--max-restarts 1): incarnation 1 exited with code 3, incarnation 2 exited with code 4") {
 		t.Fatalf("failure %+v", f)
 	}
 }
@@ -577,7 +578,7 @@ func TestRestartMaxRestarts(t *testing.T) {
 	}
 	f := w.p.Failure()
 	if f == nil || w.p.Phase() != Ending || !w.ended || f.Code != 137 ||
-		!strings.Contains(f.Why.Text, "rank 1 on node n was killed by signal 9 (killed); it was restarted 2 time(s) (--max-restarts 2): incarnation 1 was killed") {
+		!strings.Contains(f.Why.Words(), "rank 1 on node n was killed by signal 9 (killed); it was restarted 2 time(s) (--max-restarts 2): incarnation 1 was killed") {
 		t.Fatalf("phase %v, failure %+v", w.p.Phase(), f)
 	}
 }
@@ -613,7 +614,7 @@ func TestRestartExpired(t *testing.T) {
 		t.Fatalf("an old bound expired: %v", acts)
 	}
 	acts := p.Step(Expired{Epoch: 1, Stage: StageSuspend})
-	if len(acts) != 3 || p.Failure() == nil || p.Failure().Why.Text != "recovery (epoch 1) stopped at its suspend stage: no answer within 2s from agent 1" {
+	if len(acts) != 3 || p.Failure() == nil || p.Failure().Why.Words() != "recovery (epoch 1) stopped at its suspend stage: no answer within 2s from agent 1" {
 		t.Fatalf("acts %v failure %+v", acts, p.Failure())
 	}
 }
@@ -635,7 +636,7 @@ func TestRestartJob(t *testing.T) {
 	}
 	w.kill(2)
 	w.settle()
-	if f := w.p.Failure(); f == nil || !strings.Contains(f.Why.Text, "the job was restarted 1 time(s) (--max-restarts 1)") {
+	if f := w.p.Failure(); f == nil || !strings.Contains(f.Why.Words(), "the job was restarted 1 time(s) (--max-restarts 1)") {
 		t.Fatalf("failure %+v", f)
 	}
 }
@@ -656,7 +657,7 @@ func TestRestartJobLeaderChange(t *testing.T) {
 func TestPMIUnderRank(t *testing.T) {
 	p := New(Config{Policy: Rank, Ranks: 2})
 	acts := p.Step(PMIInit{Rank: 1, Node: "n0"})
-	if len(acts) != 3 || p.Failure().Code != ExitUsage || p.Failure().Why != (Reason{Kind: ReasonPMIUnderRank, Rank: 1, Node: "n0"}) {
+	if len(acts) != 3 || p.Failure().Code != ExitUsage || !reflect.DeepEqual(p.Failure().Why, Reason{Kind: ReasonPMIUnderRank, Rank: 1, Node: "n0"}) {
 		t.Fatalf("acts %v failure %+v", acts, p.Failure())
 	}
 	if acts := New(Config{Policy: Job, Ranks: 2}).Step(PMIInit{Rank: 1, Node: "n0"}); acts != nil {

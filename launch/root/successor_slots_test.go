@@ -44,9 +44,9 @@ func TestSuccessorPlannerSlots(t *testing.T) {
 		}
 		acts := p.Step(recovery.AgentLost{Agent: 2, Incarnation: 1, Node: "n2", Err: "heartbeat timeout", Silent: true})
 		switch f := p.Failure(); {
-		case !over && (f == nil || !strings.Contains(f.Why.Text, "no surviving node has 2 free slot(s)")):
+		case !over && (f == nil || !strings.Contains(f.Why.Words(), "no surviving node has 2 free slot(s)")):
 			t.Fatalf("without --oversubscribe: failure %+v", f)
-		case over && (f != nil || len(acts) == 0 || !strings.Contains(fmt.Sprint(acts[0]), "on n0 (slots shared with the surviving node's 4 rank(s), --oversubscribe; its agent is named n0+n2)")):
+		case over && (f != nil || len(acts) == 0 || !strings.Contains(acts[0].(recovery.Record).Why.Words(), "on n0 (slots shared with the surviving node's 4 rank(s), --oversubscribe; its agent is named n0+n2)")):
 			t.Fatalf("with --oversubscribe: failure %+v, actions %+v", f, acts)
 		}
 	}
