@@ -498,7 +498,8 @@ func TestRestartOrderOfActions(t *testing.T) {
 			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
 		}
 	}
-	if f := p.Failure(); f == nil || f.Code != 4 || !strings.Contains(f.Why.Words(), "restarted 1 time(s) (--max-restarts 1): incarnation 1 exited with code 3, incarnation 2 exited with code 4") {
+	if f := p.Failure(); f == nil || f.Code != 4 || !reflect.DeepEqual(f.Why, Reason{Kind: ReasonRestartLimit, Rank: 1, Node: "n0", Text: "exited with code 4", Restarts: 1, Max: 1,
+		History: []Ended{{Incarnation: 1, How: "exited with code 3"}, {Incarnation: 2, How: "exited with code 4"}}}) {
 		t.Fatalf("failure %+v", f)
 	}
 }
@@ -578,7 +579,8 @@ func TestRestartMaxRestarts(t *testing.T) {
 	}
 	f := w.p.Failure()
 	if f == nil || w.p.Phase() != Ending || !w.ended || f.Code != 137 ||
-		!strings.Contains(f.Why.Words(), "rank 1 on node n was killed by signal 9 (killed); it was restarted 2 time(s) (--max-restarts 2): incarnation 1 was killed") {
+		f.Why.Kind != ReasonRestartLimit || f.Why.JobWide || f.Why.Rank != 1 || f.Why.Restarts != 2 || f.Why.Max != 2 || len(f.Why.History) != 3 ||
+		f.Why.History[0] != (Ended{Incarnation: 1, How: "was killed by signal 9 (killed)"}) {
 		t.Fatalf("phase %v, failure %+v", w.p.Phase(), f)
 	}
 }
@@ -614,7 +616,8 @@ func TestRestartExpired(t *testing.T) {
 		t.Fatalf("an old bound expired: %v", acts)
 	}
 	acts := p.Step(Expired{Epoch: 1, Stage: StageSuspend})
-	if len(acts) != 3 || p.Failure() == nil || p.Failure().Why.Words() != "recovery (epoch 1) stopped at its suspend stage: no answer within 2s from agent 1" {
+	if len(acts) != 3 || p.Failure() == nil || !reflect.DeepEqual(p.Failure().Why, Reason{Kind: ReasonExpired, Rank: NoRank, Epoch: 1, Stage: StageSuspend,
+		Limit: 2 * time.Second, Awaited: []Awaited{{Rank: NoRank, Agent: 1}}}) {
 		t.Fatalf("acts %v failure %+v", acts, p.Failure())
 	}
 }
@@ -636,7 +639,7 @@ func TestRestartJob(t *testing.T) {
 	}
 	w.kill(2)
 	w.settle()
-	if f := w.p.Failure(); f == nil || !strings.Contains(f.Why.Words(), "the job was restarted 1 time(s) (--max-restarts 1)") {
+	if f := w.p.Failure(); f == nil || f.Why.Kind != ReasonRestartLimit || !f.Why.JobWide || f.Why.Restarts != 1 || f.Why.Max != 1 {
 		t.Fatalf("failure %+v", f)
 	}
 }
