@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // world is a small job that carries out the planner's actions the way
@@ -55,12 +58,29 @@ type world struct {
 	// the epoch of the last Resume or RestartJob.
 	recovered int
 	lastSent  uint64
+
+	// For the node-loss world (nodeworld_test.go): closed is the root's
+	// view of each agent's link (declared lost); resolve turns an event
+	// the adversary holds into the one the root steps when it delivers
+	// it (with the links as they stand then); nodeAct carries out the
+	// node-loss actions; check verifies the invariants after each step.
+	closed  []bool
+	resolve func(Event) (Event, bool)
+	nodeAct func(Action) bool
+	check   func()
 }
 
-// links is how every agent's link stands, as the root would say.
+// links is how every agent's link stands, as the root would say: in the
+// node-loss world, as the root knows it (closed once declared lost; a
+// process that died unnoticed still looks up), every agent told the root
+// is its last fallback parent.
 func (w *world) links() []AgentLink {
 	out := make([]AgentLink, len(w.agentUp))
 	for a, up := range w.agentUp {
+		if w.closed != nil {
+			out[a] = AgentLink{Up: !w.closed[a], Closed: w.closed[a], Inc: w.agentInc[a], Node: fmt.Sprintf("n%d", a), Fallbacks: []int{topology.Root}}
+			continue
+		}
 		out[a] = AgentLink{Up: up, Closed: !up, Inc: w.agentInc[a], Node: fmt.Sprintf("n%d", a)}
 	}
 	return out
@@ -100,6 +120,10 @@ func newWorldConfig(t *testing.T, seed uint64, cfg Config) *world {
 	return w
 }
 
+// linksRE matches the links an event carries, which the history leaves
+// out.
+var linksRE = regexp.MustCompile(`Agents:\[\]recovery\.AgentLink\{(recovery\.AgentLink\{[^{}]*(\{[^{}]*\})?[^{}]*\}(, )?)*\}`)
+
 func (w *world) fatalf(format string, args ...any) {
 	w.t.Helper()
 	w.t.Fatalf(format+"\nhistory:\n  %s", append(args, strings.Join(w.log, "\n  "))...)
@@ -108,7 +132,13 @@ func (w *world) fatalf(format string, args ...any) {
 // step gives the planner an event and carries out its actions.
 func (w *world) step(ev Event) {
 	w.t.Helper()
-	w.log = append(w.log, fmt.Sprintf("event %#v", ev))
+	if w.resolve != nil {
+		var ok bool
+		if ev, ok = w.resolve(ev); !ok {
+			return
+		}
+	}
+	w.log = append(w.log, "event "+linksRE.ReplaceAllString(fmt.Sprintf("%#v", ev), "Agents:…"))
 	if st, ok := ev.(RankStarted); ok {
 		// The root records a start in the state log's table as it hears
 		// of it.
@@ -124,6 +154,9 @@ func (w *world) step(ev Event) {
 	}
 	for _, act := range w.p.Step(ev) {
 		w.act(act)
+	}
+	if w.check != nil {
+		w.check()
 	}
 }
 
@@ -260,6 +293,9 @@ func (w *world) act(act Action) {
 				w.fatalf("relaunch of agent %d as incarnation %d while incarnation %d runs", a.Agent, a.Incarnation, w.agentInc[a.Agent])
 			}
 			w.agentInc[a.Agent], w.agentUp[a.Agent] = a.Incarnation, true
+			if w.closed != nil {
+				w.closed[a.Agent] = false // a new link
+			}
 			w.agentStarts[[2]uint64{uint64(a.Agent), a.Incarnation}]++
 		}
 		if w.agentInc[a.Agent] == a.Incarnation && w.agentUp[a.Agent] {
@@ -289,7 +325,9 @@ func (w *world) act(act Action) {
 	case Terminate:
 		w.ended = true
 	default:
-		w.fatalf("unknown action %T", act)
+		if w.nodeAct == nil || !w.nodeAct(act) {
+			w.fatalf("unknown action %T", act)
+		}
 	}
 }
 
