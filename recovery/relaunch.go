@@ -73,8 +73,11 @@ type agentState struct {
 	// confirmed are its fences confirmed, by node, with how (the first
 	// confirmation of each: a fence that ends later changes nothing).
 	confirmed []FenceRecord
-	// declared is when its incarnation was declared lost (fence.go).
+	// declared is when its incarnation was declared lost (fence.go);
+	// watched, the incarnation gossip said was dead while its link spoke
+	// (KeptAlive: its link's silence alone condemns it, detect.go).
 	declared declaration
+	watched  uint64
 }
 
 // AgentRecord is one agent's part of a committed record: an agent lost

@@ -206,7 +206,6 @@ type agentHandle struct {
 	ranks   []int
 	up      bool   // connected and activated
 	adopted bool   // a successor root took its link
-	kept    bool   // gossip found it dead while its link spoke: watched (recovery/detect.go)
 	closed  bool   // link ended
 	done    bool   // the agent reported mDone
 	outNext uint64 // its next output frame to write (0: not known yet, launch/proto/outq.go)
