@@ -55,6 +55,9 @@ type AgentLink struct {
 	// Fallbacks are the parents beyond its backup it was last told to try
 	// (topology.Root: the root).
 	Fallbacks []int
+	// RootChild: a child of the root; Adopted: a successor root took
+	// its link over (Adopting).
+	RootChild, Adopted bool
 }
 
 func (l AgentLink) live() bool { return l.Up && !l.Closed && !l.Done }

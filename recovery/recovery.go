@@ -213,6 +213,8 @@ type Planner struct {
 	tally    *ackTally
 	starting int
 	held     uint64
+	// leads: a successor's planner was told it leads (Adopting).
+	leads bool
 }
 
 // New returns a planner for a job that is running.
@@ -355,6 +357,8 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.launchUp(ev)
 	case Waiting:
 		return p.waiting(ev)
+	case Adopting:
+		return p.adopting(ev)
 	case Resumed:
 		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume, ev.Agents)...)
 	case Restarted:

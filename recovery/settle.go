@@ -17,7 +17,11 @@ import (
 //     (LaunchUp → RestartJob{Deferred});
 //   - a node whose ranks have all ended and which never gave its part to a
 //     collective the other nodes wait in ends the job: the wait would last
-//     forever (Waiting → Stranded).
+//     forever (Waiting → Stranded);
+//   - a successor leads the agents once every child of the lost root was
+//     adopted or given up (an agent lost and being started again is not
+//     waited for): the recovery its predecessor left is carried on then
+//     (Adopting → Leads, what LeaderChanged does, RefillGroup).
 
 // ackTally counts the acknowledgements of a recovery's last phase.
 type ackTally struct {
@@ -176,4 +180,42 @@ func (p *Planner) allEnded(a int) bool {
 		n++
 	}
 	return n > 0
+}
+
+// Adopting: how a successor's adoption of the lost root's children stands
+// (each agent's link: RootChild, Adopted, Closed).
+type Adopting struct{ Agents []AgentLink }
+
+func (Adopting) isEvent() {}
+
+// Leads: a successor leads the agents now; the recovery of Epoch its
+// predecessor left at Stage (0: none) is carried on (the actions that
+// follow, LeaderChanged's).
+type Leads struct {
+	Epoch uint64
+	Stage Stage
+}
+
+// RefillGroup: the successor leads: its replica group may take a voter in
+// place of the lost front-end's.
+type RefillGroup struct{}
+
+func (Leads) isAction()       {}
+func (RefillGroup) isAction() {}
+
+// adopting decides whether a successor leads the agents: once every child
+// of the lost root was adopted, or its link ended, or it is being started
+// again.
+func (p *Planner) adopting(ev Adopting) []Action {
+	if !p.cfg.Resumed || p.leads {
+		return nil
+	}
+	for a, l := range ev.Agents {
+		if l.RootChild && !l.Adopted && !l.Closed && !p.Relaunching(a) {
+			return nil
+		}
+	}
+	p.leads = true
+	acts := append([]Action{Leads{Epoch: p.epoch, Stage: p.Stage()}}, p.restartStep(LeaderChanged{})...)
+	return append(acts, RefillGroup{})
 }

@@ -237,3 +237,47 @@ func TestStrandedWhenEveryRankOfANodeEnded(t *testing.T) {
 		})
 	}
 }
+
+// TestSuccessorLeadsOnceEveryRootChildIsSettled: a successor's planner
+// leads the agents (and carries on the recovery its predecessor left, as
+// LeaderChanged does) once every child of the lost root was adopted, its
+// link ended, or it is being started again; once only, and a front-end's
+// planner never.
+func TestSuccessorLeadsOnceEveryRootChildIsSettled(t *testing.T) {
+	child := func(adopted, closed bool) AgentLink {
+		return AgentLink{Up: true, Inc: 1, RootChild: true, Adopted: adopted, Closed: closed}
+	}
+	below := AgentLink{Up: true, Inc: 1} // not a child of the root: not waited for
+	for _, c := range []struct {
+		name    string
+		resumed bool
+		restore Checkpoint
+		links   []AgentLink
+		want    string
+	}{
+		{"a child not adopted yet: not yet", true, Checkpoint{}, []AgentLink{child(true, false), child(false, false), below}, ""},
+		{"every child adopted: leads", true, Checkpoint{}, []AgentLink{child(true, false), child(true, false), below}, "Leads,RefillGroup"},
+		{"a child whose link ended is not waited for", true, Checkpoint{}, []AgentLink{child(true, false), child(false, true), below}, "Leads,RefillGroup"},
+		{"a child being started again is not waited for", true,
+			Checkpoint{Epoch: 2, Stage: StageRelaunch, Agents: []AgentRecord{{Agent: 1, Node: "n1", Incarnation: 1, Restarts: 1, Lost: true}}},
+			[]AgentLink{child(true, false), child(false, false), below}, "Leads,Commit,RefillGroup"},
+		{"a front-end leads from the start", false, Checkpoint{}, []AgentLink{child(true, false), child(true, false), below}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := New(Config{Policy: Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, Nodes: []string{"n0", "n1", "n2"}, MaxRestarts: 3,
+				AckTimeout: time.Second, TableReady: true, Resumed: c.resumed})
+			p.Restore(c.restore)
+			acts := step(t, p, Adopting{Agents: c.links}, c.want)
+			if c.want == "" {
+				return
+			}
+			if want := (Leads{Epoch: c.restore.Epoch, Stage: c.restore.Stage}); acts[0] != want {
+				t.Fatalf("leads %+v, want %+v", acts[0], want)
+			}
+			if p.Epoch() != c.restore.Epoch+1 {
+				t.Fatalf("epoch %d after the leader change, want %d", p.Epoch(), c.restore.Epoch+1)
+			}
+			step(t, p, Adopting{Agents: c.links}, "") // once
+		})
+	}
+}

@@ -147,26 +147,14 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	return p
 }
 
-// feedLeader tells a successor's planner that it leads, once every child
-// of the root was adopted or given up: a recovery its predecessor left
-// is carried on from its last committed phase.
+// feedLeader tells a successor's planner how its adoption of the root's
+// children stands: it leads once every one was adopted or given up
+// (recovery.Adopting → Leads), and carries on the recovery its
+// predecessor left from its last committed phase.
 func (fe *frontend) feedLeader() {
-	if fe.leaderFed || fe.role != roleSuccessor {
-		return
+	if fe.role == roleSuccessor {
+		fe.step(recovery.Adopting{Agents: fe.links()})
 	}
-	st := fe.status()
-	for _, a := range fe.agents {
-		if a.rootChild && !a.adopted && !a.closed && !st.Relaunching(a.idx) {
-			return // (an agent lost and being started again is not waited for)
-		}
-	}
-	fe.leaderFed = true
-	if st.Stage != 0 {
-		fe.warnf("carrying on the recovery of epoch %d at its %s phase", st.Epoch, st.Stage)
-		fe.failedAt = time.Now()
-	}
-	fe.step(recovery.LeaderChanged{})
-	fe.refillGroup()
 }
 
 // commit puts a recovery phase in the state log; evCommitted follows.
@@ -356,6 +344,13 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 			act.Node, act.Incarnation, act.Silence)
 	case recovery.AloneOver:
 		fe.aloneOver(act)
+	case recovery.Leads:
+		if act.Stage != 0 {
+			fe.warnf("carrying on the recovery of epoch %d at its %s phase", act.Epoch, act.Stage)
+			fe.failedAt = time.Now()
+		}
+	case recovery.RefillGroup:
+		fe.refillGroup()
 	default:
 		return false
 	}

@@ -192,7 +192,6 @@ type restartState struct {
 	failedAt   time.Time // the failure the recovery in progress began with
 	recoveryAt time.Time // the last phase committed
 	recoveries int       // recoveries over (every agent acknowledged the last phase)
-	leaderFed  bool      // a successor told its planner it leads
 }
 
 type agentHandle struct {
