@@ -196,11 +196,12 @@ type Leads struct {
 	Stage Stage
 }
 
+func (Leads) isAction() {}
+
 // RefillGroup: the successor leads: its replica group may take a voter in
 // place of the lost front-end's.
 type RefillGroup struct{}
 
-func (Leads) isAction()       {}
 func (RefillGroup) isAction() {}
 
 // adopting decides whether a successor leads the agents: once every child
