@@ -58,28 +58,6 @@ func nodeWorld(t *testing.T, seed uint64, policy Policy, cov *seen) *world {
 		SelfFence: SelfFence{Ping: time.Second, Confirm: time.Second}}
 	w := newWorldConfig(t, seed, cfg)
 	w.closed = make([]bool, cfg.Agents)
-	// inc and epoch are the highest each rank's incarnation and the
-	// planner's epoch were after any step: they only go up.
-	inc := make([]uint64, cfg.Ranks)
-	var epoch uint64
-	w.check = func() {
-		w.t.Helper()
-		if e := w.p.Epoch(); e < epoch {
-			w.fatalf("epoch %d after %d", e, epoch)
-		} else {
-			epoch = e
-		}
-		for r := range inc {
-			if i := w.p.Incarnation(r); i < inc[r] {
-				w.fatalf("rank %d: incarnation %d after %d", r, i, inc[r])
-			} else {
-				inc[r] = i
-			}
-		}
-		if err := isTree(cfg.Tree); err != nil {
-			w.fatalf("%v", err)
-		}
-	}
 	w.resolve = func(ev Event) (Event, bool) {
 		switch ev := ev.(type) {
 		case linkEnd:
@@ -192,6 +170,40 @@ func (w *world) nodeLeaderChange() {
 		if !up {
 			w.closed[a] = false
 			w.events = append(w.events, linkEnd{agent: a})
+		}
+	}
+}
+
+// monotonic is the check after each step of every world: the planner's
+// epoch and each rank's incarnation (the one it runs, or for a rank that
+// failed and awaits its respawn, the one it starts next: a new leader's
+// planner knows it as failed) never go back, across leader changes too,
+// and a launch tree stays a tree.
+func (w *world) monotonic() func() {
+	inc := make([]uint64, w.cfg.Ranks)
+	var epoch uint64
+	return func() {
+		w.t.Helper()
+		if e := w.p.Epoch(); e < epoch {
+			w.fatalf("epoch %d after %d", e, epoch)
+		} else {
+			epoch = e
+		}
+		for r := range inc {
+			i := w.p.Incarnation(r)
+			if w.p.AwaitsRespawn(r) {
+				i++
+			}
+			if i < inc[r] {
+				w.fatalf("rank %d: incarnation %d after %d", r, i, inc[r])
+			} else {
+				inc[r] = i
+			}
+		}
+		if w.cfg.Tree != nil {
+			if err := isTree(w.cfg.Tree); err != nil {
+				w.fatalf("%v", err)
+			}
 		}
 	}
 }

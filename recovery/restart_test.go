@@ -63,7 +63,8 @@ type world struct {
 	// view of each agent's link (declared lost); resolve turns an event
 	// the adversary holds into the one the root steps when it delivers
 	// it (with the links as they stand then); nodeAct carries out the
-	// node-loss actions; check verifies the invariants after each step.
+	// node-loss actions; check verifies the invariants after each step
+	// (monotonic).
 	closed  []bool
 	resolve func(Event) (Event, bool)
 	nodeAct func(Action) bool
@@ -117,6 +118,7 @@ func newWorldConfig(t *testing.T, seed uint64, cfg Config) *world {
 		w.fsmRes = append(w.fsmRes, 0)
 		w.starts[[2]uint64{uint64(r), 1}] = 1
 	}
+	w.check = w.monotonic()
 	return w
 }
 
