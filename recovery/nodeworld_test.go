@@ -112,11 +112,11 @@ func nodeWorld(t *testing.T, seed uint64, policy Policy, cov *seen) *world {
 			w.events = append(w.events, orphansDue{loss: a.Loss})
 		case Lost:
 			for _, x := range a.Agents {
-				why := a.Err
+				ev := AgentLost{Agent: x, Incarnation: w.agentInc[x], Node: fmt.Sprintf("n%d", x), Err: a.Err, Silent: a.Silent}
 				if x != a.Agent {
-					why = fmt.Sprintf("lost with n%d above it in the launch tree", a.Agent)
+					ev.Err, ev.With, ev.Silent = "", fmt.Sprintf("n%d", a.Agent), false
 				}
-				w.step(AgentLost{Agent: x, Incarnation: w.agentInc[x], Node: fmt.Sprintf("n%d", x), Err: why, Silent: a.Silent && x == a.Agent})
+				w.step(ev)
 			}
 		case Moved:
 			cov.moved++

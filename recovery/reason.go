@@ -25,6 +25,9 @@ type Reason struct {
 	// the agent's error (a lost agent's: AgentLost.Err), or the user's
 	// signal's words.
 	Text string
+	// With: an agent lost with the agent of node With, above it in the
+	// launch tree (Text is empty then).
+	With string
 
 	// The restart policies' decisions: Incarnation is what a rank or an
 	// agent starts again as (ReasonRelaunchFailed: could not start as),

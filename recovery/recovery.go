@@ -487,6 +487,9 @@ type AgentLost struct {
 	// than its link ending or its process exiting: its node may be gone,
 	// and is not tried again.
 	Silent bool
+	// With is the node of the agent it was lost with, above it in the
+	// launch tree ("": it was lost itself, Err says why).
+	With string
 }
 
 // LaunchFailed: an agent could not be started.

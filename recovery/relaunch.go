@@ -135,7 +135,7 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	if p.phase == Over {
 		return nil // the job had already ended
 	}
-	lost := Reason{Kind: ReasonAgentLost, Rank: NoRank, Node: ev.Node, Text: ev.Err, Max: p.cfg.MaxRestarts}
+	lost := Reason{Kind: ReasonAgentLost, Rank: NoRank, Node: ev.Node, Text: ev.Err, With: ev.With, Max: p.cfg.MaxRestarts}
 	end := func(kind ReasonKind) []Action {
 		why := lost
 		why.Kind = kind

@@ -97,7 +97,12 @@ const (
 func (r Reason) rank() string { return fmt.Sprintf("rank %d on node %s %s", r.Rank, r.Node, r.Text) }
 
 // lost says the agent of Node was lost, and why.
-func (r Reason) lost() string { return fmt.Sprintf("lost the agent of node %s: %s", r.Node, r.Text) }
+func (r Reason) lost() string {
+	if r.With != "" {
+		return fmt.Sprintf("lost the agent of node %s: lost with %s above it in the launch tree", r.Node, r.With)
+	}
+	return fmt.Sprintf("lost the agent of node %s: %s", r.Node, r.Text)
+}
 
 func (pl Place) words() string {
 	switch pl.Kind {

@@ -29,6 +29,7 @@ func TestReasonWords(t *testing.T) {
 		{Reason{Kind: ReasonSignal, Signal: 2, Text: "SIGINT: ending the job"}, "SIGINT: ending the job"},
 		{Reason{Kind: ReasonPMIUnderRank, Rank: 1, Node: "n0"}, "rank 1 on node n0 speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job"},
 		{Reason{Kind: ReasonAgentLost, Node: "n1", Text: "EOF"}, "lost the agent of node n1: EOF"},
+		{Reason{Kind: ReasonAgentLost, Node: "n4", With: "n1"}, "lost the agent of node n4: lost with n1 above it in the launch tree"},
 		{Reason{Kind: ReasonRankRestart, Rank: 1, Node: "n0", Text: "was killed by signal 9 (killed)", Incarnation: 2, Restarts: 1, Max: 3, Alone: true},
 			"rank 1 on node n0 was killed by signal 9 (killed); starting it again alone as incarnation 2 (restart 1 of 3): its program never opened ftlaunch's rank protocol, no other rank is stopped"},
 		{Reason{Kind: ReasonRankRestart, Rank: 1, Node: "n", Text: "exited with code 3", Incarnation: 2, Restarts: 1, Max: 3},
