@@ -87,7 +87,10 @@ func (p *Planner) countStarting(links []AgentLink) {
 // launchUp takes an agent of the launch up: once every one is, a restart
 // of the job held for them goes out.
 func (p *Planner) launchUp(ev LaunchUp) []Action {
-	p.countStarting(ev.Agents)
+	if !p.cfg.Launching || p.cfg.Resumed {
+		return nil
+	}
+	p.starting = ev.Starting
 	if p.held == 0 || p.starting > 0 {
 		return nil
 	}
@@ -110,9 +113,10 @@ func (p *Planner) sendRestartJob(arm Arm) []Action {
 	return []Action{RestartJob{Epoch: p.epoch, Restarts: p.restarts}, arm}
 }
 
-// LaunchUp: an agent came up (the root's handle of it is Up in Agents,
-// how every agent's link stands).
-type LaunchUp struct{ Agents []AgentLink }
+// LaunchUp: an agent came up; Starting agents are not up yet and their
+// link has not ended (what AgentLink's Up and Closed would say of each:
+// the root counts them, for it steps this at every agent's start).
+type LaunchUp struct{ Starting int }
 
 func (LaunchUp) isEvent() {}
 

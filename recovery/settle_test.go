@@ -147,13 +147,7 @@ func TestRecoveryOverOnceEveryLiveAgentAcked(t *testing.T) {
 // loss took the restart over meanwhile; a successor's planner has no
 // launch to wait for.
 func TestRestartJobWaitsForTheLaunch(t *testing.T) {
-	starting := func(up ...int) []AgentLink {
-		ls := make([]AgentLink, 3)
-		for _, u := range up {
-			ls[u].Up = true
-		}
-		return ls
-	}
+	starting := func(up ...int) int { return 3 - len(up) }
 	for _, c := range []struct {
 		name     string
 		resumed  bool
@@ -161,7 +155,7 @@ func TestRestartJobWaitsForTheLaunch(t *testing.T) {
 		between  []Event // before the last agent comes up
 		want     string  // what the last agent up brings
 	}{
-		{"held, then sent", false, []int{0}, []Event{LaunchUp{Agents: starting(0, 1)}}, "RestartJob"},
+		{"held, then sent", false, []int{0}, []Event{LaunchUp{Starting: starting(0, 1)}}, "RestartJob"},
 		{"every agent up already: sent at once", false, []int{0, 1, 2}, nil, ""},
 		{"the job ends meanwhile: dropped", false, []int{0}, []Event{Signaled{Signal: 2}}, ""},
 		{"a successor holds nothing", true, []int{0}, nil, ""},
@@ -169,7 +163,7 @@ func TestRestartJobWaitsForTheLaunch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Job, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, MaxRestarts: 3, AckTimeout: time.Second,
 				Launching: true, Resumed: c.resumed})
-			p.Step(LaunchUp{Agents: starting(c.upBefore...)})
+			p.Step(LaunchUp{Starting: starting(c.upBefore...)})
 			p.Step(RankExited{Rank: 0, Incarnation: 1, Node: "n0", Signal: 9})
 			first := "AwaitLaunch,Arm"
 			if len(c.upBefore) == 3 || c.resumed {
@@ -179,7 +173,7 @@ func TestRestartJobWaitsForTheLaunch(t *testing.T) {
 			for _, ev := range c.between {
 				p.Step(ev)
 			}
-			acts := step(t, p, LaunchUp{Agents: starting(0, 1, 2)}, c.want)
+			acts := step(t, p, LaunchUp{Starting: starting(0, 1, 2)}, c.want)
 			if c.want != "" && !reflect.DeepEqual(acts[0], RestartJob{Epoch: 1, Restarts: 1, Deferred: true}) {
 				t.Fatalf("restart: %+v", acts[0])
 			}

@@ -357,10 +357,18 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 	return true
 }
 
-// flushRestart tells the planner that an agent came up: a restart of the
-// job it holds for the launch goes out once every agent is
-// (recovery.LaunchUp).
-func (fe *frontend) flushRestart() { fe.step(recovery.LaunchUp{Agents: fe.links()}) }
+// flushRestart tells the planner that an agent came up, and how many are
+// not up yet: a restart of the job it holds for the launch goes out once
+// every agent is (recovery.LaunchUp).
+func (fe *frontend) flushRestart() {
+	n := 0
+	for _, a := range fe.agents {
+		if !a.up && !a.closed {
+			n++
+		}
+	}
+	fe.step(recovery.LaunchUp{Starting: n})
+}
 
 // aloneOver ends a recovery that started ranks again alone (a program
 // that never opened the rank protocol, under --restart rank): the record
