@@ -360,9 +360,9 @@ func (p *Planner) Step(ev Event) []Action {
 	case Adopting:
 		return p.adopting(ev)
 	case Resumed:
-		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume, ev.Agents)...)
+		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume, ev.Live)...)
 	case Restarted:
-		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageRestartJob, ev.Agents)...)
+		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageRestartJob, ev.Live)...)
 	case Committed, Suspended, Respawned, Patched, Expired, LeaderChanged:
 		return p.restartStep(ev)
 	}

@@ -418,8 +418,8 @@ func TestRelaunchJob(t *testing.T) {
 		{Relaunched{Agent: 1, Incarnation: 2}, ""}, // the fence is awaited
 		{FenceDone{Agent: 1, Node: "n1", Incarnation: 1}, "Commit"},
 		{Committed{Epoch: 1, Stage: StageRestartJob}, "RestartJob,Arm"},
-		{Restarted{Agent: 0, Epoch: 1, Agents: twoUp()}, ""},
-		{Restarted{Agent: 1, Epoch: 1, Agents: twoUp()}, "RecoveryOver"}, // every agent restarted its ranks
+		{Restarted{Agent: 0, Epoch: 1, Live: 2}, ""},
+		{Restarted{Agent: 1, Epoch: 1, Live: 2}, "RecoveryOver"}, // every agent restarted its ranks
 	} {
 		if got := kinds(p.Step(tc.ev)); got != tc.want {
 			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
@@ -513,9 +513,4 @@ func TestRelaunchRandom(t *testing.T) {
 		}
 		w.checkEnd(true)
 	}
-}
-
-// twoUp is a job of two agents whose links are both up.
-func twoUp() []AgentLink {
-	return []AgentLink{{Up: true, Inc: 1, Node: "n0"}, {Up: true, Inc: 2, Node: "n1"}}
 }

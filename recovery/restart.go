@@ -549,21 +549,21 @@ type Patched struct {
 	Version uint64
 }
 
-// Resumed: an agent's ranks run again. Agents is how every agent's link
-// stands (the recovery is over once every live one acknowledged:
-// RecoveryOver).
+// Resumed: an agent's ranks run again. Live is how many agents' links
+// have not ended (the root's count: the recovery is over once every one
+// of them acknowledged, RecoveryOver).
 type Resumed struct {
-	Agent  int
-	Epoch  uint64
-	Agents []AgentLink
+	Agent int
+	Epoch uint64
+	Live  int
 }
 
 // Restarted: an agent ended its ranks and started them again (policy
-// Job); Agents as for Resumed.
+// Job); Live as for Resumed.
 type Restarted struct {
-	Agent  int
-	Epoch  uint64
-	Agents []AgentLink
+	Agent int
+	Epoch uint64
+	Live  int
 }
 
 // Expired: the bound armed for a stage of epoch passed.

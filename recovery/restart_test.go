@@ -71,6 +71,17 @@ type world struct {
 	check   func()
 }
 
+// live counts the agents whose link has not ended, as the root would.
+func (w *world) live() int {
+	n := 0
+	for _, l := range w.links() {
+		if !l.Closed {
+			n++
+		}
+	}
+	return n
+}
+
 // links is how every agent's link stands, as the root would say: in the
 // node-loss world, as the root knows it (closed once declared lost; a
 // process that died unnoticed still looks up), every agent told the root
@@ -261,7 +272,7 @@ func (w *world) act(act Action) {
 		w.lastSent = a.Epoch
 		for ag := range w.cfg.Agents {
 			if w.agentUp[ag] {
-				w.events = append(w.events, Resumed{Agent: ag, Epoch: a.Epoch, Agents: w.links()})
+				w.events = append(w.events, Resumed{Agent: ag, Epoch: a.Epoch, Live: w.live()})
 			}
 		}
 	case RestartJob:
@@ -279,7 +290,7 @@ func (w *world) act(act Action) {
 		}
 		for ag := range w.cfg.Agents {
 			if w.agentUp[ag] {
-				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch, Agents: w.links()})
+				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch, Live: w.live()})
 			}
 		}
 		w.lastSent = a.Epoch

@@ -36,18 +36,12 @@ func (p *Planner) tallyLast() { p.tally = &ackTally{epoch: p.epoch, acks: map[in
 // lastAck counts agent a's acknowledgement (of stage, for epoch) of a
 // recovery's last phase; once every agent whose link has not ended
 // acknowledged it, the recovery is over.
-func (p *Planner) lastAck(a int, epoch uint64, stage Stage, links []AgentLink) []Action {
+func (p *Planner) lastAck(a int, epoch uint64, stage Stage, live int) []Action {
 	t := p.tally
 	if t == nil || epoch != p.epoch || t.epoch != epoch {
 		return nil
 	}
 	t.acks[a] = true
-	live := 0
-	for _, l := range links {
-		if !l.Closed {
-			live++
-		}
-	}
 	if len(t.acks) < live {
 		return nil
 	}

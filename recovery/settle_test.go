@@ -109,14 +109,14 @@ func TestRecoveryOverOnceEveryLiveAgentAcked(t *testing.T) {
 		acks []Event
 		want []int // the acks (by index) that end the recovery
 	}{
-		{"every agent", []Event{Resumed{Agent: 0, Epoch: 1, Agents: links(3)}, Resumed{Agent: 1, Epoch: 1, Agents: links(3)},
-			Resumed{Agent: 2, Epoch: 1, Agents: links(3)}}, []int{2}},
-		{"an agent whose link ended is not waited for", []Event{Resumed{Agent: 0, Epoch: 1, Agents: links(3, 2)},
-			Resumed{Agent: 1, Epoch: 1, Agents: links(3, 2)}}, []int{1}},
-		{"an ack again, and an older epoch's, count nothing", []Event{Resumed{Agent: 0, Epoch: 1, Agents: links(3)},
-			Resumed{Agent: 0, Epoch: 1, Agents: links(3)}, Resumed{Agent: 1, Epoch: 0, Agents: links(3)}}, nil},
-		{"over once", []Event{Resumed{Agent: 0, Epoch: 1, Agents: links(2)}, Resumed{Agent: 1, Epoch: 1, Agents: links(2)},
-			Resumed{Agent: 2, Epoch: 1, Agents: links(3)}}, []int{1}},
+		{"every agent", []Event{Resumed{Agent: 0, Epoch: 1, Live: 3}, Resumed{Agent: 1, Epoch: 1, Live: 3},
+			Resumed{Agent: 2, Epoch: 1, Live: 3}}, []int{2}},
+		{"an agent whose link ended is not waited for", []Event{Resumed{Agent: 0, Epoch: 1, Live: 2},
+			Resumed{Agent: 1, Epoch: 1, Live: 2}}, []int{1}},
+		{"an ack again, and an older epoch's, count nothing", []Event{Resumed{Agent: 0, Epoch: 1, Live: 3},
+			Resumed{Agent: 0, Epoch: 1, Live: 3}, Resumed{Agent: 1, Epoch: 0, Live: 3}}, nil},
+		{"over once", []Event{Resumed{Agent: 0, Epoch: 1, Live: 2}, Resumed{Agent: 1, Epoch: 1, Live: 2},
+			Resumed{Agent: 2, Epoch: 1, Live: 3}}, []int{1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true})

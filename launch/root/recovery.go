@@ -361,13 +361,8 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 // not up yet: a restart of the job it holds for the launch goes out once
 // every agent is (recovery.LaunchUp).
 func (fe *frontend) flushRestart() {
-	n := 0
-	for _, a := range fe.agents {
-		if !a.up && !a.closed {
-			n++
-		}
-	}
-	fe.step(recovery.LaunchUp{Starting: n})
+	_, starting := fe.agentCounts()
+	fe.step(recovery.LaunchUp{Starting: starting})
 }
 
 // aloneOver ends a recovery that started ranks again alone (a program
@@ -427,9 +422,9 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 	case proto.MPatched:
 		fe.step(recovery.Patched{Agent: a.idx, Epoch: m.Epoch, Version: m.Version})
 	case proto.MResumed:
-		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch, Agents: fe.links()})
+		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch, Live: fe.liveAgents()})
 	case proto.MRestarted:
-		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch, Agents: fe.links()})
+		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch, Live: fe.liveAgents()})
 	case proto.MPMIInit:
 		fe.step(recovery.PMIInit{Rank: m.Rank, Node: a.name})
 	case proto.MRankProto:
@@ -460,4 +455,25 @@ func (fe *frontend) recoveryOver(act recovery.RecoveryOver) {
 func ranksText(ranks []int) string {
 	s := fmt.Sprint(ranks)
 	return s[1 : len(s)-1]
+}
+
+// agentCounts counts the agents whose link has not ended (live: those
+// that take part in a recovery) and, of those, the ones not up yet.
+func (fe *frontend) agentCounts() (live, starting int) {
+	for _, a := range fe.agents {
+		if a.closed {
+			continue
+		}
+		live++
+		if !a.up {
+			starting++
+		}
+	}
+	return live, starting
+}
+
+// liveAgents counts the agents whose link has not ended.
+func (fe *frontend) liveAgents() int {
+	live, _ := fe.agentCounts()
+	return live
 }
