@@ -29,16 +29,16 @@ import "slices"
 
 // replaceAlone reports, under policy Rank, whether a failure now starts
 // its ranks again alone (no rank opened the rank protocol, and no node
-// table exists), or why it cannot be recovered (why != ""): ranks opened
-// the protocol, and their table does not exist yet.
-func (p *Planner) replaceAlone() (alone bool, why string) {
+// table exists), or whether it cannot be recovered (noTable): ranks
+// opened the protocol, and their table does not exist yet.
+func (p *Planner) replaceAlone() (alone, noTable bool) {
 	switch {
 	case p.table:
-		return false, ""
+		return false, false
 	case p.opened:
-		return false, "its program opened ftlaunch's rank protocol (the client library), whose ranks are replaced under --restart rank only once that table exists (every rank called Publish): the job ends"
+		return false, true
 	}
-	return true, ""
+	return true, false
 }
 
 // Suspends reports whether the recovery under way holds every rank

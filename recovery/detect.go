@@ -48,9 +48,8 @@ type GossipDead struct {
 	// Quiet is how long its link has been quiet, Left how much longer it
 	// must be for the silence to confirm a death (≤ 0: confirmed).
 	Quiet, Left time.Duration
-	// Again: the look CheckAgain asked for. Kept: it was kept once
-	// already (KeptAlive): it is watched.
-	Again, Kept bool
+	// Again: the look CheckAgain asked for.
+	Again bool
 }
 
 func (GossipDead) isEvent() {}
@@ -69,15 +68,16 @@ type DeclareLost struct {
 
 // CheckAgain: gossip says Agent is dead but its link spoke Quiet ago:
 // step the same GossipDead (Again) once After passed, the time until the
-// silence would condemn it.
+// silence would condemn it. Watched: it was kept once already (KeptAlive).
 type CheckAgain struct {
 	Agent        int
 	Quiet, After time.Duration
+	Watched      bool
 }
 
 // KeptAlive: gossip said Agent was dead, but its link spoke Quiet ago:
-// kept, and watched from now on (the root steps the next GossipDead with
-// Kept).
+// kept, and watched from now on (the planner remembers it, for that
+// incarnation).
 type KeptAlive struct {
 	Agent int
 	Quiet time.Duration
@@ -110,13 +110,17 @@ func (p *Planner) gossipDead(ev GossipDead) []Action {
 	case !ev.Linked:
 		return nil
 	}
+	watched := ev.Agent >= 0 && ev.Agent < len(p.agents) && p.agents[ev.Agent].watched == max(l.Inc, 1)
 	switch {
 	case ev.Left <= 0:
 		return []Action{DeclareLost{Agent: ev.Agent, Linked: true}}
-	case !ev.Again && ev.Kept:
+	case !ev.Again && watched:
 		return nil // watched already: its looks go on
-	case ev.Again && !ev.Kept:
+	case ev.Again && !watched:
+		if ev.Agent >= 0 && ev.Agent < len(p.agents) {
+			p.agents[ev.Agent].watched = max(l.Inc, 1)
+		}
 		return []Action{KeptAlive{Agent: ev.Agent, Quiet: ev.Quiet}, CheckAgain{Agent: ev.Agent, Quiet: ev.Quiet, After: ev.Left}}
 	}
-	return []Action{CheckAgain{Agent: ev.Agent, Quiet: ev.Quiet, After: ev.Left}}
+	return []Action{CheckAgain{Agent: ev.Agent, Quiet: ev.Quiet, After: ev.Left, Watched: watched}}
 }

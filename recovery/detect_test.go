@@ -11,6 +11,8 @@ import (
 // otherwise is silent, or asks the agent's parent to look.
 func TestGossipConfirmation(t *testing.T) {
 	up := AgentLink{Up: true, Inc: 1, Node: "n0"}
+	// kept: the look that kept it (KeptAlive): it is watched from then on.
+	kept := []Event{GossipDead{Link: up, Linked: true, Again: true, Quiet: 200 * time.Millisecond, Left: 3 * time.Second}}
 	for _, tc := range []struct {
 		name   string
 		before []Event
@@ -25,14 +27,16 @@ func TestGossipConfirmation(t *testing.T) {
 			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
 		{name: "looked at again and it spoke: kept, and watched", ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 200 * time.Millisecond, Left: 3 * time.Second},
 			want: []Action{KeptAlive{Agent: 0, Quiet: 200 * time.Millisecond}, CheckAgain{Agent: 0, Quiet: 200 * time.Millisecond, After: 3 * time.Second}}},
-		{name: "watched and it spoke: looked at again, quietly", ev: GossipDead{Link: up, Linked: true, Again: true, Kept: true, Quiet: 100 * time.Millisecond, Left: 2 * time.Second},
-			want: []Action{CheckAgain{Agent: 0, Quiet: 100 * time.Millisecond, After: 2 * time.Second}}},
-		{name: "watched and silent (it crashed later): lost", ev: GossipDead{Link: up, Linked: true, Again: true, Kept: true, Quiet: 2300 * time.Millisecond},
+		{name: "watched and it spoke: looked at again, quietly", before: kept, ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 100 * time.Millisecond, Left: 2 * time.Second},
+			want: []Action{CheckAgain{Agent: 0, Quiet: 100 * time.Millisecond, After: 2 * time.Second, Watched: true}}},
+		{name: "watched and silent (it crashed later): lost", before: kept, ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 2300 * time.Millisecond},
 			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
-		{name: "gossip's word again on a watched agent that speaks: its looks go on", ev: GossipDead{Link: up, Linked: true, Kept: true, Quiet: 10 * time.Millisecond, Left: 2 * time.Second}},
-		{name: "gossip's word again on a watched agent, silent: lost", ev: GossipDead{Link: up, Linked: true, Kept: true, Quiet: 2 * time.Second},
+		{name: "gossip's word again on a watched agent that speaks: its looks go on", before: kept, ev: GossipDead{Link: up, Linked: true, Quiet: 10 * time.Millisecond, Left: 2 * time.Second}},
+		{name: "gossip's word again on a watched agent, silent: lost", before: kept, ev: GossipDead{Link: up, Linked: true, Quiet: 2 * time.Second},
 			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
-		{name: "watched, its link ended: the watch ends", ev: GossipDead{Link: AgentLink{Up: true, Closed: true, Inc: 1}, Linked: true, Again: true, Kept: true, Left: time.Second}},
+		{name: "watched, its link ended: the watch ends", before: kept, ev: GossipDead{Link: AgentLink{Up: true, Closed: true, Inc: 1}, Linked: true, Again: true, Left: time.Second}},
+		{name: "a new incarnation of a watched agent is not watched", before: kept, ev: GossipDead{Incarnation: 2, Link: AgentLink{Up: true, Inc: 2, Node: "n0"}, Linked: true, Again: true, Quiet: 100 * time.Millisecond, Left: 2 * time.Second},
+			want: []Action{KeptAlive{Agent: 0, Quiet: 100 * time.Millisecond}, CheckAgain{Agent: 0, Quiet: 100 * time.Millisecond, After: 2 * time.Second}}},
 		{name: "an agent below another: its parent looks", ev: GossipDead{Agent: 2, Link: up, Quiet: 9 * time.Second},
 			want: []Action{Suspect{Agent: 2, Parent: 0}}},
 		{name: "a successor's child that did not ask for adoption", ev: GossipDead{Link: up, Unadopted: true, Since: AdoptQuiet + time.Millisecond},

@@ -89,15 +89,11 @@ func (s SelfFence) SelfFenceAt(declared time.Time, covered time.Duration, began 
 // as confirmed, self-fenced (SelfFenced, then what FenceDone does).
 
 // FenceBegan: the root began fencing incarnations up to Incarnation of
-// agent Agent on Node at Began; the incarnation was declared lost at
-// Declared after a silence of Covered (0: not known) as the root's
-// detection saw it.
+// agent Agent on Node at Began.
 type FenceBegan struct {
 	Agent       int
 	Node        string
 	Incarnation uint64
-	Declared    time.Time
-	Covered     time.Duration
 	Began       time.Time
 }
 
@@ -135,10 +131,60 @@ func (AwaitSelfFence) isAction() {}
 func (SelfFenced) isAction()     {}
 
 // fenceBegan decides when a fence that has not reached its node counts as
-// the node's own.
+// the node's own: from when the incarnation was declared lost and how
+// long its node had been silent then (noteDeclared), or, for one the
+// planner did not see declared (lost with an agent above it, or by a lost
+// leader), from the fence's beginning with no silence known.
 func (p *Planner) fenceBegan(ev FenceBegan) []Action {
-	at := p.cfg.SelfFence.SelfFenceAt(ev.Declared, ev.Covered, ev.Began)
+	declared, covered := ev.Began, time.Duration(0)
+	if ev.Agent >= 0 && ev.Agent < len(p.agents) {
+		if d := p.agents[ev.Agent].declared; d.inc == ev.Incarnation && !d.at.IsZero() {
+			declared, covered = d.at, d.silence
+		}
+	}
+	at := p.cfg.SelfFence.SelfFenceAt(declared, covered, ev.Began)
 	return []Action{AwaitSelfFence{Agent: ev.Agent, Node: ev.Node, Incarnation: ev.Incarnation, At: at}}
+}
+
+// declaration is when an agent incarnation was declared lost, and how
+// long its node had been silent then as far as the root knew (0: not
+// silent, or not known).
+type declaration struct {
+	inc     uint64
+	at      time.Time
+	silence time.Duration
+}
+
+// noteDeclared notes the declaration of incarnation inc of the agent whose
+// link ended (the first one counts): the self-fence bound counts from the
+// node's last word.
+func (p *Planner) noteDeclared(ev LinkLost, inc uint64) {
+	if ev.Agent >= len(p.agents) {
+		return
+	}
+	d := &p.agents[ev.Agent].declared
+	if d.inc == inc && !d.at.IsZero() {
+		return
+	}
+	*d = declaration{inc: inc, at: ev.At, silence: p.silenceAt(ev)}
+}
+
+// silenceAt is how long the node of the agent whose link ended had been
+// silent then: none for a link that ended (its node answered that end);
+// on a heartbeat's timeout, the root's own link's quiet; for a child of
+// the lost root a successor never heard, since the successor started;
+// else (its parent found it silent: gossip's hysteresis, ConfirmSilence,
+// or the link's timeout) at least Root.
+func (p *Planner) silenceAt(ev LinkLost) time.Duration {
+	switch {
+	case !ev.Silent:
+		return 0
+	case ev.Direct:
+		return ev.Quiet
+	case ev.RootChild && p.cfg.Resumed:
+		return ev.At.Sub(p.cfg.Started)
+	}
+	return p.cfg.SelfFence.Root()
 }
 
 // selfFenceDue confirms a fence that has not reached its node in time as

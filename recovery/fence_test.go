@@ -108,12 +108,16 @@ func TestFenceSelfTimer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second,
 				TableReady: true, Spares: []string{"s0"}, SelfFence: sf})
+			// Declared lost on its heartbeat's timeout, its link quiet for
+			// 2.3 s: the self-fence bound (2 s) passed already.
+			p.Step(LinkLost{Agent: 1, Err: "silent", Silent: true, At: t0, Direct: true, Quiet: 2300 * time.Millisecond,
+				Agents: []AgentLink{{Up: true, Inc: 1, Node: "n0"}, {Up: true, Inc: 1, Node: "n1"}}})
 			p.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "silent", Silent: true})
 			p.Step(Committed{Epoch: 1, Stage: StageSuspend})
 			p.Step(Suspended{Agent: 0, Epoch: 1})
 			p.Step(Committed{Epoch: 1, Stage: StageRelaunch})
 			p.Step(Relaunched{Agent: 1, Incarnation: 2})
-			acts := p.Step(FenceBegan{Agent: 1, Node: "n1", Incarnation: 1, Declared: t0, Covered: 2300 * time.Millisecond, Began: t0})
+			acts := p.Step(FenceBegan{Agent: 1, Node: "n1", Incarnation: 1, Began: t0})
 			want := AwaitSelfFence{Agent: 1, Node: "n1", Incarnation: 1, At: t0.Add(FenceGrace)}
 			if len(acts) != 1 || acts[0] != want {
 				t.Fatalf("FenceBegan: %v, want %v", acts, want)

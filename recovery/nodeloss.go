@@ -55,6 +55,9 @@ type AgentLink struct {
 	// Fallbacks are the parents beyond its backup it was last told to try
 	// (topology.Root: the root).
 	Fallbacks []int
+	// RootChild: a child of the root; Adopted: a successor root took
+	// its link over (Adopting).
+	RootChild, Adopted bool
 }
 
 func (l AgentLink) live() bool { return l.Up && !l.Closed && !l.Done }
@@ -77,8 +80,10 @@ func (p *Planner) linkLost(ev LinkLost) []Action {
 	if ev.Agent < 0 || ev.Agent >= len(links) || links[ev.Agent].Closed {
 		return nil
 	}
+	p.noteDeclared(ev, max(links[ev.Agent].Inc, 1))
 	orphans := p.orphansOf(ev.Agent, links)
 	acts := p.loseSubtree(ev.Agent, orphans, links)
+	p.countStarting(links)
 	l := &nodeLoss{agent: ev.Agent, err: ev.Err, silent: ev.Silent, orphans: orphans, at: ev.At}
 	l.lost = lostIn(acts)
 	if len(orphans) == 0 {
@@ -222,6 +227,7 @@ func (p *Planner) orphansDue(ev OrphansDue) []Action {
 		l.lost = append(l.lost, lostIn(lose)...)
 		acts = append(acts, lose...)
 	}
+	p.countStarting(links)
 	clear(l.orphans)
 	return append(acts, p.finishLoss(l)...)
 }
@@ -295,6 +301,13 @@ type LinkLost struct {
 	At     time.Time // when (the root's clock: the orphans' wait is measured from it)
 	// Agents is every agent's link as the root knows it, by index.
 	Agents []AgentLink
+	// Direct: the link that ended is the root's own (a child of the
+	// root's), quiet for Quiet when it ended; RootChild: the agent is a
+	// child of the root (of the lost one, for a successor). The planner
+	// takes from them how long the node had been silent (silenceAt).
+	Direct    bool
+	Quiet     time.Duration
+	RootChild bool
 }
 
 // OrphansDue: the wait for the orphans of loss Loss (AwaitOrphans)

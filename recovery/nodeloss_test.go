@@ -343,3 +343,71 @@ func TestOrphanAdoption(t *testing.T) {
 		})
 	}
 }
+
+// TestSubtreeLostWithItsAgent: which agents a loss closes and loses
+// (LoseSubtree), and where the lost ones go in the tree: the lost agent's
+// subtree but for its orphans and what is below them; an orphan that does
+// not arrive in time is lost with what is below it; an agent that was done
+// is closed, not lost; every lost agent starts again as a child of the
+// root.
+func TestSubtreeLostWithItsAgent(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		policy     Policy
+		lost       int
+		links      func([]AgentLink)
+		due        bool // the orphans' wait passes before any arrives
+		wantClosed []int
+		wantLost   []int
+		wantRoot   []int // children of the root once the loss is taken
+	}{
+		{name: "a leaf: itself", policy: Rank, lost: 6,
+			wantClosed: []int{6}, wantLost: []int{6}, wantRoot: []int{0, 1, 6}},
+		{name: "interior, no restart policy: its whole subtree", policy: None, lost: 0,
+			wantClosed: []int{0, 2, 6, 3}, wantLost: []int{0, 2, 6, 3}, wantRoot: []int{0, 1}},
+		{name: "interior: its orphans and their subtrees are kept", policy: Rank, lost: 0,
+			wantClosed: []int{0}, wantLost: []int{0}},
+		{name: "interior, its orphans late: lost with their subtrees", policy: Rank, lost: 0, due: true,
+			wantClosed: []int{0, 2, 6, 3}, wantLost: []int{0, 2, 6, 3}, wantRoot: []int{0, 1, 2, 6, 3}},
+		{name: "an agent below that was done is closed, not lost", policy: None, lost: 2,
+			links:      func(ls []AgentLink) { ls[6].Done = true },
+			wantClosed: []int{2, 6}, wantLost: []int{2}, wantRoot: []int{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := lossPlanner(t, tc.policy)
+			ls := upLinks()
+			if tc.links != nil {
+				tc.links(ls)
+			}
+			acts := p.Step(LinkLost{Agent: tc.lost, Err: "gone", Agents: ls})
+			if tc.due {
+				for _, a := range acts {
+					if aw, ok := a.(AwaitOrphans); ok {
+						for _, l := range acts {
+							if s, ok := l.(LoseSubtree); ok {
+								for _, x := range s.Closed {
+									ls[x].Closed = true
+								}
+							}
+						}
+						acts = append(acts, p.Step(OrphansDue{Loss: aw.Loss, Agents: ls})...)
+					}
+				}
+			}
+			var closed, lost []int
+			for _, a := range acts {
+				if s, ok := a.(LoseSubtree); ok {
+					closed, lost = append(closed, s.Closed...), append(lost, s.Lost...)
+				}
+			}
+			if !reflect.DeepEqual(closed, tc.wantClosed) || !reflect.DeepEqual(lost, tc.wantLost) {
+				t.Fatalf("closed %v lost %v, want %v %v (%+v)", closed, lost, tc.wantClosed, tc.wantLost, acts)
+			}
+			if tc.wantRoot != nil {
+				if got := p.cfg.Tree.Children(topology.Root); !reflect.DeepEqual(got, tc.wantRoot) {
+					t.Fatalf("children of the root %v, want %v", got, tc.wantRoot)
+				}
+			}
+		})
+	}
+}

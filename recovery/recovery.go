@@ -172,6 +172,12 @@ type Config struct {
 	// fence that has not reached its node counts as the node's own once
 	// they passed.
 	SelfFence SelfFence
+	// Started is when this root started: a child of a lost root that a
+	// successor never heard from has been silent since (silenceAt).
+	Started time.Time
+	// Launching: the agents are being started (not a successor's): a
+	// restart of the job waits until every one is up (LaunchUp).
+	Launching bool
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -200,12 +206,24 @@ type Planner struct {
 	// led is the rank ledger (ledger.go): who counts as ended, who is
 	// owed a restart.
 	led ledger
+	// tally counts the acknowledgements of a recovery's last phase
+	// (settle.go); starting is how many agents of the launch are not up
+	// yet, and held the epoch of a restart of the job that waits for
+	// them (0: none).
+	tally    *ackTally
+	starting int
+	held     uint64
+	// leads: a successor's planner was told it leads (Adopting).
+	leads bool
 }
 
 // New returns a planner for a job that is running.
 func New(cfg Config) *Planner {
 	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady, agents: make([]agentState, cfg.Agents),
 		led: newLedger(cfg.Ranks, cfg.Ended, cfg.EndedFailed)}
+	if cfg.Launching && !cfg.Resumed {
+		p.starting = cfg.Agents
+	}
 	for a := range p.agents {
 		p.agents[a].inc = 1
 		if a < len(cfg.Nodes) {
@@ -335,7 +353,17 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.reparented(ev)
 	case AdoptAsked:
 		return p.adoptAsked(ev)
-	case Committed, Suspended, Respawned, Patched, Resumed, Restarted, Expired, LeaderChanged:
+	case LaunchUp:
+		return p.launchUp(ev)
+	case Waiting:
+		return p.waiting(ev)
+	case Adopting:
+		return p.adopting(ev)
+	case Resumed:
+		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume, ev.Live)...)
+	case Restarted:
+		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageRestartJob, ev.Live)...)
+	case Committed, Suspended, Respawned, Patched, Expired, LeaderChanged:
 		return p.restartStep(ev)
 	}
 	panic(fmt.Sprintf("recovery: unknown event %T", ev))
@@ -459,6 +487,9 @@ type AgentLost struct {
 	// than its link ending or its process exiting: its node may be gone,
 	// and is not tried again.
 	Silent bool
+	// With is the node of the agent it was lost with, above it in the
+	// launch tree ("": it was lost itself, Err says why).
+	With string
 }
 
 // LaunchFailed: an agent could not be started.

@@ -61,7 +61,7 @@ func TestStep(t *testing.T) {
 		{name: "rank protocol failure", ev: RankAborted{Rank: 3, Node: "n1", Code: 1, Msg: "broke the PMI protocol", Failed: true},
 			want: end(Reason{Kind: ReasonRankBroke, Rank: 3, Node: "n1", Text: "broke the PMI protocol"}), code: 1, phase: Ending},
 		{name: "agent lost", ev: AgentLost{Node: "n1", Err: "EOF"},
-			want: end(said("lost the agent of node n1: EOF")), code: ExitLauncher, phase: Ending},
+			want: end(Reason{Kind: ReasonAgentLost, Rank: NoRank, Node: "n1", Text: "EOF", Max: 0}), code: ExitLauncher, phase: Ending},
 		{name: "agent lost while the job ends", before: []Event{Signaled{Signal: 15, Msg: "SIGTERM"}}, ev: AgentLost{Node: "n1", Err: "EOF"},
 			code: 143, phase: Ending},
 		{name: "agent leaves after the job's end", before: []Event{Finished{}}, ev: AgentLost{Node: "n1", Err: "EOF"}, phase: Over},
@@ -147,7 +147,7 @@ func TestOneDecisionPerJob(t *testing.T) {
 					}
 				}
 			}
-			if terms != 1 || p.Failure() == nil || p.Failure().Why != first {
+			if terms != 1 || p.Failure() == nil || !reflect.DeepEqual(p.Failure().Why, first) {
 				t.Fatalf("order %v: %d terminations, failure %+v, first %+v", a, terms, p.Failure(), first)
 			}
 			return

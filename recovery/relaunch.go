@@ -73,6 +73,11 @@ type agentState struct {
 	// confirmed are its fences confirmed, by node, with how (the first
 	// confirmation of each: a fence that ends later changes nothing).
 	confirmed []FenceRecord
+	// declared is when its incarnation was declared lost (fence.go);
+	// watched, the incarnation gossip said was dead while its link spoke
+	// (KeptAlive: its link's silence alone condemns it, detect.go).
+	declared declaration
+	watched  uint64
 }
 
 // AgentRecord is one agent's part of a committed record: an agent lost
@@ -130,9 +135,14 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	if p.phase == Over {
 		return nil // the job had already ended
 	}
-	lost := fmt.Sprintf("lost the agent of node %s: %s", ev.Node, ev.Err)
+	lost := Reason{Kind: ReasonAgentLost, Rank: NoRank, Node: ev.Node, Text: ev.Err, With: ev.With, Max: p.cfg.MaxRestarts}
+	end := func(kind ReasonKind) []Action {
+		why := lost
+		why.Kind = kind
+		return p.endFor(ev.Node, NoRank, ExitLauncher, why)
+	}
 	if p.cfg.Policy == None || p.phase == Ending || ev.Agent < 0 || ev.Agent >= len(p.agents) {
-		return p.endFor(ev.Node, NoRank, ExitLauncher, said(lost))
+		return end(ReasonAgentLost)
 	}
 	as := &p.agents[ev.Agent]
 	if ev.Incarnation != 0 && ev.Incarnation < as.inc {
@@ -147,30 +157,37 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 	}
 	// aRelaunching: the new incarnation was lost before it came up, a
 	// second loss.
-	alone, why := false, ""
+	alone := false
 	if p.cfg.Policy == Rank {
-		if alone, why = p.replaceAlone(); why != "" {
-			return p.endFor(ev.Node, NoRank, ExitLauncher, said(fmt.Sprintf("%s; it was lost before every rank held the node table; %s", lost, why)))
+		var noTable bool
+		if alone, noTable = p.replaceAlone(); noTable {
+			return end(ReasonAgentNoTable)
 		}
 	}
 	// Where the new incarnation runs: the node, or for a silent one
 	// elsewhere.
-	node, where := ev.Node, ""
+	node := ev.Node
 	if ev.Silent {
-		var why string
-		if node, where, why = p.placeSilent(ev.Agent, ev.Node); why != "" {
-			return p.endFor(ev.Node, NoRank, ExitLauncher, said(lost+"; "+why))
+		lost.Place = p.placeSilent(ev.Agent, ev.Node)
+		if k := lost.Place.Kind; k == PlaceNoHost || k == PlaceNoSlots {
+			return end(ReasonAgentNoPlace)
 		}
+		node = lost.Place.Node
 	}
 	if as.restarts >= p.cfg.MaxRestarts {
-		return p.endFor(ev.Node, NoRank, ExitLauncher, said(fmt.Sprintf("%s; its agent was started again %d time(s) (--max-restarts %d): the job ends",
-			lost, as.restarts, p.cfg.MaxRestarts)))
+		lost.Restarts = as.restarts
+		return end(ReasonAgentLimit)
 	}
 	var ranks []int
 	for r := range p.ranks {
 		if p.ranks[r].agent == ev.Agent && p.ranks[r].st != rEnded {
 			ranks = append(ranks, r)
 		}
+	}
+	relaunch := func() Reason {
+		why := lost
+		why.Kind, why.Incarnation, why.Restarts = ReasonAgentRelaunch, as.inc+1, as.restarts
+		return why
 	}
 	if p.cfg.Policy == Job {
 		// A restart decided and not sent yet (its agents being started
@@ -179,19 +196,15 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 		pending := p.rc != nil && (p.rc.stage == StageRelaunch || p.rc.stage == StageRestartJob && !p.rc.committed)
 		if !pending {
 			if p.restarts >= p.cfg.MaxRestarts {
-				return p.endFor(ev.Node, NoRank, ExitLauncher, said(fmt.Sprintf("%s; the job was restarted %d time(s) (--max-restarts %d)",
-					lost, p.restarts, p.cfg.MaxRestarts)))
+				lost.Restarts = p.restarts
+				return end(ReasonAgentJobLimit)
 			}
 			p.restartJob()
 		}
 		p.loseAgent(ev.Agent, ev.Node, node)
-		then := fmt.Sprintf("then restarting the job (restart %d of %d)", p.restarts, p.cfg.MaxRestarts)
-		if pending {
-			then = fmt.Sprintf("then restarting the job (restart %d of %d, decided already)", p.restarts, p.cfg.MaxRestarts)
-		}
-		msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d), %s",
-			lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, then)
-		return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: NoRank}, Report{Why: said(msg)}}, p.begin(StageRelaunch)...)
+		why := relaunch()
+		why.JobRestarts, why.Decided = p.restarts, pending
+		return append([]Action{Record{Why: why, Node: ev.Node, Rank: NoRank}, Report{Why: why}}, p.begin(StageRelaunch)...)
 	}
 	for _, r := range ranks {
 		rs := &p.ranks[r]
@@ -199,29 +212,29 @@ func (p *Planner) agentLost(ev AgentLost) []Action {
 			continue // failed already, and counted: not respawned yet
 		}
 		if rs.restarts >= p.cfg.MaxRestarts {
-			rs.history = append(rs.history, fmt.Sprintf("incarnation %d lost with its agent", rs.inc))
+			rs.history = append(rs.history, Ended{Incarnation: rs.inc})
 			rs.st = rEnded
-			return p.endFor(ev.Node, r, ExitLauncher, said(fmt.Sprintf("%s; its rank %d was restarted %d time(s) (--max-restarts %d): %s",
-				lost, r, rs.restarts, p.cfg.MaxRestarts, strings.Join(rs.history, ", "))))
+			why := lost
+			why.Kind, why.Rank, why.Restarts, why.History = ReasonAgentRankLimit, r, rs.restarts, slices.Clone(rs.history)
+			return p.endFor(ev.Node, r, ExitLauncher, why)
 		}
 	}
 	for _, r := range ranks {
 		rs := &p.ranks[r]
 		if rs.st != rFailed {
-			rs.history = append(rs.history, fmt.Sprintf("incarnation %d lost with its agent", rs.inc))
+			rs.history = append(rs.history, Ended{Incarnation: rs.inc})
 			rs.restarts++
 		}
 		rs.st, rs.sent, rs.addr = rFailed, false, nil
 	}
 	p.loseAgent(ev.Agent, ev.Node, node)
+	why := relaunch()
+	why.Ranks, why.Alone = ranks, alone
+	acts := []Action{Record{Why: why, Node: ev.Node, Rank: NoRank}, Report{Why: why}}
 	if alone {
-		msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d), then its rank(s) %s alone as their next incarnation: their program never opened ftlaunch's rank protocol, no other rank is stopped",
-			lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
-		return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: NoRank}, Report{Why: said(msg)}}, p.beginAlone(StageRelaunch)...)
+		return append(acts, p.beginAlone(StageRelaunch)...)
 	}
-	msg := fmt.Sprintf("%s; starting its agent again%s as incarnation %d (restart %d of %d) and its rank(s) %s as their next incarnation",
-		lost, where, as.inc+1, as.restarts, p.cfg.MaxRestarts, ranksList(ranks))
-	return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: NoRank}, Report{Why: said(msg)}}, p.begin(StageSuspend)...)
+	return append(acts, p.begin(StageSuspend)...)
 }
 
 // loseAgent marks agent a lost, to start again on node: its incarnation
@@ -235,20 +248,20 @@ func (p *Planner) loseAgent(a int, lostNode, node string) {
 }
 
 // placeSilent is where the agent of a node that went silent starts
-// again, and how the user is told so: the next spare node; else, as a
+// again: the next spare node; else, as a
 // second agent on a surviving host (GuestNode), the first surviving node
 // in agent order whose free slots hold all its ranks; else, with
 // --oversubscribe, the surviving host with the fewest ranks (ties: agent
 // order). A host's free slots are its slots (Config.Slots) less the ranks
 // of every agent that runs there now, the lost one excepted. With none of
-// these, why says why the job ends.
-func (p *Planner) placeSilent(lost int, lostNode string) (node, where, why string) {
+// these, nowhere (PlaceNoHost, PlaceNoSlots): the job ends.
+func (p *Planner) placeSilent(lost int, lostNode string) Place {
 	if p.silent == nil {
 		p.silent = map[string]bool{}
 	}
 	p.silent[HostOf(lostNode)] = true
 	if n := p.nextSpare(); n != "" {
-		return n, " on spare node " + n, ""
+		return Place{Kind: PlaceSpare, Node: n}
 	}
 	load := map[string]int{} // ranks per host, the lost agent's excepted
 	need := 0
@@ -268,13 +281,12 @@ func (p *Planner) placeSilent(lost int, lostNode string) (node, where, why strin
 	}
 	for _, h := range hosts {
 		if slots, ok := p.cfg.Slots[h]; ok && slots-load[h] >= need {
-			return GuestNode(h, lostNode), fmt.Sprintf(" on %s (free slots of a surviving node; its agent is named %s)", h, GuestNode(h, lostNode)), ""
+			return Place{Kind: PlaceFreeSlots, Node: GuestNode(h, lostNode), Host: h}
 		}
 	}
-	const silent = "its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes)"
 	switch {
 	case p.cfg.Oversubscribe && len(hosts) == 0:
-		return "", "", silent + ", and no surviving node is left to share its slots: the job ends"
+		return Place{Kind: PlaceNoHost}
 	case p.cfg.Oversubscribe:
 		h := hosts[0]
 		for _, c := range hosts[1:] {
@@ -282,9 +294,9 @@ func (p *Planner) placeSilent(lost int, lostNode string) (node, where, why strin
 				h = c
 			}
 		}
-		return GuestNode(h, lostNode), fmt.Sprintf(" on %s (slots shared with the surviving node's %d rank(s), --oversubscribe; its agent is named %s)", h, load[h], GuestNode(h, lostNode)), ""
+		return Place{Kind: PlaceShared, Node: GuestNode(h, lostNode), Host: h, Load: load[h]}
 	}
-	return "", "", fmt.Sprintf("%s, and no surviving node has %d free slot(s) (--oversubscribe lets ranks share one): the job ends", silent, need)
+	return Place{Kind: PlaceNoSlots, Need: need}
 }
 
 // HostOf is the host a node's name stands for: the name itself, or for an
@@ -363,8 +375,7 @@ func (p *Planner) relaunchStep(ev Event) []Action {
 		if as.st != aRelaunching || ev.Incarnation != as.inc {
 			return nil
 		}
-		return p.endFor(as.node, NoRank, ExitLauncher, said(fmt.Sprintf("could not start the agent of node %s again (incarnation %d): %s: the job ends",
-			as.node, as.inc, ev.Msg)))
+		return p.endFor(as.node, NoRank, ExitLauncher, Reason{Kind: ReasonRelaunchFailed, Rank: NoRank, Node: as.node, Incarnation: as.inc, Text: ev.Msg})
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package recovery
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -71,8 +72,9 @@ func TestRelaunchOrderOfActions(t *testing.T) {
 					t.Fatalf("relaunch record %+v", a.Rec)
 				}
 			case Record:
-				if tc.ev == (AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}) && a.Why.Text != "lost the agent of node n1: EOF; starting its agent again as incarnation 2 (restart 1 of 3) and its rank(s) 2, 3 as their next incarnation" {
-					t.Fatalf("record %q", a.Why.Text)
+				if tc.ev == (AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}) && !reflect.DeepEqual(a.Why, Reason{Kind: ReasonAgentRelaunch, Rank: NoRank,
+					Node: "n1", Text: "EOF", Incarnation: 2, Restarts: 1, Max: 3, Ranks: []int{2, 3}}) {
+					t.Fatalf("record %+v", a.Why)
 				}
 			}
 		}
@@ -100,24 +102,29 @@ func TestRelaunchEnds(t *testing.T) {
 		cfg    func(*Config)
 		before []Event
 		ev     Event
-		want   string // in the failure's message
+		want   Reason // the failure's
 	}{
 		{name: "policy none", cfg: func(c *Config) { c.Policy = None }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
-			want: "lost the agent of node n0: EOF"},
-		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true}, want: "its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 1 free slot(s) (--oversubscribe lets ranks share one): the job ends"},
+			want: Reason{Kind: ReasonAgentLost, Rank: NoRank, Node: "n0", Text: "EOF", Max: 3}},
+		{name: "silent node", ev: AgentLost{Agent: 0, Node: "n0", Err: "no heartbeat", Silent: true},
+			want: Reason{Kind: ReasonAgentNoPlace, Rank: NoRank, Node: "n0", Text: "no heartbeat", Max: 3, Place: Place{Kind: PlaceNoSlots, Need: 1}}},
 		{name: "before the node table, the rank protocol opened", cfg: func(c *Config) { c.TableReady = false }, before: []Event{ProtocolOpened{Rank: 2, Node: "n2"}},
 			ev:   AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
-			want: "lost the agent of node n0: EOF; it was lost before every rank held the node table; its program opened ftlaunch's rank protocol (the client library), whose ranks are replaced under --restart rank only once that table exists (every rank called Publish): the job ends"},
+			want: Reason{Kind: ReasonAgentNoTable, Rank: NoRank, Node: "n0", Text: "EOF", Max: 3}},
 		{name: "agent restarts past the limit", cfg: func(c *Config) { c.MaxRestarts = 0 }, ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
-			want: "its agent was started again 0 time(s) (--max-restarts 0)"},
+			want: Reason{Kind: ReasonAgentLimit, Rank: NoRank, Node: "n0", Text: "EOF", Restarts: 0, Max: 0}},
 		{name: "its rank past the limit", cfg: func(c *Config) { c.MaxRestarts = 1; c.Incarnations = []uint64{2}; c.RankRestarts = []int{1} },
-			ev: AgentLost{Agent: 0, Node: "n0", Err: "EOF"}, want: "its rank 0 was restarted 1 time(s) (--max-restarts 1): incarnation 2 lost with its agent"},
+			ev:   AgentLost{Agent: 0, Node: "n0", Err: "EOF"},
+			want: Reason{Kind: ReasonAgentRankLimit, Rank: 0, Node: "n0", Text: "EOF", Restarts: 1, Max: 1, History: []Ended{{Incarnation: 2}}}},
 		{name: "relaunch failed", before: []Event{AgentLost{Agent: 0, Node: "n0", Err: "EOF"}, Committed{Epoch: 1, Stage: StageSuspend},
 			Suspended{Agent: 1, Epoch: 1}, Suspended{Agent: 2, Epoch: 1}, Suspended{Agent: 3, Epoch: 1}, Committed{Epoch: 1, Stage: StageRelaunch}},
-			ev: RelaunchFailed{Agent: 0, Incarnation: 2, Msg: "ssh: connection refused"}, want: "could not start the agent of node n0 again (incarnation 2): ssh: connection refused"},
+			ev:   RelaunchFailed{Agent: 0, Incarnation: 2, Msg: "ssh: connection refused"},
+			want: Reason{Kind: ReasonRelaunchFailed, Rank: NoRank, Node: "n0", Incarnation: 2, Text: "ssh: connection refused"}},
 		{name: "relaunch expired", before: []Event{AgentLost{Agent: 0, Node: "n0", Err: "EOF"}, Committed{Epoch: 1, Stage: StageSuspend},
 			Suspended{Agent: 1, Epoch: 1}, Suspended{Agent: 2, Epoch: 1}, Suspended{Agent: 3, Epoch: 1}, Committed{Epoch: 1, Stage: StageRelaunch}},
-			ev: Expired{Epoch: 1, Stage: StageRelaunch}, want: "stopped at its relaunch stage: no answer within 1s from the agent of node n0"},
+			ev: Expired{Epoch: 1, Stage: StageRelaunch},
+			want: Reason{Kind: ReasonExpired, Rank: NoRank, Epoch: 1, Stage: StageRelaunch, Limit: time.Second,
+				Awaited: []Awaited{{Rank: NoRank, Agent: NoAgent, Node: "n0"}, {Rank: NoRank, Agent: NoAgent, Node: "n0", Incarnation: 1}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base
@@ -130,8 +137,8 @@ func TestRelaunchEnds(t *testing.T) {
 			}
 			acts := p.Step(tc.ev)
 			f := p.Failure()
-			if f == nil || !strings.Contains(f.Why.Text, tc.want) || f.Code != ExitLauncher || p.Phase() != Ending || !strings.HasSuffix(kinds(acts), "Terminate") {
-				t.Fatalf("acts %s, phase %v, failure %+v; want %q", kinds(acts), p.Phase(), f, tc.want)
+			if f == nil || !reflect.DeepEqual(f.Why, tc.want) || f.Code != ExitLauncher || p.Phase() != Ending || !strings.HasSuffix(kinds(acts), "Terminate") {
+				t.Fatalf("acts %s, phase %v, failure %+v; want %+v", kinds(acts), p.Phase(), f, tc.want)
 			}
 		})
 	}
@@ -147,7 +154,7 @@ func TestRelaunchSpare(t *testing.T) {
 			TableReady: true, Spares: []string{"s0", "s1"}})
 		acts := p.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "heartbeat timeout", Silent: true})
 		rec, ok := acts[0].(Record)
-		if !ok || !strings.Contains(rec.Why.Text, "lost the agent of node n1: heartbeat timeout; starting its agent again on spare node s0 as incarnation 2") {
+		if !ok || rec.Why.Kind != ReasonAgentRelaunch || rec.Why.Node != "n1" || rec.Why.Place != (Place{Kind: PlaceSpare, Node: "s0"}) || rec.Why.Incarnation != 2 {
 			t.Fatalf("%v: %s %+v", policy, kinds(acts), acts)
 		}
 		var relaunch Relaunch
@@ -193,7 +200,7 @@ func TestRelaunchSpare(t *testing.T) {
 			TableReady: true, Spares: []string{"s0"}})
 		p2.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "silent", Silent: true})
 		p2.Step(AgentLost{Agent: 2, Incarnation: 1, Node: "n2", Err: "silent", Silent: true})
-		if f := p2.Failure(); f == nil || !strings.Contains(f.Why.Text, "lost the agent of node n2: silent; its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 2 free slot(s)") {
+		if f := p2.Failure(); f == nil || f.Why.Kind != ReasonAgentNoPlace || f.Why.Node != "n2" || f.Why.Place != (Place{Kind: PlaceNoSlots, Need: 2}) {
 			t.Fatalf("%v: failure %+v", policy, f)
 		}
 	}
@@ -219,7 +226,7 @@ func relaunchOf(t *testing.T, p *Planner, agents int, ev AgentLost) (Relaunch, [
 	}
 	take(p.Step(ev))
 	if f := p.Failure(); f != nil {
-		t.Fatalf("the job ended: %s", f.Why.Text)
+		t.Fatalf("the job ended: %+v", f.Why)
 	}
 	take(p.Step(FenceDone{Agent: ev.Agent, Node: ev.Node, Incarnation: p.AgentIncarnation(ev.Agent)}))
 	epoch := p.Epoch()
@@ -254,28 +261,28 @@ func TestRelaunchSurvivorSlots(t *testing.T) {
 		cfg   func(*Config)
 		lost  int
 		want  string // the relaunch's node ("": the job ends)
-		where string // in the record, or in the failure
+		where Place  // in the record, or in the failure
 	}{
 		{name: "free slots, first in agent order", lost: 1,
 			cfg:  func(c *Config) { c.Slots = map[string]int{"n0": 3, "n2": 4, "n3": 4} },
-			want: "n2+n1", where: "starting its agent again on n2 (free slots of a surviving node; its agent is named n2+n1) as incarnation 2"},
+			want: "n2+n1", where: Place{Kind: PlaceFreeSlots, Node: "n2+n1", Host: "n2"}},
 		{name: "the lost node's own host is not a place", lost: 3,
 			cfg:  func(c *Config) { c.Slots = map[string]int{"n3": 8, "n1": 3} },
-			want: "n1+n3", where: "on n1 (free slots"},
+			want: "n1+n3", where: Place{Kind: PlaceFreeSlots, Node: "n1+n3", Host: "n1"}},
 		{name: "a spare comes first", lost: 1,
 			cfg:  func(c *Config) { c.Slots = map[string]int{"n2": 4}; c.Spares = []string{"s0"} },
-			want: "s0", where: "on spare node s0"},
+			want: "s0", where: Place{Kind: PlaceSpare, Node: "s0"}},
 		{name: "oversubscribe: the least loaded", lost: 0,
 			cfg:  func(c *Config) { c.Slots = map[string]int{"n1": 3}; c.Oversubscribe = true },
-			want: "n3+n0", where: "on n3 (slots shared with the surviving node's 1 rank(s), --oversubscribe; its agent is named n3+n0)"},
+			want: "n3+n0", where: Place{Kind: PlaceShared, Node: "n3+n0", Host: "n3", Load: 1}},
 		{name: "oversubscribe: ties go to agent order", lost: 3,
 			cfg:  func(c *Config) { c.Oversubscribe = true },
-			want: "n0+n3", where: "on n0 (slots shared with the surviving node's 2 rank(s)"},
+			want: "n0+n3", where: Place{Kind: PlaceShared, Node: "n0+n3", Host: "n0", Load: 2}},
 		{name: "no free slot: the job ends", lost: 1,
 			cfg:   func(c *Config) { c.Slots = map[string]int{"n0": 3, "n2": 3, "n3": 2} },
-			where: "lost the agent of node n1: heartbeat timeout; its node went silent, a silent node is not tried again, no spare node is left (--spare-nodes), and no surviving node has 2 free slot(s) (--oversubscribe lets ranks share one): the job ends"},
+			where: Place{Kind: PlaceNoSlots, Need: 2}},
 		{name: "unknown slot counts: no free slot", lost: 3,
-			where: "no surviving node has 1 free slot(s)"},
+			where: Place{Kind: PlaceNoSlots, Need: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()
@@ -286,14 +293,14 @@ func TestRelaunchSurvivorSlots(t *testing.T) {
 			node := cfg.Nodes[tc.lost]
 			if tc.want == "" {
 				acts := p.Step(silent(tc.lost, node))
-				if f := p.Failure(); f == nil || !strings.Contains(f.Why.Text, tc.where) || !strings.HasSuffix(kinds(acts), "Terminate") {
-					t.Fatalf("acts %s, failure %+v; want %q", kinds(acts), f, tc.where)
+				if f := p.Failure(); f == nil || f.Why.Kind != ReasonAgentNoPlace || f.Why.Place != tc.where || !strings.HasSuffix(kinds(acts), "Terminate") {
+					t.Fatalf("acts %s, failure %+v; want %+v", kinds(acts), f, tc.where)
 				}
 				return
 			}
 			acts := p.Step(silent(tc.lost, node))
-			if rec, ok := acts[0].(Record); !ok || !strings.Contains(rec.Why.Text, tc.where) {
-				t.Fatalf("%s: %+v; want %q", kinds(acts), acts, tc.where)
+			if rec, ok := acts[0].(Record); !ok || rec.Why.Kind != ReasonAgentRelaunch || rec.Why.Place != tc.where || rec.Why.Incarnation != 2 {
+				t.Fatalf("%s: %+v; want %+v", kinds(acts), acts, tc.where)
 			}
 			q := New(cfg)
 			rl, _ := relaunchOf(t, q, cfg.Agents, silent(tc.lost, node))
@@ -370,7 +377,7 @@ func TestRelaunchSurvivorSlots(t *testing.T) {
 			t.Fatalf("restored nodes %q %q", q.AgentNode(0), q.AgentNode(1))
 		}
 		q.Step(silent(3, "n3"))
-		if f := q.Failure(); f == nil || !strings.Contains(f.Why.Text, "no surviving node has 1 free slot(s)") {
+		if f := q.Failure(); f == nil || f.Why.Kind != ReasonAgentNoPlace || f.Why.Place != (Place{Kind: PlaceNoSlots, Need: 1}) {
 			t.Fatalf("successor: failure %+v", f)
 		}
 		cfg.Oversubscribe = true
@@ -411,8 +418,8 @@ func TestRelaunchJob(t *testing.T) {
 		{Relaunched{Agent: 1, Incarnation: 2}, ""}, // the fence is awaited
 		{FenceDone{Agent: 1, Node: "n1", Incarnation: 1}, "Commit"},
 		{Committed{Epoch: 1, Stage: StageRestartJob}, "RestartJob,Arm"},
-		{Restarted{Agent: 0, Epoch: 1}, ""},
-		{Restarted{Agent: 1, Epoch: 1}, ""},
+		{Restarted{Agent: 0, Epoch: 1, Live: 2}, ""},
+		{Restarted{Agent: 1, Epoch: 1, Live: 2}, "RecoveryOver"}, // every agent restarted its ranks
 	} {
 		if got := kinds(p.Step(tc.ev)); got != tc.want {
 			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
@@ -422,7 +429,7 @@ func TestRelaunchJob(t *testing.T) {
 		t.Fatalf("phase %v, incarnations %d %d, agent %d", p.Phase(), p.Incarnation(0), p.Incarnation(1), p.AgentIncarnation(1))
 	}
 	p.Step(AgentLost{Agent: 0, Incarnation: 1, Node: "n0", Err: "EOF"})
-	if f := p.Failure(); f == nil || !strings.Contains(f.Why.Text, "the job was restarted 1 time(s) (--max-restarts 1)") {
+	if f := p.Failure(); f == nil || f.Why.Kind != ReasonAgentJobLimit || f.Why.Restarts != 1 || f.Why.Max != 1 {
 		t.Fatalf("failure %+v", f)
 	}
 }

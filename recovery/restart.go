@@ -3,7 +3,6 @@ package recovery
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -80,7 +79,7 @@ type rankState struct {
 	sent     bool   // the respawn of inc was sent under this planner
 	addr     []byte // a respawned rank's address, for the patch
 	restarts int
-	history  []string // how each incarnation ended, for the job's end
+	history  []Ended // how each incarnation ended, for the job's end
 }
 
 // recovering is a recovery in progress.
@@ -153,39 +152,45 @@ func (p *Planner) Stage() Stage {
 // rankFailed takes a rank's failure under a restart policy.
 func (p *Planner) rankFailed(ev RankExited) []Action {
 	rs := &p.ranks[ev.Rank]
-	rs.history = append(rs.history, fmt.Sprintf("incarnation %d %s", rs.inc, ev.Describe()))
-	failed := fmt.Sprintf("rank %d on node %s %s", ev.Rank, ev.Node, ev.Describe())
-	limit := func(what string) []Action {
-		rs.st = rEnded
-		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), said(fmt.Sprintf("%s; %s (--max-restarts %d): %s",
-			failed, what, p.cfg.MaxRestarts, strings.Join(rs.history, ", "))))
+	rs.history = append(rs.history, Ended{Incarnation: rs.inc, How: ev.Describe()})
+	failed := Reason{Rank: ev.Rank, Node: ev.Node, Text: ev.Describe(), Max: p.cfg.MaxRestarts}
+	decided := func(why Reason) []Action {
+		return append([]Action{Record{Why: why, Node: ev.Node, Rank: ev.Rank}, Report{Why: why}}, p.begin(p.beforeRestart(StageRestartJob))...)
 	}
-	var msg string
+	limit := func(restarts int, jobWide bool) []Action {
+		rs.st = rEnded
+		why := failed
+		why.Kind, why.Restarts, why.JobWide, why.History = ReasonRestartLimit, restarts, jobWide, slices.Clone(rs.history)
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), why)
+	}
 	if p.cfg.Policy == Job {
 		if p.restarts >= p.cfg.MaxRestarts {
-			return limit(fmt.Sprintf("the job was restarted %d time(s)", p.restarts))
+			return limit(p.restarts, true)
 		}
 		p.restartJob()
-		msg = fmt.Sprintf("%s; restarting the job (restart %d of %d)", failed, p.restarts, p.cfg.MaxRestarts)
-		return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: ev.Rank}, Report{Why: said(msg)}}, p.begin(p.beforeRestart(StageRestartJob))...)
+		why := failed
+		why.Kind, why.Restarts = ReasonJobRestart, p.restarts
+		return decided(why)
 	}
-	alone, why := p.replaceAlone()
-	if why != "" {
+	alone, opened := p.replaceAlone()
+	if opened {
 		rs.st = rEnded
-		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), said(fmt.Sprintf("%s before every rank held the node table; %s", failed, why)))
+		why := failed
+		why.Kind = ReasonNoTable
+		return p.endFor(ev.Node, ev.Rank, ev.ExitCode(), why)
 	}
 	if rs.restarts >= p.cfg.MaxRestarts {
-		return limit(fmt.Sprintf("it was restarted %d time(s)", rs.restarts))
+		return limit(rs.restarts, false)
 	}
 	rs.restarts++
 	rs.st, rs.sent, rs.addr = rFailed, false, nil
+	why := failed
+	why.Kind, why.Incarnation, why.Restarts, why.Alone = ReasonRankRestart, rs.inc+1, rs.restarts, alone
+	acts := []Action{Record{Why: why, Node: ev.Node, Rank: ev.Rank}, Report{Why: why}}
 	if alone {
-		msg = fmt.Sprintf("%s; starting it again alone as incarnation %d (restart %d of %d): its program never opened ftlaunch's rank protocol, no other rank is stopped",
-			failed, rs.inc+1, rs.restarts, p.cfg.MaxRestarts)
-		return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: ev.Rank}, Report{Why: said(msg)}}, p.beginAlone(p.beforeRestart(StageRespawn))...)
+		return append(acts, p.beginAlone(p.beforeRestart(StageRespawn))...)
 	}
-	msg = fmt.Sprintf("%s; restarting it as incarnation %d (restart %d of %d)", failed, rs.inc+1, rs.restarts, p.cfg.MaxRestarts)
-	return append([]Action{Record{Why: said(msg), Node: ev.Node, Rank: ev.Rank}, Report{Why: said(msg)}}, p.begin(StageSuspend)...)
+	return append(acts, p.begin(StageSuspend)...)
 }
 
 // restartJob decides a restart of the job (policy Job): every rank,
@@ -332,35 +337,34 @@ func (p *Planner) restartStep(ev Event) []Action {
 		if ev.Epoch != p.epoch || ev.Stage != rc.stage {
 			return nil
 		}
-		var missing []string
+		var missing []Awaited
 		switch rc.stage {
 		case StageRespawn:
 			for r, rs := range p.ranks {
 				if rs.st == rFailed || rs.st == rRespawning {
-					missing = append(missing, fmt.Sprintf("rank %d", r))
+					missing = append(missing, Awaited{Rank: r, Agent: NoAgent})
 				}
 			}
 		case StageRelaunch:
 			for _, as := range p.agents {
 				if as.st != aUp {
-					missing = append(missing, fmt.Sprintf("the agent of node %s", as.node))
+					missing = append(missing, Awaited{Rank: NoRank, Agent: NoAgent, Node: as.node})
 				}
 				for _, f := range as.fences {
-					missing = append(missing, fmt.Sprintf("the fence of node %s (incarnation %d)", f.Node, f.Incarnation))
+					missing = append(missing, Awaited{Rank: NoRank, Agent: NoAgent, Node: f.Node, Incarnation: f.Incarnation})
 				}
 			}
 		default:
 			for a := range p.cfg.Agents {
 				if p.agents[a].st == aUp && !rc.acks[a] {
-					missing = append(missing, fmt.Sprintf("agent %d", a))
+					missing = append(missing, Awaited{Rank: NoRank, Agent: a})
 				}
 			}
 		}
 		if len(missing) == 0 {
 			return nil
 		}
-		return p.endJob(ExitLauncher, said(fmt.Sprintf("recovery (epoch %d) stopped at its %s stage: no answer within %v from %s",
-			p.epoch, rc.stage, p.cfg.AckTimeout, strings.Join(missing, ", "))))
+		return p.endJob(ExitLauncher, Reason{Kind: ReasonExpired, Rank: NoRank, Epoch: p.epoch, Stage: rc.stage, Limit: p.cfg.AckTimeout, Awaited: missing})
 	}
 	return nil
 }
@@ -419,9 +423,10 @@ func (p *Planner) send() []Action {
 		return []Action{pa, arm}
 	case StageResume:
 		p.phase, p.rc = Running, nil
+		p.tallyLast()
 		return []Action{Resume{Epoch: p.epoch, Version: p.version}}
 	case StageRestartJob:
-		return []Action{RestartJob{Epoch: p.epoch, Restarts: p.restarts}, arm}
+		return p.sendRestartJob(arm)
 	case StageRelaunch:
 		return p.sendRelaunch(arm)
 	}
@@ -544,16 +549,21 @@ type Patched struct {
 	Version uint64
 }
 
-// Resumed: an agent's ranks run again.
+// Resumed: an agent's ranks run again. Live is how many agents' links
+// have not ended (the root's count: the recovery is over once every one
+// of them acknowledged, RecoveryOver).
 type Resumed struct {
 	Agent int
 	Epoch uint64
+	Live  int
 }
 
-// Restarted: an agent ended its ranks and started them again (policy Job).
+// Restarted: an agent ended its ranks and started them again (policy
+// Job); Live as for Resumed.
 type Restarted struct {
 	Agent int
 	Epoch uint64
+	Live  int
 }
 
 // Expired: the bound armed for a stage of epoch passed.
@@ -614,9 +624,12 @@ type Resume struct {
 }
 
 // RestartJob tells every agent to end its ranks and start them again.
+// Deferred: it waited for the launch's agents (AwaitLaunch dropped the
+// collectives in flight then).
 type RestartJob struct {
 	Epoch    uint64
 	Restarts int
+	Deferred bool
 }
 
 // Arm asks the root for an Expired event of (Epoch, Stage) After from now.

@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // world is a small job that carries out the planner's actions the way
@@ -50,6 +54,48 @@ type world struct {
 
 	plain bool // a plain program under policy Rank: ranks start again alone
 	overs int  // recoveries that started ranks alone, over (AloneOver)
+	// recovered counts the recoveries over (RecoveryOver); lastSent is
+	// the epoch of the last Resume or RestartJob.
+	recovered int
+	lastSent  uint64
+
+	// For the node-loss world (nodeworld_test.go): closed is the root's
+	// view of each agent's link (declared lost); resolve turns an event
+	// the adversary holds into the one the root steps when it delivers
+	// it (with the links as they stand then); nodeAct carries out the
+	// node-loss actions; check verifies the invariants after each step
+	// (monotonic).
+	closed  []bool
+	resolve func(Event) (Event, bool)
+	nodeAct func(Action) bool
+	check   func()
+}
+
+// live counts the agents whose link has not ended, as the root would.
+func (w *world) live() int {
+	n := 0
+	for _, l := range w.links() {
+		if !l.Closed {
+			n++
+		}
+	}
+	return n
+}
+
+// links is how every agent's link stands, as the root would say: in the
+// node-loss world, as the root knows it (closed once declared lost; a
+// process that died unnoticed still looks up), every agent told the root
+// is its last fallback parent.
+func (w *world) links() []AgentLink {
+	out := make([]AgentLink, len(w.agentUp))
+	for a, up := range w.agentUp {
+		if w.closed != nil {
+			out[a] = AgentLink{Up: !w.closed[a], Closed: w.closed[a], Inc: w.agentInc[a], Node: fmt.Sprintf("n%d", a), Fallbacks: []int{topology.Root}}
+			continue
+		}
+		out[a] = AgentLink{Up: up, Closed: !up, Inc: w.agentInc[a], Node: fmt.Sprintf("n%d", a)}
+	}
+	return out
 }
 
 func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestarts int) *world {
@@ -83,8 +129,13 @@ func newWorldConfig(t *testing.T, seed uint64, cfg Config) *world {
 		w.fsmRes = append(w.fsmRes, 0)
 		w.starts[[2]uint64{uint64(r), 1}] = 1
 	}
+	w.check = w.monotonic()
 	return w
 }
+
+// linksRE matches the links an event carries, which the history leaves
+// out.
+var linksRE = regexp.MustCompile(`Agents:\[\]recovery\.AgentLink\{(recovery\.AgentLink\{[^{}]*(\{[^{}]*\})?[^{}]*\}(, )?)*\}`)
 
 func (w *world) fatalf(format string, args ...any) {
 	w.t.Helper()
@@ -94,7 +145,13 @@ func (w *world) fatalf(format string, args ...any) {
 // step gives the planner an event and carries out its actions.
 func (w *world) step(ev Event) {
 	w.t.Helper()
-	w.log = append(w.log, fmt.Sprintf("event %#v", ev))
+	if w.resolve != nil {
+		var ok bool
+		if ev, ok = w.resolve(ev); !ok {
+			return
+		}
+	}
+	w.log = append(w.log, "event "+linksRE.ReplaceAllString(fmt.Sprintf("%#v", ev), "Agents:…"))
 	if st, ok := ev.(RankStarted); ok {
 		// The root records a start in the state log's table as it hears
 		// of it.
@@ -110,6 +167,9 @@ func (w *world) step(ev Event) {
 	}
 	for _, act := range w.p.Step(ev) {
 		w.act(act)
+	}
+	if w.check != nil {
+		w.check()
 	}
 }
 
@@ -209,6 +269,12 @@ func (w *world) act(act Action) {
 		}
 		w.suspended = false
 		w.resumes++
+		w.lastSent = a.Epoch
+		for ag := range w.cfg.Agents {
+			if w.agentUp[ag] {
+				w.events = append(w.events, Resumed{Agent: ag, Epoch: a.Epoch, Live: w.live()})
+			}
+		}
 	case RestartJob:
 		w.command("restart", a.Epoch, StageRestartJob)
 		for r := range w.actual {
@@ -224,9 +290,10 @@ func (w *world) act(act Action) {
 		}
 		for ag := range w.cfg.Agents {
 			if w.agentUp[ag] {
-				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch})
+				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch, Live: w.live()})
 			}
 		}
+		w.lastSent = a.Epoch
 	case Relaunch:
 		w.command("relaunch", a.Epoch, StageRelaunch)
 		if a.Incarnation < 2 {
@@ -239,6 +306,9 @@ func (w *world) act(act Action) {
 				w.fatalf("relaunch of agent %d as incarnation %d while incarnation %d runs", a.Agent, a.Incarnation, w.agentInc[a.Agent])
 			}
 			w.agentInc[a.Agent], w.agentUp[a.Agent] = a.Incarnation, true
+			if w.closed != nil {
+				w.closed[a.Agent] = false // a new link
+			}
 			w.agentStarts[[2]uint64{uint64(a.Agent), a.Incarnation}]++
 		}
 		if w.agentInc[a.Agent] == a.Incarnation && w.agentUp[a.Agent] {
@@ -255,12 +325,22 @@ func (w *world) act(act Action) {
 	case Fence:
 		// A new leader's fence: it ends, and the root tells the planner.
 		w.events = append(w.events, FenceDone{Agent: a.Agent, Node: a.Node, Incarnation: a.Incarnation})
+	case RecoveryOver:
+		// Over once every live agent acknowledged the last phase sent,
+		// of that epoch, and never twice for one.
+		if a.Epoch != w.lastSent || a.Record.Stage != 0 || a.Record.Epoch != a.Epoch {
+			w.fatalf("recovery of epoch %d over (record %+v) after the last phase of epoch %d", a.Epoch, a.Record, w.lastSent)
+		}
+		w.lastSent = 0
+		w.recovered++
 	case Arm:
 	case Record, Report:
 	case Terminate:
 		w.ended = true
 	default:
-		w.fatalf("unknown action %T", act)
+		if w.nodeAct == nil || !w.nodeAct(act) {
+			w.fatalf("unknown action %T", act)
+		}
 	}
 }
 
@@ -469,7 +549,8 @@ func TestRestartOrderOfActions(t *testing.T) {
 			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())
 		}
 	}
-	if f := p.Failure(); f == nil || f.Code != 4 || !strings.Contains(f.Why.Text, "restarted 1 time(s) (--max-restarts 1): incarnation 1 exited with code 3, incarnation 2 exited with code 4") {
+	if f := p.Failure(); f == nil || f.Code != 4 || !reflect.DeepEqual(f.Why, Reason{Kind: ReasonRestartLimit, Rank: 1, Node: "n0", Text: "exited with code 4", Restarts: 1, Max: 1,
+		History: []Ended{{Incarnation: 1, How: "exited with code 3"}, {Incarnation: 2, How: "exited with code 4"}}}) {
 		t.Fatalf("failure %+v", f)
 	}
 }
@@ -549,7 +630,8 @@ func TestRestartMaxRestarts(t *testing.T) {
 	}
 	f := w.p.Failure()
 	if f == nil || w.p.Phase() != Ending || !w.ended || f.Code != 137 ||
-		!strings.Contains(f.Why.Text, "rank 1 on node n was killed by signal 9 (killed); it was restarted 2 time(s) (--max-restarts 2): incarnation 1 was killed") {
+		f.Why.Kind != ReasonRestartLimit || f.Why.JobWide || f.Why.Rank != 1 || f.Why.Restarts != 2 || f.Why.Max != 2 || len(f.Why.History) != 3 ||
+		f.Why.History[0] != (Ended{Incarnation: 1, How: "was killed by signal 9 (killed)"}) {
 		t.Fatalf("phase %v, failure %+v", w.p.Phase(), f)
 	}
 }
@@ -585,7 +667,8 @@ func TestRestartExpired(t *testing.T) {
 		t.Fatalf("an old bound expired: %v", acts)
 	}
 	acts := p.Step(Expired{Epoch: 1, Stage: StageSuspend})
-	if len(acts) != 3 || p.Failure() == nil || p.Failure().Why.Text != "recovery (epoch 1) stopped at its suspend stage: no answer within 2s from agent 1" {
+	if len(acts) != 3 || p.Failure() == nil || !reflect.DeepEqual(p.Failure().Why, Reason{Kind: ReasonExpired, Rank: NoRank, Epoch: 1, Stage: StageSuspend,
+		Limit: 2 * time.Second, Awaited: []Awaited{{Rank: NoRank, Agent: 1}}}) {
 		t.Fatalf("acts %v failure %+v", acts, p.Failure())
 	}
 }
@@ -607,7 +690,7 @@ func TestRestartJob(t *testing.T) {
 	}
 	w.kill(2)
 	w.settle()
-	if f := w.p.Failure(); f == nil || !strings.Contains(f.Why.Text, "the job was restarted 1 time(s) (--max-restarts 1)") {
+	if f := w.p.Failure(); f == nil || f.Why.Kind != ReasonRestartLimit || !f.Why.JobWide || f.Why.Restarts != 1 || f.Why.Max != 1 {
 		t.Fatalf("failure %+v", f)
 	}
 }
@@ -628,7 +711,7 @@ func TestRestartJobLeaderChange(t *testing.T) {
 func TestPMIUnderRank(t *testing.T) {
 	p := New(Config{Policy: Rank, Ranks: 2})
 	acts := p.Step(PMIInit{Rank: 1, Node: "n0"})
-	if len(acts) != 3 || p.Failure().Code != ExitUsage || p.Failure().Why != (Reason{Kind: ReasonPMIUnderRank, Rank: 1, Node: "n0"}) {
+	if len(acts) != 3 || p.Failure().Code != ExitUsage || !reflect.DeepEqual(p.Failure().Why, Reason{Kind: ReasonPMIUnderRank, Rank: 1, Node: "n0"}) {
 		t.Fatalf("acts %v failure %+v", acts, p.Failure())
 	}
 	if acts := New(Config{Policy: Job, Ranks: 2}).Step(PMIInit{Rank: 1, Node: "n0"}); acts != nil {

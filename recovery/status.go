@@ -2,9 +2,9 @@ package recovery
 
 // Status is the planner's state as the root reads it between steps: a
 // snapshot, taken by value, that the root cannot change. The root asks the
-// planner nothing else but Step, this, the rank ledger (Ledger) and the
-// record of a recovery carried out (Settled): what it must do comes as
-// actions.
+// planner nothing else but Step, this and the rank ledger (Ledger): what
+// it must do comes as actions (the record of a recovery carried out, too:
+// RecoveryOver).
 type Status struct {
 	Phase Phase
 	// Failure is the failure that ended the job, or nil.

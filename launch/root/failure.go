@@ -48,25 +48,19 @@ func exitEvent(st proto.RankStatus, node string) recovery.RankExited {
 
 func describe(st proto.RankStatus) string { return exitEvent(st, "").Describe() }
 
-// checkStranded fails the job when a node whose ranks have all ended never
-// gave its part to a collective the other nodes are waiting in: the wait
-// would last forever. (A node with ranks left reports its own stranded
-// collectives: see Agent.contribute.)
+// checkStranded tells the planner which collectives the root waits in:
+// a node whose ranks have all ended and which never gave its part to one
+// strands it, and the job fails (recovery.Waiting). (A node with ranks
+// left reports its own stranded collectives: see Agent.contribute.)
 func (fe *frontend) checkStranded() {
-	if fe.status().Ending() || len(fe.colls) == 0 {
+	if len(fe.colls) == 0 {
 		return
 	}
+	var w recovery.Waiting
 	for seq, rc := range fe.colls {
-		for _, b := range fe.agents {
-			if len(b.ranks) > 0 && fe.endedOn(b) == len(b.ranks) && !rc.from[b.idx] {
-				// The planner ignores a node whose agent's loss is not
-				// decided yet (its ranks' end is not final).
-				// After the first that ends the job, the others change
-				// nothing.
-				fe.step(recovery.Stranded{Seq: seq, Agent: b.idx, Node: b.name, Op: rc.op.String()})
-			}
-		}
+		w.Open = append(w.Open, recovery.OpenCollective{Seq: seq, Op: rc.op.String(), Joined: rc.from})
 	}
+	fe.step(w)
 }
 
 // step gives the failure planner an event and carries out what it

@@ -12,7 +12,6 @@ package root
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -67,10 +66,6 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 	var once sync.Once
 	ctx := spawn.WithReached(fe.ctx, func() { once.Do(func() { close(reached) }) })
 	began := time.Now()
-	lostAt, covered := began, time.Duration(0)
-	if a := fe.agents[idx]; a.inc == inc && !a.lostAt.IsZero() {
-		lostAt, covered = a.lostAt, a.silence
-	}
 	fe.goFunc(func() {
 		defer close(done)
 		msg, err := fe.fence(ctx, node, inc)
@@ -98,7 +93,7 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 		fe.fenceReached = map[fenceKey]<-chan struct{}{}
 	}
 	fe.fenceReached[key] = reached
-	fe.step(recovery.FenceBegan{Agent: idx, Node: node, Incarnation: inc, Declared: lostAt, Covered: covered, Began: began})
+	fe.step(recovery.FenceBegan{Agent: idx, Node: node, Incarnation: inc, Began: began})
 	delete(fe.fenceReached, key)
 }
 
@@ -139,27 +134,6 @@ func (fe *frontend) awaitSelfFence(act recovery.AwaitSelfFence) {
 // selfFence is the self-fence bounds of this job's heartbeat.
 func (fe *frontend) selfFence() recovery.SelfFence {
 	return recovery.SelfFence{Ping: proto.UplinkPing(fe.opts.Heartbeat), Confirm: fe.opts.Timing.ConfirmQuiet()}
-}
-
-// noteLost records when agent a was declared lost and how long its node
-// had been silent then, as far as the root knows (0: not silent, or not
-// known): the self-fence bound counts from its last word.
-func (fe *frontend) noteLost(a *agentHandle, err error) {
-	if !a.lostAt.IsZero() {
-		return
-	}
-	a.lostAt = time.Now()
-	switch {
-	case !errors.Is(err, proto.ErrHeartbeat):
-	case a.link != nil:
-		a.silence = a.link.Quiet() // the root's own child
-	case a.rootChild && fe.role == roleSuccessor:
-		a.silence = time.Since(fe.start) // it never spoke to this root
-	default:
-		// Its parent found it silent: for gossip's hysteresis
-		// (ConfirmSilence) or the link's timeout, at least Root.
-		a.silence = fe.selfFence().Root()
-	}
 }
 
 // fenceDone confirms a fence to the planner, which starts no rank again

@@ -111,7 +111,7 @@ func (fe *frontend) gossiped(ev membership.Evidence) {
 
 // gossipDead is gossip's word on agent a with the root's facts on its link.
 func (fe *frontend) gossipDead(a *agentHandle, inc uint64, again bool) recovery.GossipDead {
-	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Link: a.linkState(), Linked: a.link != nil, Again: again, Kept: a.kept,
+	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Link: a.linkState(), Linked: a.link != nil, Again: again,
 		Unadopted: fe.role == roleSuccessor && a.link == nil && !a.adopted, Since: time.Since(fe.start)}
 	if a.link != nil {
 		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing)
@@ -137,12 +137,11 @@ func (fe *frontend) gossipAction(act recovery.Action) bool {
 		}
 		fe.linkEnded(a, proto.ErrGossipDead)
 	case recovery.CheckAgain:
-		if a := fe.agents[act.Agent]; !a.kept {
+		if a := fe.agents[act.Agent]; !act.Watched {
 			fe.verbosef("gossip: node %s's link has been quiet %v; looking again in %v", a.name, act.Quiet.Round(time.Millisecond), act.After.Round(time.Millisecond))
 		}
 		fe.after(act.After, evGossipCheck{a: fe.agents[act.Agent]})
 	case recovery.KeptAlive:
-		fe.agents[act.Agent].kept = true
 		fe.verbosef("gossip said node %s was dead, but its link spoke %v ago: kept (watched: its link's silence alone condemns it now)", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond))
 	default:
 		return false

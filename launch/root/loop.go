@@ -228,10 +228,15 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	if a.closed {
 		return
 	}
-	fe.noteLost(a, err)
 	// The planner decides which agents are lost with it and which move to
-	// new parents (recovery/nodeloss.go).
-	fe.step(recovery.LinkLost{Agent: a.idx, Err: err.Error(), Silent: errors.Is(err, proto.ErrHeartbeat), At: time.Now(), Agents: fe.links()})
+	// new parents (recovery/nodeloss.go), and how long its node had been
+	// silent (the self-fence bound counts from its last word).
+	ll := recovery.LinkLost{Agent: a.idx, Err: err.Error(), Silent: errors.Is(err, proto.ErrHeartbeat), At: time.Now(), Agents: fe.links(),
+		Direct: a.link != nil, RootChild: a.rootChild}
+	if a.link != nil {
+		ll.Quiet = a.link.Quiet()
+	}
+	fe.step(ll)
 }
 
 // closeSubtree marks a and the agents below it gone, but for those in

@@ -48,7 +48,7 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
 		RankAgent: make([]int, fe.opts.N), Spares: fe.opts.Spares,
 		Nodes: make([]string, len(fe.agents)), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
-		OrphanWait: fe.orphanWait(), SelfFence: fe.selfFence(),
+		OrphanWait: fe.orphanWait(), SelfFence: fe.selfFence(), Started: fe.start, Launching: true,
 	}
 	if fe.tree {
 		cfg.Tree = fe.topo
@@ -105,7 +105,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	fe.opts.Spares = job.Spares
 	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
 	cfg := fe.plannerConfig()
-	cfg.Resumed, cfg.Ended, cfg.EndedFailed = true, ended, failed
+	cfg.Resumed, cfg.Launching, cfg.Ended, cfg.EndedFailed = true, false, ended, failed
 	cfg.Incarnations = make([]uint64, fe.opts.N)
 	if fe.opts.Restart == recovery.Rank {
 		// A rank's restarts are its respawns: every one is patched into
@@ -147,26 +147,14 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	return p
 }
 
-// feedLeader tells a successor's planner that it leads, once every child
-// of the root was adopted or given up: a recovery its predecessor left
-// is carried on from its last committed phase.
+// feedLeader tells a successor's planner how its adoption of the root's
+// children stands: it leads once every one was adopted or given up
+// (recovery.Adopting → Leads), and carries on the recovery its
+// predecessor left from its last committed phase.
 func (fe *frontend) feedLeader() {
-	if fe.leaderFed || fe.role != roleSuccessor {
-		return
+	if fe.role == roleSuccessor {
+		fe.step(recovery.Adopting{Agents: fe.links()})
 	}
-	st := fe.status()
-	for _, a := range fe.agents {
-		if a.rootChild && !a.adopted && !a.closed && !st.Relaunching(a.idx) {
-			return // (an agent lost and being started again is not waited for)
-		}
-	}
-	fe.leaderFed = true
-	if st.Stage != 0 {
-		fe.warnf("carrying on the recovery of epoch %d at its %s phase", st.Epoch, st.Stage)
-		fe.failedAt = time.Now()
-	}
-	fe.step(recovery.LeaderChanged{})
-	fe.refillGroup()
 }
 
 // commit puts a recovery phase in the state log; evCommitted follows.
@@ -324,23 +312,24 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.verbosef("recovery: patching the node table to version %d (%d row(s))", act.Version, len(act.Rows))
 		fe.bcast(proto.MPatch, m.Encode())
 	case recovery.Resume:
-		fe.lastAcks = map[int]bool{}
 		fe.verbosef("recovery: resuming every rank (epoch %d)", act.Epoch)
 		fe.bcast(proto.MResume, proto.RecMsg{Epoch: act.Epoch, Version: act.Version}.Encode())
-	case recovery.RestartJob:
+	case recovery.AwaitLaunch:
+		// During the launch: the restart goes to every agent once all
+		// are up (RestartJob, Deferred), so that none starts its ranks as
+		// an older incarnation after it.
 		fe.abandonCollectives(act.Epoch)
-		fe.lastAcks = map[int]bool{}
-		m := proto.RecMsg{Epoch: act.Epoch, Restarts: act.Restarts}.Encode()
-		if n := fe.agentsStarting(); n > 0 && fe.role != roleSuccessor {
-			// During the launch: the restart goes to every agent once all
-			// are up (flushRestart), so that none starts its ranks as an
-			// older incarnation after it.
-			fe.pendingRestart, fe.pendingEpoch = m, act.Epoch
-			fe.verbosef("recovery: restarting every rank (restart %d, epoch %d) once the %d agent(s) not up yet are", act.Restarts, act.Epoch, n)
-			return true
+		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d) once the %d agent(s) not up yet are", act.Restarts, act.Epoch, act.Starting)
+	case recovery.RestartJob:
+		if act.Deferred {
+			fe.verbosef("recovery: every agent is up: restarting every rank")
+		} else {
+			fe.abandonCollectives(act.Epoch)
+			fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
 		}
-		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
-		fe.bcast(proto.MRestartJob, m)
+		fe.bcast(proto.MRestartJob, proto.RecMsg{Epoch: act.Epoch, Restarts: act.Restarts}.Encode())
+	case recovery.RecoveryOver:
+		fe.recoveryOver(act)
 	case recovery.Fence:
 		if !act.Again {
 			fe.fenceAgent(act)
@@ -355,38 +344,25 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 			act.Node, act.Incarnation, act.Silence)
 	case recovery.AloneOver:
 		fe.aloneOver(act)
+	case recovery.Leads:
+		if act.Stage != 0 {
+			fe.warnf("carrying on the recovery of epoch %d at its %s phase", act.Epoch, act.Stage)
+			fe.failedAt = time.Now()
+		}
+	case recovery.RefillGroup:
+		fe.refillGroup()
 	default:
 		return false
 	}
 	return true
 }
 
-// agentsStarting counts the agents of the launch not up yet (a first
-// incarnation being started, not one lost and being started again: the
-// recovery waits for that one itself).
-func (fe *frontend) agentsStarting() int {
-	n := 0
-	for _, a := range fe.agents {
-		if !a.up && !a.closed {
-			n++
-		}
-	}
-	return n
-}
-
-// flushRestart sends a restart of the job held for the launch, once every
-// agent is up (and the restart is still the one in progress).
+// flushRestart tells the planner that an agent came up, and how many are
+// not up yet: a restart of the job it holds for the launch goes out once
+// every agent is (recovery.LaunchUp).
 func (fe *frontend) flushRestart() {
-	if fe.pendingRestart == nil || fe.agentsStarting() > 0 {
-		return
-	}
-	m := fe.pendingRestart
-	fe.pendingRestart = nil
-	if st := fe.status(); st.Stage != recovery.StageRestartJob || st.Epoch != fe.pendingEpoch {
-		return // the job is ending, or another loss took the restart over
-	}
-	fe.verbosef("recovery: every agent is up: restarting every rank")
-	fe.bcast(proto.MRestartJob, m)
+	_, starting := fe.agentCounts()
+	fe.step(recovery.LaunchUp{Starting: starting})
 }
 
 // aloneOver ends a recovery that started ranks again alone (a program
@@ -449,11 +425,9 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 	case proto.MPatched:
 		fe.step(recovery.Patched{Agent: a.idx, Epoch: m.Epoch, Version: m.Version})
 	case proto.MResumed:
-		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch})
-		fe.lastAck(a, m.Epoch, "resumed", "every rank goes on", "every rank runs again")
+		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch, Live: fe.liveAgents()})
 	case proto.MRestarted:
-		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch})
-		fe.lastAck(a, m.Epoch, "restarted", "every rank started again", "every rank started again")
+		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch, Live: fe.liveAgents()})
 	case proto.MPMIInit:
 		fe.step(recovery.PMIInit{Rank: m.Rank, Node: a.name})
 	case proto.MRankProto:
@@ -462,27 +436,23 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 	return true
 }
 
-// lastAck counts an agent's acknowledgement of a recovery's last phase;
-// once every live agent's is in, the recovery's end (stage) is recorded
-// and told, with the time since the failure.
-func (fe *frontend) lastAck(a *agentHandle, epoch uint64, stage, logged, told string) {
-	if fe.lastAcks == nil || epoch != fe.status().Epoch {
-		return
+// recoveryOver records and tells a recovery's end, which the planner
+// decided once every live agent acknowledged its last phase, with the
+// time since the failure.
+func (fe *frontend) recoveryOver(act recovery.RecoveryOver) {
+	stage, logged, told := "resumed", "every rank goes on", "every rank runs again"
+	if act.Stage == recovery.StageRestartJob {
+		stage, logged, told = "restarted", "every rank started again", "every rank started again"
 	}
-	fe.lastAcks[a.idx] = true
-	if len(fe.lastAcks) < fe.liveAgents() {
-		return
-	}
-	fe.lastAcks = nil
 	fe.recoveries++
 	after := ms(time.Since(fe.failedAt))
 	// The record says the recovery is over, and keeps what a successor
 	// must know of it: the agents started again, on which node, as which
 	// incarnation (without them it would refuse their adoption).
-	fe.journal.Commit(journal.RecoveryPhase{Epoch: epoch, Stage: stage, Rank: -1, Record: encodeRecord(fe.settled()),
+	fe.journal.Commit(journal.RecoveryPhase{Epoch: act.Epoch, Stage: stage, Rank: -1, Record: encodeRecord(act.Record),
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
 	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
-	fe.observe(Recovered{Epoch: epoch, Stage: stage})
+	fe.observe(Recovered{Epoch: act.Epoch, Stage: stage})
 }
 
 func ranksText(ranks []int) string {
@@ -490,13 +460,23 @@ func ranksText(ranks []int) string {
 	return s[1 : len(s)-1]
 }
 
-// liveAgents counts the agents that take part in a recovery.
-func (fe *frontend) liveAgents() int {
-	n := 0
+// agentCounts counts the agents whose link has not ended (live: those
+// that take part in a recovery) and, of those, the ones not up yet.
+func (fe *frontend) agentCounts() (live, starting int) {
 	for _, a := range fe.agents {
-		if !a.closed {
-			n++
+		if a.closed {
+			continue
+		}
+		live++
+		if !a.up {
+			starting++
 		}
 	}
-	return n
+	return live, starting
+}
+
+// liveAgents counts the agents whose link has not ended.
+func (fe *frontend) liveAgents() int {
+	live, _ := fe.agentCounts()
+	return live
 }

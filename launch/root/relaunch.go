@@ -11,7 +11,6 @@ package root
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
@@ -173,14 +172,14 @@ func (fe *frontend) lostAgents(act recovery.Lost) {
 	silent := act.Silent
 	for _, x := range act.Agents {
 		b := fe.agents[x]
-		why := act.Err
+		ev := recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: act.Err, Silent: silent}
 		if b != a {
-			why = fmt.Sprintf("lost with %s above it in the launch tree", a.name)
+			ev.Err, ev.With, ev.Silent = "", a.name, false // lost with a, above it in the launch tree
 		}
 		if fe.status().Phase == recovery.Running {
 			fe.failedAt = time.Now()
 		}
-		fe.step(recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: why, Silent: silent && b == a})
+		fe.step(ev)
 		fe.observe(AgentLost{Node: b.name, Inc: max(b.inc, 1), Silent: silent && b == a})
 	}
 }

@@ -42,7 +42,7 @@ func (fe *frontend) links() []recovery.AgentLink {
 
 // linkState is how the root's link to agent a stands.
 func (a *agentHandle) linkState() recovery.AgentLink {
-	l := recovery.AgentLink{Up: a.up, Closed: a.closed, Done: a.done, Inc: a.inc, Node: a.name}
+	l := recovery.AgentLink{Up: a.up, Closed: a.closed, Done: a.done, Inc: a.inc, Node: a.name, RootChild: a.rootChild, Adopted: a.adopted}
 	for _, p := range a.fallbacks {
 		l.Fallbacks = append(l.Fallbacks, max(p.Idx, topology.Root))
 	}

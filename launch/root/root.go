@@ -180,17 +180,11 @@ type ioState struct {
 // restartState is the root's side of the restart protocol (recovery.go).
 type restartState struct {
 	// The restart protocol (recovery.go).
-	collEpoch  uint64       // collectives counted under this epoch; older ones are dropped
-	table      [][]byte     // the node table (I-tuples by rank) as published and patched: a relaunched agent's
-	lastAcks   map[int]bool // agents that carried out a recovery's last phase, resume or restart-job (nil: none awaited)
-	failedAt   time.Time    // the failure the recovery in progress began with
-	recoveryAt time.Time    // the last phase committed
-	recoveries int          // recoveries over (every agent acknowledged the last phase)
-	// pendingRestart is a restart of the job decided during the launch,
-	// sent once every agent is up (flushRestart).
-	pendingRestart []byte
-	pendingEpoch   uint64 // its epoch
-	leaderFed      bool   // a successor told its planner it leads
+	collEpoch  uint64    // collectives counted under this epoch; older ones are dropped
+	table      [][]byte  // the node table (I-tuples by rank) as published and patched: a relaunched agent's
+	failedAt   time.Time // the failure the recovery in progress began with
+	recoveryAt time.Time // the last phase committed
+	recoveries int       // recoveries over (every agent acknowledged the last phase)
 }
 
 type agentHandle struct {
@@ -204,16 +198,9 @@ type agentHandle struct {
 	ranks   []int
 	up      bool        // connected and activated
 	adopted bool        // a successor root took its link
-	kept    bool        // gossip found it dead while its link spoke: watched (recovery/detect.go)
 	closed  bool        // link ended
 	done    bool        // the agent reported mDone
 	outNext output.Next // its next output frame to write (0: not known yet)
-
-	// lostAt is when this incarnation was declared lost; silence, how
-	// long its node had been silent then as far as the root knows
-	// (noteLost: the self-fence bound counts from its last word).
-	lostAt  time.Time
-	silence time.Duration
 
 	rootChild bool // a child of the root: its link is the root's own
 	replica   bool // it was given a root replica to host (it joins the group)
@@ -390,8 +377,8 @@ func (fe *frontend) showProgress() {
 		fe.agentsUp, len(fe.agents), fe.ranksUp, fe.opts.N))})
 }
 
-// The root calls its planner through these four only: decide (Step:
-// events in, actions out) and three read-only views.
+// The root calls its planner through these three only: decide (Step:
+// events in, actions out) and two read-only views.
 
 // decide gives the planner an event and returns its actions, carried out
 // by step (or dropped, by a root that cannot carry them out any more).
@@ -407,13 +394,6 @@ func (fe *frontend) status() recovery.Status { return fe.rec.Status() }
 // view: the root counts the job's end and an agent's ranks that ended
 // from it, and it does not re-derive it.
 func (fe *frontend) ledger() recovery.Ledger { return fe.rec.Ledger() }
-
-// settled is the record of the recovery carried out last
-// (recovery.Planner.Settled), a read-only view: the root commits it with
-// the recovery's end, once every agent acknowledged its last phase (which
-// the root counts, lastAck), so that a successor knows the agents
-// started again.
-func (fe *frontend) settled() recovery.Checkpoint { return fe.rec.Settled() }
 
 // endedOn counts agent a's ranks that count as ended.
 func (fe *frontend) endedOn(a *agentHandle) int {

@@ -3,7 +3,6 @@ package root
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -44,9 +43,9 @@ func TestSuccessorPlannerSlots(t *testing.T) {
 		}
 		acts := p.Step(recovery.AgentLost{Agent: 2, Incarnation: 1, Node: "n2", Err: "heartbeat timeout", Silent: true})
 		switch f := p.Failure(); {
-		case !over && (f == nil || !strings.Contains(f.Why.Text, "no surviving node has 2 free slot(s)")):
+		case !over && (f == nil || f.Why.Kind != recovery.ReasonAgentNoPlace || f.Why.Place != (recovery.Place{Kind: recovery.PlaceNoSlots, Need: 2})):
 			t.Fatalf("without --oversubscribe: failure %+v", f)
-		case over && (f != nil || len(acts) == 0 || !strings.Contains(fmt.Sprint(acts[0]), "on n0 (slots shared with the surviving node's 4 rank(s), --oversubscribe; its agent is named n0+n2)")):
+		case over && (f != nil || len(acts) == 0 || acts[0].(recovery.Record).Why.Place != (recovery.Place{Kind: recovery.PlaceShared, Node: "n0+n2", Host: "n0", Load: 4})):
 			t.Fatalf("with --oversubscribe: failure %+v, actions %+v", f, acts)
 		}
 	}

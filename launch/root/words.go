@@ -2,7 +2,6 @@ package root
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"syscall"
 
@@ -43,33 +42,7 @@ func plainLinkError(err error) error {
 	return &linkEnd{words: words, err: err}
 }
 
-// reasonWords says the planner's reason for a failure (recovery.Reason)
-// in the user's words: the one renderer of the planner's reasons, for
-// stderr, the state log's failure and final status, and the live report.
-func reasonWords(r recovery.Reason) string {
-	switch r.Kind {
-	case recovery.ReasonRankEnded, recovery.ReasonRankBroke:
-		return fmt.Sprintf("rank %d on node %s %s", r.Rank, r.Node, r.Text)
-	case recovery.ReasonRankAbort:
-		msg := r.Text
-		if msg != "" {
-			msg = ": " + msg
-		}
-		return fmt.Sprintf("rank %d on node %s called Abort(%d)%s", r.Rank, r.Node, r.Code, msg)
-	case recovery.ReasonProtocol:
-		return fmt.Sprintf("protocol error from the agent of node %s: %s", r.Node, r.Text)
-	case recovery.ReasonNoSuchRank:
-		return fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: no such rank", r.Node, r.Rank)
-	case recovery.ReasonEndedTwice:
-		return fmt.Sprintf("protocol error from the agent of node %s: exit message for rank %d: it had ended", r.Node, r.Rank)
-	case recovery.ReasonMismatch:
-		return fmt.Sprintf("collective %d: node %s called %s while others called %s", r.Seq, r.Node, r.Op, r.Want)
-	case recovery.ReasonStranded:
-		return fmt.Sprintf("the ranks of node %s ended without joining collective %d (%s) that other ranks are waiting in", r.Node, r.Seq, r.Op)
-	case recovery.ReasonTimeout:
-		return fmt.Sprintf("the job exceeded --timeout %v; terminating it", r.Limit)
-	case recovery.ReasonPMIUnderRank:
-		return fmt.Sprintf("rank %d on node %s speaks PMI-1 (MPI): an MPI job cannot replace one rank; run it with --restart job", r.Rank, r.Node)
-	}
-	return r.Text // ReasonSaid, ReasonLaunch, ReasonSignal: the words came with it
-}
+// reasonWords says the planner's reason for a failure in the user's
+// words, for stderr, the state log and the live report: the one renderer
+// is the reason's own (recovery.Reason.Words).
+func reasonWords(r recovery.Reason) string { return r.Words() }
