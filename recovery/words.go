@@ -139,3 +139,20 @@ func (a Awaited) words() string {
 	}
 	return fmt.Sprintf("the fence of node %s (incarnation %d)", a.Node, a.Incarnation)
 }
+
+// Words says why an adoption was refused in the user's words; "" for the
+// refusals a root says nothing about by this renderer (RefuseUnknown,
+// RefuseTaken: their words name the root's own view of the agent).
+func (r RefuseReason) Words() string {
+	switch r {
+	case RefuseNoRecovery:
+		return "the job does not recover from lost agents"
+	case RefuseDeclaredLost:
+		return "it was declared lost"
+	case RefuseNotUp:
+		return "it is not up"
+	case RefuseEnding:
+		return "the job is ending"
+	}
+	return ""
+}

@@ -82,3 +82,21 @@ func TestReasonWords(t *testing.T) {
 		}
 	}
 }
+
+// TestRefuseReasonWords: why an adoption was refused, in the words the
+// root says (--verbose); the refusals whose words name the root's own
+// view of the agent have none here.
+func TestRefuseReasonWords(t *testing.T) {
+	for why, want := range map[RefuseReason]string{
+		RefuseNoRecovery:   "the job does not recover from lost agents",
+		RefuseDeclaredLost: "it was declared lost",
+		RefuseNotUp:        "it is not up",
+		RefuseEnding:       "the job is ending",
+		RefuseUnknown:      "",
+		RefuseTaken:        "",
+	} {
+		if got := why.Words(); got != want {
+			t.Errorf("RefuseReason(%d).Words() = %q, want %q", why, got, want)
+		}
+	}
+}

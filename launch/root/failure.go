@@ -77,10 +77,10 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 			if rank == recovery.NoRank {
 				rank = raftstore.NoRank
 			}
-			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: reasonWords(act.Why)})
+			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: act.Why.Words()})
 		case recovery.Report:
 			fe.showProgress() // clears the launch line
-			fe.warnf("%s", reasonWords(act.Why))
+			fe.warnf("%s", act.Why.Words())
 		case recovery.Terminate:
 			fe.terminate()
 		default:

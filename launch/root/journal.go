@@ -67,7 +67,7 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	fe.journalDone = true
 	msg, code := "success", fe.exitCode
 	if f := fe.status().Failure; f != nil {
-		msg, code = reasonWords(f.Why), f.Code
+		msg, code = f.Why.Words(), f.Code
 	}
 	closed := fe.journal.CloseInBackground(5*time.Second, code, msg)
 	fe.journalWait = sync.OnceFunc(func() { // Run's deferred closeJournal calls it

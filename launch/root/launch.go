@@ -183,7 +183,7 @@ func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan
 			}
 		})
 		select {
-		case events <- evLinkEnd{agent: a, err: plainLinkError(err)}:
+		case events <- evLinkEnd{agent: a, err: proto.PlainLinkError(err)}:
 		case <-ctx.Done():
 		}
 	})

@@ -39,7 +39,7 @@ func (fe *frontend) live() journal.Live {
 	}
 	status := fe.status()
 	if f := status.Failure; f != nil {
-		l.Failure = reasonWords(f.Why)
+		l.Failure = f.Why.Words()
 	}
 	l.Recoveries = fe.recoveries
 	l.ReplicasJoined = fe.joinedReplicas

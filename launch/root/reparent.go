@@ -286,15 +286,6 @@ func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 	}
 }
 
-// refuseWords are the planner's reasons to refuse an orphan's adoption,
-// in the user's words.
-var refuseWords = map[recovery.RefuseReason]string{
-	recovery.RefuseNoRecovery:   "the job does not recover from lost agents",
-	recovery.RefuseDeclaredLost: "it was declared lost",
-	recovery.RefuseNotUp:        "it is not up",
-	recovery.RefuseEnding:       "the job is ending",
-}
-
 // adoptAsOrphan carries out the planner's Adopt of an orphan (an agent
 // below a child of the root whose parent and backup parent are both lost:
 // the root is the last of its fallback parents, sendFallbacks): c's link

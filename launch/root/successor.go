@@ -291,7 +291,7 @@ func (fe *frontend) adopt(ac *adoptConn) {
 // refusedAdoption says why the planner refused an adoption (--verbose).
 func (fe *frontend) refusedAdoption(act recovery.RefuseAdoption, name string) {
 	idx, inc := act.Agent, act.Incarnation
-	if w, ok := refuseWords[act.Why]; ok {
+	if w := act.Why.Words(); w != "" {
 		fe.verbosef("recovery: refused to adopt node %s (incarnation %d): %s", fe.agents[idx].name, inc, w)
 		return
 	}

@@ -1,11 +1,9 @@
-package root
+package proto
 
 import (
 	"errors"
 	"io"
 	"syscall"
-
-	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
 // A link's end in people's words: "EOF" or "read tcp 10.0.0.3:4100->
@@ -22,10 +20,11 @@ type linkEnd struct {
 func (e *linkEnd) Error() string { return e.words }
 func (e *linkEnd) Unwrap() error { return e.err }
 
-// plainLinkError says why a link to an agent ended in plain words, for the
-// socket errors a lost agent gives; other errors (a heartbeat timeout, a
-// protocol error) already say it and are returned as they are.
-func plainLinkError(err error) error {
+// PlainLinkError says why a link to an agent ended (Link.Run's error) in
+// plain words, for the socket errors a lost agent gives; other errors (a
+// heartbeat timeout, a protocol error) already say it and are returned as
+// they are.
+func PlainLinkError(err error) error {
 	var words string
 	switch {
 	case err == nil:
@@ -41,8 +40,3 @@ func plainLinkError(err error) error {
 	}
 	return &linkEnd{words: words, err: err}
 }
-
-// reasonWords says the planner's reason for a failure in the user's
-// words, for stderr, the state log and the live report: the one renderer
-// is the reason's own (recovery.Reason.Words).
-func reasonWords(r recovery.Reason) string { return r.Words() }
