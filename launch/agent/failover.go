@@ -618,8 +618,8 @@ func (a *Agent) adoptRequest(conn net.Conn, h proto.Hello) {
 		var lost bool
 		ar.r.FSM().View(func(s *raftstore.State) { lost = s.AgentLost(name, h.Inc) })
 		if lost {
-			_ = conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
-			_ = wire.WriteFrame(conn, proto.MFenced, proto.EncodeInt(int64(max(h.Inc, 1))))
+			launcher.AdoptRequest{Conn: conn, Hello: h}.Refuse(true)
+			return
 		}
 	}
 	conn.Close()

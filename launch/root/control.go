@@ -2,6 +2,7 @@ package root
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 	"time"
@@ -45,9 +46,8 @@ func (fe *frontend) publishControl(name string, addrs []string) {
 // control takes a control connection: it reads the request off the event
 // loop and hands it to the loop, then sends the loop's answer back. Only
 // the controller's certificate may ask (an agent's may not).
-func (fe *frontend) control(ac *adoptConn) {
+func (fe *frontend) control(conn net.Conn) {
 	fe.goFunc(func() {
-		conn := ac.conn
 		defer conn.Close()
 		req, err := proto.ReadControl(conn)
 		if err != nil {

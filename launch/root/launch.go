@@ -91,7 +91,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		// root to adopt it (its last fallback parent: reparent.go).
 		launcher.AcceptLoop(ln, l, nil, func(conn net.Conn, h proto.Hello) {
 			select {
-			case fe.events <- evAdopt{ac: &adoptConn{conn: conn, hello: h}}:
+			case fe.events <- evAdopt{req: launcher.AdoptRequest{Conn: conn, Hello: h}}:
 			case <-ctx.Done():
 				conn.Close()
 			}

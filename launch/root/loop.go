@@ -309,11 +309,11 @@ func (fe *frontend) handle(ev event) {
 	case evStdin:
 		fe.stdin(ev)
 	case evAdopt:
-		if ev.ac.hello.Control {
-			fe.control(ev.ac)
+		if ev.req.Hello.Control {
+			fe.control(ev.req.Conn)
 			break
 		}
-		fe.adopt(ev.ac)
+		fe.adopt(ev.req)
 	case evControl:
 		fe.controlRequest(ev)
 	case evAdoptTimeout:

@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
 )
@@ -290,12 +290,12 @@ func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 // below a child of the root whose parent and backup parent are both lost:
 // the root is the last of its fallback parents, sendFallbacks): c's link
 // is the root's now, and the planner commits the new edge (Reparented).
-func (fe *frontend) adoptAsOrphan(ac *adoptConn, c *agentHandle, inc uint64) {
-	if err := wire.WriteFrame(ac.conn, proto.MAdopted, nil); err != nil {
-		ac.conn.Close()
+func (fe *frontend) adoptAsOrphan(req launcher.AdoptRequest, c *agentHandle, inc uint64) {
+	l, err := req.Accept()
+	if err != nil {
 		return
 	}
-	c.link = proto.NewLink(ac.conn)
+	c.link = l
 	c.adopted = true
 	fe.startReader(fe.ctx, c, fe.events)
 	if fe.replicaPeers != nil {

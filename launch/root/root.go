@@ -331,7 +331,7 @@ type evReplicaDone struct {
 }
 
 // evAdopt: a successor root: a child of the lost root asks for adoption.
-type evAdopt struct{ ac *adoptConn }
+type evAdopt struct{ req launcher.AdoptRequest }
 
 // evAdoptTimeout: a successor root: time is up for adoptions.
 type evAdoptTimeout struct{}

@@ -15,7 +15,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
-	"github.com/ftlaunch/ftlaunch/overlay/wire"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
@@ -43,7 +42,7 @@ type Successor struct {
 // ended, it refuses by closing the connection.
 func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 	select {
-	case s.fe.events <- evAdopt{ac: &adoptConn{conn: conn, hello: h}}:
+	case s.fe.events <- evAdopt{req: launcher.AdoptRequest{Conn: conn, Hello: h}}:
 	case <-s.done:
 		conn.Close()
 	}
@@ -261,10 +260,10 @@ func (fe *frontend) resumeLaunch() {
 // asking a successor, or an orphan whose last fallback parent is the
 // root) to the planner, which decides (recovery.AdoptAsked), and carries
 // out its answer on the connection the agent asked on.
-func (fe *frontend) adopt(ac *adoptConn) {
-	idx := ac.hello.Idx
-	name, _ := secure.PeerName(ac.conn)
-	inc := max(ac.hello.Inc, 1)
+func (fe *frontend) adopt(req launcher.AdoptRequest) {
+	idx := req.Hello.Idx
+	name, _ := secure.PeerName(req.Conn)
+	inc := req.Incarnation()
 	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc}
 	var a *agentHandle
 	if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
@@ -275,12 +274,12 @@ func (fe *frontend) adopt(ac *adoptConn) {
 		switch act := act.(type) {
 		case recovery.Adopt:
 			if act.Orphan {
-				fe.adoptAsOrphan(ac, a, inc)
+				fe.adoptAsOrphan(req, a, inc)
 			} else {
-				fe.adoptChild(ac, a)
+				fe.adoptChild(req, a)
 			}
 		case recovery.RefuseAdoption:
-			ac.refuse(act.Fenced)
+			req.Refuse(act.Fenced)
 			fe.refusedAdoption(act, name)
 		default:
 			fe.carryOut([]recovery.Action{act})
@@ -310,12 +309,12 @@ func (fe *frontend) refusedAdoption(act recovery.RefuseAdoption, name string) {
 
 // adoptChild carries out the planner's Adopt of a child of the lost root:
 // its link is this root's now.
-func (fe *frontend) adoptChild(ac *adoptConn, a *agentHandle) {
-	if err := wire.WriteFrame(ac.conn, proto.MAdopted, nil); err != nil {
-		ac.conn.Close()
+func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
+	l, err := req.Accept()
+	if err != nil {
 		return
 	}
-	a.link = proto.NewLink(ac.conn)
+	a.link = l
 	a.via = a.link
 	for _, x := range fe.topo.Subtree(a.idx) {
 		fe.agents[x].via = a.link
@@ -353,23 +352,6 @@ func (fe *frontend) adoptTimedOut() {
 		}
 	}
 	fe.feedLeader()
-}
-
-// adoptConn is a root's side of an adoption request.
-type adoptConn struct {
-	conn  net.Conn
-	hello proto.Hello
-}
-
-// refuse closes an adoption request; an incarnation declared lost
-// (fenced, the planner's RefuseAdoption.Fenced) first learns so, and
-// kills its ranks (fence.go).
-func (ac *adoptConn) refuse(fenced bool) {
-	if inc := max(ac.hello.Inc, 1); fenced {
-		_ = ac.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		_ = wire.WriteFrame(ac.conn, proto.MFenced, proto.EncodeInt(int64(inc)))
-	}
-	ac.conn.Close()
 }
 
 // evPeerGone: the agent of a replica peer is gone (its address refuses
