@@ -17,8 +17,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
-	"github.com/ftlaunch/ftlaunch/raftstore"
-	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/hashicorp/raft"
 )
 
@@ -293,63 +291,4 @@ func (fe *frontend) refillCandidate() *agentHandle {
 		}
 	}
 	return best
-}
-
-// encodeRecord is a recovery checkpoint as the state log keeps it
-// (raftstore.SetRecovery).
-func encodeRecord(rec recovery.Checkpoint) raftstore.Recovery {
-	r := raftstore.Recovery{Epoch: rec.Epoch, Version: rec.Version, Restarts: rec.Restarts, Alone: rec.Alone}
-	if rec.Stage != 0 {
-		r.Stage = rec.Stage.String()
-	}
-	for _, rr := range rec.Ranks {
-		r.Ranks = append(r.Ranks, raftstore.RecoveryRank(rr)) // the same fields
-	}
-	for _, ar := range rec.Agents {
-		r.Agents = append(r.Agents, raftstore.RecoveryAgent{Agent: ar.Agent, Node: ar.Node, Incarnation: ar.Incarnation,
-			Restarts: ar.Restarts, Lost: ar.Lost, Up: ar.Up, Unfenced: fenceRecords(ar.Unfenced), Fenced: fenceRecords(ar.Fenced)})
-	}
-	return r
-}
-
-// checkpointOf is the checkpoint a successor's planner restores: the
-// recovery the state records (false: none was), at the epoch its
-// commands carried, which the agents count their collectives under (the
-// state's own may be a later takeover's). A stage this build does not
-// know is carried on as settled.
-func checkpointOf(st *raftstore.State) (recovery.Checkpoint, bool) {
-	r := st.Recovery
-	if r == nil {
-		return recovery.Checkpoint{}, false
-	}
-	rec := recovery.Checkpoint{Epoch: r.Epoch, Version: r.Version, Restarts: r.Restarts, Alone: r.Alone}
-	for s := recovery.StageSuspend; s <= recovery.StageRelaunch; s++ {
-		if r.Stage == s.String() {
-			rec.Stage = s
-		}
-	}
-	for _, rr := range r.Ranks {
-		rec.Ranks = append(rec.Ranks, recovery.RankRecord(rr))
-	}
-	for _, ar := range r.Agents {
-		rec.Agents = append(rec.Agents, recovery.AgentRecord{Agent: ar.Agent, Node: ar.Node, Incarnation: ar.Incarnation,
-			Restarts: ar.Restarts, Lost: ar.Lost, Up: ar.Up, Unfenced: fencesOf(ar.Unfenced), Fenced: fencesOf(ar.Fenced)})
-	}
-	return rec, true
-}
-
-func fenceRecords(fs []recovery.FenceRecord) []raftstore.FenceRecord {
-	var out []raftstore.FenceRecord
-	for _, f := range fs {
-		out = append(out, raftstore.FenceRecord{Node: f.Node, Incarnation: f.Incarnation, How: string(f.How)})
-	}
-	return out
-}
-
-func fencesOf(fs []raftstore.FenceRecord) []recovery.FenceRecord {
-	var out []recovery.FenceRecord
-	for _, f := range fs {
-		out = append(out, recovery.FenceRecord{Node: f.Node, Incarnation: f.Incarnation, How: recovery.FenceHow(f.How)})
-	}
-	return out
 }

@@ -140,7 +140,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 			}
 		}
 	}()
-	if rec, ok := checkpointOf(st); ok {
+	if rec, ok := recovery.CheckpointOf(st); ok {
 		p.Restore(rec)
 		fe.collEpoch = rec.Epoch
 	}
@@ -160,7 +160,7 @@ func (fe *frontend) feedLeader() {
 // commit puts a recovery phase in the state log; evCommitted follows.
 func (fe *frontend) commit(act recovery.Commit) {
 	rec := act.Rec
-	ph := journal.RecoveryPhase{Epoch: rec.Epoch, Stage: rec.Stage.String(), Record: encodeRecord(rec), Rank: -1}
+	ph := journal.RecoveryPhase{Epoch: rec.Epoch, Stage: rec.Stage.String(), Record: rec.Record(), Rank: -1}
 	var ranks []int
 	for _, rr := range rec.Ranks {
 		ranks = append(ranks, rr.Rank)
@@ -372,7 +372,7 @@ func (fe *frontend) flushRestart() {
 func (fe *frontend) aloneOver(act recovery.AloneOver) {
 	fe.recoveries++
 	after := ms(time.Since(fe.failedAt))
-	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: encodeRecord(act.Record),
+	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: act.Record.Record(),
 		Detail: fmt.Sprintf("rank(s) %s started again alone, %.0f ms after the failure", ranksText(act.Ranks), after)}
 	ph.Recovered = recoveredRows(act.Recovered)
 	if len(act.Ranks) == 1 {
@@ -449,7 +449,7 @@ func (fe *frontend) recoveryOver(act recovery.RecoveryOver) {
 	// The record says the recovery is over, and keeps what a successor
 	// must know of it: the agents started again, on which node, as which
 	// incarnation (without them it would refuse their adoption).
-	fe.journal.Commit(journal.RecoveryPhase{Epoch: act.Epoch, Stage: stage, Rank: -1, Record: encodeRecord(act.Record),
+	fe.journal.Commit(journal.RecoveryPhase{Epoch: act.Epoch, Stage: stage, Rank: -1, Record: act.Record.Record(),
 		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
 	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
 	fe.observe(Recovered{Epoch: act.Epoch, Stage: stage})

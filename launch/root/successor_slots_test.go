@@ -26,8 +26,8 @@ func TestSuccessorPlannerSlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := encodeRecord(recovery.Checkpoint{Epoch: 1, Stage: recovery.StageResume, Version: 2,
-			Agents: []recovery.AgentRecord{{Agent: 1, Node: "n0+n1", Incarnation: 2, Restarts: 1, Up: true}}})
+		rec := (recovery.Checkpoint{Epoch: 1, Stage: recovery.StageResume, Version: 2,
+			Agents: []recovery.AgentRecord{{Agent: 1, Node: "n0+n1", Incarnation: 2, Restarts: 1, Up: true}}}).Record()
 		fe := &frontend{opts: Options{N: 6}, ranks: make([]rankState, 6)}
 		st := &raftstore.State{Epoch: 1, Recovery: &rec}
 		for i := range 3 {
