@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -245,3 +246,18 @@ func untilNextMultiple(now time.Time, d time.Duration) time.Duration {
 // Quiet is how long the peer has not been heard from (any frame, pings
 // included).
 func (l *Link) Quiet() time.Duration { return time.Duration(linkClock() - l.heard.Load()) }
+
+// TCPLocalAddr is this end's address of a TCP link (the address its peer
+// reached it at, or it accepted the peer on), or "" if it has none (nil,
+// or a socketpair's).
+func (l *Link) TCPLocalAddr() string {
+	if l == nil {
+		return ""
+	}
+	if c, ok := l.Conn.(interface{ LocalAddr() net.Addr }); ok && c.LocalAddr() != nil {
+		if _, isTCP := c.LocalAddr().(*net.TCPAddr); isTCP {
+			return c.LocalAddr().String()
+		}
+	}
+	return ""
+}

@@ -334,3 +334,38 @@ func TestLinkAwait(t *testing.T) {
 		t.Fatalf("await: %v, want the handler's error", err)
 	}
 }
+
+// TestLinkTCPLocalAddr: a TCP link names the address its peer reached;
+// a socketpair's link and none name nothing.
+func TestLinkTCPLocalAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() { // joined by the receive below
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if s := <-accepted; s != nil {
+		defer s.Close()
+		if got := NewLink(s).TCPLocalAddr(); got != ln.Addr().String() {
+			t.Errorf("accepted link: %q, want %q", got, ln.Addr().String())
+		}
+	} else {
+		t.Fatal("accept failed")
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	var none *Link
+	if NewLink(a).TCPLocalAddr() != "" || none.TCPLocalAddr() != "" {
+		t.Error("a pipe's or a nil link's address is not empty")
+	}
+}

@@ -313,7 +313,7 @@ func (fe *frontend) sendFallbacks(a *agentHandle) {
 		case x == fe.topo.Backup(a.idx):
 			// Sent on its own (MBackup): it holds a standby link to it.
 		case x == topology.Root:
-			if addr := linkLocalAddr(fe.agents[fe.topo.Top(a.idx)].link); addr != "" {
+			if addr := fe.agents[fe.topo.Top(a.idx)].link.TCPLocalAddr(); addr != "" {
 				ps = append(ps, proto.PeerAddr{Idx: -1, Name: fe.certName(), Addr: addr})
 			}
 		default:
@@ -328,21 +328,6 @@ func (fe *frontend) sendFallbacks(a *agentHandle) {
 	if a.send(proto.MFallbacks, proto.EncodePeers(ps)) == nil {
 		a.fallbacks = ps
 	}
-}
-
-// linkLocalAddr is this end's address of a root's link to a child of the
-// root (the address the child reached the root at, or the root accepted
-// it on), or "" if it has none.
-func linkLocalAddr(l *proto.Link) string {
-	if l == nil {
-		return ""
-	}
-	if c, ok := l.Conn.(interface{ LocalAddr() net.Addr }); ok && c.LocalAddr() != nil {
-		if _, isTCP := c.LocalAddr().(*net.TCPAddr); isTCP {
-			return c.LocalAddr().String()
-		}
-	}
-	return ""
 }
 
 // certName is the name in this root's certificate: the front-end's, or a
