@@ -258,3 +258,19 @@ func PlaceLocal(k, n int) (*Placement, error) {
 	}
 	return Place(Allocation{Hosts: hosts}, Request{NP: n})
 }
+
+// Slots is each node's slots as the placement has them, by name (nodes
+// whose count is not known are left out: they have no free slot); nil for
+// no placement.
+func (p *Placement) Slots() map[string]int {
+	if p == nil {
+		return nil
+	}
+	slots := map[string]int{}
+	for _, n := range p.Nodes {
+		if n.Slots > 0 {
+			slots[n.Name] = n.Slots
+		}
+	}
+	return slots
+}

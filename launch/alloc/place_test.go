@@ -338,3 +338,16 @@ func TestPlaceLocal(t *testing.T) {
 		t.Errorf("ranks by node %v, want %v", got, want)
 	}
 }
+
+// TestPlacementSlots: each node's known slot count by name; a node whose
+// count is not known has none, and no placement gives none.
+func TestPlacementSlots(t *testing.T) {
+	p := &Placement{Nodes: []NodePlace{{Name: "a", Slots: 4}, {Name: "b"}, {Name: "c", Slots: 1}}}
+	if got := p.Slots(); !reflect.DeepEqual(got, map[string]int{"a": 4, "c": 1}) {
+		t.Errorf("Slots() = %v", got)
+	}
+	var none *Placement
+	if none.Slots() != nil {
+		t.Error("a nil placement has slots")
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/raftstore"
@@ -60,21 +59,6 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		cfg.Nodes[i] = a.name
 	}
 	return cfg
-}
-
-// placementSlots is each node's slots as the placement has them (nodes
-// whose count is not known are left out: they have no free slot).
-func placementSlots(pl *alloc.Placement) map[string]int {
-	if pl == nil {
-		return nil
-	}
-	slots := map[string]int{}
-	for _, n := range pl.Nodes {
-		if n.Slots > 0 {
-			slots[n.Name] = n.Slots
-		}
-	}
-	return slots
 }
 
 // restartName is a policy as the job's record keeps it ("" for none).

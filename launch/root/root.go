@@ -48,7 +48,7 @@ type frontend struct {
 	agents   []*agentHandle
 	ranks    []rankState
 	// slots are the nodes' slots, where a silent node's ranks may go
-	// (placementSlots; a successor's from the job's record).
+	// (alloc.Placement.Slots; a successor's from the job's record).
 	slots       map[string]int
 	rec         *recovery.Planner // decides what failures do to the job
 	colls       map[uint64]*rootColl

@@ -38,7 +38,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	fe := newFrontend(roleFrontEnd, opts, output.NewWriter(opts.Stdout, opts.Stderr, opts.Label), newJobID(),
 		testHooks{holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv)})
 	fe.local = local
-	fe.slots = placementSlots(opts.Placement)
+	fe.slots = opts.Placement.Slots()
 	go fe.out.Run()
 	defer fe.out.Close()
 	// Deferred calls run last-in first-out: the root's goroutines are
