@@ -65,3 +65,26 @@ func fencesOf(fs []raftstore.FenceRecord) []FenceRecord {
 	}
 	return out
 }
+
+// ResumeConfig is cfg for the planner of a root that took over, as the
+// replicated state st has the ranks: each one's incarnation (under Rank,
+// its restart count too: a rank's restarts are its respawns, each patched
+// into the table as the next incarnation; a rank the last record is about
+// gets its count from the record, Restore), and whether the first node
+// table was published.
+func ResumeConfig(cfg Config, st *raftstore.State) Config {
+	cfg.Resumed, cfg.Launching = true, false
+	cfg.Incarnations, cfg.RankRestarts = make([]uint64, cfg.Ranks), nil
+	if cfg.Policy == Rank {
+		cfg.RankRestarts = make([]int, cfg.Ranks)
+	}
+	for r := range min(len(st.Ranks), cfg.Ranks) {
+		row := st.Ranks[r]
+		cfg.Incarnations[r] = row.Incarnation
+		if cfg.RankRestarts != nil && row.Incarnation > 1 {
+			cfg.RankRestarts[r] = int(row.Incarnation - 1)
+		}
+		cfg.TableReady = cfg.TableReady || row.ITuple != nil
+	}
+	return cfg
+}

@@ -25,3 +25,21 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Error("a checkpoint from a state without a recovery record")
 	}
 }
+
+// TestResumeConfig: a successor's planner takes every rank's incarnation
+// from the replicated table, under --restart rank its restarts too, and
+// knows the table was published once a rank's row has its address.
+func TestResumeConfig(t *testing.T) {
+	st := &raftstore.State{Ranks: []raftstore.Rank{{Rank: 0, Incarnation: 1}, {Rank: 1, Incarnation: 3, ITuple: []byte("a")}, {Rank: 2, Incarnation: 9}}}
+	cfg := ResumeConfig(Config{Policy: Rank, Ranks: 2, Launching: true}, st)
+	if !cfg.Resumed || cfg.Launching || !cfg.TableReady {
+		t.Errorf("resumed %v, launching %v, table ready %v", cfg.Resumed, cfg.Launching, cfg.TableReady)
+	}
+	if !reflect.DeepEqual(cfg.Incarnations, []uint64{1, 3}) || !reflect.DeepEqual(cfg.RankRestarts, []int{0, 2}) {
+		t.Errorf("incarnations %v, restarts %v", cfg.Incarnations, cfg.RankRestarts)
+	}
+	cfg = ResumeConfig(Config{Policy: Job, Ranks: 3}, &raftstore.State{Ranks: st.Ranks[:1]})
+	if cfg.TableReady || cfg.RankRestarts != nil || !reflect.DeepEqual(cfg.Incarnations, []uint64{1, 0, 0}) {
+		t.Errorf("job policy, no table: %+v", cfg)
+	}
+}

@@ -88,32 +88,16 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	fe.opts.MaxRestarts = job.MaxRestarts
 	fe.opts.Spares = job.Spares
 	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
-	cfg := fe.plannerConfig()
-	cfg.Resumed, cfg.Launching, cfg.Ended, cfg.EndedFailed = true, false, ended, failed
-	cfg.Incarnations = make([]uint64, fe.opts.N)
-	if fe.opts.Restart == recovery.Rank {
-		// A rank's restarts are its respawns: every one is patched into
-		// the table as the next incarnation. (A rank the last record is
-		// about gets its count from the record: Restore.)
-		cfg.RankRestarts = make([]int, fe.opts.N)
-	}
-	for r := range st.Ranks {
-		if r < fe.opts.N {
-			cfg.Incarnations[r] = st.Ranks[r].Incarnation
-			if cfg.RankRestarts != nil && st.Ranks[r].Incarnation > 1 {
-				cfg.RankRestarts[r] = int(st.Ranks[r].Incarnation - 1)
-			}
-			fe.ranks[r].inc = st.Ranks[r].Incarnation
-			cfg.TableReady = cfg.TableReady || st.Ranks[r].ITuple != nil
-		}
-	}
+	cfg := recovery.ResumeConfig(fe.plannerConfig(), st)
+	cfg.Ended, cfg.EndedFailed = ended, failed
 	p := recovery.New(cfg)
 	if cfg.TableReady {
 		fe.table = make([][]byte, fe.opts.N)
-		for r := range st.Ranks {
-			if r < fe.opts.N {
-				fe.table[r] = st.Ranks[r].ITuple
-			}
+	}
+	for r := range min(len(st.Ranks), fe.opts.N) {
+		fe.ranks[r].inc = st.Ranks[r].Incarnation
+		if fe.table != nil {
+			fe.table[r] = st.Ranks[r].ITuple
 		}
 	}
 	defer func() {
