@@ -7,6 +7,7 @@ package calibrate
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,16 +24,19 @@ const (
 	localRem = 10 * time.Millisecond
 )
 
-// Start is one agent's start as the root saw it: Up and Queued as its
-// launcher measured them (connected back, and left the spawner's queue,
-// after the launcher began), UpAt when the root activated it (from the
-// root's start). Parent is its parent's index among the starts (-1: the
-// root).
+// Start is one agent's start as the root saw it: Up, Queued and Spawn as
+// its launcher measured them (connected back, and left the spawner's
+// queue, after the launcher began; how long its spawner took), Init how
+// long it took to begin launching its own children; UpAt when the root
+// activated it, Spec when its job was sent and Ranks when its ranks were
+// reported running (0: not yet), from the root's start. Parent is its
+// parent's index among the starts (-1: the root).
 type Start struct {
-	Node       string
-	Parent     int
-	Up, Queued time.Duration
-	UpAt       time.Duration
+	Node                string
+	Parent              int
+	Up, Queued, Spawn   time.Duration
+	Init                time.Duration
+	UpAt, Spec, Running time.Duration
 }
 
 // groups are the starts by parent, the parents in the order they first
@@ -48,6 +52,39 @@ func groups(starts []Start) (map[int][]int, []int) {
 	}
 	return by, parents
 }
+
+// Breakdown is the launch's breakdown per launching agent, one line each,
+// for --verbose: the root's (began: when it began launching) and each
+// agent's with children, over its children's starts by startedBy (the
+// launcher's name, launcher.Agents.StartedBy).
+func Breakdown(starts []Start, began time.Duration, startedBy string) []string {
+	by, _ := groups(starts)
+	var out []string
+	line := func(name string, init time.Duration, kids []int, ranksAfter string) {
+		if len(kids) == 0 {
+			return
+		}
+		var sum, mx, q, last time.Duration
+		for _, k := range kids {
+			s := starts[k]
+			sum += s.Spawn
+			mx, q, last = max(mx, s.Spawn), max(q, s.Queued), max(last, s.Up)
+		}
+		out = append(out, fmt.Sprintf("launcher %s: init %.1f ms; %d child(ren): %s %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
+			name, ms(init), len(kids), startedBy, ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter))
+	}
+	line("front-end", began, by[-1], "")
+	for i, s := range starts {
+		ranks := ""
+		if s.Running > 0 {
+			ranks = fmt.Sprintf("; its ranks running %.1f ms after its job arrived", ms(s.Running-s.Spec))
+		}
+		line(s.Node, s.Init, by[i], ranks)
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
 // Samples is each agent's launch as its launcher measured it: REM from
 // leaving the spawner's queue until connected back, SEQ the gap since its

@@ -2,6 +2,8 @@ package calibrate
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,5 +86,25 @@ func TestMeasureAndKeep(t *testing.T) {
 	back, err := LoadCalibration("slurm")
 	if err != nil || back == nil || len(back.Window) != 1 || back.Auto == nil || back.Auto.Tree != "flat" {
 		t.Errorf("kept calibration %+v, %v: want one launch in its window and auto's choice", back, err)
+	}
+}
+
+// TestBreakdown: one line for the root and one per agent with children,
+// over its children's starts; an agent whose ranks run says how long
+// after its job arrived.
+func TestBreakdown(t *testing.T) {
+	ms := time.Millisecond
+	starts := []Start{
+		{Node: "a0", Parent: -1, Up: 100 * ms, Queued: 10 * ms, Spawn: 40 * ms, Init: 3 * ms, Spec: 200 * ms, Running: 250 * ms},
+		{Node: "a1", Parent: -1, Up: 120 * ms, Spawn: 60 * ms},
+		{Node: "a2", Parent: 0, Up: 80 * ms, Queued: 5 * ms, Spawn: 20 * ms},
+	}
+	got := Breakdown(starts, 2*ms, "ssh")
+	want := []string{
+		"launcher front-end: init 2.0 ms; 2 child(ren): ssh 50.0 ms mean, 60.0 ms max (10.0 ms queued max); all connected 120.0 ms after it began launching",
+		"launcher a0: init 3.0 ms; 1 child(ren): ssh 20.0 ms mean, 20.0 ms max (5.0 ms queued max); all connected 80.0 ms after it began launching; its ranks running 50.0 ms after its job arrived",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Breakdown:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -15,7 +15,8 @@ import (
 func (fe *frontend) starts() []calibrate.Start {
 	out := make([]calibrate.Start, len(fe.agents))
 	for i, a := range fe.agents {
-		out[i] = calibrate.Start{Node: a.name, Parent: fe.topo.Parent(a.idx), Up: a.info.Up, Queued: a.info.Queued, UpAt: a.upAt}
+		out[i] = calibrate.Start{Node: a.name, Parent: fe.topo.Parent(a.idx), Up: a.info.Up, Queued: a.info.Queued, Spawn: a.info.SSH,
+			Init: a.info.Init, UpAt: a.upAt, Spec: a.specAt, Running: a.ranksAt}
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
+	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -375,29 +376,10 @@ func (fe *frontend) launchReport() {
 	if fe.opts.Agents.Remote() && !fe.opts.Agents.GroupStart { // SSH and srun launches calibrate their model
 		fe.calibrate()
 	}
-	if !fe.opts.Verbose {
-		return
-	}
-	report := func(name string, init time.Duration, kids []int, ranksAfter string) {
-		if len(kids) == 0 {
-			return
+	if fe.opts.Verbose {
+		for _, l := range calibrate.Breakdown(fe.starts(), fe.launchBegan, fe.startedBy()) {
+			fe.verbosef("%s", l)
 		}
-		var sum, mx, q, last time.Duration
-		for _, k := range kids {
-			u := fe.agents[k].info
-			sum += u.SSH
-			mx, q, last = max(mx, u.SSH), max(q, u.Queued), max(last, u.Up)
-		}
-		fe.verbosef("launcher %s: init %.1f ms; %d child(ren): %s %.1f ms mean, %.1f ms max (%.1f ms queued max); all connected %.1f ms after it began launching%s",
-			name, ms(init), len(kids), fe.startedBy(), ms(sum/time.Duration(len(kids))), ms(mx), ms(q), ms(last), ranksAfter)
-	}
-	report("front-end", fe.launchBegan, fe.topo.Children(topology.Root), "")
-	for _, a := range fe.agents {
-		ranks := ""
-		if a.ranksAt > 0 {
-			ranks = fmt.Sprintf("; its ranks running %.1f ms after its job arrived", ms(a.ranksAt-a.specAt))
-		}
-		report(a.name, a.info.Init, fe.topo.Children(a.idx), ranks)
 	}
 }
 
