@@ -31,10 +31,10 @@ const PlantEnv = "FTLAUNCH_CHAOS_PLANT"
 // holds one leaf with it so that launch-phase faults fall during a launch.
 const delayStartEnv = "FTLAUNCH_TEST_DELAY_START"
 
-// raftCutEnv is launch/root's test hook for raftcut: while the file it
+// raftCutEnv is the state log's test hook for raftcut: while the file it
 // names exists, the front-end's replica drops its raft traffic
 // (journal.RaftStream.CutWhile), its tree links left alone.
-const raftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
+const raftCutEnv = journal.RaftCutEnv
 
 // Timing of a trial.
 const (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/chaos/chaostest"
 	"github.com/ftlaunch/ftlaunch/chaos/cluster"
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
 // TestStalledFrontEnd is issue 27's reproduction: a job with --replicas 3
@@ -125,9 +126,9 @@ func raftCut(t *testing.T, where deposedJob) {
 	})
 }
 
-// raftCutEnv is launch/root's test hook: while the file it names exists,
+// raftCutEnv is the state log's test hook: while the file it names exists,
 // the front-end's raft traffic is dropped.
-const raftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
+const raftCutEnv = journal.RaftCutEnv
 
 // deposedFrontEnd runs the reproduction of issue 27 on the nodes where
 // says (testNodesJob, clusterJob) with fault done to the front-end (cmd)

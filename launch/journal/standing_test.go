@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -269,4 +271,25 @@ func rootCreds(t *testing.T) *secure.Credentials {
 		t.Fatal(err)
 	}
 	return creds
+}
+
+// TestRaftCutFromEnv: no cut without RaftCutEnv; with it, a cut while the
+// file it names exists.
+func TestRaftCutFromEnv(t *testing.T) {
+	t.Setenv(RaftCutEnv, "")
+	if RaftCutFromEnv() != nil {
+		t.Fatal("a cut without the variable")
+	}
+	path := filepath.Join(t.TempDir(), "cut")
+	t.Setenv(RaftCutEnv, path)
+	cut := RaftCutFromEnv()
+	if cut == nil || cut() {
+		t.Fatal("cut before the file exists")
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !cut() {
+		t.Fatal("no cut while the file exists")
+	}
 }

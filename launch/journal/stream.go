@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"time"
 
@@ -110,6 +111,24 @@ func advertise(addr net.Addr, host string) string {
 // traffic alone is cut (ftlaunch run's FTLAUNCH_TEST_RAFT_CUT); call it
 // before the stream is used.
 func (s *RaftStream) CutWhile(cut func() bool) { s.cut = cut }
+
+// RaftCutEnv names a file: while it exists, the front-end's replica's raft
+// traffic is dropped (CutWhile), its tree links left alone: for tests of a
+// front-end cut off from its root group (chaos's raftcut).
+const RaftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
+
+// RaftCutFromEnv is the cut RaftCutEnv asks for (nil: none), for
+// FirstOfGroup.
+func RaftCutFromEnv() func() bool {
+	path := os.Getenv(RaftCutEnv)
+	if path == "" {
+		return nil
+	}
+	return func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	}
+}
 
 // cutConn is a connection of a stream with a cut.
 type cutConn struct {

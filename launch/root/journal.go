@@ -151,14 +151,7 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 			ip = addrs[0]
 		}
 	}
-	var cut func() bool
-	if path := os.Getenv(raftCutEnv); path != "" {
-		cut = func() bool {
-			_, err := os.Stat(path)
-			return err == nil
-		}
-	}
-	tr, err := cfg.FirstOfGroup(ctx, r, fe.rootCreds, ip, names, cut)
+	tr, err := cfg.FirstOfGroup(ctx, r, fe.rootCreds, ip, names, journal.RaftCutFromEnv())
 	if err != nil {
 		return cfg, err
 	}
@@ -178,11 +171,6 @@ func (fe *frontend) endJournal() {
 		fe.raftTr.Close()
 	}
 }
-
-// raftCutEnv names a file: while it exists, the front-end's replica's raft
-// traffic is dropped (journal.RaftStream.CutWhile), its tree links left
-// alone: for tests of a front-end cut off from its root group.
-const raftCutEnv = "FTLAUNCH_TEST_RAFT_CUT"
 
 // addReplica adds a replica agent to the group, from a goroutine: the
 // journal's Join waits for the front-end's replica to lead, and refuses
