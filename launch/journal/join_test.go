@@ -367,3 +367,16 @@ func TestNoMajorityWaitsForLiveVoters(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalMembers: once the agents' replicas joined, the group's
+// members are the front-end's voter and theirs.
+func TestJournalMembers(t *testing.T) {
+	cfg := Config{StateDir: t.TempDir(), Node: "fe", Job: Job{ID: "ft-test", N: 8, Replicas: 3}}
+	g := newTestGroup(t, cfg, "node1", "node0")
+	g.launchAll(t)
+	voters, servers, ok := g.j.Members()
+	slices.Sort(voters)
+	if !ok || servers != 3 || !slices.Equal(voters, []string{"fe", "node0", "node1"}) {
+		t.Fatalf("Members() = %v, %d, %v", voters, servers, ok)
+	}
+}

@@ -733,6 +733,27 @@ func (j *Journal) Replica() *raftstore.Replica {
 	}
 }
 
+// Members is the replica group as the journal's replica has it: its
+// voters' raft IDs and how many servers it has (voters or not); ok is
+// false before the replica leads, or when its configuration cannot be
+// read.
+func (j *Journal) Members() (voters []string, servers int, ok bool) {
+	r := j.Replica()
+	if r == nil {
+		return nil, 0, false
+	}
+	f := r.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return nil, 0, false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			voters = append(voters, string(srv.ID))
+		}
+	}
+	return voters, len(f.Configuration().Servers), true
+}
+
 // FSM returns the state machine the journal writes through once its
 // replica (or solo log) is ready, nil before and after a failed start.
 // Tests read the state with it.

@@ -189,12 +189,8 @@ func (fe *frontend) onSignal(sig os.Signal) {
 // and the root's children know where the replicas are: the job survives
 // the front-end.
 func (fe *frontend) groupReady() bool {
-	r := fe.journal.Replica()
-	if r == nil || fe.replicaPeers == nil {
-		return false
-	}
-	f := r.Raft().GetConfiguration()
-	return f.Error() == nil && len(f.Configuration().Servers) >= fe.opts.Replicas
+	_, servers, ok := fe.journal.Members()
+	return ok && fe.replicaPeers != nil && servers >= fe.opts.Replicas
 }
 
 func (fe *frontend) protocolError(a *agentHandle, err error) {

@@ -17,7 +17,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
-	"github.com/hashicorp/raft"
 )
 
 // journalPlan records the launch tree (or the single local agent); change
@@ -215,12 +214,11 @@ func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 // watchLeadership). With no agent to ask, the group goes on with one
 // voter less.
 func (fe *frontend) refillGroup() {
-	r := fe.journal.Replica()
-	if fe.role != roleSuccessor || r == nil || fe.status().Ending() {
+	if fe.role != roleSuccessor || fe.status().Ending() {
 		return
 	}
-	f := r.Raft().GetConfiguration()
-	if f.Error() != nil {
+	voters, servers, ok := fe.journal.Members()
+	if !ok {
 		return
 	}
 	names := map[string]bool{}
@@ -228,9 +226,9 @@ func (fe *frontend) refillGroup() {
 		names[a.name] = true
 	}
 	var gone string // the front-end's voter: the one that is no agent's
-	for _, srv := range f.Configuration().Servers {
-		if srv.Suffrage == raft.Voter && !names[string(srv.ID)] {
-			gone = string(srv.ID)
+	for _, v := range voters {
+		if !names[v] {
+			gone = v
 		}
 	}
 	if gone == "" {
@@ -238,7 +236,7 @@ func (fe *frontend) refillGroup() {
 	}
 	a := fe.refillCandidate()
 	if a == nil {
-		fe.verbosef("root group: no agent without a replica to host one in place of the lost front-end's (%s): the group goes on with %d voter(s)", gone, len(f.Configuration().Servers)-1)
+		fe.verbosef("root group: no agent without a replica to host one in place of the lost front-end's (%s): the group goes on with %d voter(s)", gone, servers-1)
 		return
 	}
 	fe.replicaNodes[a.idx] = true
