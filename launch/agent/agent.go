@@ -92,6 +92,7 @@ type collectives struct {
 	seq    map[int]uint64
 	colls  map[uint64]*localColl
 	sentUp map[uint64][]byte // contributions sent up and not yet answered (sent again to a new root)
+	comb   combiner          // the collectives being combined with the children's parts (combine.go)
 	// collSeen is the newest collective whose answer this agent took: an
 	// older answer it is not waiting for is one it had (sent again to an
 	// agent that moved to a backup parent: root's moved).

@@ -429,6 +429,9 @@ func (a *Agent) relayUp(idx int, typ uint8, p []byte, done *bool) error {
 		return a.up.send(proto.MFrom, p, a.buffersUp())
 	}
 	*done = *done || typ == proto.MDone
+	if typ == proto.MContrib && !a.combineChild(idx, p) {
+		return nil // combined with this node's part (combine.go)
+	}
 	return a.up.send(proto.MFrom, proto.Wrap(idx, typ, p), a.buffersUp())
 }
 

@@ -318,14 +318,18 @@ func DecodeOutput(p []byte) (seq uint64, rank, stream int, data []byte, err erro
 	return seq, rank, stream, data, d.Err()
 }
 
-// Contrib is one node's contribution to collective number Seq: the values
-// of its ranks and, for a fence, the node's puts since the last fence.
+// Contrib is a subtree's contribution to collective number Seq, combined
+// by the agent at its top: the values of its ranks, for a fence the puts
+// since the last fence, and the agents it covers (Covers, by index), by
+// which every combiner merges contributions and ignores what it has
+// (docs/collectives.md).
 type Contrib struct {
 	Seq    uint64
 	Op     rankproto.Op
 	Ranks  []int
 	Values [][]byte
 	KV     map[string][]byte
+	Covers []int
 }
 
 func (c *Contrib) Encode() []byte {
@@ -335,6 +339,10 @@ func (c *Contrib) Encode() []byte {
 		e.Uint(uint64(r)).Bytes(c.Values[i])
 	}
 	encodeKV(&e, c.KV)
+	e.Uint(uint64(len(c.Covers)))
+	for _, x := range c.Covers {
+		e.Uint(uint64(x))
+	}
 	return e.Data()
 }
 
@@ -347,6 +355,10 @@ func DecodeContrib(p []byte) (*Contrib, error) {
 		c.Values = append(c.Values, d.Bytes())
 	}
 	c.KV = decodeKV(d)
+	m := d.Count(1)
+	for range m {
+		c.Covers = append(c.Covers, int(d.Uint()))
+	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("contribution: %w", err)
 	}

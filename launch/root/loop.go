@@ -210,16 +210,19 @@ func (fe *frontend) shutdown() {
 
 // bcast sends a message to every agent: each direct child forwards it to
 // its subtree.
-func (fe *frontend) bcast(typ uint8, p []byte) {
+func (fe *frontend) bcast(typ uint8, p []byte) int64 {
 	var ls []*proto.Link
 	for _, a := range fe.agents {
 		if a.rootChild && a.link != nil && !a.closed && !a.done {
 			ls = append(ls, a.link)
 		}
 	}
-	if len(ls) > 0 {
-		proto.SendEach(ls, proto.MBcast, proto.Wrap(-1, typ, p))
+	if len(ls) == 0 {
+		return 0
 	}
+	w := proto.Wrap(-1, typ, p)
+	proto.SendEach(ls, proto.MBcast, w)
+	return int64(len(ls) * len(w))
 }
 
 // linkEnded handles the end of an agent's link (told by the link itself,
@@ -551,8 +554,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	}
 }
 
-// contribute merges a node's contribution; when every node has given its
-// part, the result goes down to every node.
+// contribute merges a contribution (a subtree's, combined by the agent at
+// its top: docs/collectives.md) by the agents it covers, ignoring those it
+// has; when every agent is covered, the result goes down to every node.
 func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	if c.Seq>>32 < fe.collEpoch {
 		return // abandoned by a recovery
@@ -577,8 +581,21 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: rc.op.String()})
 		return
 	}
-	if rc.from[a.idx] {
-		return // reported again after a failover
+	covers := c.Covers
+	if len(covers) == 0 {
+		covers = []int{a.idx}
+	}
+	rc.msgs++
+	fresh := false
+	for _, x := range covers {
+		if x >= 0 && x < len(fe.agents) && !rc.from[x] {
+			rc.from[x] = true
+			rc.got++
+			fresh = true
+		}
+	}
+	if !fresh {
+		return // covered already: sent again after a move or a failover
 	}
 	for i, r := range c.Ranks {
 		if rc.values != nil && r < len(rc.values) {
@@ -588,8 +605,6 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	for k, v := range c.KV {
 		rc.kv[k] = v
 	}
-	rc.got++
-	rc.from[a.idx] = true
 	if rc.got < fe.liveN {
 		fe.checkStranded()
 		return
@@ -601,8 +616,11 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		res.KV = rc.kv
 	}
 	enc := res.Encode()
-	fe.bcast(proto.MCollResult, enc)
+	down := fe.bcast(proto.MCollResult, enc)
 	fe.keepResult(c.Seq, enc)
+	fe.collStats.add(rc.msgs, down)
+	fe.verbosef("%s #%d: root received %d message(s) covering %d agent(s), sent down %d byte(s)",
+		collKind(c.Op), c.Seq&(1<<32-1), rc.msgs, rc.got, down)
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.tablePublished(rc.values)
@@ -694,6 +712,9 @@ func (fe *frontend) finish() int {
 		}
 		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up%s",
 			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks(), without)
+	}
+	if cs := fe.collStats; cs.Answered > 0 {
+		fe.verbosef("collectives: %d answered; the root received %d message(s) for them and sent down %d byte(s)", cs.Answered, cs.Msgs, cs.Down)
 	}
 	fe.verbosef("job ended")
 	failure := fe.status().Failure

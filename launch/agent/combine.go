@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+)
+
+// The agent's combining of collectives inside the launch tree
+// (docs/collectives.md): for each collective, the node waits for its own
+// ranks' part and one contribution from each child it expects, merges
+// them by the agents they cover, and sends one contribution up.
+
+// combiner holds the collectives this node is combining; guarded by the
+// agent's mu.
+type combiner struct {
+	open map[uint64]*partial
+}
+
+// partial is one collective being combined at this node.
+type partial struct {
+	op     rankproto.Op
+	local  bool              // the node's own ranks' part is in
+	from   map[int]bool      // children whose part is in, by agent index
+	covers map[int]bool      // agents covered so far
+	values map[int][]byte    // by rank
+	kv     map[string][]byte // puts, for a key/value collective
+	sent   bool              // the combined contribution went up
+}
+
+func newCombiner() combiner { return combiner{open: map[uint64]*partial{}} }
+
+// verdict says what became of a contribution handed to the combiner.
+type verdict int
+
+const (
+	combined  verdict = iota // merged: the node's one message will carry it
+	forward                  // the node's message left already, or the kinds differ: pass it up as it is
+	abandoned                // of an epoch a recovery abandoned: dropped
+)
+
+// add merges child's contribution c (child < 0: the node's own ranks')
+// into collective c.Seq. epoch is the node's current collective epoch:
+// a contribution of an older one belongs to a collective a recovery
+// abandoned.
+func (cb *combiner) add(child int, c *proto.Contrib, epoch uint64) verdict {
+	if c.Seq>>32 < epoch {
+		return abandoned
+	}
+	p := cb.open[c.Seq]
+	if p == nil {
+		p = &partial{op: c.Op, from: map[int]bool{}, covers: map[int]bool{}, values: map[int][]byte{}, kv: map[string][]byte{}}
+		cb.open[c.Seq] = p
+	}
+	if p.sent || p.op != c.Op {
+		return forward
+	}
+	if child < 0 {
+		p.local = true
+	} else {
+		p.from[child] = true
+	}
+	covers := c.Covers
+	if len(covers) == 0 && child >= 0 {
+		covers = []int{child}
+	}
+	for _, x := range covers {
+		p.covers[x] = true
+	}
+	for i, r := range c.Ranks {
+		p.values[r] = c.Values[i]
+	}
+	maps.Copy(p.kv, c.KV)
+	return combined
+}
+
+// ready returns the combined contributions of the collectives that are
+// complete, and marks them sent: the node's own part is in (or it, agent
+// self, hosts no ranks: hasRanks false) and so is the part of every child in expect
+// (the children linked or still being started; a child lost or moved
+// away is not waited for).
+func (cb *combiner) ready(self int, expect []int, hasRanks bool) []*proto.Contrib {
+	var out []*proto.Contrib
+	for _, seq := range slices.Sorted(maps.Keys(cb.open)) {
+		p := cb.open[seq]
+		if p.sent || (hasRanks && !p.local) {
+			continue
+		}
+		if slices.ContainsFunc(expect, func(c int) bool { return !p.from[c] }) {
+			continue
+		}
+		p.sent = true
+		if !hasRanks {
+			p.covers[self] = true
+		}
+		c := &proto.Contrib{Seq: seq, Op: p.op, Covers: slices.Sorted(maps.Keys(p.covers))}
+		for _, r := range slices.Sorted(maps.Keys(p.values)) {
+			c.Ranks = append(c.Ranks, r)
+			c.Values = append(c.Values, p.values[r])
+		}
+		if proto.IsKVOp(p.op) {
+			c.KV = p.kv
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// done forgets collective seq: answered.
+func (cb *combiner) done(seq uint64) { delete(cb.open, seq) }
+
+// abandon drops what the node combined of collectives older than epoch:
+// a recovery's Suspend abandoned them. A newer epoch's (a child may hear
+// the Suspend, relayed by this node, and contribute again before this
+// node takes it) is kept.
+func (cb *combiner) abandon(epoch uint64) {
+	for seq := range cb.open {
+		if seq>>32 < epoch {
+			delete(cb.open, seq)
+		}
+	}
+}
+
+// expected lists the children whose parts this node waits for: those
+// linked, and those still being started.
+func (t *treeState) expected() []int {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := slices.Collect(maps.Keys(t.children))
+	for c := range t.launching {
+		if t.children[c] == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// combineChild takes child idx's (combined) contribution p. It reports
+// whether p is to be passed up unchanged instead.
+func (a *Agent) combineChild(idx int, p []byte) bool {
+	c, err := proto.DecodeContrib(p)
+	if err != nil {
+		return true // the root reports it
+	}
+	a.mu.Lock()
+	if a.coll.comb.open[c.Seq] == nil && c.Seq <= a.coll.collSeen {
+		a.mu.Unlock()
+		return false // answered already: sent again after a move
+	}
+	v := a.coll.comb.add(idx, c, a.sup.rec.coll)
+	a.mu.Unlock()
+	switch v {
+	case forward:
+		return true
+	case combined:
+		a.sendCombined()
+	}
+	return false
+}
+
+// sendCombined sends up each collective whose parts are all in.
+func (a *Agent) sendCombined() {
+	expect, self := a.tree.expected(), -1
+	if a.tree != nil {
+		self = a.tree.idx
+	}
+	a.mu.Lock()
+	ready := a.coll.comb.ready(self, expect, len(a.sup.order) > 0 || self < 0)
+	ps := make([][]byte, len(ready))
+	for i, c := range ready {
+		p := c.Encode()
+		ps[i] = p
+		if c.Op == proto.OpPMIBarrier {
+			a.coll.pmiUp += int64(len(p))
+			a.coll.pmiBarrier++
+		}
+		a.coll.sentUp[c.Seq] = p
+	}
+	a.mu.Unlock()
+	for _, p := range ps {
+		a.send(proto.MContrib, p)
+	}
+}
