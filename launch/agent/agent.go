@@ -546,8 +546,33 @@ func (a *Agent) reportExit(s proto.RankStatus) {
 		close(a.sup.exited)
 	}
 	delete(a.sup.rec.stopped, s.Rank)
+	waived := a.waiveLocked()
 	a.mu.Unlock()
+	if waived {
+		a.sendCombined()
+	}
 	a.sup.rec.wake()
+}
+
+// waiveLocked tells the combiner (under mu) that the node's ranks join no
+// more collectives, once each ended for good: what its children send is
+// passed on without the node's part (combine.go). It reports whether it
+// did.
+func (a *Agent) waiveLocked() bool {
+	if len(a.sup.order) == 0 {
+		return false
+	}
+	next := uint64(0)
+	for i, r := range a.sup.order {
+		if !a.endedForGood(r) {
+			return false
+		}
+		if s := a.coll.seq[r]; i == 0 || s < next {
+			next = s
+		}
+	}
+	a.coll.comb.waive(next)
+	return true
 }
 
 // rank is the current process of local rank r, or nil.

@@ -17,11 +17,18 @@ import (
 // agent's mu.
 type combiner struct {
 	open map[uint64]*partial
+	// waived, when set: the node's own ranks all ended for good before
+	// collective waived, and join none from it on in its epoch; the node
+	// sends up its children's parts without its own, so that the root
+	// learns of the collective and finds the node stranding it.
+	waived    uint64
+	hasWaiver bool
 }
 
 // partial is one collective being combined at this node.
 type partial struct {
 	op     rankproto.Op
+	opSet  bool              // op is known (a part that covers nothing does not say)
 	local  bool              // the node's own ranks' part is in
 	from   map[int]bool      // children whose part is in, by agent index
 	covers map[int]bool      // agents covered so far
@@ -31,6 +38,25 @@ type partial struct {
 }
 
 func newCombiner() combiner { return combiner{open: map[uint64]*partial{}} }
+
+func newPartial() *partial {
+	return &partial{from: map[int]bool{}, covers: map[int]bool{}, values: map[int][]byte{}, kv: map[string][]byte{}}
+}
+
+// waive takes the node's own ranks' end for good, before collective seq:
+// from seq on, in its epoch, the node waits only for its children.
+func (cb *combiner) waive(seq uint64) {
+	cb.waived, cb.hasWaiver = seq, true
+	if cb.open[seq] == nil {
+		cb.open[seq] = newPartial()
+	}
+}
+
+// ownDone reports whether the node's own part of collective seq, p, is in
+// or will never come.
+func (cb *combiner) ownDone(seq uint64, p *partial) bool {
+	return p.local || (cb.hasWaiver && seq >= cb.waived && seq>>32 == cb.waived>>32)
+}
 
 // verdict says what became of a contribution handed to the combiner.
 type verdict int
@@ -51,22 +77,22 @@ func (cb *combiner) add(child int, c *proto.Contrib, epoch uint64) verdict {
 	}
 	p := cb.open[c.Seq]
 	if p == nil {
-		p = &partial{op: c.Op, from: map[int]bool{}, covers: map[int]bool{}, values: map[int][]byte{}, kv: map[string][]byte{}}
+		p = newPartial()
 		cb.open[c.Seq] = p
 	}
-	if p.sent || p.op != c.Op {
+	empty := len(c.Covers) == 0 && len(c.Ranks) == 0 // a part covering no agent: its ranks all ended
+	if p.sent || (!empty && p.opSet && p.op != c.Op) {
 		return forward
+	}
+	if !empty && !p.opSet {
+		p.op, p.opSet = c.Op, true
 	}
 	if child < 0 {
 		p.local = true
 	} else {
 		p.from[child] = true
 	}
-	covers := c.Covers
-	if len(covers) == 0 && child >= 0 {
-		covers = []int{child}
-	}
-	for _, x := range covers {
+	for _, x := range c.Covers {
 		p.covers[x] = true
 	}
 	for i, r := range c.Ranks {
@@ -85,7 +111,7 @@ func (cb *combiner) ready(self int, expect []int, hasRanks bool) []*proto.Contri
 	var out []*proto.Contrib
 	for _, seq := range slices.Sorted(maps.Keys(cb.open)) {
 		p := cb.open[seq]
-		if p.sent || (hasRanks && !p.local) {
+		if p.sent || (hasRanks && !cb.ownDone(seq, p)) {
 			continue
 		}
 		if slices.ContainsFunc(expect, func(c int) bool { return !p.from[c] }) {
@@ -120,6 +146,9 @@ func (cb *combiner) abandon(epoch uint64) {
 		if seq>>32 < epoch {
 			delete(cb.open, seq)
 		}
+	}
+	if cb.hasWaiver && cb.waived>>32 < epoch {
+		cb.hasWaiver = false // the ranks restarted under the new epoch
 	}
 }
 

@@ -28,7 +28,10 @@ func TestCombiner(t *testing.T) {
 		expect []int    // the children waited for (nil: 2 and 3)
 		sent   [][]int  // the covers of the contributions that go up after it
 		drop   []uint64 // abandon(epoch) before the step: the node took a Suspend
+		waive  bool     // waive(wseq) before the step: the node's ranks all ended
+		wseq   uint64
 	}
+	empty := func(seq uint64) *proto.Contrib { return &proto.Contrib{Seq: seq} }
 	e1 := uint64(1) << 32
 	cases := []struct {
 		name  string
@@ -71,6 +74,27 @@ func TestCombiner(t *testing.T) {
 			{child: -1, c: ag(e1, 1), want: combined, epoch: 1},
 			{child: 3, c: ag(e1, 3), want: combined, epoch: 1, sent: [][]int{{1, 2, 3}}},
 		}},
+		{"a child whose ranks all ended: its empty part lets the others' go up", []step{
+			{child: -1, c: ag(1, 1), want: combined},
+			{child: 2, c: ag(1, 2), want: combined},
+			{child: 3, c: empty(1), want: combined, sent: [][]int{{1, 2}}},
+		}},
+		{"the node's own ranks all ended: its children's parts go up without it", []step{
+			{child: 2, c: ag(1, 2), want: combined},
+			{child: -2, waive: true, wseq: 1},
+			{child: 3, c: ag(1, 3), want: combined, sent: [][]int{{2, 3}}},
+			{child: 2, c: ag(2, 2), want: combined},
+			{child: 3, c: ag(2, 3), want: combined, sent: [][]int{{2, 3}}},
+		}},
+		{"a leaf whose ranks all ended sends a part covering nothing", []step{
+			{child: -2, waive: true, wseq: 4, expect: []int{}, sent: [][]int{nil}},
+		}},
+		{"a waiver ends with its epoch", []step{
+			{child: -2, waive: true, wseq: 4, expect: []int{}, sent: [][]int{nil}},
+			{child: -2, drop: []uint64{1}, epoch: 1, expect: []int{}},
+			{child: 2, c: ag(e1, 2), want: combined, epoch: 1, expect: []int{2}},
+			{child: -1, c: ag(e1, 1), want: combined, epoch: 1, expect: []int{2}, sent: [][]int{{1, 2}}},
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,6 +102,9 @@ func TestCombiner(t *testing.T) {
 			for i, s := range tc.steps {
 				for _, e := range s.drop {
 					cb.abandon(e)
+				}
+				if s.waive {
+					cb.waive(s.wseq)
 				}
 				if s.c != nil {
 					if got := cb.add(s.child, s.c, s.epoch); got != s.want {

@@ -38,6 +38,7 @@ func TestRootContribute(t *testing.T) {
 		{"a contribution without covers covers its sender", 0,
 			[]msg{{0, 0, nil}, {1, 0, []int{1, 3, 2}}}, true, 4, 2},
 		{"waiting for one agent", 0, []msg{{0, 0, []int{0}}, {1, 0, []int{1, 3}}, {1, 0, []int{1, 3}}}, false, 3, 3},
+		{"a part covering nothing (its ranks all ended) opens nothing", 0, []msg{{0, 0, []int{}}}, false, -1, 0},
 		{"an abandoned epoch's part ignored", 1, []msg{{0, 0, []int{0, 2}}, {1, e1, []int{1, 3}}}, false, 2, 1},
 	}
 	for _, tc := range cases {
@@ -53,6 +54,10 @@ func TestRootContribute(t *testing.T) {
 			for _, m := range tc.msgs {
 				seq = m.seq
 				c := &proto.Contrib{Seq: m.seq, Op: rankproto.OpAllgather, Covers: m.covers}
+				if m.covers != nil && len(m.covers) == 0 {
+					fe.contribute(fe.agents[m.from], c)
+					continue
+				}
 				for _, x := range append([]int{m.from}, m.covers...) {
 					if !slices.Contains(c.Ranks, 2*x) {
 						c.Ranks = append(c.Ranks, 2*x, 2*x+1)
@@ -71,6 +76,12 @@ func TestRootContribute(t *testing.T) {
 				return
 			}
 			rc := fe.colls[seq]
+			if tc.got < 0 {
+				if rc != nil {
+					t.Fatalf("collective %d opened: %+v", seq, rc)
+				}
+				return
+			}
 			if rc == nil {
 				t.Fatalf("collective %d not open", seq)
 			}

@@ -569,6 +569,13 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		// opened again.
 		return
 	}
+	covers := c.Covers
+	if len(covers) == 0 {
+		if len(c.Ranks) == 0 {
+			return // covers no agent: the ranks below it all ended (docs/collectives.md)
+		}
+		covers = []int{a.idx} // an agent with no place in a tree
+	}
 	rc := fe.colls[c.Seq]
 	if rc == nil {
 		rc = &rootColl{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
@@ -580,10 +587,6 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	if rc.op != c.Op {
 		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: rc.op.String()})
 		return
-	}
-	covers := c.Covers
-	if len(covers) == 0 {
-		covers = []int{a.idx}
 	}
 	rc.msgs++
 	fresh := false
