@@ -596,6 +596,13 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 	switch typ {
 	case proto.MStdin, proto.MOutputAck, proto.MStdinClose, proto.MSignal, proto.MTerminate, proto.MKill, proto.MShutdown:
 		return a.handleControl(typ, p)
+	case proto.MRingResult:
+		res, err := proto.DecodeCollResult(p)
+		if err != nil {
+			return err
+		}
+		a.ringDown(res)
+		return nil
 	case proto.MCollResult:
 		res, err := proto.DecodeCollResult(p)
 		if err != nil {

@@ -33,6 +33,8 @@ type partial struct {
 	from   map[int]bool      // children whose part is in, by agent index
 	covers map[int]bool      // agents covered so far
 	values map[int][]byte    // by rank
+	ranks  map[int][]int     // the ranks each child's part covered, by child (a ring's answer goes down by them)
+	whole  map[int]bool      // children whose subtree changed since: a ring's answer goes to them whole
 	kv     map[string][]byte // puts, for a key/value collective
 	sent   bool              // the combined contribution went up
 }
@@ -40,7 +42,7 @@ type partial struct {
 func newCombiner() combiner { return combiner{open: map[uint64]*partial{}} }
 
 func newPartial() *partial {
-	return &partial{from: map[int]bool{}, covers: map[int]bool{}, values: map[int][]byte{}, kv: map[string][]byte{}}
+	return &partial{ranks: map[int][]int{}, whole: map[int]bool{}, from: map[int]bool{}, covers: map[int]bool{}, values: map[int][]byte{}, kv: map[string][]byte{}}
 }
 
 // waive takes the node's own ranks' end for good, before collective seq:
@@ -97,6 +99,9 @@ func (cb *combiner) add(child int, c *proto.Contrib, epoch uint64) verdict {
 	}
 	for i, r := range c.Ranks {
 		p.values[r] = c.Values[i]
+	}
+	if child >= 0 {
+		p.ranks[child] = append(p.ranks[child], c.Ranks...)
 	}
 	maps.Copy(p.kv, c.KV)
 	return combined
@@ -213,5 +218,81 @@ func (a *Agent) sendCombined() {
 	a.mu.Unlock()
 	for _, p := range ps {
 		a.send(proto.MContrib, p)
+	}
+}
+
+// ringDown takes a ring's answer for this node's subtree, res: the values
+// its ranks' neighbours outside it gave. With the values that went up
+// through this node, each child is sent the part its ranks need but does
+// not hold (by the ranks of the parts that came through it; a child none
+// came through, or whose subtree changed since, gets all this node has),
+// and the node's own ranks get theirs.
+func (a *Agent) ringDown(res *proto.CollResult) {
+	a.mu.Lock()
+	per, whole := map[int][]int{}, map[int]bool{}
+	var vals map[int][]byte
+	if o := a.coll.comb.open[res.Seq]; o != nil {
+		per, whole, vals = maps.Clone(o.ranks), maps.Clone(o.whole), maps.Clone(o.values)
+	}
+	a.mu.Unlock()
+	all := res.WithValues(vals) // what came down, and what went up through this node
+	if t := a.tree; t != nil {
+		t.mu.Lock()
+		links := maps.Clone(t.children)
+		t.mu.Unlock()
+		var enc []byte
+		for idx, l := range links {
+			if rs, ok := per[idx]; ok && !whole[idx] {
+				have := map[int]bool{}
+				for _, r := range rs {
+					have[r] = true
+				}
+				_ = l.Send(proto.MRingResult, all.RingFor(rs, have).Encode())
+				continue
+			}
+			if enc == nil {
+				enc = all.Encode()
+			}
+			_ = l.Send(proto.MRingResult, enc)
+		}
+	}
+	a.collDone(all)
+}
+
+// notePassing notes the ranks of a contribution from below child idx that
+// passes through this node unchanged (relayed frame p): a ring's answer
+// for that child must carry their neighbours' values too.
+func (a *Agent) notePassing(idx int, p []byte) {
+	_, typ, inner, err := proto.Unwrap(p, true)
+	if err != nil || typ != proto.MContrib {
+		return
+	}
+	c, err := proto.DecodeContrib(inner)
+	if err != nil || c.Op != rankproto.OpRing {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c.Seq>>32 < a.sup.rec.coll || (a.coll.comb.open[c.Seq] == nil && c.Seq <= a.coll.collSeen) {
+		return
+	}
+	o := a.coll.comb.open[c.Seq]
+	if o == nil {
+		o = newPartial()
+		a.coll.comb.open[c.Seq] = o
+	}
+	o.ranks[idx] = append(o.ranks[idx], c.Ranks...)
+	for i, r := range c.Ranks {
+		o.values[r] = c.Values[i]
+	}
+}
+
+// rerouted notes that agents now below child via moved there: a ring's
+// answer open now goes to that child whole.
+func (a *Agent) rerouted(via int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, o := range a.coll.comb.open {
+		o.whole[via] = true
 	}
 }

@@ -605,6 +605,16 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 			rc.values[r] = c.Values[i]
 		}
 	}
+	if c.Op == rankproto.OpRing {
+		top := a.idx
+		if fe.topo != nil {
+			top = fe.topo.Top(a.idx)
+		}
+		if rc.via == nil {
+			rc.via = map[int][]int{}
+		}
+		rc.via[top] = append(rc.via[top], c.Ranks...)
+	}
 	for k, v := range c.KV {
 		rc.kv[k] = v
 	}
@@ -619,7 +629,12 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		res.KV = rc.kv
 	}
 	enc := res.Encode()
-	down := fe.bcast(proto.MCollResult, enc)
+	var down int64
+	if c.Op == rankproto.OpRing {
+		down = fe.ringDown(res, rc.via)
+	} else {
+		down = fe.bcast(proto.MCollResult, enc)
+	}
 	fe.keepResult(c.Seq, enc)
 	fe.collStats.add(rc.msgs, down)
 	fe.verbosef("%s #%d: root received %d message(s) covering %d agent(s), sent down %d byte(s)",
@@ -773,4 +788,38 @@ func (fe *frontend) backupLinks() int {
 		}
 	}
 	return n
+}
+
+// ringDown sends a ring's answer to each of the root's children: only the
+// values the ranks of its subtree need (their neighbours') and that did
+// not come up through it (via), which it passes on the same way (the scan
+// of docs/collectives.md). It returns the bytes sent.
+func (fe *frontend) ringDown(res *proto.CollResult, via map[int][]int) int64 {
+	var down int64
+	for _, a := range fe.agents {
+		if !a.rootChild || a.link == nil || a.closed || a.done {
+			continue
+		}
+		below := map[int]bool{a.idx: true}
+		if fe.topo != nil {
+			for _, x := range fe.topo.Subtree(a.idx) {
+				below[x] = true
+			}
+		}
+		var ranks []int
+		for r, rs := range fe.ranks {
+			if below[rs.node] {
+				ranks = append(ranks, r)
+			}
+		}
+		have := map[int]bool{}
+		for _, r := range via[a.idx] {
+			have[r] = true
+		}
+		p := res.RingFor(ranks, have).Encode()
+		if a.link.Send(proto.MRingResult, p) == nil {
+			down += int64(len(p))
+		}
+	}
+	return down
 }

@@ -299,9 +299,10 @@ type rankState struct {
 
 type rootColl struct {
 	op     rankproto.Op
-	from   map[int]bool // agents covered by the contributions taken, by index
-	got    int          // len(from)
-	msgs   int          // contributions received for it
+	from   map[int]bool  // agents covered by the contributions taken, by index
+	got    int           // len(from)
+	msgs   int           // contributions received for it
+	via    map[int][]int // ranks whose values came through each of the root's children, by index (a ring's answer leaves them out)
 	values [][]byte
 	kv     map[string][]byte
 }
