@@ -67,7 +67,6 @@ fuzz: ## run every fuzz target of the repository for FUZZTIME each (default 20s;
 	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./launch/rankproto
 	$(GO) test -run XXX -fuzz '^FuzzDecodeLeaveNotice$$' -fuzztime $(FUZZTIME) ./membership
 	$(GO) test -run XXX -fuzz '^FuzzDecodeMeta$$' -fuzztime $(FUZZTIME) ./membership
-	$(GO) test -run XXX -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./overlay
 	$(GO) test -run XXX -fuzz '^FuzzUnmarshalCredentials$$' -fuzztime $(FUZZTIME) ./overlay/secure
 	$(GO) test -run XXX -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./overlay/wire
 	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./raftstore
@@ -75,7 +74,7 @@ fuzz: ## run every fuzz target of the repository for FUZZTIME each (default 20s;
 bench: bench-go bench-launch bench-replicas bench-recovery bench-cluster bench-slurm ## every benchmark (Go benchmarks and launcher comparisons)
 
 bench-go: ## Go benchmarks of plans, collectives, codecs
-	$(GO) test -run XXX -bench . -benchmem ./overlay/... ./launch/...
+	$(GO) test -run XXX -bench . -benchmem ./topology/... ./launch/...
 
 bench-launch: deps build ## ftlaunch against MPICH's mpiexec, interleaved, N = 1..256, and with --replicas 3 (BENCH_FLAGS="-baseline OLD -agent-process"); see docs/benchmarks.md
 	$(GO) build -o $(BIN)/ftbench ./cmd/ftbench

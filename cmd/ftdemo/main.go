@@ -1,7 +1,8 @@
 // Command ftdemo is the ftlaunch demo application: a parallel program that
 // shows the startup the launcher exists for. Each rank listens on a TCP
-// port, publishes its address as its I-tuple, reads the node table, and
-// passes a token around a ring of direct TCP connections between ranks
+// port, publishes its address as its I-tuple, reads the node table (and
+// checks that the ring exchange gives the same neighbours), and passes a
+// token around a ring of direct TCP connections between ranks
 // (not through the launcher). Rank 0 checks that the token visited every
 // rank in order and prints the result.
 //
@@ -67,6 +68,15 @@ func run(rounds int, verbose bool) error {
 	}
 	tableAt := time.Since(start)
 	right := string(table[(rank+1)%size])
+	// The ring exchange gives the same neighbours, receiving only theirs
+	// (docs/collectives.md): a check that both agree.
+	l, r, err := c.Ring(table[rank])
+	if err != nil {
+		return fmt.Errorf("rank %d: ring: %w", rank, err)
+	}
+	if string(r) != right || string(l) != string(table[(rank-1+size)%size]) {
+		return fmt.Errorf("rank %d: the ring exchange gave neighbours %q and %q, the node table %q and %q", rank, l, r, table[(rank-1+size)%size], right)
+	}
 	if verbose {
 		fmt.Printf("rank %d of %d on %s listens on %s, sends to %s\n", rank, size, c.Info().Node, ln.Addr(), right)
 	}

@@ -492,12 +492,14 @@ func TestAbort(t *testing.T) {
 
 // A rank that exits 0 without joining a collective the others wait in
 // fails the job instead of leaving them waiting forever — on its own node
-// and on another.
+// and on another, and at the top of a chain of agents, where the node that
+// strands the collective is the one every other part is combined through.
 func TestStrandedCollective(t *testing.T) {
-	for _, nodes := range []string{"0", "3"} {
-		r := ftlaunch(t, "", "run", "-n", "3", "--test-nodes", nodes, "--kill-after", "1s", "--env", "FTLAUNCH_E2E_RANK=stranded", os.Args[0])
-		if r.code == 0 || !strings.Contains(r.stderr, "without joining") {
-			t.Fatalf("--test-nodes %s: exit %d; stderr:\n%s", nodes, r.code, r.stderr)
+	for _, tree := range [][]string{{"--test-nodes", "0"}, {"--test-nodes", "3"}, {"--test-nodes", "3", "--tree", "kary:1"}} {
+		args := append([]string{"run", "-n", "3", "--kill-after", "1s", "--timeout", "60s", "--env", "FTLAUNCH_E2E_RANK=stranded"}, tree...)
+		r := ftlaunch(t, "", append(args, os.Args[0])...)
+		if r.code == 0 || r.code == 124 || !strings.Contains(r.stderr, "without joining") {
+			t.Fatalf("%v: exit %d; stderr:\n%s", tree, r.code, r.stderr)
 		}
 	}
 }

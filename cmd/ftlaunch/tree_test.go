@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -215,5 +216,32 @@ func TestPrestage(t *testing.T) {
 	r = ftlaunch(t, "", "run", "--prestage", "-n", "1", filepath.Join(dir, "missing"))
 	if r.code != 127 {
 		t.Errorf("prestage of a missing program: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// Collectives are combined inside the tree: with --tree kary:2 over 16
+// test nodes (issue #32's acceptance) the root
+// receives one message per child (2) for each collective, covering every
+// agent, and the ring exchange sends down under a quarter of what the
+// node table (an allgather of the same values) does. The line's form is
+// the one issue #32 specifies.
+func TestTestNodesCollectivesCombined(t *testing.T) {
+	r := ftlaunch(t, "", "run", "--verbose", "-n", "32", "--test-nodes", "16", "--tree", "kary:2", ftdemoBin(t))
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	line := regexp.MustCompile(`\] ([a-z-]+) #(\d+): root received (\d+) message\(s\) covering (\d+) agent\(s\), sent down (\d+) byte\(s\)`)
+	down := map[string]int{}
+	for _, m := range line.FindAllStringSubmatch(r.stderr, -1) {
+		if m[3] != "2" || m[4] != "16" {
+			t.Errorf("%s #%s: %s message(s) covering %s agent(s), want 2 covering 16", m[1], m[2], m[3], m[4])
+		}
+		down[m[1]], _ = strconv.Atoi(m[5])
+	}
+	if down["publish"] == 0 || down["ring"] == 0 || down["barrier"] == 0 {
+		t.Fatalf("collectives seen, with bytes sent down: %v; stderr:\n%s", down, r.stderr)
+	}
+	if down["ring"]*4 >= down["publish"] {
+		t.Errorf("ring sent down %d bytes, the node table %d: not under a quarter", down["ring"], down["publish"])
 	}
 }

@@ -60,7 +60,7 @@ func TestMakeFuzzRunsEveryTarget(t *testing.T) {
 		inMake[string(m[2])+":"+string(m[1])] = true
 	}
 	targets := fuzzTargets(t, root)
-	if len(targets) < 13 {
+	if len(targets) < 12 { // the repository has 12 (overlay's FuzzHandle went with its engine): fewer means the finder broke
 		t.Fatalf("found %d fuzz targets: %v", len(targets), targets)
 	}
 	for _, f := range targets {

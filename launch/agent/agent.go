@@ -92,6 +92,7 @@ type collectives struct {
 	seq    map[int]uint64
 	colls  map[uint64]*localColl
 	sentUp map[uint64][]byte // contributions sent up and not yet answered (sent again to a new root)
+	comb   combiner          // the collectives being combined with the children's parts (combine.go)
 	// collSeen is the newest collective whose answer this agent took: an
 	// older answer it is not waiting for is one it had (sent again to an
 	// agent that moved to a backup parent: root's moved).
@@ -545,8 +546,33 @@ func (a *Agent) reportExit(s proto.RankStatus) {
 		close(a.sup.exited)
 	}
 	delete(a.sup.rec.stopped, s.Rank)
+	waived := a.waiveLocked()
 	a.mu.Unlock()
+	if waived {
+		a.sendCombined()
+	}
 	a.sup.rec.wake()
+}
+
+// waiveLocked tells the combiner (under mu) that the node's ranks join no
+// more collectives, once each ended for good: what its children send is
+// passed on without the node's part (combine.go). It reports whether it
+// did.
+func (a *Agent) waiveLocked() bool {
+	if len(a.sup.order) == 0 {
+		return false
+	}
+	next := uint64(0)
+	for i, r := range a.sup.order {
+		if !a.endedForGood(r) {
+			return false
+		}
+		if s := a.coll.seq[r]; i == 0 || s < next {
+			next = s
+		}
+	}
+	a.coll.comb.waive(next)
+	return true
 }
 
 // rank is the current process of local rank r, or nil.
@@ -570,6 +596,13 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 	switch typ {
 	case proto.MStdin, proto.MOutputAck, proto.MStdinClose, proto.MSignal, proto.MTerminate, proto.MKill, proto.MShutdown:
 		return a.handleControl(typ, p)
+	case proto.MRingResult:
+		res, err := proto.DecodeCollResult(p)
+		if err != nil {
+			return err
+		}
+		a.ringDown(res)
+		return nil
 	case proto.MCollResult:
 		res, err := proto.DecodeCollResult(p)
 		if err != nil {

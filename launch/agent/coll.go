@@ -34,11 +34,21 @@ func (a *Agent) endedForGood(r int) bool {
 // collective's sequence number.
 func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.sup.rec.suspended {
-		return 0, errRecovering // answered at once: call again once resumed
+	seq, complete, err := a.contributeLocked(rank, op, value)
+	a.mu.Unlock()
+	if complete {
+		a.sendCombined()
 	}
-	seq := a.coll.seq[rank]
+	return seq, err
+}
+
+// contributeLocked is contribute's part under mu; complete: the node's
+// own part is whole, and handed to the combiner.
+func (a *Agent) contributeLocked(rank int, op rankproto.Op, value []byte) (seq uint64, complete bool, err error) {
+	if a.sup.rec.suspended {
+		return 0, false, errRecovering // answered at once: call again once resumed
+	}
+	seq = a.coll.seq[rank]
 	a.coll.seq[rank]++
 	c := a.coll.colls[seq]
 	if c == nil {
@@ -46,7 +56,7 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 		a.coll.colls[seq] = c
 	}
 	if c.op != op {
-		return seq, fmt.Errorf("collective %d: rank %d called %s while other ranks called %s", seq, rank, op, c.op)
+		return seq, false, fmt.Errorf("collective %d: rank %d called %s while other ranks called %s", seq, rank, op, c.op)
 	}
 	c.values[rank] = value
 	for r := range a.sup.gone {
@@ -57,12 +67,15 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 		}
 	}
 	if len(c.values) < len(a.sup.order) {
-		return seq, nil
+		return seq, false, nil
 	}
 	up := &proto.Contrib{Seq: seq, Op: op}
 	for _, r := range a.sup.order {
 		up.Ranks = append(up.Ranks, r)
 		up.Values = append(up.Values, c.values[r])
+	}
+	if a.tree != nil {
+		up.Covers = []int{a.tree.idx}
 	}
 	switch op {
 	case rankproto.OpFence:
@@ -72,14 +85,10 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 		up.KV = a.coll.pmiPuts
 		a.coll.pmiPuts = map[string][]byte{}
 	}
-	p := up.Encode()
-	if op == proto.OpPMIBarrier {
-		a.coll.pmiUp += int64(len(p))
-		a.coll.pmiBarrier++
-	}
-	a.coll.sentUp[seq] = p
-	a.send(proto.MContrib, p)
-	return seq, nil
+	// Combined with the children's parts, and sent up once they are in
+	// (combine.go).
+	a.coll.comb.add(-1, up, a.sup.rec.coll)
+	return seq, true, nil
 }
 
 // collDone delivers a collective's result to every local rank.
@@ -94,6 +103,7 @@ func (a *Agent) collDone(res *proto.CollResult) {
 	a.coll.collSeen = max(a.coll.collSeen, res.Seq)
 	delete(a.coll.colls, res.Seq)
 	delete(a.coll.sentUp, res.Seq)
+	a.coll.comb.done(res.Seq)
 	switch res.Op {
 	case rankproto.OpPublish:
 		if a.sup.rec.table == nil {

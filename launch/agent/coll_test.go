@@ -37,6 +37,7 @@ func TestCollDoneTakesResentAnswerOnce(t *testing.T) {
 			firstColl: make(chan struct{}),
 			colls:     map[uint64]*localColl{},
 			sentUp:    map[uint64][]byte{},
+			comb:      newCombiner(),
 			kv:        map[string][]byte{},
 		},
 	}

@@ -66,6 +66,7 @@ func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log
 			seq:       map[int]uint64{},
 			colls:     map[uint64]*localColl{},
 			sentUp:    map[uint64][]byte{},
+			comb:      newCombiner(),
 			puts:      map[string][]byte{},
 			kv:        map[string][]byte{},
 			pmiPuts:   map[string][]byte{},

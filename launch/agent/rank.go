@@ -546,11 +546,15 @@ func collReply(res *proto.CollResult, rank int) (uint8, []byte) {
 	case rankproto.OpAllgather, rankproto.OpPublish:
 		return rankproto.TValues, rankproto.EncodeValues(res.Values)
 	case rankproto.OpRing:
-		n := len(res.Values)
+		n := res.Size()
 		if n == 0 {
 			return rankproto.TError, []byte("ring result without values")
 		}
-		left, right := res.Values[(rank-1+n)%n], res.Values[(rank+1)%n]
+		left, lok := res.Value((rank - 1 + n) % n)
+		right, rok := res.Value((rank + 1) % n)
+		if !lok || !rok {
+			return rankproto.TError, []byte("ring result without this rank's neighbours")
+		}
 		return rankproto.TRingOK, rankproto.EncodeValues([][]byte{left, right})
 	}
 	return rankproto.TOK, nil

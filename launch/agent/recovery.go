@@ -116,6 +116,7 @@ func (a *Agent) suspend(m proto.RecMsg) {
 	// under the recovery's epoch (the root drops what it had of them).
 	colls := a.coll.colls
 	a.coll.colls, a.coll.sentUp = map[uint64]*localColl{}, map[uint64][]byte{}
+	a.coll.comb.abandon(m.Epoch)
 	for _, r := range a.sup.order {
 		a.coll.seq[r] = m.Epoch << 32
 	}
@@ -416,6 +417,7 @@ func (a *Agent) restartJob(m proto.RecMsg) {
 			return // a newer restart took over, or the job is ending
 		}
 		a.coll.colls, a.coll.sentUp = map[uint64]*localColl{}, map[uint64][]byte{}
+		a.coll.comb.abandon(m.Epoch)
 		a.coll.puts, a.coll.kv = map[string][]byte{}, map[string][]byte{}
 		a.coll.pmiPuts, a.coll.pmiKV = map[string][]byte{}, map[string][]byte{}
 		a.sup.gone, a.fo.exits = map[int]bool{}, map[int]proto.RankStatus{}

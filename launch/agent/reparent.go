@@ -426,9 +426,13 @@ func (a *Agent) refuseAdoption(rp proto.Reparent) string {
 // child's own wrapped with its index. done notes the child's MDone.
 func (a *Agent) relayUp(idx int, typ uint8, p []byte, done *bool) error {
 	if typ == proto.MFrom {
+		a.notePassing(idx, p)
 		return a.up.send(proto.MFrom, p, a.buffersUp())
 	}
 	*done = *done || typ == proto.MDone
+	if typ == proto.MContrib && !a.combineChild(idx, p) {
+		return nil // combined with this node's part (combine.go)
+	}
 	return a.up.send(proto.MFrom, proto.Wrap(idx, typ, p), a.buffersUp())
 }
 
@@ -452,8 +456,9 @@ func (a *Agent) addRoutes(r proto.Routes) {
 		return
 	}
 	a.tree.mu.Lock()
-	defer a.tree.mu.Unlock()
 	for _, x := range r.Agents {
 		a.tree.route[x] = r.Via
 	}
+	a.tree.mu.Unlock()
+	a.rerouted(r.Via)
 }

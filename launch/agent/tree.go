@@ -36,6 +36,7 @@ type treeState struct {
 	mu        sync.Mutex
 	children  map[int]*proto.Link   // connected children, by agent index
 	ups       map[int]proto.ChildUp // their starts, as reported up
+	launching map[int]bool          // children being started, by agent index (their parts of collectives are waited for)
 	route     map[int]int           // agent below us -> the child it is reached through
 	standby   map[int]*proto.Link   // standby links of the agents whose backup parent this is, by index
 	condemned map[*proto.Link]bool  // children's links ended on gossip's word and their silence (suspectChild)
@@ -52,7 +53,7 @@ type treeState struct {
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
 	return &treeState{
 		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
-		children: map[int]*proto.Link{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{}, condemned: map[*proto.Link]bool{}, watched: map[*proto.Link]bool{},
+		children: map[int]*proto.Link{}, launching: map[int]bool{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{}, condemned: map[*proto.Link]bool{}, watched: map[*proto.Link]bool{},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -61,6 +62,11 @@ func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeStat
 // once the job spec arrived, before the node's ranks start.
 func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 	t := a.tree
+	t.mu.Lock()
+	for _, c := range a.spec.Children {
+		t.launching[c.Idx] = true
+	}
+	t.mu.Unlock()
 	for _, c := range a.spec.Children {
 		t.route[c.Idx] = c.Idx
 		for _, s := range c.Sub {
@@ -71,6 +77,10 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 	if len(a.spec.Children) > 0 {
 		sp, closeSp, err := a.spawner()
 		if err != nil {
+			t.mu.Lock()
+			clear(t.launching)
+			t.mu.Unlock()
+			a.sendCombined()
 			for _, c := range a.spec.Children {
 				a.send(proto.MChildFailed, proto.ChildFailed{Idx: c.Idx, Msg: fmt.Sprintf("start the agent on %s: node %s cannot launch: %v", c.Name, a.spec.Node, err)}.Encode())
 			}
@@ -150,12 +160,14 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 	t := a.tree
 	t.mu.Lock()
 	closing := t.closing
+	delete(t.launching, res.Child.Idx)
 	if res.Err == nil && !closing {
 		t.children[res.Child.Idx] = res.Link
 		t.ups[res.Child.Idx] = res.Up
 	}
 	t.mu.Unlock()
 	if res.Err != nil {
+		a.sendCombined() // what waited for it goes up without it
 		if !closing {
 			a.send(proto.MChildFailed, proto.ChildFailed{Idx: res.Child.Idx, Msg: res.Err.Error()}.Encode())
 		}
@@ -217,6 +229,9 @@ func (a *Agent) childGone(idx int, l *proto.Link, err error) {
 	delete(t.condemned, l)
 	delete(t.watched, l)
 	t.mu.Unlock()
+	// What waited for its part goes up without it: its subtree's agents
+	// send theirs through their new parents (docs/collectives.md).
+	a.sendCombined()
 	if condemned {
 		err = proto.ErrGossipDead
 	}

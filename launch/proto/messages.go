@@ -2,6 +2,8 @@ package proto
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -69,6 +71,7 @@ const (
 	MReparented   uint8 = 55 // up: I took a standby child as my child (Reparent)
 	MRankProto    uint8 = 56 // up: a rank opened the rank protocol (recMsg: rank), under --restart rank only
 	MTableHeld    uint8 = 58 // up, on a resync: the node table my ranks hold (CollResult: OpPublish, its values as patched)
+	MRingResult   uint8 = 59 // down, to one child: a ring's answer for its subtree (CollResult with only the values its ranks' neighbours gave)
 )
 
 // NodeSpec is what an agent receives first: the job and its node's share.
@@ -318,14 +321,18 @@ func DecodeOutput(p []byte) (seq uint64, rank, stream int, data []byte, err erro
 	return seq, rank, stream, data, d.Err()
 }
 
-// Contrib is one node's contribution to collective number Seq: the values
-// of its ranks and, for a fence, the node's puts since the last fence.
+// Contrib is a subtree's contribution to collective number Seq, combined
+// by the agent at its top: the values of its ranks, for a fence the puts
+// since the last fence, and the agents it covers (Covers, by index), by
+// which every combiner merges contributions and ignores what it has
+// (docs/collectives.md).
 type Contrib struct {
 	Seq    uint64
 	Op     rankproto.Op
 	Ranks  []int
 	Values [][]byte
 	KV     map[string][]byte
+	Covers []int
 }
 
 func (c *Contrib) Encode() []byte {
@@ -335,6 +342,10 @@ func (c *Contrib) Encode() []byte {
 		e.Uint(uint64(r)).Bytes(c.Values[i])
 	}
 	encodeKV(&e, c.KV)
+	e.Uint(uint64(len(c.Covers)))
+	for _, x := range c.Covers {
+		e.Uint(uint64(x))
+	}
 	return e.Data()
 }
 
@@ -347,6 +358,10 @@ func DecodeContrib(p []byte) (*Contrib, error) {
 		c.Values = append(c.Values, d.Bytes())
 	}
 	c.KV = decodeKV(d)
+	m := d.Count(1)
+	for range m {
+		c.Covers = append(c.Covers, int(d.Uint()))
+	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("contribution: %w", err)
 	}
@@ -388,6 +403,10 @@ type CollResult struct {
 	Op     rankproto.Op
 	Values [][]byte
 	KV     map[string][]byte
+	// N, when set, makes the result sparse (a ring's answer for one
+	// subtree): Values[i] is rank Ranks[i]'s, of N ranks in all.
+	Ranks []int
+	N     int
 
 	Recovering bool // not sent: the agent abandoned the collective for a recovery
 }
@@ -399,7 +418,81 @@ func (c *CollResult) Encode() []byte {
 		e.Bytes(v)
 	}
 	encodeKV(&e, c.KV)
+	e.Uint(uint64(c.N)).Uint(uint64(len(c.Ranks)))
+	for _, r := range c.Ranks {
+		e.Uint(uint64(r))
+	}
 	return e.Data()
+}
+
+// Size is the number of ranks the result is of.
+func (c *CollResult) Size() int {
+	if c.N > 0 {
+		return c.N
+	}
+	return len(c.Values)
+}
+
+// Value is rank r's value, if the result carries it.
+func (c *CollResult) Value(r int) ([]byte, bool) {
+	if c.N == 0 {
+		if r < 0 || r >= len(c.Values) {
+			return nil, false
+		}
+		return c.Values[r], true
+	}
+	i, ok := slices.BinarySearch(c.Ranks, r)
+	if !ok {
+		return nil, false
+	}
+	return c.Values[i], true
+}
+
+// RingFor is the part of a ring's answer c that ranks need, sparse: the
+// values of their left and right neighbours (ranks wrap around), but for
+// those of ranks in have (the receiver holds them: they went up through
+// it).
+func (c *CollResult) RingFor(ranks []int, have map[int]bool) *CollResult {
+	n := c.Size()
+	out := &CollResult{Seq: c.Seq, Op: c.Op, N: n}
+	if n == 0 {
+		return out
+	}
+	need := map[int]bool{}
+	for _, r := range ranks {
+		need[(r-1+n)%n], need[(r+1)%n] = true, true
+	}
+	for _, r := range slices.Sorted(maps.Keys(need)) {
+		if v, ok := c.Value(r); ok && !have[r] {
+			out.Ranks = append(out.Ranks, r)
+			out.Values = append(out.Values, v)
+		}
+	}
+	return out
+}
+
+// WithValues is c with the values of vals (by rank) added, sparse.
+func (c *CollResult) WithValues(vals map[int][]byte) *CollResult {
+	n := c.Size()
+	all := maps.Clone(vals)
+	if all == nil {
+		all = map[int][]byte{}
+	}
+	for i, v := range c.Values {
+		r := i
+		if c.N > 0 {
+			r = c.Ranks[i]
+		}
+		all[r] = v
+	}
+	out := &CollResult{Seq: c.Seq, Op: c.Op, N: n}
+	for _, r := range slices.Sorted(maps.Keys(all)) {
+		if r >= 0 && r < n {
+			out.Ranks = append(out.Ranks, r)
+			out.Values = append(out.Values, all[r])
+		}
+	}
+	return out
 }
 
 func DecodeCollResult(p []byte) (*CollResult, error) {
@@ -411,6 +504,14 @@ func DecodeCollResult(p []byte) (*CollResult, error) {
 		c.Values = append(c.Values, d.Bytes())
 	}
 	c.KV = decodeKV(d)
+	c.N = int(d.Uint())
+	m := d.Count(1)
+	for range m {
+		c.Ranks = append(c.Ranks, int(d.Uint()))
+	}
+	if d.Err() == nil && c.N > 0 && (len(c.Ranks) != len(c.Values) || !slices.IsSorted(c.Ranks)) {
+		return nil, fmt.Errorf("collective result: %d ranks for %d values, or unsorted", len(c.Ranks), len(c.Values))
+	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("collective result: %w", err)
 	}

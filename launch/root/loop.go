@@ -210,16 +210,19 @@ func (fe *frontend) shutdown() {
 
 // bcast sends a message to every agent: each direct child forwards it to
 // its subtree.
-func (fe *frontend) bcast(typ uint8, p []byte) {
+func (fe *frontend) bcast(typ uint8, p []byte) int64 {
 	var ls []*proto.Link
 	for _, a := range fe.agents {
 		if a.rootChild && a.link != nil && !a.closed && !a.done {
 			ls = append(ls, a.link)
 		}
 	}
-	if len(ls) > 0 {
-		proto.SendEach(ls, proto.MBcast, proto.Wrap(-1, typ, p))
+	if len(ls) == 0 {
+		return 0
 	}
+	w := proto.Wrap(-1, typ, p)
+	proto.SendEach(ls, proto.MBcast, w)
+	return int64(len(ls) * len(w))
 }
 
 // linkEnded handles the end of an agent's link (told by the link itself,
@@ -551,8 +554,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	}
 }
 
-// contribute merges a node's contribution; when every node has given its
-// part, the result goes down to every node.
+// contribute merges a contribution (a subtree's, combined by the agent at
+// its top: docs/collectives.md) by the agents it covers, ignoring those it
+// has; when every agent is covered, the result goes down to every node.
 func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	if c.Seq>>32 < fe.collEpoch {
 		return // abandoned by a recovery
@@ -564,6 +568,13 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		// again ahead of its report): a finished collective is never
 		// opened again.
 		return
+	}
+	covers := c.Covers
+	if len(covers) == 0 {
+		if len(c.Ranks) == 0 {
+			return // covers no agent: the ranks below it all ended (docs/collectives.md)
+		}
+		covers = []int{a.idx} // an agent with no place in a tree
 	}
 	rc := fe.colls[c.Seq]
 	if rc == nil {
@@ -577,19 +588,36 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: rc.op.String()})
 		return
 	}
-	if rc.from[a.idx] {
-		return // reported again after a failover
+	rc.msgs++
+	fresh := false
+	for _, x := range covers {
+		if x >= 0 && x < len(fe.agents) && !rc.from[x] {
+			rc.from[x] = true
+			rc.got++
+			fresh = true
+		}
+	}
+	if !fresh {
+		return // covered already: sent again after a move or a failover
 	}
 	for i, r := range c.Ranks {
 		if rc.values != nil && r < len(rc.values) {
 			rc.values[r] = c.Values[i]
 		}
 	}
+	if c.Op == rankproto.OpRing {
+		top := a.idx
+		if fe.topo != nil {
+			top = fe.topo.Top(a.idx)
+		}
+		if rc.via == nil {
+			rc.via = map[int][]int{}
+		}
+		rc.via[top] = append(rc.via[top], c.Ranks...)
+	}
 	for k, v := range c.KV {
 		rc.kv[k] = v
 	}
-	rc.got++
-	rc.from[a.idx] = true
 	if rc.got < fe.liveN {
 		fe.checkStranded()
 		return
@@ -601,8 +629,16 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		res.KV = rc.kv
 	}
 	enc := res.Encode()
-	fe.bcast(proto.MCollResult, enc)
+	var down int64
+	if c.Op == rankproto.OpRing {
+		down = fe.ringDown(res, rc.via)
+	} else {
+		down = fe.bcast(proto.MCollResult, enc)
+	}
 	fe.keepResult(c.Seq, enc)
+	fe.collStats.add(rc.msgs, down)
+	fe.verbosef("%s #%d: root received %d message(s) covering %d agent(s), sent down %d byte(s)",
+		collKind(c.Op), c.Seq&(1<<32-1), rc.msgs, rc.got, down)
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.tablePublished(rc.values)
@@ -695,6 +731,9 @@ func (fe *frontend) finish() int {
 		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up%s",
 			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks(), without)
 	}
+	if cs := fe.collStats; cs.Answered > 0 {
+		fe.verbosef("collectives: %d answered; the root received %d message(s) for them and sent down %d byte(s)", cs.Answered, cs.Msgs, cs.Down)
+	}
 	fe.verbosef("job ended")
 	failure := fe.status().Failure
 	if failure == nil {
@@ -749,4 +788,38 @@ func (fe *frontend) backupLinks() int {
 		}
 	}
 	return n
+}
+
+// ringDown sends a ring's answer to each of the root's children: only the
+// values the ranks of its subtree need (their neighbours') and that did
+// not come up through it (via), which it passes on the same way (the scan
+// of docs/collectives.md). It returns the bytes sent.
+func (fe *frontend) ringDown(res *proto.CollResult, via map[int][]int) int64 {
+	var down int64
+	for _, a := range fe.agents {
+		if !a.rootChild || a.link == nil || a.closed || a.done {
+			continue
+		}
+		below := map[int]bool{a.idx: true}
+		if fe.topo != nil {
+			for _, x := range fe.topo.Subtree(a.idx) {
+				below[x] = true
+			}
+		}
+		var ranks []int
+		for r, rs := range fe.ranks {
+			if below[rs.node] {
+				ranks = append(ranks, r)
+			}
+		}
+		have := map[int]bool{}
+		for _, r := range via[a.idx] {
+			have[r] = true
+		}
+		p := res.RingFor(ranks, have).Encode()
+		if a.link.Send(proto.MRingResult, p) == nil {
+			down += int64(len(p))
+		}
+	}
+	return down
 }

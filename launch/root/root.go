@@ -53,6 +53,7 @@ type frontend struct {
 	rec         *recovery.Planner // decides what failures do to the job
 	colls       map[uint64]*rootColl
 	answered    map[uint64]bool   // collectives this root answered
+	collStats   collStats         // their totals (collstats.go)
 	results     map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
 	exitCode    int
 	liveN       int       // agents hosting ranks
@@ -298,8 +299,10 @@ type rankState struct {
 
 type rootColl struct {
 	op     rankproto.Op
-	from   map[int]bool // agents that contributed, by index
-	got    int
+	from   map[int]bool  // agents covered by the contributions taken, by index
+	got    int           // len(from)
+	msgs   int           // contributions received for it
+	via    map[int][]int // ranks whose values came through each of the root's children, by index (a ring's answer leaves them out)
 	values [][]byte
 	kv     map[string][]byte
 }
