@@ -211,7 +211,7 @@ func (a *Agent) seekAdoption(ctx context.Context, lostAt string) (*proto.Link, e
 		}
 		// The front-end last: a successor, if there is one, first.
 		if lostAt != "" {
-			if refused(ctx, lostAt) {
+			if proto.Refused(ctx, lostAt) {
 				a.rootGone(nil)
 				lostAt = ""
 				continue // quorumLost looks again at once
@@ -227,19 +227,6 @@ func (a *Agent) seekAdoption(ctx context.Context, lostAt string) (*proto.Link, e
 		}
 	}
 	return nil, fmt.Errorf("no root adopted node %s within %v", a.spec.Node, a.spec.Timing.AdoptWait())
-}
-
-// refused reports whether a TCP connection to addr is refused (its host
-// answers, nothing listens there); a connection made is closed at once.
-func refused(ctx context.Context, addr string) bool {
-	dctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return errors.Is(err, syscall.ECONNREFUSED)
-	}
-	conn.Close()
-	return false
 }
 
 // askAdoption asks one replica agent; it returns the new parent link if

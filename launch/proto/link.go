@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
@@ -260,4 +261,19 @@ func (l *Link) TCPLocalAddr() string {
 		}
 	}
 	return ""
+}
+
+// Refused reports whether a TCP connection to addr is refused within a
+// second: its host answers and nothing listens there, so the process that
+// listened is gone. No answer (a cut-off host) is not a refusal; a
+// connection made is closed at once.
+func Refused(ctx context.Context, addr string) bool {
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	conn.Close()
+	return false
 }

@@ -2,12 +2,10 @@ package root
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -378,13 +376,8 @@ func (fe *frontend) probeReplicaPeers() {
 			continue
 		}
 		fe.goFunc(func() {
-			conn, err := net.DialTimeout("tcp", p.Addr, time.Second)
-			if err == nil {
-				conn.Close()
-				return
-			}
-			if !errors.Is(err, syscall.ECONNREFUSED) {
-				return // no answer: perhaps cut off; the adoption's bound decides
+			if !proto.Refused(fe.ctx, p.Addr) {
+				return // up, or no answer (perhaps cut off): the adoption's bound decides
 			}
 			select {
 			case fe.events <- evPeerGone{idx: p.Idx, addr: p.Addr}:
