@@ -14,6 +14,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
@@ -53,14 +54,13 @@ func describe(st proto.RankStatus) string { return exitEvent(st, "").Describe() 
 // strands it, and the job fails (recovery.Waiting). (A node with ranks
 // left reports its own stranded collectives: see Agent.contribute.)
 func (fe *frontend) checkStranded() {
-	if len(fe.colls) == 0 {
-		return
-	}
 	var w recovery.Waiting
-	for seq, rc := range fe.colls {
-		w.Open = append(w.Open, recovery.OpenCollective{Seq: seq, Op: rc.op.String(), Joined: rc.from})
+	fe.colls.Waiting(func(seq uint64, op rankproto.Op, covered map[int]bool) {
+		w.Open = append(w.Open, recovery.OpenCollective{Seq: seq, Op: op.String(), Joined: covered})
+	})
+	if len(w.Open) > 0 {
+		fe.step(w)
 	}
-	fe.step(w)
 }
 
 // step gives the failure planner an event and carries out what it

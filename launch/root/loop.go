@@ -555,93 +555,36 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 }
 
 // contribute merges a contribution (a subtree's, combined by the agent at
-// its top: docs/collectives.md) by the agents it covers, ignoring those it
-// has; when every agent is covered, the result goes down to every node.
+// its top: docs/collectives.md) by the agents it covers (proto.Gather);
+// when every agent is covered, the result goes down to every node.
 func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
-	if c.Seq>>32 < fe.collEpoch {
-		return // abandoned by a recovery
+	top := a.idx
+	if fe.topo != nil {
+		top = fe.topo.Top(a.idx)
 	}
-	if fe.answered[c.Seq] {
-		// Sent again after a failover (an adopted agent reports what it
-		// had not heard answered; the answer may have crossed it), or
-		// after a move to a backup parent (moved sent the latest answers
-		// again ahead of its report): a finished collective is never
-		// opened again.
+	g := fe.colls.Add(a.idx, top, c, len(fe.agents), fe.liveN)
+	switch {
+	case g.Mismatch:
+		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: g.Want.String()})
 		return
-	}
-	covers := c.Covers
-	if len(covers) == 0 {
-		if len(c.Ranks) == 0 {
-			return // covers no agent: the ranks below it all ended (docs/collectives.md)
-		}
-		covers = []int{a.idx} // an agent with no place in a tree
-	}
-	rc := fe.colls[c.Seq]
-	if rc == nil {
-		rc = &rootColl{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
-		if c.Op != rankproto.OpBarrier && !proto.IsKVOp(c.Op) {
-			rc.values = make([][]byte, fe.opts.N)
-		}
-		fe.colls[c.Seq] = rc
-	}
-	if rc.op != c.Op {
-		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: rc.op.String()})
-		return
-	}
-	rc.msgs++
-	fresh := false
-	for _, x := range covers {
-		if x >= 0 && x < len(fe.agents) && !rc.from[x] {
-			rc.from[x] = true
-			rc.got++
-			fresh = true
-		}
-	}
-	if !fresh {
-		return // covered already: sent again after a move or a failover
-	}
-	for i, r := range c.Ranks {
-		if rc.values != nil && r < len(rc.values) {
-			rc.values[r] = c.Values[i]
-		}
-	}
-	if c.Op == rankproto.OpRing {
-		top := a.idx
-		if fe.topo != nil {
-			top = fe.topo.Top(a.idx)
-		}
-		if rc.via == nil {
-			rc.via = map[int][]int{}
-		}
-		rc.via[top] = append(rc.via[top], c.Ranks...)
-	}
-	for k, v := range c.KV {
-		rc.kv[k] = v
-	}
-	if rc.got < fe.liveN {
+	case g.Waits:
 		fe.checkStranded()
 		return
+	case g.Answer == nil:
+		return
 	}
-	delete(fe.colls, c.Seq)
-	fe.answered[c.Seq] = true
-	res := &proto.CollResult{Seq: c.Seq, Op: c.Op, Values: rc.values}
-	if proto.IsKVOp(c.Op) {
-		res.KV = rc.kv
-	}
-	enc := res.Encode()
 	var down int64
 	if c.Op == rankproto.OpRing {
-		down = fe.ringDown(res, rc.via)
+		down = fe.ringDown(g.Answer, g.Via)
 	} else {
-		down = fe.bcast(proto.MCollResult, enc)
+		down = fe.bcast(proto.MCollResult, g.Encoded)
 	}
-	fe.keepResult(c.Seq, enc)
-	fe.collStats.add(rc.msgs, down)
+	fe.colls.Sent(g.Msgs, down)
 	fe.verbosef("%s #%d: root received %d message(s) covering %d agent(s), sent down %d byte(s)",
-		collKind(c.Op), c.Seq&(1<<32-1), rc.msgs, rc.got, down)
+		proto.CollKind(c.Op), c.Seq&(1<<32-1), g.Msgs, g.Covered, down)
 	fe.releaseJournal()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
-		fe.tablePublished(rc.values)
+		fe.tablePublished(g.Answer.Values)
 		fe.verbosef("node table of %d ranks published", fe.opts.N)
 	}
 }
@@ -664,23 +607,6 @@ func (fe *frontend) tablePublished(values [][]byte) {
 		nodes[r] = fe.nodeOf(r)
 	}
 	fe.journal.NodeTable(nodes, values)
-}
-
-// keptResults is how many of the latest collectives' answers the root
-// keeps for agents that move to a backup parent (reparent.go): the answers
-// their lost parent may not have passed on.
-const keptResults = 4
-
-func (fe *frontend) keepResult(seq uint64, res []byte) {
-	if fe.results == nil {
-		fe.results = map[uint64][]byte{}
-	}
-	fe.results[seq] = res
-	for s := range fe.results {
-		if s+keptResults <= seq {
-			delete(fe.results, s)
-		}
-	}
 }
 
 // stdin sends rank 0's agent a chunk of stdin (or its end) once the agent
@@ -731,7 +657,7 @@ func (fe *frontend) finish() int {
 		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up%s",
 			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks(), without)
 	}
-	if cs := fe.collStats; cs.Answered > 0 {
+	if cs := fe.colls.Stats; cs.Answered > 0 {
 		fe.verbosef("collectives: %d answered; the root received %d message(s) for them and sent down %d byte(s)", cs.Answered, cs.Msgs, cs.Down)
 	}
 	fe.verbosef("job ended")

@@ -110,7 +110,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 	}()
 	if rec, ok := recovery.CheckpointOf(st); ok {
 		p.Restore(rec)
-		fe.collEpoch = rec.Epoch
+		fe.colls.SetEpoch(rec.Epoch)
 	}
 	return p
 }
@@ -257,7 +257,7 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 	case recovery.Relaunch:
 		fe.relaunchAgent(act)
 	case recovery.Suspend:
-		fe.abandonCollectives(act.Epoch)
+		fe.colls.Abandon(act.Epoch)
 		fe.verbosef("recovery: suspending every rank (epoch %d)", act.Epoch)
 		fe.bcast(proto.MSuspend, proto.RecMsg{Epoch: act.Epoch}.Encode())
 	case recovery.Respawn:
@@ -286,13 +286,13 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		// During the launch: the restart goes to every agent once all
 		// are up (RestartJob, Deferred), so that none starts its ranks as
 		// an older incarnation after it.
-		fe.abandonCollectives(act.Epoch)
+		fe.colls.Abandon(act.Epoch)
 		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d) once the %d agent(s) not up yet are", act.Restarts, act.Epoch, act.Starting)
 	case recovery.RestartJob:
 		if act.Deferred {
 			fe.verbosef("recovery: every agent is up: restarting every rank")
 		} else {
-			fe.abandonCollectives(act.Epoch)
+			fe.colls.Abandon(act.Epoch)
 			fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
 		}
 		fe.bcast(proto.MRestartJob, proto.RecMsg{Epoch: act.Epoch, Restarts: act.Restarts}.Encode())
@@ -351,14 +351,6 @@ func (fe *frontend) aloneOver(act recovery.AloneOver) {
 		fe.observe(RankRestarted{Rank: ri.Rank, Inc: ri.Incarnation})
 	}
 	fe.warnf("recovered: rank(s) %s started again (%.0f ms after the failure)", strings.ReplaceAll(ranksText(act.Ranks), " ", ", "), after)
-}
-
-// abandonCollectives drops the collectives in flight: a recovery's agents
-// answer their ranks that a recovery began, and count collectives afresh
-// under its epoch.
-func (fe *frontend) abandonCollectives(epoch uint64) {
-	clear(fe.colls)
-	fe.collEpoch = epoch
 }
 
 // recoveredRows are the ranks a recovery started again, as its record

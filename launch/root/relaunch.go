@@ -139,7 +139,7 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 func (fe *frontend) relaunchSpec(a *agentHandle) *proto.RelaunchSpec {
 	st := fe.status()
 	rl := &proto.RelaunchSpec{
-		Incarnation: a.inc, Epoch: st.Epoch, CollEpoch: fe.collEpoch, Version: st.Version, Table: fe.table,
+		Incarnation: a.inc, Epoch: st.Epoch, CollEpoch: fe.colls.Epoch(), Version: st.Version, Table: fe.table,
 		Suspended: st.Suspends,
 	}
 	for _, r := range a.ranks {

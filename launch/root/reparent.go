@@ -12,7 +12,6 @@ package root
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -212,8 +211,8 @@ func (fe *frontend) tellMoved(c *agentHandle, moved, anc []int, parent string) {
 	// seed 8054055338655348347). So the latest answers go to them again,
 	// oldest first, ahead of anything else: an agent takes one it waits
 	// for and ignores one it had (launch/agent/coll.go).
-	for _, seq := range slices.Sorted(maps.Keys(fe.results)) {
-		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MCollResult, fe.results[seq]))
+	for _, res := range fe.colls.Answers() {
+		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MCollResult, res))
 	}
 	switch {
 	case !fe.shutdownAt.IsZero():

@@ -19,7 +19,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/membership"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
@@ -51,10 +50,7 @@ type frontend struct {
 	// (alloc.Placement.Slots; a successor's from the job's record).
 	slots       map[string]int
 	rec         *recovery.Planner // decides what failures do to the job
-	colls       map[uint64]*rootColl
-	answered    map[uint64]bool   // collectives this root answered
-	collStats   collStats         // their totals (collstats.go)
-	results     map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
+	colls       *proto.Gather     // the collectives: merged, answered, their latest answers and totals
 	exitCode    int
 	liveN       int       // agents hosting ranks
 	shutdownAt  time.Time // when the job ended and agents were told to exit
@@ -76,8 +72,8 @@ type frontend struct {
 func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks testHooks) *frontend {
 	return &frontend{
 		role: r, hooks: hooks, opts: opts, start: time.Now(), jobID: jobID,
-		ranks: make([]rankState, opts.N),
-		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
+		ranks:       make([]rankState, opts.N),
+		colls:       proto.NewGather(opts.N),
 		rec:         recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
 		ioState:     ioState{out: out},
 		groupState:  groupState{replicasDone: map[string]bool{}},
@@ -181,7 +177,6 @@ type ioState struct {
 // restartState is the root's side of the restart protocol (recovery.go).
 type restartState struct {
 	// The restart protocol (recovery.go).
-	collEpoch  uint64    // collectives counted under this epoch; older ones are dropped
 	table      [][]byte  // the node table (I-tuples by rank) as published and patched: a relaunched agent's
 	failedAt   time.Time // the failure the recovery in progress began with
 	recoveryAt time.Time // the last phase committed
@@ -295,16 +290,6 @@ type rankState struct {
 	started    bool             // reported running
 	status     proto.RankStatus // its last end (whether it counts as ended is the planner's ledger's)
 	byFrontend bool             // ended while ftlaunch was terminating the job
-}
-
-type rootColl struct {
-	op     rankproto.Op
-	from   map[int]bool  // agents covered by the contributions taken, by index
-	got    int           // len(from)
-	msgs   int           // contributions received for it
-	via    map[int][]int // ranks whose values came through each of the root's children, by index (a ring's answer leaves them out)
-	values [][]byte
-	kv     map[string][]byte
 }
 
 // An event is what the root's goroutines report to its event loop: one of

@@ -100,7 +100,7 @@ func TestTreeChangeCommittedFirst(t *testing.T) {
 		}}
 	}
 	var observed []Event
-	fe := &frontend{ctx: ctx, events: make(chan event, 8), ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)},
+	fe := &frontend{ctx: ctx, events: make(chan event, 8), ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)}, colls: proto.NewGather(3),
 		opts: Options{Observe: func(ev Event) { observed = append(observed, ev) }}}
 	fe.journal, fe.journalHold = j, make(chan struct{})
 	fe.topo, fe.tree = tr, true

@@ -1,21 +1,17 @@
-package root
+package proto
 
 import (
-	"io"
 	"slices"
 	"testing"
 
-	"github.com/ftlaunch/ftlaunch/launch/output"
-	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
-	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
-// The root merges contributions by the agents they cover: agents 0 and 1
+// TestGather: the root merges contributions by the agents they cover: agents 0 and 1
 // are its children, 2 below 0 and 3 below 1, ranks 2i and 2i+1 on agent
 // i; a contribution sent again (after a move or a failover) counts once,
 // one of an abandoned epoch not at all.
-func TestRootContribute(t *testing.T) {
+func TestGather(t *testing.T) {
 	type msg struct {
 		from   int
 		seq    uint64
@@ -43,19 +39,21 @@ func TestRootContribute(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fe := &frontend{opts: Options{N: 8}, ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)},
-				colls: map[uint64]*rootColl{}, answered: map[uint64]bool{}, liveN: 4}
-			fe.collEpoch, fe.journalHold = tc.epoch, make(chan struct{})
-			fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 8, Agents: 4})
-			for i := range 4 {
-				fe.agents = append(fe.agents, &agentHandle{idx: i, name: "n", ranks: []int{2 * i, 2*i + 1}, inc: 1})
+			g := NewGather(8)
+			g.SetEpoch(tc.epoch)
+			var stats GatherStats
+			add := func(from int, c *Contrib) {
+				if r := g.Add(from, from, c, 4, 4); r.Answer != nil {
+					g.Sent(r.Msgs, 0)
+					stats = g.Stats
+				}
 			}
 			var seq uint64
 			for _, m := range tc.msgs {
 				seq = m.seq
-				c := &proto.Contrib{Seq: m.seq, Op: rankproto.OpAllgather, Covers: m.covers}
+				c := &Contrib{Seq: m.seq, Op: rankproto.OpAllgather, Covers: m.covers}
 				if m.covers != nil && len(m.covers) == 0 {
-					fe.contribute(fe.agents[m.from], c)
+					add(m.from, c)
 					continue
 				}
 				for _, x := range append([]int{m.from}, m.covers...) {
@@ -64,18 +62,21 @@ func TestRootContribute(t *testing.T) {
 						c.Values = append(c.Values, []byte{byte(2 * x)}, []byte{byte(2*x + 1)})
 					}
 				}
-				fe.contribute(fe.agents[m.from], c)
+				add(m.from, c)
 			}
-			if fe.answered[seq] != tc.answered {
-				t.Fatalf("answered %v, want %v", fe.answered[seq], tc.answered)
+			if g.answered[seq] != tc.answered {
+				t.Fatalf("answered %v, want %v", g.answered[seq], tc.answered)
 			}
 			if tc.answered {
-				if fe.collStats.Answered != 1 || fe.collStats.Msgs != tc.received {
-					t.Errorf("stats %+v, want 1 answered from %d message(s)", fe.collStats, tc.received)
+				if stats.Answered != 1 || stats.Msgs != tc.received {
+					t.Errorf("stats %+v, want 1 answered from %d message(s)", stats, tc.received)
+				}
+				if len(g.Answers()) != 1 {
+					t.Errorf("%d answers kept, want 1", len(g.Answers()))
 				}
 				return
 			}
-			rc := fe.colls[seq]
+			rc := g.open[seq]
 			if tc.got < 0 {
 				if rc != nil {
 					t.Fatalf("collective %d opened: %+v", seq, rc)
@@ -85,8 +86,8 @@ func TestRootContribute(t *testing.T) {
 			if rc == nil {
 				t.Fatalf("collective %d not open", seq)
 			}
-			if rc.got != tc.got || rc.msgs != tc.received {
-				t.Errorf("covering %d agents from %d message(s), want %d from %d", rc.got, rc.msgs, tc.got, tc.received)
+			if len(rc.from) != tc.got || rc.msgs != tc.received {
+				t.Errorf("covering %d agents from %d message(s), want %d from %d", len(rc.from), rc.msgs, tc.got, tc.received)
 			}
 		})
 	}

@@ -1,0 +1,196 @@
+package proto
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+)
+
+// Gather merges, at the root, the contributions to the job's collectives
+// (docs/collectives.md): each is a subtree's part, combined by the agent
+// at its top, and is merged by the agents it covers, so that one sent
+// again (after a move to a backup parent, or a failover) counts once. A
+// collective is answered once every live agent is covered. The root's
+// event loop owns it.
+type Gather struct {
+	n        int // the job's ranks
+	epoch    uint64
+	open     map[uint64]*gathering
+	answered map[uint64]bool   // collectives answered: never opened again
+	answers  map[uint64][]byte // the latest answers, encoded (KeptAnswers)
+	Stats    GatherStats
+}
+
+// gathering is one collective being merged.
+type gathering struct {
+	op     rankproto.Op
+	from   map[int]bool  // agents covered by the contributions taken, by index
+	msgs   int           // contributions received for it
+	via    map[int][]int // ranks whose values came through each of the root's children (a ring's answer leaves them out)
+	values [][]byte
+	kv     map[string][]byte
+}
+
+// GatherStats totals the collectives answered: how many, the
+// contributions received for them and the bytes sent down with their
+// answers.
+type GatherStats struct {
+	Answered int
+	Msgs     int
+	Down     int64
+}
+
+// KeptAnswers is how many of the latest collectives' answers a Gather
+// keeps for agents that move to a backup parent: the answers their lost
+// parent may not have passed on.
+const KeptAnswers = 4
+
+// NewGather merges the collectives of a job of n ranks.
+func NewGather(n int) *Gather {
+	return &Gather{n: n, open: map[uint64]*gathering{}, answered: map[uint64]bool{}, answers: map[uint64][]byte{}}
+}
+
+// Gathered is what became of a contribution (Gather.Add).
+type Gathered struct {
+	// Mismatch: the contribution's operation is another than Want, the
+	// one the collective waits in (nothing was merged).
+	Mismatch bool
+	Want     rankproto.Op
+	// Answer is the collective's answer once every live agent is
+	// covered (nil: not yet), Encoded its encoding; Via are the ranks
+	// whose values came up through each of the root's children (a
+	// ring's answer goes down without them: RingFor).
+	Answer  *CollResult
+	Encoded []byte
+	Via     map[int][]int
+	// Waits: it merged something and the collective waits for more.
+	Waits bool
+	// Msgs is how many contributions the collective took, Covered how
+	// many agents they covered.
+	Msgs, Covered int
+}
+
+// Add merges contribution c, which came from agent from (below top, the
+// root's child it came through), of agents (agents 0 to agents-1; live of
+// them take part). A
+// contribution of an epoch a recovery abandoned, one to a collective
+// answered already, one that covers no agent (the ranks below it all
+// ended) and one whose agents are covered already merge nothing.
+func (g *Gather) Add(from, top int, c *Contrib, agents, live int) Gathered {
+	if c.Seq>>32 < g.epoch || g.answered[c.Seq] {
+		// Abandoned; or sent again after a failover (an adopted agent
+		// reports what it had not heard answered; the answer may have
+		// crossed it), or after a move to a backup parent (the latest
+		// answers went to it again ahead of its report).
+		return Gathered{}
+	}
+	covers := c.Covers
+	if len(covers) == 0 {
+		if len(c.Ranks) == 0 {
+			return Gathered{} // covers no agent: the ranks below it all ended
+		}
+		covers = []int{from} // an agent with no place in a tree
+	}
+	gc := g.open[c.Seq]
+	if gc == nil {
+		gc = &gathering{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
+		if c.Op != rankproto.OpBarrier && !IsKVOp(c.Op) {
+			gc.values = make([][]byte, g.n)
+		}
+		g.open[c.Seq] = gc
+	}
+	if gc.op != c.Op {
+		return Gathered{Mismatch: true, Want: gc.op}
+	}
+	gc.msgs++
+	fresh := false
+	for _, x := range covers {
+		if x >= 0 && x < agents && !gc.from[x] {
+			gc.from[x] = true
+			fresh = true
+		}
+	}
+	if !fresh {
+		return Gathered{} // covered already: sent again after a move or a failover
+	}
+	out := Gathered{Msgs: gc.msgs, Covered: len(gc.from)}
+	for i, r := range c.Ranks {
+		if gc.values != nil && r < len(gc.values) {
+			gc.values[r] = c.Values[i]
+		}
+	}
+	if c.Op == rankproto.OpRing {
+		if gc.via == nil {
+			gc.via = map[int][]int{}
+		}
+		gc.via[top] = append(gc.via[top], c.Ranks...)
+	}
+	maps.Copy(gc.kv, c.KV)
+	if len(gc.from) < live {
+		out.Waits = true
+		return out
+	}
+	delete(g.open, c.Seq)
+	g.answered[c.Seq] = true
+	out.Answer = &CollResult{Seq: c.Seq, Op: c.Op, Values: gc.values}
+	if IsKVOp(c.Op) {
+		out.Answer.KV = gc.kv
+	}
+	out.Encoded, out.Via = out.Answer.Encode(), gc.via
+	g.answers[c.Seq] = out.Encoded
+	for s := range g.answers {
+		if s+KeptAnswers <= c.Seq {
+			delete(g.answers, s)
+		}
+	}
+	return out
+}
+
+// Sent counts an answered collective's totals: msgs contributions taken,
+// down bytes sent its children.
+func (g *Gather) Sent(msgs int, down int64) {
+	g.Stats.Answered++
+	g.Stats.Msgs += msgs
+	g.Stats.Down += down
+}
+
+// Abandon drops the collectives in flight: a recovery's agents answer
+// their ranks that a recovery began, and count collectives afresh under
+// epoch.
+func (g *Gather) Abandon(epoch uint64) {
+	clear(g.open)
+	g.epoch = epoch
+}
+
+// Epoch is the epoch collectives are counted under; SetEpoch sets it (a
+// successor's, from its predecessor's last record).
+func (g *Gather) Epoch() uint64         { return g.epoch }
+func (g *Gather) SetEpoch(epoch uint64) { g.epoch = epoch }
+
+// Waiting lists the collectives in flight with the agents covered so far
+// (each's map is the Gather's: read it only).
+func (g *Gather) Waiting(each func(seq uint64, op rankproto.Op, covered map[int]bool)) {
+	for seq, gc := range g.open {
+		each(seq, gc.op, gc.from)
+	}
+}
+
+// Answers are the latest answers (KeptAnswers of them), encoded, oldest
+// first: what an agent that moved to a new parent gets again.
+func (g *Gather) Answers() [][]byte {
+	var out [][]byte
+	for _, seq := range slices.Sorted(maps.Keys(g.answers)) {
+		out = append(out, g.answers[seq])
+	}
+	return out
+}
+
+// CollKind names a collective's kind for people: the rank protocol's
+// operations by their names, PMI-1's barrier as pmi-barrier.
+func CollKind(op rankproto.Op) string {
+	if op == OpPMIBarrier {
+		return "pmi-barrier"
+	}
+	return op.String()
+}
