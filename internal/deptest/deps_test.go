@@ -41,7 +41,7 @@ var layers = map[string]int{
 	"launch/sshspawn":  1, // tells launch/spawn's context when it reached a host
 	"chaos/slurm":      1,
 	"topology":         1,
-	"recovery":         2, // plans over the launch tree (topology)
+	"recovery":         2, // plans over the launch tree (topology); makes the state log's records (launch/journal)
 	"launch/client":    2,
 	"launch/calibrate": 2, // the model's inputs and measurements: the launch plan (topology/plan), the state log's records (launch/journal)
 	"chaos/ringapp":    3, // the recovery application: a rank program over the client library

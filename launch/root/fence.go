@@ -12,7 +12,6 @@ package root
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -152,24 +151,4 @@ func (fe *frontend) awaitFences() {
 		<-done
 	}
 	fe.fencing = nil
-}
-
-// fencedText names, for the record of a stage that starts ranks, how the
-// fence of each agent incarnation it replaces was confirmed
-// ("; fenced: node5 self-fenced, node2 fenced"; journal.RecoveryStep's
-// Fenced reads it back): whether the ranks waited for a fence that
-// reached the node or for the node's self-fence bound.
-func fencedText(agents []recovery.AgentRecord) string {
-	var ds []string
-	for _, ar := range agents {
-		for _, f := range ar.Fenced {
-			if f.Incarnation+1 == ar.Incarnation {
-				ds = append(ds, f.Node+" "+string(f.How))
-			}
-		}
-	}
-	if len(ds) == 0 {
-		return ""
-	}
-	return "; " + journal.FencedPrefix + strings.Join(ds, ", ")
 }

@@ -454,7 +454,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 		if len(again.Ranks) > 0 {
 			fe.journal.RanksRestarted(a.name, again.Ranks, again.Pids, again.Incs)
-			fe.verbosef("node %s: rank(s) %s started again", a.name, ranksText(again.Ranks))
+			fe.verbosef("node %s: rank(s) %s started again", a.name, recovery.RanksText(again.Ranks))
 		}
 		for i, r := range st.Ranks {
 			if st.Incs != nil && st.Incs[i] > 1 && r >= 0 && r < len(fe.ranks) {

@@ -127,46 +127,7 @@ func (fe *frontend) feedLeader() {
 
 // commit puts a recovery phase in the state log; evCommitted follows.
 func (fe *frontend) commit(act recovery.Commit) {
-	rec := act.Rec
-	ph := journal.RecoveryPhase{Epoch: rec.Epoch, Stage: rec.Stage.String(), Record: rec.Record(), Rank: -1}
-	var ranks []int
-	for _, rr := range rec.Ranks {
-		ranks = append(ranks, rr.Rank)
-		if rec.Stage == recovery.StagePatch && rr.Addr != nil {
-			ph.Rows = append(ph.Rows, journal.PatchRow{Rank: rr.Rank, Incarnation: rr.Incarnation, ITuple: rr.Addr})
-		}
-	}
-	if len(ranks) == 1 {
-		ph.Rank = ranks[0]
-	}
-	switch rec.Stage {
-	case recovery.StageSuspend, recovery.StageRespawn:
-		ph.Detail = "rank(s) " + ranksText(ranks)
-	case recovery.StagePatch:
-		ph.Detail = fmt.Sprintf("node table version %d: rank(s) %s", rec.Version, ranksText(ranks))
-	case recovery.StageResume:
-		ph.Recovered = recoveredRows(act.Recovered)
-	case recovery.StageRelaunch:
-		var ds []string
-		for _, ar := range rec.Agents {
-			if inc := ar.Incarnation; !ar.Up {
-				if ar.Lost {
-					inc++
-				}
-				ds = append(ds, fmt.Sprintf("the agent of node %s as incarnation %d", ar.Node, inc))
-			}
-		}
-		ph.Detail = strings.Join(ds, ", ")
-		if len(ranks) > 0 {
-			ph.Detail += "; rank(s) " + ranksText(ranks)
-		}
-	case recovery.StageRestartJob:
-		ph.Detail = fmt.Sprintf("restart %d of the job", rec.Restarts)
-		ph.Recovered = recoveredRows(act.Recovered)
-	}
-	if rec.Stage == recovery.StageRespawn || rec.Stage == recovery.StageRestartJob {
-		ph.Detail += fencedText(rec.Agents)
-	}
+	rec, ph := act.Rec, act.Phase()
 	fe.recoveryAt = time.Now()
 	fe.releaseJournal()
 	done := make(chan error, 1)
@@ -339,28 +300,12 @@ func (fe *frontend) flushRestart() {
 // is told.
 func (fe *frontend) aloneOver(act recovery.AloneOver) {
 	fe.recoveries++
-	after := ms(time.Since(fe.failedAt))
-	ph := journal.RecoveryPhase{Epoch: act.Epoch, Stage: "resumed", Rank: -1, Record: act.Record.Record(),
-		Detail: fmt.Sprintf("rank(s) %s started again alone, %.0f ms after the failure", ranksText(act.Ranks), after)}
-	ph.Recovered = recoveredRows(act.Recovered)
-	if len(act.Ranks) == 1 {
-		ph.Rank = act.Ranks[0]
-	}
-	fe.journal.Commit(ph, nil)
+	after := time.Since(fe.failedAt)
+	fe.journal.Commit(act.Phase(after), nil)
 	for _, ri := range act.Recovered {
 		fe.observe(RankRestarted{Rank: ri.Rank, Inc: ri.Incarnation})
 	}
-	fe.warnf("recovered: rank(s) %s started again (%.0f ms after the failure)", strings.ReplaceAll(ranksText(act.Ranks), " ", ", "), after)
-}
-
-// recoveredRows are the ranks a recovery started again, as its record
-// names them.
-func recoveredRows(rs []recovery.RankInc) []journal.PatchRow {
-	var rows []journal.PatchRow
-	for _, ri := range rs {
-		rows = append(rows, journal.PatchRow{Rank: ri.Rank, Incarnation: ri.Incarnation})
-	}
-	return rows
+	fe.warnf("recovered: rank(s) %s started again (%.0f ms after the failure)", strings.ReplaceAll(recovery.RanksText(act.Ranks), " ", ", "), ms(after))
 }
 
 // recoveryMessage handles an agent's message of the restart protocol; it
@@ -400,24 +345,16 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 // decided once every live agent acknowledged its last phase, with the
 // time since the failure.
 func (fe *frontend) recoveryOver(act recovery.RecoveryOver) {
-	stage, logged, told := "resumed", "every rank goes on", "every rank runs again"
-	if act.Stage == recovery.StageRestartJob {
-		stage, logged, told = "restarted", "every rank started again", "every rank started again"
-	}
 	fe.recoveries++
-	after := ms(time.Since(fe.failedAt))
-	// The record says the recovery is over, and keeps what a successor
-	// must know of it: the agents started again, on which node, as which
-	// incarnation (without them it would refuse their adoption).
-	fe.journal.Commit(journal.RecoveryPhase{Epoch: act.Epoch, Stage: stage, Rank: -1, Record: act.Record.Record(),
-		Detail: fmt.Sprintf("%s, %.0f ms after the failure", logged, after)}, nil)
-	fe.warnf("recovered: %s (%.0f ms after the failure)", told, after)
-	fe.observe(Recovered{Epoch: act.Epoch, Stage: stage})
-}
-
-func ranksText(ranks []int) string {
-	s := fmt.Sprint(ranks)
-	return s[1 : len(s)-1]
+	after := time.Since(fe.failedAt)
+	ph := act.Phase(after)
+	fe.journal.Commit(ph, nil)
+	told := "every rank runs again"
+	if act.Stage == recovery.StageRestartJob {
+		told = "every rank started again"
+	}
+	fe.warnf("recovered: %s (%.0f ms after the failure)", told, ms(after))
+	fe.observe(Recovered{Epoch: act.Epoch, Stage: ph.Stage})
 }
 
 // agentCounts counts the agents whose link has not ended (live: those
