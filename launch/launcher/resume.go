@@ -32,7 +32,7 @@ type ResumeConfig struct {
 	Relaunch func(ctx context.Context, cs []proto.ChildSpec, h RelaunchHooks, report func(LaunchResult)) error
 	// Fence kills on node what its lost agent incarnations up to upTo
 	// left there (Launcher.Fence, with the replica agent's spawner).
-	Fence func(ctx context.Context, node string, upTo uint64) (string, error)
+	Fence FenceFunc
 	// Gossip is the evidence of the replica agent's member of the job's
 	// gossip cluster (nil: it has none).
 	Gossip <-chan membership.Evidence

@@ -11,19 +11,12 @@ package root
 // under way, each bounded by launcher.FenceTimeout.
 
 import (
-	"context"
-	"sync"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
-
-// fenceFunc kills, on node, what the agent incarnations up to upTo of the
-// job left there; it reports what it did.
-type fenceFunc func(ctx context.Context, node string, upTo uint64) (string, error)
 
 // fenceAgent carries out the planner's fence of an agent it declared
 // lost: its node is fenced from outside, in the background, and the
@@ -50,7 +43,7 @@ func (fe *frontend) fenceAgent(act recovery.Fence) {
 // the fence runs on to its bound all the same, and the job's end waits for
 // it.
 func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
-	if fe.fence == nil {
+	if !fe.fences.Reaches() {
 		fe.fenceDone(idx, node, inc, recovery.FenceKilled) // no way to reach nodes (an in-process job)
 		return
 	}
@@ -59,73 +52,28 @@ func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 		fe.fenceDone(idx, node, inc, recovery.FenceKilled)
 		return
 	}
-	done := make(chan struct{})
-	fe.fencing = append(fe.fencing, done)
-	reached := make(chan struct{})
-	var once sync.Once
-	ctx := spawn.WithReached(fe.ctx, func() { once.Do(func() { close(reached) }) })
-	began := time.Now()
-	fe.goFunc(func() {
-		defer close(done)
-		msg, err := fe.fence(ctx, node, inc)
-		rec := journal.Fence{Node: node, Incarnation: inc, Took: time.Since(began), Result: msg}
-		if err != nil {
-			rec.Err = err.Error()
-			fe.warnf("%v; the agent kills its ranks itself if it hears from the root again", err)
+	began := fe.fences.Begin(fe.ctx, node, inc, func(rec journal.Fence, reached bool) {
+		if rec.Err != "" {
+			fe.warnf("%s; the agent kills its ranks itself if it hears from the root again", rec.Err)
 		} else {
-			fe.verbosef("fenced node %s (incarnation %d) in %v: %s", node, inc, time.Since(began).Round(time.Millisecond), msg)
+			fe.verbosef("fenced node %s (incarnation %d) in %v: %s", node, inc, rec.Took.Round(time.Millisecond), rec.Result)
 		}
 		if fe.journal != nil {
 			fe.journal.Fenced(rec) // the timeline shows it
 		}
-		select {
-		case <-reached:
-		default:
-			if err != nil {
-				return // it never reached the node: selfFenced confirms it
-			}
+		if reached || rec.Err == "" {
+			fe.fenceDone(idx, node, inc, recovery.FenceKilled) // else it never reached the node: selfFenced confirms it
 		}
-		fe.fenceDone(idx, node, inc, recovery.FenceKilled)
 	})
-	key := fenceKey{idx, node, inc}
-	if fe.fenceReached == nil {
-		fe.fenceReached = map[fenceKey]<-chan struct{}{}
-	}
-	fe.fenceReached[key] = reached
 	fe.step(recovery.FenceBegan{Agent: idx, Node: node, Incarnation: inc, Began: began})
-	delete(fe.fenceReached, key)
-}
-
-// fenceKey names a fence under way: an agent's incarnations up to inc on
-// node.
-type fenceKey struct {
-	agent int
-	node  string
-	inc   uint64
 }
 
 // awaitSelfFence carries out the planner's AwaitSelfFence: once act.At
 // passed, if the fence has not reached its node (or failed without
 // reaching it), the planner hears it (SelfFenceDue) and takes the fence
-// for the node's own: its agent, if it runs, killed its ranks itself
-// (docs/recovery.md, "Fencing").
+// for the node's own.
 func (fe *frontend) awaitSelfFence(act recovery.AwaitSelfFence) {
-	reached := fe.fenceReached[fenceKey{act.Agent, act.Node, act.Incarnation}]
-	fe.goFunc(func() {
-		t := time.NewTimer(time.Until(act.At))
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-reached:
-			return // the fence decides
-		case <-fe.ctx.Done():
-			return
-		}
-		select {
-		case <-reached:
-			return
-		default:
-		}
+	fe.fences.AwaitSelf(fe.ctx, act.Node, act.Incarnation, act.At, func() {
 		fe.post(recovery.SelfFenceDue{Agent: act.Agent, Node: act.Node, Incarnation: act.Incarnation})
 	})
 }
@@ -143,12 +91,4 @@ func (fe *frontend) selfFence() recovery.SelfFence {
 // node it has not reached, at the self-fence bound (selfFenced).
 func (fe *frontend) fenceDone(idx int, node string, inc uint64, how recovery.FenceHow) {
 	fe.post(recovery.FenceDone{Agent: idx, Node: node, Incarnation: inc, How: how})
-}
-
-// awaitFences waits for the fences under way (each ends within its bound).
-func (fe *frontend) awaitFences() {
-	for _, done := range fe.fencing {
-		<-done
-	}
-	fe.fencing = nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/recovery"
@@ -65,7 +66,7 @@ func TestFenceConfirmation(t *testing.T) {
 				t.Fatalf("event %T", ev)
 				return recovery.FenceDone{}
 			}
-			fe.fence = func(ctx context.Context, node string, upTo uint64) (string, error) {
+			fe.fences = launcher.NewFences(func(ctx context.Context, node string, upTo uint64) (string, error) {
 				if c.run.reach {
 					spawn.Reached(ctx)
 				}
@@ -74,7 +75,7 @@ func TestFenceConfirmation(t *testing.T) {
 				case <-ctx.Done():
 				}
 				return "killed", c.run.err
-			}
+			}, fe.goFunc)
 			began := time.Now()
 			fe.fenceNode(0, "node3", 1)
 			var got []recovery.FenceDone
@@ -86,7 +87,7 @@ func TestFenceConfirmation(t *testing.T) {
 			}
 			at := time.Since(began)
 			cancel() // the fence's own end, unreached, confirms nothing more
-			fe.awaitFences()
+			fe.fences.Wait()
 			fe.wg.Wait()
 			select {
 			case ev := <-fe.events:

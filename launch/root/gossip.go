@@ -12,13 +12,9 @@ package root
 
 import (
 	"context"
-	"crypto/rand"
-	"net"
-	"strconv"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/membership"
 	"github.com/ftlaunch/ftlaunch/recovery"
@@ -35,35 +31,17 @@ type evGossipCheck struct{ a *agentHandle }
 
 func (evGossipCheck) isRootEvent() {}
 
-// startGossip starts the front-end's member, bound to bind ("127.0.0.1"
-// for test nodes, else every address), and the spec agents join it with;
-// hosts are the addresses agents may reach the front-end at. Evidence goes
-// to the event loop. A member that cannot start leaves the job to the
-// tree's heartbeats.
+// startGossip starts the front-end's member (launcher.StartGossip) and
+// passes its evidence to the event loop; a member that cannot start
+// leaves the job to the tree's heartbeats.
 func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string) {
-	secret := make([]byte, 32)
-	_, _ = rand.Read(secret)
-	m, err := membership.Start(ctx, membership.Config{
-		Name: membership.RootName, Incarnation: 1, Role: "root", Secret: secret, Label: fe.jobID, BindAddr: bind,
-		Profile: gossipProfile(fe.opts.Timing),
-	})
+	m, spec, err := launcher.StartGossip(ctx, fe.jobID, bind, hosts, fe.opts.Timing.FastGossip)
 	if err != nil {
 		fe.warnf("gossip: %v; failures are detected by the tree's heartbeats alone", err)
 		return
 	}
-	fe.gossip = m
-	_, ps, _ := net.SplitHostPort(m.Addr())
-	port, _ := strconv.Atoi(ps)
-	fe.gossipSpec = &proto.GossipSpec{Secret: secret, Hosts: hosts, Port: port}
+	fe.gossip, fe.gossipSpec = m, spec
 	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
-}
-
-// gossipProfile is the gossip members' timing (nil: ClusterProfile).
-func gossipProfile(t proto.Timing) *memberlist.Config {
-	if t.FastGossip {
-		return membership.TestProfile()
-	}
-	return nil
 }
 
 // forwardGossip passes evidence to the event loop until ctx ends or the

@@ -108,9 +108,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 		l.StartAgain(ctx, cs, fe.goFunc, report)
 		return nil
 	}
-	fe.fence = func(ctx context.Context, node string, upTo uint64) (string, error) {
+	fe.fences = launcher.NewFences(func(ctx context.Context, node string, upTo uint64) (string, error) {
 		return l.Fence(ctx, fe.jobID, node, upTo)
-	}
+	}, fe.goFunc)
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
 }

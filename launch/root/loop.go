@@ -106,7 +106,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	}
 	fe.verbosef("every agent's link ended")
 	// A lost agent's node is fenced before the job's end is reported.
-	fe.awaitFences()
+	fe.fences.Wait()
 	fe.closeJournal()
 	fe.endJournal()
 	// Sessions of agents that finished end at once. A lost agent's may

@@ -128,13 +128,8 @@ type launchState struct {
 	agentsUp     int // agents that got their job
 	ranksUp      int
 	refusedAdopt map[int]uint64 // a successor's refusals of adoption said (agent → incarnation)
-	// fence kills what a lost agent left on its node (fence.go; nil: no
-	// way to reach nodes); fencing holds the fences under way.
-	fence   fenceFunc
-	fencing []chan struct{}
-	// fenceReached are the fences being begun, each with what closes once
-	// it reached its node (for the planner's AwaitSelfFence).
-	fenceReached map[fenceKey]<-chan struct{}
+	// fences kill what lost agents left on their nodes (fence.go)
+	fences *launcher.Fences
 }
 
 // groupState is the root's replica group and the job's state log.

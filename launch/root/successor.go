@@ -107,7 +107,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
 		return cfg.Relaunch(sctx, cs, hooks, report)
 	}
-	fe.fence = cfg.Fence
+	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
 	fe.rec = fe.successorPlanner(st, job, ended, failed)
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,

@@ -1,0 +1,123 @@
+package launcher
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+)
+
+// FenceFunc kills, on node, what the agent incarnations up to upTo of the
+// job left there, and reports what it did (Launcher.Fence, with the job's
+// name bound).
+type FenceFunc func(ctx context.Context, node string, upTo uint64) (string, error)
+
+// Fences are a root's fences from outside of lost agents' nodes
+// (docs/recovery.md, "Fencing"): each runs in the background, bounded by
+// FenceTimeout, and says when it reached its node; the planner decides
+// what a fence that has not reached it counts for, and when. The root's
+// event loop owns it; its goroutines are started by Go, which the root
+// joins.
+type Fences struct {
+	run  FenceFunc
+	goFn func(func())
+	mu   sync.Mutex
+	// reached closes, per fence begun (by node and incarnation), once it
+	// reached its node; done once it ended.
+	reached map[fenceKey]chan struct{}
+	done    []chan struct{}
+}
+
+type fenceKey struct {
+	node string
+	inc  uint64
+}
+
+// NewFences runs fences with run (nil: no way to reach nodes, as in a job
+// on this machine), each on a goroutine started by goFn.
+func NewFences(run FenceFunc, goFn func(func())) *Fences {
+	return &Fences{run: run, goFn: goFn, reached: map[fenceKey]chan struct{}{}}
+}
+
+// Reaches reports whether the fences can reach nodes at all (nil Fences
+// cannot).
+func (f *Fences) Reaches() bool { return f != nil && f.run != nil }
+
+// Begin fences node's agent incarnations up to inc, in the background, and
+// returns when it began. Once the fence ended, ended is called (on the
+// fence's goroutine) with its record for the state log and whether it
+// reached the node: a fence that reached it is confirmed by its end, even
+// a failed one (FenceTimeout); one that failed without reaching it is not
+// (the node's self-fence bound is the planner's: AwaitSelf).
+func (f *Fences) Begin(ctx context.Context, node string, inc uint64, ended func(rec journal.Fence, reached bool)) time.Time {
+	done, reached := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	key := fenceKey{node, inc}
+	f.mu.Lock()
+	f.done = append(f.done, done)
+	f.reached[key] = reached
+	f.mu.Unlock()
+	ctx = spawn.WithReached(ctx, func() { once.Do(func() { close(reached) }) })
+	began := time.Now()
+	f.goFn(func() {
+		defer close(done)
+		msg, err := f.run(ctx, node, inc)
+		rec := journal.Fence{Node: node, Incarnation: inc, Took: time.Since(began), Result: msg}
+		if err != nil {
+			rec.Err = err.Error()
+		}
+		select {
+		case <-reached:
+			ended(rec, true)
+		default:
+			ended(rec, false)
+		}
+	})
+	return began
+}
+
+// AwaitSelf calls due (on a goroutine of its own) once at passed, unless
+// the fence of node's incarnation inc reached its node by then: the
+// planner then takes the fence for the node's own (its agent, if it runs,
+// killed its ranks itself: docs/recovery.md, "Fencing"). A fence not
+// under way is waited for as one that never reaches its node.
+func (f *Fences) AwaitSelf(ctx context.Context, node string, inc uint64, at time.Time, due func()) {
+	f.mu.Lock()
+	reached := f.reached[fenceKey{node, inc}]
+	f.mu.Unlock()
+	f.goFn(func() {
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-reached:
+			return // the fence decides
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-reached:
+			return
+		default:
+		}
+		due()
+	})
+}
+
+// Wait waits for the fences under way (each ends within its bound; nil
+// Fences have none).
+func (f *Fences) Wait() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	done := f.done
+	f.done = nil
+	clear(f.reached)
+	f.mu.Unlock()
+	for _, d := range done {
+		<-d
+	}
+}

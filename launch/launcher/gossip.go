@@ -1,0 +1,33 @@
+package launcher
+
+import (
+	"context"
+	"crypto/rand"
+	"net"
+	"strconv"
+
+	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/membership"
+)
+
+// StartGossip starts the front-end's member of the job's gossip cluster
+// (docs/membership.md), bound to bind ("127.0.0.1" for test nodes, else
+// every address), keyed by a secret it draws; it returns the member and
+// what every agent is told to join it with (NodeSpec.Gossip): the secret,
+// hosts (the addresses agents may reach the front-end at) and its port.
+// fast selects the tests' profile (proto.Timing.FastGossip).
+func StartGossip(ctx context.Context, job, bind string, hosts []string, fast bool) (*membership.Member, *proto.GossipSpec, error) {
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	cfg := membership.Config{Name: membership.RootName, Incarnation: 1, Role: "root", Secret: secret, Label: job, BindAddr: bind}
+	if fast {
+		cfg.Profile = membership.TestProfile()
+	}
+	m, err := membership.Start(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, ps, _ := net.SplitHostPort(m.Addr())
+	port, _ := strconv.Atoi(ps)
+	return m, &proto.GossipSpec{Secret: secret, Hosts: hosts, Port: port}, nil
+}
