@@ -72,7 +72,7 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 	for _, act := range acts {
 		switch act := act.(type) {
 		case recovery.Record:
-			fe.releaseJournal()
+			fe.journal.Start()
 			rank := act.Rank
 			if rank == recovery.NoRank {
 				rank = raftstore.NoRank

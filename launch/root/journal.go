@@ -7,16 +7,15 @@ package root
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/hashicorp/raft"
 )
 
 // journalPlan records the launch tree (or the single local agent); change
@@ -55,20 +54,11 @@ func (fe *frontend) closeJournal() {
 // now: later events (the agents' exits after the job's end) change
 // nothing it would say.
 func (fe *frontend) beginCloseJournal() (wait func()) {
-	if fe.journalDone {
-		if fe.journalWait == nil {
-			return func() {}
-		}
-		return fe.journalWait
-	}
-	fe.journalDone = true
 	msg, code := "success", fe.exitCode
 	if f := fe.status().Failure; f != nil {
 		msg, code = f.Why.Words(), f.Code
 	}
-	closed := fe.journal.CloseInBackground(5*time.Second, code, msg)
-	fe.journalWait = sync.OnceFunc(func() { // Run's deferred closeJournal calls it
-		took, err := closed()
+	return fe.journal.BeginClose(code, msg, func(took time.Duration, err error) { // Run's deferred closeJournal waits
 		if err != nil {
 			fe.warnf("job state log: %v", err)
 		}
@@ -82,12 +72,6 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 			fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
 		}
 	})
-	return fe.journalWait
-}
-
-// releaseJournal lets the journal's replica start.
-func (fe *frontend) releaseJournal() {
-	fe.holdOnce.Do(func() { close(fe.journalHold) })
 }
 
 // issueRoot makes the job's CA and the front-end's credentials (once).
@@ -109,11 +93,12 @@ func (fe *frontend) issueRoot() error {
 
 // journalConfig configures the job's state log: a single voter in the
 // front-end, or with --replicas R the first of a group whose other
-// members are agents, reached over TCP with the job's mutual TLS.
-func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
+// members are agents, reached over TCP with the job's mutual TLS (tr, its
+// transport).
+func (fe *frontend) journalConfig(ctx context.Context) (cfg journal.Config, tr *raft.NetworkTransport, err error) {
 	host, _ := os.Hostname()
 	r := max(fe.opts.Replicas, 1)
-	cfg := journal.Config{
+	cfg = journal.Config{
 		StateDir: fe.opts.StateDir, Node: cmp.Or(host, "localhost"),
 		Job: journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: r,
 			Restart: restartName(fe.opts.Restart), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares,
@@ -126,10 +111,10 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 		Solo: r == 1,
 	}
 	if r == 1 {
-		return cfg, nil
+		return cfg, nil, nil
 	}
 	if r != 3 && r != 5 {
-		return cfg, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
+		return cfg, nil, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
 	}
 	names := alloc.LocalNodes(fe.opts.TestNodes)
 	if fe.opts.Placement != nil {
@@ -139,10 +124,10 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 		}
 	}
 	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 || len(names) < r-1 {
-		return cfg, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, len(names))
+		return cfg, nil, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, len(names))
 	}
 	if err := fe.issueRoot(); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	ip := "127.0.0.1"
 	if fe.opts.Agents.Remote() {
@@ -150,25 +135,13 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, error) {
 			ip = addrs[0]
 		}
 	}
-	tr, err := cfg.FirstOfGroup(ctx, r, fe.rootCreds, ip, names, journal.RaftCutFromEnv())
-	if err != nil {
-		return cfg, err
+	if tr, err = cfg.FirstOfGroup(ctx, r, fe.rootCreds, ip, names, journal.RaftCutFromEnv()); err != nil {
+		return cfg, nil, err
 	}
-	fe.raftTr = tr
-	// The front-end's replica leads until the agents exit (endJournal):
+	// The front-end's replica leads until the agents exit (journal.End):
 	// a replica agent a few entries behind gets the final status from it.
 	cfg.KeepForFollowers = agentsExitWait
-	return cfg, nil
-}
-
-// endJournal shuts down the replica that the final status's commit kept
-// up for its followers (journal.Config.KeepForFollowers), then the raft
-// transport; called once every agent's link ended, and by Run's end.
-func (fe *frontend) endJournal() {
-	fe.journal.Release()
-	if fe.raftTr != nil {
-		fe.raftTr.Close()
-	}
+	return cfg, tr, nil
 }
 
 // addReplica adds a replica agent to the group, from a goroutine: the
@@ -179,26 +152,10 @@ func (fe *frontend) endJournal() {
 // first.
 func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 	fe.goFunc(func() {
-		var err error
-		defer func() { // joined or not, the end need not wait for it
-			select {
-			case fe.events <- evReplicaDone{name: ru.Name, joined: err == nil}:
-			case <-fe.ctx.Done():
-			}
-		}()
-		ctx, cancel := context.WithTimeout(fe.ctx, 30*time.Second)
-		defer cancel()
-		err = fe.journal.Join(ctx, ru.Name, ru.Addr, replaces)
-		switch {
-		case err == nil:
-			if replaces != "" {
-				fe.verbosef("root replica of the lost node %s left the group", replaces)
-			}
-			fe.verbosef("root replica on %s joined the group (%s)", ru.Name, ru.Addr)
-		case errors.Is(err, journal.ErrClosed):
-			fe.verbosef("root replica on %s not added: the job ended before it could join (%v)", ru.Name, err)
-		default:
-			fe.warnf("root replica on %s not added: %v", ru.Name, err)
+		joined := fe.journal.AddReplica(fe.ctx, ru.Name, ru.Addr, replaces, fe.warnf, fe.verbosef)
+		select { // joined or not, the end need not wait for it
+		case fe.events <- evReplicaDone{name: ru.Name, joined: joined}:
+		case <-fe.ctx.Done():
 		}
 	})
 }
@@ -217,20 +174,11 @@ func (fe *frontend) refillGroup() {
 	if fe.role != roleSuccessor || fe.status().Ending() {
 		return
 	}
-	voters, servers, ok := fe.journal.Members()
-	if !ok {
-		return
-	}
 	names := map[string]bool{}
 	for _, a := range fe.agents {
 		names[a.name] = true
 	}
-	var gone string // the front-end's voter: the one that is no agent's
-	for _, v := range voters {
-		if !names[v] {
-			gone = v
-		}
-	}
+	gone, servers := fe.journal.LostVoter(names) // the front-end's voter: the one that is no agent's
 	if gone == "" {
 		return
 	}

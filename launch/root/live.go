@@ -42,7 +42,7 @@ func (fe *frontend) live() journal.Live {
 		l.Failure = f.Why.Words()
 	}
 	l.Recoveries = fe.recoveries
-	l.ReplicasJoined = fe.joinedReplicas
+	l.ReplicasJoined = fe.journal.Joined()
 	if st := status.Stage; st != 0 {
 		r := &journal.LiveRecovery{Stage: st.String(), Epoch: status.Epoch, Failed: fe.failedAt}
 		if fe.recoveryAt.After(fe.failedAt) {
@@ -63,7 +63,7 @@ func (fe *frontend) live() journal.Live {
 // writeLive replaces the job's live report (journal.WriteLive). Errors
 // are not the job's: a report that cannot be written is only missing.
 func (fe *frontend) writeLive() {
-	if fe.journal == nil || fe.journalDone || fe.journal.Dir() == "" {
+	if fe.journal == nil || fe.journal.Closing() || fe.journal.Dir() == "" {
 		return
 	}
 	_ = journal.WriteLive(fe.journal.Dir(), fe.rootNode, fe.live())

@@ -108,7 +108,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	// A lost agent's node is fenced before the job's end is reported.
 	fe.fences.Wait()
 	fe.closeJournal()
-	fe.endJournal()
+	fe.journal.End()
 	// Sessions of agents that finished end at once. A lost agent's may
 	// not: srun cancelling a step on a dead node can take tens of seconds.
 	// Those get a bounded wait; what is left of them goes with this
@@ -170,12 +170,12 @@ func (fe *frontend) replicasSettled() bool {
 		return true
 	}
 	for i := range fe.replicaNodes {
-		if a := fe.agents[i]; a.replica && !a.closed && !a.done && !fe.replicasDone[a.name] {
+		if a := fe.agents[i]; a.replica && !a.closed && !a.done && !fe.journal.Settled(a.name) {
 			if time.Since(fe.endedAt) > 10*time.Second {
 				fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
 				return true
 			}
-			fe.releaseJournal() // they join once the front-end's replica leads
+			fe.journal.Start() // they join once the front-end's replica leads
 			return false
 		}
 	}
@@ -201,7 +201,7 @@ func (fe *frontend) shutdown() {
 	// (the front-end's replica, or a successor's, its agent's) shuts down
 	// once every agent's link ended, and a follower a heartbeat behind
 	// would otherwise keep a log without the job's end.
-	fe.bcast(proto.MShutdown, proto.EncodeStrings(fe.joinedReplicas))
+	fe.bcast(proto.MShutdown, proto.EncodeStrings(fe.journal.Joined()))
 	fe.shutdownAt = time.Now()
 	if fe.cancelLaunch != nil {
 		fe.cancelLaunch()
@@ -291,11 +291,7 @@ func (fe *frontend) handle(ev event) {
 		fe.startReader(fe.ctx, a, fe.events)
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
-		fe.replicasDone[ev.name] = true
-		if ev.joined && !slices.Contains(fe.joinedReplicas, ev.name) {
-			// Once: a replica host's next agent joins again.
-			fe.joinedReplicas = append(fe.joinedReplicas, ev.name)
-		}
+		fe.journal.Settle(ev.name, ev.joined)
 		fe.refreshReplicaPeers()
 		if ev.joined {
 			fe.observe(ReplicaJoined{Node: ev.name})
@@ -410,7 +406,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 		if ru.Addr == "" { // its replica could not start
 			fe.warnf("root replica on %s did not start; the state log has one replica less", ru.Name)
-			fe.replicasDone[ru.Name] = true
+			fe.journal.Settle(ru.Name, false)
 			return
 		}
 		fe.addReplica(ru, a.replaces)
@@ -471,7 +467,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 		a.ranksAt = time.Since(fe.start)
 		if fe.ranksUp >= fe.opts.N && fe.releaseTimer == nil {
-			fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.releaseJournal)
+			fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.journal.Start)
 		}
 		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
 		fe.showProgress()
@@ -582,7 +578,7 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	fe.colls.Sent(g.Msgs, down)
 	fe.verbosef("%s #%d: root received %d message(s) covering %d agent(s), sent down %d byte(s)",
 		proto.CollKind(c.Op), c.Seq&(1<<32-1), g.Msgs, g.Covered, down)
-	fe.releaseJournal()
+	fe.journal.Start()
 	if c.Op == rankproto.OpPublish && fe.nodeTableAt == 0 {
 		fe.tablePublished(g.Answer.Values)
 		fe.verbosef("node table of %d ranks published", fe.opts.N)

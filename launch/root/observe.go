@@ -1,7 +1,5 @@
 package root
 
-import "context"
-
 // The root's observer (Options.Observe): typed events a test waits on and
 // checks, instead of the sentences the root writes on stderr. Each is
 // emitted by the root's event loop at the point the state it names was
@@ -103,23 +101,15 @@ func (fe *frontend) parentName(x int) string {
 // gossip member, the listener and every link close at once, with nothing
 // said to anyone, and the journal stops with nothing more committed.
 func (fe *frontend) vanish() {
-	if r := fe.journal.Replica(); r != nil {
-		_ = r.Shutdown()
-	}
-	if fe.raftTr != nil {
-		fe.raftTr.Close()
-	}
-	fe.stopGossip()
-	if fe.ln != nil {
-		fe.ln.Close()
-	}
-	for _, a := range fe.agents {
-		if a.link != nil {
-			a.link.Conn.Close()
+	fe.journal.Vanish(func() {
+		fe.stopGossip()
+		if fe.ln != nil {
+			fe.ln.Close()
 		}
-	}
-	fe.journalDone = true // Run's closeJournal commits no final status
-	gone, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = fe.journal.Close(gone, ExitLauncher, "the front-end vanished")
+		for _, a := range fe.agents {
+			if a.link != nil {
+				a.link.Conn.Close()
+			}
+		}
+	})
 }

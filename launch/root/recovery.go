@@ -129,7 +129,7 @@ func (fe *frontend) feedLeader() {
 func (fe *frontend) commit(act recovery.Commit) {
 	rec, ph := act.Rec, act.Phase()
 	fe.recoveryAt = time.Now()
-	fe.releaseJournal()
+	fe.journal.Start()
 	done := make(chan error, 1)
 	tree := fe.treeSeq
 	fe.journal.Commit(ph, done)

@@ -240,7 +240,7 @@ func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	fe.treeSeq++
 	seq := fe.treeSeq
 	fe.treeTells = append(fe.treeTells, treeTell{seq: seq, tell: tell})
-	fe.releaseJournal()
+	fe.journal.Start()
 	fe.goFunc(func() {
 		err := fe.journal.Sync(fe.ctx)
 		select {
@@ -377,7 +377,7 @@ func (fe *frontend) sendReplicas() {
 // waits for it to join (replicasSettled).
 func (fe *frontend) expectReplica(a *agentHandle) {
 	a.replica = true
-	delete(fe.replicasDone, a.name)
+	fe.journal.Expect(a.name)
 }
 
 // replicasMsg is the list of replica agents for the root's children.

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
@@ -76,7 +74,6 @@ func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks t
 		colls:       proto.NewGather(opts.N),
 		rec:         recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
 		ioState:     ioState{out: out},
-		groupState:  groupState{replicasDone: map[string]bool{}},
 		launchState: launchState{backupsUp: map[int]int{}},
 	}
 }
@@ -139,21 +136,17 @@ type groupState struct {
 	stand *standing
 	// rootTerm is the raft term a successor took the root over in (0:
 	// the front-end), for its live report.
-	rootTerm       uint64
-	rootNode       string // where the root runs (live report)
-	journal        *journal.Journal
-	journalDone    bool          // its close was begun (beginCloseJournal)
-	journalWait    func()        // waits for that close (nil before)
-	journalHold    chan struct{} // closed to let the journal's replica start
-	holdOnce       sync.Once
-	releaseTimer   *time.Timer  // lets the journal's replica start after the launch
-	replicaNodes   map[int]bool // agents hosting root replicas
-	raftTr         *raft.NetworkTransport
-	rootCreds      *secure.Credentials
-	replicasDone   map[string]bool  // replica agents joined (or failed to), by name
-	joinedReplicas []string         // replica agents that joined the root group
-	replicaPeers   []proto.PeerAddr // the replica agents, once all are up
-	frontEndOut    bool             // a successor put a replica in the lost front-end's voter's place (refillGroup)
+	rootTerm uint64
+	rootNode string // where the root runs (live report)
+	// journal is the state log and the replica group's members
+	// (journal.Group), releaseTimer lets its replica start after the
+	// launch.
+	journal      *journal.Group
+	releaseTimer *time.Timer
+	replicaNodes map[int]bool // agents hosting root replicas
+	rootCreds    *secure.Credentials
+	replicaPeers []proto.PeerAddr // the replica agents, once all are up
+	frontEndOut  bool             // a successor put a replica in the lost front-end's voter's place (refillGroup)
 }
 
 // ioState is the front-end's I/O: the user's output and stdin, signals,

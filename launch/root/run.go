@@ -49,7 +49,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 			fe.releaseTimer.Stop()
 		}
 	}()
-	jcfg, err := fe.journalConfig(ctx)
+	jcfg, tr, err := fe.journalConfig(ctx)
 	if err != nil {
 		return Result{ExitCode: ExitUsage}, err
 	}
@@ -57,25 +57,20 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	// The replica starts once the ranks' first exchange (node table, PMI
 	// barrier) is done, or a moment after every rank runs, or when the
 	// job fails: the launch does not share the CPU with it.
-	fe.journalHold = make(chan struct{})
-	jcfg.Hold = fe.journalHold
-	j, err := journal.Open(ctx, jcfg)
+	j, err := journal.OpenGroup(ctx, jcfg, tr)
 	if err != nil {
-		if fe.raftTr != nil {
-			fe.raftTr.Close()
-		}
 		return Result{ExitCode: ExitLauncher}, fmt.Errorf("job state log: %w", err)
 	}
 	fe.journal = j
 	if err := j.InMemory(); err != nil {
 		fe.warnf("job state log: %v; keeping the job's state in memory (ftlaunch inspect and status will not know this job)", err)
 	}
-	defer fe.endJournal() // after closeJournal
+	defer fe.journal.End() // after closeJournal
 	defer fe.closeJournal()
 	if opts.Replicas > 1 {
 		// A root group can take over only once it exists: a launch that
 		// lasts starts it early, while it goes on.
-		t := time.AfterFunc(proto.GroupHold, fe.releaseJournal)
+		t := time.AfterFunc(proto.GroupHold, fe.journal.Start)
 		defer t.Stop()
 	}
 	if opts.Prestage {

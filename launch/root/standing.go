@@ -28,7 +28,7 @@ type standing struct {
 
 // newStanding is a replicated front-end's watch on its lead.
 func (fe *frontend) newStanding() *standing {
-	return &standing{w: journal.NewWatch(fe.journal, journal.WatchConfig{
+	return &standing{w: journal.NewWatch(fe.journal.Journal, journal.WatchConfig{
 		Node: fe.rootNode,
 		// Twice as long as the agents take to declare a silent front-end
 		// lost (its link's timeout), after which a replica agent would
@@ -69,7 +69,7 @@ func harmless(ev event) bool {
 // again, or dropped once it stepped aside.
 func (fe *frontend) hold(ev event) bool {
 	s := fe.stand
-	if s == nil || fe.journalDone || harmless(ev) {
+	if s == nil || fe.journal.Closing() || harmless(ev) {
 		// The job's end is being committed (or was): it is decided, and
 		// its state log's replica shuts down.
 		return false
@@ -91,7 +91,7 @@ func (fe *frontend) deposed() bool {
 // (journal.Watch.Look): the held events are handled once it leads again.
 func (fe *frontend) checkStanding() {
 	s := fe.stand
-	if s == nil || s.aside != nil || fe.journalDone {
+	if s == nil || s.aside != nil || fe.journal.Closing() {
 		return
 	}
 	replay := s.w.Look(fe.ctx)
@@ -116,10 +116,7 @@ func (fe *frontend) stepAside() {
 		return
 	}
 	s.aside, s.held = s.w.Aside(), nil
-	fe.journalDone = true // no final status: the successor's
-	if fe.raftTr != nil {
-		fe.raftTr.Close()
-	}
+	fe.journal.GiveUp() // no final status: the successor's
 	for _, a := range fe.agents {
 		if a.rootChild && a.link != nil && !a.closed {
 			_ = a.link.Conn.Close()

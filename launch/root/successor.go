@@ -117,10 +117,8 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	if err != nil {
 		return fail(err)
 	}
-	fe.journal = j
+	fe.journal = journal.GroupOf(j)
 	fe.publishControl(spec.Node, successorAddrs(st, spec.Node))
-	fe.journalHold = make(chan struct{})
-	fe.releaseJournal()
 	s := &Successor{fe: fe, done: make(chan struct{})}
 	fe.warnf("node %s took over as root of job %s after the front-end was lost", spec.Node, st.Job.ID)
 	fe.observe(FailoverDone{Node: spec.Node})

@@ -102,7 +102,7 @@ func TestTreeChangeCommittedFirst(t *testing.T) {
 	var observed []Event
 	fe := &frontend{ctx: ctx, events: make(chan event, 8), ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)}, colls: proto.NewGather(3),
 		opts: Options{Observe: func(ev Event) { observed = append(observed, ev) }}}
-	fe.journal, fe.journalHold = j, make(chan struct{})
+	fe.journal = journal.GroupOf(j)
 	fe.topo, fe.tree = tr, true
 	for i, name := range []string{"n0", "n1", "n2"} {
 		a := &agentHandle{idx: i, name: name, inc: 1, up: true}

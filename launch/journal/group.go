@@ -1,0 +1,176 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Group is a root's side of the job's state log and of its replica group
+// (docs/state.md): the journal, the hold on its replica's start, the
+// commit of the final status, the replica agents that joined the group
+// (or failed to), and the front-end's raft transport. The root's event
+// loop owns it; Start may be called from any goroutine, AddReplica from
+// the root's goroutines.
+type Group struct {
+	*Journal
+	tr       *raft.NetworkTransport // the front-end voter's (nil: none)
+	hold     chan struct{}
+	holdOnce sync.Once
+	closing  bool   // the final status's commit was begun, or the log given up
+	wait     func() // waits for that commit (nil before)
+	settled  map[string]bool
+	joined   []string
+}
+
+// OpenGroup opens the root's state log (Open) with its replica's start
+// held until Start (cfg.Hold); tr, if set, is the front-end voter's
+// transport (Config.FirstOfGroup), closed by End, or at once if Open
+// fails.
+func OpenGroup(ctx context.Context, cfg Config, tr *raft.NetworkTransport) (*Group, error) {
+	g := &Group{tr: tr, hold: make(chan struct{}), settled: map[string]bool{}}
+	cfg.Hold = g.hold
+	j, err := Open(ctx, cfg)
+	if err != nil {
+		if tr != nil {
+			tr.Close()
+		}
+		return nil, err
+	}
+	g.Journal = j
+	return g, nil
+}
+
+// GroupOf is the group of journal j, whose replica's start is not held
+// (tests).
+func GroupOf(j *Journal) *Group {
+	g := &Group{Journal: j, hold: make(chan struct{}), settled: map[string]bool{}}
+	g.Start()
+	return g
+}
+
+// Start lets the journal's replica start (it was held so that it does not
+// share the CPU with the launch); later calls do nothing.
+func (g *Group) Start() { g.holdOnce.Do(func() { close(g.hold) }) }
+
+// Closing reports whether the final status's commit was begun
+// (BeginClose), or the log given up (GiveUp): nothing more is written.
+func (g *Group) Closing() bool { return g.closing }
+
+// BeginClose begins committing the final status (code, msg) in the
+// background and returns at once; the function it returns waits for the
+// commit, then calls after with how long it took and its error, once. A
+// second BeginClose returns the first's wait (or, after GiveUp, one that
+// does nothing).
+func (g *Group) BeginClose(code int, msg string, after func(took time.Duration, err error)) (wait func()) {
+	if g.closing {
+		if g.wait == nil {
+			return func() {}
+		}
+		return g.wait
+	}
+	g.closing = true
+	closed := g.CloseInBackground(5*time.Second, code, msg)
+	g.wait = sync.OnceFunc(func() { after(closed()) })
+	return g.wait
+}
+
+// GiveUp leaves the log to another root without a final status (a
+// front-end that stepped aside): the front-end's voter's transport closes.
+func (g *Group) GiveUp() {
+	g.closing = true
+	g.closeTransport()
+}
+
+// Vanish ends the front-end's replica as a SIGKILL of its process would:
+// the replica stops (raft's shutdown says nothing to the peers), then its
+// transport; then does stops the rest of the front-end, and the journal
+// ends with nothing more committed.
+func (g *Group) Vanish(then func()) {
+	if r := g.Replica(); r != nil {
+		_ = r.Shutdown()
+	}
+	g.closeTransport()
+	then()
+	g.closing = true // no final status
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = g.Close(gone, 1, "the front-end vanished")
+}
+
+// End shuts down the replica that the final status's commit kept up for
+// its followers (Config.KeepForFollowers), then the front-end voter's
+// transport; called once every agent's link ended, and by the root's end.
+func (g *Group) End() {
+	g.Release()
+	g.closeTransport()
+}
+
+func (g *Group) closeTransport() {
+	if g.tr != nil {
+		g.tr.Close()
+	}
+}
+
+// Expect notes that a replica agent was given a replica of its own to
+// host (again): it is not settled until it joined or failed to.
+func (g *Group) Expect(name string) { delete(g.settled, name) }
+
+// Settle notes that the replica agent name joined the group (joined) or
+// will not (its replica did not start, its join failed).
+func (g *Group) Settle(name string, joined bool) {
+	g.settled[name] = true
+	if joined && !slices.Contains(g.joined, name) { // once: a replica host's next agent joins again
+		g.joined = append(g.joined, name)
+	}
+}
+
+// Settled reports whether replica agent name joined the group or will
+// not.
+func (g *Group) Settled(name string) bool { return g.settled[name] }
+
+// Joined lists the replica agents that joined the group, in order.
+func (g *Group) Joined() []string { return g.joined }
+
+// AddReplica adds the replica agent name, listening at addr, to the group
+// (Join, bounded by 30 s), in place of the voter replaces ("": none),
+// saying what came of it with verbosef or, for a failure that is not the
+// job's end, warnf; it reports whether it joined. It blocks: the root
+// runs it on a goroutine of its own.
+func (g *Group) AddReplica(ctx context.Context, name, addr, replaces string, warnf, verbosef func(string, ...any)) bool {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := g.Join(ctx, name, addr, replaces)
+	switch {
+	case err == nil:
+		if replaces != "" {
+			verbosef("root replica of the lost node %s left the group", replaces)
+		}
+		verbosef("root replica on %s joined the group (%s)", name, addr)
+	case errors.Is(err, ErrClosed):
+		verbosef("root replica on %s not added: the job ended before it could join (%v)", name, err)
+	default:
+		warnf("root replica on %s not added: %v", name, err)
+	}
+	return err == nil
+}
+
+// LostVoter is the voter of the group that is none of names (the agents'
+// nodes): the lost front-end's, in a successor's group ("": none, or the
+// group is not known), and how many servers the group has.
+func (g *Group) LostVoter(names map[string]bool) (voter string, servers int) {
+	voters, servers, ok := g.Members()
+	if !ok {
+		return "", 0
+	}
+	for _, v := range voters {
+		if !names[v] {
+			voter = v
+		}
+	}
+	return voter, servers
+}
