@@ -26,7 +26,13 @@ import (
 //     starts again (Restore).
 //
 // Owed restarts go out with the actions that close a recovery: a Commit
-// of the Resume or RestartJob stage, or AloneOver (Recovered).
+// of the Resume or RestartJob stage, or AloneOver (Recovered). A record
+// names each rank's incarnation once: an end of an incarnation older than
+// the rank's current one (told twice, or replaced by a restart of the job)
+// counts as nothing, a rank is never owed an incarnation a record named
+// already, and a failure that restarts the job is owed before that
+// restart's record is made (TestLedgerNamesEachRestartOnce; the seeded
+// worlds check it of every record).
 
 // ledgerRank is one rank's line in the ledger.
 type ledgerRank struct {
@@ -43,8 +49,10 @@ type ledger struct {
 	ranks []ledgerRank
 	ended int // ranks counted as ended
 	// owed are the ranks being started again and not yet named in a
-	// record, with their new incarnation.
-	owed map[int]uint64
+	// record, with their new incarnation; named, by rank, the highest
+	// incarnation a record named (it is never owed again).
+	owed  map[int]uint64
+	named map[int]uint64
 	// terminated: the planner told the root to terminate the job.
 	terminated bool
 }
@@ -81,7 +89,7 @@ func (l Ledger) InRecovery(r int) bool {
 }
 
 func newLedger(ranks int, ended, failed []int) ledger {
-	l := ledger{ranks: make([]ledgerRank, ranks), owed: map[int]uint64{}}
+	l := ledger{ranks: make([]ledgerRank, ranks), owed: map[int]uint64{}, named: map[int]uint64{}}
 	for _, r := range ended {
 		if r >= 0 && r < ranks && !l.ranks[r].ended {
 			l.ranks[r].ended = true
@@ -125,16 +133,22 @@ func (p *Planner) revive(r int) {
 		return
 	}
 	if lr.failed {
-		if _, ok := p.led.owed[r]; !ok {
-			inc := p.ranks[r].inc
-			if p.ranks[r].st == rFailed {
-				inc++ // not respawned yet
-			}
-			p.led.owed[r] = max(inc, 1)
+		inc := p.ranks[r].inc
+		if p.ranks[r].st == rFailed {
+			inc++ // not respawned yet
 		}
+		p.owe(r, max(inc, 1))
 	}
 	lr.ended, lr.revived = false, true
 	p.led.ended--
+}
+
+// owe owes rank r a restart as incarnation inc, unless it is owed one
+// already or a record named inc (or a later one) already.
+func (p *Planner) owe(r int, inc uint64) {
+	if _, ok := p.led.owed[r]; !ok && inc > p.led.named[r] {
+		p.led.owed[r] = inc
+	}
 }
 
 // reviveStarting revives every rank whose end the recovery under way
@@ -218,6 +232,7 @@ func (p *Planner) settleOwed() []RankInc {
 	out := make([]RankInc, 0, len(p.led.owed))
 	for r, inc := range p.led.owed {
 		out = append(out, RankInc{Rank: r, Incarnation: inc})
+		p.led.named[r] = max(p.led.named[r], inc)
 	}
 	slices.SortFunc(out, func(a, b RankInc) int { return a.Rank - b.Rank })
 	clear(p.led.owed)

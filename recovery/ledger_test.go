@@ -199,3 +199,80 @@ func TestLedgerRestored(t *testing.T) {
 		t.Errorf("recovered %v, want %v", got, want)
 	}
 }
+
+// TestLedgerNamesEachRestartOnce: the records name each rank started again
+// once, as the incarnation that starts, in the record of the recovery that
+// starts it: an end told twice, an end of an incarnation a restart of the
+// job already replaced, or a failure during a restart of the job owe
+// nothing more, and the failure that causes a restart is named by that
+// restart's record (not by the next one's).
+func TestLedgerNamesEachRestartOnce(t *testing.T) {
+	failed := func(r int, inc uint64) RankExited { return RankExited{Rank: r, Incarnation: inc, Node: "n", Code: 3} }
+	// step is one event, answered (every commit committed, every agent
+	// acknowledging), with what earlier steps held, or held.
+	type step struct {
+		ev     Event
+		answer bool
+	}
+	for _, tc := range []struct {
+		name      string
+		policy    Policy
+		steps     []step
+		recovered []RankInc
+		ended     []int
+	}{
+		{
+			name:   "a failure told twice before its restart is sent is named once",
+			policy: Job,
+			steps: []step{{failed(3, 1), false}, {failed(3, 1), true},
+				{failed(1, 2), true}},
+			recovered: []RankInc{{3, 2}, {1, 3}},
+		},
+		{
+			name:   "an end of an incarnation the restart replaces owes nothing",
+			policy: Job,
+			steps: []step{{failed(3, 1), false}, {failed(0, 1), true},
+				{failed(1, 2), true}},
+			recovered: []RankInc{{3, 2}, {1, 3}},
+		},
+		{
+			name:   "a failure during a restart of the job is named by the restart it causes",
+			policy: Job,
+			steps: []step{{failed(3, 1), false}, {Committed{Epoch: 1, Stage: StageRestartJob}, false},
+				{failed(3, 2), true}, {Restarted{Agent: 0, Epoch: 1}, true}, {failed(0, 3), true}},
+			recovered: []RankInc{{3, 2}, {3, 3}, {0, 4}},
+		},
+		{
+			name:      "an end told again after its restart was named neither ends the rank nor owes it",
+			policy:    Rank,
+			steps:     []step{{failed(2, 1), true}, {failed(2, 1), true}, {failed(0, 1), true}},
+			recovered: []RankInc{{2, 2}, {0, 2}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ledgerConfig(tc.policy)
+			p := New(cfg)
+			var acts, held []Action
+			for _, s := range tc.steps {
+				held = append(held, p.Step(s.ev)...)
+				if s.answer {
+					acts = append(acts, answer(p, cfg.Agents, held)...)
+					held = nil
+				}
+			}
+			acts = append(acts, held...)
+			if got := recoveredIn(acts); !slices.Equal(got, tc.recovered) {
+				t.Errorf("recovered %v, want %v", got, tc.recovered)
+			}
+			var ended []int
+			for r := range cfg.Ranks {
+				if p.Ledger().Ended(r) {
+					ended = append(ended, r)
+				}
+			}
+			if !slices.Equal(ended, tc.ended) {
+				t.Errorf("ended %v, want %v", ended, tc.ended)
+			}
+		})
+	}
+}

@@ -267,11 +267,10 @@ func (p *Planner) Resumed() bool { return p.cfg.Resumed }
 func (p *Planner) Step(ev Event) []Action {
 	switch ev := ev.(type) {
 	case RankExited:
-		p.countEnd(ev.Rank, ev.Incarnation, !ev.Clean())
-		if !ev.Clean() && p.phase == Running && p.cfg.Policy == Job && ev.Rank >= 0 && ev.Rank < len(p.ranks) {
-			// Named as recovered by the restart that follows.
-			p.led.owed[ev.Rank] = p.ranks[ev.Rank].inc + 1
+		if ev.Rank >= 0 && ev.Rank < len(p.ranks) && ev.Incarnation != 0 && ev.Incarnation < p.ranks[ev.Rank].inc {
+			return nil // an older incarnation's end (told again, or replaced by a restart of the job): stale, counted as nothing
 		}
+		p.countEnd(ev.Rank, ev.Incarnation, !ev.Clean())
 		acts := p.rankExited(ev)
 		if ev.Rank >= 0 && ev.Rank < len(p.ranks) {
 			p.reviveStarting(ev.Rank)

@@ -167,6 +167,7 @@ func (p *Planner) rankFailed(ev RankExited) []Action {
 		if p.restarts >= p.cfg.MaxRestarts {
 			return limit(p.restarts, true)
 		}
+		p.owe(ev.Rank, rs.inc+1) // named as recovered by the restart it causes
 		p.restartJob()
 		why := failed
 		why.Kind, why.Restarts = ReasonJobRestart, p.restarts

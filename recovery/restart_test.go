@@ -58,6 +58,9 @@ type world struct {
 	// the epoch of the last Resume or RestartJob.
 	recovered int
 	lastSent  uint64
+	// named are the (rank, incarnation) pairs the records of this
+	// leader's planner named as started again: each once.
+	named map[[2]uint64]bool
 
 	// For the node-loss world (nodeworld_test.go): closed is the root's
 	// view of each agent's link (declared lost); resolve turns an event
@@ -115,7 +118,7 @@ func newWorldConfig(t *testing.T, seed uint64, cfg Config) *world {
 	w := &world{
 		t: t, cfg: cfg, p: New(cfg), rng: rand.New(rand.NewPCG(seed, 7)),
 		starts: map[[2]uint64]int{}, committed: map[[2]uint64]bool{}, cmdEpochs: map[string]uint64{},
-		version: 1, agentStarts: map[[2]uint64]int{},
+		version: 1, agentStarts: map[[2]uint64]int{}, named: map[[2]uint64]bool{},
 	}
 	for range agents {
 		w.agentInc, w.agentUp = append(w.agentInc, 1), append(w.agentUp, true)
@@ -188,6 +191,13 @@ func (w *world) command(kind string, epoch uint64, stage Stage) {
 func (w *world) act(act Action) {
 	w.t.Helper()
 	w.log = append(w.log, fmt.Sprintf("  action %#v", act))
+	for _, ri := range recoveredIn([]Action{act}) {
+		k := [2]uint64{uint64(ri.Rank), ri.Incarnation}
+		if w.named[k] {
+			w.fatalf("rank %d named as started again as incarnation %d twice", ri.Rank, ri.Incarnation)
+		}
+		w.named[k] = true
+	}
 	switch a := act.(type) {
 	case Commit:
 		if a.Rec.Epoch < w.last.Epoch {
@@ -419,6 +429,9 @@ func (w *world) leaderChange() {
 	cfg.RankRestarts = slices.Clone(w.fsmRes)
 	w.p = New(cfg)
 	w.p.Restore(w.last)
+	// A new leader names again what the recovery it carries on starts:
+	// its predecessor's record of it may not have been committed.
+	clear(w.named)
 	// The new root fences every agent it learns was lost (the losses in
 	// flight reach it too): a confirmation the old leader took with it is
 	// given again.
