@@ -327,20 +327,49 @@ func (a *Agent) resync() {
 	}
 }
 
-// stdinGone is closed when an agent's session ended (its stdin reached
-// EOF); an agent that does not survive its parent ends then.
-func watchStdin(stdin io.Reader) <-chan struct{} {
-	gone := make(chan struct{})
-	go func() {
+// stdinWatch watches an agent's stdin for its session's end: gone closes
+// once it reached EOF (an agent that does not survive its parent ends
+// then); stop joins its goroutine.
+type stdinWatch struct {
+	r          io.Reader
+	gone, done chan struct{}
+}
+
+func watchStdin(stdin io.Reader) *stdinWatch {
+	w := &stdinWatch{r: stdin, gone: make(chan struct{}), done: make(chan struct{})}
+	go func() { // joined by stop
+		defer close(w.done)
 		buf := make([]byte, 512)
 		for {
 			if _, err := stdin.Read(buf); err != nil {
-				close(gone)
+				close(w.gone)
 				return
 			}
 		}
 	}()
-	return gone
+	return w
+}
+
+// stdinStopWait bounds stop's wait for a read it could not interrupt.
+const stdinStopWait = 200 * time.Millisecond
+
+// stop ends the watch once the agent is done and joins its goroutine: a
+// read of a pipe or socket read through Go's poller (pollableStdin) is
+// interrupted by a deadline, a test's pipe by its close; one that cannot
+// be interrupted (a terminal's) is waited for stdinStopWait at most and
+// left to the process's exit.
+func (w *stdinWatch) stop() {
+	if d, ok := w.r.(interface{ SetReadDeadline(time.Time) error }); !ok || d.SetReadDeadline(time.Now()) != nil {
+		if c, ok := w.r.(io.Closer); ok && w.r != io.Reader(os.Stdin) {
+			_ = c.Close()
+		}
+	}
+	t := time.NewTimer(stdinStopWait)
+	defer t.Stop()
+	select {
+	case <-w.done:
+	case <-t.C:
+	}
 }
 
 // watchLeadership takes over the root when this agent's replica leads and
@@ -569,10 +598,11 @@ func (a *Agent) relaunch(ctx context.Context, cs []proto.ChildSpec, h launcher.R
 	l.Logf = h.Logf
 	h.Go(func() { launcher.AcceptLoop(ln, l, nil, nil) })
 	h.Go(func() {
-		defer closeSp()
-		defer ln.Close()
 		l.Run(ctx, report)
 		<-ctx.Done() // the sessions live as long as the successor
+		ln.Close()
+		closeSp()
+		l.Wait(launcher.SessionsWait) // their watchers, once they ended (bounded)
 	})
 	return nil
 }

@@ -109,7 +109,7 @@ func Main(ctx context.Context, connect bool, stderr io.Writer, resume Resume) in
 		if node == "" {
 			node, _ = os.Hostname()
 		}
-		return RunConnected(ctx, ConnectConfig{Stdin: os.Stdin, Node: node, Stderr: stderr, Trace: trace, Began: began, Resume: resume})
+		return RunConnected(ctx, ConnectConfig{Stdin: pollableStdin(), Node: node, Stderr: stderr, Trace: trace, Began: began, Resume: resume})
 	}
 	f := os.NewFile(3, "parent-link")
 	conn, err := net.FileConn(f)
@@ -119,6 +119,25 @@ func Main(ctx context.Context, connect bool, stderr io.Writer, resume Resume) in
 		return 2
 	}
 	return exitCode(runAgent(ctx, conn, nil, stderr, trace, nil, resume), stderr, trace)
+}
+
+// pollableStdin is the agent's stdin as a file read through Go's poller,
+// whose blocked read a deadline interrupts (stdinWatch.stop): its
+// session's pipe or socket, made non-blocking (its own end: the parent
+// holds the other). A terminal or a file is os.Stdin as it is (a
+// terminal's mode is shared with the shell that started it).
+func pollableStdin() io.Reader {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(0, &st); err != nil {
+		return os.Stdin
+	}
+	if m := st.Mode & syscall.S_IFMT; m != syscall.S_IFIFO && m != syscall.S_IFSOCK {
+		return os.Stdin
+	}
+	if err := syscall.SetNonblock(0, true); err != nil {
+		return os.Stdin
+	}
+	return os.NewFile(0, "/dev/stdin") // never closed: os.Stdin shares the descriptor
 }
 
 func exitCode(err error, stderr io.Writer, trace *proto.PhaseLog) int {
@@ -206,7 +225,9 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	// The session that started the agent stays open for the job's life;
 	// its end (the parent closed it, or sshd dropped it) is the end of the
 	// agent too. (An agent of a replicated job outlives it: see run.)
-	tree.stdinGone = watchStdin(cfg.Stdin)
+	w := watchStdin(cfg.Stdin)
+	defer w.stop()
+	tree.stdinGone = w.gone
 	return exitCode(runAgent(ctx, conn, tree, stderr, cfg.Trace, nil, cfg.Resume), stderr, cfg.Trace)
 }
 

@@ -94,9 +94,10 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer closeSp()
 				l.Run(lctx, func(res launcher.LaunchResult) { a.childStarted(ctx, wg, res) })
 				<-ctx.Done() // the spawner's sessions live as long as the agent
+				closeSp()
+				l.Wait(launcher.SessionsWait) // their watchers, once they ended (bounded)
 			}()
 		}
 	}

@@ -76,6 +76,9 @@ type Launcher struct {
 
 	mu      sync.Mutex
 	waiting map[string]awaited // children started and not yet connected, by name
+	// sessions are the goroutines that watch the sessions it started
+	// (watch: their output and their end); Wait joins them.
+	sessions sync.WaitGroup
 }
 
 // awaited is a child started and not yet connected: the incarnation it
@@ -191,15 +194,42 @@ func (l *Launcher) runGroup(ctx context.Context, begin time.Time, report func(La
 // watch drains a started session's output (its stderr to the log) and
 // returns a channel closed when the session ends.
 func (l *Launcher) watch(sess spawn.Session) <-chan struct{} {
-	go forwardLines(sess.Stderr(), l.Logf)
-	go func() { _, _ = io.Copy(io.Discard, sess.Stdout()) }()
 	ended := make(chan struct{})
+	l.sessions.Add(3)
+	go func() { defer l.sessions.Done(); forwardLines(sess.Stderr(), l.Logf) }()
+	go func() { defer l.sessions.Done(); _, _ = io.Copy(io.Discard, sess.Stdout()) }()
 	go func() {
+		defer l.sessions.Done()
 		_ = sess.Wait()
 		close(ended)
 	}()
 	return ended
 }
+
+// Wait joins the goroutines that watch the sessions the launcher started
+// (their output, their end), waiting at most d, and reports whether every
+// one ended. Its owner calls it once the sessions were closed or killed
+// (they end with them); a session that does not end (an SSH connection
+// that hangs) is left to the process's exit rather than holding it up.
+func (l *Launcher) Wait(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { // ends with the last session's watchers
+		l.sessions.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// SessionsWait bounds an owner's Wait for its launcher's sessions once
+// it closed them.
+const SessionsWait = time.Second
 
 // await waits for child c, started in sess, to connect back: it is up,
 // or its session ended first, or the connect timeout or ctx ended.

@@ -101,7 +101,13 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	lctx, cancel := context.WithCancel(ctx)
 	fe.cancelLaunch = cancel
 	fe.launchBegan = time.Since(fe.start)
-	fe.goFunc(func() { l.Run(lctx, fe.launched(ctx)) })
+	fe.goFunc(func() {
+		l.Run(lctx, fe.launched(ctx))
+		// Its sessions (the agents', relaunched ones too) are waited for
+		// at the loop's end; their watchers are joined here, bounded.
+		<-ctx.Done()
+		l.Wait(launcher.SessionsWait)
+	})
 	// A lost agent is started again the same way (relaunch.go), not
 	// cancelled with the launch.
 	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
