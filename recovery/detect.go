@@ -34,11 +34,10 @@ import (
 const AdoptQuiet = 2 * time.Second
 
 // GossipDead: the root's gossip member says agent Agent is dead. The
-// root's facts on its link come with it.
+// root's facts on its link's I/O come with it.
 type GossipDead struct {
 	Agent       int
 	Incarnation uint64 // gossip's (0: the first)
-	Link        AgentLink
 	// Linked: the root holds a link to it (a child of the root's).
 	Linked bool
 	// Unadopted: a successor's child of the root that has not asked for
@@ -90,11 +89,11 @@ func (KeptAlive) isAction()   {}
 
 // gossipDead decides what gossip's word on an agent does.
 func (p *Planner) gossipDead(ev GossipDead) []Action {
-	l := ev.Link
-	if p.Ending() || l.Closed || l.Done || !l.Up {
+	l := p.linkOf(ev.Agent)
+	if p.Ending() || l == nil || l.closed || l.done || !l.up {
 		return nil
 	}
-	if !ev.Again && max(ev.Incarnation, 1) != max(l.Inc, 1) {
+	if !ev.Again && max(ev.Incarnation, 1) != max(l.inc, 1) {
 		return nil // stale: the planner has heard of its end
 	}
 	parent := topology.Root
@@ -110,7 +109,7 @@ func (p *Planner) gossipDead(ev GossipDead) []Action {
 	case !ev.Linked:
 		return nil
 	}
-	watched := ev.Agent >= 0 && ev.Agent < len(p.agents) && p.agents[ev.Agent].watched == max(l.Inc, 1)
+	watched := ev.Agent >= 0 && ev.Agent < len(p.agents) && p.agents[ev.Agent].watched == max(l.inc, 1)
 	switch {
 	case ev.Left <= 0:
 		return []Action{DeclareLost{Agent: ev.Agent, Linked: true}}
@@ -118,7 +117,7 @@ func (p *Planner) gossipDead(ev GossipDead) []Action {
 		return nil // watched already: its looks go on
 	case ev.Again && !watched:
 		if ev.Agent >= 0 && ev.Agent < len(p.agents) {
-			p.agents[ev.Agent].watched = max(l.Inc, 1)
+			p.agents[ev.Agent].watched = max(l.inc, 1)
 		}
 		return []Action{KeptAlive{Agent: ev.Agent, Quiet: ev.Quiet}, CheckAgain{Agent: ev.Agent, Quiet: ev.Quiet, After: ev.Left}}
 	}

@@ -10,48 +10,52 @@ import (
 // planner declares an agent lost on it only when the link that would say
 // otherwise is silent, or asks the agent's parent to look.
 func TestGossipConfirmation(t *testing.T) {
-	up := AgentLink{Up: true, Inc: 1, Node: "n0"}
+	ptr := func(l AgentLink) *AgentLink { return &l }
 	// kept: the look that kept it (KeptAlive): it is watched from then on.
-	kept := []Event{GossipDead{Link: up, Linked: true, Again: true, Quiet: 200 * time.Millisecond, Left: 3 * time.Second}}
+	kept := []Event{GossipDead{Linked: true, Again: true, Quiet: 200 * time.Millisecond, Left: 3 * time.Second}}
 	for _, tc := range []struct {
 		name   string
 		before []Event
+		link   *AgentLink // the root's link to the agent when gossip's word comes (nil: up)
 		ev     GossipDead
 		want   []Action
 	}{
-		{name: "a root child whose link is silent is lost", ev: GossipDead{Link: up, Linked: true, Quiet: 9 * time.Second, Left: 0},
+		{name: "a root child whose link is silent is lost", ev: GossipDead{Linked: true, Quiet: 9 * time.Second, Left: 0},
 			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
-		{name: "a root child whose link spoke is looked at again", ev: GossipDead{Link: up, Linked: true, Quiet: time.Second, Left: 3 * time.Second},
+		{name: "a root child whose link spoke is looked at again", ev: GossipDead{Linked: true, Quiet: time.Second, Left: 3 * time.Second},
 			want: []Action{CheckAgain{Agent: 0, Quiet: time.Second, After: 3 * time.Second}}},
-		{name: "looked at again and silent: lost", ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 4 * time.Second},
+		{name: "looked at again and silent: lost", ev: GossipDead{Linked: true, Again: true, Quiet: 4 * time.Second},
 			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
-		{name: "looked at again and it spoke: kept, and watched", ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 200 * time.Millisecond, Left: 3 * time.Second},
+		{name: "looked at again and it spoke: kept, and watched", ev: GossipDead{Linked: true, Again: true, Quiet: 200 * time.Millisecond, Left: 3 * time.Second},
 			want: []Action{KeptAlive{Agent: 0, Quiet: 200 * time.Millisecond}, CheckAgain{Agent: 0, Quiet: 200 * time.Millisecond, After: 3 * time.Second}}},
-		{name: "watched and it spoke: looked at again, quietly", before: kept, ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 100 * time.Millisecond, Left: 2 * time.Second},
+		{name: "watched and it spoke: looked at again, quietly", before: kept, ev: GossipDead{Linked: true, Again: true, Quiet: 100 * time.Millisecond, Left: 2 * time.Second},
 			want: []Action{CheckAgain{Agent: 0, Quiet: 100 * time.Millisecond, After: 2 * time.Second, Watched: true}}},
-		{name: "watched and silent (it crashed later): lost", before: kept, ev: GossipDead{Link: up, Linked: true, Again: true, Quiet: 2300 * time.Millisecond},
+		{name: "watched and silent (it crashed later): lost", before: kept, ev: GossipDead{Linked: true, Again: true, Quiet: 2300 * time.Millisecond},
 			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
-		{name: "gossip's word again on a watched agent that speaks: its looks go on", before: kept, ev: GossipDead{Link: up, Linked: true, Quiet: 10 * time.Millisecond, Left: 2 * time.Second}},
-		{name: "gossip's word again on a watched agent, silent: lost", before: kept, ev: GossipDead{Link: up, Linked: true, Quiet: 2 * time.Second},
+		{name: "gossip's word again on a watched agent that speaks: its looks go on", before: kept, ev: GossipDead{Linked: true, Quiet: 10 * time.Millisecond, Left: 2 * time.Second}},
+		{name: "gossip's word again on a watched agent, silent: lost", before: kept, ev: GossipDead{Linked: true, Quiet: 2 * time.Second},
 			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
-		{name: "watched, its link ended: the watch ends", before: kept, ev: GossipDead{Link: AgentLink{Up: true, Closed: true, Inc: 1}, Linked: true, Again: true, Left: time.Second}},
-		{name: "a new incarnation of a watched agent is not watched", before: kept, ev: GossipDead{Incarnation: 2, Link: AgentLink{Up: true, Inc: 2, Node: "n0"}, Linked: true, Again: true, Quiet: 100 * time.Millisecond, Left: 2 * time.Second},
+		{name: "watched, its link ended: the watch ends", before: kept, link: ptr(AgentLink{Up: true, Closed: true, Inc: 1}), ev: GossipDead{Linked: true, Again: true, Left: time.Second}},
+		{name: "a new incarnation of a watched agent is not watched", before: kept, link: ptr(AgentLink{Up: true, Inc: 2}), ev: GossipDead{Incarnation: 2, Linked: true, Again: true, Quiet: 100 * time.Millisecond, Left: 2 * time.Second},
 			want: []Action{KeptAlive{Agent: 0, Quiet: 100 * time.Millisecond}, CheckAgain{Agent: 0, Quiet: 100 * time.Millisecond, After: 2 * time.Second}}},
-		{name: "an agent below another: its parent looks", ev: GossipDead{Agent: 2, Link: up, Quiet: 9 * time.Second},
+		{name: "an agent below another: its parent looks", ev: GossipDead{Agent: 2, Quiet: 9 * time.Second},
 			want: []Action{Suspect{Agent: 2, Parent: 0}}},
-		{name: "a successor's child that did not ask for adoption", ev: GossipDead{Link: up, Unadopted: true, Since: AdoptQuiet + time.Millisecond},
+		{name: "a successor's child that did not ask for adoption", ev: GossipDead{Unadopted: true, Since: AdoptQuiet + time.Millisecond},
 			want: []Action{DeclareLost{Agent: 0}}},
-		{name: "a successor's child, too early to tell", ev: GossipDead{Link: up, Unadopted: true, Since: time.Second}},
-		{name: "stale: another incarnation", ev: GossipDead{Incarnation: 2, Link: up, Linked: true}},
-		{name: "its link ended already", ev: GossipDead{Link: AgentLink{Up: true, Closed: true, Inc: 1}, Linked: true}},
-		{name: "it was done", ev: GossipDead{Link: AgentLink{Up: true, Done: true, Inc: 1}, Linked: true}},
-		{name: "not up yet", ev: GossipDead{Link: AgentLink{Inc: 1}, Linked: true}},
-		{name: "the job ends", before: []Event{TimedOut{Limit: time.Second}}, ev: GossipDead{Link: up, Linked: true}},
+		{name: "a successor's child, too early to tell", ev: GossipDead{Unadopted: true, Since: time.Second}},
+		{name: "stale: another incarnation", ev: GossipDead{Incarnation: 2, Linked: true}},
+		{name: "its link ended already", link: ptr(AgentLink{Up: true, Closed: true, Inc: 1}), ev: GossipDead{Linked: true}},
+		{name: "it was done", link: ptr(AgentLink{Up: true, Done: true, Inc: 1}), ev: GossipDead{Linked: true}},
+		{name: "not up yet", link: ptr(AgentLink{Inc: 1}), ev: GossipDead{Linked: true}},
+		{name: "the job ends", before: []Event{TimedOut{Limit: time.Second}}, ev: GossipDead{Linked: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := lossPlanner(t, Rank)
 			for _, ev := range tc.before {
 				p.Step(ev)
+			}
+			if tc.link != nil {
+				p.haveLink(tc.ev.Agent, *tc.link)
 			}
 			if got := p.Step(tc.ev); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
@@ -65,18 +69,16 @@ func TestGossipConfirmation(t *testing.T) {
 // loss (the root steps LinkLost with Silent).
 func TestSilentChildLost(t *testing.T) {
 	p := lossPlanner(t, Rank)
-	acts := p.Step(GossipDead{Agent: 1, Link: AgentLink{Up: true, Inc: 1}, Linked: true})
+	acts := p.Step(GossipDead{Agent: 1, Linked: true})
 	if !reflect.DeepEqual(acts, []Action{DeclareLost{Agent: 1, Linked: true}}) {
 		t.Fatalf("gossip: %+v", acts)
 	}
-	acts = p.Step(LinkLost{Agent: 1, Err: "gossip", Silent: true, Agents: upLinks()})
+	acts = p.Step(LinkLost{Agent: 1, Err: "gossip", Silent: true})
 	if got := kinds(acts); got != "LoseSubtree,Fence,AwaitOrphans" {
 		t.Fatalf("loss: %s %+v", got, acts)
 	}
-	ls := upLinks()
-	ls[1].Closed = true
-	p.Step(Reparented{Agent: 4, Parent: 0, Incarnation: 1, Agents: ls})
-	acts = p.Step(Reparented{Agent: 5, Parent: 0, Incarnation: 1, Agents: ls})
+	p.Step(Reparented{Agent: 4, Parent: 0, Incarnation: 1})
+	acts = p.Step(Reparented{Agent: 5, Parent: 0, Incarnation: 1})
 	var lost Lost
 	for _, a := range acts {
 		if l, ok := a.(Lost); ok {

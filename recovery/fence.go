@@ -181,7 +181,7 @@ func (p *Planner) silenceAt(ev LinkLost) time.Duration {
 		return 0
 	case ev.Direct:
 		return ev.Quiet
-	case ev.RootChild && p.cfg.Resumed:
+	case p.rootChild(ev.Agent) && p.cfg.Resumed:
 		return ev.At.Sub(p.cfg.Started)
 	}
 	return p.cfg.SelfFence.Root()

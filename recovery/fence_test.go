@@ -107,11 +107,10 @@ func TestFenceSelfTimer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second,
-				TableReady: true, Spares: []string{"s0"}, SelfFence: sf})
+				TableReady: true, Spares: []string{"s0"}, SelfFence: sf, Nodes: []string{"n0", "n1"}, Up: allUp(2)})
 			// Declared lost on its heartbeat's timeout, its link quiet for
 			// 2.3 s: the self-fence bound (2 s) passed already.
-			p.Step(LinkLost{Agent: 1, Err: "silent", Silent: true, At: t0, Direct: true, Quiet: 2300 * time.Millisecond,
-				Agents: []AgentLink{{Up: true, Inc: 1, Node: "n0"}, {Up: true, Inc: 1, Node: "n1"}}})
+			p.Step(LinkLost{Agent: 1, Err: "silent", Silent: true, At: t0, Direct: true, Quiet: 2300 * time.Millisecond})
 			p.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "silent", Silent: true})
 			p.Step(Committed{Epoch: 1, Stage: StageSuspend})
 			p.Step(Suspended{Agent: 0, Epoch: 1})

@@ -319,8 +319,8 @@ func TestJobWithoutTable(t *testing.T) {
 		{Relaunched{Agent: 1, Incarnation: 2}, ""},
 		{FenceDone{Agent: 1, Node: "n1", Incarnation: 1}, "Commit"},
 		{Committed{Epoch: 2, Stage: StageRestartJob}, "RestartJob,Arm"},
-		{Restarted{Agent: 0, Epoch: 2, Live: 2}, ""},
-		{Restarted{Agent: 1, Epoch: 2, Live: 2}, "RecoveryOver"}, // every agent restarted its ranks
+		{Restarted{Agent: 0, Epoch: 2}, ""},
+		{Restarted{Agent: 1, Epoch: 2}, "RecoveryOver"}, // every agent restarted its ranks
 	} {
 		acts := step(t, p, tc.ev, tc.want)
 		for _, a := range acts {

@@ -13,8 +13,8 @@ import (
 //
 // The root's detectors confirm that an agent's link is gone (its link
 // ended, its parent reported it, its heartbeat timed out, gossip's word
-// was confirmed) and tell the planner (LinkLost), with how every agent's
-// link stands (AgentLink). The planner decides, in order:
+// was confirmed) and tell the planner (LinkLost); how every agent's link
+// stands is the planner's (links.go). The planner decides, in order:
 //
 //   - which of the lost agent's children are orphans on their way to a
 //     new parent rather than lost with it: under a restart policy, each
@@ -45,23 +45,6 @@ import (
 // (launch/agent/reparent.go).
 const FallbackWait = 4 * time.Second
 
-// AgentLink is how the root's link to one agent stands.
-type AgentLink struct {
-	Up     bool   // connected and activated
-	Closed bool   // its link ended: declared lost, or it left
-	Done   bool   // it reported it was done
-	Inc    uint64 // the incarnation the root's handle is of (from 1)
-	Node   string
-	// Fallbacks are the parents beyond its backup it was last told to try
-	// (topology.Root: the root).
-	Fallbacks []int
-	// RootChild: a child of the root; Adopted: a successor root took
-	// its link over (Adopting).
-	RootChild, Adopted bool
-}
-
-func (l AgentLink) live() bool { return l.Up && !l.Closed && !l.Done }
-
 // nodeLoss is the loss of an agent whose children are moving to new
 // parents: AgentLost is decided once they arrived or were given up.
 type nodeLoss struct {
@@ -76,14 +59,13 @@ type nodeLoss struct {
 
 // linkLost takes the end of an agent's link.
 func (p *Planner) linkLost(ev LinkLost) []Action {
-	links := slices.Clone(ev.Agents)
-	if ev.Agent < 0 || ev.Agent >= len(links) || links[ev.Agent].Closed {
+	if l := p.linkOf(ev.Agent); l == nil || l.closed {
 		return nil
 	}
-	p.noteDeclared(ev, max(links[ev.Agent].Inc, 1))
-	orphans := p.orphansOf(ev.Agent, links)
-	acts := p.loseSubtree(ev.Agent, orphans, links)
-	p.countStarting(links)
+	p.noteDeclared(ev, max(p.links[ev.Agent].inc, 1))
+	orphans := p.orphansOf(ev.Agent)
+	acts := p.loseSubtree(ev.Agent, orphans)
+	p.countStarting()
 	l := &nodeLoss{agent: ev.Agent, err: ev.Err, silent: ev.Silent, orphans: orphans, at: ev.At}
 	l.lost = lostIn(acts)
 	if len(orphans) == 0 {
@@ -97,12 +79,12 @@ func (p *Planner) linkLost(ev LinkLost) []Action {
 	for _, c := range slices.Sorted(maps.Keys(orphans)) {
 		bi := t.Backup(c)
 		m := OrphanMove{Orphan: c, Backup: bi}
-		if !p.canParent(bi, ev.Agent, links) {
+		if !p.canParent(bi, ev.Agent) {
 			m.Fallback = true
 			aw.Wait = p.cfg.OrphanWait + FallbackWait
 		}
 		// Even a backup that will refuse the orphan passes the word on.
-		m.Switch = bi >= 0 && !t.InSubtree(bi, ev.Agent) && links[bi].Up && !links[bi].Closed
+		m.Switch = bi >= 0 && !t.InSubtree(bi, ev.Agent) && p.links[bi].up && !p.links[bi].closed
 		aw.Moves = append(aw.Moves, m)
 	}
 	return append(acts, aw)
@@ -127,17 +109,17 @@ func (p *Planner) recovers() bool {
 
 // orphansOf lists lost agent a's children that can move to a new parent:
 // up, with a backup or a fallback parent that can take them.
-func (p *Planner) orphansOf(a int, links []AgentLink) map[int]bool {
-	if !p.recovers() || links[a].Done {
+func (p *Planner) orphansOf(a int) map[int]bool {
+	if !p.recovers() || p.links[a].done {
 		return nil
 	}
 	var out map[int]bool
 	for _, c := range p.cfg.Tree.Children(a) {
-		if c >= len(links) || !links[c].live() {
+		if c >= len(p.links) || !p.links[c].live() {
 			continue
 		}
-		if !p.canParent(p.cfg.Tree.Backup(c), a, links) && !slices.ContainsFunc(links[c].Fallbacks, func(x int) bool {
-			return x == topology.Root || p.canParent(x, a, links)
+		if !p.canParent(p.cfg.Tree.Backup(c), a) && !slices.ContainsFunc(p.links[c].fallbacks, func(x int) bool {
+			return x == topology.Root || p.canParent(x, a)
 		}) {
 			continue
 		}
@@ -151,11 +133,11 @@ func (p *Planner) orphansOf(a int, links []AgentLink) map[int]bool {
 
 // canParent reports whether agent b can take an orphan of lost agent a:
 // it is up, outside a's subtree, and not an orphan itself.
-func (p *Planner) canParent(b, a int, links []AgentLink) bool {
-	if b < 0 || b >= len(links) || p.cfg.Tree.InSubtree(b, a) || p.orphaned(b) {
+func (p *Planner) canParent(b, a int) bool {
+	if b < 0 || b >= len(p.links) || p.cfg.Tree.InSubtree(b, a) || p.orphaned(b) {
 		return false
 	}
-	return links[b].live()
+	return p.links[b].live()
 }
 
 // orphaned reports whether agent x is an orphan of a loss under way, or
@@ -185,9 +167,15 @@ func (p *Planner) lossPending(b int) bool {
 }
 
 // loseSubtree closes agent a and the agents below it but for those in
-// keep and below them (links is updated): those that had not said they
-// were done are lost, and fenced.
-func (p *Planner) loseSubtree(a int, keep map[int]bool, links []AgentLink) []Action {
+// keep and below them: those that had not said they were done are lost,
+// and fenced (but for those never started: never, with why).
+func (p *Planner) loseSubtree(a int, keep map[int]bool) []Action {
+	return p.closeSubtree(a, keep, "")
+}
+
+// closeSubtree is loseSubtree; never, if set, is why the agents were never
+// started (a launch that failed): they are not fenced.
+func (p *Planner) closeSubtree(a int, keep map[int]bool, never string) []Action {
 	var ls LoseSubtree
 	var fences []Action
 	below := []int(nil)
@@ -195,19 +183,22 @@ func (p *Planner) loseSubtree(a int, keep map[int]bool, links []AgentLink) []Act
 		below = p.cfg.Tree.Subtree(a)
 	}
 	for _, x := range append([]int{a}, below...) {
-		if x >= len(links) || p.kept(x, keep) || links[x].Closed {
+		if x >= len(p.links) || p.kept(x, keep) || p.links[x].closed {
 			continue
 		}
-		links[x].Closed = true
+		p.links[x].closed = true
 		ls.Closed = append(ls.Closed, x)
-		if !links[x].Done {
+		if !p.links[x].done {
 			ls.Lost = append(ls.Lost, x)
-			fences = append(fences, Fence{Agent: x, Node: links[x].Node, Incarnation: max(links[x].Inc, 1)})
+			if never == "" {
+				fences = append(fences, Fence{Agent: x, Node: p.agents[x].node, Incarnation: max(p.links[x].inc, 1)})
+			}
 		}
 	}
 	if len(ls.Closed) == 0 {
 		return nil
 	}
+	ls.NeverStarted = never
 	return append([]Action{ls}, fences...)
 }
 
@@ -219,15 +210,14 @@ func (p *Planner) orphansDue(ev OrphansDue) []Action {
 		return nil
 	}
 	l := p.losses[i]
-	links := slices.Clone(ev.Agents)
 	var acts []Action
 	for _, c := range slices.Sorted(maps.Keys(l.orphans)) {
 		acts = append(acts, OrphanLate{Orphan: c, Agent: l.agent})
-		lose := p.loseSubtree(c, nil, links)
+		lose := p.loseSubtree(c, nil)
 		l.lost = append(l.lost, lostIn(lose)...)
 		acts = append(acts, lose...)
 	}
-	p.countStarting(links)
+	p.countStarting()
 	clear(l.orphans)
 	return append(acts, p.finishLoss(l)...)
 }
@@ -240,19 +230,26 @@ func (p *Planner) finishLoss(l *nodeLoss) []Action {
 	var acts []Action
 	if p.recovers() {
 		t := p.cfg.Tree
-		rd := Redeal{Lost: slices.Clone(l.lost), Before: make([]int, t.N())}
+		rd := Redeal{Lost: slices.Clone(l.lost)}
 		for _, b := range l.lost {
 			if t.Parent(b) != topology.Root && t.Reparent(b, topology.Root) == nil {
 				rd.Rerooted = append(rd.Rerooted, b)
 			}
 		}
-		for i := range rd.Before {
-			rd.Before[i] = t.Backup(i)
+		before := make([]int, t.N())
+		for i := range before {
+			before[i] = t.Backup(i)
 			if p.orphaned(i) {
 				rd.Orphaned = append(rd.Orphaned, i)
 			}
 		}
 		t.RecomputeBackups()
+		for i, bk := range before {
+			// Its backup is new, or not the one it holds a link to.
+			if nb := t.Backup(i); nb >= 0 && (nb != bk || p.links[i].backup != nb) {
+				rd.Tell = append(rd.Tell, i)
+			}
+		}
 		acts = append(acts, rd)
 	}
 	return append(acts, Lost{Agent: l.agent, Agents: slices.Clone(l.lost), Err: l.err, Silent: l.silent})
@@ -262,11 +259,11 @@ func (p *Planner) finishLoss(l *nodeLoss) []Action {
 // an orphan, or the root's adoption of one.
 func (p *Planner) reparented(ev Reparented) []Action {
 	t := p.cfg.Tree
-	if t == nil || ev.Agent < 0 || ev.Agent >= len(ev.Agents) {
+	if t == nil || ev.Agent < 0 || ev.Agent >= len(p.links) {
 		return nil
 	}
-	c := ev.Agents[ev.Agent]
-	if c.Closed || ev.Incarnation != max(c.Inc, 1) {
+	c := p.links[ev.Agent]
+	if c.closed || ev.Incarnation != max(c.inc, 1) {
 		// Declared lost already (its old parent's report came first): the
 		// fence of its node ends it.
 		return []Action{MoveIgnored{Agent: ev.Agent, Parent: ev.Parent, Incarnation: ev.Incarnation}}
@@ -299,23 +296,16 @@ type LinkLost struct {
 	Err    string
 	Silent bool      // a heartbeat's timeout: its node may be gone
 	At     time.Time // when (the root's clock: the orphans' wait is measured from it)
-	// Agents is every agent's link as the root knows it, by index.
-	Agents []AgentLink
 	// Direct: the link that ended is the root's own (a child of the
-	// root's), quiet for Quiet when it ended; RootChild: the agent is a
-	// child of the root (of the lost one, for a successor). The planner
-	// takes from them how long the node had been silent (silenceAt).
-	Direct    bool
-	Quiet     time.Duration
-	RootChild bool
+	// root's), quiet for Quiet when it ended. The planner takes from them
+	// how long the node had been silent (silenceAt).
+	Direct bool
+	Quiet  time.Duration
 }
 
 // OrphansDue: the wait for the orphans of loss Loss (AwaitOrphans)
 // passed.
-type OrphansDue struct {
-	Loss   int
-	Agents []AgentLink
-}
+type OrphansDue struct{ Loss int }
 
 // Reparented: agent Agent (incarnation Incarnation) has a new parent,
 // Parent (topology.Root: the root): a backup or fallback parent took it,
@@ -324,7 +314,6 @@ type Reparented struct {
 	Agent       int
 	Parent      int
 	Incarnation uint64
-	Agents      []AgentLink
 }
 
 func (LinkLost) isEvent()   {}
@@ -333,10 +322,13 @@ func (Reparented) isEvent() {}
 
 // LoseSubtree: the links of Closed are gone; Lost (those of them that had
 // not said they were done) are lost: their ranks ended with them, and the
-// root kills what it can of them (a Fence follows for each).
+// root kills what it can of them (a Fence follows for each). NeverStarted,
+// if set, is why they never started (LaunchFailed): their ranks never ran,
+// and there is nothing to fence.
 type LoseSubtree struct {
-	Closed []int
-	Lost   []int
+	Closed       []int
+	Lost         []int
+	NeverStarted string
 }
 
 // OrphanMove is one orphan's way to a new parent.
@@ -370,14 +362,15 @@ type OrphansArrived struct {
 }
 
 // Redeal: the tree changed after a loss: Rerooted are children of the
-// root now, backups were dealt again (Before is every agent's backup
-// before), and the root tells those whose backup is new; Orphaned are on
-// their way to a new parent and cannot be told yet. Lost names the lost
-// agents, for the state log's note.
+// root now, backups were dealt again, and the root tells Tell (whose
+// backup is new, or not the one they hold a standby link to) their backup
+// once the change is committed, and the others their fallbacks; Orphaned
+// are on their way to a new parent and cannot be told yet. Lost names the
+// lost agents, for the state log's note.
 type Redeal struct {
 	Lost     []int
 	Rerooted []int
-	Before   []int
+	Tell     []int
 	Orphaned []int
 }
 
@@ -423,17 +416,13 @@ func (MoveFailed) isAction()     {}
 // it. Either it is a child of the root (RootChild) asking a successor root
 // to take it over from the lost one, or it is below a child of the root
 // and its parent and its backup parent are both lost: the root is the last
-// of its fallback parents. Link is how the root's link to it stands;
-// Known: the agent is one of the job's, by the name its credentials give;
-// Adopted: a successor adopted it already; Linked: the root holds a link
-// to it already (a successor started it).
+// of its fallback parents. Known: the agent is one of the job's, by the
+// name its credentials give; Linked: the root holds a link to it already
+// (a successor started it).
 type AdoptAsked struct {
 	Agent       int
 	Incarnation uint64
-	Link        AgentLink
 	Known       bool
-	RootChild   bool
-	Adopted     bool
 	Linked      bool
 }
 
@@ -486,17 +475,20 @@ const (
 // adoptAsked decides whether the root adopts an agent that asks it: a
 // child of the lost root, or an orphan whose last fallback parent it is.
 func (p *Planner) adoptAsked(ev AdoptAsked) []Action {
-	l := ev.Link
+	var l link
+	if ev.Known && p.linkOf(ev.Agent) != nil {
+		l = p.links[ev.Agent]
+	}
 	inc := max(ev.Incarnation, 1)
 	refuse := func(why RefuseReason) []Action {
-		lost := ev.Known && (inc < max(l.Inc, 1) || inc == max(l.Inc, 1) && (p.Relaunching(ev.Agent) || l.Closed && !l.Done))
+		lost := ev.Known && (inc < max(l.inc, 1) || inc == max(l.inc, 1) && (p.Relaunching(ev.Agent) || l.closed && !l.done))
 		return []Action{RefuseAdoption{Agent: ev.Agent, Incarnation: ev.Incarnation, Why: why, Fenced: lost}}
 	}
 	switch {
 	case !ev.Known:
 		return refuse(RefuseUnknown)
-	case ev.RootChild:
-		if l.Closed || ev.Adopted || ev.Linked || inc != max(l.Inc, 1) || p.Relaunching(ev.Agent) {
+	case p.rootChild(ev.Agent):
+		if l.closed || l.adopted || ev.Linked || inc != max(l.inc, 1) || p.Relaunching(ev.Agent) {
 			return refuse(RefuseTaken)
 		}
 		return []Action{Adopt{Agent: ev.Agent, Incarnation: ev.Incarnation}}
@@ -505,9 +497,9 @@ func (p *Planner) adoptAsked(ev AdoptAsked) []Action {
 	switch {
 	case p.cfg.Tree == nil || p.cfg.Policy == None:
 		why = RefuseNoRecovery
-	case l.Closed || max(ev.Incarnation, 1) != max(l.Inc, 1):
+	case l.closed || max(ev.Incarnation, 1) != max(l.inc, 1):
 		why = RefuseDeclaredLost
-	case !l.Up:
+	case !l.up:
 		why = RefuseNotUp
 	case p.Ending():
 		why = RefuseEnding

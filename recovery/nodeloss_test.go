@@ -37,14 +37,14 @@ func lossPlanner(t *testing.T, policy Policy) *Planner {
 	t.Helper()
 	return New(Config{Policy: policy, Ranks: 7, Agents: 7, RankAgent: []int{0, 1, 2, 3, 4, 5, 6}, MaxRestarts: 3,
 		AckTimeout: time.Second, Nodes: []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6"},
-		Tree: lossTree(t), OrphanWait: orphanWait})
+		Tree: lossTree(t), OrphanWait: orphanWait, Up: allUp(7)})
 }
 
 // upLinks is every agent of lossTree up, as the root knows them.
 func upLinks() []AgentLink {
 	ls := make([]AgentLink, 7)
 	for i := range ls {
-		ls[i] = AgentLink{Up: true, Inc: 1, Node: "n" + string(rune('0'+i))}
+		ls[i] = AgentLink{Up: true, Inc: 1}
 	}
 	return ls
 }
@@ -98,7 +98,7 @@ func TestOrphanChoice(t *testing.T) {
 			links: func(ls []AgentLink) { ls[0].Done = true },
 			want: []Action{
 				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{2, 6, 3}}, fence(2), fence(6), fence(3),
-				Redeal{Lost: []int{2, 6, 3}, Rerooted: []int{2, 6, 3}, Before: []int{-2, -2, 1, 1, 0, 0, 3}},
+				Redeal{Lost: []int{2, 6, 3}, Rerooted: []int{2, 6, 3}, Tell: []int{4, 5}},
 				Lost{Agent: 0, Agents: []int{2, 6, 3}, Err: "gone"},
 			}},
 		{name: "a job that ends moves no agent", policy: Rank,
@@ -119,7 +119,8 @@ func TestOrphanChoice(t *testing.T) {
 			if tc.links != nil {
 				tc.links(ls)
 			}
-			got := nodeLossActs(p.Step(LinkLost{Agent: 0, Err: "gone", Agents: ls}))
+			p.haveLinks(ls)
+			got := nodeLossActs(p.Step(LinkLost{Agent: 0, Err: "gone"}))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
@@ -149,7 +150,7 @@ func TestFallbackWait(t *testing.T) {
 		{name: "no fallback told: lost with its parent",
 			want: []Action{
 				LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}}, fence(2), fence(6),
-				Redeal{Lost: []int{2, 6}, Rerooted: []int{2, 6}, Before: []int{-2, -2, 1, 1, 0, 0, 3}},
+				Redeal{Lost: []int{2, 6}, Rerooted: []int{2, 6}, Tell: []int{3, 4, 5}},
 				Lost{Agent: 2, Agents: []int{2, 6}, Err: "gone"},
 			}},
 	} {
@@ -158,7 +159,8 @@ func TestFallbackWait(t *testing.T) {
 			ls := upLinks()
 			ls[3].Closed = true // n6's backup is gone
 			ls[6].Fallbacks = tc.fallbacks
-			got := nodeLossActs(p.Step(LinkLost{Agent: 2, Err: "gone", Agents: ls}))
+			p.haveLinks(ls)
+			got := nodeLossActs(p.Step(LinkLost{Agent: 2, Err: "gone"}))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
@@ -172,14 +174,12 @@ func TestFallbackWait(t *testing.T) {
 func TestOrphanArrival(t *testing.T) {
 	p := lossPlanner(t, Rank)
 	at := time.Unix(100, 0)
-	p.Step(LinkLost{Agent: 2, Err: "gone", At: at, Agents: upLinks()})
-	ls := upLinks()
-	ls[2].Closed = true
-	got := nodeLossActs(p.Step(Reparented{Agent: 6, Parent: 3, Incarnation: 1, Agents: ls}))
+	p.Step(LinkLost{Agent: 2, Err: "gone", At: at})
+	got := nodeLossActs(p.Step(Reparented{Agent: 6, Parent: 3, Incarnation: 1}))
 	want := []Action{
 		Moved{Agent: 6, From: 2, To: 3},
 		OrphansArrived{Agent: 2, Since: at},
-		Redeal{Lost: []int{2}, Rerooted: []int{2}, Before: []int{-2, -2, 1, 1, 0, 0, -2}},
+		Redeal{Lost: []int{2}, Rerooted: []int{2}, Tell: []int{3, 4, 5, 6}},
 		Lost{Agent: 2, Agents: []int{2}, Err: "gone"},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -195,7 +195,7 @@ func TestOrphanArrival(t *testing.T) {
 		}
 	}
 	// A second report of the same move changes nothing more.
-	if got := p.Step(Reparented{Agent: 6, Parent: 3, Incarnation: 1, Agents: ls}); kinds(got) != "Moved" || got[0].(Moved).From != 3 {
+	if got := p.Step(Reparented{Agent: 6, Parent: 3, Incarnation: 1}); kinds(got) != "Moved" || got[0].(Moved).From != 3 {
 		t.Fatalf("again: %+v", got)
 	}
 }
@@ -204,22 +204,20 @@ func TestOrphanArrival(t *testing.T) {
 // lost with the agent, with the agents below it.
 func TestOrphanLate(t *testing.T) {
 	p := lossPlanner(t, Rank)
-	acts := p.Step(LinkLost{Agent: 0, Err: "gone", Agents: upLinks()})
+	acts := p.Step(LinkLost{Agent: 0, Err: "gone"})
 	aw := acts[len(acts)-1].(AwaitOrphans)
-	ls := upLinks()
-	ls[0].Closed = true
-	p.Step(Reparented{Agent: 3, Parent: 1, Incarnation: 1, Agents: ls})
-	got := nodeLossActs(p.Step(OrphansDue{Loss: aw.Loss, Agents: ls}))
+	p.Step(Reparented{Agent: 3, Parent: 1, Incarnation: 1})
+	got := nodeLossActs(p.Step(OrphansDue{Loss: aw.Loss}))
 	want := []Action{
 		OrphanLate{Orphan: 2, Agent: 0},
 		LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}}, fence(2), fence(6),
-		Redeal{Lost: []int{0, 2, 6}, Rerooted: []int{2, 6}, Before: []int{-2, -2, 1, -2, 0, 0, 3}},
+		Redeal{Lost: []int{0, 2, 6}, Rerooted: []int{2, 6}, Tell: []int{3, 4, 5}},
 		Lost{Agent: 0, Agents: []int{0, 2, 6}, Err: "gone"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
-	if got := p.Step(OrphansDue{Loss: aw.Loss, Agents: ls}); got != nil {
+	if got := p.Step(OrphansDue{Loss: aw.Loss}); got != nil {
 		t.Fatalf("a loss taken already is due again: %+v", got)
 	}
 }
@@ -244,7 +242,7 @@ func TestOrphanMoveOfLostIncarnation(t *testing.T) {
 			p := lossPlanner(t, Rank)
 			ls := upLinks()
 			ls[4].Closed = true
-			tc.ev.Agents = ls
+			p.haveLinks(ls)
 			if got := p.Step(tc.ev); !reflect.DeepEqual(got, []Action{tc.want}) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
@@ -256,7 +254,7 @@ func TestOrphanMoveOfLostIncarnation(t *testing.T) {
 // for its orphans is not stranded: its ranks' end is not final.
 func TestSubtreeLossPendingStrandsNothing(t *testing.T) {
 	p := lossPlanner(t, Rank)
-	p.Step(LinkLost{Agent: 0, Err: "gone", Agents: upLinks()})
+	p.Step(LinkLost{Agent: 0, Err: "gone"})
 	if got := p.Step(Stranded{Seq: 3, Agent: 0, Node: "n0", Op: "barrier"}); got != nil {
 		t.Fatalf("stranded during the loss: %+v", got)
 	}
@@ -272,8 +270,9 @@ func TestFenceEveryLostAgent(t *testing.T) {
 	ls := upLinks()
 	ls[2].Inc = 3
 	ls[6].Done = true
+	p.haveLinks(ls)
 	var fences []Action
-	for _, a := range p.Step(LinkLost{Agent: 0, Err: "gone", Agents: ls}) {
+	for _, a := range p.Step(LinkLost{Agent: 0, Err: "gone"}) {
 		if f, ok := a.(Fence); ok {
 			fences = append(fences, f)
 		}
@@ -291,45 +290,49 @@ func TestFenceEveryLostAgent(t *testing.T) {
 // of a lost root by a successor once per incarnation, not one being
 // replaced. A refused incarnation declared lost is told so (Fenced).
 func TestOrphanAdoption(t *testing.T) {
-	up := AgentLink{Up: true, Inc: 2, Node: "n6"}
-	orphan := AdoptAsked{Agent: 6, Incarnation: 2, Link: up, Known: true}
+	orphan := AdoptAsked{Agent: 6, Incarnation: 2, Known: true}
+	child := AdoptAsked{Agent: 1, Incarnation: 2, Known: true} // of the root (lossTree)
 	with := func(ev AdoptAsked, f func(*AdoptAsked)) AdoptAsked { f(&ev); return ev }
 	for _, c := range []struct {
 		name   string
 		policy Policy
 		noTree bool
 		ending bool
+		link   func(*AgentLink) // the root's link to the asking agent (up, incarnation 2) as it stands
 		ev     AdoptAsked
 		want   Action
 	}{
-		{"orphan adopted", Rank, false, false, orphan, Adopt{Agent: 6, Incarnation: 2, Orphan: true}},
-		{"orphan, no restart policy", None, false, false, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNoRecovery}},
-		{"orphan, no tree", Job, true, false, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNoRecovery}},
-		{"orphan, an older incarnation", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Incarnation = 1 }),
+		{"orphan adopted", Rank, false, false, nil, orphan, Adopt{Agent: 6, Incarnation: 2, Orphan: true}},
+		{"orphan, no restart policy", None, false, false, nil, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNoRecovery}},
+		{"orphan, no tree", Job, true, false, nil, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNoRecovery}},
+		{"orphan, an older incarnation", Rank, false, false, nil, with(orphan, func(e *AdoptAsked) { e.Incarnation = 1 }),
 			RefuseAdoption{Agent: 6, Incarnation: 1, Why: RefuseDeclaredLost, Fenced: true}},
-		{"orphan, its link closed", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Link.Closed = true }),
+		{"orphan, its link closed", Rank, false, false, func(l *AgentLink) { l.Closed = true }, orphan,
 			RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseDeclaredLost, Fenced: true}},
-		{"orphan, not up", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Link = AgentLink{Inc: 2} }),
+		{"orphan, not up", Rank, false, false, func(l *AgentLink) { l.Up = false }, orphan,
 			RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseNotUp}},
-		{"orphan, the job ends", Rank, false, true, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseEnding}},
-		{"not one of the job's", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Known = false }),
+		{"orphan, the job ends", Rank, false, true, nil, orphan, RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseEnding}},
+		{"not one of the job's", Rank, false, false, nil, with(orphan, func(e *AdoptAsked) { e.Known = false }),
 			RefuseAdoption{Agent: 6, Incarnation: 2, Why: RefuseUnknown}},
-		{"child of the lost root", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild = 1, true }),
-			Adopt{Agent: 1, Incarnation: 2}},
-		{"child of the lost root, adopted already", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild, e.Adopted = 1, true, true }),
+		{"child of the lost root", Rank, false, false, nil, child, Adopt{Agent: 1, Incarnation: 2}},
+		{"child of the lost root, adopted already", Rank, false, false, func(l *AgentLink) { l.Adopted = true }, child,
 			RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken}},
-		{"child of the lost root, started by the successor", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild, e.Linked = 1, true, true }),
+		{"child of the lost root, started by the successor", Rank, false, false, nil, with(child, func(e *AdoptAsked) { e.Linked = true }),
 			RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken}},
-		{"child of the lost root, an older incarnation", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild, e.Incarnation = 1, true, 1 }),
+		{"child of the lost root, an older incarnation", Rank, false, false, nil, with(child, func(e *AdoptAsked) { e.Incarnation = 1 }),
 			RefuseAdoption{Agent: 1, Incarnation: 1, Why: RefuseTaken, Fenced: true}},
-		{"child of the lost root, its link closed", Rank, false, false, with(orphan, func(e *AdoptAsked) { e.Agent, e.RootChild, e.Link.Closed = 1, true, true }),
+		{"child of the lost root, its link closed", Rank, false, false, func(l *AgentLink) { l.Closed = true }, child,
 			RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken, Fenced: true}},
-		{"child of the lost root, done", Rank, false, false, with(orphan, func(e *AdoptAsked) {
-			e.Agent, e.RootChild, e.Link.Closed, e.Link.Done = 1, true, true, true
-		}), RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken}},
+		{"child of the lost root, done", Rank, false, false, func(l *AgentLink) { l.Closed, l.Done = true, true }, child,
+			RefuseAdoption{Agent: 1, Incarnation: 2, Why: RefuseTaken}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := lossPlanner(t, c.policy)
+			l := AgentLink{Up: true, Inc: 2}
+			if c.link != nil {
+				c.link(&l)
+			}
+			p.haveLink(c.ev.Agent, l)
 			if c.noTree {
 				p.cfg.Tree = nil
 			}
@@ -379,18 +382,12 @@ func TestSubtreeLostWithItsAgent(t *testing.T) {
 			if tc.links != nil {
 				tc.links(ls)
 			}
-			acts := p.Step(LinkLost{Agent: tc.lost, Err: "gone", Agents: ls})
+			p.haveLinks(ls)
+			acts := p.Step(LinkLost{Agent: tc.lost, Err: "gone"})
 			if tc.due {
 				for _, a := range acts {
 					if aw, ok := a.(AwaitOrphans); ok {
-						for _, l := range acts {
-							if s, ok := l.(LoseSubtree); ok {
-								for _, x := range s.Closed {
-									ls[x].Closed = true
-								}
-							}
-						}
-						acts = append(acts, p.Step(OrphansDue{Loss: aw.Loss, Agents: ls})...)
+						acts = append(acts, p.Step(OrphansDue{Loss: aw.Loss})...)
 					}
 				}
 			}

@@ -58,6 +58,7 @@ func nodeWorld(t *testing.T, seed uint64, policy Policy, cov *seen) *world {
 		SelfFence: SelfFence{Ping: time.Second, Confirm: time.Second}}
 	w := newWorldConfig(t, seed, cfg)
 	w.closed = make([]bool, cfg.Agents)
+	w.p.haveLinks(w.rootLinks())
 	w.resolve = func(ev Event) (Event, bool) {
 		switch ev := ev.(type) {
 		case linkEnd:
@@ -65,7 +66,7 @@ func nodeWorld(t *testing.T, seed uint64, policy Policy, cov *seen) *world {
 			if ev.silent {
 				err = "heartbeat timeout"
 			}
-			return LinkLost{Agent: ev.agent, Err: err, Silent: ev.silent, At: time.Unix(0, 0), Agents: w.links()}, true
+			return LinkLost{Agent: ev.agent, Err: err, Silent: ev.silent, At: time.Unix(0, 0)}, true
 		case arrival:
 			switch {
 			case w.agentInc[ev.orphan] != ev.inc:
@@ -80,9 +81,9 @@ func nodeWorld(t *testing.T, seed uint64, policy Policy, cov *seen) *world {
 			if to != topology.Root && (!w.agentUp[to] || w.closed[to]) {
 				to = topology.Root // its next fallback
 			}
-			return Reparented{Agent: ev.orphan, Parent: to, Incarnation: ev.inc, Agents: w.links()}, true
+			return Reparented{Agent: ev.orphan, Parent: to, Incarnation: ev.inc}, true
 		case orphansDue:
-			return OrphansDue{Loss: ev.loss, Agents: w.links()}, true
+			return OrphansDue{Loss: ev.loss}, true
 		}
 		return ev, true
 	}
@@ -112,7 +113,7 @@ func nodeWorld(t *testing.T, seed uint64, policy Policy, cov *seen) *world {
 			w.events = append(w.events, orphansDue{loss: a.Loss})
 		case Lost:
 			for _, x := range a.Agents {
-				ev := AgentLost{Agent: x, Incarnation: w.agentInc[x], Node: fmt.Sprintf("n%d", x), Err: a.Err, Silent: a.Silent}
+				ev := AgentLost{Agent: x, Incarnation: w.agentInc[x], Node: w.p.AgentNode(x), Err: a.Err, Silent: a.Silent} // the root says the node its handle names
 				if x != a.Agent {
 					ev.Err, ev.With, ev.Silent = "", fmt.Sprintf("n%d", a.Agent), false
 				}
@@ -172,6 +173,7 @@ func (w *world) nodeLeaderChange() {
 			w.events = append(w.events, linkEnd{agent: a})
 		}
 	}
+	w.p.haveLinks(w.rootLinks())
 }
 
 // monotonic is the check after each step of every world: the planner's

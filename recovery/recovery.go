@@ -178,6 +178,10 @@ type Config struct {
 	// Launching: the agents are being started (not a successor's): a
 	// restart of the job waits until every one is up (LaunchUp).
 	Launching bool
+	// Up are the agents up already when the planner starts (a
+	// successor's, as the replicated state records them): the others'
+	// links are not up yet (links.go).
+	Up []bool
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -215,6 +219,8 @@ type Planner struct {
 	held     uint64
 	// leads: a successor's planner was told it leads (Adopting).
 	leads bool
+	// links are the root's links to the agents (links.go).
+	links []link
 }
 
 // New returns a planner for a job that is running.
@@ -230,6 +236,7 @@ func New(cfg Config) *Planner {
 			p.agents[a].node = cfg.Nodes[a]
 		}
 	}
+	p.links = newLinks(cfg.Agents, cfg.Up, func(a int) uint64 { return p.agents[a].inc })
 	for r := range p.ranks {
 		p.ranks[r].inc = 1
 		if r < len(cfg.RankAgent) {
@@ -286,6 +293,7 @@ func (p *Planner) Step(ev Event) []Action {
 		}
 		return p.endFor(ev.Node, ev.Rank, code, Reason{Kind: ReasonRankAbort, Rank: ev.Rank, Node: ev.Node, Code: ev.Code, Text: ev.Msg})
 	case AgentLost:
+		p.closeLink(ev.Agent, ev.Incarnation)
 		acts := p.agentLost(ev)
 		p.reviveRelaunched(ev.Agent)
 		return acts
@@ -295,10 +303,12 @@ func (p *Planner) Step(ev Event) []Action {
 	case Relaunched, RelaunchFailed:
 		return p.relaunchStep(ev)
 	case LaunchFailed:
+		// It and the agents below it never run.
+		acts := p.closeSubtree(ev.Agent, nil, ev.Msg)
 		if p.phase == Ending || p.phase == Over {
-			return nil // the job is ending: agents not started yet are not needed
+			return acts // the job is ending: agents not started yet are not needed
 		}
-		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonLaunch, Rank: NoRank, Node: ev.Node, Text: ev.Msg})
+		return append(acts, p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonLaunch, Rank: NoRank, Node: ev.Node, Text: ev.Msg})...)
 	case LaunchError:
 		return p.endFor(ev.Node, NoRank, ExitLauncher, Reason{Kind: ReasonLaunch, Rank: NoRank, Node: ev.Node, Text: ev.Msg})
 	case ProtocolError:
@@ -344,6 +354,8 @@ func (p *Planner) Step(ev Event) []Action {
 		return nil
 	case LinkLost:
 		return p.linkLost(ev)
+	case AgentUp, AgentDone, Adopted, FallbacksTold, BackupUp:
+		return p.linkStep(ev)
 	case GossipDead:
 		return p.gossipDead(ev)
 	case OrphansDue:
@@ -353,15 +365,15 @@ func (p *Planner) Step(ev Event) []Action {
 	case AdoptAsked:
 		return p.adoptAsked(ev)
 	case LaunchUp:
-		return p.launchUp(ev)
+		return p.launchUp()
 	case Waiting:
 		return p.waiting(ev)
 	case Adopting:
 		return p.adopting(ev)
 	case Resumed:
-		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume, ev.Live)...)
+		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume)...)
 	case Restarted:
-		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageRestartJob, ev.Live)...)
+		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageRestartJob)...)
 	case Committed, Suspended, Respawned, Patched, Expired, LeaderChanged:
 		return p.restartStep(ev)
 	}
@@ -491,10 +503,12 @@ type AgentLost struct {
 	With string
 }
 
-// LaunchFailed: an agent could not be started.
+// LaunchFailed: agent Agent (of Node) could not be started: it and the
+// agents below it never run.
 type LaunchFailed struct {
-	Node string
-	Msg  string
+	Agent int
+	Node  string
+	Msg   string
 }
 
 // LaunchError: the root could not give an agent that is up its share of

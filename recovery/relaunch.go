@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // Losing an agent, under a restart policy.
@@ -372,6 +374,7 @@ func (p *Planner) relaunchStep(ev Event) []Action {
 			return nil
 		}
 		as := &p.agents[ev.Agent]
+		p.closeLink(ev.Agent, ev.Incarnation)
 		if as.st != aRelaunching || ev.Incarnation != as.inc {
 			return nil
 		}
@@ -479,7 +482,14 @@ func (p *Planner) sendRelaunch(arm Arm) []Action {
 		}
 		if as.st == aRelaunching && !as.sent {
 			as.sent = true
-			acts = append(acts, Relaunch{Agent: a, Node: as.node, Incarnation: as.inc, Epoch: p.epoch})
+			rl := Relaunch{Agent: a, Node: as.node, Incarnation: as.inc, Epoch: p.epoch}
+			if l := &p.links[a]; l.inc < as.inc {
+				// A new link, the root's own (it does not wait for the
+				// agent to ask for adoption).
+				*l = link{inc: as.inc, adopted: true, backup: topology.None}
+				rl.Start = true
+			}
+			acts = append(acts, rl)
 		}
 	}
 	if p.relaunchDone() {
@@ -521,6 +531,7 @@ func (p *Planner) restoreAgents(recs []AgentRecord) {
 		}
 		as := &p.agents[ar.Agent]
 		as.node, as.inc, as.restarts, as.sent = ar.Node, ar.Incarnation, ar.Restarts, false
+		p.links[ar.Agent].inc = ar.Incarnation // the root's handle is of it (AgentIncarnation)
 		as.fences = slices.Clone(ar.Unfenced)
 		as.confirmed = slices.Clone(ar.Fenced)
 		for _, f := range ar.Fenced {
@@ -572,11 +583,15 @@ func (FenceDone) isEvent()      {}
 // Relaunch tells the root to start agent Agent again on its node as
 // Incarnation: fresh credentials, the job's share of the node, the
 // recovery's epoch and the node table; it starts no rank by itself.
+// Start: the root's link is of an older incarnation, and a new one is
+// started (else the stage was committed again by a new leader: the
+// incarnation was started already, and is answered if it is up).
 type Relaunch struct {
 	Agent       int
 	Node        string
 	Incarnation uint64
 	Epoch       uint64
+	Start       bool
 }
 
 // Fence tells the root to fence agent Agent's incarnations up to

@@ -79,7 +79,7 @@ func TestRelaunchOrderOfActions(t *testing.T) {
 			}
 		}
 	}
-	if relaunch != (Relaunch{Agent: 1, Node: "n1", Incarnation: 2, Epoch: 1}) {
+	if relaunch != (Relaunch{Agent: 1, Node: "n1", Incarnation: 2, Epoch: 1, Start: true}) {
 		t.Fatalf("relaunch %+v", relaunch)
 	}
 	if len(respawns) != 2 || respawns[0] != (Respawn{Rank: 2, Agent: 1, Incarnation: 2, Epoch: 1}) || respawns[1].Rank != 3 {
@@ -182,7 +182,7 @@ func TestRelaunchSpare(t *testing.T) {
 				}
 			}
 		}
-		if relaunch != (Relaunch{Agent: 1, Node: "s0", Incarnation: 2, Epoch: 1}) {
+		if relaunch != (Relaunch{Agent: 1, Node: "s0", Incarnation: 2, Epoch: 1, Start: true}) {
 			t.Fatalf("%v: relaunch %+v", policy, relaunch)
 		}
 		if len(recs) != 1 || recs[0].Node != "s0" {
@@ -418,8 +418,8 @@ func TestRelaunchJob(t *testing.T) {
 		{Relaunched{Agent: 1, Incarnation: 2}, ""}, // the fence is awaited
 		{FenceDone{Agent: 1, Node: "n1", Incarnation: 1}, "Commit"},
 		{Committed{Epoch: 1, Stage: StageRestartJob}, "RestartJob,Arm"},
-		{Restarted{Agent: 0, Epoch: 1, Live: 2}, ""},
-		{Restarted{Agent: 1, Epoch: 1, Live: 2}, "RecoveryOver"}, // every agent restarted its ranks
+		{Restarted{Agent: 0, Epoch: 1}, ""},
+		{Restarted{Agent: 1, Epoch: 1}, "RecoveryOver"}, // every agent restarted its ranks
 	} {
 		if got := kinds(p.Step(tc.ev)); got != tc.want {
 			t.Fatalf("Step(%#v) = %s, want %s (phase %v stage %v)", tc.ev, got, tc.want, p.Phase(), p.Stage())

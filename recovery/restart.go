@@ -550,21 +550,18 @@ type Patched struct {
 	Version uint64
 }
 
-// Resumed: an agent's ranks run again. Live is how many agents' links
-// have not ended (the root's count: the recovery is over once every one
-// of them acknowledged, RecoveryOver).
+// Resumed: an agent's ranks run again (the recovery is over once every
+// agent whose link has not ended acknowledged it, RecoveryOver).
 type Resumed struct {
 	Agent int
 	Epoch uint64
-	Live  int
 }
 
 // Restarted: an agent ended its ranks and started them again (policy
-// Job); Live as for Resumed.
+// Job), acknowledged as Resumed is.
 type Restarted struct {
 	Agent int
 	Epoch uint64
-	Live  int
 }
 
 // Expired: the bound armed for a stage of epoch passed.

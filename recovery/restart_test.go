@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -74,35 +73,37 @@ type world struct {
 	check   func()
 }
 
-// live counts the agents whose link has not ended, as the root would.
-func (w *world) live() int {
-	n := 0
-	for _, l := range w.links() {
-		if !l.Closed {
-			n++
-		}
-	}
-	return n
-}
-
-// links is how every agent's link stands, as the root would say: in the
-// node-loss world, as the root knows it (closed once declared lost; a
-// process that died unnoticed still looks up), every agent told the root
-// is its last fallback parent.
-func (w *world) links() []AgentLink {
+// rootLinks is how every agent's link stands as the root knows it, for a
+// new leader's planner (its adoptions, in short): in the node-loss world,
+// closed once declared lost (a process that died unnoticed still looks
+// up), every agent told the root is its last fallback parent; else closed
+// once its process is gone. The planner keeps them from then on, as the
+// root tells it (AgentUp when an agent started again comes up, its own
+// losses).
+func (w *world) rootLinks() []AgentLink {
 	out := make([]AgentLink, len(w.agentUp))
 	for a, up := range w.agentUp {
 		if w.closed != nil {
-			out[a] = AgentLink{Up: !w.closed[a], Closed: w.closed[a], Inc: w.agentInc[a], Node: fmt.Sprintf("n%d", a), Fallbacks: []int{topology.Root}}
+			out[a] = AgentLink{Up: !w.closed[a], Closed: w.closed[a], Inc: w.agentInc[a], Fallbacks: []int{topology.Root}}
 			continue
 		}
-		out[a] = AgentLink{Up: up, Closed: !up, Inc: w.agentInc[a], Node: fmt.Sprintf("n%d", a)}
+		out[a] = AgentLink{Up: up, Closed: !up, Inc: w.agentInc[a]}
 	}
 	return out
 }
 
+// linkUp tells the planner agent a's new incarnation is up, as the root
+// does once it gave it its share (and, in the node-loss world, that it
+// was told the root is its last fallback).
+func (w *world) linkUp(a int) {
+	w.p.Step(AgentUp{Agent: a})
+	if w.closed != nil {
+		w.p.Step(FallbacksTold{Agent: a, Parents: []int{topology.Root}})
+	}
+}
+
 func newWorld(t *testing.T, seed uint64, policy Policy, ranks, agents, maxRestarts int) *world {
-	cfg := Config{Policy: policy, Ranks: ranks, Agents: agents, MaxRestarts: maxRestarts, AckTimeout: time.Second, TableReady: true}
+	cfg := Config{Policy: policy, Ranks: ranks, Agents: agents, MaxRestarts: maxRestarts, AckTimeout: time.Second, TableReady: true, Up: allUp(agents)}
 	for r := range ranks {
 		cfg.RankAgent = append(cfg.RankAgent, r%agents)
 	}
@@ -136,10 +137,6 @@ func newWorldConfig(t *testing.T, seed uint64, cfg Config) *world {
 	return w
 }
 
-// linksRE matches the links an event carries, which the history leaves
-// out.
-var linksRE = regexp.MustCompile(`Agents:\[\]recovery\.AgentLink\{(recovery\.AgentLink\{[^{}]*(\{[^{}]*\})?[^{}]*\}(, )?)*\}`)
-
 func (w *world) fatalf(format string, args ...any) {
 	w.t.Helper()
 	w.t.Fatalf(format+"\nhistory:\n  %s", append(args, strings.Join(w.log, "\n  "))...)
@@ -154,7 +151,7 @@ func (w *world) step(ev Event) {
 			return
 		}
 	}
-	w.log = append(w.log, "event "+linksRE.ReplaceAllString(fmt.Sprintf("%#v", ev), "Agents:…"))
+	w.log = append(w.log, fmt.Sprintf("event %#v", ev))
 	if st, ok := ev.(RankStarted); ok {
 		// The root records a start in the state log's table as it hears
 		// of it.
@@ -282,7 +279,7 @@ func (w *world) act(act Action) {
 		w.lastSent = a.Epoch
 		for ag := range w.cfg.Agents {
 			if w.agentUp[ag] {
-				w.events = append(w.events, Resumed{Agent: ag, Epoch: a.Epoch, Live: w.live()})
+				w.events = append(w.events, Resumed{Agent: ag, Epoch: a.Epoch})
 			}
 		}
 	case RestartJob:
@@ -300,7 +297,7 @@ func (w *world) act(act Action) {
 		}
 		for ag := range w.cfg.Agents {
 			if w.agentUp[ag] {
-				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch, Live: w.live()})
+				w.events = append(w.events, Restarted{Agent: ag, Epoch: a.Epoch})
 			}
 		}
 		w.lastSent = a.Epoch
@@ -319,6 +316,7 @@ func (w *world) act(act Action) {
 			if w.closed != nil {
 				w.closed[a.Agent] = false // a new link
 			}
+			w.linkUp(a.Agent)
 			w.agentStarts[[2]uint64{uint64(a.Agent), a.Incarnation}]++
 		}
 		if w.agentInc[a.Agent] == a.Incarnation && w.agentUp[a.Agent] {
@@ -429,6 +427,7 @@ func (w *world) leaderChange() {
 	cfg.RankRestarts = slices.Clone(w.fsmRes)
 	w.p = New(cfg)
 	w.p.Restore(w.last)
+	w.p.haveLinks(w.rootLinks())
 	// A new leader names again what the recovery it carries on starts:
 	// its predecessor's record of it may not have been committed.
 	clear(w.named)

@@ -36,13 +36,13 @@ func (p *Planner) tallyLast() { p.tally = &ackTally{epoch: p.epoch, acks: map[in
 // lastAck counts agent a's acknowledgement (of stage, for epoch) of a
 // recovery's last phase; once every agent whose link has not ended
 // acknowledged it, the recovery is over.
-func (p *Planner) lastAck(a int, epoch uint64, stage Stage, live int) []Action {
+func (p *Planner) lastAck(a int, epoch uint64, stage Stage) []Action {
 	t := p.tally
 	if t == nil || epoch != p.epoch || t.epoch != epoch {
 		return nil
 	}
 	t.acks[a] = true
-	if len(t.acks) < live {
+	if len(t.acks) < p.live() {
 		return nil
 	}
 	p.tally = nil
@@ -62,17 +62,16 @@ type RecoveryOver struct {
 
 func (RecoveryOver) isAction() {}
 
-// countStarting takes how the links stand: the agents of the launch not up
-// yet (a first incarnation being started; one lost and started again is
-// waited for by the recovery itself, and is up by the time a restart is
-// sent).
-func (p *Planner) countStarting(links []AgentLink) {
+// countStarting counts the agents of the launch not up yet (a first
+// incarnation being started; one lost and started again is waited for by
+// the recovery itself, and is up by the time a restart is sent).
+func (p *Planner) countStarting() {
 	if !p.cfg.Launching || p.cfg.Resumed {
 		return
 	}
 	p.starting = 0
-	for _, l := range links {
-		if !l.Up && !l.Closed {
+	for _, l := range p.links {
+		if !l.up && !l.closed {
 			p.starting++
 		}
 	}
@@ -80,11 +79,11 @@ func (p *Planner) countStarting(links []AgentLink) {
 
 // launchUp takes an agent of the launch up: once every one is, a restart
 // of the job held for them goes out.
-func (p *Planner) launchUp(ev LaunchUp) []Action {
+func (p *Planner) launchUp() []Action {
 	if !p.cfg.Launching || p.cfg.Resumed {
 		return nil
 	}
-	p.starting = ev.Starting
+	p.countStarting()
 	if p.held == 0 || p.starting > 0 {
 		return nil
 	}
@@ -107,10 +106,9 @@ func (p *Planner) sendRestartJob(arm Arm) []Action {
 	return []Action{RestartJob{Epoch: p.epoch, Restarts: p.restarts}, arm}
 }
 
-// LaunchUp: an agent came up; Starting agents are not up yet and their
-// link has not ended (what AgentLink's Up and Closed would say of each:
-// the root counts them, for it steps this at every agent's start).
-type LaunchUp struct{ Starting int }
+// LaunchUp: an agent that came up (AgentUp) got its share of the job: a
+// restart held for the launch may go out now.
+type LaunchUp struct{}
 
 func (LaunchUp) isEvent() {}
 
@@ -180,9 +178,9 @@ func (p *Planner) allEnded(a int) bool {
 	return n > 0
 }
 
-// Adopting: how a successor's adoption of the lost root's children stands
-// (each agent's link: RootChild, Adopted, Closed).
-type Adopting struct{ Agents []AgentLink }
+// Adopting: a successor's adoption of the lost root's children went on
+// (one adopted, or given up): it leads once none is waited for.
+type Adopting struct{}
 
 func (Adopting) isEvent() {}
 
@@ -209,8 +207,8 @@ func (p *Planner) adopting(ev Adopting) []Action {
 	if !p.cfg.Resumed || p.leads {
 		return nil
 	}
-	for a, l := range ev.Agents {
-		if l.RootChild && !l.Adopted && !l.Closed && !p.Relaunching(a) {
+	for a, l := range p.links {
+		if p.rootChild(a) && !l.adopted && !l.closed && !p.Relaunching(a) {
 			return nil
 		}
 	}

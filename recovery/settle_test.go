@@ -4,19 +4,9 @@ import (
 	"reflect"
 	"testing"
 	"time"
-)
 
-// links is n agents' links, all up but for those closed.
-func links(n int, closed ...int) []AgentLink {
-	out := make([]AgentLink, n)
-	for i := range out {
-		out[i] = AgentLink{Up: true, Inc: 1}
-	}
-	for _, c := range closed {
-		out[c].Closed = true
-	}
-	return out
-}
+	"github.com/ftlaunch/ftlaunch/topology"
+)
 
 // TestSilentNodeSelfFenceCountsFromDeclaration: how long a lost node had
 // been silent when its link was declared lost decides when a fence that
@@ -43,7 +33,7 @@ func TestSilentNodeSelfFenceCountsFromDeclaration(t *testing.T) {
 		{"its parent found it silent: at least Root, the fence's grace", false,
 			[]LinkLost{{Err: "heartbeat", Silent: true, At: t0}}, 1, began.Add(FenceGrace)},
 		{"a lost root's child a successor never heard: silent since the successor started", true,
-			[]LinkLost{{Err: "not adopted", Silent: true, At: t0, RootChild: true}}, 1, began.Add(FenceGrace)},
+			[]LinkLost{{Err: "not adopted", Silent: true, At: t0}}, 1, began.Add(FenceGrace)},
 		{"not declared here: from the fence's beginning, silence not known", false,
 			nil, 1, began.Add(2 * time.Second)},
 		{"another incarnation's declaration counts nothing", false,
@@ -54,9 +44,9 @@ func TestSilentNodeSelfFenceCountsFromDeclaration(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second,
-				TableReady: true, SelfFence: sf, Resumed: c.resumed, Started: t0.Add(-3 * time.Second)})
+				TableReady: true, SelfFence: sf, Resumed: c.resumed, Started: t0.Add(-3 * time.Second), Tree: topology.Flat([]string{"n0", "n1"})})
 			for _, ll := range c.lost {
-				ll.Agent, ll.Agents = 1, links(2)
+				ll.Agent = 1
 				p.noteDeclared(ll, 1) // what linkLost notes before it decides the loss
 			}
 			acts := p.Step(FenceBegan{Agent: 1, Node: "n1", Incarnation: c.fence, Began: began})
@@ -74,9 +64,9 @@ func TestSilentNodeSelfFenceCountsFromDeclaration(t *testing.T) {
 func TestSilentNodeDeclaredOnItsLinksLoss(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, TableReady: true,
-		SelfFence: SelfFence{Ping: time.Second, Confirm: time.Second}})
-	p.Step(LinkLost{Agent: 1, Err: "heartbeat", Silent: true, At: t0, Direct: true, Quiet: 1500 * time.Millisecond, Agents: links(2)})
-	p.Step(LinkLost{Agent: 1, Err: "EOF", At: t0.Add(time.Second), Agents: links(2, 1)}) // closed already
+		SelfFence: SelfFence{Ping: time.Second, Confirm: time.Second}, Up: allUp(2)})
+	p.Step(LinkLost{Agent: 1, Err: "heartbeat", Silent: true, At: t0, Direct: true, Quiet: 1500 * time.Millisecond})
+	p.Step(LinkLost{Agent: 1, Err: "EOF", At: t0.Add(time.Second)}) // closed already
 	if d := p.agents[1].declared; d != (declaration{inc: 1, at: t0, silence: 1500 * time.Millisecond}) {
 		t.Fatalf("declaration %+v", d)
 	}
@@ -105,22 +95,26 @@ func TestRecoveryOverOnceEveryLiveAgentAcked(t *testing.T) {
 		return 1
 	}
 	for _, c := range []struct {
-		name string
-		acks []Event
-		want []int // the acks (by index) that end the recovery
+		name   string
+		closed []int // agents whose link ended before the acks
+		acks   []Event
+		want   []int // the acks (by index) that end the recovery
 	}{
-		{"every agent", []Event{Resumed{Agent: 0, Epoch: 1, Live: 3}, Resumed{Agent: 1, Epoch: 1, Live: 3},
-			Resumed{Agent: 2, Epoch: 1, Live: 3}}, []int{2}},
-		{"an agent whose link ended is not waited for", []Event{Resumed{Agent: 0, Epoch: 1, Live: 2},
-			Resumed{Agent: 1, Epoch: 1, Live: 2}}, []int{1}},
-		{"an ack again, and an older epoch's, count nothing", []Event{Resumed{Agent: 0, Epoch: 1, Live: 3},
-			Resumed{Agent: 0, Epoch: 1, Live: 3}, Resumed{Agent: 1, Epoch: 0, Live: 3}}, nil},
-		{"over once", []Event{Resumed{Agent: 0, Epoch: 1, Live: 2}, Resumed{Agent: 1, Epoch: 1, Live: 2},
-			Resumed{Agent: 2, Epoch: 1, Live: 3}}, []int{1}},
+		{"every agent", nil, []Event{Resumed{Agent: 0, Epoch: 1}, Resumed{Agent: 1, Epoch: 1},
+			Resumed{Agent: 2, Epoch: 1}}, []int{2}},
+		{"an agent whose link ended is not waited for", []int{2}, []Event{Resumed{Agent: 0, Epoch: 1},
+			Resumed{Agent: 1, Epoch: 1}}, []int{1}},
+		{"an ack again, and an older epoch's, count nothing", nil, []Event{Resumed{Agent: 0, Epoch: 1},
+			Resumed{Agent: 0, Epoch: 1}, Resumed{Agent: 1, Epoch: 0}}, nil},
+		{"over once", []int{2}, []Event{Resumed{Agent: 0, Epoch: 1}, Resumed{Agent: 1, Epoch: 1},
+			Resumed{Agent: 2, Epoch: 1}}, []int{1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := New(Config{Policy: Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true})
+			p := New(Config{Policy: Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, MaxRestarts: 3, AckTimeout: time.Second, TableReady: true, Up: allUp(3)})
 			epoch := resume(p)
+			for _, x := range c.closed {
+				p.haveLink(x, AgentLink{Up: true, Closed: true})
+			}
 			var got []int
 			for i, ev := range c.acks {
 				for _, a := range p.Step(ev) {
@@ -147,7 +141,14 @@ func TestRecoveryOverOnceEveryLiveAgentAcked(t *testing.T) {
 // loss took the restart over meanwhile; a successor's planner has no
 // launch to wait for.
 func TestRestartJobWaitsForTheLaunch(t *testing.T) {
-	starting := func(up ...int) int { return 3 - len(up) }
+	// up is what the root steps as agents come up: AgentUp for each, then
+	// LaunchUp once it gave the last its share.
+	up := func(p *Planner, agents ...int) Event {
+		for _, a := range agents {
+			p.Step(AgentUp{Agent: a})
+		}
+		return LaunchUp{}
+	}
 	for _, c := range []struct {
 		name     string
 		resumed  bool
@@ -155,7 +156,7 @@ func TestRestartJobWaitsForTheLaunch(t *testing.T) {
 		between  []Event // before the last agent comes up
 		want     string  // what the last agent up brings
 	}{
-		{"held, then sent", false, []int{0}, []Event{LaunchUp{Starting: starting(0, 1)}}, "RestartJob"},
+		{"held, then sent", false, []int{0}, []Event{AgentUp{Agent: 1}, LaunchUp{}}, "RestartJob"},
 		{"every agent up already: sent at once", false, []int{0, 1, 2}, nil, ""},
 		{"the job ends meanwhile: dropped", false, []int{0}, []Event{Signaled{Signal: 2}}, ""},
 		{"a successor holds nothing", true, []int{0}, nil, ""},
@@ -163,7 +164,7 @@ func TestRestartJobWaitsForTheLaunch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Job, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, MaxRestarts: 3, AckTimeout: time.Second,
 				Launching: true, Resumed: c.resumed})
-			p.Step(LaunchUp{Starting: starting(c.upBefore...)})
+			p.Step(up(p, c.upBefore...))
 			p.Step(RankExited{Rank: 0, Incarnation: 1, Node: "n0", Signal: 9})
 			first := "AwaitLaunch,Arm"
 			if len(c.upBefore) == 3 || c.resumed {
@@ -173,7 +174,7 @@ func TestRestartJobWaitsForTheLaunch(t *testing.T) {
 			for _, ev := range c.between {
 				p.Step(ev)
 			}
-			acts := step(t, p, LaunchUp{Starting: starting(0, 1, 2)}, c.want)
+			acts := step(t, p, up(p, 0, 1, 2), c.want)
 			if c.want != "" && !reflect.DeepEqual(acts[0], RestartJob{Epoch: 1, Restarts: 1, Deferred: true}) {
 				t.Fatalf("restart: %+v", acts[0])
 			}
@@ -238,8 +239,14 @@ func TestStrandedWhenEveryRankOfANodeEnded(t *testing.T) {
 // link ended, or it is being started again; once only, and a front-end's
 // planner never.
 func TestSuccessorLeadsOnceEveryRootChildIsSettled(t *testing.T) {
+	// n0 and n1 are children of the root, n2 below n0.
+	tr, err := topology.FromEdges("test", []topology.Edge{{Name: "n0", Parent: topology.Root, Backup: topology.None},
+		{Name: "n1", Parent: topology.Root, Backup: topology.None}, {Name: "n2", Parent: 0, Backup: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	child := func(adopted, closed bool) AgentLink {
-		return AgentLink{Up: true, Inc: 1, RootChild: true, Adopted: adopted, Closed: closed}
+		return AgentLink{Up: true, Inc: 1, Adopted: adopted, Closed: closed}
 	}
 	below := AgentLink{Up: true, Inc: 1} // not a child of the root: not waited for
 	for _, c := range []struct {
@@ -259,9 +266,10 @@ func TestSuccessorLeadsOnceEveryRootChildIsSettled(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, Nodes: []string{"n0", "n1", "n2"}, MaxRestarts: 3,
-				AckTimeout: time.Second, TableReady: true, Resumed: c.resumed})
+				AckTimeout: time.Second, TableReady: true, Resumed: c.resumed, Tree: tr})
 			p.Restore(c.restore)
-			acts := step(t, p, Adopting{Agents: c.links}, c.want)
+			p.haveLinks(c.links)
+			acts := step(t, p, Adopting{}, c.want)
 			if c.want == "" {
 				return
 			}
@@ -271,7 +279,7 @@ func TestSuccessorLeadsOnceEveryRootChildIsSettled(t *testing.T) {
 			if p.Epoch() != c.restore.Epoch+1 {
 				t.Fatalf("epoch %d after the leader change, want %d", p.Epoch(), c.restore.Epoch+1)
 			}
-			step(t, p, Adopting{Agents: c.links}, "") // once
+			step(t, p, Adopting{}, "") // once
 		})
 	}
 }

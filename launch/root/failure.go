@@ -83,6 +83,11 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 			fe.warnf("%s", act.Why.Words())
 		case recovery.Terminate:
 			fe.terminate()
+		case recovery.StandbysUp:
+			// From now on no agent is lost with its parent (below a child
+			// of the root, under a restart policy).
+			fe.verbosef("every standby link to a backup parent is up (%d)", act.N)
+			fe.observe(StandbysUp{N: act.N})
 		default:
 			if !fe.recoveryAction(act) && !fe.nodeLossAction(act) && !fe.gossipAction(act) {
 				panic(fmt.Sprintf("launch: recovery action %T not carried out", act))
@@ -133,7 +138,7 @@ func (fe *frontend) terminateOverdue() {
 	n := 0
 	for _, a := range fe.agents {
 		ended := fe.endedOn(a)
-		if a.closed || a.done || ended >= len(a.ranks) {
+		if l := fe.link(a); l.Closed || l.Done || ended >= len(a.ranks) {
 			continue
 		}
 		n += len(a.ranks) - ended

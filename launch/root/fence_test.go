@@ -43,11 +43,10 @@ func TestFenceConfirmation(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			fe := &frontend{ctx: ctx, events: make(chan event, 8), opts: Options{Heartbeat: time.Second}, ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)},
 				agents: []*agentHandle{{idx: 0, name: "node3", inc: 1}}}
-			fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 1, Agents: 1, SelfFence: fe.selfFence()})
+			fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 1, Agents: 1, SelfFence: fe.selfFence(), Nodes: []string{"node3"}, Up: []bool{true}})
 			// Declared lost now, its node silent for c.silence (the
 			// root's own link's quiet; none: its link ended).
-			fe.decide(recovery.LinkLost{Agent: 0, Err: "silent", Silent: c.silence > 0, Direct: true, Quiet: c.silence, At: time.Now(),
-				Agents: []recovery.AgentLink{{Up: true, Inc: 1, Node: "node3"}}})
+			fe.decide(recovery.LinkLost{Agent: 0, Err: "silent", Silent: c.silence > 0, Direct: true, Quiet: c.silence, At: time.Now()})
 			// confirmation is the fence's confirmation an event of the
 			// root's carries: its own end (FenceDone), or the planner's
 			// answer to the self-fence's timer (SelfFenced).

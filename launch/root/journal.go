@@ -208,10 +208,10 @@ func (fe *frontend) refillCandidate() *agentHandle {
 	var best *agentHandle
 	st := fe.status()
 	for _, a := range fe.agents {
-		if !a.up || a.closed || a.done || fe.replicaNodes[a.idx] || a.via == nil || st.Relaunching(a.idx) {
+		if !fe.link(a).Live() || fe.replicaNodes[a.idx] || a.via == nil || st.Relaunching(a.idx) {
 			continue
 		}
-		if a.rootChild {
+		if fe.rootChild(a) {
 			if a.link != nil {
 				return a
 			}

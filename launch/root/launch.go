@@ -155,12 +155,7 @@ func (fe *frontend) arrangeTree() error {
 }
 
 // setTree makes t the root's launch tree.
-func (fe *frontend) setTree(t *topology.Tree) {
-	fe.topo = t
-	for _, a := range fe.agents {
-		a.rootChild = t.Parent(a.idx) == topology.Root
-	}
-}
+func (fe *frontend) setTree(t *topology.Tree) { fe.topo = t }
 
 // childSpecs issues the credentials of the given agents and describes them
 // for their launcher.
@@ -199,11 +194,12 @@ func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan
 // agentUp sends an agent that connected back its share of the job, or,
 // when the job is already over, tells it to exit.
 func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
-	if a.up || a.closed {
+	if l := fe.link(a); l.Up || l.Closed {
 		return
 	}
-	a.up, a.info, a.upAt = true, up, time.Since(fe.start)
-	if a.rootChild {
+	fe.step(recovery.AgentUp{Agent: a.idx})
+	a.info, a.upAt = up, time.Since(fe.start)
+	if fe.rootChild(a) {
 		a.via = a.link
 	} else {
 		a.via = fe.agents[fe.topo.Top(a.idx)].link
@@ -224,7 +220,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	if fe.stage != nil {
 		spec.Prestage = true
-		if a.rootChild { // deeper agents get it from their parent
+		if fe.rootChild(a) { // deeper agents get it from their parent
 			if err := fe.stage.Send(a.send); err != nil {
 				fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
 				return
@@ -238,7 +234,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		spec.Replica = fe.replicaSpec()
 		fe.expectReplica(a)
 	}
-	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, a.rootChild
+	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, fe.rootChild(a)
 	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
 		spec.Addr = host
 	}
@@ -269,7 +265,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		fe.verbosef("node %s: agent up (in the front-end's process, on a socket pair)", a.name)
 	case a.local != nil:
 		fe.verbosef("node %s: agent up (a local process on a socket pair)", a.name)
-	case a.rootChild || fe.opts.Verbose:
+	case fe.rootChild(a) || fe.opts.Verbose:
 		fe.verbosef("node %s: agent up (%s %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, fe.startedBy(), ms(up.SSH), up.Attempts, ms(up.Up))
 	}
 	// A replicated root's children learn where the replica agents are:
@@ -280,29 +276,31 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 				fe.replicaPeers = ps
 				fe.sendReplicas()
 			}
-		} else if fe.replicaPeers != nil && a.rootChild {
+		} else if fe.replicaPeers != nil && fe.rootChild(a) {
 			_ = a.send(proto.MReplicas, fe.replicasMsg())
 		}
 	}
 	// Standby links: the agent to its backup parent, the agents whose
 	// backup parent it is to it.
-	if bk := fe.topo.Backup(a.idx); bk >= 0 && fe.agents[bk].up {
+	if bk := fe.topo.Backup(a.idx); bk >= 0 && fe.links().Link(bk).Up {
 		fe.sendBackup(a)
 	}
 	for _, b := range fe.agents {
-		if fe.topo.Backup(b.idx) == a.idx && b.up && !b.closed {
+		if l := fe.link(b); fe.topo.Backup(b.idx) == a.idx && l.Up && !l.Closed {
 			fe.sendBackup(b)
 		}
 	}
 	if fe.agentsUp == len(fe.agents) && fe.plan != nil {
 		fe.launchReport()
 	}
-	fe.flushRestart()
+	// A restart of the job held for the launch goes out once every agent
+	// is up (recovery.LaunchUp).
+	fe.step(recovery.LaunchUp{})
 }
 
 func (fe *frontend) sendBackup(a *agentHandle) {
 	b := fe.agents[fe.topo.Backup(a.idx)]
-	if b.info.Addr == "" || b.closed {
+	if b.info.Addr == "" || fe.link(b).Closed {
 		return
 	}
 	fe.sendFallbacks(a)
@@ -324,7 +322,7 @@ func (fe *frontend) sendFallbacks(a *agentHandle) {
 				ps = append(ps, proto.PeerAddr{Idx: -1, Name: fe.certName(), Addr: addr})
 			}
 		default:
-			if g := fe.agents[x]; g.up && !g.closed && g.info.Addr != "" {
+			if g := fe.agents[x]; fe.link(g).Up && !fe.link(g).Closed && g.info.Addr != "" {
 				ps = append(ps, proto.PeerAddr{Idx: x, Name: g.name, Addr: g.info.Addr})
 			}
 		}
@@ -334,6 +332,11 @@ func (fe *frontend) sendFallbacks(a *agentHandle) {
 	}
 	if a.send(proto.MFallbacks, proto.EncodePeers(ps)) == nil {
 		a.fallbacks = ps
+		told := make([]int, len(ps))
+		for i, p := range ps {
+			told[i] = max(p.Idx, topology.Root)
+		}
+		fe.step(recovery.FallbacksTold{Agent: a.idx, Parents: told})
 	}
 }
 
@@ -393,20 +396,14 @@ func (fe *frontend) launchReport() {
 // (launcher.Agents.StartedBy).
 func (fe *frontend) startedBy() string { return fe.opts.Agents.StartedBy() }
 
-// launchFailed handles an agent that could not be started: it and the
-// agents below it never run, and the job fails (unless it is already
-// ending).
+// launchFailed handles an agent that could not be started: the planner
+// decides that it and the agents below it never run (LoseSubtree, with
+// why), and that the job fails (unless it is already ending).
 func (fe *frontend) launchFailed(a *agentHandle, msg string) {
-	if a.closed || a.up {
+	if l := fe.link(a); l.Closed || l.Up {
 		return
 	}
-	for _, b := range fe.closeSubtree(a, nil) {
-		fe.abandonRanks(b, "never started: "+msg)
-		for _, r := range b.ranks { // the launch failure itself is the report
-			fe.ranks[r].byFrontend = true
-		}
-	}
-	fe.step(recovery.LaunchFailed{Node: a.name, Msg: msg})
+	fe.step(recovery.LaunchFailed{Agent: a.idx, Node: a.name, Msg: msg})
 }
 
 // abandonRanks counts the ranks of an agent that is gone as ended (in

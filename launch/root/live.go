@@ -18,10 +18,12 @@ func (fe *frontend) live() journal.Live {
 		Argv: fe.opts.Argv, Agents: len(fe.agents), N: fe.opts.N,
 		Ended: fe.ledger().EndedCount(), Failover: fe.status().Resumed, Term: fe.rootTerm, Table: len(fe.table) > 0,
 	}
-	if n := fe.backupLinks(); n > 0 && fe.backupsHeld() == n {
+	if n, missing := fe.links().Standbys(); n > 0 && len(missing) == 0 {
 		l.BackupsUp = true
 	}
-	l.AgentsUp = agentsUpNow(fe.agents)
+	// The agents up now (their link open): agentsUp counts every start,
+	// a lost agent's next incarnation's too.
+	l.AgentsUp = fe.links().UpNow()
 	// Counted, not ranksUp - ended: ranks that never started end too
 	// (a failed start, an agent that never came up). Once a second.
 	for i := range fe.ranks {
@@ -77,17 +79,4 @@ func (fe *frontend) removeLive() {
 	if err := journal.RemoveLive(fe.journal.Dir()); err != nil {
 		fe.warnf("%v", err)
 	}
-}
-
-// agentsUpNow counts the agents up now (their link open), as the live
-// report says them: the root's agentsUp counts every start, a lost
-// agent's next incarnation's too, and said "5 of 4 up" after a relaunch.
-func agentsUpNow(agents []*agentHandle) int {
-	n := 0
-	for _, a := range agents {
-		if a.up && !a.closed {
-			n++
-		}
-	}
-	return n
 }

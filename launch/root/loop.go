@@ -18,7 +18,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/recovery"
-	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // loop is the front-end's event loop: it owns all job state.
@@ -115,7 +114,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	// process (srun and ssh sessions die with their parent).
 	lost := time.After(2 * time.Second)
 	for _, a := range fe.agents {
-		if a.done && a.sess != nil {
+		if fe.link(a).Done && a.sess != nil {
 			// It finished. One srun step shared by every agent (a group
 			// start) ends once each has released its share, so all are
 			// released before any is waited for; a step with a task on a
@@ -125,7 +124,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		}
 	}
 	for _, a := range fe.agents {
-		if a.done || a.local != nil {
+		if fe.link(a).Done || a.local != nil {
 			a.wait()
 			continue
 		}
@@ -170,7 +169,7 @@ func (fe *frontend) replicasSettled() bool {
 		return true
 	}
 	for i := range fe.replicaNodes {
-		if a := fe.agents[i]; a.replica && !a.closed && !a.done && !fe.journal.Settled(a.name) {
+		if a, l := fe.agents[i], fe.links().Link(i); a.replica && !l.Closed && !l.Done && !fe.journal.Settled(a.name) {
 			if time.Since(fe.endedAt) > 10*time.Second {
 				fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
 				return true
@@ -187,7 +186,7 @@ func (fe *frontend) allAgentsGone() bool {
 	for _, a := range fe.agents {
 		// An agent being started again is not gone (the job's only agent,
 		// say), unless the job ends first.
-		if !a.closed || st.Relaunching(a.idx) && !st.Ending() {
+		if !fe.link(a).Closed || st.Relaunching(a.idx) && !st.Ending() {
 			return false
 		}
 	}
@@ -213,7 +212,7 @@ func (fe *frontend) shutdown() {
 func (fe *frontend) bcast(typ uint8, p []byte) int64 {
 	var ls []*proto.Link
 	for _, a := range fe.agents {
-		if a.rootChild && a.link != nil && !a.closed && !a.done {
+		if l := fe.link(a); fe.rootChild(a) && a.link != nil && !l.Closed && !l.Done {
 			ls = append(ls, a.link)
 		}
 	}
@@ -228,44 +227,17 @@ func (fe *frontend) bcast(typ uint8, p []byte) int64 {
 // linkEnded handles the end of an agent's link (told by the link itself,
 // or by its parent agent): it and the agents below it are gone.
 func (fe *frontend) linkEnded(a *agentHandle, err error) {
-	if a.closed {
+	if fe.link(a).Closed {
 		return
 	}
 	// The planner decides which agents are lost with it and which move to
 	// new parents (recovery/nodeloss.go), and how long its node had been
 	// silent (the self-fence bound counts from its last word).
-	ll := recovery.LinkLost{Agent: a.idx, Err: err.Error(), Silent: errors.Is(err, proto.ErrHeartbeat), At: time.Now(), Agents: fe.links(),
-		Direct: a.link != nil, RootChild: a.rootChild}
+	ll := recovery.LinkLost{Agent: a.idx, Err: err.Error(), Silent: errors.Is(err, proto.ErrHeartbeat), At: time.Now(), Direct: a.link != nil}
 	if a.link != nil {
 		ll.Quiet = a.link.Quiet()
 	}
 	fe.step(ll)
-}
-
-// closeSubtree marks a and the agents below it gone, but for those in
-// keep and below them, and returns those that were not already.
-func (fe *frontend) closeSubtree(a *agentHandle, keep map[int]bool) []*agentHandle {
-	var out []*agentHandle
-	for _, x := range append([]int{a.idx}, fe.topo.Subtree(a.idx)...) {
-		if kept(fe.topo, x, keep) {
-			continue
-		}
-		if b := fe.agents[x]; !b.closed {
-			b.closed = true
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-// kept reports whether agent x is one of keep or below one.
-func kept(t *topology.Tree, x int, keep map[int]bool) bool {
-	for k := range keep {
-		if t.InSubtree(x, k) {
-			return true
-		}
-	}
-	return false
 }
 
 func (fe *frontend) handle(ev event) {
@@ -328,7 +300,7 @@ func (fe *frontend) handle(ev event) {
 	case evRelaunched:
 		fe.relaunched(ev)
 	case evOrphansDue:
-		fe.step(recovery.OrphansDue{Loss: ev.loss, Agents: fe.links()})
+		fe.step(recovery.OrphansDue{Loss: ev.loss})
 	case evPlanner:
 		fe.step(ev.ev)
 	case evTreeCommitted:
@@ -350,7 +322,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, fmt.Errorf("relayed message from agent %d: %v", src, err))
 			return
 		}
-		if fe.topo.Top(src) != a.idx || fe.agents[src].closed {
+		if fe.topo.Top(src) != a.idx || fe.links().Link(src).Closed {
 			// Relayed on a path it left (it moved to a backup parent), or
 			// from an agent declared lost: what matters comes again.
 			return
@@ -390,13 +362,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 	case proto.MBackupUp:
 		if b, err := proto.DecodeInt(p); err == nil {
-			fe.backupsUp[a.idx] = int(b)
-			if n := fe.backupLinks(); fe.topo.Backup(a.idx) == int(b) && fe.backupsHeld() == n {
-				// From now on no agent is lost with its parent (below a
-				// child of the root, under a restart policy).
-				fe.verbosef("every standby link to a backup parent is up (%d)", n)
-				fe.observe(StandbysUp{N: n})
-			}
+			fe.step(recovery.BackupUp{Agent: a.idx, Backup: int(b)})
 		}
 	case proto.MReplicaUp:
 		ru, err := proto.DecodeReplicaUp(p)
@@ -540,7 +506,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.input.Acked()
 		}
 	case proto.MDone:
-		a.done = true
+		fe.step(recovery.AgentDone{Agent: a.idx})
 		if st, err := proto.DecodeNodeStats(p); err == nil && st.PMI.Requests > 0 {
 			fe.verbosef("node %s: PMI %d requests (%d puts, %d gets, %d barriers) answered on the node, %d B in / %d B out; %d B sent up in %d barrier(s)",
 				a.name, st.PMI.Requests, st.PMI.Puts, st.PMI.Gets, st.PMI.Barriers, st.PMI.BytesIn, st.PMI.BytesOut, st.PMIUp, st.Barrier)
@@ -616,7 +582,7 @@ func (fe *frontend) stdin(ev evStdin) {
 // flushStdin sends the stdin chunks that wait, if rank 0's agent is up.
 func (fe *frontend) flushStdin() {
 	a := fe.stdinAgent
-	if a == nil || !a.up || a.specAt == 0 || fe.input == nil {
+	if a == nil || !fe.link(a).Up || a.specAt == 0 || fe.input == nil {
 		return // not up, or its job not sent yet (agentUp flushes then)
 	}
 	fe.input.Flush(a.send)
@@ -627,7 +593,7 @@ func (fe *frontend) killAgents() {
 		// An agent that got its job is told to shut down first, so that it
 		// kills its ranks and exits quietly instead of reporting a lost
 		// link.
-		if a.rootChild && a.link != nil && !a.closed && a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil)) == nil && a.local == nil {
+		if fe.rootChild(a) && a.link != nil && !fe.link(a).Closed && a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil)) == nil && a.local == nil {
 			continue // a remote agent: closing its session now would race the shutdown
 		}
 		a.kill()
@@ -642,16 +608,17 @@ func (fe *frontend) killAgents() {
 // finish prints the failure summary and returns the exit code.
 func (fe *frontend) finish() int {
 	if fe.plan != nil {
-		var missing []string
-		for _, a := range fe.backupsMissing() {
-			missing = append(missing, fmt.Sprintf("%s to %s", a.name, fe.agents[fe.topo.Backup(a.idx)].name))
+		n, missing := fe.links().Standbys()
+		var names []string
+		for _, x := range missing {
+			names = append(names, fmt.Sprintf("%s to %s", fe.agents[x].name, fe.agents[fe.topo.Backup(x)].name))
 		}
 		without := ""
-		if len(missing) > 0 {
-			without = " (not: " + strings.Join(missing, ", ") + ")"
+		if len(names) > 0 {
+			without = " (not: " + strings.Join(names, ", ") + ")"
 		}
 		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up%s",
-			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks(), without)
+			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), n-len(missing), n, without)
 	}
 	if cs := fe.colls.Stats; cs.Answered > 0 {
 		fe.verbosef("collectives: %d answered; the root received %d message(s) for them and sent down %d byte(s)", cs.Answered, cs.Msgs, cs.Down)
@@ -680,38 +647,6 @@ func (fe *frontend) finish() int {
 	return failure.Code
 }
 
-// backupsHeld counts the agents whose standby link to their backup parent
-// (as the tree has it now) came up.
-func (fe *frontend) backupsHeld() int {
-	return fe.backupLinks() - len(fe.backupsMissing())
-}
-
-// backupsMissing lists the agents with a backup parent whose standby link
-// to it (as the tree has it now) did not come up.
-func (fe *frontend) backupsMissing() []*agentHandle {
-	var out []*agentHandle
-	for _, a := range fe.agents {
-		if bk := fe.topo.Backup(a.idx); bk >= 0 {
-			if held, ok := fe.backupsUp[a.idx]; !ok || held != bk {
-				out = append(out, a)
-			}
-		}
-	}
-	return out
-}
-
-// backupLinks counts the standby links the plan asks for: one per agent
-// whose backup parent is another agent.
-func (fe *frontend) backupLinks() int {
-	n := 0
-	for _, a := range fe.agents {
-		if fe.topo.Backup(a.idx) >= 0 {
-			n++
-		}
-	}
-	return n
-}
-
 // ringDown sends a ring's answer to each of the root's children: only the
 // values the ranks of its subtree need (their neighbours') and that did
 // not come up through it (via), which it passes on the same way (the scan
@@ -719,7 +654,7 @@ func (fe *frontend) backupLinks() int {
 func (fe *frontend) ringDown(res *proto.CollResult, via map[int][]int) int64 {
 	var down int64
 	for _, a := range fe.agents {
-		if !a.rootChild || a.link == nil || a.closed || a.done {
+		if l := fe.link(a); !fe.rootChild(a) || a.link == nil || l.Closed || l.Done {
 			continue
 		}
 		below := map[int]bool{a.idx: true}

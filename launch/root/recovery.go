@@ -83,13 +83,13 @@ func restartName(p recovery.Policy) string {
 // count) as the replicated table has it, and
 // the recovery its predecessor committed last, which it carries on once
 // it leads the agents (feedLeader).
-func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended, failed []int) *recovery.Planner {
+func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended, failed []int, up []bool) *recovery.Planner {
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts = job.MaxRestarts
 	fe.opts.Spares = job.Spares
 	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
 	cfg := recovery.ResumeConfig(fe.plannerConfig(), st)
-	cfg.Ended, cfg.EndedFailed = ended, failed
+	cfg.Ended, cfg.EndedFailed, cfg.Up = ended, failed, up
 	p := recovery.New(cfg)
 	if cfg.TableReady {
 		fe.table = make([][]byte, fe.opts.N)
@@ -121,7 +121,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended
 // predecessor left from its last committed phase.
 func (fe *frontend) feedLeader() {
 	if fe.role == roleSuccessor {
-		fe.step(recovery.Adopting{Agents: fe.links()})
+		fe.step(recovery.Adopting{})
 	}
 }
 
@@ -286,14 +286,6 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 	return true
 }
 
-// flushRestart tells the planner that an agent came up, and how many are
-// not up yet: a restart of the job it holds for the launch goes out once
-// every agent is (recovery.LaunchUp).
-func (fe *frontend) flushRestart() {
-	_, starting := fe.agentCounts()
-	fe.step(recovery.LaunchUp{Starting: starting})
-}
-
 // aloneOver ends a recovery that started ranks again alone (a program
 // that never opened the rank protocol, under --restart rank): the record
 // says it is over, with what a successor must know of it, and the user
@@ -330,9 +322,9 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 	case proto.MPatched:
 		fe.step(recovery.Patched{Agent: a.idx, Epoch: m.Epoch, Version: m.Version})
 	case proto.MResumed:
-		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch, Live: fe.liveAgents()})
+		fe.step(recovery.Resumed{Agent: a.idx, Epoch: m.Epoch})
 	case proto.MRestarted:
-		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch, Live: fe.liveAgents()})
+		fe.step(recovery.Restarted{Agent: a.idx, Epoch: m.Epoch})
 	case proto.MPMIInit:
 		fe.step(recovery.PMIInit{Rank: m.Rank, Node: a.name})
 	case proto.MRankProto:
@@ -355,25 +347,4 @@ func (fe *frontend) recoveryOver(act recovery.RecoveryOver) {
 	}
 	fe.warnf("recovered: %s (%.0f ms after the failure)", told, ms(after))
 	fe.observe(Recovered{Epoch: act.Epoch, Stage: ph.Stage})
-}
-
-// agentCounts counts the agents whose link has not ended (live: those
-// that take part in a recovery) and, of those, the ones not up yet.
-func (fe *frontend) agentCounts() (live, starting int) {
-	for _, a := range fe.agents {
-		if a.closed {
-			continue
-		}
-		live++
-		if !a.up {
-			starting++
-		}
-	}
-	return live, starting
-}
-
-// liveAgents counts the agents whose link has not ended.
-func (fe *frontend) liveAgents() int {
-	live, _ := fe.agentCounts()
-	return live
 }

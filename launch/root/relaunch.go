@@ -38,15 +38,15 @@ func (fe *frontend) relaunchLocal() bool { return !fe.tree }
 // it was lost, is reported as such.
 func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	old := fe.agents[act.Agent]
-	if old.inc >= act.Incarnation {
-		if old.inc == act.Incarnation && old.up && !old.closed {
+	if !act.Start {
+		if l := fe.link(old); old.inc == act.Incarnation && l.Up && !l.Closed {
 			fe.post(recovery.Relaunched{Agent: act.Agent, Incarnation: act.Incarnation})
 		}
 		return
 	}
-	// adopted: its link is this root's own, as an adopted agent's is (a
-	// successor does not wait for it to ask for adoption).
-	a := &agentHandle{idx: old.idx, name: cmp.Or(act.Node, old.name), ranks: old.ranks, rootChild: old.rootChild, inc: act.Incarnation, adopted: true}
+	// Its link is this root's own, as an adopted agent's is (the planner's:
+	// a successor does not wait for it to ask for adoption).
+	a := &agentHandle{idx: old.idx, name: cmp.Or(act.Node, old.name), ranks: old.ranks, inc: act.Incarnation}
 	if fe.replicaNodes[a.idx] && a.name != old.name {
 		a.replaces = cmp.Or(old.replaces, old.name) // its voter, if it never joined in its place
 	}
@@ -73,7 +73,6 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	}
 	if fe.relaunchLocal() {
 		if err := fe.spawnAgent(a); err != nil {
-			a.closed = true
 			fe.post(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: err.Error()})
 			return
 		}
@@ -101,7 +100,6 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 		})
 	}
 	if err != nil {
-		a.closed = true
 		fe.post(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: err.Error()})
 	}
 }
@@ -111,7 +109,7 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 func (fe *frontend) relaunched(ev evRelaunched) {
 	r := ev.res
 	a := fe.agents[r.Child.Idx]
-	if a.inc != ev.inc || a.up || a.closed {
+	if l := fe.link(a); a.inc != ev.inc || l.Up || l.Closed {
 		// Superseded (the job ended, or a newer incarnation was decided).
 		if r.Link != nil {
 			r.Link.Conn.Close()
@@ -122,14 +120,13 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 		return
 	}
 	if r.Err != nil {
-		a.closed = true
 		fe.step(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: r.Err.Error()})
 		return
 	}
 	a.link, a.sess = r.Link, r.Sess
 	fe.startReader(fe.ctx, a, fe.events)
 	fe.agentUp(a, r.Up)
-	if a.up && !a.closed && !fe.status().Ending() {
+	if l := fe.link(a); l.Up && !l.Closed && !fe.status().Ending() {
 		fe.step(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
 		fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 	}

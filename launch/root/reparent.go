@@ -29,25 +29,6 @@ func (fe *frontend) orphanWait() time.Duration {
 	return fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat) + fe.opts.Timing.SlackOr()
 }
 
-// links is how the root's link to every agent stands, for the planner's
-// node-loss decisions (recovery/nodeloss.go).
-func (fe *frontend) links() []recovery.AgentLink {
-	out := make([]recovery.AgentLink, len(fe.agents))
-	for i, a := range fe.agents {
-		out[i] = a.linkState()
-	}
-	return out
-}
-
-// linkState is how the root's link to agent a stands.
-func (a *agentHandle) linkState() recovery.AgentLink {
-	l := recovery.AgentLink{Up: a.up, Closed: a.closed, Done: a.done, Inc: a.inc, Node: a.name, RootChild: a.rootChild, Adopted: a.adopted}
-	for _, p := range a.fallbacks {
-		l.Fallbacks = append(l.Fallbacks, max(p.Idx, topology.Root))
-	}
-	return l
-}
-
 // awaitOrphans carries out the planner's wait for a lost agent's orphans:
 // each live backup is told to switch its orphan at once, and the planner
 // hears when the wait is over.
@@ -74,12 +55,21 @@ type evOrphansDue struct{ loss int }
 func (evOrphansDue) isRootEvent() {}
 
 // loseSubtree carries out the planner's LoseSubtree: the links of
-// act.Closed are gone, and the ranks of act.Lost are counted as lost with
-// their agents (not ended by the termination that may follow); their
-// agents are killed where the root can (the planner's Fence follows).
+// act.Closed are gone (the planner's), and the ranks of act.Lost are
+// counted as lost with their agents (not ended by the termination that
+// may follow); their agents are killed where the root can (the planner's
+// Fence follows). Agents never started (act.NeverStarted) never ran a
+// rank: the launch's failure is the report.
 func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
-	for _, x := range act.Closed {
-		fe.agents[x].closed = true
+	if act.NeverStarted != "" {
+		for _, x := range act.Closed {
+			b := fe.agents[x]
+			fe.abandonRanks(b, "never started: "+act.NeverStarted)
+			for _, r := range b.ranks {
+				fe.ranks[r].byFrontend = true
+			}
+		}
+		return
 	}
 	for _, x := range act.Lost {
 		b := fe.agents[x]
@@ -102,9 +92,6 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 	case recovery.OrphansArrived:
 		fe.verbosef("recovery: every agent below node %s reached a new parent in %v", fe.agents[act.Agent].name, time.Since(act.Since).Round(time.Millisecond))
 	case recovery.Redeal:
-		for _, b := range act.Rerooted {
-			fe.agents[b].rootChild = true
-		}
 		var ns []string
 		for _, b := range act.Lost {
 			ns = append(ns, fe.agents[b].name)
@@ -120,7 +107,7 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 	case recovery.MoveFailed:
 		c := fe.agents[act.Agent]
 		fe.warnf("node %s cannot move under %s: %s", c.name, fe.parentLabel(act.Parent), act.Err)
-		if act.Parent == topology.Root && c.adopted && c.link != nil {
+		if act.Parent == topology.Root && fe.link(c).Adopted && c.link != nil {
 			c.link.Conn.Close() // the root's adoption of it: undone
 		}
 	default:
@@ -144,7 +131,7 @@ func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 		fe.protocolError(b, fmt.Errorf("reparent of agent %d", rp.Idx))
 		return
 	}
-	fe.step(recovery.Reparented{Agent: rp.Idx, Parent: b.idx, Incarnation: rp.Inc, Agents: fe.links()})
+	fe.step(recovery.Reparented{Agent: rp.Idx, Parent: b.idx, Incarnation: rp.Inc})
 }
 
 // movedTo carries out the planner's Moved: the tree has the new edge.
@@ -178,7 +165,6 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 	seq := fe.commitTree(change, func() { fe.tellMoved(c, moved, anc, parent) })
 	for _, x := range moved {
 		fe.agents[x].via = top.link
-		fe.agents[x].rootChild = fe.topo.Parent(x) == topology.Root
 		fe.agents[x].resynced = true
 		fe.agents[x].awaits = seq
 	}
@@ -295,19 +281,19 @@ func (fe *frontend) adoptAsOrphan(req launcher.AdoptRequest, c *agentHandle, inc
 		return
 	}
 	c.link = l
-	c.adopted = true
+	fe.step(recovery.Adopted{Agent: c.idx})
 	fe.startReader(fe.ctx, c, fe.events)
 	if fe.replicaPeers != nil {
 		_ = c.link.Send(proto.MReplicas, fe.replicasMsg())
 	}
-	fe.step(recovery.Reparented{Agent: c.idx, Parent: topology.Root, Incarnation: inc, Agents: fe.links()})
+	fe.step(recovery.Reparented{Agent: c.idx, Parent: topology.Root, Incarnation: inc})
 }
 
 // redealBackups carries out the planner's Redeal: why goes to the state
-// log, and once it is committed (commitTree) agents whose backup parent is
-// new, or not the one they hold a link to, are told to open a standby link
-// to it. A backup that is not up yet (started again) is sent when it is
-// (agentUp).
+// log, and once it is committed (commitTree) the agents the planner names
+// (their backup parent is new, or not the one they hold a link to) are
+// told to open a standby link to it. A backup that is not up yet (started
+// again) is sent when it is (agentUp).
 func (fe *frontend) redealBackups(act recovery.Redeal, why string) {
 	fe.commitTree(why, func() { fe.tellBackups(act) })
 }
@@ -317,17 +303,12 @@ func (fe *frontend) redealBackups(act recovery.Redeal, why string) {
 func (fe *frontend) tellBackups(act recovery.Redeal) {
 	for i, a := range fe.agents {
 		bk := fe.topo.Backup(i)
-		if bk < 0 || !a.up || a.closed || a.done || slices.Contains(act.Orphaned, i) {
+		if bk < 0 || !fe.link(a).Live() || slices.Contains(act.Orphaned, i) {
 			// An orphan on its way to a new parent (or below one) cannot
 			// be reached: it is dealt its backup once its loss is over.
 			continue
 		}
-		before := topology.None
-		if i < len(act.Before) {
-			before = act.Before[i]
-		}
-		held, ok := fe.backupsUp[i] // the backup it last said it holds a link to
-		if b := fe.agents[bk]; (bk != before || !ok || held != bk) && b.up && !b.closed && !b.done {
+		if slices.Contains(act.Tell, i) && fe.links().Link(bk).Live() {
 			fe.sendBackup(a)
 		} else {
 			fe.sendFallbacks(a) // its grandparent may be another
@@ -355,7 +336,7 @@ func (fe *frontend) refreshReplicaPeers() {
 func (fe *frontend) replicaAddrs() []proto.PeerAddr {
 	var ps []proto.PeerAddr
 	for i := range fe.replicaNodes {
-		if b := fe.agents[i]; b.up && b.info.Addr != "" {
+		if b := fe.agents[i]; fe.link(b).Up && b.info.Addr != "" {
 			ps = append(ps, proto.PeerAddr{Idx: i, Name: b.name, Addr: b.info.Addr})
 		}
 	}
@@ -367,7 +348,7 @@ func (fe *frontend) replicaAddrs() []proto.PeerAddr {
 // agents are.
 func (fe *frontend) sendReplicas() {
 	for _, b := range fe.agents {
-		if b.rootChild && b.up && !b.closed {
+		if l := fe.link(b); fe.rootChild(b) && l.Up && !l.Closed {
 			_ = b.send(proto.MReplicas, fe.replicasMsg())
 		}
 	}

@@ -70,11 +70,10 @@ type frontend struct {
 func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks testHooks) *frontend {
 	return &frontend{
 		role: r, hooks: hooks, opts: opts, start: time.Now(), jobID: jobID,
-		ranks:       make([]rankState, opts.N),
-		colls:       proto.NewGather(opts.N),
-		rec:         recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
-		ioState:     ioState{out: out},
-		launchState: launchState{backupsUp: map[int]int{}},
+		ranks:   make([]rankState, opts.N),
+		colls:   proto.NewGather(opts.N),
+		rec:     recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
+		ioState: ioState{out: out},
 	}
 }
 
@@ -113,7 +112,6 @@ type launchState struct {
 	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
 	mapping      string                   // PMI_process_mapping
 	stage        *proto.Staged            // the program, with --prestage
-	backupsUp    map[int]int              // agents whose standby link to a backup parent came up: the backup's index
 	// treeSeq numbers the tree changes (commitTree); treeTells are those
 	// not committed yet, in order.
 	treeSeq   uint64
@@ -180,14 +178,12 @@ type agentHandle struct {
 	link    *proto.Link          // the front-end's link to it, if it is a direct child
 	via     *proto.Link          // the link it is reached through (set once up)
 	ranks   []int
-	up      bool        // connected and activated
-	adopted bool        // a successor root took its link
-	closed  bool        // link ended
-	done    bool        // the agent reported mDone
 	outNext output.Next // its next output frame to write (0: not known yet)
+	// How its link stands (up, ended, done, adopted) is the planner's
+	// (fe.link); whether it is a child of the root, the tree's
+	// (fe.rootChild).
 
-	rootChild bool // a child of the root: its link is the root's own
-	replica   bool // it was given a root replica to host (it joins the group)
+	replica bool // it was given a root replica to host (it joins the group)
 	// replaces is the raft ID of the voter this incarnation's replica takes
 	// the place of ("": its own node's, or none): a lost replica host's
 	// node, when it starts again on a spare.
@@ -196,7 +192,7 @@ type agentHandle struct {
 	// (reparent.go): what it reports twice is taken once, quietly.
 	resynced bool
 	// fallbacks are the parents beyond its backup it was last told to try
-	// (sendFallbacks).
+	// (sendFallbacks), where they listened then.
 	fallbacks []proto.PeerAddr
 
 	info    proto.ChildUp // its start, as its launcher measured it
@@ -242,9 +238,10 @@ func (a *agentHandle) flush() {
 	}
 }
 
-// write writes a message for the agent, on its link or routed.
+// write writes a message for the agent, on its link (a child of the
+// root's: it is reached through it) or routed.
 func (a *agentHandle) write(typ uint8, p []byte) error {
-	if a.rootChild {
+	if a.via == a.link {
 		return a.via.Send(typ, p)
 	}
 	return a.via.Send(proto.MRoute, proto.Wrap(a.idx, typ, p))
@@ -353,8 +350,8 @@ func (fe *frontend) showProgress() {
 		fe.agentsUp, len(fe.agents), fe.ranksUp, fe.opts.N))})
 }
 
-// The root calls its planner through these three only: decide (Step:
-// events in, actions out) and two read-only views.
+// The root calls its planner through these four only: decide (Step:
+// events in, actions out) and three read-only views.
 
 // decide gives the planner an event and returns its actions, carried out
 // by step (or dropped, by a root that cannot carry them out any more).
@@ -370,6 +367,20 @@ func (fe *frontend) status() recovery.Status { return fe.rec.Status() }
 // view: the root counts the job's end and an agent's ranks that ended
 // from it, and it does not re-derive it.
 func (fe *frontend) ledger() recovery.Ledger { return fe.rec.Ledger() }
+
+// links is the planner's view of the root's links to the agents
+// (recovery/links.go), read-only: the root sends to, waits for and counts
+// the agents by how their link stands (up, ended, done, adopted), which
+// the planner keeps from what the root tells it and from its own
+// decisions.
+func (fe *frontend) links() recovery.Links { return fe.rec.Links() }
+
+// link is how the root's link to agent a stands (links).
+func (fe *frontend) link(a *agentHandle) recovery.AgentLink { return fe.links().Link(a.idx) }
+
+// rootChild reports whether agent a is a child of the root in the launch
+// tree (the planner's, which the root reads).
+func (fe *frontend) rootChild(a *agentHandle) bool { return fe.topo.Parent(a.idx) == topology.Root }
 
 // endedOn counts agent a's ranks that count as ended.
 func (fe *frontend) endedOn(a *agentHandle) int {

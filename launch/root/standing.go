@@ -40,7 +40,7 @@ func (fe *frontend) newStanding() *standing {
 		Alive: func() map[string]bool {
 			alive := map[string]bool{}
 			for _, a := range fe.agents {
-				if a.replica && !a.closed && !a.done {
+				if l := fe.link(a); a.replica && !l.Closed && !l.Done {
 					alive[a.name] = true
 				}
 			}
@@ -118,9 +118,8 @@ func (fe *frontend) stepAside() {
 	s.aside, s.held = s.w.Aside(), nil
 	fe.journal.GiveUp() // no final status: the successor's
 	for _, a := range fe.agents {
-		if a.rootChild && a.link != nil && !a.closed {
+		if fe.rootChild(a) && a.link != nil && !fe.link(a).Closed {
 			_ = a.link.Conn.Close()
 		}
-		a.closed = true
 	}
 }

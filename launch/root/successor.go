@@ -96,7 +96,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 			return fail(fmt.Errorf("the job's CA: %w", err))
 		}
 	}
-	ended, failed, err := fe.rebuild(st, spec.Replica.Placement)
+	ended, failed, up, err := fe.rebuild(st, spec.Replica.Placement)
 	if err != nil {
 		return fail(err)
 	}
@@ -108,7 +108,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		return cfg.Relaunch(sctx, cs, hooks, report)
 	}
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
-	fe.rec = fe.successorPlanner(st, job, ended, failed)
+	fe.rec = fe.successorPlanner(st, job, ended, failed, up)
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
@@ -180,17 +180,19 @@ const resumeWait = time.Second
 
 // rebuild sets up the root's view from the replicated state
 // (journal.Resume): agents in plan order (the front-end's indexes), their
-// tree, which of them were up, the ranks and which of them ended.
-func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, failed []int, err error) {
+// tree, which of them were up (for the planner), the ranks and which of
+// them ended.
+func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, failed []int, up []bool, err error) {
 	r, err := journal.Resume(st, fe.opts.N, placement)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	edges := make([]topology.Edge, len(r.Agents))
+	up = make([]bool, len(r.Agents))
 	for i, ra := range r.Agents {
 		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
 		if ra.Up {
-			a.up, a.info = true, proto.ChildUp{Idx: i, Addr: ra.Addr}
+			up[i], a.info = true, proto.ChildUp{Idx: i, Addr: ra.Addr}
 			fe.agentsUp++
 		}
 		fe.agents = append(fe.agents, a)
@@ -204,7 +206,7 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, fail
 	}
 	t, err := topology.FromEdges("replicated", edges)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the replicated plan: %w", err)
+		return nil, nil, nil, fmt.Errorf("the replicated plan: %w", err)
 	}
 	fe.setTree(t)
 	for x, rr := range r.Ranks {
@@ -218,7 +220,7 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, fail
 		}
 	}
 	fe.liveN = len(fe.agents)
-	return r.Ended, r.Failed, nil
+	return r.Ended, r.Failed, up, nil
 }
 
 // resumeLaunch starts the root's children that are neither up nor
@@ -228,7 +230,7 @@ func (fe *frontend) resumeLaunch() {
 	fe.probeReplicaPeers()
 	var missing []int
 	for _, a := range fe.agents {
-		if a.rootChild && !a.up && !a.adopted && !a.closed && a.link == nil {
+		if l := fe.link(a); fe.rootChild(a) && !l.Up && !l.Adopted && !l.Closed && a.link == nil {
 			missing = append(missing, a.idx)
 		}
 	}
@@ -264,7 +266,7 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	var a *agentHandle
 	if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
 		a = fe.agents[idx]
-		ev.Known, ev.Link, ev.RootChild, ev.Adopted, ev.Linked = true, a.linkState(), a.rootChild, a.adopted, a.link != nil
+		ev.Known, ev.Linked = true, a.link != nil
 	}
 	for _, act := range fe.decide(ev) {
 		switch act := act.(type) {
@@ -298,9 +300,9 @@ func (fe *frontend) refusedAdoption(act recovery.RefuseAdoption, name string) {
 		fe.refusedAdopt = map[int]uint64{}
 	}
 	fe.refusedAdopt[idx] = inc
-	a := fe.agents[idx]
+	a, l := fe.agents[idx], fe.links().Link(idx)
 	fe.verbosef("refused to adopt node %s (agent %d, incarnation %d; this root has %s, incarnation %d, child of the root %v, adopted %v, lost %v)",
-		name, idx, inc, a.name, a.inc, a.rootChild, a.adopted, a.closed || fe.status().Relaunching(idx))
+		name, idx, inc, a.name, a.inc, fe.rootChild(a), l.Adopted, l.Closed || fe.status().Relaunching(idx))
 }
 
 // adoptChild carries out the planner's Adopt of a child of the lost root:
@@ -315,13 +317,13 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 	for _, x := range fe.topo.Subtree(a.idx) {
 		fe.agents[x].via = a.link
 	}
-	a.adopted = true
-	if !a.up {
+	if !fe.link(a).Up {
 		// Up, with its share, before the front-end could record it: an
 		// agent without one does not outlive its parent.
-		a.up, a.upAt = true, time.Since(fe.start)
+		a.upAt = time.Since(fe.start)
 		fe.agentsUp++
 	}
+	fe.step(recovery.Adopted{Agent: a.idx})
 	fe.startReader(fe.ctx, a, fe.events)
 	// The agents below report again too.
 	_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MResyncReq, nil))
@@ -330,7 +332,7 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 	// The agents below it learn where this root is, for when their parent
 	// and backup parent are both lost.
 	for _, x := range fe.topo.Subtree(a.idx) {
-		if b := fe.agents[x]; b.up && !b.closed {
+		if b := fe.agents[x]; fe.link(b).Up && !fe.link(b).Closed {
 			fe.sendFallbacks(b)
 		}
 	}
@@ -343,7 +345,7 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 // adoptTimedOut gives up on the root's children that were not adopted.
 func (fe *frontend) adoptTimedOut() {
 	for _, a := range fe.agents {
-		if a.rootChild && !a.adopted && !a.closed {
+		if l := fe.link(a); fe.rootChild(a) && !l.Adopted && !l.Closed {
 			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", fe.adoptBound()))
 		}
 	}
@@ -370,7 +372,7 @@ func (fe *frontend) probeReplicaPeers() {
 		if p.Name == fe.rootNode || p.Idx < 0 || p.Idx >= len(fe.agents) {
 			continue
 		}
-		if a := fe.agents[p.Idx]; !a.rootChild || a.adopted || a.closed || a.link != nil {
+		if a, l := fe.agents[p.Idx], fe.links().Link(p.Idx); !fe.rootChild(a) || l.Adopted || l.Closed || a.link != nil {
 			continue
 		}
 		fe.goFunc(func() {
@@ -395,7 +397,7 @@ func (fe *frontend) probeReplicaPeers() {
 func (fe *frontend) goneAtOnce(gone []string) {
 	for _, name := range gone {
 		for _, a := range fe.agents {
-			if a.name == name && a.rootChild && a.name != fe.rootNode {
+			if a.name == name && fe.rootChild(a) && a.name != fe.rootNode {
 				fe.peerGone(evPeerGone{idx: a.idx, link: true})
 			}
 		}
@@ -404,8 +406,8 @@ func (fe *frontend) goneAtOnce(gone []string) {
 
 // peerGone declares lost a replica agent whose process is gone.
 func (fe *frontend) peerGone(ev evPeerGone) {
-	a := fe.agents[ev.idx]
-	if a.adopted || a.closed || a.link != nil {
+	a, l := fe.agents[ev.idx], fe.links().Link(ev.idx)
+	if l.Adopted || l.Closed || a.link != nil {
 		return
 	}
 	if ev.link {

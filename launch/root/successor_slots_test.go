@@ -38,7 +38,7 @@ func TestSuccessorPlannerSlots(t *testing.T) {
 			fe.ranks[r].node = r / 2
 			st.Ranks = append(st.Ranks, raftstore.Rank{Rank: r, Node: fmt.Sprintf("n%d", r/2), ITuple: []byte("a"), Incarnation: 1})
 		}
-		p := fe.successorPlanner(st, job, nil, nil)
+		p := fe.successorPlanner(st, job, nil, nil, nil)
 		if fe.agents[1].name != "n0+n1" || fe.agents[1].inc != 2 {
 			t.Fatalf("agent 1: %q incarnation %d, want n0+n1, 2", fe.agents[1].name, fe.agents[1].inc)
 		}

@@ -105,17 +105,17 @@ func TestTreeChangeCommittedFirst(t *testing.T) {
 	fe.journal = journal.GroupOf(j)
 	fe.topo, fe.tree = tr, true
 	for i, name := range []string{"n0", "n1", "n2"} {
-		a := &agentHandle{idx: i, name: name, inc: 1, up: true}
+		a := &agentHandle{idx: i, name: name, inc: 1}
 		if i < 2 {
 			a.link = proto.NewLink(conns[i])
-			a.via, a.rootChild = a.link, true
+			a.via = a.link
 		}
 		fe.agents = append(fe.agents, a)
 	}
 	fe.agents[2].via = fe.agents[0].link
-	fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, Tree: tr})
+	fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, Tree: tr, Up: []bool{true, true, true}})
 
-	fe.step(recovery.Reparented{Agent: 2, Parent: 1, Incarnation: 1, Agents: fe.links()})
+	fe.step(recovery.Reparented{Agent: 2, Parent: 1, Incarnation: 1})
 	if tr.Parent(2) != 1 {
 		t.Fatalf("the planner did not move n2 below n1: parent %d", tr.Parent(2))
 	}

@@ -1,0 +1,153 @@
+package recovery
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestStandbysUpOnceEveryBackupIsHeld: the planner says every standby
+// link is up (StandbysUp) when the last agent with a backup parent holds
+// its link to the backup the tree has now; a link to another agent, or
+// one said again, says nothing.
+func TestStandbysUpOnceEveryBackupIsHeld(t *testing.T) {
+	p := lossPlanner(t, Rank) // backups: n2, n3 → n1; n4, n5 → n0; n6 → n3
+	steps := []struct {
+		ev   BackupUp
+		want []Action
+	}{
+		{BackupUp{Agent: 2, Backup: 1}, nil},
+		{BackupUp{Agent: 3, Backup: 1}, nil},
+		{BackupUp{Agent: 4, Backup: 0}, nil},
+		{BackupUp{Agent: 5, Backup: 0}, nil},
+		{BackupUp{Agent: 6, Backup: 2}, nil}, // not its backup
+		{BackupUp{Agent: 6, Backup: 3}, []Action{StandbysUp{N: 5}}},
+		{BackupUp{Agent: 6, Backup: 3}, []Action{StandbysUp{N: 5}}}, // said again: as the root heard it
+	}
+	for i, s := range steps {
+		if got := p.Step(s.ev); !reflect.DeepEqual(got, s.want) {
+			t.Fatalf("step %d %+v: %+v, want %+v", i, s.ev, got, s.want)
+		}
+	}
+	if links, missing := p.Links().Standbys(); links != 5 || missing != nil {
+		t.Fatalf("standbys: %d, missing %v", links, missing)
+	}
+}
+
+// TestRedealTellsNewOrUnheldBackups: after a loss, the agents told their
+// backup parent (Redeal.Tell) are those whose backup is new, or not the
+// one they hold a standby link to; the others are told their fallbacks
+// only.
+func TestRedealTellsNewOrUnheldBackups(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	for _, ev := range []BackupUp{{Agent: 2, Backup: 1}, {Agent: 3, Backup: 1}, {Agent: 4, Backup: 0}, {Agent: 5, Backup: 0}} {
+		p.Step(ev)
+	}
+	// n6 (below n2, backup n3) lost: n2's and n3's backups stay n1, held;
+	// n4's and n5's stay n0, held; n6 starts again under the root.
+	var rd Redeal
+	for _, a := range p.Step(LinkLost{Agent: 6, Err: "gone"}) {
+		if r, ok := a.(Redeal); ok {
+			rd = r
+		}
+	}
+	tr := p.cfg.Tree
+	for a := range 7 {
+		held := p.links[a].backup
+		told := containsInt(rd.Tell, a)
+		if want := tr.Backup(a) >= 0 && tr.Backup(a) != held; told != want {
+			t.Errorf("n%d (backup %d, holds %d): told %v, want %v", a, tr.Backup(a), held, told, want)
+		}
+	}
+	if !reflect.DeepEqual(rd.Rerooted, []int{6}) {
+		t.Fatalf("redeal %+v", rd)
+	}
+}
+
+// TestLaunchFailedLosesItsSubtree: an agent that could not be started is
+// closed with the agents below it, which never ran (LoseSubtree with why,
+// no fence), and the job ends; while it is ending, they are closed all
+// the same.
+func TestLaunchFailedLosesItsSubtree(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		before []Event
+		want   []Action
+	}{
+		{"the job ends", nil, []Action{
+			LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}, NeverStarted: "ssh: refused"},
+			Record{Why: Reason{Kind: ReasonLaunch, Rank: NoRank, Node: "n2", Text: "ssh: refused"}, Node: "n2", Rank: NoRank},
+			Report{Why: Reason{Kind: ReasonLaunch, Rank: NoRank, Node: "n2", Text: "ssh: refused"}}, Terminate{}}},
+		{"while the job ends: closed only", []Event{TimedOut{Limit: time.Second}}, []Action{
+			LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}, NeverStarted: "ssh: refused"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := lossPlanner(t, Rank)
+			p.haveLink(2, AgentLink{})
+			p.haveLink(6, AgentLink{})
+			for _, ev := range c.before {
+				p.Step(ev)
+			}
+			if got := p.Step(LaunchFailed{Agent: 2, Node: "n2", Msg: "ssh: refused"}); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, c.want)
+			}
+			if l := p.Links().Link(6); !l.Closed {
+				t.Fatalf("n6's link %+v, want closed", l)
+			}
+		})
+	}
+}
+
+// TestLinkOfAnAgentStartedAgain: an agent's loss closes the link of the
+// incarnation lost (an older one's loss closes nothing); the Relaunch of
+// its next incarnation starts a new link, the root's own (adopted), not up
+// until the root says so; a Relaunch committed again by a new leader for
+// an incarnation the root holds starts nothing; a relaunch that failed
+// closes it.
+func TestLinkOfAnAgentStartedAgain(t *testing.T) {
+	p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second,
+		TableReady: true, Nodes: []string{"n0", "n1"}, Up: allUp(2)})
+	p.Step(AgentLost{Agent: 1, Incarnation: 0, Node: "n1", Err: "EOF"})
+	if l := p.Links().Link(1); !l.Closed {
+		t.Fatalf("after the loss: %+v", l)
+	}
+	p.Step(Committed{Epoch: 1, Stage: StageSuspend})
+	acts := p.Step(Suspended{Agent: 0, Epoch: 1})
+	acts = append(acts, p.Step(Committed{Epoch: 1, Stage: StageRelaunch})...)
+	var rl Relaunch
+	for _, a := range acts {
+		if r, ok := a.(Relaunch); ok {
+			rl = r
+		}
+	}
+	if rl != (Relaunch{Agent: 1, Node: "n1", Incarnation: 2, Epoch: 1, Start: true}) {
+		t.Fatalf("relaunch %+v in %+v", rl, acts)
+	}
+	if l := p.Links().Link(1); !reflect.DeepEqual(l, AgentLink{Inc: 2, RootChild: false, Adopted: true}) {
+		t.Fatalf("the new link %+v", l)
+	}
+	p.Step(AgentLost{Agent: 1, Incarnation: 1, Node: "n1", Err: "EOF"}) // the old one's, again
+	if l := p.Links().Link(1); l.Closed {
+		t.Fatalf("an older incarnation's loss closed the new link: %+v", l)
+	}
+	p.Step(AgentUp{Agent: 1})
+	if l := p.Links().Link(1); !l.Live() {
+		t.Fatalf("up: %+v", l)
+	}
+	// A new leader commits the stage again: the root holds incarnation 2.
+	q := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second,
+		TableReady: true, Nodes: []string{"n0", "n1"}, Resumed: true, Up: allUp(2)})
+	q.Restore(Checkpoint{Epoch: 1, Stage: StageRelaunch, Agents: []AgentRecord{{Agent: 1, Node: "n1", Incarnation: 2, Restarts: 1}},
+		Ranks: []RankRecord{{Rank: 1, Agent: 1, Incarnation: 1, Restarts: 1, Failed: true}}})
+	acts = q.Step(LeaderChanged{})
+	acts = append(acts, q.Step(Committed{Epoch: 2, Stage: StageRelaunch})...)
+	for _, a := range acts {
+		if r, ok := a.(Relaunch); ok && r.Start {
+			t.Fatalf("a new leader started incarnation 2 again: %+v", r)
+		}
+	}
+	p.Step(RelaunchFailed{Agent: 1, Incarnation: 2, Msg: "gone"})
+	if l := p.Links().Link(1); !l.Closed {
+		t.Fatalf("after the failed relaunch: %+v", l)
+	}
+}
