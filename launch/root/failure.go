@@ -70,6 +70,7 @@ func (fe *frontend) step(ev recovery.Event) { fe.carryOut(fe.decide(ev)) }
 // carryOut carries out the planner's actions, in order.
 func (fe *frontend) carryOut(acts []recovery.Action) {
 	for _, act := range acts {
+		fe.narrate(act)
 		switch act := act.(type) {
 		case recovery.Record:
 			fe.journal.Start()
@@ -86,7 +87,6 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 		case recovery.StandbysUp:
 			// From now on no agent is lost with its parent (below a child
 			// of the root, under a restart policy).
-			fe.verbosef("every standby link to a backup parent is up (%d)", act.N)
 			fe.observe(StandbysUp{N: act.N})
 		default:
 			if !fe.recoveryAction(act) && !fe.nodeLossAction(act) && !fe.gossipAction(act) {
@@ -98,6 +98,21 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 		fe.writeLive()
 	}
 }
+
+// narrate tells what an action does, in the planner's words
+// (recovery.Narrate): with --verbose, or always for a warning.
+func (fe *frontend) narrate(act recovery.Action) {
+	switch w, warn := recovery.Narrate(act, fe.nameOf, time.Since); {
+	case w == "":
+	case warn:
+		fe.warnf("%s", w)
+	default:
+		fe.verbosef("%s", w)
+	}
+}
+
+// nameOf names agent i by its node, as its handle has it.
+func (fe *frontend) nameOf(i int) string { return fe.agents[i].name }
 
 func (fe *frontend) terminate() {
 	if fe.terminating {

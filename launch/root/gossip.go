@@ -105,23 +105,16 @@ func (fe *frontend) gossipAction(act recovery.Action) bool {
 	case recovery.Suspect:
 		// Its parent holds its link: the parent confirms the death by
 		// the link's silence, as the root does for its own children.
-		fe.verbosef("gossip: node %s is dead; its parent %s looks at its link", fe.agents[act.Agent].name, fe.agents[act.Parent].name)
 		_ = fe.agents[act.Parent].send(proto.MSuspect, proto.EncodeInt(int64(act.Agent)))
 	case recovery.DeclareLost:
 		a := fe.agents[act.Agent]
 		if act.Linked {
 			a.link.Conn.Close() // its reader ends; its end is ours to report
-		} else {
-			fe.verbosef("gossip: node %s did not ask to be adopted", a.name)
 		}
 		fe.linkEnded(a, proto.ErrGossipDead)
 	case recovery.CheckAgain:
-		if a := fe.agents[act.Agent]; !act.Watched {
-			fe.verbosef("gossip: node %s's link has been quiet %v; looking again in %v", a.name, act.Quiet.Round(time.Millisecond), act.After.Round(time.Millisecond))
-		}
 		fe.after(act.After, evGossipCheck{a: fe.agents[act.Agent]})
-	case recovery.KeptAlive:
-		fe.verbosef("gossip said node %s was dead, but its link spoke %v ago: kept (watched: its link's silence alone condemns it now)", fe.agents[act.Agent].name, act.Quiet.Round(time.Millisecond))
+	case recovery.KeptAlive: // told (narrate)
 	default:
 		return false
 	}

@@ -219,13 +219,10 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.relaunchAgent(act)
 	case recovery.Suspend:
 		fe.colls.Abandon(act.Epoch)
-		fe.verbosef("recovery: suspending every rank (epoch %d)", act.Epoch)
 		fe.bcast(proto.MSuspend, proto.RecMsg{Epoch: act.Epoch}.Encode())
 	case recovery.Respawn:
 		fe.ranks[act.Rank].inc = act.Incarnation
-		a := fe.agents[act.Agent]
-		fe.verbosef("recovery: starting rank %d again on %s as incarnation %d", act.Rank, a.name, act.Incarnation)
-		_ = a.send(proto.MRespawn, proto.RecMsg{Epoch: act.Epoch, Rank: act.Rank, Incarnation: act.Incarnation}.Encode())
+		_ = fe.agents[act.Agent].send(proto.MRespawn, proto.RecMsg{Epoch: act.Epoch, Rank: act.Rank, Incarnation: act.Incarnation}.Encode())
 	case recovery.Patch:
 		m := proto.RecMsg{Epoch: act.Epoch, Version: act.Version}
 		for _, row := range act.Rows {
@@ -238,23 +235,17 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 			fe.warnf("test hook: the node table's patch goes without its %d row(s) (%s)", len(m.Rows), breakEnv)
 			m.Rows = nil
 		}
-		fe.verbosef("recovery: patching the node table to version %d (%d row(s))", act.Version, len(act.Rows))
 		fe.bcast(proto.MPatch, m.Encode())
 	case recovery.Resume:
-		fe.verbosef("recovery: resuming every rank (epoch %d)", act.Epoch)
 		fe.bcast(proto.MResume, proto.RecMsg{Epoch: act.Epoch, Version: act.Version}.Encode())
 	case recovery.AwaitLaunch:
 		// During the launch: the restart goes to every agent once all
 		// are up (RestartJob, Deferred), so that none starts its ranks as
 		// an older incarnation after it.
 		fe.colls.Abandon(act.Epoch)
-		fe.verbosef("recovery: restarting every rank (restart %d, epoch %d) once the %d agent(s) not up yet are", act.Restarts, act.Epoch, act.Starting)
 	case recovery.RestartJob:
-		if act.Deferred {
-			fe.verbosef("recovery: every agent is up: restarting every rank")
-		} else {
+		if !act.Deferred {
 			fe.colls.Abandon(act.Epoch)
-			fe.verbosef("recovery: restarting every rank (restart %d, epoch %d)", act.Restarts, act.Epoch)
 		}
 		fe.bcast(proto.MRestartJob, proto.RecMsg{Epoch: act.Epoch, Restarts: act.Restarts}.Encode())
 	case recovery.RecoveryOver:
@@ -264,18 +255,14 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 			fe.fenceAgent(act)
 			break
 		}
-		fe.verbosef("recovery: fencing node %s (incarnation %d), which the lost root had not seen fenced", act.Node, act.Incarnation)
 		fe.fenceNode(act.Agent, act.Node, act.Incarnation)
 	case recovery.AwaitSelfFence:
 		fe.awaitSelfFence(act)
-	case recovery.SelfFenced:
-		fe.verbosef("the fence of node %s (incarnation %d) has not reached it, which has been silent for %v: its agent killed its ranks itself",
-			act.Node, act.Incarnation, act.Silence)
+	case recovery.SelfFenced: // told (narrate)
 	case recovery.AloneOver:
 		fe.aloneOver(act)
 	case recovery.Leads:
 		if act.Stage != 0 {
-			fe.warnf("carrying on the recovery of epoch %d at its %s phase", act.Epoch, act.Stage)
 			fe.failedAt = time.Now()
 		}
 	case recovery.RefillGroup:

@@ -13,7 +13,6 @@ package root
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
@@ -33,19 +32,11 @@ func (fe *frontend) orphanWait() time.Duration {
 // each live backup is told to switch its orphan at once, and the planner
 // hears when the wait is over.
 func (fe *frontend) awaitOrphans(act recovery.AwaitOrphans) {
-	names := make([]string, 0, len(act.Moves))
 	for _, m := range act.Moves {
-		c := fe.agents[m.Orphan]
-		if m.Fallback {
-			names = append(names, fmt.Sprintf("%s to a fallback parent (its backup is lost too)", c.name))
-		} else {
-			names = append(names, fmt.Sprintf("%s to %s", c.name, fe.agents[m.Backup].name))
-		}
 		if m.Switch {
 			_ = fe.agents[m.Backup].send(proto.MSwitch, proto.EncodeInt(int64(m.Orphan)))
 		}
 	}
-	fe.verbosef("recovery: node %s was lost with agents below it; moving them to new parents: %s", fe.agents[act.Agent].name, strings.Join(names, ", "))
 	fe.after(act.Wait, evOrphansDue{loss: act.Loss})
 }
 
@@ -87,26 +78,17 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 		fe.loseSubtree(act)
 	case recovery.AwaitOrphans:
 		fe.awaitOrphans(act)
-	case recovery.OrphanLate:
-		fe.warnf("node %s did not reach a new parent in time after the loss of node %s: lost with it", fe.agents[act.Orphan].name, fe.agents[act.Agent].name)
-	case recovery.OrphansArrived:
-		fe.verbosef("recovery: every agent below node %s reached a new parent in %v", fe.agents[act.Agent].name, time.Since(act.Since).Round(time.Millisecond))
+	case recovery.OrphanLate, recovery.OrphansArrived, recovery.MoveIgnored: // told (narrate)
 	case recovery.Redeal:
-		var ns []string
-		for _, b := range act.Lost {
-			ns = append(ns, fe.agents[b].name)
-		}
-		fe.redealBackups(act, fmt.Sprintf("lost node(s) %s start again as children of the root; backup parents dealt again", strings.Join(ns, ", ")))
+		fe.redealBackups(act, act.Change(fe.nameOf))
 	case recovery.Lost:
 		fe.lostAgents(act)
 	case recovery.Moved:
-		fe.movedTo(act)
-	case recovery.MoveIgnored:
-		c := fe.agents[act.Agent]
-		fe.verbosef("recovery: node %s (incarnation %d) reached its new parent %s after it was declared lost: ignored", c.name, act.Incarnation, fe.parentLabel(act.Parent))
+		// Told (narrate); the state log's record of the tree says it too.
+		change, _ := recovery.Narrate(act, fe.nameOf, time.Since)
+		fe.moved(fe.agents[act.Agent], change)
 	case recovery.MoveFailed:
 		c := fe.agents[act.Agent]
-		fe.warnf("node %s cannot move under %s: %s", c.name, fe.parentLabel(act.Parent), act.Err)
 		if act.Parent == topology.Root && fe.link(c).Adopted && c.link != nil {
 			c.link.Conn.Close() // the root's adoption of it: undone
 		}
@@ -114,14 +96,6 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 		return false
 	}
 	return true
-}
-
-// parentLabel names parent p (an agent's node, or the root).
-func (fe *frontend) parentLabel(p int) string {
-	if p < 0 {
-		return "the root"
-	}
-	return fe.agents[p].name
 }
 
 // reparented takes a backup parent's report that it took an orphan as its
@@ -132,23 +106,6 @@ func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 		return
 	}
 	fe.step(recovery.Reparented{Agent: rp.Idx, Parent: b.idx, Incarnation: rp.Inc})
-}
-
-// movedTo carries out the planner's Moved: the tree has the new edge.
-func (fe *frontend) movedTo(act recovery.Moved) {
-	c := fe.agents[act.Agent]
-	old := "the root"
-	if act.From >= 0 {
-		old = "node " + fe.agents[act.From].name
-	}
-	switch {
-	case act.To == topology.Root:
-		fe.moved(c, fmt.Sprintf("node %s moved to the root, its last fallback parent (%s and its backup parent were lost)", c.name, old))
-	case act.Fallback:
-		fe.moved(c, fmt.Sprintf("node %s moved to its fallback parent %s (%s was lost)", c.name, fe.agents[act.To].name, old))
-	default:
-		fe.moved(c, fmt.Sprintf("node %s moved to its backup parent %s (%s was lost)", c.name, fe.agents[act.To].name, old))
-	}
 }
 
 // moved finishes the move of agent c to a new parent, in fe.topo already
@@ -168,7 +125,6 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 		fe.agents[x].resynced = true
 		fe.agents[x].awaits = seq
 	}
-	fe.warnf("%s", change)
 }
 
 // tellMoved tells the agents of a committed move (moved): c and the
