@@ -93,6 +93,8 @@ func Narrate(act Action, name func(int) string, since func(time.Time) time.Durat
 		return fmt.Sprintf("gossip said node %s was dead, but its link spoke %v ago: kept (watched: its link's silence alone condemns it now)", name(a.Agent), a.Quiet.Round(time.Millisecond)), false
 	case StandbysUp:
 		return fmt.Sprintf("every standby link to a backup parent is up (%d)", a.N), false
+	case SignalRanks, KillRanks:
+		return signalNarration(act)
 	}
 	return "", false
 }

@@ -102,7 +102,7 @@ func TestOrphanChoice(t *testing.T) {
 				Lost{Agent: 0, Agents: []int{2, 6, 3}, Err: "gone"},
 			}},
 		{name: "a job that ends moves no agent", policy: Rank,
-			before: []Event{Signaled{Signal: 15, Msg: "SIGTERM"}},
+			before: []Event{Signaled{Signal: 15}},
 			want: []Action{
 				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{0, 2, 6, 3}}, fence(0), fence(2), fence(6), fence(3),
 				Lost{Agent: 0, Agents: []int{0, 2, 6, 3}, Err: "gone"},

@@ -135,9 +135,14 @@ const (
 	ReasonStranded
 	// ReasonTimeout: the job exceeded --timeout Limit.
 	ReasonTimeout
-	// ReasonSignal: the user's signal ended the job (Text: the root's
-	// words for it).
+	// ReasonSignal: the user's Signal ended the job (Text: who sent it
+	// with ftlaunch kill; "": the front-end's terminal; Limit:
+	// --kill-after); ReasonCancel: ftlaunch cancel (Text: who);
+	// ReasonSignalRank: rank Rank died of a Signal the user sent with
+	// ftlaunch kill (signals.go).
 	ReasonSignal
+	ReasonCancel
+	ReasonSignalRank
 	// ReasonPMIUnderRank: rank Rank on Node speaks PMI-1 under
 	// --restart rank.
 	ReasonPMIUnderRank

@@ -182,6 +182,9 @@ type Config struct {
 	// successor's, as the replicated state records them): the others'
 	// links are not up yet (links.go).
 	Up []bool
+	// KillAfter is --kill-after, for the words of the user's signal's
+	// end.
+	KillAfter time.Duration
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -221,12 +224,17 @@ type Planner struct {
 	leads bool
 	// links are the root's links to the agents (links.go).
 	links []link
+	// userSignals are the signals the user sent every rank with ftlaunch
+	// kill that do not end the job by themselves; endSignal, the user's
+	// signal that ends it (0: none). signals.go.
+	userSignals map[int]bool
+	endSignal   int
 }
 
 // New returns a planner for a job that is running.
 func New(cfg Config) *Planner {
 	p := &Planner{cfg: cfg, ranks: make([]rankState, cfg.Ranks), version: 1, table: cfg.TableReady, agents: make([]agentState, cfg.Agents),
-		led: newLedger(cfg.Ranks, cfg.Ended, cfg.EndedFailed)}
+		led: newLedger(cfg.Ranks, cfg.Ended, cfg.EndedFailed), userSignals: map[int]bool{}}
 	if cfg.Launching && !cfg.Resumed {
 		p.starting = cfg.Agents
 	}
@@ -277,8 +285,9 @@ func (p *Planner) Step(ev Event) []Action {
 		if ev.Rank >= 0 && ev.Rank < len(p.ranks) && ev.Incarnation != 0 && ev.Incarnation < p.ranks[ev.Rank].inc {
 			return nil // an older incarnation's end (told again, or replaced by a restart of the job): stale, counted as nothing
 		}
+		byUser := p.endedByUser(ev)
 		p.countEnd(ev.Rank, ev.Incarnation, !ev.Clean())
-		acts := p.rankExited(ev)
+		acts := append(byUser, p.rankExited(ev)...)
 		if ev.Rank >= 0 && ev.Rank < len(p.ranks) {
 			p.reviveStarting(ev.Rank)
 		}
@@ -325,10 +334,7 @@ func (p *Planner) Step(ev Event) []Action {
 	case TimedOut:
 		return p.endJob(ExitTimeout, Reason{Kind: ReasonTimeout, Rank: NoRank, Limit: ev.Limit})
 	case Signaled:
-		if p.phase == Over {
-			return nil // every rank ended: the job's end stands
-		}
-		return p.endJob(128+ev.Signal, Reason{Kind: ReasonSignal, Rank: NoRank, Signal: ev.Signal, Text: ev.Msg})
+		return p.signaled(ev)
 	case Finished:
 		p.phase, p.rc = Over, nil
 		return nil
@@ -543,14 +549,6 @@ type Stranded struct {
 
 // TimedOut: the job's --timeout expired.
 type TimedOut struct{ Limit time.Duration }
-
-// Signaled: the user ended the job with a terminating signal (SIGINT,
-// SIGTERM, SIGHUP), which was forwarded to every rank: the job ends with
-// 128+Signal, and what fails now fails because of it.
-type Signaled struct {
-	Signal int
-	Msg    string
-}
 
 // Finished: every rank ended and the agents were told to exit.
 type Finished struct{}

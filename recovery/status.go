@@ -19,6 +19,9 @@ type Status struct {
 	// Suspends: the recovery under way holds every rank suspended (an
 	// agent started again now joins the suspension).
 	Suspends bool
+	// EndSignal is the user's signal that ends the job (0: none): a rank
+	// it killed did not fail by itself.
+	EndSignal int
 	// relaunching are the agents lost and being started again.
 	relaunching []int
 }
@@ -41,7 +44,7 @@ func (s Status) Relaunching(a int) bool {
 // Status is a snapshot of the planner's state for the root.
 func (p *Planner) Status() Status {
 	s := Status{Phase: p.phase, Failure: p.failure, Resumed: p.cfg.Resumed, Epoch: p.epoch, Stage: p.Stage(),
-		Version: p.version, Suspends: p.Suspends()}
+		Version: p.version, Suspends: p.Suspends(), EndSignal: p.endSignal}
 	for a := range p.agents {
 		if p.Relaunching(a) {
 			s.relaunching = append(s.relaunching, a)

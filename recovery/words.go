@@ -84,8 +84,10 @@ func (r Reason) Words() string {
 			ws = append(ws, a.words())
 		}
 		return fmt.Sprintf("recovery (epoch %d) stopped at its %s stage: no answer within %v from %s", r.Epoch, r.Stage, r.Limit, strings.Join(ws, ", "))
+	case ReasonSignal, ReasonCancel, ReasonSignalRank:
+		return r.signalWords()
 	}
-	return r.Text // ReasonLaunch, ReasonSignal: the words came with it
+	return r.Text // ReasonLaunch: the words came with it
 }
 
 const (

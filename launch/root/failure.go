@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
@@ -22,21 +20,25 @@ import (
 // rankEnded records a rank's end; the planner decides what a failure
 // does to the job.
 func (fe *frontend) rankEnded(st proto.RankStatus) {
-	fe.rankEndedByUser(st)
 	rs := &fe.ranks[st.Rank]
 	rs.status = st
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
-	// A rank killed by the termination ftlaunch started is not a failure
-	// of its own; one that exits with an error code meanwhile is.
-	rs.byFrontend = fe.status().Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
-		fe.endSignal != 0 && st.Signal == int(fe.endSignal)) || st.Skipped
 	ev := exitEvent(st, fe.nodeOf(st.Rank))
-	if !ev.Clean() && fe.status().Phase == recovery.Running {
+	before := fe.status()
+	if !ev.Clean() && before.Phase == recovery.Running {
 		fe.failedAt = time.Now()
 	}
 	// The planner counts the end in its ledger (recovery/ledger.go), and
-	// counts the rank as running again if it starts it again.
+	// counts the rank as running again if it starts it again; a rank
+	// killed by the user's signal ends the job as the user's.
 	fe.step(ev)
+	// A rank killed by the termination ftlaunch started (or by the
+	// user's signal) is not a failure of its own; one that exits with an
+	// error code meanwhile is.
+	after := fe.status()
+	byUser := after.Failure != nil && after.Failure.Why.Kind == recovery.ReasonSignalRank && after.Failure.Why.Rank == st.Rank
+	rs.byFrontend = before.Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
+		before.EndSignal != 0 && st.Signal == before.EndSignal) || st.Skipped || byUser
 	if ev.Clean() {
 		fe.checkStranded()
 	}
@@ -84,6 +86,10 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 			fe.warnf("%s", act.Why.Words())
 		case recovery.Terminate:
 			fe.terminate()
+		case recovery.SignalRanks:
+			fe.bcast(proto.MSignal, proto.EncodeInt(int64(act.Signal)))
+		case recovery.KillRanks:
+			fe.bcast(proto.MKill, nil)
 		case recovery.StandbysUp:
 			// From now on no agent is lost with its parent (below a child
 			// of the root, under a restart policy).
@@ -170,39 +176,24 @@ func (fe *frontend) terminateOverdue() {
 	fe.after(killResend, evTerminateOverdue{})
 }
 
-// onSignal forwards a signal to every rank. SIGINT, SIGTERM and SIGHUP end
-// the job, as mpiexec's do: the signal goes to every rank, then SIGTERM,
-// then SIGKILL after --kill-after, and the job's exit status is 128 plus
-// the signal's number; the same signal again, or another of the three,
-// kills every rank at once. Other signals (SIGUSR1, SIGUSR2, SIGCONT) are
-// only forwarded.
+// onSignal takes a signal to the front-end: the planner decides what it
+// does (recovery/signals.go: SIGINT, SIGTERM and SIGHUP end the job, as
+// mpiexec's do, twice kills every rank at once; others are forwarded). A
+// replicated front-end leaves the job to its replicas on SIGHUP
+// (Options.Detach) once their group is up.
 func (fe *frontend) onSignal(sig os.Signal) {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		return
 	}
-	ends := s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGHUP
-	switch {
-	case ends && !fe.shutdownAt.IsZero():
-		return // every rank ended already: the job's end stands
-	case s == syscall.SIGHUP && fe.opts.Replicas > 1 && fe.opts.Detach != nil && !fe.terminating:
+	if s == syscall.SIGHUP && fe.opts.Replicas > 1 && fe.opts.Detach != nil && !fe.status().Ending() {
 		if fe.groupReady() {
 			fe.opts.Detach(fe.jobID) // does not return
 			return
 		}
 		fe.warnf("SIGHUP before the root replicas are up: the job cannot go on without the front-end")
-	case ends && fe.terminating:
-		fe.warnf("%s again: killing every rank", unix.SignalName(s))
-		fe.bcast(proto.MKill, nil)
-		return
 	}
-	fe.verbosef("forwarding signal %d (%v) to every rank", int(s), s)
-	fe.bcast(proto.MSignal, proto.EncodeInt(int64(s)))
-	if ends {
-		fe.endSignal = s
-		fe.step(recovery.Signaled{Signal: int(s), Msg: fmt.Sprintf("%s: ending the job (%s; %s again kills at once)",
-			unix.SignalName(s), endingSteps(s, fe.opts.KillAfter), unix.SignalName(s))})
-	}
+	fe.step(recovery.Signaled{Signal: int(s)})
 }
 
 // groupReady reports whether a replicated root's group has every replica

@@ -47,7 +47,7 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
 		RankAgent: make([]int, fe.opts.N), Spares: fe.opts.Spares,
 		Nodes: make([]string, len(fe.agents)), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
-		OrphanWait: fe.orphanWait(), SelfFence: fe.selfFence(), Started: fe.start, Launching: true,
+		OrphanWait: fe.orphanWait(), SelfFence: fe.selfFence(), Started: fe.start, Launching: true, KillAfter: fe.opts.KillAfter,
 	}
 	if fe.tree {
 		cfg.Tree = fe.topo

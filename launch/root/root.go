@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/calibrate"
@@ -150,14 +149,12 @@ type groupState struct {
 // ioState is the front-end's I/O: the user's output and stdin, signals,
 // the live launch line.
 type ioState struct {
-	out         *output.Writer
-	stdinAgent  *agentHandle
-	input       *output.Stdin   // the front-end's stdin for rank 0's agent (nil: none)
-	progress    bool            // show a live launch line on stderr (a terminal)
-	launching   bool            // the progress line is live
-	stops       output.StopGate // which SIGCONT goes on to the ranks (loop)
-	endSignal   syscall.Signal  // the signal that ends the job (SIGINT, SIGTERM, SIGHUP), once received
-	userSignals map[int]bool    // signals the user sent every rank with ftlaunch kill (control.go)
+	out        *output.Writer
+	stdinAgent *agentHandle
+	input      *output.Stdin   // the front-end's stdin for rank 0's agent (nil: none)
+	progress   bool            // show a live launch line on stderr (a terminal)
+	launching  bool            // the progress line is live
+	stops      output.StopGate // which SIGCONT goes on to the ranks (loop)
 }
 
 // restartState is the root's side of the restart protocol (recovery.go).

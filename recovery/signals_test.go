@@ -1,0 +1,61 @@
+package recovery
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestUserSignalEndsOrForwards: which of the user's signals end the job,
+// which are only forwarded, which kill every rank at once, and when a
+// rank's death of the user's signal ends the job as the user's rather
+// than as a failure.
+func TestUserSignalEndsOrForwards(t *testing.T) {
+	sig := func(s int, why Reason) []Action {
+		why.Rank, why.Signal = NoRank, s
+		return []Action{SignalRanks{Signal: s, From: why.Text, Ends: true}, Record{Why: why}, Report{Why: why}, Terminate{}}
+	}
+	for _, c := range []struct {
+		name   string
+		before []Event
+		ev     Event
+		want   []Action
+		code   int // the job's exit code after (0: it did not end)
+	}{
+		{"SIGINT to the front-end ends the job", nil, Signaled{Signal: 2}, sig(2, Reason{Kind: ReasonSignal, Limit: time.Second}), 130},
+		{"SIGUSR1 to the front-end is forwarded", nil, Signaled{Signal: 10}, []Action{SignalRanks{Signal: 10}}, 0},
+		{"SIGQUIT with ftlaunch kill ends the job", nil, Signaled{Signal: 3, From: "ann"}, sig(3, Reason{Kind: ReasonSignal, Limit: time.Second, Text: "ann"}), 131},
+		{"ftlaunch cancel ends the job as SIGTERM", nil, Signaled{Signal: 15, From: "ann", Cancel: true}, append([]Action{SignalRanks{Signal: 15, From: "ann", Ends: true}},
+			sig(15, Reason{Kind: ReasonCancel, Limit: time.Second, Text: "ann"})[1:]...), 143},
+		{"again while the job ends: every rank killed", []Event{Signaled{Signal: 2}}, Signaled{Signal: 15}, []Action{KillRanks{Signal: 15}}, 130},
+		{"after every rank ended: nothing", []Event{Finished{}}, Signaled{Signal: 2}, nil, 0},
+		{"a rank killed by ftlaunch kill's signal ends the job as the user's", []Event{Signaled{Signal: 10, From: "ann"}},
+			RankExited{Rank: 1, Node: "n0", Signal: 10}, []Action{Record{Why: Reason{Kind: ReasonSignalRank, Rank: 1, Signal: 10}},
+				Report{Why: Reason{Kind: ReasonSignalRank, Rank: 1, Signal: 10}}, Terminate{}}, 138},
+		{"a rank killed by a signal the front-end forwarded failed", []Event{Signaled{Signal: 10}},
+			RankExited{Rank: 1, Node: "n0", Signal: 10}, end(rankEnded(1, "n0", 0, 10, RankExited{Signal: 10}.Describe())), 138},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := New(Config{Policy: None, Ranks: 4, KillAfter: time.Second})
+			for _, ev := range c.before {
+				p.Step(ev)
+			}
+			got := p.Step(c.ev)
+			for i, a := range got { // subjects: TestRecordSubjects
+				if r, ok := a.(Record); ok {
+					got[i] = Record{Why: r.Why}
+				}
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, c.want)
+			}
+			code := 0
+			if f := p.Failure(); f != nil {
+				code = f.Code
+			}
+			if code != c.code {
+				t.Fatalf("exit code %d, want %d", code, c.code)
+			}
+		})
+	}
+}
