@@ -38,6 +38,21 @@ func Narrate(act Action, name func(int) string, since func(time.Time) time.Durat
 			return "recovery: every agent is up: restarting every rank", false
 		}
 		return fmt.Sprintf("recovery: restarting every rank (restart %d, epoch %d)", a.Restarts, a.Epoch), false
+	case Relaunch:
+		if !a.Start {
+			break
+		}
+		old, node := name(a.Agent), a.Node
+		if node == "" {
+			node = old
+		}
+		switch host := HostOf(node); {
+		case host != node && node != old:
+			return fmt.Sprintf("recovery: starting the agent of node %s on surviving node %s, as node %s, as incarnation %d (epoch %d)", old, host, node, a.Incarnation, a.Epoch), false
+		case node != old:
+			return fmt.Sprintf("recovery: starting the agent of node %s on spare node %s as incarnation %d (epoch %d)", old, node, a.Incarnation, a.Epoch), false
+		}
+		return fmt.Sprintf("recovery: starting the agent of node %s again as incarnation %d (epoch %d)", node, a.Incarnation, a.Epoch), false
 	case Fence:
 		if a.Again {
 			return fmt.Sprintf("recovery: fencing node %s (incarnation %d), which the lost root had not seen fenced", a.Node, a.Incarnation), false

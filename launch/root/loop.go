@@ -295,12 +295,8 @@ func (fe *frontend) handle(ev event) {
 		fe.terminateOverdue()
 	case evCommitted:
 		fe.committed(ev)
-	case evExpired:
-		fe.step(recovery.Expired{Epoch: ev.epoch, Stage: ev.stage})
 	case evRelaunched:
 		fe.relaunched(ev)
-	case evOrphansDue:
-		fe.step(recovery.OrphansDue{Loss: ev.loss})
 	case evPlanner:
 		fe.step(ev.ev)
 	case evTreeCommitted:

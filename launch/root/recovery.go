@@ -31,14 +31,7 @@ type evCommitted struct {
 	tree uint64
 }
 
-// evExpired: the bound armed for a recovery phase passed.
-type evExpired struct {
-	epoch uint64
-	stage recovery.Stage
-}
-
 func (evCommitted) isRootEvent() {}
-func (evExpired) isRootEvent()   {}
 
 // plannerConfig is the recovery planner's configuration for this job.
 func (fe *frontend) plannerConfig() recovery.Config {
@@ -185,9 +178,9 @@ func (fe *frontend) committed(ev evCommitted) {
 	fe.step(recovery.Committed{Epoch: ev.epoch, Stage: ev.stage})
 }
 
-// arm posts evExpired after d.
+// arm tells the planner once the bound of a recovery phase passed.
 func (fe *frontend) arm(act recovery.Arm) {
-	fe.after(act.After, evExpired{epoch: act.Epoch, stage: act.Stage})
+	fe.after(act.After, evPlanner{recovery.Expired{Epoch: act.Epoch, Stage: act.Stage}})
 }
 
 // after posts ev to the event loop once d passed (unless the job ended).

@@ -63,14 +63,6 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	if fe.stdinAgent == old {
 		fe.stdinAgent = a // stdin is not forwarded to a rank started again
 	}
-	switch host := recovery.HostOf(a.name); {
-	case host != a.name && a.name != old.name:
-		fe.verbosef("recovery: starting the agent of node %s on surviving node %s, as node %s, as incarnation %d (epoch %d)", old.name, host, a.name, a.inc, act.Epoch)
-	case a.name != old.name:
-		fe.verbosef("recovery: starting the agent of node %s on spare node %s as incarnation %d (epoch %d)", old.name, a.name, a.inc, act.Epoch)
-	default:
-		fe.verbosef("recovery: starting the agent of node %s again as incarnation %d (epoch %d)", a.name, a.inc, act.Epoch)
-	}
 	if fe.relaunchLocal() {
 		if err := fe.spawnAgent(a); err != nil {
 			fe.post(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: err.Error()})

@@ -37,13 +37,8 @@ func (fe *frontend) awaitOrphans(act recovery.AwaitOrphans) {
 			_ = fe.agents[m.Backup].send(proto.MSwitch, proto.EncodeInt(int64(m.Orphan)))
 		}
 	}
-	fe.after(act.Wait, evOrphansDue{loss: act.Loss})
+	fe.after(act.Wait, evPlanner{recovery.OrphansDue{Loss: act.Loss}})
 }
-
-// evOrphansDue: the time for a loss's orphans to arrive passed.
-type evOrphansDue struct{ loss int }
-
-func (evOrphansDue) isRootEvent() {}
 
 // loseSubtree carries out the planner's LoseSubtree: the links of
 // act.Closed are gone (the planner's), and the ranks of act.Lost are
