@@ -60,6 +60,7 @@ type Watch struct {
 	looked time.Time // when the loop last looked, or a quorum said it leads
 	since  time.Time // deposed since (zero: it leads)
 	aside  *SteppedAside
+	held   []any // the events held while deposed, in order (Keep)
 }
 
 // NewWatch watches the lead of j's replica.
@@ -104,6 +105,32 @@ func (w *Watch) Hold(ctx context.Context) bool {
 	}
 	_, _, ok := w.othersCanLead()
 	return ok
+}
+
+// Keep is Hold for the root's event ev: held, it is kept (in order) and
+// handed back by Replay once the front-end may act again; dropped once it
+// stepped aside.
+func (w *Watch) Keep(ctx context.Context, ev any) bool {
+	held := w.Hold(ctx)
+	if held && w.aside == nil {
+		w.held = append(w.held, ev)
+	}
+	return held
+}
+
+// Replay is Look, and the events kept meanwhile when they are to be
+// handled now (in order); none once it stepped aside.
+func (w *Watch) Replay(ctx context.Context) []any {
+	replay := w.Look(ctx)
+	if !replay || w.aside != nil {
+		if w.aside != nil {
+			w.held = nil
+		}
+		return nil
+	}
+	held := w.held
+	w.held = nil
+	return held
 }
 
 // confirmLead asks the group whether the front-end still leads; if not, it

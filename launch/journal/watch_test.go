@@ -19,27 +19,28 @@ func watchOf(g *testGroup, after time.Duration) *Watch {
 }
 
 // TestWatchCutOffStepsAside: a front-end cut off from its replica agents,
-// which lead without it, holds what it would act on, and steps aside once
-// deposed longer than its bound, abandoning its state log (no leader
-// known: it was cut off).
+// which lead without it, holds (keeps) what it would act on, replays
+// none of it while they lead, and steps aside once deposed longer than
+// its bound, abandoning its state log (no leader known: it was cut off)
+// and the events it kept.
 func TestWatchCutOffStepsAside(t *testing.T) {
 	g, _, _ := deposedGroup(t)
 	w := watchOf(g, 0)
 	ctx := context.Background()
-	if !w.Hold(ctx) || !w.Deposed() || w.Aside() != nil {
+	if !w.Keep(ctx, "a link's end") || !w.Deposed() || w.Aside() != nil {
 		t.Fatalf("deposed with its other voters up: hold, deposed %v, aside %+v; want held, not aside", w.Deposed(), w.Aside())
 	}
 	waitUntil(t, 5*time.Second, "the watch to step aside", func() bool {
-		if w.Look(ctx) {
-			t.Fatal("the held events replayed while the agents lead")
+		if ev := w.Replay(ctx); ev != nil {
+			t.Fatalf("the held events %v replayed while the agents lead", ev)
 		}
 		return w.Aside() != nil
 	})
 	if a := w.Aside(); a.Leader != "" || a.Term != 0 || a.JobDir != g.j.Dir() {
 		t.Errorf("stepped aside %+v: want no leader known, the job's directory", a)
 	}
-	if !w.Hold(ctx) {
-		t.Error("an event after stepping aside was not dropped")
+	if !w.Keep(ctx, "an exit") || len(w.held) != 0 {
+		t.Errorf("an event after stepping aside was not dropped (kept %v)", w.held)
 	}
 }
 

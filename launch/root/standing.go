@@ -18,11 +18,10 @@ const standingPoll = journal.StandingPoll
 // good left the job (journal.SteppedAside).
 type SteppedAside = journal.SteppedAside
 
-// standing is the front-end's watch (w) with what its loop holds while it
-// is deposed; the root's loop owns it.
+// standing is the front-end's watch (w, which keeps the events the loop
+// must not act on meanwhile); the root's loop owns it.
 type standing struct {
 	w     *journal.Watch
-	held  []event       // events held while deposed, in order
 	aside *SteppedAside // set once it stepped aside: the loop ends
 }
 
@@ -74,11 +73,8 @@ func (fe *frontend) hold(ev event) bool {
 		// its state log's replica shuts down.
 		return false
 	}
-	held := s.w.Hold(fe.ctx)
+	held := s.w.Keep(fe.ctx, ev)
 	fe.stepAside()
-	if held && s.aside == nil {
-		s.held = append(s.held, ev)
-	}
 	return held
 }
 
@@ -94,15 +90,10 @@ func (fe *frontend) checkStanding() {
 	if s == nil || s.aside != nil || fe.journal.Closing() {
 		return
 	}
-	replay := s.w.Look(fe.ctx)
+	replay := s.w.Replay(fe.ctx)
 	fe.stepAside()
-	if !replay {
-		return
-	}
-	held := s.held
-	s.held = nil
-	for _, ev := range held {
-		fe.handle(ev)
+	for _, ev := range replay {
+		fe.handle(ev.(event))
 	}
 }
 
@@ -115,7 +106,7 @@ func (fe *frontend) stepAside() {
 	if s.aside != nil || s.w.Aside() == nil {
 		return
 	}
-	s.aside, s.held = s.w.Aside(), nil
+	s.aside = s.w.Aside()
 	fe.journal.GiveUp() // no final status: the successor's
 	for _, a := range fe.agents {
 		if fe.rootChild(a) && a.link != nil && !fe.link(a).Closed {
