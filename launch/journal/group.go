@@ -3,10 +3,12 @@ package journal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/hashicorp/raft"
 )
 
@@ -173,4 +175,40 @@ func (g *Group) LostVoter(names map[string]bool) (voter string, servers int) {
 		}
 	}
 	return voter, servers
+}
+
+// FrontEndConfig configures the front-end's state log of job (its
+// Replicas: 1, 3 or 5) under stateDir: one voter, kept in memory if its
+// files cannot be written and written without a raft server; or the first
+// voter of a group whose others are agents, at least Replicas-1 of them
+// among agents (the job's nodes; remote: they are not this machine's one
+// agent), reached
+// over TCP with the job's mutual TLS (creds, made when needed) at host,
+// and kept up for its followers for keep after the final status
+// (KeepForFollowers). It returns the transport of a group's voter (nil:
+// none), which End closes.
+func FrontEndConfig(ctx context.Context, stateDir, node string, job Job, agents []string, remote bool, creds func() (*secure.Credentials, error), host string, keep time.Duration) (Config, *raft.NetworkTransport, error) {
+	r := max(job.Replicas, 1)
+	job.Replicas = r
+	// One replica, in the front-end, can keep the state in memory (replica
+	// agents need its files), and needs no election (docs/state.md).
+	cfg := Config{StateDir: stateDir, Node: node, Job: job, Fallback: r == 1, Solo: r == 1}
+	switch {
+	case r == 1:
+		return cfg, nil, nil
+	case r != 3 && r != 5:
+		return cfg, nil, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
+	case !remote || len(agents) < r-1:
+		return cfg, nil, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, len(agents))
+	}
+	c, err := creds()
+	if err != nil {
+		return cfg, nil, err
+	}
+	tr, err := cfg.FirstOfGroup(ctx, r, c, host, agents, RaftCutFromEnv())
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.KeepForFollowers = keep
+	return cfg, tr, nil
 }

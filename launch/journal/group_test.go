@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
 
 // TestGroupHoldsAndClosesOnce: a root's group holds its replica's start
@@ -61,4 +63,51 @@ func TestGroupHoldsAndClosesOnce(t *testing.T) {
 	h.GiveUp()
 	h.BeginClose(0, "success", func(time.Duration, error) { t.Errorf("a group given up committed its end") })()
 	h.End()
+}
+
+// TestFrontEndConfig: the front-end's log for each --replicas: one
+// voter solo (kept in memory if need be), no credentials asked; a group
+// of 3 or 5 needs that many nodes besides the front-end, and its first
+// voter keeps its replica up for the followers; other sizes are refused.
+func TestFrontEndConfig(t *testing.T) {
+	creds := rootCreds(t)
+	asked := 0
+	give := func() (*secure.Credentials, error) { asked++; return creds, nil }
+	for _, c := range []struct {
+		name     string
+		replicas int
+		agents   []string
+		remote   bool
+		err      string
+	}{
+		{"one replica", 1, []string{"vm"}, false, ""},
+		{"two replicas", 2, []string{"n0", "n1"}, true, "--replicas must be 1, 3 or 5, got 2"},
+		{"three replicas, one node", 3, []string{"n0"}, true, "--replicas 3 needs 2 nodes besides the front-end (hosts or --test-nodes), the job has 1"},
+		{"three replicas, this machine's agent only", 3, []string{"vm"}, false, "--replicas 3 needs 2 nodes besides the front-end (hosts or --test-nodes), the job has 1"},
+		{"three replicas", 3, []string{"n0", "n1"}, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			asked = 0
+			cfg, tr, err := FrontEndConfig(context.Background(), t.TempDir(), "fe", Job{ID: "ft-x", N: 2, Replicas: c.replicas}, c.agents, c.remote, give, "127.0.0.1", time.Second)
+			if c.err != "" {
+				if err == nil || err.Error() != c.err {
+					t.Fatalf("error %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.replicas == 1 {
+				if !cfg.Solo || !cfg.Fallback || tr != nil || asked != 0 || cfg.Job.Replicas != 1 {
+					t.Fatalf("one replica: %+v, transport %v, credentials asked %d times", cfg, tr, asked)
+				}
+				return
+			}
+			defer tr.Close()
+			if cfg.Solo || cfg.Fallback || cfg.Transport != tr || cfg.KeepForFollowers != time.Second || asked != 1 {
+				t.Fatalf("a group: solo %v, fallback %v, keep %v, credentials asked %d times", cfg.Solo, cfg.Fallback, cfg.KeepForFollowers, asked)
+			}
+		})
+	}
 }

@@ -91,57 +91,33 @@ func (fe *frontend) issueRoot() error {
 	return nil
 }
 
-// journalConfig configures the job's state log: a single voter in the
-// front-end, or with --replicas R the first of a group whose other
-// members are agents, reached over TCP with the job's mutual TLS (tr, its
-// transport).
-func (fe *frontend) journalConfig(ctx context.Context) (cfg journal.Config, tr *raft.NetworkTransport, err error) {
+// journalConfig configures the job's state log (journal.FrontEndConfig):
+// a single voter in the front-end, or with --replicas R the first of a
+// group whose other members are agents (tr, its transport). The
+// front-end's replica leads until the agents exit (journal.End): a
+// replica agent a few entries behind gets the final status from it.
+func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, *raft.NetworkTransport, error) {
 	host, _ := os.Hostname()
-	r := max(fe.opts.Replicas, 1)
-	cfg = journal.Config{
-		StateDir: fe.opts.StateDir, Node: cmp.Or(host, "localhost"),
-		Job: journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: r,
-			Restart: restartName(fe.opts.Restart), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares,
-			Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe, MPI: mpiName(fe.opts.MPI)},
-		// One replica, in the front-end, can keep the state in memory;
-		// replica agents need its files.
-		Fallback: r == 1,
-		// One replica needs no election: its log is written without a
-		// raft server (docs/state.md).
-		Solo: r == 1,
-	}
-	if r == 1 {
-		return cfg, nil, nil
-	}
-	if r != 3 && r != 5 {
-		return cfg, nil, fmt.Errorf("--replicas must be 1, 3 or 5, got %d", r)
-	}
-	names := alloc.LocalNodes(fe.opts.TestNodes)
+	job := journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: fe.opts.Replicas,
+		Restart: restartName(fe.opts.Restart), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares,
+		Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe, MPI: mpiName(fe.opts.MPI)}
+	names := alloc.LocalNodes(fe.opts.TestNodes) // the nodes that may host replicas
 	if fe.opts.Placement != nil {
 		names = names[:0]
 		for _, n := range fe.opts.Placement.Nodes {
 			names = append(names, n.Name)
 		}
 	}
-	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 || len(names) < r-1 {
-		return cfg, nil, fmt.Errorf("--replicas %d needs %d nodes besides the front-end (hosts or --test-nodes), the job has %d", r, r-1, len(names))
-	}
-	if err := fe.issueRoot(); err != nil {
-		return cfg, nil, err
-	}
 	ip := "127.0.0.1"
-	if fe.opts.Agents.Remote() {
-		if addrs := proto.OwnAddrs(); len(addrs) > 0 {
-			ip = addrs[0]
-		}
+	if addrs := proto.OwnAddrs(); fe.opts.Agents.Remote() && len(addrs) > 0 {
+		ip = addrs[0]
 	}
-	if tr, err = cfg.FirstOfGroup(ctx, r, fe.rootCreds, ip, names, journal.RaftCutFromEnv()); err != nil {
-		return cfg, nil, err
+	creds := func() (*secure.Credentials, error) {
+		err := fe.issueRoot()
+		return fe.rootCreds, err
 	}
-	// The front-end's replica leads until the agents exit (journal.End):
-	// a replica agent a few entries behind gets the final status from it.
-	cfg.KeepForFollowers = agentsExitWait
-	return cfg, tr, nil
+	remote := fe.opts.Agents.Remote() || fe.opts.TestNodes > 1
+	return journal.FrontEndConfig(ctx, fe.opts.StateDir, cmp.Or(host, "localhost"), job, names, remote, creds, ip, agentsExitWait)
 }
 
 // addReplica adds a replica agent to the group, from a goroutine: the
