@@ -128,3 +128,64 @@ func (l *Launcher) StartAgain(ctx context.Context, cs []proto.ChildSpec, goFunc 
 		goFunc(func() { report(l.Start(ctx, &c, ch, time.Now())) })
 	}
 }
+
+// RootStart is how a front-end's root starts its children (StartRoot).
+type RootStart struct {
+	Creds    *secure.Credentials // the root's, for its listener
+	Job      string
+	Leaf     bool // the root launches leaves (in batches)
+	Children []proto.ChildSpec
+	Logf     func(format string, args ...any)
+	// Go starts a goroutine the root joins once ctx ended.
+	Go func(func())
+	// Asked takes a connection that asks something of the root (an
+	// orphan's adoption, job control), from the accept loop: it must hand
+	// it on, or close it once ctx ended.
+	Asked func(AdoptRequest)
+	// Started takes each child's start (Launcher.Run's report).
+	Started func(LaunchResult)
+}
+
+// RootLaunch is a root's launch of its children, under way.
+type RootLaunch struct {
+	Listener net.Listener       // where the agents, adoptions and job control come
+	Cancel   context.CancelFunc // ends the starts under way (not a relaunch's)
+	// Relaunch starts children after the launch (a lost agent's next
+	// incarnation), each reported to report, until ctx ends.
+	Relaunch func(cs []proto.ChildSpec, report func(LaunchResult)) error
+	Fences   *Fences // the fences of lost agents' nodes, with the same spawner
+}
+
+// StartRoot opens the root's listener (Listen) and starts its children
+// with its launcher (RootLauncher) on goroutines of rs.Go: the accept
+// loop, which ends once ctx ends (its listener closes), and the launch,
+// whose sessions' watchers are joined once ctx ended (Wait, bounded).
+func (g Agents) StartRoot(ctx context.Context, rs RootStart) (*RootLaunch, error) {
+	ln, sp, hosts, err := g.Listen(ctx, rs.Creds)
+	if err != nil {
+		return nil, err
+	}
+	l := g.RootLauncher(sp, ln, hosts, rs.Leaf, rs.Children)
+	l.Logf, l.Job = rs.Logf, rs.Job
+	rs.Go(func() {
+		stop := context.AfterFunc(ctx, func() { ln.Close() })
+		defer stop()
+		AcceptLoop(ln, l, nil, func(conn net.Conn, h proto.Hello) { rs.Asked(AdoptRequest{Conn: conn, Hello: h}) })
+	})
+	lctx, cancel := context.WithCancel(ctx)
+	rs.Go(func() {
+		l.Run(lctx, rs.Started)
+		<-ctx.Done() // the sessions (relaunched ones too) end with the job
+		l.Wait(SessionsWait)
+	})
+	return &RootLaunch{
+		Listener: ln, Cancel: cancel,
+		Relaunch: func(cs []proto.ChildSpec, report func(LaunchResult)) error {
+			l.StartAgain(ctx, cs, rs.Go, report)
+			return nil
+		},
+		Fences: NewFences(func(ctx context.Context, node string, upTo uint64) (string, error) {
+			return l.Fence(ctx, rs.Job, node, upTo)
+		}, rs.Go),
+	}, nil
+}

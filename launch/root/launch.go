@@ -68,55 +68,36 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if err := fe.issueRoot(); err != nil {
 		return err
 	}
-	ln, sp, hosts, err := fe.opts.Agents.Listen(ctx, fe.rootCreds)
+	children, err := fe.childSpecs(fe.topo.Children(topology.Root))
 	if err != nil {
 		return err
 	}
+	fe.launchBegan = time.Since(fe.start)
+	rl, err := fe.opts.Agents.StartRoot(ctx, launcher.RootStart{
+		Creds: fe.rootCreds, Job: fe.jobID, Leaf: fe.plan.IsLeafLauncher(0), Children: children,
+		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
+		Go:   fe.goFunc, Started: fe.launched(ctx),
+		// An agent whose parent and backup are both lost may ask the
+		// root to adopt it (its last fallback parent: reparent.go).
+		Asked: func(req launcher.AdoptRequest) {
+			select {
+			case fe.events <- evAdopt{req: req}:
+			case <-ctx.Done():
+				req.Conn.Close()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	// A lost agent is started again the same way (relaunch.go), not
+	// cancelled with the launch.
+	fe.ln, fe.cancelLaunch, fe.relaunch, fe.fences = rl.Listener, rl.Cancel, rl.Relaunch, rl.Fences
 	if fe.opts.Agents.Remote() {
 		fe.startGossip(ctx, "", proto.OwnAddrs())
 	} else { // test nodes
 		fe.startGossip(ctx, "127.0.0.1", []string{"127.0.0.1"})
 	}
-	fe.ln = ln
-	children, err := fe.childSpecs(fe.topo.Children(topology.Root))
-	if err != nil {
-		return err
-	}
-	l := fe.opts.Agents.RootLauncher(sp, ln, hosts, fe.plan.IsLeafLauncher(0), children)
-	l.Logf = func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") }
-	l.Job = fe.jobID
-	fe.goFunc(func() {
-		stop := context.AfterFunc(ctx, func() { ln.Close() })
-		defer stop()
-		// An agent whose parent and backup are both lost may ask the
-		// root to adopt it (its last fallback parent: reparent.go).
-		launcher.AcceptLoop(ln, l, nil, func(conn net.Conn, h proto.Hello) {
-			select {
-			case fe.events <- evAdopt{req: launcher.AdoptRequest{Conn: conn, Hello: h}}:
-			case <-ctx.Done():
-				conn.Close()
-			}
-		})
-	})
-	lctx, cancel := context.WithCancel(ctx)
-	fe.cancelLaunch = cancel
-	fe.launchBegan = time.Since(fe.start)
-	fe.goFunc(func() {
-		l.Run(lctx, fe.launched(ctx))
-		// Its sessions (the agents', relaunched ones too) are waited for
-		// at the loop's end; their watchers are joined here, bounded.
-		<-ctx.Done()
-		l.Wait(launcher.SessionsWait)
-	})
-	// A lost agent is started again the same way (relaunch.go), not
-	// cancelled with the launch.
-	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
-		l.StartAgain(ctx, cs, fe.goFunc, report)
-		return nil
-	}
-	fe.fences = launcher.NewFences(func(ctx context.Context, node string, upTo uint64) (string, error) {
-		return l.Fence(ctx, fe.jobID, node, upTo)
-	}, fe.goFunc)
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
 }
