@@ -43,6 +43,12 @@ type ledgerRank struct {
 	// clean (a code, a signal or a reason).
 	endInc uint64
 	failed bool
+	// started: it ran (an incarnation was reported running); runs is the
+	// incarnation its agent runs, as reported or sent (Respawn), pid its
+	// process's id on its node.
+	started bool
+	runs    uint64
+	pid     int
 }
 
 type ledger struct {
@@ -68,6 +74,32 @@ type Ledger struct{ p *Planner }
 
 // Ledger is a read-only view of the rank ledger (ledger.go).
 func (p *Planner) Ledger() Ledger { return Ledger{p} }
+
+// Started reports whether rank r ran (an incarnation was reported
+// running).
+func (l Ledger) Started(r int) bool { return l.p.led.ranks[r].started }
+
+// StartedCount is the number of ranks that ran.
+func (l Ledger) StartedCount() int {
+	n := 0
+	for _, lr := range l.p.led.ranks {
+		if lr.started {
+			n++
+		}
+	}
+	return n
+}
+
+// Runs is the incarnation rank r's agent runs (1: the first), as it
+// reported it or was told (Respawn): an end of an older one is stale.
+func (l Ledger) Runs(r int) uint64 { return max(l.p.led.ranks[r].runs, 1) }
+
+// Pid is rank r's process id on its node (0: not reported).
+func (l Ledger) Pid(r int) int { return l.p.led.ranks[r].pid }
+
+// Agent is the agent that runs rank r (-1: not known yet, a successor's
+// until the agent reports it).
+func (l Ledger) Agent(r int) int { return l.p.ranks[r].agent }
 
 // Ended reports whether rank r counts as ended.
 func (l Ledger) Ended(r int) bool {
@@ -248,6 +280,77 @@ func (p *Planner) commit() Commit {
 		c.Recovered = p.settleOwed()
 	}
 	return c
+}
+
+// RanksStarted: agent Agent says ranks Ranks run, as processes Pids and
+// incarnations Incs (nil: the first): a first start, a start heard again
+// (a successor hears of every rank again), or an incarnation started
+// again (a respawn, a restart of the job).
+type RanksStarted struct {
+	Agent int
+	Ranks []int
+	Pids  []int
+	Incs  []uint64
+}
+
+// RanksRunning: ranks of Agent run now, for the state log and the user:
+// Again, started again as Incs (a respawn, a restart of the job, or a
+// successor hearing of one); else started for the first time. Pids are
+// their processes.
+type RanksRunning struct {
+	Agent int
+	Ranks []int
+	Pids  []int
+	Incs  []uint64
+	Again bool
+}
+
+func (RanksStarted) isEvent()  {}
+func (RanksRunning) isAction() {}
+
+// ranksStarted takes ranks that run: which were started again, which for
+// the first time, and which were heard of before; a rank started again
+// alone ends its recovery (RankStarted, said again for a respawn sent
+// twice).
+func (p *Planner) ranksStarted(ev RanksStarted) []Action {
+	again := RanksRunning{Agent: ev.Agent, Again: true}
+	fresh := RanksRunning{Agent: ev.Agent}
+	var starts []Event
+	for i, r := range ev.Ranks {
+		if r < 0 || r >= len(p.led.ranks) || i >= len(ev.Pids) {
+			continue
+		}
+		lr := &p.led.ranks[r]
+		if p.ranks[r].agent < 0 {
+			p.ranks[r].agent = ev.Agent // a successor learns where it runs
+		}
+		if ev.Incs != nil && ev.Incs[i] > 1 {
+			inc := ev.Incs[i]
+			anew := inc > lr.runs || lr.pid != ev.Pids[i]
+			if anew {
+				lr.runs, lr.pid, lr.started = inc, ev.Pids[i], true
+				again.Ranks, again.Pids, again.Incs = append(again.Ranks, r), append(again.Pids, ev.Pids[i]), append(again.Incs, inc)
+			}
+			starts = append(starts, RankStarted{Rank: r, Incarnation: inc, Fresh: anew})
+			continue
+		}
+		lr.pid = ev.Pids[i]
+		if !lr.started {
+			lr.started = true
+			fresh.Ranks, fresh.Pids = append(fresh.Ranks, r), append(fresh.Pids, ev.Pids[i])
+		}
+	}
+	var acts []Action
+	if len(again.Ranks) > 0 {
+		acts = append(acts, again)
+	}
+	for _, st := range starts {
+		acts = append(acts, p.Step(st)...)
+	}
+	if len(fresh.Ranks) > 0 {
+		acts = append(acts, fresh)
+	}
+	return acts
 }
 
 // RanksAbandoned: the root counts the ranks of an agent that is gone as

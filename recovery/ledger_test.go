@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -274,5 +275,40 @@ func TestLedgerNamesEachRestartOnce(t *testing.T) {
 				t.Errorf("ended %v, want %v", ended, tc.ended)
 			}
 		})
+	}
+}
+
+// TestLedgerRanksStarted: which ranks an agent's report of its running
+// ranks starts for the first time, which again (a new incarnation, or the
+// same one in a new process: a successor hearing of a restart), and which
+// it only repeats; where a rank nobody placed runs is learned; a rank
+// started again alone ends its recovery.
+func TestLedgerRanksStarted(t *testing.T) {
+	cfg := ledgerConfig(Rank)
+	cfg.RankAgent = []int{0, 0, 1, -1} // rank 3: not known yet (a successor's)
+	p := New(cfg)
+	steps := []struct {
+		ev   RanksStarted
+		want []Action
+	}{
+		{RanksStarted{Agent: 0, Ranks: []int{0, 1}, Pids: []int{10, 11}},
+			[]Action{RanksRunning{Agent: 0, Ranks: []int{0, 1}, Pids: []int{10, 11}}}},
+		{RanksStarted{Agent: 0, Ranks: []int{0, 1}, Pids: []int{10, 11}}, nil}, // heard again
+		{RanksStarted{Agent: 1, Ranks: []int{2, 3}, Pids: []int{20, 21}},
+			[]Action{RanksRunning{Agent: 1, Ranks: []int{2, 3}, Pids: []int{20, 21}}}},
+		{RanksStarted{Agent: 0, Ranks: []int{1}, Pids: []int{12}, Incs: []uint64{2}},
+			[]Action{RanksRunning{Agent: 0, Ranks: []int{1}, Pids: []int{12}, Incs: []uint64{2}, Again: true}}},
+		{RanksStarted{Agent: 0, Ranks: []int{1}, Pids: []int{12}, Incs: []uint64{2}}, nil}, // the same start, again
+		{RanksStarted{Agent: 0, Ranks: []int{1}, Pids: []int{13}, Incs: []uint64{2}}, // another process, as a successor hears of it
+			[]Action{RanksRunning{Agent: 0, Ranks: []int{1}, Pids: []int{13}, Incs: []uint64{2}, Again: true}}},
+	}
+	for i, s := range steps {
+		if got := p.Step(s.ev); !reflect.DeepEqual(got, s.want) {
+			t.Fatalf("step %d: %+v, want %+v", i, got, s.want)
+		}
+	}
+	l := p.Ledger()
+	if l.StartedCount() != 4 || l.Runs(1) != 2 || l.Pid(1) != 13 || l.Runs(0) != 1 || l.Agent(3) != 1 {
+		t.Fatalf("started %d, rank 1 runs %d (pid %d), rank 0 runs %d, rank 3 on agent %d", l.StartedCount(), l.Runs(1), l.Pid(1), l.Runs(0), l.Agent(3))
 	}
 }

@@ -185,6 +185,10 @@ type Config struct {
 	// KillAfter is --kill-after, for the words of the user's signal's
 	// end.
 	KillAfter time.Duration
+	// RanksStarted and Pids are the ranks that ran already and their
+	// processes (a successor's, as the replicated state records them).
+	RanksStarted []bool
+	Pids         []int
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -252,6 +256,10 @@ func New(cfg Config) *Planner {
 		}
 		if r < len(cfg.Incarnations) && cfg.Incarnations[r] > 0 {
 			p.ranks[r].inc = cfg.Incarnations[r]
+			p.led.ranks[r].runs = cfg.Incarnations[r]
+		}
+		if r < len(cfg.RanksStarted) && r < len(cfg.Pids) {
+			p.led.ranks[r].started, p.led.ranks[r].pid = cfg.RanksStarted[r], cfg.Pids[r]
 		}
 		if r < len(cfg.RankRestarts) {
 			p.ranks[r].restarts = cfg.RankRestarts[r]
@@ -353,6 +361,8 @@ func (p *Planner) Step(ev Event) []Action {
 	case RankStarted:
 		p.started(ev)
 		return p.rankStarted(ev)
+	case RanksStarted:
+		return p.ranksStarted(ev)
 	case PMIInit:
 		if p.cfg.Policy == Rank {
 			return p.endFor(ev.Node, ev.Rank, ExitUsage, Reason{Kind: ReasonPMIUnderRank, Rank: ev.Rank, Node: ev.Node})

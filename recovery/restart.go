@@ -399,6 +399,7 @@ func (p *Planner) send() []Action {
 			if rs.st == rRespawning && !rs.sent {
 				rs.sent = true
 				p.led.owed[r] = rs.inc
+				p.led.ranks[r].runs = rs.inc // what its agent runs from now on (an end of an older one is stale)
 				acts = append(acts, Respawn{Rank: r, Agent: rs.agent, Incarnation: rs.inc, Epoch: p.epoch})
 			}
 			if rs.st == rRespawning && rc.alone && !slices.Contains(p.alone, r) {

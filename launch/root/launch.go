@@ -41,9 +41,6 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	fe.verbosef("ranks are served %s (--mpi)", mpiName(fe.opts.MPI))
 	for i, node := range pl.Nodes {
 		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1, inc: 1}
-		for _, r := range a.ranks {
-			fe.ranks[r].node = i
-		}
 		if len(a.ranks) > 0 && a.ranks[0] == 0 {
 			fe.stdinAgent = a
 		}
@@ -393,8 +390,8 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 	var gone []int
 	for _, r := range a.ranks {
 		rs := &fe.ranks[r]
-		if rs.pid > 0 && a.local != nil { // pids are meaningful on this machine only
-			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
+		if pid := fe.ledger().Pid(r); pid > 0 && a.local != nil { // pids are meaningful on this machine only
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 		if !fe.ledger().Ended(r) {
 			rs.byFrontend = fe.status().Ending()

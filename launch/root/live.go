@@ -24,10 +24,10 @@ func (fe *frontend) live() journal.Live {
 	// The agents up now (their link open): agentsUp counts every start,
 	// a lost agent's next incarnation's too.
 	l.AgentsUp = fe.links().UpNow()
-	// Counted, not ranksUp - ended: ranks that never started end too
+	// Counted, not started - ended: ranks that never started end too
 	// (a failed start, an agent that never came up). Once a second.
 	for i := range fe.ranks {
-		if fe.ranks[i].started && !fe.ledger().Ended(i) {
+		if fe.ledger().Started(i) && !fe.ledger().Ended(i) {
 			l.Running++
 		}
 	}
@@ -36,7 +36,7 @@ func (fe *frontend) live() journal.Live {
 		l.Phase = "ending"
 	case fe.terminating || fe.status().Failure != nil:
 		l.Phase = "terminating"
-	case fe.agentsUp < len(fe.agents) || fe.ranksUp < fe.opts.N:
+	case fe.agentsUp < len(fe.agents) || fe.ledger().StartedCount() < fe.opts.N:
 		l.Phase = "launching"
 	}
 	status := fe.status()

@@ -378,62 +378,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, err)
 			return
 		}
-		var fresh, again proto.Started      // not heard of before (a successor hears of ranks again); started again
-		anew := make([]bool, len(st.Ranks)) // started again, not heard of before
-		for i, r := range st.Ranks {
-			if r >= 0 && r < len(fe.ranks) {
-				rs := &fe.ranks[r]
-				if st.Incs != nil && st.Incs[i] > 1 && (st.Incs[i] > rs.inc || rs.pid != st.Pids[i]) {
-					// A respawn, a restarted job, or a successor hearing
-					// of one.
-					if !rs.started {
-						fe.ranksUp++ // its first incarnation never ran (lost with its agent in the launch)
-					}
-					rs.inc, rs.pid, rs.started = st.Incs[i], st.Pids[i], true
-					anew[i] = true // the planner's ledger counts it running (recovery/ledger.go)
-					if rs.node < 0 {
-						rs.node = a.idx
-						a.ranks = append(a.ranks, r)
-					}
-					again.Ranks, again.Pids, again.Incs = append(again.Ranks, r), append(again.Pids, st.Pids[i]), append(again.Incs, st.Incs[i])
-					continue
-				}
-				rs.pid = st.Pids[i]
-				if rs.node < 0 { // a successor learns where it runs
-					rs.node = a.idx
-					a.ranks = append(a.ranks, r)
-				}
-				if !rs.started {
-					rs.started = true
-					fe.ranksUp++
-					fresh.Ranks, fresh.Pids = append(fresh.Ranks, r), append(fresh.Pids, st.Pids[i])
-				}
-			}
-		}
-		if len(again.Ranks) > 0 {
-			fe.journal.RanksRestarted(a.name, again.Ranks, again.Pids, again.Incs)
-			fe.verbosef("node %s: rank(s) %s started again", a.name, recovery.RanksText(again.Ranks))
-		}
-		for i, r := range st.Ranks {
-			if st.Incs != nil && st.Incs[i] > 1 && r >= 0 && r < len(fe.ranks) {
-				// A rank started again alone ends its recovery (said
-				// again for a respawn sent twice).
-				fe.step(recovery.RankStarted{Rank: r, Incarnation: st.Incs[i], Fresh: anew[i]})
-			}
-		}
-		if len(fresh.Ranks) == 0 {
-			return
-		}
-		for i, cpus := range st.CPUs {
-			fe.verbosef("rank %d on %s bound to CPUs %s (--bind-to %s)", st.Ranks[i], a.name, cpus, fe.opts.Bind)
-		}
-		a.ranksAt = time.Since(fe.start)
-		if fe.ranksUp >= fe.opts.N && fe.releaseTimer == nil {
-			fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.journal.Start)
-		}
-		fe.journal.RanksStarted(a.name, fresh.Ranks, fresh.Pids)
-		fe.showProgress()
-		fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
+		fe.ranksStarted(a, st)
 	case proto.MOutput:
 		seq, r, stream, data, err := proto.DecodeOutput(p)
 		if err != nil || r >= len(fe.ranks) {
@@ -461,7 +406,7 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, fmt.Errorf("exit message for rank %d: no such rank", st.Rank))
 			return
 		}
-		if st.Incarnation != 0 && st.Incarnation < max(fe.ranks[st.Rank].inc, 1) {
+		if st.Incarnation != 0 && st.Incarnation < fe.ledger().Runs(st.Rank) {
 			return // an older incarnation's end, told again
 		}
 		if fe.ledger().Ended(st.Rank) { // ranks abandoned with a lost agent too
@@ -509,6 +454,38 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		}
 	default:
 		fe.protocolError(a, fmt.Errorf("unknown message type %d", typ))
+	}
+}
+
+// ranksStarted takes an agent's ranks that run (the planner's ledger says
+// which started again, which for the first time: recovery.RanksStarted)
+// and records them; cpus are where they are bound.
+func (fe *frontend) ranksStarted(a *agentHandle, st proto.Started) {
+	for _, r := range st.Ranks {
+		if r >= 0 && r < fe.opts.N && fe.ledger().Agent(r) < 0 {
+			a.ranks = append(a.ranks, r) // a successor learns where it runs
+		}
+	}
+	for _, act := range fe.decide(recovery.RanksStarted{Agent: a.idx, Ranks: st.Ranks, Pids: st.Pids, Incs: st.Incs}) {
+		run, ok := act.(recovery.RanksRunning)
+		switch {
+		case !ok:
+			fe.carryOut([]recovery.Action{act})
+		case run.Again:
+			fe.journal.RanksRestarted(a.name, run.Ranks, run.Pids, run.Incs)
+			fe.verbosef("node %s: rank(s) %s started again", a.name, recovery.RanksText(run.Ranks))
+		default:
+			for i, cpus := range st.CPUs {
+				fe.verbosef("rank %d on %s bound to CPUs %s (--bind-to %s)", st.Ranks[i], a.name, cpus, fe.opts.Bind)
+			}
+			a.ranksAt = time.Since(fe.start)
+			if fe.ledger().StartedCount() >= fe.opts.N && fe.releaseTimer == nil {
+				fe.releaseTimer = time.AfterFunc(250*time.Millisecond, fe.journal.Start)
+			}
+			fe.journal.RanksStarted(a.name, run.Ranks, run.Pids)
+			fe.showProgress()
+			fe.verbosef("node %s: %d rank(s) running", a.name, len(st.Ranks))
+		}
 	}
 }
 
@@ -594,9 +571,10 @@ func (fe *frontend) killAgents() {
 		}
 		a.kill()
 	}
-	for r, rs := range fe.ranks {
-		if rs.pid > 0 && !fe.ledger().Ended(r) && rs.node >= 0 && fe.agents[rs.node].local != nil {
-			_ = syscall.Kill(-rs.pid, syscall.SIGKILL)
+	led := fe.ledger()
+	for r := range fe.ranks {
+		if pid, n := led.Pid(r), led.Agent(r); pid > 0 && !led.Ended(r) && n >= 0 && fe.agents[n].local != nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 	}
 }
@@ -660,8 +638,8 @@ func (fe *frontend) ringDown(res *proto.CollResult, via map[int][]int) int64 {
 			}
 		}
 		var ranks []int
-		for r, rs := range fe.ranks {
-			if below[rs.node] {
+		for r := range fe.ranks {
+			if below[fe.ledger().Agent(r)] {
 				ranks = append(ranks, r)
 			}
 		}

@@ -45,8 +45,13 @@ func (fe *frontend) plannerConfig() recovery.Config {
 	if fe.tree {
 		cfg.Tree = fe.topo
 	}
-	for r, rs := range fe.ranks {
-		cfg.RankAgent[r] = rs.node
+	for r := range cfg.RankAgent {
+		cfg.RankAgent[r] = -1 // a successor learns where it runs (RanksStarted)
+	}
+	for i, a := range fe.agents {
+		for _, r := range a.ranks {
+			cfg.RankAgent[r] = i
+		}
 	}
 	for i, a := range fe.agents {
 		cfg.Nodes[i] = a.name
@@ -76,19 +81,26 @@ func restartName(p recovery.Policy) string {
 // count) as the replicated table has it, and
 // the recovery its predecessor committed last, which it carries on once
 // it leads the agents (feedLeader).
-func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, ended, failed []int, up []bool) *recovery.Planner {
+func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts = job.MaxRestarts
 	fe.opts.Spares = job.Spares
 	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
 	cfg := recovery.ResumeConfig(fe.plannerConfig(), st)
-	cfg.Ended, cfg.EndedFailed, cfg.Up = ended, failed, up
+	cfg.Ended, cfg.EndedFailed = r.Ended, r.Failed
+	cfg.Up = make([]bool, len(r.Agents))
+	for i, ra := range r.Agents {
+		cfg.Up[i] = ra.Up
+	}
+	cfg.RanksStarted, cfg.Pids = make([]bool, len(r.Ranks)), make([]int, len(r.Ranks))
+	for x, rr := range r.Ranks {
+		cfg.RanksStarted[x], cfg.Pids[x] = rr.Started, rr.PID
+	}
 	p := recovery.New(cfg)
 	if cfg.TableReady {
 		fe.table = make([][]byte, fe.opts.N)
 	}
 	for r := range min(len(st.Ranks), fe.opts.N) {
-		fe.ranks[r].inc = st.Ranks[r].Incarnation
 		if fe.table != nil {
 			fe.table[r] = st.Ranks[r].ITuple
 		}
@@ -214,7 +226,6 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.colls.Abandon(act.Epoch)
 		fe.bcast(proto.MSuspend, proto.RecMsg{Epoch: act.Epoch}.Encode())
 	case recovery.Respawn:
-		fe.ranks[act.Rank].inc = act.Incarnation
 		_ = fe.agents[act.Agent].send(proto.MRespawn, proto.RecMsg{Epoch: act.Epoch, Rank: act.Rank, Incarnation: act.Incarnation}.Encode())
 	case recovery.Patch:
 		m := proto.RecMsg{Epoch: act.Epoch, Version: act.Version}

@@ -132,7 +132,7 @@ func (fe *frontend) relaunchSpec(a *agentHandle) *proto.RelaunchSpec {
 		Suspended: st.Suspends,
 	}
 	for _, r := range a.ranks {
-		rl.Incs = append(rl.Incs, max(fe.ranks[r].inc, 1))
+		rl.Incs = append(rl.Incs, fe.ledger().Runs(r))
 	}
 	return rl
 }

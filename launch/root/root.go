@@ -119,8 +119,7 @@ type launchState struct {
 	// gossipSpec how agents join it (gossip.go; nil: none).
 	gossip       *membership.Member
 	gossipSpec   *proto.GossipSpec
-	agentsUp     int // agents that got their job
-	ranksUp      int
+	agentsUp     int            // agents that got their job
 	refusedAdopt map[int]uint64 // a successor's refusals of adoption said (agent → incarnation)
 	// fences kill what lost agents left on their nodes (fence.go)
 	fences *launcher.Fences
@@ -265,12 +264,11 @@ func (a *agentHandle) wait() {
 	}
 }
 
+// rankState is a rank's end as the root reports it; where it runs, which
+// incarnation, its process and whether it ran or ended are the planner's
+// ledger's.
 type rankState struct {
-	node       int
-	inc        uint64 // its incarnation (0: the first)
-	pid        int
-	started    bool             // reported running
-	status     proto.RankStatus // its last end (whether it counts as ended is the planner's ledger's)
+	status     proto.RankStatus // its last end
 	byFrontend bool             // ended while ftlaunch was terminating the job
 }
 
@@ -338,13 +336,13 @@ func (fe *frontend) showProgress() {
 	if !fe.launching {
 		return
 	}
-	if fe.ranksUp >= fe.opts.N || fe.status().Failure != nil {
+	if up := fe.ledger().StartedCount(); up >= fe.opts.N || fe.status().Failure != nil {
 		fe.launching = false
 		fe.out.Push(output.Item{Progress: true})
 		return
 	}
 	fe.out.Push(output.Item{Progress: true, Data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
-		fe.agentsUp, len(fe.agents), fe.ranksUp, fe.opts.N))})
+		fe.agentsUp, len(fe.agents), fe.ledger().StartedCount(), fe.opts.N))})
 }
 
 // The root calls its planner through these four only: decide (Step:
@@ -391,7 +389,7 @@ func (fe *frontend) endedOn(a *agentHandle) int {
 }
 
 func (fe *frontend) nodeOf(rank int) string {
-	if n := fe.ranks[rank].node; n >= 0 {
+	if n := fe.ledger().Agent(rank); n >= 0 && n < len(fe.agents) {
 		return fe.agents[n].name
 	}
 	return "?"

@@ -96,7 +96,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 			return fail(fmt.Errorf("the job's CA: %w", err))
 		}
 	}
-	ended, failed, up, err := fe.rebuild(st, spec.Replica.Placement)
+	r, err := fe.rebuild(st, spec.Replica.Placement)
 	if err != nil {
 		return fail(err)
 	}
@@ -108,7 +108,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		return cfg.Relaunch(sctx, cs, hooks, report)
 	}
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
-	fe.rec = fe.successorPlanner(st, job, ended, failed, up)
+	fe.rec = fe.successorPlanner(st, job, r)
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
@@ -180,19 +180,18 @@ const resumeWait = time.Second
 
 // rebuild sets up the root's view from the replicated state
 // (journal.Resume): agents in plan order (the front-end's indexes), their
-// tree, which of them were up (for the planner), the ranks and which of
-// them ended.
-func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, failed []int, up []bool, err error) {
+// tree, the ranks that ended; which agents were up and where the ranks
+// run and ran are the planner's (successorPlanner).
+func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (*journal.Resumed, error) {
 	r, err := journal.Resume(st, fe.opts.N, placement)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	edges := make([]topology.Edge, len(r.Agents))
-	up = make([]bool, len(r.Agents))
 	for i, ra := range r.Agents {
 		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
 		if ra.Up {
-			up[i], a.info = true, proto.ChildUp{Idx: i, Addr: ra.Addr}
+			a.info = proto.ChildUp{Idx: i, Addr: ra.Addr}
 			fe.agentsUp++
 		}
 		fe.agents = append(fe.agents, a)
@@ -206,21 +205,16 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (ended, fail
 	}
 	t, err := topology.FromEdges("replicated", edges)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("the replicated plan: %w", err)
+		return nil, fmt.Errorf("the replicated plan: %w", err)
 	}
 	fe.setTree(t)
 	for x, rr := range r.Ranks {
-		rs := &fe.ranks[x]
-		rs.node, rs.pid, rs.started = rr.Node, rr.PID, rr.Started
-		if rr.Started {
-			fe.ranksUp++
-		}
 		if rr.Ended {
-			rs.status = proto.RankStatus{Rank: x, Code: rr.Code}
+			fe.ranks[x].status = proto.RankStatus{Rank: x, Code: rr.Code}
 		}
 	}
 	fe.liveN = len(fe.agents)
-	return r.Ended, r.Failed, up, nil
+	return r, nil
 }
 
 // resumeLaunch starts the root's children that are neither up nor

@@ -34,11 +34,10 @@ func TestSuccessorPlannerSlots(t *testing.T) {
 		for i := range 3 {
 			fe.agents = append(fe.agents, &agentHandle{idx: i, name: fmt.Sprintf("n%d", i), ranks: []int{2 * i, 2*i + 1}, inc: 1})
 		}
-		for r := range fe.ranks {
-			fe.ranks[r].node = r / 2
+		for r := range fe.ranks { // where they run: the agents' ranks
 			st.Ranks = append(st.Ranks, raftstore.Rank{Rank: r, Node: fmt.Sprintf("n%d", r/2), ITuple: []byte("a"), Incarnation: 1})
 		}
-		p := fe.successorPlanner(st, job, nil, nil, nil)
+		p := fe.successorPlanner(st, job, &journal.Resumed{})
 		if fe.agents[1].name != "n0+n1" || fe.agents[1].inc != 2 {
 			t.Fatalf("agent 1: %q incarnation %d, want n0+n1, 2", fe.agents[1].name, fe.agents[1].inc)
 		}
