@@ -184,6 +184,18 @@ func (v Links) Link(a int) AgentLink {
 	return AgentLink{Up: l.up, Closed: l.closed, Done: l.done, Inc: l.inc, Fallbacks: l.fallbacks, RootChild: v.p.rootChild(a), Adopted: l.adopted}
 }
 
+// AllGone reports whether every agent's link ended and none is being
+// started again (one that is, the job's only agent say, is not gone unless
+// the job ends first): the root's loop ends then.
+func (v Links) AllGone() bool {
+	for a, l := range v.p.links {
+		if !l.closed || v.p.Relaunching(a) && !v.p.Ending() {
+			return false
+		}
+	}
+	return true
+}
+
 // UpNow counts the agents up now (their link open).
 func (v Links) UpNow() int {
 	n := 0

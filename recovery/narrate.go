@@ -110,6 +110,10 @@ func Narrate(act Action, name func(int) string, since func(time.Time) time.Durat
 		return fmt.Sprintf("every standby link to a backup parent is up (%d)", a.N), false
 	case SignalRanks, KillRanks:
 		return signalNarration(act)
+	case KillOverdue:
+		if a.First {
+			return a.words(name), true
+		}
 	}
 	return "", false
 }

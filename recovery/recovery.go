@@ -233,6 +233,9 @@ type Planner struct {
 	// signal that ends it (0: none). signals.go.
 	userSignals map[int]bool
 	endSignal   int
+	// killResent: a terminate was overdue and the user was told
+	// (overdue.go).
+	killResent bool
 }
 
 // New returns a planner for a job that is running.
@@ -370,6 +373,8 @@ func (p *Planner) Step(ev Event) []Action {
 		return nil
 	case LinkLost:
 		return p.linkLost(ev)
+	case TerminateOverdue:
+		return p.terminateOverdue()
 	case AgentUp, AgentDone, Adopted, FallbacksTold, BackupUp:
 		return p.linkStep(ev)
 	case GossipDead:

@@ -6,7 +6,6 @@ package root
 import (
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 
@@ -90,6 +89,15 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 			fe.bcast(proto.MSignal, proto.EncodeInt(int64(act.Signal)))
 		case recovery.KillRanks:
 			fe.bcast(proto.MKill, nil)
+		case recovery.KillOverdue:
+			// A terminate lost on its way: each agent whose ranks run is
+			// told again (recovery/overdue.go), until the job ends.
+			for _, x := range act.Agents {
+				if err := fe.agents[x].send(proto.MKill, nil); err != nil {
+					fe.verbosef("kill to node %s: %v", fe.agents[x].name, err)
+				}
+			}
+			fe.after(recovery.KillResend, evPlanner{recovery.TerminateOverdue{}})
 		case recovery.StandbysUp:
 			// From now on no agent is lost with its parent (below a child
 			// of the root, under a restart policy).
@@ -134,46 +142,7 @@ func (fe *frontend) terminate() {
 	} else {
 		fe.bcast(proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter)))
 	}
-	fe.after(fe.opts.KillAfter+killResend, evTerminateOverdue{})
-}
-
-// killResend is how long past --kill-after a terminating job's ranks may
-// run before the root tells their agents again to kill them, and then the
-// period of its telling.
-const killResend = 5 * time.Second
-
-// terminateOverdue: the job was told to terminate --kill-after and
-// killResend ago and some ranks have not ended. Every agent kills its
-// ranks --kill-after after a terminate, so the terminate did not reach
-// theirs: a broadcast relayed down the tree can be lost on its way (to an
-// agent moving to its backup parent, say, docs/design.md). Each agent
-// whose ranks have not all ended is sent a kill of its own, routed to it,
-// and again every killResend until the job ends: a lost message costs the
-// job seconds, not its end. An agent that cannot be reached is the
-// failure detectors' (its link's heartbeat, gossip), as at any time.
-func (fe *frontend) terminateOverdue() {
-	if !fe.shutdownAt.IsZero() || fe.ledger().EndedCount() >= fe.opts.N {
-		return
-	}
-	var late []string
-	n := 0
-	for _, a := range fe.agents {
-		ended := fe.endedOn(a)
-		if l := fe.link(a); l.Closed || l.Done || ended >= len(a.ranks) {
-			continue
-		}
-		n += len(a.ranks) - ended
-		late = append(late, a.name)
-		if err := a.send(proto.MKill, nil); err != nil {
-			fe.verbosef("kill to node %s: %v", a.name, err)
-		}
-	}
-	if len(late) > 0 && !fe.killResent {
-		fe.killResent = true
-		fe.warnf("%d rank(s) on node(s) %s still running %v after the job was terminated (--kill-after %v): killing them",
-			n, strings.Join(late, ", "), fe.opts.KillAfter+killResend, fe.opts.KillAfter)
-	}
-	fe.after(killResend, evTerminateOverdue{})
+	fe.after(fe.opts.KillAfter+recovery.KillResend, evPlanner{recovery.TerminateOverdue{}})
 }
 
 // onSignal takes a signal to the front-end: the planner decides what it

@@ -45,7 +45,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	defer liveTick.Stop()
 	standTick := time.NewTicker(standingPoll)
 	defer standTick.Stop()
-	for !fe.allAgentsGone() {
+	for !fe.links().AllGone() {
 		select {
 		case ev := <-events:
 			if !fe.hold(ev) {
@@ -181,18 +181,6 @@ func (fe *frontend) replicasSettled() bool {
 	return true
 }
 
-func (fe *frontend) allAgentsGone() bool {
-	st := fe.status()
-	for _, a := range fe.agents {
-		// An agent being started again is not gone (the job's only agent,
-		// say), unless the job ends first.
-		if !fe.link(a).Closed || st.Relaunching(a.idx) && !st.Ending() {
-			return false
-		}
-	}
-	return true
-}
-
 func (fe *frontend) shutdown() {
 	fe.step(recovery.Finished{})
 	// The replicas that joined the group wait for the final status before
@@ -291,8 +279,6 @@ func (fe *frontend) handle(ev event) {
 		fe.adoptTimedOut()
 	case evResume:
 		fe.resumeLaunch()
-	case evTerminateOverdue:
-		fe.terminateOverdue()
 	case evCommitted:
 		fe.committed(ev)
 	case evRelaunched:

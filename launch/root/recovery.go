@@ -164,7 +164,7 @@ const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 // address; "no-fence" skips the fence from outside of a lost agent's node
 // (fence.go), so that a stopped agent's ranks outlive the job's end;
 // "no-terminate" does not send the terminate of a failed job, as if it
-// were lost on its way (terminateOverdue); "no-table-record" does not
+// were lost on its way (recovery/overdue.go); "no-table-record" does not
 // record the first node table, as if the front-end were lost between the
 // table's answer and its commit (a successor then learns it from the
 // agents: MTableHeld). Read once, by Run.

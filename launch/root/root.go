@@ -53,7 +53,6 @@ type frontend struct {
 	shutdownAt  time.Time // when the job ended and agents were told to exit
 	endedAt     time.Time // when the last rank ended
 	terminating bool
-	killResent  bool // terminateOverdue warned once
 	nodeTableAt time.Duration
 
 	launchState  // the launch: plan, tree, how agents start
@@ -312,18 +311,13 @@ func (evStdin) isRootEvent() {}
 // evResume: a successor root: start the root's children never started.
 type evResume struct{}
 
-// evTerminateOverdue: ranks of a terminating job outlived --kill-after
-// (terminateOverdue).
-type evTerminateOverdue struct{}
-
-func (evMessage) isRootEvent()          {}
-func (evLinkEnd) isRootEvent()          {}
-func (evLaunched) isRootEvent()         {}
-func (evReplicaDone) isRootEvent()      {}
-func (evAdopt) isRootEvent()            {}
-func (evAdoptTimeout) isRootEvent()     {}
-func (evResume) isRootEvent()           {}
-func (evTerminateOverdue) isRootEvent() {}
+func (evMessage) isRootEvent()      {}
+func (evLinkEnd) isRootEvent()      {}
+func (evLaunched) isRootEvent()     {}
+func (evReplicaDone) isRootEvent()  {}
+func (evAdopt) isRootEvent()        {}
+func (evAdoptTimeout) isRootEvent() {}
+func (evResume) isRootEvent()       {}
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
@@ -376,17 +370,6 @@ func (fe *frontend) link(a *agentHandle) recovery.AgentLink { return fe.links().
 // rootChild reports whether agent a is a child of the root in the launch
 // tree (the planner's, which the root reads).
 func (fe *frontend) rootChild(a *agentHandle) bool { return fe.topo.Parent(a.idx) == topology.Root }
-
-// endedOn counts agent a's ranks that count as ended.
-func (fe *frontend) endedOn(a *agentHandle) int {
-	n := 0
-	for _, r := range a.ranks {
-		if fe.ledger().Ended(r) {
-			n++
-		}
-	}
-	return n
-}
 
 func (fe *frontend) nodeOf(rank int) string {
 	if n := fe.ledger().Agent(rank); n >= 0 && n < len(fe.agents) {
