@@ -75,6 +75,10 @@ func (p *Planner) linkStep(ev Event) []Action {
 	case AgentUp:
 		if l := p.linkOf(ev.Agent); l != nil {
 			l.up = true
+			// A successor that gave a child of the root its share holds
+			// its link (it started it: the front-end had not): it is
+			// this root's as an adopted one's is, not waited for.
+			l.adopted = l.adopted || p.cfg.Resumed && p.rootChild(ev.Agent)
 		}
 	case AgentDone:
 		if l := p.linkOf(ev.Agent); l != nil {

@@ -263,12 +263,16 @@ func TestSuccessorLeadsOnceEveryRootChildIsSettled(t *testing.T) {
 			Checkpoint{Epoch: 2, Stage: StageRelaunch, Agents: []AgentRecord{{Agent: 1, Node: "n1", Incarnation: 1, Restarts: 1, Lost: true}}},
 			[]AgentLink{child(true, false), child(false, false), below}, "Leads,Commit,RefillGroup"},
 		{"a front-end leads from the start", false, Checkpoint{}, []AgentLink{child(true, false), child(true, false), below}, ""},
+		{"a child the successor started itself is not waited for", true, Checkpoint{}, []AgentLink{child(true, false), {Inc: 1}, below}, "Leads,RefillGroup"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Rank, Ranks: 3, Agents: 3, RankAgent: []int{0, 1, 2}, Nodes: []string{"n0", "n1", "n2"}, MaxRestarts: 3,
 				AckTimeout: time.Second, TableReady: true, Resumed: c.resumed, Tree: tr})
 			p.Restore(c.restore)
 			p.haveLinks(c.links)
+			if !c.links[1].Up {
+				p.Step(AgentUp{Agent: 1}) // started by this root, given its share
+			}
 			acts := step(t, p, Adopting{}, c.want)
 			if c.want == "" {
 				return
