@@ -224,7 +224,9 @@ func (a *Agent) run(ctx context.Context) error {
 		// (ftlaunch agent --fence): it finds the agent by this record
 		// (made before it connected back, if its bootstrap named it).
 		if t := a.fenceTarget(); t != a.tree.fenced {
-			if unregister, err := fence.Register(t); err != nil {
+			if unregister, err := fence.Register(t); errors.Is(err, fence.ErrFenced) {
+				return fmt.Errorf("%w: %w", errFenced, err)
+			} else if err != nil {
 				a.logf("%v", err)
 			} else {
 				defer unregister()
