@@ -620,10 +620,17 @@ func Check(applied []Applied, e Expectation, o Outcome) []Violation {
 	case o.State == "unfinished" && !e.RootLost && !e.NoMajority && len(o.Failures) > 0:
 		add(InvPaired, "failure %q never paired with the job's end: the log has no final status", o.Failures[0].Detail)
 	}
-	// Digests of the replicas that stayed up.
+	// Digests of the replicas that stayed up. A group that lost its
+	// majority (the job unfinished for it) is not compared: its leader
+	// appended entries (the final status) that no majority took and that
+	// the others never got, and a replica reads its whole log, committed
+	// or not (make chaos 2026-11-28: a replica agent stopped before every
+	// replica agent had joined; the front-end's replica ended in term 3
+	// with 8 entries, the two replica agents' in term 2, alike).
+	noMajority := got == Unfinished && e.NoMajority
 	var ref ReplicaState
 	for _, r := range o.Replicas {
-		if slices.Contains(e.Lost, r.Node) || r.NeverJoined {
+		if slices.Contains(e.Lost, r.Node) || r.NeverJoined || noMajority {
 			continue
 		}
 		if r.Err != "" {

@@ -737,3 +737,25 @@ func TestCheckLossAfterPeersEnded(t *testing.T) {
 		t.Error("no restart, or no peer: not a late loss")
 	}
 }
+
+// TestCheckNoMajorityDigests: a group left without a majority (the job
+// unfinished for it) is not compared: its leader's log holds entries no
+// majority took. With the majority kept, a difference is a violation.
+func TestCheckNoMajorityDigests(t *testing.T) {
+	acts := []Applied{applied(Stop, Target{Node: 1, Rank: -1})}
+	o := Outcome{State: "unfinished", Replicas: []ReplicaState{{Node: "vm", Digest: "aa"}, {Node: "node0", Digest: "bb"}}}
+	e := Expectation{Endings: []Ending{Failed, Unfinished}, NoMajority: true, Lost: []string{"node1"}}
+	for _, v := range Check(acts, e, o) {
+		if v.Invariant == InvDigests {
+			t.Errorf("no majority: %v", v)
+		}
+	}
+	e.NoMajority = false
+	found := false
+	for _, v := range Check(acts, e, o) {
+		found = found || v.Invariant == InvDigests
+	}
+	if !found {
+		t.Error("a majority kept and the digests differ: no violation")
+	}
+}

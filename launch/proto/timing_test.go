@@ -25,7 +25,7 @@ func TestTimingDefaults(t *testing.T) {
 		t.Errorf("test bounds: %+v", fast)
 	}
 	l := NewLink(nil)
-	if _, left := l.ConfirmSilence(50*time.Millisecond, fast); left > UplinkPing(50*time.Millisecond)+fast.Confirm {
+	if _, left := l.ConfirmSilence(50*time.Millisecond, fast, nil); left > UplinkPing(50*time.Millisecond)+fast.Confirm {
 		t.Errorf("gossip's hysteresis under the test timing: %v left", left)
 	}
 }

@@ -56,7 +56,13 @@ func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string
 	port, _ := strconv.Atoi(ps)
 	fe.gossipSpec = &proto.GossipSpec{Secret: secret, Hosts: hosts, Port: port}
 	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
+	fe.awake = proto.NewAwake(awakeTick)
+	fe.goFunc(func() { fe.awake.Run(ctx) })
 }
+
+// awakeTick is how often the root's and an agent's awake watch
+// (proto.Awake) ticks: a stall of 4 ticks (400 ms) and more is one.
+const awakeTick = 100 * time.Millisecond
 
 // gossipProfile is the gossip members' timing (nil: ClusterProfile).
 func gossipProfile(t proto.Timing) *memberlist.Config {
@@ -114,7 +120,7 @@ func (fe *frontend) gossipDead(a *agentHandle, inc uint64, again bool) recovery.
 	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Link: a.linkState(), Linked: a.link != nil, Again: again,
 		Unadopted: fe.role == roleSuccessor && a.link == nil && !a.adopted, Since: time.Since(fe.start)}
 	if a.link != nil {
-		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing)
+		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing, fe.awake)
 	}
 	return ev
 }

@@ -126,9 +126,12 @@ type launchState struct {
 	treeSeq   uint64
 	treeTells []treeTell
 	// gossip is the front-end's member of the job's gossip cluster and
-	// gossipSpec how agents join it (gossip.go; nil: none).
+	// gossipSpec how agents join it (gossip.go; nil: none); awake how long
+	// the root has been able to listen (gossip's word is weighed against
+	// its links' silence only for that long).
 	gossip       *membership.Member
 	gossipSpec   *proto.GossipSpec
+	awake        *proto.Awake
 	agentsUp     int // agents that got their job
 	ranksUp      int
 	refusedAdopt map[int]uint64 // a successor's refusals of adoption said (agent → incarnation)
