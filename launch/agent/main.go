@@ -181,12 +181,18 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 		// now never sends the bootstrap, and the fence of this node must
 		// find the agent (or the agent the fence's mark).
 		unregister, err := fence.Register(cfg.Fence)
-		if err != nil {
+		switch {
+		case errors.Is(err, fence.ErrFenced):
 			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
 			return 2
+		case err != nil:
+			// Not fatal: the agent registers again once it has its
+			// bootstrap, and then once it has its job.
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		default:
+			fenced = cfg.Fence
+			defer unregister()
 		}
-		fenced = cfg.Fence
-		defer func() { unregister() }()
 	}
 	b, err := readBootstrap(cfg.Stdin, proto.ConnectTimeout)
 	if err == nil {

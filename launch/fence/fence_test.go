@@ -311,3 +311,44 @@ func TestRegisterRacesFence(t *testing.T) {
 		}
 	}
 }
+
+// Agents of one job registering at once on one machine (test nodes), each
+// pruning the others' empty directories: every registration holds
+// (make chaos at load 30: an agent failed with ENOENT twice in a row).
+func TestRegisterConcurrent(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	for round := range 20 {
+		job := "ft-conc" + strconv.Itoa(round)
+		errs := make(chan error, 16)
+		var removes []func()
+		done := make(chan func(), 16)
+		for n := range 16 {
+			go func() {
+				// Half register for this job, half for jobs of their
+				// own that they remove at once (emptying directories).
+				tg := Target{Job: job, Node: "n" + strconv.Itoa(n), UpTo: 1}
+				if n%2 == 1 {
+					tg.Job = job + "x" + strconv.Itoa(n)
+				}
+				remove, err := Register(tg)
+				errs <- err
+				if err == nil && n%2 == 1 {
+					remove()
+					remove = func() {}
+				}
+				done <- remove
+			}()
+		}
+		for range 16 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			if r := <-done; r != nil {
+				removes = append(removes, r)
+			}
+		}
+		for _, r := range removes {
+			r()
+		}
+	}
+}
