@@ -188,8 +188,10 @@ seq=$(echo "$gap $work $cores" | awk '{s = $1 - $2/$3; printf "%.4f\n", (s > 0 ?
 if [ "$seq" != 0.0000 ]; then
 	work=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq "$seq" --hand "$hand")
 fi
+[ -n "$work" ] || { echo "$(basename "$0"): no work fitted (flat $tflat s, rem $rem s, handoff $hand s)" >&2; exit 1; }
 # R: the deep launch as the model, with W, predicts it.
 rate=$(fit rate $((CAL_DEEP_HOSTS + 1)) "$CAL_DEEP_TREE" "$tdeep" --rem "$rem" --seq "$seq" --hand "$hand" --work "$work")
+[ -n "$rate" ] || { echo "$(basename "$0"): no rate fitted ($CAL_DEEP_TREE $tdeep s)" >&2; exit 1; }
 XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-rate "$rate" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
 echo "calibration run ($CAL_RUNS rounds; $cores cores): rem $rem s (lone launch, median; p25 p75 $(stats "$tmp/lone" | cut -d' ' -f2-)),"
 echo "  flat over $CAL_HOSTS: $tflat s (p25 p75 $(stats "$tmp/tflat" | cut -d' ' -f2-)) -> work $work s per launch; gap $gap s -> seq $seq s,"
