@@ -694,6 +694,9 @@ func writeModel(w io.Writer, m *journal.ReportModel) {
 	}
 	if m.Cores > 0 {
 		fmt.Fprintf(w, "; shared CPU: %d cores, %.1f ms each launch, %.1f ms each agent once up", m.Cores, 1000*m.Work, 1000*m.After)
+		if m.Rate > 0 {
+			fmt.Fprintf(w, " and %.3f cores while the launch goes on", m.Rate)
+		}
 	}
 	fmt.Fprintln(w)
 	if m.Choice != "" {

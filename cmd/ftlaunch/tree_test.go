@@ -38,6 +38,11 @@ func TestTestNodesTreeKinds(t *testing.T) {
 		if !strings.Contains(r.stderr, "launcher front-end: init") || !strings.Contains(r.stderr, "8 child(ren)") {
 			t.Errorf("no launch breakdown for the front-end:\n%s", r.stderr)
 		}
+		// Every launch checks itself (#33): the prediction beside the
+		// measurement, both in seconds, once the last agent is up.
+		if !regexp.MustCompile(`model: predicted [0-9]+\.[0-9]{3} s, measured [0-9]+\.[0-9]{3} s \(flat tree;`).MatchString(r.stderr) {
+			t.Errorf("no model line:\n%s", r.stderr)
+		}
 	})
 	t.Run("node names and output", func(t *testing.T) {
 		r := ftlaunch(t, "", "run", "-l", "-n", "6", "--test-nodes", "3", "--tree", "kary:1", "sh", "-c", `echo "$FTLAUNCH_NODE $FTLAUNCH_NODEID"; exit 0`)

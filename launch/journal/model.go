@@ -39,12 +39,14 @@ type ModelPrediction struct {
 	RemLow   float64 `json:"rem_p25_seconds,omitempty"`
 	RemHigh  float64 `json:"rem_p75_seconds,omitempty"`
 	Launches int     `json:"launches,omitempty"`
-	// Cores, Work and After are the contention term (0: none): launches
-	// share Cores CPUs, each using Work CPU-seconds of them, and each agent
-	// After more once it is up.
+	// Cores, Work, After and Rate are the contention term (0: none):
+	// launches share Cores CPUs, each using Work CPU-seconds of them, and
+	// each agent After more once it is up and Rate cores from then until
+	// the launch ends.
 	Cores int     `json:"cores,omitempty"`
 	Work  float64 `json:"work_seconds,omitempty"`
 	After float64 `json:"work_after_seconds,omitempty"`
+	Rate  float64 `json:"work_rate,omitempty"`
 	// Choice says how auto chose the tree (kept its previous one, or
 	// changed it, and why); "" for other trees.
 	Choice string `json:"choice,omitempty"`
