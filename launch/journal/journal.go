@@ -173,6 +173,7 @@ type record struct {
 	sync    chan error
 	finish  *raftstore.Status
 	model   *ModelMeasured
+	colls   *CollTotals
 	fence   *Fence
 }
 

@@ -237,6 +237,12 @@ func (w *writer) absorb(rec record) {
 		w.finish, w.finishAt = rec.finish, rec.at
 	case rec.model != nil:
 		w.absorbMeasured(rec.at, rec.model)
+	case rec.colls != nil:
+		if ev, err := modelEvent(rec.at, StepCollectives, rec.colls); err != nil {
+			w.bad("%v", err)
+		} else {
+			w.event(ev)
+		}
 	case rec.fence != nil:
 		f := rec.fence
 		what := "node fenced in " + ms(f.Took) + ": " + f.Result
