@@ -105,6 +105,23 @@ func rankRole(role string) int {
 		return recoverRole(c, me)
 	case "ringrecover":
 		return ringRecoverRole(c, me)
+	case "ringhold": // publish; enter the ring (the last rank once the test says); print the neighbours
+		if _, err := c.Publish([]byte(me)); err != nil {
+			fmt.Fprintln(os.Stderr, "publish:", err)
+			return 1
+		}
+		if c.Rank() == c.Size()-1 {
+			waitFile(os.Getenv(gateEnv))
+		} else {
+			_ = os.WriteFile(filepath.Join(os.Getenv(inRingEnv), fmt.Sprint(c.Rank())), nil, 0o600)
+		}
+		l, r, err := c.Ring([]byte(me))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ring:", err)
+			return 1
+		}
+		fmt.Printf("%s ring %s %s\n", me, l, r)
+		return 0
 	case "ring": // publish, then the ring exchange of the names, checked against the table
 		table, err := c.Publish([]byte(me))
 		if err != nil {
