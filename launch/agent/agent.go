@@ -539,7 +539,7 @@ func (a *Agent) reportExit(s proto.RankStatus) {
 	a.mu.Unlock()
 	if len(stranded) > 0 && s.Code == 0 && s.Signal == 0 {
 		// The others wait in a collective this rank will never join.
-		a.send(proto.MAbort, proto.AbortMsg{Rank: s.Rank, Code: 1, Msg: strandedMsg, Failed: true}.Encode())
+		a.send(proto.MAbort, proto.AbortMsg{Rank: s.Rank, Code: 1, Msg: strandedMsg, Failed: true, Stranded: true}.Encode())
 	}
 	a.send(proto.MExit, s.Encode())
 	a.mu.Lock()

@@ -173,3 +173,36 @@ func analyzeCollectives(rep *Report, ev *raftstore.Event) bool {
 	}
 	return true
 }
+
+// StepStranded is the event of a collective stranded (Stranded), recorded
+// with the failure it ends the job for.
+const StepStranded = "stranded"
+
+// Stranded says that the ranks of Node (or rank Rank of it, reported by
+// its agent: NoRank when the root found the node stranding) ended
+// without joining a collective other ranks wait in: collective Seq of
+// epoch Epoch, Op (the root's finding; the agent's report knows neither).
+type Stranded struct {
+	Node  string `json:"node"`
+	Rank  int    `json:"rank"`
+	Seq   uint64 `json:"seq,omitempty"`
+	Epoch uint64 `json:"epoch,omitempty"`
+	Op    string `json:"op,omitempty"`
+}
+
+// Stranded records a stranded collective.
+func (j *Journal) Stranded(s Stranded) { j.push(record{stranded: &s}) }
+
+// analyzeStranded reads a stranded event into rep.Stranded; it reports
+// whether ev was one.
+func analyzeStranded(rep *Report, ev *raftstore.Event) bool {
+	step, text := Step(ev)
+	if ev.Kind != raftstore.EventLaunch || step != StepStranded {
+		return false
+	}
+	var s Stranded
+	if json.Unmarshal([]byte(text), &s) == nil {
+		rep.Stranded = append(rep.Stranded, s)
+	}
+	return true
+}

@@ -46,6 +46,9 @@ type Report struct {
 	// Collectives are the totals of each kind of collective the root
 	// that ended the job answered (nil: none recorded).
 	Collectives []CollTotal `json:"collectives,omitempty"`
+	// Stranded are the collectives found stranded: ranks ended without
+	// joining one that others waited in (the job ends for it).
+	Stranded []Stranded `json:"stranded_collectives,omitempty"`
 	// Invariants lists violated invariants (raftstore.CheckInvariants);
 	// empty when the state is consistent.
 	Invariants []string `json:"invariant_violations,omitempty"`
@@ -429,7 +432,7 @@ func Analyze(s *raftstore.State) *Report {
 				nodeExit[ev.Node] = re // the first: a node's failed ranks end together
 			}
 		}
-		if analyzeModel(rep, ev) || analyzeCollectives(rep, ev) {
+		if analyzeModel(rep, ev) || analyzeCollectives(rep, ev) || analyzeStranded(rep, ev) {
 			continue
 		}
 		a := agent(ev.Node)

@@ -594,16 +594,22 @@ type AbortMsg struct {
 	Rank, Code int
 	Msg        string
 	Failed     bool
+	// Stranded: the rank ended without joining a collective its node's
+	// other ranks wait in (the agent's report, recorded as such).
+	Stranded bool
 }
 
 func (a AbortMsg) Encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(a.Rank)).Int(int64(a.Code)).String(a.Msg).Bool(a.Failed)
+	e.Uint(uint64(a.Rank)).Int(int64(a.Code)).String(a.Msg).Bool(a.Failed).Bool(a.Stranded)
 	return e.Data()
 }
 
 func DecodeAbort(p []byte) (AbortMsg, error) {
 	d := wire.NewDecoder(p)
 	a := AbortMsg{Rank: int(d.Uint()), Code: int(d.Int()), Msg: d.String(), Failed: d.Bool()}
+	if d.Len() > 0 {
+		a.Stranded = d.Bool()
+	}
 	return a, d.Err()
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -520,6 +521,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		if err != nil || ab.Rank >= len(fe.ranks) {
 			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
 			return
+		}
+		if ab.Stranded {
+			fe.journal.Stranded(journal.Stranded{Node: fe.nodeOf(ab.Rank), Rank: ab.Rank})
 		}
 		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
 	case proto.MTableHeld:
