@@ -113,6 +113,7 @@ func (fe *frontend) keepRing(seq uint64, vals map[int][]byte) {
 // ringRecall is a recall under way: the root asked every agent for the
 // values of need, which asking agents lack.
 type ringRecall struct {
+	known   map[int][]byte // the values held: the root's, and the agents' answers
 	need    map[int]bool
 	askers  map[int][]int // agent index -> the ranks it asked for
 	waiting map[int]bool  // the agents whose answer has not come
@@ -133,7 +134,10 @@ func (fe *frontend) ringAsk(a *agentHandle, ask proto.RingAsk) {
 	}
 	rr := fe.recalls[ask.Seq]
 	if rr == nil {
-		rr = &ringRecall{need: map[int]bool{}, askers: map[int][]int{}}
+		rr = &ringRecall{known: maps.Clone(known), need: map[int]bool{}, askers: map[int][]int{}}
+		if rr.known == nil {
+			rr.known = map[int][]byte{}
+		}
 		fe.recalls[ask.Seq] = rr
 	}
 	rr.askers[a.idx] = append(rr.askers[a.idx], ask.Ranks...)
@@ -162,11 +166,11 @@ func (fe *frontend) ringValues(a *agentHandle, res *proto.CollResult) {
 	if rr == nil {
 		return
 	}
-	if fe.ringKnown[res.Seq] == nil {
-		fe.keepRing(res.Seq, map[int][]byte{})
+	vals := res.ValueMap()
+	maps.Copy(rr.known, vals)
+	if known := fe.ringKnown[res.Seq]; known != nil {
+		maps.Copy(known, vals) // for the next ask
 	}
-	known := fe.ringKnown[res.Seq]
-	maps.Copy(known, res.ValueMap())
 	delete(rr.waiting, a.idx)
 	fe.ringRecallDone(res.Seq)
 }
@@ -188,7 +192,7 @@ func (fe *frontend) ringRecallDone(seq uint64) {
 	if rr == nil {
 		return
 	}
-	known := fe.ringKnown[seq]
+	known := rr.known
 	for x := range rr.waiting {
 		if b := fe.agents[x]; b.closed || b.done || b.via == nil {
 			delete(rr.waiting, x)
@@ -200,9 +204,6 @@ func (fe *frontend) ringRecallDone(seq uint64) {
 	}
 	delete(fe.recalls, seq)
 	fill := maps.Clone(known)
-	if fill == nil {
-		fill = map[int][]byte{}
-	}
 	lost := 0
 	for r := range rr.need {
 		if _, ok := fill[r]; !ok {
