@@ -325,6 +325,9 @@ func (a *Agent) resync() {
 	for _, p := range contribs {
 		a.send(proto.MContrib, p)
 	}
+	for _, ask := range a.ringAsks() {
+		a.send(proto.MRingAsk, ask.Encode())
+	}
 }
 
 // stdinGone is closed when an agent's session ended (its stdin reached

@@ -69,6 +69,7 @@ func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log
 			colls:     map[uint64]*localColl{},
 			sentUp:    map[uint64][]byte{},
 			comb:      newCombiner(),
+			ringWait:  map[uint64]*ringWait{},
 			puts:      map[string][]byte{},
 			kv:        map[string][]byte{},
 			pmiPuts:   map[string][]byte{},

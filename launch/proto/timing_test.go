@@ -40,11 +40,11 @@ func TestTimingSpec(t *testing.T) {
 		t.Fatalf("decoded %+v (heartbeat %v), %v; want %+v", got.Timing, got.Heartbeat, err, tm)
 	}
 	// The spec as it was before Timing: everything up to it (Timing and
-	// what came after it, MPI, cut off).
+	// what came after it, MPI and RootMerge, cut off).
 	full := s.Encode()
 	var e wire.Encoder
 	encodeTiming(&e, tm)
-	e.String(s.MPI)
+	e.String(s.MPI).Bool(s.RootMerge)
 	old := full[:len(full)-len(e.Data())]
 	if got, err := DecodeNodeSpec(old); err != nil || got.Timing != (Timing{}) {
 		t.Fatalf("a spec without timing: %+v, %v", got, err)

@@ -66,6 +66,9 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	if f := fe.status().Failure; f != nil {
 		msg, code = f.Why.Words(), f.Code
 	}
+	if fe.collStats.Answered > 0 {
+		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.totals()})
+	}
 	closed := fe.journal.CloseInBackground(5*time.Second, code, msg)
 	fe.journalWait = sync.OnceFunc(func() { // Run's deferred closeJournal calls it
 		took, err := closed()

@@ -7,12 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -240,6 +242,7 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 		ll.Quiet = a.link.Quiet()
 	}
 	fe.step(ll)
+	fe.ringRecallsCheck() // the agents lost will not answer a recall (ring.go)
 }
 
 // closeSubtree marks a and the agents below it gone, but for those in
@@ -519,6 +522,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
 			return
 		}
+		if ab.Stranded {
+			fe.journal.Stranded(journal.Stranded{Node: fe.nodeOf(ab.Rank), Rank: ab.Rank})
+		}
 		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
 	case proto.MTableHeld:
 		res, err := proto.DecodeCollResult(p)
@@ -539,6 +545,20 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			return
 		}
 		fe.contribute(a, c)
+	case proto.MRingAsk:
+		ask, err := proto.DecodeRingAsk(p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		fe.ringAsk(a, ask) // ring.go
+	case proto.MRingValues:
+		res, err := proto.DecodeCollResult(p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		fe.ringValues(a, res)
 	case proto.MStdinAck:
 		if fe.input != nil {
 			fe.input.Acked()
@@ -579,7 +599,7 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	rc := fe.colls[c.Seq]
 	if rc == nil {
 		rc = &rootColl{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
-		if c.Op != rankproto.OpBarrier && !proto.IsKVOp(c.Op) {
+		if c.Op != rankproto.OpBarrier && c.Op != rankproto.OpRing && !proto.IsKVOp(c.Op) {
 			rc.values = make([][]byte, fe.opts.N)
 		}
 		fe.colls[c.Seq] = rc
@@ -589,6 +609,13 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		return
 	}
 	rc.msgs++
+	if c.Op == rankproto.OpRing {
+		top := a.idx
+		if fe.topo != nil {
+			top = fe.topo.Top(a.idx)
+		}
+		rc.ringTake(top, c) // ring.go
+	}
 	fresh := false
 	for _, x := range covers {
 		if x >= 0 && x < len(fe.agents) && !rc.from[x] {
@@ -605,16 +632,6 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 			rc.values[r] = c.Values[i]
 		}
 	}
-	if c.Op == rankproto.OpRing {
-		top := a.idx
-		if fe.topo != nil {
-			top = fe.topo.Top(a.idx)
-		}
-		if rc.via == nil {
-			rc.via = map[int][]int{}
-		}
-		rc.via[top] = append(rc.via[top], c.Ranks...)
-	}
 	for k, v := range c.KV {
 		rc.kv[k] = v
 	}
@@ -628,15 +645,17 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	if proto.IsKVOp(c.Op) {
 		res.KV = rc.kv
 	}
-	enc := res.Encode()
+	var enc []byte
 	var down int64
 	if c.Op == rankproto.OpRing {
-		down = fe.ringDown(res, rc.via)
+		down = fe.ringAnswer(c.Seq, rc) // ring.go
+		enc = proto.RingPart(c.Seq, fe.opts.N, rc.ring, slices.Collect(maps.Keys(rc.ring))).Encode()
 	} else {
+		enc = res.Encode()
 		down = fe.bcast(proto.MCollResult, enc)
 	}
 	fe.keepResult(c.Seq, enc)
-	fe.collStats.add(rc.msgs, down)
+	fe.collStats.add(collKind(c.Op), rc.msgs, rc.got, down)
 	fe.verbosef("%s #%d: root received %d message(s) covering %d agent(s), sent down %d byte(s)",
 		collKind(c.Op), c.Seq&(1<<32-1), rc.msgs, rc.got, down)
 	fe.releaseJournal()
@@ -732,7 +751,10 @@ func (fe *frontend) finish() int {
 			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.backupsHeld(), fe.backupLinks(), without)
 	}
 	if cs := fe.collStats; cs.Answered > 0 {
-		fe.verbosef("collectives: %d answered; the root received %d message(s) for them and sent down %d byte(s)", cs.Answered, cs.Msgs, cs.Down)
+		fe.verbosef("collectives: %s", cs.words())
+	}
+	if user, sys, ok := cpuTime(); ok {
+		fe.verbosef("root: %.1f ms of CPU time (%.1f ms user, %.1f ms system)", ms(user+sys), ms(user), ms(sys))
 	}
 	fe.verbosef("job ended")
 	failure := fe.status().Failure
@@ -788,38 +810,4 @@ func (fe *frontend) backupLinks() int {
 		}
 	}
 	return n
-}
-
-// ringDown sends a ring's answer to each of the root's children: only the
-// values the ranks of its subtree need (their neighbours') and that did
-// not come up through it (via), which it passes on the same way (the scan
-// of docs/collectives.md). It returns the bytes sent.
-func (fe *frontend) ringDown(res *proto.CollResult, via map[int][]int) int64 {
-	var down int64
-	for _, a := range fe.agents {
-		if !a.rootChild || a.link == nil || a.closed || a.done {
-			continue
-		}
-		below := map[int]bool{a.idx: true}
-		if fe.topo != nil {
-			for _, x := range fe.topo.Subtree(a.idx) {
-				below[x] = true
-			}
-		}
-		var ranks []int
-		for r, rs := range fe.ranks {
-			if below[rs.node] {
-				ranks = append(ranks, r)
-			}
-		}
-		have := map[int]bool{}
-		for _, r := range via[a.idx] {
-			have[r] = true
-		}
-		p := res.RingFor(ranks, have).Encode()
-		if a.link.Send(proto.MRingResult, p) == nil {
-			down += int64(len(p))
-		}
-	}
-	return down
 }

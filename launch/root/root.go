@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -49,12 +50,19 @@ type frontend struct {
 	ranks    []rankState
 	// slots are the nodes' slots, where a silent node's ranks may go
 	// (alloc.Placement.Slots; a successor's from the job's record).
-	slots       map[string]int
-	rec         *recovery.Planner // decides what failures do to the job
-	colls       map[uint64]*rootColl
-	answered    map[uint64]bool   // collectives this root answered
-	collStats   collStats         // their totals (collstats.go)
-	results     map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
+	slots     map[string]int
+	rec       *recovery.Planner // decides what failures do to the job
+	colls     map[uint64]*rootColl
+	answered  map[uint64]bool   // collectives this root answered
+	collStats collStats         // their totals (collstats.go)
+	results   map[uint64][]byte // the latest collectives' answers, for an agent that moved and asks again
+	// ringKnown holds the values of the latest answered rings the root
+	// holds, recalls the recalls of ring values under way (ring.go).
+	ringKnown map[uint64]map[int][]byte
+	recalls   map[uint64]*ringRecall
+	// rootMerge: the agents combine no collective and the root merges
+	// them all (FTLAUNCH_COLL_ROOT_MERGE=1, for make bench-coll only).
+	rootMerge   bool
 	exitCode    int
 	liveN       int       // agents hosting ranks
 	shutdownAt  time.Time // when the job ended and agents were told to exit
@@ -78,12 +86,18 @@ func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks t
 		role: r, hooks: hooks, opts: opts, start: time.Now(), jobID: jobID,
 		ranks: make([]rankState, opts.N),
 		colls: map[uint64]*rootColl{}, answered: map[uint64]bool{},
+		rootMerge:   os.Getenv(rootMergeEnv) == "1",
 		rec:         recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
 		ioState:     ioState{out: out},
 		groupState:  groupState{replicasDone: map[string]bool{}},
 		launchState: launchState{backupsUp: map[int]int{}},
 	}
 }
+
+// rootMergeEnv, set to 1, has the agents combine no collective and the
+// root merge them all, as before collectives were combined in the tree:
+// a hidden switch for make bench-coll's comparison only (docs/benchmarks.md).
+const rootMergeEnv = "FTLAUNCH_COLL_ROOT_MERGE"
 
 // role is what a frontend serves: the job from its front-end, or the job
 // a successor took over from a lost root.
@@ -302,12 +316,16 @@ type rankState struct {
 
 type rootColl struct {
 	op     rankproto.Op
-	from   map[int]bool  // agents covered by the contributions taken, by index
-	got    int           // len(from)
-	msgs   int           // contributions received for it
-	via    map[int][]int // ranks whose values came through each of the root's children, by index (a ring's answer leaves them out)
+	from   map[int]bool // agents covered by the contributions taken, by index
+	got    int          // len(from)
+	msgs   int          // contributions received for it
 	values [][]byte
-	kv     map[string][]byte
+	// A ring's (ring.go): the values of the runs' ends the contributions
+	// carried, by rank, and the ranks that came up through each of the
+	// root's children, by index.
+	ring map[int][]byte
+	via  map[int][]proto.Span
+	kv   map[string][]byte
 }
 
 // An event is what the root's goroutines report to its event loop: one of
