@@ -21,9 +21,10 @@ import (
 type Awake struct {
 	tick, gap time.Duration
 
-	mu    sync.Mutex
-	last  time.Time // the last tick
-	since time.Time // when the last gap ended
+	mu      sync.Mutex
+	running bool      // Run ticks (a watch nobody runs bounds nothing)
+	last    time.Time // the last tick
+	since   time.Time // when the last gap ended
 }
 
 // NewAwake returns a watch that ticks every tick and takes a tick later
@@ -35,6 +36,15 @@ func NewAwake(tick time.Duration) *Awake {
 
 // Run ticks until ctx ends.
 func (w *Awake) Run(ctx context.Context) {
+	w.mu.Lock()
+	w.running = true
+	w.last = time.Now()
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.running = false
+		w.mu.Unlock()
+	}()
 	t := time.NewTicker(w.tick)
 	defer t.Stop()
 	for {
@@ -58,13 +68,16 @@ func (w *Awake) tickAt(now time.Time) {
 
 // For returns how long the process has been awake throughout at now: 0
 // while the ticker itself is late (the process is only now running
-// again).
+// again); no bound from a watch that is nil or not running.
 func (w *Awake) For(now time.Time) time.Duration {
 	if w == nil {
 		return time.Duration(1<<63 - 1)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.running {
+		return time.Duration(1<<63 - 1)
+	}
 	if now.Sub(w.last) > w.gap {
 		return 0
 	}

@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"context"
 	"net"
 	"reflect"
 	"strings"
@@ -92,8 +93,8 @@ func TestConfirmSilence(t *testing.T) {
 	// Its silence counts only while this end was awake: a stall of this
 	// process just ended, it is not confirmed.
 	w := NewAwake(100 * time.Millisecond)
-	now := time.Now()
-	w.tickAt(now.Add(-3 * time.Second)) // ticks, then nothing for 3 s: stopped
+	w.running = true                           // as Run sets it
+	w.tickAt(time.Now().Add(-3 * time.Second)) // ticks, then nothing for 3 s: stopped
 	if q, left := l.ConfirmSilence(hb, Timing{}, w); left <= 0 || q != 0 {
 		t.Fatalf("a link quiet while this end was stopped: quiet %v, left %v", q, left)
 	}
@@ -104,6 +105,10 @@ func TestConfirmSilence(t *testing.T) {
 func TestAwake(t *testing.T) {
 	w := NewAwake(100 * time.Millisecond)
 	t0 := time.Now()
+	if got := w.For(t0.Add(time.Hour)); got < time.Hour {
+		t.Errorf("a watch not running: %v, want no bound", got)
+	}
+	w.running = true // as Run sets it
 	for i := range 10 {
 		w.tickAt(t0.Add(time.Duration(i) * 100 * time.Millisecond))
 	}
@@ -121,5 +126,29 @@ func TestAwake(t *testing.T) {
 	}
 	if got := (*Awake)(nil).For(t0); got < time.Hour {
 		t.Errorf("no watch: %v, want no bound", got)
+	}
+}
+
+// TestAwakeRun: a running watch bounds silence by its awake time; once
+// its context ended it bounds nothing.
+func TestAwakeRun(t *testing.T) {
+	w := NewAwake(10 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for got := w.For(time.Now()); got >= time.Hour || got < 20*time.Millisecond; got = w.For(time.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a running watch: %v, want a bound that grows", got)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the watch's state
+	}
+	cancel()
+	<-done
+	if got := w.For(time.Now()); got < time.Hour {
+		t.Errorf("a stopped watch: %v, want no bound", got)
 	}
 }
