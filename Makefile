@@ -10,7 +10,7 @@ N ?= 8
 # Default test packages and flags; the long suites have targets of their own.
 TEST_FLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-failover-cluster test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-detect bench-mpi validate-model clean
+.PHONY: help build deps test test-e2e test-mpi-large test-recovery test-failover test-failover-cluster test-cluster-large test-short lint fuzz demo bench bench-go bench-launch bench-cluster bench-slurm bench-replicas bench-recovery bench-detect bench-mpi bench-coll validate-model clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -71,7 +71,7 @@ fuzz: ## run every fuzz target of the repository for FUZZTIME each (default 20s;
 	$(GO) test -run XXX -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./overlay/wire
 	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./raftstore
 
-bench: bench-go bench-launch bench-replicas bench-recovery bench-cluster bench-slurm ## every benchmark (Go benchmarks and launcher comparisons)
+bench: bench-go bench-launch bench-replicas bench-recovery bench-coll bench-cluster bench-slurm ## every benchmark (Go benchmarks and launcher comparisons)
 
 bench-go: ## Go benchmarks of plans, collectives, codecs
 	$(GO) test -run XXX -bench . -benchmem ./topology/... ./launch/...
@@ -102,6 +102,9 @@ bench-detect: build ftcluster-bin ## detection below the root's children on 8 em
 
 bench-mpi: deps build ## an MPI job's start (MPI_Init + barrier + finalize, BENCH_N ranks, default 16): Open MPI under ftlaunch and mpirun, MPICH under ftlaunch and Hydra, interleaved (RUNS, default 9)
 	sh chaos/bench-mpi.sh $(BIN)/ftlaunch $(or $(BENCH_N),16) $(or $(RUNS),9)
+
+bench-coll: build ## collectives combined in the tree against the root merging them all (hidden FTLAUNCH_COLL_ROOT_MERGE=1): BENCH_NODES test nodes (default "64 128") x 2 ranks, BENCH_TREES (default "kary:4 auto"), 20 allgathers of 1 KiB per rank, 20 barriers, 20 rings; RUNS each (default 3); see docs/benchmarks.md
+	sh chaos/bench-coll.sh $(BIN)/ftlaunch $(BIN)/ftdemo
 
 bench-replicas: build ## the state log's cost: the demo with --replicas 1 and 3, interleaved (OLD=path: an older ftlaunch beside them)
 	sh chaos/bench-replicas.sh $(BIN)/ftlaunch $(BIN)/ftdemo $(or $(RUNS),15) $(OLD)

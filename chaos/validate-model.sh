@@ -3,18 +3,23 @@
 # (docs/model.md) against measured launches on an emulated cluster of
 # real-sshd hosts (chaos/cluster), side by side (issue #33).
 #
-# 1. A calibration run, separate from the cases (never fitted to them):
-#    CAL_RUNS launches on one host (the uncontended REM), CAL_RUNS flat
-#    launches over CAL_HOSTS hosts (12: no case's size), whose CPU time,
-#    the nodes' sshd (their sessions and agents, reaped) and the
-#    front-end's, divided by the agents launched, is the shared CPU's work
-#    per agent (the machine's cores are its cores). The part of it inside
-#    the launch is what makes the flat launch longer than a lone one: with
-#    n agents sharing C cores, T_flat = (n/C - 1) W + REM, so W = (T_flat -
-#    REM) / (n/C - 1); the rest is the agents' work once up. And CAL_RUNS
-#    chains (kary:1) over 3 hosts, whose agents' handoffs (up to starting
-#    their children) give the handoff. Kept with `ftlaunch plan
-#    --keep-shared` in a cache of the script's own.
+# 0. A warm-up launch over every host the run uses, not timed: no
+#    calibration launch and no case is any host's first contact.
+# 1. A calibration run, separate from the cases (never fitted to them),
+#    CAL_RUNS rounds of: a launch on one host (the uncontended REM); a
+#    flat launch over CAL_HOSTS hosts (12: no case's size), whose median
+#    time gives the shared CPU's work per launch W (the machine's cores
+#    are its cores): the W at which the model predicts that launch
+#    (`ftlaunch plan --fit work`); a chain (kary:1) over 3 hosts, whose
+#    agents' handoffs (up to starting their children) give the handoff;
+#    and a deep launch, CAL_DEEP_TREE (kary:2, no case's tree) over
+#    CAL_DEEP_HOSTS hosts (24, no case's size), whose median time gives
+#    the rate R each agent takes of the CPUs from being up until the
+#    launch ends: the R at which the model, with W, predicts that launch
+#    (`plan --fit rate`). The CPU time of the flat and deep launches (the
+#    nodes' sshd, their sessions and agents, reaped, and the front-end's)
+#    per agent is printed beside them, as a check. Kept with `ftlaunch
+#    plan --keep-shared` in a cache of the script's own.
 # 2. The cases: HOSTS x PPN x TREES, RUNS launches each, interleaved.
 #    Before every launch the calibration is copied afresh into the launch's
 #    cache, so every prediction comes from the calibration run alone. The
@@ -24,9 +29,11 @@
 # Prints, per case, measured median (p25-p75) beside predicted and the
 # error, then auto's measured median against the best tree's. Needs root.
 # Variables: HOSTS (default "8 16 32"), PPN ("1 4"), TREES ("flat kary:4
-# binomial greedy auto"), RUNS (5), CAL_RUNS (3), CAL_HOSTS (12),
-# VM_NAME (cluster name, ftvm), VM_PREFIX (10.86.0.0/24), KEEP (a directory
-# to keep the state logs and the table in).
+# binomial greedy auto"), RUNS (5), CAL_RUNS (5), CAL_HOSTS (12),
+# CAL_DEEP_HOSTS (24), CAL_DEEP_TREE (kary:2), VM_NAME (cluster name,
+# ftvm), VM_PREFIX (10.86.0.0/24), KEEP (a directory to keep the state
+# logs, the calibration's figures and the table in). CAL_ONLY=1 stops
+# after the calibration run.
 set -eu
 ftl=$(realpath "$1")
 ftc=$(realpath "$2")
@@ -34,8 +41,10 @@ HOSTS=${HOSTS:-8 16 32}
 PPN=${PPN:-1 4}
 TREES=${TREES:-flat kary:4 binomial greedy auto}
 RUNS=${RUNS:-5}
-CAL_RUNS=${CAL_RUNS:-3}
+CAL_RUNS=${CAL_RUNS:-5}
 CAL_HOSTS=${CAL_HOSTS:-12}
+CAL_DEEP_HOSTS=${CAL_DEEP_HOSTS:-24}
+CAL_DEEP_TREE=${CAL_DEEP_TREE:-kary:2}
 VM_NAME=${VM_NAME:-ftvm}
 VM_PREFIX=${VM_PREFIX:-10.86.0.0/24}
 
@@ -43,7 +52,7 @@ tmp=${KEEP:-$(mktemp -d /tmp/validate-model.XXXXXX)}
 mkdir -p "$tmp"
 C="$ftc -name $VM_NAME -prefix $VM_PREFIX"
 most=$CAL_HOSTS
-for h in $HOSTS; do [ "$h" -gt "$most" ] && most=$h; done
+for h in $HOSTS $CAL_DEEP_HOSTS; do [ "$h" -gt "$most" ] && most=$h; done
 $C up -n "$most" >/dev/null
 trap '$C down >/dev/null 2>&1 || true; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 eval "$($C env)"
@@ -108,42 +117,92 @@ launch() {
 		{ echo "$(basename "$0"): launch $1 recorded no measurement" >&2; exit 1; }
 }
 
+# cpu_launch NAME HOSTS TREE: a calibration launch (launch's arguments, in
+# the calibration's cache, 1 rank per host) whose CPU time per agent, the
+# nodes' sshd (sessions and agents, reaped) and the front-end's, goes to
+# $tmp/NAME.agentcpu.
+cpu_launch() {
+	sessions_gone
+	before=$(sshd_cpu)
+	launch "$1" "$cal" "$2" 1 "$3"
+	sessions_gone
+	after=$(sshd_cpu)
+	echo "$before $after $(cat "$tmp/$1.cpu")" | awk -v n="$2" '{printf "%.5f\n", ($2-$1+$3)/n}' >"$tmp/$1.agentcpu"
+}
+
+# fit TERM NODES TREE MEASURED FLAGS...: the value of the shared CPU's
+# TERM (work or rate) at which the model predicts MEASURED seconds for
+# TREE over NODES (the front-end included), the other terms as FLAGS.
+fit() {
+	term=$1 nodes=$2 tree=$3 measured=$4
+	shift 4
+	"$ftl" plan --nodes "$nodes" --tree "$tree" --cores "$cores" "$@" --fit "$term" --measured "$measured" --json |
+		sed -n 's/.*"fit":{"term":"[a-z]*","value":\([^,]*\),.*/\1/p' | awk '{printf "%.5f\n", $1}'
+}
+
+# 0. The warm-up: every host contacted once (a failed attempt, as a first
+# contact may time out, is tried again, at most 3 times).
+hostfile "$most" 1 >"$tmp/hosts"
+i=1
+until XDG_CACHE_HOME=$tmp/cache-warm "$ftl" run --hostfile "$tmp/hosts" --ssh-config "$FTCLUSTER_SSH_CONFIG" --tree flat \
+	--state-dir "$tmp/warm" -n "$most" true >/dev/null 2>"$tmp/err"; do
+	[ $i -lt 3 ] || { echo "$(basename "$0"): warm-up over $most hosts failed 3 times:" >&2; cat "$tmp/err" >&2; exit 1; }
+	i=$((i + 1))
+done
+rm -rf "$tmp/warm" "$tmp/cache-warm"
+
 # 1. The calibration run.
 cal=$tmp/cache-cal
 mkdir -p "$cal"
-: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/gap" && : >"$tmp/hand" && : >"$tmp/tflat"
+: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/gap" && : >"$tmp/hand" && : >"$tmp/tflat" && : >"$tmp/tdeep" && : >"$tmp/deepcpu"
 r=1
 while [ $r -le "$CAL_RUNS" ]; do
 	launch "cal-lone-$r" "$cal" 1 1 flat
 	field measured_seconds "$tmp/cal-lone-$r.json" >>"$tmp/lone"
-	sessions_gone
-	before=$(sshd_cpu)
-	launch "cal-flat-$r" "$cal" "$CAL_HOSTS" 1 flat
+	cpu_launch "cal-flat-$r" "$CAL_HOSTS" flat
 	field measured_seconds "$tmp/cal-flat-$r.json" >>"$tmp/tflat"
-	sessions_gone
-	after=$(sshd_cpu)
-	echo "$before $after $(cat "$tmp/cal-flat-$r.cpu")" | awk -v n="$CAL_HOSTS" '{printf "%.5f\n", ($2-$1+$3)/n}' >>"$tmp/work"
+	cat "$tmp/cal-flat-$r.agentcpu" >>"$tmp/work"
 	# The mean gap between agents coming up: their SEQ samples (the
 	# agents' entries of the model object) add up to last minus first.
 	model "$tmp/cal-flat-$r.json" | grep '^        "seq_seconds": ' | sed 's/.*: *//; s/,//' |
 		awk -v n="$CAL_HOSTS" '{s+=$1} END {printf "%.5f\n", s/(n-1)}' >>"$tmp/gap"
 	launch "cal-chain-$r" "$cal" 3 1 kary:1
 	model "$tmp/cal-chain-$r.json" | grep '^        "hand_seconds": ' | sed 's/.*: *//; s/,//' >>"$tmp/hand"
+	cpu_launch "cal-deep-$r" "$CAL_DEEP_HOSTS" "$CAL_DEEP_TREE"
+	field measured_seconds "$tmp/cal-deep-$r.json" >>"$tmp/tdeep"
+	cat "$tmp/cal-deep-$r.agentcpu" >>"$tmp/deepcpu"
 	r=$((r + 1))
 done
 rem=$(stats "$tmp/lone" | cut -d' ' -f1)
 total=$(stats "$tmp/work" | cut -d' ' -f1)
 tflat=$(stats "$tmp/tflat" | cut -d' ' -f1)
-work=$(echo "$tflat $rem $CAL_HOSTS $cores $total" | awk '{w = ($3/$4 > 1) ? ($1-$2)/($3/$4-1) : $5; w = (w < 0) ? 0 : (w > $5) ? $5 : w; printf "%.4f\n", w}')
-after=$(echo "$total $work" | awk '{printf "%.4f\n", $1-$2}')
+tdeep=$(stats "$tmp/tdeep" | cut -d' ' -f1)
+deepcpu=$(stats "$tmp/deepcpu" | cut -d' ' -f1)
 gap=$(stats "$tmp/gap" | cut -d' ' -f1)
 hand=$(stats "$tmp/hand" | cut -d' ' -f1)
+# W: the flat launch as the model predicts it. SEQ: what is left of its
+# gap between agents coming up once the pool's W/C is taken off (W again
+# with it, if any is left).
+work=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq 0 --hand "$hand")
 seq=$(echo "$gap $work $cores" | awk '{s = $1 - $2/$3; printf "%.4f\n", (s > 0 ? s : 0)}')
-XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-after "$after" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
-echo "calibration run ($CAL_RUNS x 1 host, $CAL_RUNS x $CAL_HOSTS hosts flat): rem $rem s (lone launch, median; p25 p75 $(stats "$tmp/lone" | cut -d' ' -f2-)),"
-echo "  CPU $total s per agent (p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-)) on $cores cores; flat over $CAL_HOSTS: $tflat s"
-echo "  -> work $work s in the launch, $after s once up; gap $gap s -> seq $seq s,"
-echo "  handoff $hand s ($CAL_RUNS chains of 3 hosts; p25 p75 $(stats "$tmp/hand" | cut -d' ' -f2-))"
+if [ "$seq" != 0.0000 ]; then
+	work=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq "$seq" --hand "$hand")
+fi
+[ -n "$work" ] || { echo "$(basename "$0"): no work fitted (flat $tflat s, rem $rem s, handoff $hand s)" >&2; exit 1; }
+# R: the deep launch as the model, with W, predicts it.
+rate=$(fit rate $((CAL_DEEP_HOSTS + 1)) "$CAL_DEEP_TREE" "$tdeep" --rem "$rem" --seq "$seq" --hand "$hand" --work "$work")
+[ -n "$rate" ] || { echo "$(basename "$0"): no rate fitted ($CAL_DEEP_TREE $tdeep s)" >&2; exit 1; }
+XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-rate "$rate" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
+echo "calibration run ($CAL_RUNS rounds; $cores cores): rem $rem s (lone launch, median; p25 p75 $(stats "$tmp/lone" | cut -d' ' -f2-)),"
+echo "  flat over $CAL_HOSTS: $tflat s (p25 p75 $(stats "$tmp/tflat" | cut -d' ' -f2-)) -> work $work s per launch; gap $gap s -> seq $seq s,"
+echo "  handoff $hand s ($CAL_RUNS chains of 3 hosts; p25 p75 $(stats "$tmp/hand" | cut -d' ' -f2-)),"
+echo "  $CAL_DEEP_TREE over $CAL_DEEP_HOSTS: $tdeep s (p25 p75 $(stats "$tmp/tdeep" | cut -d' ' -f2-)) -> rate $rate cores per agent up;"
+echo "  CPU per agent (not used, a check): flat $total s (p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-)), $CAL_DEEP_TREE $deepcpu s (p25 p75 $(stats "$tmp/deepcpu" | cut -d' ' -f2-))"
+{
+	echo "cores $cores rem $rem seq $seq hand $hand work $work rate $rate"
+	echo "tflat $tflat tdeep $tdeep gap $gap cpu_flat $total cpu_deep $deepcpu"
+} >"$tmp/calibration.txt"
+[ -z "${CAL_ONLY:-}" ] || exit 0
 
 # 2. The cases, interleaved: run r of every case before run r+1 of any.
 r=1

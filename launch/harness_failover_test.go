@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/root"
@@ -164,4 +165,60 @@ func TestHarnessSuccessorLearnsTable(t *testing.T) {
 	if len(rep.Invariants) > 0 || len(rep.Recoveries) != 1 || rep.Recoveries[0].Rank != 1 || rep.Recoveries[0].NewIncarnation != 2 {
 		t.Errorf("invariants %v, recoveries %+v; agents:\n%s", rep.Invariants, rep.Recoveries, j.sp.log.String())
 	}
+}
+
+// A successor root finishes a ring its predecessor had open: on kary:2
+// over five nodes of two ranks under --replicas 3, every rank but the
+// last is in the ring exchange when the front-end vanishes; the agents
+// send their parts (a scan's: runs and their ends) again to the
+// successor, the last rank enters after every root child was adopted, and
+// every rank gets its neighbours' values.
+func TestHarnessSuccessorFinishesRing(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC", "nodeD", "nodeE"}
+	n := 2 * len(hosts)
+	inRing, release := t.TempDir(), filepath.Join(t.TempDir(), "release")
+	opts := Options{Env: []string{rankRoleEnv + "=ringhold", inRingEnv + "=" + inRing, gateEnv + "=" + release}, Label: true, Tree: "kary:2"}
+	opts.Replicas = 3
+	testTiming(&opts)
+	vanish := make(chan struct{})
+	opts.Vanish = vanish
+	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
+		defer os.WriteFile(release, nil, 0o600) // the last rank goes on, whatever happened
+		if _, err := groupUp(j); err != nil {
+			return
+		}
+		for j.ctx.Err() == nil {
+			if es, _ := os.ReadDir(inRing); len(es) == n-1 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // polling the ranks' word
+		}
+		time.Sleep(300 * time.Millisecond) // their parts reach the front-end
+		close(vanish)
+		if _, err := j.obs.wait(j.ctx, is[root.FailoverDone](nil)); err != nil {
+			return
+		}
+		for _, h := range []string{"nodeA", "nodeB"} {
+			if _, err := j.obs.wait(j.ctx, is(func(e root.Adopted) bool { return e.Node == h })); err != nil {
+				return
+			}
+		}
+	})
+	st := j.state
+	if !st.Status.Done || st.Status.ExitCode != 0 {
+		t.Fatalf("state log: status %+v; front-end:\n%s\nagents:\n%s", st.Status, j.stderr.String(), j.sp.log.String())
+	}
+	var all strings.Builder
+	outs, _ := filepath.Glob(filepath.Join(j.stateDir, "ft-*", "output", "rank.*.out"))
+	for _, o := range outs {
+		b, _ := os.ReadFile(o)
+		all.Write(b)
+	}
+	all.WriteString(j.stdout.String())
+	for r := range n {
+		if want := fmt.Sprintf("rank%d ring rank%d rank%d\n", r, (r-1+n)%n, (r+1)%n); !strings.Contains(all.String(), want) {
+			t.Errorf("rank %d's output lacks %q: %q", r, want, all.String())
+		}
+	}
+	noRankLeft(t, st)
 }

@@ -7,8 +7,10 @@ package launch
 // declared lost on the test timing (testTiming).
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,6 +153,52 @@ func TestHarnessReparent(t *testing.T) {
 	for _, r := range j.state.Ranks {
 		if want := uint64(1 + boolInt(r.Node == "nodeA")); r.Incarnation != want {
 			t.Errorf("rank %d on %s: incarnation %d, want %d", r.Rank, r.Node, r.Incarnation, want)
+		}
+	}
+}
+
+// A collective interrupted by an interior agent's loss under --restart
+// rank (issue #32's acceptance): on kary:2 over six nodes of two ranks,
+// every rank but nodeA's is in the ring exchange, waiting for nodeA's
+// ranks, when nodeA (a child of the root, above nodeC and nodeD) is lost.
+// Its children move to their backup parents with their parts, the
+// recovery abandons the ring and starts nodeA again, and the ring, called
+// again under the recovery's epoch, gives every rank its neighbours'
+// values, the new incarnations' for nodeA's ranks; the allgather after it
+// sums right.
+func TestHarnessRingInterruptedByInteriorLoss(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC", "nodeD", "nodeE", "nodeF"}
+	inRing := t.TempDir()
+	opts := recoverOpts("node:nodeA")
+	opts.Tree = "kary:2"
+	opts.Env = []string{rankRoleEnv + "=ringrecover", victimEnv + "=node:nodeA", inRingEnv + "=" + inRing}
+	n := 2 * len(hosts)
+	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
+		if _, err := j.obs.wait(j.ctx, is(func(e root.StandbysUp) bool { return e.N == 4 })); err != nil {
+			return
+		}
+		for j.ctx.Err() == nil { // every rank but nodeA's two is in the ring
+			if es, _ := os.ReadDir(inRing); len(es) == n-2 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // polling the ranks' word
+		}
+		time.Sleep(300 * time.Millisecond) // their calls reach their agents
+		j.sp.agent("nodeA").kill()
+	})
+	checkCompleted(t, j, n)
+	evs := j.obs.untilEnd()
+	if count(evs, func(e root.AgentLost) bool { return e.Node == "nodeA" && e.Inc == 1 }) != 1 ||
+		count(evs, func(e root.AgentRelaunched) bool { return e.Node == "nodeA" && e.Inc == 2 }) != 1 ||
+		count(evs, func(e root.Reparented) bool { return e.Node == "nodeC" || e.Node == "nodeD" }) != 2 {
+		t.Errorf("events %v", evs)
+	}
+	inc := func(r int) int { return 1 + boolInt(r/2 == 0) } // nodeA's ranks, 0 and 1, started again
+	for r := range n {
+		l, rr := (r-1+n)%n, (r+1)%n
+		want := fmt.Sprintf("[%d] rank%d incarnation %d ring rank%d.%d rank%d.%d sum %d\n", r, r, inc(r), l, inc(l), rr, inc(rr), sumOf(n))
+		if !strings.Contains(j.stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, j.stdout.String())
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -181,6 +182,59 @@ func recoverRole(c *client.Client, me string) int {
 		return 1
 	}
 	fmt.Printf("%s incarnation %d sum %d\n", me, c.Incarnation(), sumValues(vals))
+	return 0
+}
+
+// inRingEnv names a directory where a "ringrecover" rank leaves a file
+// (its rank) as it enters the ring exchange.
+const inRingEnv = "FTLAUNCH_TEST_IN_RING"
+
+// ringRecoverRole is recoverRole around a ring exchange: every
+// incarnation publishes; the ranks of the victim node's first incarnation
+// wait to be killed; the others enter the ring (saying so in inRingEnv's
+// directory), which the victim's loss interrupts and a recovery's Resume
+// has them call again, then allgather the squares. Each prints its
+// neighbours' values (a rank's value names its incarnation) and the sum.
+func ringRecoverRole(c *client.Client, me string) int {
+	resumed := make(chan struct{}, 1)
+	events := c.Events()
+	go func() {
+		for ev := range events {
+			switch ev.Type {
+			case client.Suspend:
+				_ = c.Ack(ev)
+			case client.Resume:
+				select {
+				case resumed <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	if _, err := again(resumed, func() ([][]byte, error) { return c.Publish([]byte(me)) }); err != nil {
+		fmt.Fprintln(os.Stderr, "publish:", err)
+		return 1
+	}
+	if c.Incarnation() == 1 && os.Getenv(victimEnv) == "node:"+os.Getenv("FTLAUNCH_NODE") {
+		select {} // until its agent's end kills it
+	}
+	if dir := os.Getenv(inRingEnv); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprint(c.Rank())), nil, 0o600)
+	}
+	lr, err := again(resumed, func() ([][]byte, error) {
+		l, r, err := c.Ring([]byte(fmt.Sprintf("%s.%d", me, c.Incarnation())))
+		return [][]byte{l, r}, err
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ring:", err)
+		return 1
+	}
+	vals, err := again(resumed, func() ([][]byte, error) { return c.Allgather([]byte(fmt.Sprint(c.Rank() * c.Rank()))) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "allgather:", err)
+		return 1
+	}
+	fmt.Printf("%s incarnation %d ring %s %s sum %d\n", me, c.Incarnation(), lr[0], lr[1], sumValues(vals))
 	return 0
 }
 

@@ -59,8 +59,8 @@ var (
 
 // AgentMain is the body of the internal `ftlaunch agent` command; it
 // returns the process's exit code.
-func AgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
-	return agent.Main(ctx, connect, stderr, resume)
+func AgentMain(ctx context.Context, args []string, stderr io.Writer) int {
+	return agent.Main(ctx, args, stderr, resume)
 }
 
 // resume gives a replica agent the root's successor.

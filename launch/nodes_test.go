@@ -103,6 +103,43 @@ func rankRole(role string) int {
 		select {}
 	case "recover":
 		return recoverRole(c, me)
+	case "ringrecover":
+		return ringRecoverRole(c, me)
+	case "ringhold": // publish; enter the ring (the last rank once the test says); print the neighbours
+		if _, err := c.Publish([]byte(me)); err != nil {
+			fmt.Fprintln(os.Stderr, "publish:", err)
+			return 1
+		}
+		if c.Rank() == c.Size()-1 {
+			waitFile(os.Getenv(gateEnv))
+		} else {
+			_ = os.WriteFile(filepath.Join(os.Getenv(inRingEnv), fmt.Sprint(c.Rank())), nil, 0o600)
+		}
+		l, r, err := c.Ring([]byte(me))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ring:", err)
+			return 1
+		}
+		fmt.Printf("%s ring %s %s\n", me, l, r)
+		return 0
+	case "ring": // publish, then the ring exchange of the names, checked against the table
+		table, err := c.Publish([]byte(me))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "publish:", err)
+			return 1
+		}
+		l, r, err := c.Ring([]byte(me))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ring:", err)
+			return 1
+		}
+		n := c.Size()
+		if string(l) != string(table[(c.Rank()-1+n)%n]) || string(r) != string(table[(c.Rank()+1)%n]) {
+			fmt.Fprintf(os.Stderr, "%s: ring neighbours %q %q\n", me, l, r)
+			return 1
+		}
+		fmt.Printf("%s ring %s %s\n", me, l, r)
+		return 0
 	case "fail1":
 		if c.Rank() == 1 {
 			return 7
@@ -517,6 +554,24 @@ func TestNodesInProcessCollectives(t *testing.T) {
 		}
 	}
 	noRankLeft(t, st)
+}
+
+// The ring exchange on a launch tree (kary:2 over seven nodes of two
+// ranks: subtrees of several runs of ranks): every rank gets its
+// neighbours' values, the scan's both ways (docs/collectives.md).
+func TestNodesInProcessRing(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC", "nodeD", "nodeE", "nodeF", "nodeG"}
+	j := runOnNodes(t, hosts, 2, Options{Env: []string{rankRoleEnv + "=ring"}, Label: true, Tree: "kary:2"}, nil)
+	if j.err != nil || j.res.ExitCode != 0 {
+		t.Fatalf("exit %d, %v; stderr %s; agents:\n%s", j.res.ExitCode, j.err, j.stderr.String(), j.sp.log.String())
+	}
+	n := 2 * len(hosts)
+	for r := range n {
+		if want := fmt.Sprintf("[%d] rank%d ring rank%d rank%d\n", r, r, (r-1+n)%n, (r+1)%n); !strings.Contains(j.stdout.String(), want) {
+			t.Errorf("stdout lacks %q: %q", want, j.stdout.String())
+		}
+	}
+	noRankLeft(t, j.state)
 }
 
 func TestNodesInProcessRankFails(t *testing.T) {

@@ -704,3 +704,58 @@ func TestExpectPrograms(t *testing.T) {
 		t.Errorf("MPI under --restart job: %v", err)
 	}
 }
+
+// TestCheckLossAfterPeersEnded: a recovered loss may end the job when the
+// lost ranks were started again only after every other rank had ended
+// (their restarted incarnations have no peer to rejoin; docs/chaos.md);
+// a failure while a peer still ran is a violation.
+func TestCheckLossAfterPeersEnded(t *testing.T) {
+	acts := []Applied{applied(Leaf, Target{Node: 3, Rank: -1})}
+	exp := Expectation{Recover: true, Endings: []Ending{Completed}, Names: []string{"node3"}}
+	t0 := time.Unix(100, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	failed := func(peerEnd time.Time) Outcome {
+		o := good()
+		o.Message = "the ranks of node node0 ended without joining collective 4294967296"
+		o.Spans = []RankSpan{
+			{Rank: 0, Inc: 1, Node: "node0", Start: t0, End: at(5570)},
+			{Rank: 1, Inc: 1, Node: "node0", Start: t0, End: peerEnd},
+			{Rank: 6, Inc: 1, Node: "node3", Start: t0, End: at(2590)},
+			{Rank: 6, Inc: 2, Node: "node9", Start: at(6000), End: at(9000)},
+		}
+		return o
+	}
+	if vs := Check(acts, exp, failed(at(5780))); len(vs) != 0 {
+		t.Errorf("every peer ended before the restart: %v", vs)
+	}
+	for name, end := range map[string]time.Time{"a peer ended after the restart": at(6100), "a peer never ended": {}} {
+		if vs := Check(acts, exp, failed(end)); len(vs) == 0 || vs[0].Invariant != InvStatus {
+			t.Errorf("%s: violations %v, want %s", name, vs, InvStatus)
+		}
+	}
+	if PeersEndedFirst(nil) || PeersEndedFirst([]RankSpan{{Rank: 0, Inc: 2, Start: t0}}) {
+		t.Error("no restart, or no peer: not a late loss")
+	}
+}
+
+// TestCheckNoMajorityDigests: a group left without a majority (the job
+// unfinished for it) is not compared: its leader's log holds entries no
+// majority took. With the majority kept, a difference is a violation.
+func TestCheckNoMajorityDigests(t *testing.T) {
+	acts := []Applied{applied(Stop, Target{Node: 1, Rank: -1})}
+	o := Outcome{State: "unfinished", Replicas: []ReplicaState{{Node: "vm", Digest: "aa"}, {Node: "node0", Digest: "bb"}}}
+	e := Expectation{Endings: []Ending{Failed, Unfinished}, NoMajority: true, Lost: []string{"node1"}}
+	for _, v := range Check(acts, e, o) {
+		if v.Invariant == InvDigests {
+			t.Errorf("no majority: %v", v)
+		}
+	}
+	e.NoMajority = false
+	found := false
+	for _, v := range Check(acts, e, o) {
+		found = found || v.Invariant == InvDigests
+	}
+	if !found {
+		t.Error("a majority kept and the digests differ: no violation")
+	}
+}

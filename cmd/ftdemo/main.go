@@ -7,6 +7,10 @@
 // rank in order and prints the result.
 //
 //	ftlaunch run -n 8 ftdemo [-rounds R] [-v]
+//
+// With -coll K it times the launcher's collectives instead (make
+// bench-coll): after the node table, K allgathers of -size bytes per
+// rank, K barriers and K rings; rank 0 prints each kind's median latency.
 package main
 
 import (
@@ -15,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +30,16 @@ import (
 func main() {
 	rounds := flag.Int("rounds", 1, "times the token goes around the ring")
 	verbose := flag.Bool("v", false, "every rank reports its neighbours")
+	coll := flag.Int("coll", 0, "time K allgathers, K barriers and K rings instead of passing the token")
+	size := flag.Int("size", 1024, "with -coll: the bytes each rank gives each allgather")
 	flag.Parse()
+	if *coll > 0 {
+		if err := benchColl(*coll, *size); err != nil {
+			fmt.Fprintf(os.Stderr, "ftdemo: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*rounds, *verbose); err != nil {
 		fmt.Fprintf(os.Stderr, "ftdemo: %v\n", err)
 		os.Exit(1)
@@ -157,6 +171,76 @@ func run(rounds int, verbose bool) error {
 			size, size-1, rounds, tableAt.Seconds()*1e3, time.Since(start).Seconds()*1e3)
 	}
 	return nil
+}
+
+// benchColl times k allgathers of size bytes per rank, k barriers and k
+// rings, each call as rank 0 sees it, after the node table; it checks what
+// they give, and rank 0 prints each kind's median latency:
+//
+//	collectives: allgather K x SIZE B median M ms; barrier K median M ms; ring K median M ms
+func benchColl(k, size int) error {
+	c, err := client.Init()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rank, n := c.Rank(), c.Size()
+	if _, err := c.Publish([]byte(strconv.Itoa(rank))); err != nil {
+		return fmt.Errorf("rank %d: publish: %w", rank, err)
+	}
+	value := func(r, i int) []byte {
+		v := make([]byte, size)
+		for j := range v {
+			v[j] = byte(r + i + j)
+		}
+		return v
+	}
+	var gather, barrier, ring []time.Duration
+	for i := range k {
+		t0 := time.Now()
+		vs, err := c.Allgather(value(rank, i))
+		if err != nil {
+			return fmt.Errorf("rank %d: allgather %d: %w", rank, i, err)
+		}
+		gather = append(gather, time.Since(t0))
+		if len(vs) != n || string(vs[(rank+1)%n]) != string(value((rank+1)%n, i)) {
+			return fmt.Errorf("rank %d: allgather %d: %d values, or the wrong ones", rank, i, len(vs))
+		}
+	}
+	for i := range k {
+		t0 := time.Now()
+		if err := c.Barrier(); err != nil {
+			return fmt.Errorf("rank %d: barrier %d: %w", rank, i, err)
+		}
+		barrier = append(barrier, time.Since(t0))
+	}
+	for i := range k {
+		t0 := time.Now()
+		l, r, err := c.Ring([]byte(fmt.Sprintf("%d.%d", rank, i)))
+		if err != nil {
+			return fmt.Errorf("rank %d: ring %d: %w", rank, i, err)
+		}
+		ring = append(ring, time.Since(t0))
+		if string(l) != fmt.Sprintf("%d.%d", (rank-1+n)%n, i) || string(r) != fmt.Sprintf("%d.%d", (rank+1)%n, i) {
+			return fmt.Errorf("rank %d: ring %d gave %q and %q", rank, i, l, r)
+		}
+	}
+	if rank == 0 {
+		fmt.Printf("collectives: allgather %d x %d B median %.3f ms; barrier %d median %.3f ms; ring %d median %.3f ms\n",
+			k, size, median(gather), k, median(barrier), k, median(ring))
+	}
+	return nil
+}
+
+// median is the median of ds, in milliseconds.
+func median(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + m) / 2
+	}
+	return m.Seconds() * 1e3
 }
 
 // checkToken verifies the token lists 0 1 … size-1.

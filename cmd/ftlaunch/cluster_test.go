@@ -74,7 +74,7 @@ func TestClusterLaunch(t *testing.T) {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
 		for _, want := range []string{"launcher front-end: init", "launcher node001: init", "its ranks running",
-			"6 of 6 standby link(s) to backup parents were up", "calibration: REM"} {
+			"6 of 6 standby link(s) to backup parents were up", "calibration: REM", "model: predicted"} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("no %q in:\n%s", want, r.stderr)
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -494,12 +495,51 @@ func TestAbort(t *testing.T) {
 // fails the job instead of leaving them waiting forever — on its own node
 // and on another, and at the top of a chain of agents, where the node that
 // strands the collective is the one every other part is combined through.
+// The state log says so as a fact (inspect --json's stranded_collectives):
+// rank 0 on its node, as its agent found it, or node0 stranding the
+// barrier, as the root did.
 func TestStrandedCollective(t *testing.T) {
-	for _, tree := range [][]string{{"--test-nodes", "0"}, {"--test-nodes", "3"}, {"--test-nodes", "3", "--tree", "kary:1"}} {
-		args := append([]string{"run", "-n", "3", "--kill-after", "1s", "--timeout", "60s", "--env", "FTLAUNCH_E2E_RANK=stranded"}, tree...)
+	for _, tc := range []struct {
+		tree []string
+		rank int    // the rank named (-1: none, the node)
+		op   string // the collective named ("": none)
+	}{
+		{[]string{"--test-nodes", "0"}, 0, ""},
+		{[]string{"--test-nodes", "3"}, -1, "barrier"},
+		{[]string{"--test-nodes", "3", "--tree", "kary:1"}, -1, "barrier"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"run", "--state-dir", dir, "-n", "3", "--kill-after", "1s", "--timeout", "60s", "--env", "FTLAUNCH_E2E_RANK=stranded"}, tc.tree...)
 		r := ftlaunch(t, "", append(args, os.Args[0])...)
-		if r.code == 0 || r.code == 124 || !strings.Contains(r.stderr, "without joining") {
-			t.Fatalf("%v: exit %d; stderr:\n%s", tree, r.code, r.stderr)
+		if r.code == 0 || r.code == 124 {
+			t.Fatalf("%v: exit %d; stderr:\n%s", tc.tree, r.code, r.stderr)
+		}
+		in := ftlaunch(t, "", "inspect", "--state-dir", dir, "--json")
+		var job struct {
+			Status struct {
+				Done     bool `json:"done"`
+				ExitCode int  `json:"exit_code"`
+			} `json:"status"`
+			Stranded []struct {
+				Node string `json:"node"`
+				Rank int    `json:"rank"`
+				Seq  uint64 `json:"seq"`
+				Op   string `json:"op"`
+			} `json:"stranded_collectives"`
+		}
+		if err := json.Unmarshal([]byte(in.stdout), &job); err != nil {
+			t.Fatalf("%v: inspect: %v\n%s%s", tc.tree, err, in.stdout, in.stderr)
+		}
+		if !job.Status.Done || job.Status.ExitCode != r.code || len(job.Stranded) != 1 {
+			t.Fatalf("%v: status %+v, stranded %+v (exit %d)", tc.tree, job.Status, job.Stranded, r.code)
+		}
+		s := job.Stranded[0]
+		node := s.Node != "" // this machine's name, for its one agent
+		if tc.rank < 0 {
+			node = s.Node == "node0"
+		}
+		if !node || s.Rank != tc.rank || s.Op != tc.op || s.Seq != 0 {
+			t.Errorf("%v: stranded %+v, want rank %d, collective 0 %q", tc.tree, s, tc.rank, tc.op)
 		}
 	}
 }

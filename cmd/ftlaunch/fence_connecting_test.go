@@ -2,8 +2,13 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -84,5 +89,75 @@ func TestFenceFindsConnectingAgent(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the agent connecting back still runs after the fence of its node: %s", out)
+	}
+}
+
+// An agent whose parent's host crashes before it wrote the bootstrap (the
+// SSH session stays open and silent) is found by the fence of its node:
+// its command line names its job, node and incarnation, and it registers
+// before it reads stdin. One started after that fence ran finds the
+// fence's mark and ends at once (docs/chaos.md, chaos-mpi seed
+// 6739412098373791412: such an agent outlived the job).
+func TestFenceFindsAgentBeforeBootstrap(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // the fence records and marks, for both processes
+	const job, node = "ft-be0ce0ce0ce0", "node6"
+	start := func() (*exec.Cmd, chan error) {
+		agent := exec.Command(ftlaunchBin(t), "agent", node, "--job", job, "--inc", "1", "--connect")
+		stdin, err := agent.StdinPipe() // open and silent: the parent is gone
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := agent.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- agent.Wait() }()
+		t.Cleanup(func() {
+			_ = agent.Process.Kill()
+			stdin.Close()
+			<-exited
+			exited <- nil
+		})
+		return agent, exited
+	}
+	agent, exited := start()
+	// Wait until it registered (its record names its pid).
+	rec := filepath.Join(os.TempDir(), fmt.Sprintf("ftlaunch-%d", os.Getuid()), "fence", job, node+".1")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(rec)
+		if err == nil && strings.HasPrefix(string(b), strconv.Itoa(agent.Process.Pid)+" ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not register before its bootstrap: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out, err := exec.Command(ftlaunchBin(t), "agent", "--fence", job, node, "1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("fence: %v\n%s", err, out)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("the agent ended with %v, want killed by the fence (fence said: %s)", err, out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the agent waiting for its bootstrap still runs after the fence of its node: %s", out)
+	}
+	// Started after the fence: it ends by itself, exit 2.
+	_, exited = start()
+	select {
+	case err := <-exited:
+		exited <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("an agent started after its fence ended with %v, want exit 2", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an agent started after the fence of its incarnation still runs")
 	}
 }

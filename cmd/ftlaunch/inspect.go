@@ -258,6 +258,7 @@ func writeInspectText(w io.Writer, out *inspectOutput, maxRanks int) error {
 	}
 	tw.Flush()
 	writeModel(bw, rep.Model)
+	writeCollectives(bw, rep)
 
 	writeRecoveries(bw, rep)
 
@@ -694,10 +695,38 @@ func writeModel(w io.Writer, m *journal.ReportModel) {
 	}
 	if m.Cores > 0 {
 		fmt.Fprintf(w, "; shared CPU: %d cores, %.1f ms each launch, %.1f ms each agent once up", m.Cores, 1000*m.Work, 1000*m.After)
+		if m.Rate > 0 {
+			fmt.Fprintf(w, " and %.3f cores while the launch goes on", m.Rate)
+		}
 	}
 	fmt.Fprintln(w)
 	if m.Choice != "" {
 		fmt.Fprintf(w, "         auto: %s\n", m.Choice)
+	}
+}
+
+// writeCollectives says what the job's collectives cost the root that
+// ended it, by kind (docs/collectives.md), and which were stranded.
+func writeCollectives(w io.Writer, rep *journal.Report) {
+	if len(rep.Collectives) > 0 {
+		fmt.Fprintln(w, "\nCollectives (the root that ended the job)")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  kind\tanswered\tmessages at the root\tagents covered\tbytes sent down\t")
+		for _, k := range rep.Collectives {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t\n", k.Kind, k.Count, k.Messages, k.Agents, k.BytesDown)
+		}
+		tw.Flush()
+	}
+	for _, s := range rep.Stranded {
+		who := "the ranks of node " + s.Node
+		if s.Rank >= 0 {
+			who = fmt.Sprintf("rank %d on node %s", s.Rank, s.Node)
+		}
+		what := "a collective"
+		if s.Op != "" {
+			what = fmt.Sprintf("collective %d (%s) of epoch %d", s.Seq, s.Op, s.Epoch)
+		}
+		fmt.Fprintf(w, "stranded %s: %s ended without joining it\n", what, who)
 	}
 }
 

@@ -85,9 +85,10 @@ func TestCancelAfterFailover(t *testing.T) {
 	}()
 	replicasJoined(t, dir, 2, 60*time.Second)
 	waitFor(t, "every rank to run", 30*time.Second, func() bool { return sleeping(t, m) == 8 })
-	// ps tells the agents apart: each names its node.
+	// ps tells the agents apart: each names its node (and its job and
+	// incarnation, for the fence: proto.AgentArgs).
 	for _, node := range []string{"node0", "node1", "node2", "node3"} {
-		if len(liveProcesses(t, ftlaunchBin(t)+" agent "+node+" --connect")) != 1 {
+		if len(liveProcesses(t, ftlaunchBin(t)+" agent "+node+" --job ")) != 1 {
 			t.Errorf("no agent process names node %s: %q", node, liveProcesses(t, ftlaunchBin(t)+" agent"))
 		}
 	}

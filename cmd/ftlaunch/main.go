@@ -108,15 +108,8 @@ func agentCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "--fence" {
 		return fenceCommand(args[1:], stdout, stderr)
 	}
-	if len(args) == 2 && args[1] == "--connect" {
-		args = args[1:] // ftlaunch agent NODE --connect: the node is for ps only
-	}
-	connect := len(args) == 1 && args[0] == "--connect"
-	if len(args) != 0 && !connect {
-		fmt.Fprintf(stderr, "ftlaunch agent: unexpected arguments %q (the agent is started by ftlaunch run)\n", args)
-		return 2
-	}
-	return launchAgentMain(context.Background(), connect, stderr)
+	// ftlaunch agent [NODE] [--job JOB --inc N] --connect (proto.AgentArgs).
+	return launchAgentMain(context.Background(), args, stderr)
 }
 
 // fenceCommand is `ftlaunch agent --fence JOB NODE INCARNATION`, which a

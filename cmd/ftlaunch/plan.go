@@ -40,6 +40,8 @@ Model (seconds):
   --cores C           contention: launches share C CPUs (hosts on one machine; default 0: none)
   --work W            contention: CPU-seconds each launch takes of them (needs --cores)
   --work-after A      contention: CPU-seconds each agent takes of them once it is up (needs --cores)
+  --work-rate R       contention: cores each agent takes of them from being up until the launch
+                      ends (needs --cores)
                       Without --seq/--rem/--cores, auto takes the kept calibration: the median
                       of the last launches' figures (and its shared CPU, if a calibration run
                       kept one), and keeps its last tree unless a new one is better by more
@@ -57,8 +59,11 @@ Output:
                       user's cache directory; auto uses them unless --seq/--rem are given)
   --launcher L        whose calibration: ssh (default) or slurm (launches by srun)
   --keep-shared       keep --cores, --work, --seq and --rem as the calibration's shared-CPU term
-                      (what a calibration run measured: chaos/validate-model.sh); --cores 0
-                      removes it
+                      (what a calibration run measured: chaos/validate-model.sh), with --hand,
+                      --work-after and --work-rate; --cores 0 removes it
+  --fit TERM          solve the shared CPU's work or rate (TERM) so that this tree's prediction
+  --measured T        is T seconds, the launch measured (needs --cores and a --tree other than
+                      auto; the calibration run's inversion of the model)
   --show              print the tree with order, backup and modeled launch time
   --json              print one JSON object instead of text
   --help              print this help
@@ -85,6 +90,9 @@ type planOptions struct {
 	cores       int
 	work        float64
 	workAfter   float64
+	workRate    float64
+	fit         string
+	measured    float64
 	keepShared  bool
 	remMedian   float64
 	hand        float64
@@ -165,6 +173,9 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	fs.IntVar(&o.cores, "cores", 0, "")
 	fs.Float64Var(&o.work, "work", 0, "")
 	fs.Float64Var(&o.workAfter, "work-after", 0, "")
+	fs.Float64Var(&o.workRate, "work-rate", 0, "")
+	fs.StringVar(&o.fit, "fit", "", "")
+	fs.Float64Var(&o.measured, "measured", 0, "")
 	fs.BoolVar(&o.keepShared, "keep-shared", false, "")
 	fs.Float64Var(&o.remMedian, "rem-median", 0, "")
 	fs.Float64Var(&o.hand, "hand", 0, "")
@@ -196,6 +207,16 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 		return nil, usageErrorf("--work-after must be a number of seconds in [0, 1e9] (got %v)", o.workAfter)
 	case o.set["work-after"] && o.cores == 0:
 		return nil, usageErrorf("--work-after needs --cores")
+	case o.workRate < 0 || o.workRate != o.workRate || o.workRate > 1e9:
+		return nil, usageErrorf("--work-rate must be a number of cores in [0, 1e9] (got %v)", o.workRate)
+	case o.set["work-rate"] && o.cores == 0:
+		return nil, usageErrorf("--work-rate needs --cores")
+	case o.fit != "" && o.fit != plan.FitWork && o.fit != plan.FitRate:
+		return nil, usageErrorf("--fit %q: want %s or %s", o.fit, plan.FitWork, plan.FitRate)
+	case o.fit != "" && (o.cores == 0 || !(o.measured > 0) || o.measured > 1e9 || o.tree == "auto" || o.keepShared):
+		return nil, usageErrorf("--fit needs --cores, --measured T (seconds > 0) and a --tree other than auto")
+	case o.set["measured"] && o.fit == "":
+		return nil, usageErrorf("--measured needs --fit")
 	case o.cores > 0 && o.batch > 0:
 		return nil, usageErrorf("--batch with --cores is not modeled")
 	case o.keepShared && o.cores > 0 && (!o.set["work"] || !o.set["seq"] || !o.set["rem"]):
@@ -268,8 +289,8 @@ func showCalibration(stdout, stderr io.Writer, launcher string) int {
 		c.Seq, c.SeqQuantile(0.25), c.SeqQuantile(0.75), c.Rem, c.RemQuantile(0.25), c.RemQuantile(0.75), c.HandQuantile(0.5),
 		max(len(c.Window), 1), 100*c.Noise(), len(c.RemSamples), c.Agents, c.Measured.Format("2006-01-02 15:04:05 UTC"))
 	if s := c.Shared; s != nil {
-		fmt.Fprintf(stdout, "shared    %d cores, %.4f s of CPU each launch, %.4f s each agent once up; uncontended seq %.4f s, rem %.4f s, handoff %.4f s (a calibration run of %s)\n",
-			s.Cores, s.Work, s.After, s.Seq, s.Rem, s.Hand, s.Measured.Format("2006-01-02 15:04:05 UTC"))
+		fmt.Fprintf(stdout, "shared    %d cores, %.4f s of CPU each launch, %.4f s each agent once up, %.4f cores each agent up until the launch ends; uncontended seq %.4f s, rem %.4f s, handoff %.4f s (a calibration run of %s)\n",
+			s.Cores, s.Work, s.After, s.Rate, s.Seq, s.Rem, s.Hand, s.Measured.Format("2006-01-02 15:04:05 UTC"))
 	}
 	if a := c.Auto; a != nil {
 		fmt.Fprintf(stdout, "auto      %s for %d nodes (its last choice)\n", plan.Choice{Tree: a.Tree, Seq: a.Seq, Rem: a.Rem}, a.Nodes)
@@ -295,7 +316,7 @@ func keepShared(stdout, stderr io.Writer, o *planOptions) int {
 	}
 	c.Shared = nil
 	if o.cores > 0 {
-		c.Shared = &calibrate.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, Seq: o.seq, Rem: o.rem, Hand: o.hand, Measured: time.Now().UTC()}
+		c.Shared = &calibrate.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, Rate: o.workRate, Seq: o.seq, Rem: o.rem, Hand: o.hand, Measured: time.Now().UTC()}
 	}
 	p, err := calibrate.SaveCalibration(o.launcher, *c)
 	if err != nil {
@@ -353,6 +374,7 @@ type planReport struct {
 	Cores     int     `json:"cores,omitempty"`
 	Work      float64 `json:"work_seconds,omitempty"`
 	WorkAfter float64 `json:"work_after_seconds,omitempty"`
+	WorkRate  float64 `json:"work_rate,omitempty"`
 	Hand      float64 `json:"hand_seconds,omitempty"`
 	Predicted float64 `json:"predicted_seconds"`
 	// AutoChose is the tree auto chose (the kind's name), AutoWhy why it
@@ -360,6 +382,7 @@ type planReport struct {
 	AutoChose   string      `json:"auto_chose,omitempty"`
 	AutoWhy     string      `json:"auto_why,omitempty"`
 	Calibration *calReport  `json:"calibration,omitempty"`
+	Fit         *fitReport  `json:"fit,omitempty"`
 	Simulation  *simReport  `json:"simulation,omitempty"`
 	Plan        *planArrays `json:"plan,omitempty"`
 	pl          *plan.Plan
@@ -376,6 +399,15 @@ type calReport struct {
 	Noise    float64 `json:"noise"`
 	Samples  int     `json:"rem_samples"`
 	Shared   bool    `json:"shared"`
+}
+
+// fitReport is what --fit solved: the term's value at which the tree's
+// prediction is the measured time (or as near as the term gets it).
+type fitReport struct {
+	Term      string  `json:"term"`
+	Value     float64 `json:"value"`
+	Measured  float64 `json:"measured_seconds"`
+	Predicted float64 `json:"predicted_seconds"`
 }
 
 type simReport struct {
@@ -423,7 +455,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 			kept, noise = c, c.Noise()
 			o.seq, o.rem, o.hand = c.SeqQuantile(0.5), c.RemQuantile(0.5), c.HandQuantile(0.5)
 			if s := c.Shared; s != nil {
-				o.seq, o.rem, o.hand, o.cores, o.work, o.workAfter = s.Seq, s.Rem, s.Hand, s.Cores, s.Work, s.After
+				o.seq, o.rem, o.hand, o.cores, o.work, o.workAfter, o.workRate = s.Seq, s.Rem, s.Hand, s.Cores, s.Work, s.After, s.Rate
 			}
 			params.Seq, params.Rem = o.seq, o.rem
 			params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
@@ -432,7 +464,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 			}
 		}
 	}
-	forecast := plan.Forecast{Seq: o.seq, Rem: o.rem, Hand: o.hand, Shared: plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter}}
+	forecast := plan.Forecast{Seq: o.seq, Rem: o.rem, Hand: o.hand, Shared: o.shared()}
 	var pl *plan.Plan
 	why := ""
 	if kind.Shape == plan.Auto {
@@ -443,6 +475,20 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		pl, why = ch.Plan, ch.Why
 	} else if pl, err = plan.Build(kind, o.nodes, params); err != nil {
 		return nil, err
+	}
+	var fit *fitReport
+	if o.fit != "" {
+		v, p, err := pl.Fit(forecast, o.fit, o.measured)
+		if err != nil {
+			return nil, err
+		}
+		fit = &fitReport{Term: o.fit, Value: v, Measured: o.measured, Predicted: p}
+		if o.fit == plan.FitWork {
+			o.work = v
+		} else {
+			o.workRate = v
+		}
+		forecast.Shared = o.shared()
 	}
 	predicted, err := pl.Predict(forecast)
 	if err != nil {
@@ -458,8 +504,8 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		Nodes: pl.N(), Seq: o.seq, Rem: o.rem, Batch: o.batch, BatchWait: o.batchWait,
 		Replicas: len(pl.ReplicaNodes), ReplicaNodes: pl.ReplicaNodes,
 		Depth: pl.Depth(), MaxChildren: pl.MaxChildren(), MaxFostered: maxFostered(pl),
-		Cores: o.cores, Work: o.work, WorkAfter: o.workAfter, Hand: o.hand, Predicted: predicted, AutoChose: pl.Kind.String(), AutoWhy: why,
-		pl: pl, launchTimes: times,
+		Cores: o.cores, Work: o.work, WorkAfter: o.workAfter, WorkRate: o.workRate, Hand: o.hand, Predicted: predicted, AutoChose: pl.Kind.String(), AutoWhy: why,
+		Fit: fit, pl: pl, launchTimes: times,
 	}
 	if kind.Shape != plan.Auto {
 		rep.AutoChose = ""
@@ -503,7 +549,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		res, err := plan.Simulate(ctx, pl, plan.SimConfig{
 			Seq: o.seq, Rem: rem, Concurrency: o.concurrency,
 			Batch: o.batch, BatchWait: o.batchWait, Runs: o.runs, Seed: o.seed,
-			Hand: o.hand, Shared: plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter},
+			Hand: o.hand, Shared: o.shared(),
 		})
 		if err != nil {
 			return nil, err
@@ -514,6 +560,12 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// shared is the contention term the flags (or the kept calibration)
+// give.
+func (o *planOptions) shared() plan.Shared {
+	return plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, Rate: o.workRate}
 }
 
 // maxFostered returns the largest number of nodes that name one node as
@@ -612,7 +664,8 @@ func writePlanText(w io.Writer, rep *planReport, show bool) error {
 	fmt.Fprintf(&b, "modeled       %s (%s)\n", seconds(rep.Modeled), model)
 	switch {
 	case rep.Cores > 0:
-		fmt.Fprintf(&b, "predicted     %s (handoff %s; %d shared cores, %s of CPU each launch, %s each agent once up)\n", seconds(rep.Predicted), seconds(rep.Hand), rep.Cores, seconds(rep.Work), seconds(rep.WorkAfter))
+		fmt.Fprintf(&b, "predicted     %s (handoff %s; %d shared cores, %s of CPU each launch, %s each agent once up, %.4f cores each agent up until the launch ends)\n",
+			seconds(rep.Predicted), seconds(rep.Hand), rep.Cores, seconds(rep.Work), seconds(rep.WorkAfter), rep.WorkRate)
 	case rep.Hand > 0:
 		fmt.Fprintf(&b, "predicted     %s (handoff %s)\n", seconds(rep.Predicted), seconds(rep.Hand))
 	}
@@ -625,6 +678,9 @@ func writePlanText(w io.Writer, rep *planReport, show bool) error {
 	}
 	if rep.AutoWhy != "" {
 		fmt.Fprintf(&b, "auto          %s\n", rep.AutoWhy)
+	}
+	if f := rep.Fit; f != nil {
+		fmt.Fprintf(&b, "fit           %s %.5f (predicted %s for %s measured)\n", f.Term, f.Value, seconds(f.Predicted), seconds(f.Measured))
 	}
 	if s := rep.Simulation; s != nil {
 		src := "constant rem"

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/ftlaunch/ftlaunch/launch/calibrate"
@@ -83,6 +85,28 @@ func TestPlanKeptModel(t *testing.T) {
 	}
 	if want := 32 * 0.03 / 2; v["predicted_seconds"].(float64) < want {
 		t.Errorf("predicted %v, below the shared CPU's %v s of work for 32 launches", v["predicted_seconds"], want)
+	}
+	// The calibration run's inversion: the work that makes 12 flat
+	// launches on 2 cores take 1.109 s, then the rate that makes a deep
+	// tree over 24 take 2.5 s; kept, with the rate, for auto.
+	v = plan("--nodes", "13", "--tree", "flat", "--cores", "2", "--rem", "0.11", "--seq", "0", "--hand", "0.007", "--fit", "work", "--measured", "1.109", "--json")
+	fit, _ := v["fit"].(map[string]any)
+	if fit == nil || fit["term"] != "work" || math.Abs(fit["value"].(float64)-1.109/6) > 1e-6 || math.Abs(v["predicted_seconds"].(float64)-1.109) > 1e-6 {
+		t.Errorf("fit work: %v (predicted %v)", fit, v["predicted_seconds"])
+	}
+	work := strconv.FormatFloat(fit["value"].(float64), 'g', -1, 64)
+	v = plan("--nodes", "25", "--tree", "kary:2", "--cores", "2", "--rem", "0.11", "--seq", "0", "--hand", "0.007", "--work", work, "--fit", "rate", "--measured", "2.5", "--json")
+	fit, _ = v["fit"].(map[string]any)
+	if fit == nil || !(fit["value"].(float64) > 0) || math.Abs(fit["predicted_seconds"].(float64)-2.5) > 1e-6 || v["work_rate"] != fit["value"] {
+		t.Errorf("fit rate: %v (work_rate %v)", fit, v["work_rate"])
+	}
+	rate := strconv.FormatFloat(fit["value"].(float64), 'g', -1, 64)
+	if code := planCommand([]string{"--keep-shared", "--cores", "2", "--work", work, "--work-rate", rate, "--seq", "0", "--rem", "0.11", "--hand", "0.007"}, &out, &errb); code != 0 {
+		t.Fatalf("keep-shared: %d %s", code, errb.String())
+	}
+	v = plan("--nodes", "25", "--json")
+	if v["work_rate"] != fit["value"] || v["auto_chose"] == "kary:2" {
+		t.Errorf("auto with the kept rate: work_rate %v, chose %v", v["work_rate"], v["auto_chose"])
 	}
 	f := filepath.Join(t.TempDir(), "rem.txt")
 	if err := os.WriteFile(f, []byte("1\n2\n3\n"), 0o644); err != nil {

@@ -201,6 +201,13 @@ func TestPlanBadUsage(t *testing.T) {
 		{[]string{"--hostfile", filepath.Join(dir, "no-such-hostfile")}, "no-such-hostfile"},
 		{[]string{"--nodes", "10", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--frobnicate"}, "flag provided but not defined"},
+		{[]string{"--nodes", "10", "--work-rate", "0.1"}, "--work-rate needs --cores"},
+		{[]string{"--nodes", "10", "--cores", "2", "--work-rate", "-1"}, "--work-rate must be"},
+		{[]string{"--nodes", "10", "--cores", "2", "--tree", "flat", "--fit", "seq", "--measured", "1"}, `--fit "seq"`},
+		{[]string{"--nodes", "10", "--cores", "2", "--tree", "flat", "--fit", "work"}, "--fit needs"},
+		{[]string{"--nodes", "10", "--cores", "2", "--fit", "work", "--measured", "1"}, "--fit needs"},
+		{[]string{"--nodes", "10", "--tree", "flat", "--fit", "rate", "--measured", "1"}, "--fit needs"},
+		{[]string{"--nodes", "10", "--tree", "flat", "--measured", "1"}, "--measured needs --fit"},
 	}
 	for _, c := range cases {
 		code, out, errs := runPlan(t, c.args...)

@@ -556,6 +556,6 @@ func agentInProcess(env string, restart recovery.Policy) bool {
 	return true
 }
 
-func launchAgentMain(ctx context.Context, connect bool, stderr io.Writer) int {
-	return launch.AgentMain(ctx, connect, stderr)
+func launchAgentMain(ctx context.Context, args []string, stderr io.Writer) int {
+	return launch.AgentMain(ctx, args, stderr)
 }

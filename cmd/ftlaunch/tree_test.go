@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
 // The launch tree on test nodes: local agent processes posing as nodes,
@@ -37,6 +40,11 @@ func TestTestNodesTreeKinds(t *testing.T) {
 		}
 		if !strings.Contains(r.stderr, "launcher front-end: init") || !strings.Contains(r.stderr, "8 child(ren)") {
 			t.Errorf("no launch breakdown for the front-end:\n%s", r.stderr)
+		}
+		// Every launch checks itself (#33): the prediction beside the
+		// measurement, both in seconds, once the last agent is up.
+		if !regexp.MustCompile(`model: predicted [0-9]+\.[0-9]{3} s, measured [0-9]+\.[0-9]{3} s \(flat tree;`).MatchString(r.stderr) {
+			t.Errorf("no model line:\n%s", r.stderr)
 		}
 	})
 	t.Run("node names and output", func(t *testing.T) {
@@ -225,8 +233,13 @@ func TestPrestage(t *testing.T) {
 // agent, and the ring exchange sends down under a quarter of what the
 // node table (an allgather of the same values) does. The line's form is
 // the one issue #32 specifies.
+//
+// The state log's stats say the same (inspect --json's collectives): per
+// kind, the collectives answered, the messages at the root, the agents
+// they covered and the bytes sent down.
 func TestTestNodesCollectivesCombined(t *testing.T) {
-	r := ftlaunch(t, "", "run", "--verbose", "-n", "32", "--test-nodes", "16", "--tree", "kary:2", ftdemoBin(t))
+	dir := t.TempDir()
+	r := ftlaunch(t, "", "run", "--state-dir", dir, "--verbose", "-n", "32", "--test-nodes", "16", "--tree", "kary:2", ftdemoBin(t))
 	if r.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 	}
@@ -243,5 +256,24 @@ func TestTestNodesCollectivesCombined(t *testing.T) {
 	}
 	if down["ring"]*4 >= down["publish"] {
 		t.Errorf("ring sent down %d bytes, the node table %d: not under a quarter", down["ring"], down["publish"])
+	}
+	in := ftlaunch(t, "", "inspect", "--state-dir", dir, "--json")
+	var job struct {
+		Collectives []journal.CollTotal `json:"collectives"`
+	}
+	if err := json.Unmarshal([]byte(in.stdout), &job); err != nil {
+		t.Fatalf("inspect: %v\n%s%s", err, in.stdout, in.stderr)
+	}
+	got := map[string]journal.CollTotal{}
+	for _, k := range job.Collectives {
+		got[k.Kind] = k
+	}
+	for _, kind := range []string{"publish", "ring", "barrier"} {
+		if k := got[kind]; k.Count != 1 || k.Messages != 2 || k.Agents != 16 || k.BytesDown == 0 {
+			t.Errorf("the state log's %s: %+v, want 1 answered from 2 messages covering 16 agents", kind, k)
+		}
+	}
+	if got["ring"].BytesDown*4 >= got["publish"].BytesDown || len(got) != 3 {
+		t.Errorf("the state log's collectives: %+v", job.Collectives)
 	}
 }

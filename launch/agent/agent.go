@@ -93,6 +93,11 @@ type collectives struct {
 	colls  map[uint64]*localColl
 	sentUp map[uint64][]byte // contributions sent up and not yet answered (sent again to a new root)
 	comb   combiner          // the collectives being combined with the children's parts (combine.go)
+	// ringKept holds the values this node held of the latest answered
+	// rings, ringWait the rings whose answer lacked values some of its
+	// ranks need (combine.go).
+	ringKept map[uint64]map[int][]byte
+	ringWait map[uint64]*ringWait
 	// collSeen is the newest collective whose answer this agent took: an
 	// older answer it is not waiting for is one it had (sent again to an
 	// agent that moved to a backup parent: root's moved).
@@ -203,6 +208,7 @@ func (a *Agent) run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.trace.Logf("job received: %d rank(s)", len(a.spec.Ranks))
+	a.coll.comb.full = a.spec.RootMerge
 	if a.spec.Prestage && !a.stage.Done {
 		a.link.Conn.Close()
 		return fmt.Errorf("agent on %s: the prestaged program did not arrive before the job", a.spec.Node)
@@ -224,7 +230,9 @@ func (a *Agent) run(ctx context.Context) error {
 		// (ftlaunch agent --fence): it finds the agent by this record
 		// (made before it connected back, if its bootstrap named it).
 		if t := a.fenceTarget(); t != a.tree.fenced {
-			if unregister, err := fence.Register(t); err != nil {
+			if unregister, err := fence.Register(t); errors.Is(err, fence.ErrFenced) {
+				return fmt.Errorf("%w: %w", errFenced, err)
+			} else if err != nil {
 				a.logf("%v", err)
 			} else {
 				defer unregister()
@@ -533,7 +541,7 @@ func (a *Agent) reportExit(s proto.RankStatus) {
 	a.mu.Unlock()
 	if len(stranded) > 0 && s.Code == 0 && s.Signal == 0 {
 		// The others wait in a collective this rank will never join.
-		a.send(proto.MAbort, proto.AbortMsg{Rank: s.Rank, Code: 1, Msg: strandedMsg, Failed: true}.Encode())
+		a.send(proto.MAbort, proto.AbortMsg{Rank: s.Rank, Code: 1, Msg: strandedMsg, Failed: true, Stranded: true}.Encode())
 	}
 	a.send(proto.MExit, s.Encode())
 	a.mu.Lock()
@@ -608,7 +616,20 @@ func (a *Agent) handle(typ uint8, p []byte) error {
 		if err != nil {
 			return err
 		}
+		if res.Op == rankproto.OpRing {
+			// The root's merge (FTLAUNCH_COLL_ROOT_MERGE), what it holds
+			// sent again to a moved agent, or its fill to an ask.
+			a.ringTake(res)
+			return nil
+		}
 		a.collDone(res)
+		return nil
+	case proto.MRingRecall:
+		ask, err := proto.DecodeRingAsk(p)
+		if err != nil {
+			return err
+		}
+		a.ringRecalled(ask)
 		return nil
 	case proto.MSuspend, proto.MRespawn, proto.MPatch, proto.MResume, proto.MRestartJob:
 		m, err := proto.DecodeRecMsg(p)

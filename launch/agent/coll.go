@@ -62,7 +62,7 @@ func (a *Agent) contributeLocked(rank int, op rankproto.Op, value []byte) (seq u
 	for r := range a.sup.gone {
 		if _, ok := c.values[r]; !ok && a.endedForGood(r) {
 			// A local rank that already ended never joins: report it.
-			a.send(proto.MAbort, proto.AbortMsg{Rank: r, Code: 1, Msg: strandedMsg, Failed: true}.Encode())
+			a.send(proto.MAbort, proto.AbortMsg{Rank: r, Code: 1, Msg: strandedMsg, Failed: true, Stranded: true}.Encode())
 			delete(a.sup.gone, r) // report once
 		}
 	}

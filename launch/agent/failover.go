@@ -325,6 +325,9 @@ func (a *Agent) resync() {
 	for _, p := range contribs {
 		a.send(proto.MContrib, p)
 	}
+	for _, ask := range a.ringAsks() {
+		a.send(proto.MRingAsk, ask.Encode())
+	}
 }
 
 // stdinWatch watches an agent's stdin for its session's end: gone closes

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -67,6 +69,7 @@ func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log
 			colls:     map[uint64]*localColl{},
 			sentUp:    map[uint64][]byte{},
 			comb:      newCombiner(),
+			ringWait:  map[uint64]*ringWait{},
 			puts:      map[string][]byte{},
 			kv:        map[string][]byte{},
 			pmiPuts:   map[string][]byte{},
@@ -84,8 +87,14 @@ func runAgent(ctx context.Context, conn io.ReadWriteCloser, tree *treeState, log
 // over SSH). It returns the process's exit code. resume builds a successor
 // root when this agent, a replica of the root group, wins its election
 // after the front-end's loss (the root package's, injected by launch).
-func Main(ctx context.Context, connect bool, stderr io.Writer, resume Resume) int {
+func Main(ctx context.Context, args []string, stderr io.Writer, resume Resume) int {
 	began := time.Now()
+	cl, err := proto.ParseAgentArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		return 2
+	}
+	connect := cl.Connect
 	trace := newPhaseLog(stderr)
 	trace.At(began, "agent process running (its main began)")
 	if err := cleanSignalState(); err != nil {
@@ -109,7 +118,11 @@ func Main(ctx context.Context, connect bool, stderr io.Writer, resume Resume) in
 		if node == "" {
 			node, _ = os.Hostname()
 		}
-		return RunConnected(ctx, ConnectConfig{Stdin: pollableStdin(), Node: node, Stderr: stderr, Trace: trace, Began: began, Resume: resume})
+		var early fence.Target
+		if cl.Job != "" {
+			early = fence.Target{Job: cl.Job, Node: cmp.Or(cl.Node, node), UpTo: cl.Inc}
+		}
+		return RunConnected(ctx, ConnectConfig{Stdin: pollableStdin(), Node: node, Stderr: stderr, Trace: trace, Began: began, Resume: resume, Fence: early})
 	}
 	f := os.NewFile(3, "parent-link")
 	conn, err := net.FileConn(f)
@@ -164,6 +177,10 @@ type ConnectConfig struct {
 	// Getenv reads the agent's environment (nil: os.Getenv): where the
 	// parent's SSH session came from (SSH_CONNECTION).
 	Getenv func(string) string
+	// Fence, when its command line names it (proto.AgentArgs), is the fence
+	// target the agent registers as before it reads its bootstrap (zero:
+	// it registers from the bootstrap).
+	Fence fence.Target
 	// Spawner, for tests that run a launch tree's agents in their own
 	// process, starts this agent's children, the agents a successor root
 	// on it starts and its fences, instead of its launch mode's spawner
@@ -178,7 +195,26 @@ type ConnectConfig struct {
 // stdin; tests call it with a pipe.
 func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	stderr := cfg.Stderr
-	b, err := proto.ReadBootstrap(cfg.Stdin)
+	var fenced fence.Target // the fence record this agent holds
+	if cfg.Fence != (fence.Target{}) {
+		// Registered before anything else: a parent whose host crashes
+		// now never sends the bootstrap, and the fence of this node must
+		// find the agent (or the agent the fence's mark).
+		unregister, err := fence.Register(cfg.Fence)
+		switch {
+		case errors.Is(err, fence.ErrFenced):
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		case err != nil:
+			// Not fatal: the agent registers again once it has its
+			// bootstrap, and then once it has its job.
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+		default:
+			fenced = cfg.Fence
+			defer unregister()
+		}
+	}
+	b, err := readBootstrap(cfg.Stdin, proto.ConnectTimeout)
 	if err == nil {
 		err = b.Pick(cfg.Node)
 	}
@@ -200,18 +236,24 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	tree := newTreeState(b.Idx, creds, ln)
 	tree.inc = b.Inc
 	tree.spawner = cfg.Spawner
-	if b.Job != "" && b.Node != "" {
+	if t := (fence.Target{Job: b.Job, Node: b.Node, UpTo: max(b.Inc, 1)}); b.Job != "" && b.Node != "" && t != fenced {
 		// Registered with the fence before it connects back: were its
 		// parent's host to crash meanwhile, the root's fence of this node
 		// finds it (it would otherwise live until its connect timeout,
 		// past the job's end). run keeps this record once the agent knows
 		// its job, unless its spec names another target.
-		t := fence.Target{Job: b.Job, Node: b.Node, UpTo: max(b.Inc, 1)}
-		if unregister, err := fence.Register(t); err == nil {
-			tree.fenced = t
+		unregister, err := fence.Register(t)
+		if errors.Is(err, fence.ErrFenced) {
+			ln.Close()
+			fmt.Fprintf(stderr, "ftlaunch agent: %v\n", err)
+			return 2
+		}
+		if err == nil {
+			fenced = t
 			defer unregister()
 		}
 	}
+	tree.fenced = fenced
 	getenv := cfg.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -229,6 +271,31 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	defer w.stop()
 	tree.stdinGone = w.gone
 	return exitCode(runAgent(ctx, conn, tree, stderr, cfg.Trace, nil, cfg.Resume), stderr, cfg.Trace)
+}
+
+// readBootstrap reads the bootstrap from r, waiting at most within: a
+// parent that started this agent and died before it wrote the bootstrap
+// (its host crashed: the SSH session stays open, silent) never sends it.
+// On a timeout the read goes on in the background until r ends; the
+// agent's process exits meanwhile (RunConnected returns).
+func readBootstrap(r io.Reader, within time.Duration) (*proto.Bootstrap, error) {
+	type result struct {
+		b   *proto.Bootstrap
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		b, err := proto.ReadBootstrap(r)
+		ch <- result{b, err}
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case res := <-ch:
+		return res.b, res.err
+	case <-t.C:
+		return nil, fmt.Errorf("no bootstrap on stdin within %v: its parent is gone", within)
+	}
 }
 
 // cleanSignalState makes the agent's ranks start with every signal's

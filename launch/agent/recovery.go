@@ -417,6 +417,7 @@ func (a *Agent) restartJob(m proto.RecMsg) {
 			return // a newer restart took over, or the job is ending
 		}
 		a.coll.colls, a.coll.sentUp = map[uint64]*localColl{}, map[uint64][]byte{}
+		a.coll.ringWait, a.coll.ringKept = map[uint64]*ringWait{}, nil
 		a.coll.comb.abandon(m.Epoch)
 		a.coll.puts, a.coll.kv = map[string][]byte{}, map[string][]byte{}
 		a.coll.pmiPuts, a.coll.pmiKV = map[string][]byte{}, map[string][]byte{}

@@ -32,6 +32,9 @@ type treeState struct {
 	creds  *secure.Credentials
 	ln     net.Listener
 	port   int
+	// awake: how long this agent has been able to listen (a child's
+	// silence counts only for that long: proto.Awake); startTree runs it.
+	awake *proto.Awake
 
 	mu        sync.Mutex
 	children  map[int]*proto.Link   // connected children, by agent index
@@ -54,9 +57,13 @@ func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeStat
 	return &treeState{
 		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
 		children: map[int]*proto.Link{}, launching: map[int]bool{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{}, condemned: map[*proto.Link]bool{}, watched: map[*proto.Link]bool{},
-		changed: make(chan struct{}, 1),
+		changed: make(chan struct{}, 1), awake: proto.NewAwake(awakeTick),
 	}
 }
+
+// awakeTick is how often an agent's awake watch ticks (proto.Awake): a
+// stall of 4 ticks (400 ms) and more is one.
+const awakeTick = 100 * time.Millisecond
 
 // startTree starts the agent's children and serves its listener. It runs
 // once the job spec arrived, before the node's ranks start.
@@ -73,6 +80,12 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 			t.route[s] = c.Idx
 		}
 	}
+	// Always: a leaf may adopt children later (a backup parent).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t.awake.Run(ctx)
+	}()
 	var l *launcher.Launcher
 	if len(a.spec.Children) > 0 {
 		sp, closeSp, err := a.spawner()
@@ -277,7 +290,7 @@ func (a *Agent) suspectChild(idx int) {
 func (a *Agent) watchChild(idx int, l *proto.Link) {
 	t := a.tree
 	for looked, kept := false, false; ; looked = true {
-		quiet, left := l.ConfirmSilence(a.spec.Heartbeat, a.spec.Timing)
+		quiet, left := l.ConfirmSilence(a.spec.Heartbeat, a.spec.Timing, t.awake)
 		if left <= 0 {
 			t.mu.Lock()
 			t.condemned[l] = true

@@ -249,8 +249,8 @@ func ModelFor(launcher string, local bool, n int) (Model, error) {
 	if sh := k.Shared; sh != nil {
 		// A machine whose hosts share its CPUs: the calibration run's
 		// uncontended figures and its contention term.
-		m.F = plan.Forecast{Seq: sh.Seq, Rem: sh.Rem, Hand: sh.Hand, Shared: plan.Shared{Cores: sh.Cores, Work: sh.Work, After: sh.After}}
-		m.Pred.Source, m.Pred.Cores, m.Pred.Work, m.Pred.After = "calibration run", sh.Cores, sh.Work, sh.After
+		m.F = plan.Forecast{Seq: sh.Seq, Rem: sh.Rem, Hand: sh.Hand, Shared: sh.Plan()}
+		m.Pred.Source, m.Pred.Cores, m.Pred.Work, m.Pred.After, m.Pred.Rate = "calibration run", sh.Cores, sh.Work, sh.After, sh.Rate
 	}
 	m.Pred.Seq, m.Pred.Rem, m.Pred.Hand = m.F.Seq, m.F.Rem, m.F.Hand
 	if a := k.Auto; a != nil && a.Nodes == n {

@@ -19,6 +19,15 @@
 // Only incarnations up to the one declared lost are killed: a relaunched
 // agent on the same node (a higher incarnation) and its ranks are left
 // alone, whatever the order in which the fence and the relaunch run.
+//
+// A fence leaves a mark, <node>.fenced holding the highest incarnation it
+// fenced, before it looks for records; an agent looks for the mark after
+// it wrote its record. So an agent that registers while (or after) its
+// incarnation is fenced is either found by the fence or finds the mark,
+// and ends itself (ErrFenced): an agent started by a parent whose host
+// crashed a moment later was otherwise missed by the fence of its node and
+// left running past the job's end (docs/chaos.md). Marks go with the
+// job's directory once they are older than markTTL.
 package fence
 
 import (
@@ -95,19 +104,96 @@ func dir(job string) string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("ftlaunch-%d", os.Getuid()), "fence", job)
 }
 
+// ErrFenced is Register's answer to an agent whose incarnation was
+// fenced already: it is to end at once.
+var ErrFenced = errors.New("this agent incarnation was fenced before it registered")
+
+// markTTL is how long a fence's mark is kept: far longer than an agent
+// takes from its start to its registration.
+const markTTL = 10 * time.Minute
+
+// mkdirTries bounds how often a record or a mark is written again after
+// another agent's pruning removed the job's empty directory under it.
+const mkdirTries = 8
+
+// markSuffix ends the name of a fence's mark (<node>.fenced), which no
+// incarnation number parses as.
+const markSuffix = ".fenced"
+
 // Register records the calling process as the agent of node in
 // incarnation inc of job; the returned function removes the record (at
-// the agent's normal end).
+// the agent's normal end). If a fence of that incarnation ran before the
+// record was written, the record is removed again and the error is
+// ErrFenced.
 func Register(t Target) (func(), error) {
+	return register(t, os.Getpid())
+}
+
+// register is Register for process pid.
+func register(t Target, pid int) (func(), error) {
 	pruneDead(filepath.Dir(dir(t.Job)))
-	p, err := record(t, os.Getpid())
+	p, err := record(t, pid)
 	if err != nil {
 		return nil, fmt.Errorf("fence: register: %w", err)
 	}
-	return func() {
+	unregister := func() {
 		_ = os.Remove(p)
 		_ = os.Remove(filepath.Dir(p)) // the job's last agent on this machine: empty
-	}, nil
+	}
+	// The record first, the mark second: a fence writes the mark first and
+	// reads the records second, so one of the two sees the other.
+	if upTo, ok := readMark(t); ok && upTo >= t.UpTo {
+		unregister()
+		return nil, fmt.Errorf("fence: register %s incarnation %d of job %s: %w", t.Node, t.UpTo, t.Job, ErrFenced)
+	}
+	return unregister, nil
+}
+
+// markPath is where the fences of t's node leave their mark.
+func markPath(t Target) string {
+	return filepath.Join(dir(t.Job), t.Node+markSuffix)
+}
+
+// readMark returns the highest incarnation of t's node fenced so far.
+func readMark(t Target) (uint64, bool) {
+	b, err := os.ReadFile(markPath(t))
+	if err != nil {
+		return 0, false
+	}
+	upTo, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return upTo, err == nil
+}
+
+// writeMark leaves the mark of a fence of t (never lowering an earlier
+// one's incarnation). The mark is written in full before it is visible
+// (a rename), so a reader never sees half of it.
+func writeMark(t Target) error {
+	upTo := t.UpTo
+	if old, ok := readMark(t); ok && old > upTo {
+		upTo = old
+	}
+	d := dir(t.Job)
+	var tmp *os.File
+	var err error
+	// An agent's pruning may remove the job's directory while it is empty,
+	// between the MkdirAll and the CreateTemp: once more, then.
+	for range mkdirTries {
+		if err = os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if tmp, err = os.CreateTemp(d, "mark-*.tmp"); !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	_, werr := fmt.Fprintf(tmp, "%d\n", upTo)
+	if err := errors.Join(werr, tmp.Close()); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), markPath(t))
 }
 
 // record writes the record of process pid as t's agent and returns its path.
@@ -126,9 +212,10 @@ func record(t Target, pid int) (string, error) {
 	p := filepath.Join(d, fmt.Sprintf("%s.%d", t.Node, t.UpTo))
 	data := []byte(fmt.Sprintf("%d %d\n", pid, start))
 	err = os.WriteFile(p, data, 0o600)
-	if errors.Is(err, os.ErrNotExist) {
-		// Another agent's pruning removed the directory while it was
-		// empty: once more.
+	// Another agent's pruning removed the directory while it was empty
+	// (test nodes: every agent of the job on one machine, registering at
+	// once; twice in a row at load 30): again, a few times.
+	for try := 0; errors.Is(err, os.ErrNotExist) && try < mkdirTries; try++ {
 		if err = os.MkdirAll(d, 0o700); err == nil {
 			err = os.WriteFile(p, data, 0o600)
 		}
@@ -151,9 +238,13 @@ func Kill(t Target) (Result, error) {
 	if err := t.check(); err != nil {
 		return res, err
 	}
+	// The mark before the records (see Register).
+	if err := writeMark(t); err != nil {
+		return res, fmt.Errorf("fence: mark: %w", err)
+	}
 	d := dir(t.Job)
 	entries, err := os.ReadDir(d)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err != nil {
 		return res, fmt.Errorf("fence: %w", err)
 	}
 	for _, e := range entries {
@@ -173,7 +264,6 @@ func Kill(t Target) (Result, error) {
 		}
 		_ = os.Remove(p)
 	}
-	_ = os.Remove(d)
 	deadline := time.Now().Add(2 * time.Second)
 	killed := map[int]bool{} // a process dying is found again by the next scan
 	times := map[int]killedRank{}
@@ -391,8 +481,13 @@ func pruneDead(base string) {
 }
 
 // alive reports whether a record's process still runs; a record being
-// written (empty) counts as alive.
+// written (empty) counts as alive, and a fence's mark (or one being
+// written) as long as it is younger than markTTL.
 func alive(p string) bool {
+	if strings.HasSuffix(p, markSuffix) || strings.HasSuffix(p, ".tmp") {
+		fi, err := os.Stat(p)
+		return err == nil && time.Since(fi.ModTime()) < markTTL
+	}
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return false

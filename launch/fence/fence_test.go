@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,5 +231,124 @@ func TestKillRecordsRankTimes(t *testing.T) {
 	}
 	if len(got) != 2 || !got[0].Start || got[1].Start || got[1].Node != "node7" || got[1].Rank != 3 || got[1].Inc != 2 || got[1].Time.Before(before) {
 		t.Fatalf("rank times %+v, want rank 3's start and its end", got)
+	}
+}
+
+// An agent that registers after a fence of its incarnation ran (its start
+// raced the fence: its parent's host crashed as it started it) finds the
+// fence's mark and is told to end; a later incarnation on the node is not,
+// and a mark older than markTTL is pruned with the job's directory.
+func TestRegisterAfterFence(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	t2 := Target{Job: "ft-late", Node: "n", UpTo: 2}
+	if _, err := Kill(t2); err != nil {
+		t.Fatal(err)
+	}
+	for _, inc := range []uint64{1, 2} {
+		_, err := Register(Target{Job: t2.Job, Node: "n", UpTo: inc})
+		if !errors.Is(err, ErrFenced) {
+			t.Errorf("incarnation %d registered after the fence of 1..2: %v, want ErrFenced", inc, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir(t2.Job), "n."+strconv.FormatUint(inc, 10))); !os.IsNotExist(err) {
+			t.Errorf("the fenced incarnation %d's record is left: %v", inc, err)
+		}
+	}
+	// A lower fence later does not lower the mark.
+	if _, err := Kill(Target{Job: t2.Job, Node: "n", UpTo: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if upTo, ok := readMark(t2); !ok || upTo != 2 {
+		t.Errorf("mark after fences of 1..2 and 1..1: %d %v, want 2", upTo, ok)
+	}
+	remove, err := Register(Target{Job: t2.Job, Node: "n", UpTo: 3})
+	if err != nil {
+		t.Fatalf("incarnation 3 after a fence of 1..2: %v", err)
+	}
+	remove()
+	// Another node of the job is not marked.
+	remove, err = Register(Target{Job: t2.Job, Node: "m", UpTo: 1})
+	if err != nil {
+		t.Fatalf("node m after a fence of node n: %v", err)
+	}
+	remove()
+	// An old mark goes.
+	old := time.Now().Add(-markTTL - time.Minute)
+	if err := os.Chtimes(markPath(t2), old, old); err != nil {
+		t.Fatal(err)
+	}
+	remove, err = Register(Target{Job: "ft-other", Node: "n", UpTo: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove()
+	if _, err := os.Stat(dir(t2.Job)); !os.IsNotExist(err) {
+		t.Errorf("an expired mark's job directory is still there: %v", err)
+	}
+}
+
+// A fence and a registration racing: whatever their order, the agent is
+// either killed by the fence or told it was fenced; never both missed.
+func TestRegisterRacesFence(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	for i := range 50 {
+		tg := Target{Job: "ft-race" + strconv.Itoa(i), Node: "n", UpTo: 1}
+		agent := start(t) // stands for the agent: registered under its pid
+		regErr := make(chan error, 1)
+		go func() {
+			_, err := register(tg, agent.pid())
+			regErr <- err
+		}()
+		res, err := Kill(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rerr := <-regErr
+		if rerr != nil && !errors.Is(rerr, ErrFenced) {
+			t.Fatal(rerr)
+		}
+		if len(res.Agents) == 0 && rerr == nil {
+			t.Fatalf("round %d: the fence killed no agent and the registration saw no mark", i)
+		}
+	}
+}
+
+// Agents of one job registering at once on one machine (test nodes), each
+// pruning the others' empty directories: every registration holds
+// (make chaos at load 30: an agent failed with ENOENT twice in a row).
+func TestRegisterConcurrent(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	for round := range 20 {
+		job := "ft-conc" + strconv.Itoa(round)
+		errs := make(chan error, 16)
+		var removes []func()
+		done := make(chan func(), 16)
+		for n := range 16 {
+			go func() {
+				// Half register for this job, half for jobs of their
+				// own that they remove at once (emptying directories).
+				tg := Target{Job: job, Node: "n" + strconv.Itoa(n), UpTo: 1}
+				if n%2 == 1 {
+					tg.Job = job + "x" + strconv.Itoa(n)
+				}
+				remove, err := Register(tg)
+				errs <- err
+				if err == nil && n%2 == 1 {
+					remove()
+					remove = func() {}
+				}
+				done <- remove
+			}()
+		}
+		for range 16 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			if r := <-done; r != nil {
+				removes = append(removes, r)
+			}
+		}
+		for _, r := range removes {
+			r()
+		}
 	}
 }

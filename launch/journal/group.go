@@ -56,8 +56,13 @@ func GroupOf(j *Journal) *Group {
 }
 
 // Start lets the journal's replica start (it was held so that it does not
-// share the CPU with the launch); later calls do nothing.
-func (g *Group) Start() { g.holdOnce.Do(func() { close(g.hold) }) }
+// share the CPU with the launch); later calls, and a nil Group's, do
+// nothing.
+func (g *Group) Start() {
+	if g != nil {
+		g.holdOnce.Do(func() { close(g.hold) })
+	}
+}
 
 // Closing reports whether the final status's commit was begun
 // (BeginClose), or the log given up (GiveUp): nothing more is written.

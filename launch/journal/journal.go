@@ -162,18 +162,20 @@ type Journal struct {
 
 // record is one call of a record method, queued.
 type record struct {
-	at      time.Time
-	plan    *Plan
-	agent   *AgentUp
-	started *started
-	table   *table
-	exit    *RankExit
-	failure *Failure
-	phase   *RecoveryPhase
-	sync    chan error
-	finish  *raftstore.Status
-	model   *ModelMeasured
-	fence   *Fence
+	at       time.Time
+	plan     *Plan
+	agent    *AgentUp
+	started  *started
+	table    *table
+	exit     *RankExit
+	failure  *Failure
+	phase    *RecoveryPhase
+	sync     chan error
+	finish   *raftstore.Status
+	model    *ModelMeasured
+	colls    *CollTotals
+	stranded *Stranded
+	fence    *Fence
 }
 
 type started struct {

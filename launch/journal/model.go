@@ -39,12 +39,14 @@ type ModelPrediction struct {
 	RemLow   float64 `json:"rem_p25_seconds,omitempty"`
 	RemHigh  float64 `json:"rem_p75_seconds,omitempty"`
 	Launches int     `json:"launches,omitempty"`
-	// Cores, Work and After are the contention term (0: none): launches
-	// share Cores CPUs, each using Work CPU-seconds of them, and each agent
-	// After more once it is up.
+	// Cores, Work, After and Rate are the contention term (0: none):
+	// launches share Cores CPUs, each using Work CPU-seconds of them, and
+	// each agent After more once it is up and Rate cores from then until
+	// the launch ends.
 	Cores int     `json:"cores,omitempty"`
 	Work  float64 `json:"work_seconds,omitempty"`
 	After float64 `json:"work_after_seconds,omitempty"`
+	Rate  float64 `json:"work_rate,omitempty"`
 	// Choice says how auto chose the tree (kept its previous one, or
 	// changed it, and why); "" for other trees.
 	Choice string `json:"choice,omitempty"`
@@ -129,6 +131,80 @@ func analyzeModel(rep *Report, ev *raftstore.Event) bool {
 	}
 	if m.PredictedSeconds > 0 && m.MeasuredSeconds > 0 {
 		m.Error = (m.PredictedSeconds - m.MeasuredSeconds) / m.MeasuredSeconds
+	}
+	return true
+}
+
+// StepCollectives is the event of the collectives' totals (CollTotals),
+// recorded by the root that ends the job.
+const StepCollectives = "collectives"
+
+// CollTotal is what the collectives of one kind cost the root that
+// answered them (docs/collectives.md, "What the root says"): how many it
+// answered, the contributions it received for them, the agents those
+// covered, and the bytes it sent its children with the answers.
+type CollTotal struct {
+	Kind      string `json:"kind"`
+	Count     int    `json:"count"`
+	Messages  int    `json:"messages_at_root"`
+	Agents    int    `json:"agents_covered"`
+	BytesDown int64  `json:"bytes_sent_down"`
+}
+
+// CollTotals are the totals of each kind of collective the root answered
+// (by kind's name).
+type CollTotals struct {
+	Kinds []CollTotal `json:"kinds"`
+}
+
+// Collectives records the collectives' totals. The root that ends the job
+// calls it once, before Close.
+func (j *Journal) Collectives(t CollTotals) { j.push(record{colls: &t}) }
+
+// analyzeCollectives reads a collectives event into rep.Collectives (the
+// last one: a successor's replaces its predecessor's); it reports whether
+// ev was one.
+func analyzeCollectives(rep *Report, ev *raftstore.Event) bool {
+	step, text := Step(ev)
+	if ev.Kind != raftstore.EventLaunch || step != StepCollectives {
+		return false
+	}
+	var t CollTotals
+	if json.Unmarshal([]byte(text), &t) == nil {
+		rep.Collectives = t.Kinds
+	}
+	return true
+}
+
+// StepStranded is the event of a collective stranded (Stranded), recorded
+// with the failure it ends the job for.
+const StepStranded = "stranded"
+
+// Stranded says that the ranks of Node (or rank Rank of it, reported by
+// its agent: NoRank when the root found the node stranding) ended
+// without joining a collective other ranks wait in: collective Seq of
+// epoch Epoch, Op (the root's finding; the agent's report knows neither).
+type Stranded struct {
+	Node  string `json:"node"`
+	Rank  int    `json:"rank"`
+	Seq   uint64 `json:"seq,omitempty"`
+	Epoch uint64 `json:"epoch,omitempty"`
+	Op    string `json:"op,omitempty"`
+}
+
+// Stranded records a stranded collective.
+func (j *Journal) Stranded(s Stranded) { j.push(record{stranded: &s}) }
+
+// analyzeStranded reads a stranded event into rep.Stranded; it reports
+// whether ev was one.
+func analyzeStranded(rep *Report, ev *raftstore.Event) bool {
+	step, text := Step(ev)
+	if ev.Kind != raftstore.EventLaunch || step != StepStranded {
+		return false
+	}
+	var s Stranded
+	if json.Unmarshal([]byte(text), &s) == nil {
+		rep.Stranded = append(rep.Stranded, s)
 	}
 	return true
 }

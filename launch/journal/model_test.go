@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/ftlaunch/ftlaunch/raftstore"
@@ -58,5 +59,32 @@ func TestJournalModelCheck(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &back); err != nil || back.Model.Predicted != 0.8 || back.Model.Measured != 1.0 {
 		t.Errorf("json model %+v, %v", back.Model, err)
+	}
+}
+
+// The collectives' totals and a stranded collective, read back as typed
+// fields of the report (a second totals record, a successor's, replaces
+// the first).
+func TestJournalCollectives(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{StateDir: dir, Node: "fe", Job: Job{ID: "ft-colls", Argv: []string{"./app"}, N: 2}, Solo: true, Hold: make(chan struct{})}
+	j := openCfg(t, cfg)
+	j.Collectives(CollTotals{Kinds: []CollTotal{{Kind: "publish", Count: 1, Messages: 4, Agents: 4, BytesDown: 99}}})
+	j.Stranded(Stranded{Node: "a", Rank: raftstore.NoRank, Seq: 3, Epoch: 1, Op: "barrier"})
+	want := []CollTotal{{Kind: "barrier", Count: 2, Messages: 4, Agents: 8, BytesDown: 28}, {Kind: "ring", Count: 1, Messages: 2, Agents: 4, BytesDown: 40}}
+	j.Collectives(CollTotals{Kinds: want})
+	if err := j.Close(context.Background(), 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	in, err := raftstore.OpenReadOnly(j.ReplicaDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := Analyze(in.State)
+	if !slices.Equal(rep.Collectives, want) {
+		t.Errorf("collectives %+v, want %+v", rep.Collectives, want)
+	}
+	if len(rep.Stranded) != 1 || rep.Stranded[0] != (Stranded{Node: "a", Rank: raftstore.NoRank, Seq: 3, Epoch: 1, Op: "barrier"}) {
+		t.Errorf("stranded %+v", rep.Stranded)
 	}
 }

@@ -43,6 +43,12 @@ type Report struct {
 	// measurement (nil: neither recorded, as for test nodes' single
 	// local agent).
 	Model *ReportModel `json:"model,omitempty"`
+	// Collectives are the totals of each kind of collective the root
+	// that ended the job answered (nil: none recorded).
+	Collectives []CollTotal `json:"collectives,omitempty"`
+	// Stranded are the collectives found stranded: ranks ended without
+	// joining one that others waited in (the job ends for it).
+	Stranded []Stranded `json:"stranded_collectives,omitempty"`
 	// Invariants lists violated invariants (raftstore.CheckInvariants);
 	// empty when the state is consistent.
 	Invariants []string `json:"invariant_violations,omitempty"`
@@ -426,7 +432,7 @@ func Analyze(s *raftstore.State) *Report {
 				nodeExit[ev.Node] = re // the first: a node's failed ranks end together
 			}
 		}
-		if analyzeModel(rep, ev) {
+		if analyzeModel(rep, ev) || analyzeCollectives(rep, ev) || analyzeStranded(rep, ev) {
 			continue
 		}
 		a := agent(ev.Node)

@@ -237,6 +237,10 @@ func (w *writer) absorb(rec record) {
 		w.finish, w.finishAt = rec.finish, rec.at
 	case rec.model != nil:
 		w.absorbMeasured(rec.at, rec.model)
+	case rec.colls != nil:
+		w.jsonEvent(rec.at, StepCollectives, rec.colls)
+	case rec.stranded != nil:
+		w.jsonEvent(rec.at, StepStranded, rec.stranded)
 	case rec.fence != nil:
 		f := rec.fence
 		what := "node fenced in " + ms(f.Took) + ": " + f.Result
@@ -249,6 +253,17 @@ func (w *writer) absorb(rec record) {
 		w.event(raftstore.Event{Time: rec.at, Kind: raftstore.EventLaunch, Node: f.Node, Rank: raftstore.NoRank,
 			Detail: detail(StepFence, "%s (incarnations up to %d)", what, f.Incarnation)})
 	}
+}
+
+// jsonEvent writes an event of the root whose detail is step and v as
+// JSON (read back by Analyze).
+func (w *writer) jsonEvent(at time.Time, step string, v any) {
+	ev, err := modelEvent(at, step, v)
+	if err != nil {
+		w.bad("%v", err)
+		return
+	}
+	w.event(ev)
 }
 
 func (w *writer) event(ev raftstore.Event) {

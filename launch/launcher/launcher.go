@@ -142,7 +142,8 @@ func (l *Launcher) Expect(name string, inc uint64) chan acceptedConn {
 // host+node) and waits for it.
 func (l *Launcher) Start(ctx context.Context, c *proto.ChildSpec, ch chan acceptedConn, begin time.Time) LaunchResult {
 	boot := (&proto.Bootstrap{Creds: c.Creds, Port: l.port, Hosts: l.hosts, Idx: c.Idx, Parent: l.Parent, Inc: c.Inc, Job: l.Job, Node: c.Name}).Encode()
-	sess, err := l.sp.Start(ctx, recovery.HostOf(c.Name), namedArgv(l.argv, c.Name), boot)
+	argv := proto.AgentArgs{Node: c.Name, Job: l.Job, Inc: max(c.Inc, 1)}.Argv(l.argv)
+	sess, err := l.sp.Start(ctx, recovery.HostOf(c.Name), argv, boot)
 	if err != nil {
 		l.forget(c.Name)
 		return LaunchResult{Child: c, Err: fmt.Errorf("start the agent on %s: %w", c.Name, err)}
@@ -165,7 +166,14 @@ func (l *Launcher) runGroup(ctx context.Context, begin time.Time, report func(La
 		boot.Group = append(boot.Group, proto.GroupEntry{Name: c.Name, Idx: c.Idx, Creds: c.Creds})
 		chans[i] = l.Expect(c.Name, c.Inc)
 	}
-	sess, err := l.Group.StartGroup(ctx, hosts, l.argv, boot.Encode())
+	// The group's bootstrap carries no incarnation: its agents are first
+	// incarnations, and may register with the fence from their command
+	// line (each knows its node from its environment).
+	argv := l.argv
+	if !slices.ContainsFunc(l.children, func(c proto.ChildSpec) bool { return c.Inc > 1 }) {
+		argv = proto.AgentArgs{Job: l.Job, Inc: 1}.Argv(argv)
+	}
+	sess, err := l.Group.StartGroup(ctx, hosts, argv, boot.Encode())
 	if err != nil {
 		for i := range l.children {
 			l.forget(l.children[i].Name)
@@ -532,14 +540,4 @@ func (l *Launcher) Fence(ctx context.Context, job, node string, upTo uint64) (st
 		return "", fmt.Errorf("fence node %s on %s: %w: %s", node, host, err, strings.TrimSpace(errOut.String()))
 	}
 	return strings.TrimSpace(out.String()), nil
-}
-
-// namedArgv puts the node an agent serves into its command line, after
-// "agent" (ftlaunch agent node3 --connect), so that ps tells agents apart;
-// the agent ignores it (its bootstrap says who it is).
-func namedArgv(argv []string, node string) []string {
-	if len(argv) < 2 || argv[1] != "agent" || node == "" || strings.HasPrefix(node, "-") {
-		return argv
-	}
-	return append(append(slices.Clip(argv[:2]), node), argv[2:]...)
 }

@@ -19,26 +19,24 @@ type Gather struct {
 	open     map[uint64]*gathering
 	answered map[uint64]bool   // collectives answered: never opened again
 	answers  map[uint64][]byte // the latest answers, encoded (KeptAnswers)
-	Stats    GatherStats
+	// rings are the values the root holds of the latest answered rings
+	// (KeptAnswers of them), by rank: an agent's ask is answered from
+	// them (RingKnown).
+	rings map[uint64]map[int][]byte
 }
 
 // gathering is one collective being merged.
 type gathering struct {
 	op     rankproto.Op
-	from   map[int]bool  // agents covered by the contributions taken, by index
-	msgs   int           // contributions received for it
-	via    map[int][]int // ranks whose values came through each of the root's children (a ring's answer leaves them out)
+	from   map[int]bool // agents covered by the contributions taken, by index
+	msgs   int          // contributions received for it
 	values [][]byte
 	kv     map[string][]byte
-}
-
-// GatherStats totals the collectives answered: how many, the
-// contributions received for them and the bytes sent down with their
-// answers.
-type GatherStats struct {
-	Answered int
-	Msgs     int
-	Down     int64
+	// A ring's (docs/collectives.md, "Ring exchange"): the values of the
+	// runs' ends the contributions carried, by rank, and the ranks that
+	// came up through each of the root's children, by index.
+	ring map[int][]byte
+	via  map[int][]Span
 }
 
 // KeptAnswers is how many of the latest collectives' answers a Gather
@@ -48,7 +46,7 @@ const KeptAnswers = 4
 
 // NewGather merges the collectives of a job of n ranks.
 func NewGather(n int) *Gather {
-	return &Gather{n: n, open: map[uint64]*gathering{}, answered: map[uint64]bool{}, answers: map[uint64][]byte{}}
+	return &Gather{n: n, open: map[uint64]*gathering{}, answered: map[uint64]bool{}, answers: map[uint64][]byte{}, rings: map[uint64]map[int][]byte{}}
 }
 
 // Gathered is what became of a contribution (Gather.Add).
@@ -58,12 +56,14 @@ type Gathered struct {
 	Mismatch bool
 	Want     rankproto.Op
 	// Answer is the collective's answer once every live agent is
-	// covered (nil: not yet), Encoded its encoding; Via are the ranks
-	// whose values came up through each of the root's children (a
-	// ring's answer goes down without them: RingFor).
+	// covered (nil: not yet; a ring's: its values), Encoded its
+	// encoding (kept for an agent that moved); a ring's Ring are the
+	// values held by rank and Via the ranks that came up through each of
+	// the root's children (the root splits the ring's answer by them).
 	Answer  *CollResult
 	Encoded []byte
-	Via     map[int][]int
+	Ring    map[int][]byte
+	Via     map[int][]Span
 	// Waits: it merged something and the collective waits for more.
 	Waits bool
 	// Msgs is how many contributions the collective took, Covered how
@@ -95,7 +95,7 @@ func (g *Gather) Add(from, top int, c *Contrib, agents, live int) Gathered {
 	gc := g.open[c.Seq]
 	if gc == nil {
 		gc = &gathering{op: c.Op, kv: map[string][]byte{}, from: map[int]bool{}}
-		if c.Op != rankproto.OpBarrier && !IsKVOp(c.Op) {
+		if c.Op != rankproto.OpBarrier && c.Op != rankproto.OpRing && !IsKVOp(c.Op) {
 			gc.values = make([][]byte, g.n)
 		}
 		g.open[c.Seq] = gc
@@ -104,6 +104,19 @@ func (g *Gather) Add(from, top int, c *Contrib, agents, live int) Gathered {
 		return Gathered{Mismatch: true, Want: gc.op}
 	}
 	gc.msgs++
+	if c.Op == rankproto.OpRing {
+		// A part covering agents the root has is merged too: its values
+		// may be the ends of runs that a moved agent's new path cut.
+		if gc.ring == nil {
+			gc.ring, gc.via = map[int][]byte{}, map[int][]Span{}
+		}
+		for i, r := range c.Ranks {
+			gc.ring[r] = c.Values[i]
+		}
+		if len(c.Ranks) > 0 || len(c.Spans) > 0 {
+			gc.via[top] = UnionSpans(gc.via[top], c.Covered())
+		}
+	}
 	fresh := false
 	for _, x := range covers {
 		if x >= 0 && x < agents && !gc.from[x] {
@@ -120,12 +133,6 @@ func (g *Gather) Add(from, top int, c *Contrib, agents, live int) Gathered {
 			gc.values[r] = c.Values[i]
 		}
 	}
-	if c.Op == rankproto.OpRing {
-		if gc.via == nil {
-			gc.via = map[int][]int{}
-		}
-		gc.via[top] = append(gc.via[top], c.Ranks...)
-	}
 	maps.Copy(gc.kv, c.KV)
 	if len(gc.from) < live {
 		out.Waits = true
@@ -137,7 +144,18 @@ func (g *Gather) Add(from, top int, c *Contrib, agents, live int) Gathered {
 	if IsKVOp(c.Op) {
 		out.Answer.KV = gc.kv
 	}
-	out.Encoded, out.Via = out.Answer.Encode(), gc.via
+	if c.Op == rankproto.OpRing {
+		out.Answer = RingPart(c.Seq, g.n, gc.ring, slices.Collect(maps.Keys(gc.ring)))
+		out.Ring, out.Via = gc.ring, gc.via
+		g.rings[c.Seq] = gc.ring
+		if len(g.rings) > KeptAnswers { // the latest, whatever their epochs
+			seqs := slices.Sorted(maps.Keys(g.rings))
+			for _, s := range seqs[:len(seqs)-KeptAnswers] {
+				delete(g.rings, s)
+			}
+		}
+	}
+	out.Encoded = out.Answer.Encode()
 	g.answers[c.Seq] = out.Encoded
 	for s := range g.answers {
 		if s+KeptAnswers <= c.Seq {
@@ -147,13 +165,10 @@ func (g *Gather) Add(from, top int, c *Contrib, agents, live int) Gathered {
 	return out
 }
 
-// Sent counts an answered collective's totals: msgs contributions taken,
-// down bytes sent its children.
-func (g *Gather) Sent(msgs int, down int64) {
-	g.Stats.Answered++
-	g.Stats.Msgs += msgs
-	g.Stats.Down += down
-}
+// RingKnown are the values the root holds of answered ring seq, by rank
+// (nil: not one of the latest); an agent's answer to a recall adds to
+// them (the map is the Gather's).
+func (g *Gather) RingKnown(seq uint64) map[int][]byte { return g.rings[seq] }
 
 // Abandon drops the collectives in flight: a recovery's agents answer
 // their ranks that a recovery began, and count collectives afresh under

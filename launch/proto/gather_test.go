@@ -41,11 +41,10 @@ func TestGather(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewGather(8)
 			g.SetEpoch(tc.epoch)
-			var stats GatherStats
+			var answer Gathered
 			add := func(from int, c *Contrib) {
 				if r := g.Add(from, from, c, 4, 4); r.Answer != nil {
-					g.Sent(r.Msgs, 0)
-					stats = g.Stats
+					answer = r
 				}
 			}
 			var seq uint64
@@ -68,8 +67,8 @@ func TestGather(t *testing.T) {
 				t.Fatalf("answered %v, want %v", g.answered[seq], tc.answered)
 			}
 			if tc.answered {
-				if stats.Answered != 1 || stats.Msgs != tc.received {
-					t.Errorf("stats %+v, want 1 answered from %d message(s)", stats, tc.received)
+				if answer.Msgs != tc.received || answer.Covered != 4 {
+					t.Errorf("answered from %d message(s) covering %d agent(s), want %d covering 4", answer.Msgs, answer.Covered, tc.received)
 				}
 				if len(g.Answers()) != 1 {
 					t.Errorf("%d answers kept, want 1", len(g.Answers()))

@@ -54,8 +54,10 @@ const ConfirmQuiet = 1875 * time.Millisecond
 // at most 1.5 ping intervals (a frame sent just after half an interval
 // delays the next ping by one), so its writes must stall for ConfirmQuiet
 // less half an interval before it is condemned.
-func (l *Link) ConfirmSilence(hb time.Duration, t Timing) (quiet, left time.Duration) {
-	quiet = l.Quiet()
+// Only the time this process was awake counts (awake: nil, all of it):
+// a peer is not silent while this end could not listen.
+func (l *Link) ConfirmSilence(hb time.Duration, t Timing, awake *Awake) (quiet, left time.Duration) {
+	quiet = min(l.Quiet(), awake.For(time.Now()))
 	return quiet, UplinkPing(hb) + t.ConfirmQuiet() - quiet
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
 
@@ -98,6 +99,8 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(RankStatus{Rank: 1, Code: 7}.Encode())
 	f.Add((&Contrib{Seq: 1, Ranks: []int{0}, Values: [][]byte{{1}}, KV: map[string][]byte{"k": {2}}}).Encode())
 	f.Add((&CollResult{Seq: 1, Values: [][]byte{{1}, {2}}}).Encode())
+	f.Add((&Contrib{Seq: 2, Op: rankproto.OpRing, Ranks: []int{0, 3}, Values: [][]byte{{1}, {2}}, Covers: []int{1}, Spans: []Span{{0, 3}}}).Encode())
+	f.Add(RingAsk{Seq: 2, Ranks: []int{4, 9}}.Encode())
 	f.Add(Started{Ranks: []int{0}, Pids: []int{42}}.Encode())
 	f.Add(encodeOutput(1, 3, StreamStdout, []byte("hi\n")))
 	f.Fuzz(func(t *testing.T, p []byte) {
@@ -105,6 +108,7 @@ func FuzzDecoders(f *testing.F) {
 		DecodeRankStatus(p)
 		DecodeContrib(p)
 		DecodeCollResult(p)
+		DecodeRingAsk(p)
 		DecodeStarted(p)
 		DecodeOutput(p)
 		DecodeAbort(p)

@@ -72,6 +72,9 @@ const (
 	MRankProto    uint8 = 56 // up: a rank opened the rank protocol (recMsg: rank), under --restart rank only
 	MTableHeld    uint8 = 58 // up, on a resync: the node table my ranks hold (CollResult: OpPublish, its values as patched)
 	MRingResult   uint8 = 59 // down, to one child: a ring's answer for its subtree (CollResult with only the values its ranks' neighbours gave)
+	MRingAsk      uint8 = 60 // up: a ring's answer lacked values my ranks need (RingAsk); the root answers with 7, to this agent
+	MRingRecall   uint8 = 61 // down (broadcast): send up the values you hold of these ranks of a ring (RingAsk)
+	MRingValues   uint8 = 62 // up: the answer to 61: the values this agent holds of the ranks asked (CollResult, sparse; none: empty)
 )
 
 // NodeSpec is what an agent receives first: the job and its node's share.
@@ -130,6 +133,10 @@ type NodeSpec struct {
 	// MPI is what the ranks are served (--mpi): "" PMI-1, and PMIx to
 	// programs that use it; "pmi1"; "pmix" (both, to every rank); "none".
 	MPI string
+	// RootMerge: the agents combine no collective (FTLAUNCH_COLL_ROOT_MERGE,
+	// for make bench-coll's comparison only): each sends its ranks' part
+	// up alone, every value of a ring too, and the root merges them all.
+	RootMerge bool
 }
 
 // GossipSpec is how an agent joins the job's gossip cluster: the job's
@@ -165,6 +172,7 @@ func (s *NodeSpec) Encode() []byte {
 	}
 	encodeTiming(&e, s.Timing)
 	e.String(s.MPI)
+	e.Bool(s.RootMerge)
 	return e.Data()
 }
 
@@ -200,6 +208,9 @@ func DecodeNodeSpec(p []byte) (*NodeSpec, error) {
 	}
 	if d.Len() > 0 {
 		s.MPI = d.String()
+	}
+	if d.Len() > 0 {
+		s.RootMerge = d.Bool()
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("job spec: %w", err)
@@ -326,6 +337,11 @@ func DecodeOutput(p []byte) (seq uint64, rank, stream int, data []byte, err erro
 // since the last fence, and the agents it covers (Covers, by index), by
 // which every combiner merges contributions and ignores what it has
 // (docs/collectives.md).
+//
+// A ring's contribution is a scan's (docs/collectives.md, "Ring
+// exchange"): Spans are the ranks it covers, as runs, and Ranks and
+// Values only the values of the runs' ends (every rank's, with no Spans:
+// under the root merging of FTLAUNCH_COLL_ROOT_MERGE).
 type Contrib struct {
 	Seq    uint64
 	Op     rankproto.Op
@@ -333,6 +349,15 @@ type Contrib struct {
 	Values [][]byte
 	KV     map[string][]byte
 	Covers []int
+	Spans  []Span
+}
+
+// Covered is the ranks c covers, as runs: its Spans, else its Ranks.
+func (c *Contrib) Covered() []Span {
+	if len(c.Spans) > 0 {
+		return c.Spans
+	}
+	return SpansOf(c.Ranks)
 }
 
 func (c *Contrib) Encode() []byte {
@@ -345,6 +370,10 @@ func (c *Contrib) Encode() []byte {
 	e.Uint(uint64(len(c.Covers)))
 	for _, x := range c.Covers {
 		e.Uint(uint64(x))
+	}
+	e.Uint(uint64(len(c.Spans)))
+	for _, x := range c.Spans {
+		e.Uint(uint64(x.Lo)).Uint(uint64(x.Hi))
 	}
 	return e.Data()
 }
@@ -362,10 +391,50 @@ func DecodeContrib(p []byte) (*Contrib, error) {
 	for range m {
 		c.Covers = append(c.Covers, int(d.Uint()))
 	}
+	if d.Len() > 0 {
+		k := d.Count(2)
+		for range k {
+			lo, hi := d.Uint(), d.Uint()
+			if d.Err() == nil && (lo > hi || hi > 1<<31 || len(c.Spans) > 0 && lo <= uint64(c.Spans[len(c.Spans)-1].Hi)+1) {
+				return nil, fmt.Errorf("contribution: spans not sorted, disjoint runs")
+			}
+			c.Spans = append(c.Spans, Span{int(lo), int(hi)})
+		}
+	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("contribution: %w", err)
 	}
 	return c, nil
+}
+
+// RingAsk names the ranks of ring Seq whose values an agent lacks to
+// answer its ranks (up, 60), or that the root asks every agent for (down,
+// broadcast, 61): docs/collectives.md, "Ring exchange".
+type RingAsk struct {
+	Seq   uint64
+	Ranks []int
+}
+
+func (a RingAsk) Encode() []byte {
+	var e wire.Encoder
+	e.Uint(a.Seq).Uint(uint64(len(a.Ranks)))
+	for _, r := range a.Ranks {
+		e.Uint(uint64(r))
+	}
+	return e.Data()
+}
+
+func DecodeRingAsk(p []byte) (RingAsk, error) {
+	d := wire.NewDecoder(p)
+	a := RingAsk{Seq: d.Uint()}
+	n := d.Count(1)
+	for range n {
+		a.Ranks = append(a.Ranks, int(d.Uint()))
+	}
+	if err := d.Err(); err != nil {
+		return RingAsk{}, fmt.Errorf("ring ask: %w", err)
+	}
+	return a, nil
 }
 
 func encodeKV(e *wire.Encoder, kv map[string][]byte) {
@@ -448,22 +517,25 @@ func (c *CollResult) Value(r int) ([]byte, bool) {
 	return c.Values[i], true
 }
 
-// RingFor is the part of a ring's answer c that ranks need, sparse: the
-// values of their left and right neighbours (ranks wrap around), but for
-// those of ranks in have (the receiver holds them: they went up through
-// it).
-func (c *CollResult) RingFor(ranks []int, have map[int]bool) *CollResult {
-	n := c.Size()
-	out := &CollResult{Seq: c.Seq, Op: c.Op, N: n}
-	if n == 0 {
-		return out
+// ValueMap returns the values c carries, by rank.
+func (c *CollResult) ValueMap() map[int][]byte {
+	out := make(map[int][]byte, len(c.Values))
+	for i, v := range c.Values {
+		r := i
+		if c.N > 0 {
+			r = c.Ranks[i]
+		}
+		out[r] = v
 	}
-	need := map[int]bool{}
-	for _, r := range ranks {
-		need[(r-1+n)%n], need[(r+1)%n] = true, true
-	}
-	for _, r := range slices.Sorted(maps.Keys(need)) {
-		if v, ok := c.Value(r); ok && !have[r] {
+	return out
+}
+
+// RingPart is a ring's answer, sparse: the values of vals of those of
+// ranks it holds, for a ring of n ranks.
+func RingPart(seq uint64, n int, vals map[int][]byte, ranks []int) *CollResult {
+	out := &CollResult{Seq: seq, Op: rankproto.OpRing, N: n}
+	for _, r := range slices.Sorted(slices.Values(ranks)) {
+		if v, ok := vals[r]; ok && r >= 0 && r < n && (len(out.Ranks) == 0 || out.Ranks[len(out.Ranks)-1] != r) {
 			out.Ranks = append(out.Ranks, r)
 			out.Values = append(out.Values, v)
 		}
@@ -473,26 +545,12 @@ func (c *CollResult) RingFor(ranks []int, have map[int]bool) *CollResult {
 
 // WithValues is c with the values of vals (by rank) added, sparse.
 func (c *CollResult) WithValues(vals map[int][]byte) *CollResult {
-	n := c.Size()
 	all := maps.Clone(vals)
 	if all == nil {
 		all = map[int][]byte{}
 	}
-	for i, v := range c.Values {
-		r := i
-		if c.N > 0 {
-			r = c.Ranks[i]
-		}
-		all[r] = v
-	}
-	out := &CollResult{Seq: c.Seq, Op: c.Op, N: n}
-	for _, r := range slices.Sorted(maps.Keys(all)) {
-		if r >= 0 && r < n {
-			out.Ranks = append(out.Ranks, r)
-			out.Values = append(out.Values, all[r])
-		}
-	}
-	return out
+	maps.Copy(all, c.ValueMap())
+	return RingPart(c.Seq, c.Size(), all, slices.Collect(maps.Keys(all)))
 }
 
 func DecodeCollResult(p []byte) (*CollResult, error) {
@@ -536,16 +594,22 @@ type AbortMsg struct {
 	Rank, Code int
 	Msg        string
 	Failed     bool
+	// Stranded: the rank ended without joining a collective its node's
+	// other ranks wait in (the agent's report, recorded as such).
+	Stranded bool
 }
 
 func (a AbortMsg) Encode() []byte {
 	var e wire.Encoder
-	e.Uint(uint64(a.Rank)).Int(int64(a.Code)).String(a.Msg).Bool(a.Failed)
+	e.Uint(uint64(a.Rank)).Int(int64(a.Code)).String(a.Msg).Bool(a.Failed).Bool(a.Stranded)
 	return e.Data()
 }
 
 func DecodeAbort(p []byte) (AbortMsg, error) {
 	d := wire.NewDecoder(p)
 	a := AbortMsg{Rank: int(d.Uint()), Code: int(d.Int()), Msg: d.String(), Failed: d.Bool()}
+	if d.Len() > 0 {
+		a.Stranded = d.Bool()
+	}
 	return a, d.Err()
 }

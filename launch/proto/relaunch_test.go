@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"context"
 	"net"
 	"reflect"
 	"strings"
@@ -82,11 +83,72 @@ func TestConfirmSilence(t *testing.T) {
 	defer b.Close()
 	l := NewLink(a)
 	hb := time.Second
-	if _, left := l.ConfirmSilence(hb, Timing{}); left < UplinkPing(hb)+ConfirmQuiet-100*time.Millisecond {
+	if _, left := l.ConfirmSilence(hb, Timing{}, nil); left < UplinkPing(hb)+ConfirmQuiet-100*time.Millisecond {
 		t.Fatalf("a link heard from just now: left %v", left)
 	}
 	l.heard.Store(linkClock() - int64(UplinkPing(hb)+ConfirmQuiet))
-	if q, left := l.ConfirmSilence(hb, Timing{}); left > 0 || q < UplinkPing(hb)+ConfirmQuiet {
+	if q, left := l.ConfirmSilence(hb, Timing{}, nil); left > 0 || q < UplinkPing(hb)+ConfirmQuiet {
 		t.Fatalf("a link quiet %v: left %v", q, left)
+	}
+	// Its silence counts only while this end was awake: a stall of this
+	// process just ended, it is not confirmed.
+	w := NewAwake(100 * time.Millisecond)
+	w.running = true                           // as Run sets it
+	w.tickAt(time.Now().Add(-3 * time.Second)) // ticks, then nothing for 3 s: stopped
+	if q, left := l.ConfirmSilence(hb, Timing{}, w); left <= 0 || q != 0 {
+		t.Fatalf("a link quiet while this end was stopped: quiet %v, left %v", q, left)
+	}
+}
+
+// TestAwake: a process's awake time starts again after a gap in its
+// ticks, and is 0 while its ticker is late.
+func TestAwake(t *testing.T) {
+	w := NewAwake(100 * time.Millisecond)
+	t0 := time.Now()
+	if got := w.For(t0.Add(time.Hour)); got < time.Hour {
+		t.Errorf("a watch not running: %v, want no bound", got)
+	}
+	w.running = true // as Run sets it
+	for i := range 10 {
+		w.tickAt(t0.Add(time.Duration(i) * 100 * time.Millisecond))
+	}
+	if got := w.For(t0.Add(950 * time.Millisecond)); got < 900*time.Millisecond {
+		t.Errorf("awake throughout: %v, want about 950ms", got)
+	}
+	// No tick for 2 s: the process was stopped and is only now running.
+	if got := w.For(t0.Add(2900 * time.Millisecond)); got != 0 {
+		t.Errorf("while its ticker is late: %v, want 0", got)
+	}
+	// The first tick after the gap starts the awake time again.
+	w.tickAt(t0.Add(2900 * time.Millisecond))
+	if got := w.For(t0.Add(3 * time.Second)); got != 100*time.Millisecond {
+		t.Errorf("after the gap: %v, want 100ms", got)
+	}
+	if got := (*Awake)(nil).For(t0); got < time.Hour {
+		t.Errorf("no watch: %v, want no bound", got)
+	}
+}
+
+// TestAwakeRun: a running watch bounds silence by its awake time; once
+// its context ended it bounds nothing.
+func TestAwakeRun(t *testing.T) {
+	w := NewAwake(10 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for got := w.For(time.Now()); got >= time.Hour || got < 20*time.Millisecond; got = w.For(time.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a running watch: %v, want a bound that grows", got)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the watch's state
+	}
+	cancel()
+	<-done
+	if got := w.For(time.Now()); got < time.Hour {
+		t.Errorf("a stopped watch: %v, want no bound", got)
 	}
 }

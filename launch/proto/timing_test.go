@@ -25,7 +25,7 @@ func TestTimingDefaults(t *testing.T) {
 		t.Errorf("test bounds: %+v", fast)
 	}
 	l := NewLink(nil)
-	if _, left := l.ConfirmSilence(50*time.Millisecond, fast); left > UplinkPing(50*time.Millisecond)+fast.Confirm {
+	if _, left := l.ConfirmSilence(50*time.Millisecond, fast, nil); left > UplinkPing(50*time.Millisecond)+fast.Confirm {
 		t.Errorf("gossip's hysteresis under the test timing: %v left", left)
 	}
 }
@@ -40,11 +40,11 @@ func TestTimingSpec(t *testing.T) {
 		t.Fatalf("decoded %+v (heartbeat %v), %v; want %+v", got.Timing, got.Heartbeat, err, tm)
 	}
 	// The spec as it was before Timing: everything up to it (Timing and
-	// what came after it, MPI, cut off).
+	// what came after it, MPI and RootMerge, cut off).
 	full := s.Encode()
 	var e wire.Encoder
 	encodeTiming(&e, tm)
-	e.String(s.MPI)
+	e.String(s.MPI).Bool(s.RootMerge)
 	old := full[:len(full)-len(e.Data())]
 	if got, err := DecodeNodeSpec(old); err != nil || got.Timing != (Timing{}) {
 		t.Fatalf("a spec without timing: %+v, %v", got, err)

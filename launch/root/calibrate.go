@@ -6,6 +6,7 @@ package root
 
 import (
 	"cmp"
+	"fmt"
 
 	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/topology/plan"
@@ -61,8 +62,12 @@ func (fe *frontend) buildPlan(kind plan.Kind, n int, params plan.Params) (*plan.
 func (fe *frontend) checkModel() {
 	m := calibrate.Measured(fe.starts(), fe.launchBegan)
 	fe.journal.LaunchMeasured(m)
-	if fe.prediction != nil {
-		fe.verbosef("model: predicted %.3f s, measured %.3f s (%s tree; seq %.3f s, rem %.3f s, handoff %.3f s from %s)",
-			fe.prediction.PredictedSeconds, m.MeasuredSeconds, fe.prediction.Tree, fe.prediction.Seq, fe.prediction.Rem, fe.prediction.Hand, fe.prediction.Source)
+	if p := fe.prediction; p != nil {
+		shared := ""
+		if p.Cores > 0 {
+			shared = fmt.Sprintf("; shared CPU: %d cores, work %.3f s, rate %.3f", p.Cores, p.Work, p.Rate)
+		}
+		fe.verbosef("model: predicted %.3f s, measured %.3f s (%s tree; seq %.3f s, rem %.3f s, handoff %.3f s from %s%s)",
+			p.PredictedSeconds, m.MeasuredSeconds, p.Tree, p.Seq, p.Rem, p.Hand, p.Source, shared)
 	}
 }

@@ -80,6 +80,9 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 				rank = raftstore.NoRank
 			}
 			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: act.Why.Words()})
+			if w := act.Why; w.Kind == recovery.ReasonStranded {
+				fe.journal.Stranded(journal.Stranded{Node: w.Node, Rank: raftstore.NoRank, Seq: w.Seq & (1<<32 - 1), Epoch: w.Seq >> 32, Op: w.Op})
+			}
 		case recovery.Report:
 			fe.showProgress() // clears the launch line
 			fe.warnf("%s", act.Why.Words())

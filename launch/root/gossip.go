@@ -42,7 +42,13 @@ func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string
 	}
 	fe.gossip, fe.gossipSpec = m, spec
 	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
+	fe.awake = proto.NewAwake(awakeTick)
+	fe.goFunc(func() { fe.awake.Run(ctx) })
 }
+
+// awakeTick is how often the root's and an agent's awake watch
+// (proto.Awake) ticks: a stall of 4 ticks (400 ms) and more is one.
+const awakeTick = 100 * time.Millisecond
 
 // forwardGossip passes evidence to the event loop until ctx ends or the
 // member stops (the front-end's own, or a successor's replica agent's).
@@ -93,7 +99,7 @@ func (fe *frontend) gossipDead(a *agentHandle, inc uint64, again bool) recovery.
 	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Linked: a.link != nil, Again: again,
 		Unadopted: fe.role == roleSuccessor && a.link == nil && !fe.link(a).Adopted, Since: time.Since(fe.start)}
 	if a.link != nil {
-		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing)
+		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing, fe.awake)
 	}
 	return ev
 }

@@ -58,6 +58,9 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	if f := fe.status().Failure; f != nil {
 		msg, code = f.Why.Words(), f.Code
 	}
+	if fe.collStats.Answered > 0 && !fe.journal.Closing() {
+		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.totals()})
+	}
 	return fe.journal.BeginClose(code, msg, func(took time.Duration, err error) { // Run's deferred closeJournal waits
 		if err != nil {
 			fe.warnf("job state log: %v", err)

@@ -192,6 +192,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
 		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
 		Restart: fe.opts.Restart.String(), Gossip: fe.gossipSpec, MPI: fe.opts.MPI,
+		RootMerge: fe.rootMerge,
 	}
 	if a.inc > 1 {
 		spec.Relaunch = fe.relaunchSpec(a)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -226,6 +227,7 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 		ll.Quiet = a.link.Quiet()
 	}
 	fe.step(ll)
+	fe.ringRecallsCheck() // the agents lost will not answer a recall (ring.go)
 }
 
 func (fe *frontend) handle(ev event) {
@@ -408,6 +410,9 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
 			return
 		}
+		if ab.Stranded {
+			fe.journal.Stranded(journal.Stranded{Node: fe.nodeOf(ab.Rank), Rank: ab.Rank})
+		}
 		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
 	case proto.MTableHeld:
 		res, err := proto.DecodeCollResult(p)
@@ -428,6 +433,20 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 			return
 		}
 		fe.contribute(a, c)
+	case proto.MRingAsk:
+		ask, err := proto.DecodeRingAsk(p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		fe.ringAsk(a, ask) // ring.go
+	case proto.MRingValues:
+		res, err := proto.DecodeCollResult(p)
+		if err != nil {
+			fe.protocolError(a, err)
+			return
+		}
+		fe.ringValues(a, res)
 	case proto.MStdinAck:
 		if fe.input != nil {
 			fe.input.Acked()
@@ -496,11 +515,11 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	}
 	var down int64
 	if c.Op == rankproto.OpRing {
-		down = fe.ringDown(g.Answer, g.Via)
+		down = fe.ringAnswer(c.Seq, g) // ring.go
 	} else {
 		down = fe.bcast(proto.MCollResult, g.Encoded)
 	}
-	fe.colls.Sent(g.Msgs, down)
+	fe.collStats.add(proto.CollKind(c.Op), g.Msgs, g.Covered, down)
 	fe.verbosef("%s #%d: root received %d message(s) covering %d agent(s), sent down %d byte(s)",
 		proto.CollKind(c.Op), c.Seq&(1<<32-1), g.Msgs, g.Covered, down)
 	fe.journal.Start()
@@ -580,8 +599,11 @@ func (fe *frontend) finish() int {
 		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up%s",
 			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), n-len(missing), n, without)
 	}
-	if cs := fe.colls.Stats; cs.Answered > 0 {
-		fe.verbosef("collectives: %d answered; the root received %d message(s) for them and sent down %d byte(s)", cs.Answered, cs.Msgs, cs.Down)
+	if cs := fe.collStats; cs.Answered > 0 {
+		fe.verbosef("collectives: %s", cs.words())
+	}
+	if user, sys, ok := cpuTime(); ok {
+		fe.verbosef("root: %.1f ms of CPU time (%.1f ms user, %.1f ms system)", ms(user+sys), ms(user), ms(sys))
 	}
 	fe.verbosef("job ended")
 	failure := fe.status().Failure
@@ -605,38 +627,4 @@ func (fe *frontend) finish() int {
 		fe.out.Message(b.String())
 	}
 	return failure.Code
-}
-
-// ringDown sends a ring's answer to each of the root's children: only the
-// values the ranks of its subtree need (their neighbours') and that did
-// not come up through it (via), which it passes on the same way (the scan
-// of docs/collectives.md). It returns the bytes sent.
-func (fe *frontend) ringDown(res *proto.CollResult, via map[int][]int) int64 {
-	var down int64
-	for _, a := range fe.agents {
-		if l := fe.link(a); !fe.rootChild(a) || a.link == nil || l.Closed || l.Done {
-			continue
-		}
-		below := map[int]bool{a.idx: true}
-		if fe.topo != nil {
-			for _, x := range fe.topo.Subtree(a.idx) {
-				below[x] = true
-			}
-		}
-		var ranks []int
-		for r := range fe.ranks {
-			if below[fe.ledger().Agent(r)] {
-				ranks = append(ranks, r)
-			}
-		}
-		have := map[int]bool{}
-		for _, r := range via[a.idx] {
-			have[r] = true
-		}
-		p := res.RingFor(ranks, have).Encode()
-		if a.link.Send(proto.MRingResult, p) == nil {
-			down += int64(len(p))
-		}
-	}
-	return down
 }

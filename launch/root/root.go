@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -45,9 +46,15 @@ type frontend struct {
 	ranks    []rankState
 	// slots are the nodes' slots, where a silent node's ranks may go
 	// (alloc.Placement.Slots; a successor's from the job's record).
-	slots       map[string]int
-	rec         *recovery.Planner // decides what failures do to the job
-	colls       *proto.Gather     // the collectives: merged, answered, their latest answers and totals
+	slots     map[string]int
+	rec       *recovery.Planner // decides what failures do to the job
+	colls     *proto.Gather     // the collectives: merged, answered, their latest answers
+	collStats collStats         // their totals (collstats.go)
+	// recalls are the recalls of ring values under way (ring.go).
+	recalls map[uint64]*ringRecall
+	// rootMerge: the agents combine no collective and the root merges
+	// them all (FTLAUNCH_COLL_ROOT_MERGE=1, for make bench-coll only).
+	rootMerge   bool
 	exitCode    int
 	liveN       int       // agents hosting ranks
 	shutdownAt  time.Time // when the job ended and agents were told to exit
@@ -68,12 +75,18 @@ type frontend struct {
 func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks testHooks) *frontend {
 	return &frontend{
 		role: r, hooks: hooks, opts: opts, start: time.Now(), jobID: jobID,
-		ranks:   make([]rankState, opts.N),
-		colls:   proto.NewGather(opts.N),
-		rec:     recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
-		ioState: ioState{out: out},
+		ranks:     make([]rankState, opts.N),
+		colls:     proto.NewGather(opts.N),
+		rootMerge: os.Getenv(rootMergeEnv) == "1",
+		rec:       recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
+		ioState:   ioState{out: out},
 	}
 }
+
+// rootMergeEnv, set to 1, has the agents combine no collective and the
+// root merge them all, as before collectives were combined in the tree:
+// a hidden switch for make bench-coll's comparison only (docs/benchmarks.md).
+const rootMergeEnv = "FTLAUNCH_COLL_ROOT_MERGE"
 
 // role is what a frontend serves: the job from its front-end, or the job
 // a successor took over from a lost root.
@@ -115,9 +128,12 @@ type launchState struct {
 	treeSeq   uint64
 	treeTells []treeTell
 	// gossip is the front-end's member of the job's gossip cluster and
-	// gossipSpec how agents join it (gossip.go; nil: none).
+	// gossipSpec how agents join it (gossip.go; nil: none); awake how long
+	// the root has been able to listen (gossip's word is weighed against
+	// its links' silence only for that long).
 	gossip       *membership.Member
 	gossipSpec   *proto.GossipSpec
+	awake        *proto.Awake
 	agentsUp     int            // agents that got their job
 	refusedAdopt map[int]uint64 // a successor's refusals of adoption said (agent → incarnation)
 	// fences kill what lost agents left on their nodes (fence.go)

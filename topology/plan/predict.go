@@ -127,3 +127,63 @@ func (c Choice) String() string {
 	}
 	return c.Tree
 }
+
+// Terms of the contention term that Fit solves for.
+const (
+	FitWork = "work" // Shared.Work: CPU-seconds of each launch
+	FitRate = "rate" // Shared.Rate: cores each agent takes once up
+)
+
+// Fit solves for one term of f's contention term (FitWork or FitRate):
+// the value at which pl's predicted launch time (Predict) is measured
+// seconds, by bisection over [0, an upper bound] (Work: measured times
+// the cores, the most one launch can have taken; Rate: every core). It
+// returns the value and the prediction with it, which differs from
+// measured only where no value reaches it: 0 when the prediction without
+// the term is already as slow, the bound when the term cannot make it
+// slow enough. The calibration run (chaos/validate-model.sh) fits Work on
+// its flat launches and Rate on its deep ones, so that the model
+// reproduces the launches it was calibrated on.
+func (pl *Plan) Fit(f Forecast, term string, measured float64) (value, predicted float64, err error) {
+	if f.Shared.Cores < 1 {
+		return 0, 0, fmt.Errorf("fit %s: needs a shared CPU (cores >= 1)", term)
+	}
+	if err := checkSeconds("measured", measured); err != nil || measured == 0 {
+		return 0, 0, fmt.Errorf("fit %s: measured = %v: must be a number of seconds > 0", term, measured)
+	}
+	var set func(float64)
+	var hi float64
+	switch term {
+	case FitWork:
+		set, hi = func(x float64) { f.Shared.Work = x }, measured*float64(f.Shared.Cores)
+	case FitRate:
+		set, hi = func(x float64) { f.Shared.Rate = x }, float64(f.Shared.Cores)
+	default:
+		return 0, 0, fmt.Errorf("fit %q: want %s or %s", term, FitWork, FitRate)
+	}
+	at := func(x float64) (float64, error) {
+		set(x)
+		return pl.Predict(f)
+	}
+	if p, err := at(0); err != nil || p >= measured {
+		return 0, p, err
+	}
+	if p, err := at(hi); err != nil || p < measured {
+		return hi, p, err
+	}
+	lo := 0.0
+	for range 60 {
+		mid := (lo + hi) / 2
+		p, err := at(mid)
+		if err != nil {
+			return 0, 0, err
+		}
+		if p < measured {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	p, err := at(hi)
+	return hi, p, err
+}

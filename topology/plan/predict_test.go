@@ -217,3 +217,171 @@ func TestPredictWorkAfter(t *testing.T) {
 		t.Errorf("flat: %v, want %v (the agents' later work waits for nothing)", got, want)
 	}
 }
+
+// TestShareRates: the CPUs shared max-min fairly among launches (capped
+// at their cores), unit pieces of work (capped at one core) and up agents
+// (capped at their rate). The unit rate is what a unit piece gets (or
+// would get: with none, it is not used).
+func TestShareRates(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		cores              float64
+		nl                 int
+		par                float64
+		nu, na             int
+		rate, wantL, wantU float64
+	}{
+		{"nothing shared", 2, 1, 1, 1, 0, 0, 1, 1},
+		{"a launch alone takes its cores", 2, 1, 1.8, 0, 0, 0, 1.8, 1},
+		{"a launch alone on one core", 1, 1, 1.8, 0, 0, 0, 1, 1},
+		{"16 launches on one core", 1, 16, 1, 0, 0, 0, 1.0 / 16, 1.0 / 16},
+		{"launches and unit work alike", 2, 3, 1.5, 5, 0, 0, 0.25, 0.25},
+		{"equal shares below every cap", 2, 2, 2, 1, 0, 0, 2.0 / 3, 2.0 / 3},
+		{"one launch of 2 cores beside a unit piece", 3, 1, 2, 1, 0, 0, 2, 1},
+		{"a capped unit piece leaves the rest to a launch", 2.5, 1, 2, 1, 0, 0, 1.5, 1},
+		{"agents below the fair share get their rate", 1, 1, 1, 0, 4, 0.05, 0.8, 0.8},
+		{"agents above the fair share get it", 1, 1, 1, 1, 3, 0.5, 0.2, 0.2},
+		{"one agent, one launch", 1, 1, 1, 0, 1, 0.25, 0.75, 0.75},
+		{"rates within the cores", 4, 1, 1.5, 1, 10, 0.1, 1.5, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, u := shareRates(c.cores, c.nl, c.par, c.nu, c.na, c.rate)
+			if math.Abs(l-c.wantL) > 1e-12 || math.Abs(u-c.wantU) > 1e-12 {
+				t.Errorf("launch %v, unit %v; want %v, %v", l, u, c.wantL, c.wantU)
+			}
+			if used := float64(c.nl)*l + float64(c.nu)*u + float64(c.na)*min(c.rate, max(l, u)); used > c.cores+1e-12 {
+				t.Errorf("%v cores used of %v", used, c.cores)
+			}
+		})
+	}
+}
+
+// TestPredictLoneLaunch: a launch whose work is more than REM still takes
+// REM alone (it may use more than one core), and a flat launch that keeps
+// every core busy ends when the pool has done all its work.
+func TestPredictLoneLaunch(t *testing.T) {
+	f := Forecast{Rem: 0.1, Shared: Shared{Cores: 2, Work: 0.18}}
+	for _, c := range []struct {
+		kind string
+		n    int
+		want float64
+	}{
+		{"flat", 2, 0.1},            // alone: REM, on 1.8 cores
+		{"kary:1", 4, 3 * 0.1},      // a chain: each launch alone
+		{"flat", 13, 12 * 0.18 / 2}, // every core busy: the pool's work
+		{"flat", 3, 2 * 0.18 / 2},   // two launches on two cores
+	} {
+		got, err := mustBuild(t, c.kind, c.n, Params{}).Predict(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s over %d: %v, want %v", c.kind, c.n, got, c.want)
+		}
+	}
+	// With the work below REM a launch keeps to one core and the rest of
+	// REM is latency, as before.
+	got, _ := mustBuild(t, "flat", 3, Params{}).Predict(Forecast{Rem: 0.1, Shared: Shared{Cores: 1, Work: 0.04}})
+	if want := 2*0.04 + 0.06; math.Abs(got-want) > 1e-9 {
+		t.Errorf("flat over 3 on one core: %v, want %v", got, want)
+	}
+}
+
+// TestPredictHandoffShared: with a shared CPU the handoff is work of the
+// pool: it is slowed by what else runs, as the agent's and the root's
+// processing is on a loaded machine.
+func TestPredictHandoffShared(t *testing.T) {
+	// Nodes 1 and 2 up at 0.2 (two launches of 0.1 on one core); node 1's
+	// handoff (0.05) shares the core with both agents' After (0.1): done
+	// at 0.35; node 3's launch (0.1) shares it with what is left of them
+	// (0.05 each) until 0.5, then runs alone: up at 0.55.
+	pl := mustBuild(t, "kary:2", 4, Params{})
+	got, err := pl.Predict(Forecast{Rem: 0.1, Hand: 0.05, Shared: Shared{Cores: 1, Work: 0.1, After: 0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 0.55; math.Abs(got-want) > 1e-9 {
+		t.Errorf("kary:2 over 4: %v, want %v", got, want)
+	}
+}
+
+// TestPredictRate: an agent that is up takes its rate of the CPUs until
+// the launch ends, slowing the launches still in progress; a flat launch,
+// whose agents are all up at its end, does not feel it.
+func TestPredictRate(t *testing.T) {
+	f := Forecast{Rem: 0.1, Shared: Shared{Cores: 1, Work: 0.1, Rate: 0.25}}
+	chain := mustBuild(t, "kary:1", 3, Params{})
+	got, err := chain.Predict(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 0.1 + 0.1/0.75; math.Abs(got-want) > 1e-9 { // node 2's launch gets what node 1 leaves
+		t.Errorf("chain: %v, want %v", got, want)
+	}
+	flat := mustBuild(t, "flat", 5, Params{})
+	with, _ := flat.Predict(f)
+	f.Shared.Rate = 0
+	without, _ := flat.Predict(f)
+	if with != without || math.Abs(with-0.4) > 1e-9 {
+		t.Errorf("flat: %v with the rate, %v without, want 0.4", with, without)
+	}
+	// Deeper trees feel it more, and a higher rate never helps.
+	prev := map[string]float64{}
+	for _, r := range []float64{0, 0.01, 0.02, 0.05} {
+		for _, k := range []string{"kary:2", "binomial", "kary:4"} {
+			got, _ := mustBuild(t, k, 25, Params{}).Predict(Forecast{Rem: 0.11, Hand: 0.007, Shared: Shared{Cores: 2, Work: 0.17, Rate: r}})
+			if got < prev[k] {
+				t.Errorf("%s rate %v: %v, faster than at a lower rate (%v)", k, r, got, prev[k])
+			}
+			prev[k] = got
+		}
+	}
+}
+
+// TestFit: the calibration run's inversion of the model: the fitted term
+// reproduces the launch it was fitted on.
+func TestFit(t *testing.T) {
+	flat := mustBuild(t, "flat", 13, Params{})
+	f := Forecast{Rem: 0.11, Hand: 0.007, Shared: Shared{Cores: 2}}
+	w, p, err := flat.Fit(f, FitWork, 1.109)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1.109 / 6; math.Abs(w-want) > 1e-9 || math.Abs(p-1.109) > 1e-9 { // 12 launches on 2 cores
+		t.Errorf("work %v (predicting %v), want %v", w, p, want)
+	}
+	deep := mustBuild(t, "kary:2", 25, Params{})
+	f.Shared.Work = w
+	f.Shared.Rate = 0.04
+	target, _ := deep.Predict(f)
+	f.Shared.Rate = 0
+	r, p, err := deep.Fit(f, FitRate, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(r-0.04) > 1e-6 || math.Abs(p-target) > 1e-9 {
+		t.Errorf("rate %v (predicting %v), want 0.04 (%v)", r, p, target)
+	}
+	// Faster than the model without the term: 0; slower than the term
+	// can make it: the bound.
+	if r, p, _ := deep.Fit(f, FitRate, 0.5); r != 0 || p <= 0.5 {
+		t.Errorf("a launch faster than the model: rate %v, predicted %v", r, p)
+	}
+	if r, p, _ := deep.Fit(f, FitRate, 1e6); r != 2 || p >= 1e6 {
+		t.Errorf("a launch no rate explains: rate %v, predicted %v", r, p)
+	}
+	for _, c := range []struct {
+		f    Forecast
+		term string
+		m    float64
+	}{
+		{Forecast{Rem: 0.1}, FitWork, 1},
+		{f, "seq", 1},
+		{f, FitWork, 0},
+		{f, FitWork, math.NaN()},
+	} {
+		if _, _, err := flat.Fit(c.f, c.term, c.m); err == nil {
+			t.Errorf("fit %s to %v with %+v: no error", c.term, c.m, c.f.Shared)
+		}
+	}
+}

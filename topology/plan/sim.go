@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -114,6 +115,15 @@ type SimConfig struct {
 // ssh handshakes, sshd and the agent's start on hosts that share one
 // machine's CPUs). The zero value models no sharing: each host has its
 // own CPUs and the parent's own part is SEQ.
+//
+// The CPUs are shared max-min fairly (processor sharing with caps): all
+// the work in progress progresses at the same speed unless its cap is
+// lower, and what a capped piece leaves goes to the others. A launch's
+// cap is max(1, Work/REM) cores, so that a launch alone takes REM, its
+// work included, also where its work is more than REM (the parent's ssh
+// client and the child's sshd and agent are processes of their own). The
+// handoff (SimConfig.Hand) and After are capped at one core, Rate at
+// Rate cores per agent.
 type Shared struct {
 	Cores int
 	Work  float64
@@ -121,16 +131,27 @@ type Shared struct {
 	// it is up (its job, its ranks' start, its links), alongside the
 	// launches still in progress; nothing waits for it.
 	After float64
+	// Rate is the CPU, in cores, each agent other than the root takes of
+	// the pool from the moment it is up until the launch ends (its links'
+	// heartbeats, the job's gossip as the others join, its ranks):
+	// nothing waits for it, and the longer the launch keeps agents up
+	// while others are still launched, the more it costs.
+	Rate float64
 }
 
 func (s Shared) validate() error {
 	if s.Cores < 0 {
 		return fmt.Errorf("shared cores = %d: must be >= 0", s.Cores)
 	}
-	if err := checkSeconds("shared work", s.Work); err != nil {
-		return err
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"shared work", s.Work}, {"shared work after", s.After}, {"shared work rate", s.Rate}} {
+		if err := checkSeconds(c.name, c.v); err != nil {
+			return err
+		}
 	}
-	return checkSeconds("shared work after", s.After)
+	return nil
 }
 
 // SimResult summarises the launch times of the runs, in seconds.
@@ -144,13 +165,28 @@ type SimResult struct {
 	Times                            []float64 // per run, in run order
 }
 
-// event is a node coming up at time t.
+// event is a node coming up at time t; with Shared, also a launch
+// reaching the shared CPUs and, in the pool, a piece of work whose time
+// is the pool's virtual time at which it is done.
 type event struct {
 	t    float64
 	seq  uint64 // tie-break: equal times in scheduling order
 	node int32
-	cpu  bool // with Shared: node's launch reaches the shared CPUs (else: node is up)
+	kind uint8 // with Shared: evUp or evStart; in the pool a job* kind
 }
+
+// Kinds of events with Shared.
+const (
+	evUp    uint8 = iota // node is up
+	evStart              // node's launch reaches the shared CPUs
+)
+
+// Kinds of work in the shared pool.
+const (
+	jobLaunch uint8 = iota // node's launch (capped at the launch's cores)
+	jobAfter               // an agent's work once up
+	jobHand                // node's handoff: it begins launching its children when done
+)
 
 type eventHeap []event
 
@@ -213,11 +249,13 @@ type simulator struct {
 	pending []int32   // batched launchers: children of the current batch not yet up
 	latest  []float64 // batched launchers: latest up time in the current batch
 	// With Shared: the work holding the shared CPUs, as events whose
-	// time is the pool's virtual time (CPU-seconds each job received)
-	// at which it is done; node -1 is an agent's work once up. lat[v] is
-	// how long after its launch's work node v is up.
-	pool eventHeap
-	lat  []float64
+	// time is the pool's virtual time (CPU-seconds each piece of work of
+	// the pool received) at which it is done: launches in pool (capped
+	// at par cores), the rest in unit (capped at one core). lat[v] is how
+	// long after its launch's work node v is up.
+	pool, unit eventHeap
+	par        float64
+	lat        []float64
 }
 
 // hand is the handoff of node v: none for the root.
@@ -228,51 +266,142 @@ func (sm *simulator) hand(v int32) float64 {
 	return sm.cfg.Hand
 }
 
-// runShared simulates one launch with the contention term: launches share
-// the pool's cores (processor sharing), each for Work CPU-seconds, and
-// every agent adds After CPU-seconds to the pool when it is up.
+// launchCores is the cap of one launch's work in the pool: max(1,
+// Work/REM) cores, REM the constant or the samples' median, so that a
+// launch alone takes REM.
+func launchCores(cfg SimConfig) float64 {
+	rem := cfg.Rem.Const
+	if len(cfg.Rem.Samples) > 0 {
+		s := slices.Clone(cfg.Rem.Samples)
+		slices.Sort(s)
+		rem = s[len(s)/2]
+	}
+	if w := cfg.Shared.Work; rem > 0 && w > rem {
+		return w / rem
+	}
+	return 1
+}
+
+// shareRates is how fast each piece of work progresses (cores) when
+// cores CPUs are shared max-min fairly by nl launches capped at par
+// cores, nu pieces capped at one core and na up agents capped at rate
+// cores each.
+func shareRates(cores float64, nl int, par float64, nu int, na int, rate float64) (rl, ru float64) {
+	type class struct {
+		cap float64
+		n   float64
+	}
+	cs := [3]class{{par, float64(nl)}, {1, float64(nu)}, {rate, float64(na)}}
+	demand := 0.0
+	for _, c := range cs {
+		demand += c.cap * c.n
+	}
+	if demand <= cores {
+		return par, 1
+	}
+	// The level l with sum of n*min(cap, l) = cores: take the classes by
+	// cap, each below the level getting its cap.
+	slices.SortFunc(cs[:], func(a, b class) int { return cmp.Compare(a.cap, b.cap) })
+	left, above := cores, 0.0
+	for _, c := range cs {
+		above += c.n
+	}
+	level := 0.0
+	for _, c := range cs {
+		if c.n == 0 {
+			continue
+		}
+		if l := left / above; l <= c.cap {
+			level = l
+			break
+		}
+		left -= c.cap * c.n
+		above -= c.n
+		level = c.cap
+	}
+	return min(par, level), min(1, level)
+}
+
+// runShared simulates one launch with the contention term: launches, the
+// handoffs and the agents' work share the pool's cores (processor
+// sharing with caps, Shared); every agent, once up, adds its work After
+// and takes its Rate until the end.
 func (sm *simulator) runShared() float64 {
 	pl, sh := sm.pl, sm.cfg.Shared
 	cores := float64(sh.Cores)
 	sm.h = sm.h[:0]
 	sm.pool = sm.pool[:0]
-	sm.h.push(event{t: 0, seq: 0, node: 0})
+	sm.unit = sm.unit[:0]
+	sm.h.push(event{t: 0, seq: 0, node: 0, kind: evUp})
 	sm.nseq = 1
-	worst, now, v := 0.0, 0.0, 0.0
-	for len(sm.h) > 0 || len(sm.pool) > 0 {
-		n := len(sm.pool)
-		rate, done := 0.0, math.Inf(1)
-		if n > 0 {
-			rate = min(1, cores/float64(n))
-			done = now + (sm.pool[0].t-v)/rate
+	n := pl.N()
+	worst, now, vl, vu := 0.0, 0.0, 0.0, 0.0
+	up, live := 0, 0 // nodes up; agents taking their Rate
+	push := func(h *eventHeap, t float64, node int32, kind uint8) {
+		h.push(event{t: t, seq: sm.nseq, node: node, kind: kind})
+		sm.nseq++
+	}
+	// begin starts node v's launches of its children at time t.
+	begin := func(v int32, t float64) {
+		c := sm.cfg.Concurrency
+		for q, ch := range pl.Children(int(v)) {
+			push(&sm.h, t+sm.cfg.Seq*float64(q/c), ch, evStart)
+		}
+	}
+	for up < n {
+		rl, ru := shareRates(cores, len(sm.pool), sm.par, len(sm.unit), live, sh.Rate)
+		done, fromPool := math.Inf(1), false
+		if len(sm.pool) > 0 {
+			done, fromPool = now+(sm.pool[0].t-vl)/rl, true
+		}
+		if len(sm.unit) > 0 {
+			if d := now + (sm.unit[0].t-vu)/ru; d < done {
+				done, fromPool = d, false
+			}
 		}
 		if len(sm.h) > 0 && sm.h[0].t <= done {
 			e := sm.h.pop()
-			v += (e.t - now) * rate
+			vl += (e.t - now) * rl
+			vu += (e.t - now) * ru
 			now = e.t
-			if e.cpu {
-				sm.lat[e.node] = max(sm.cfg.Rem.draw(sm.rng)-sh.Work, 0)
-				sm.pool.push(event{t: v + sh.Work, seq: sm.nseq, node: e.node})
-				sm.nseq++
+			if e.kind == evStart {
+				sm.lat[e.node] = max(sm.cfg.Rem.draw(sm.rng)-sh.Work/sm.par, 0)
+				push(&sm.pool, vl+sh.Work, e.node, jobLaunch)
 				continue
 			}
 			worst = max(worst, e.t)
-			if e.node != 0 && sh.After > 0 {
-				sm.pool.push(event{t: v + sh.After, seq: sm.nseq, node: -1})
-				sm.nseq++
+			up++
+			if e.node != 0 {
+				if sh.After > 0 {
+					push(&sm.unit, vu+sh.After, -1, jobAfter)
+				}
+				if sh.Rate > 0 {
+					live++
+				}
 			}
-			c := sm.cfg.Concurrency
-			for q, ch := range pl.Children(int(e.node)) {
-				sm.h.push(event{t: e.t + sm.hand(e.node) + sm.cfg.Seq*float64(q/c), seq: sm.nseq, node: ch, cpu: true})
-				sm.nseq++
+			switch {
+			case len(pl.Children(int(e.node))) == 0:
+			case e.node == 0 || sm.cfg.Hand == 0:
+				begin(e.node, e.t)
+			default:
+				push(&sm.unit, vu+sm.cfg.Hand, e.node, jobHand)
 			}
 			continue
 		}
-		j := sm.pool.pop()
-		v, now = j.t, done
-		if j.node >= 0 {
-			sm.h.push(event{t: done + sm.lat[j.node], seq: sm.nseq, node: j.node})
-			sm.nseq++
+		var j event
+		if fromPool {
+			j = sm.pool.pop()
+			vl, vu = j.t, vu+(done-now)*ru
+		} else {
+			j = sm.unit.pop()
+			vl, vu = vl+(done-now)*rl, j.t
+		}
+		now = done
+		switch j.kind {
+		case jobLaunch:
+			push(&sm.h, done+sm.lat[j.node], j.node, evUp)
+		case jobHand:
+			begin(j.node, done)
 		}
 	}
 	return worst
@@ -373,6 +502,7 @@ func Simulate(ctx context.Context, pl *Plan, cfg SimConfig) (SimResult, error) {
 	}
 	if cfg.Shared.Cores > 0 {
 		sm.lat = make([]float64, n)
+		sm.par = launchCores(cfg)
 	}
 	res := SimResult{Runs: cfg.Runs, Times: make([]float64, 0, cfg.Runs)}
 	for range cfg.Runs {
