@@ -23,6 +23,8 @@ type Gather struct {
 	// (KeptAnswers of them), by rank: an agent's ask is answered from
 	// them (RingKnown).
 	rings map[uint64]map[int][]byte
+	// recalls are the recalls of ring values under way (ringroot.go).
+	recalls map[uint64]*ringRecall
 }
 
 // gathering is one collective being merged.

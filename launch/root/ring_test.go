@@ -175,8 +175,8 @@ func TestRootRingAsk(t *testing.T) {
 			t.Errorf("rank %d's value %q, want %q", res.Ranks[i], res.Values[i], want)
 		}
 	}
-	if len(fe.recalls) != 0 {
-		t.Errorf("recalls left: %v", fe.recalls)
+	if left := fe.colls.RingRecalls(); len(left) != 0 {
+		t.Errorf("recalls left: %v", left)
 	}
 }
 

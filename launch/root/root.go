@@ -50,8 +50,6 @@ type frontend struct {
 	rec       *recovery.Planner // decides what failures do to the job
 	colls     *proto.Gather     // the collectives: merged, answered, their latest answers
 	collStats collStats         // their totals (collstats.go)
-	// recalls are the recalls of ring values under way (ring.go).
-	recalls map[uint64]*ringRecall
 	// rootMerge: the agents combine no collective and the root merges
 	// them all (FTLAUNCH_COLL_ROOT_MERGE=1, for make bench-coll only).
 	rootMerge   bool
