@@ -1,9 +1,12 @@
 package proto
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 )
 
@@ -210,4 +213,62 @@ func CollKind(op rankproto.Op) string {
 		return "pmi-barrier"
 	}
 	return op.String()
+}
+
+// CollStats totals the collectives a root answered: how many, the
+// contributions it received for them, the agents they covered and the
+// bytes it sent its children with their answers; in all and by kind (the
+// state log's record of them: journal.CollTotals).
+type CollStats struct {
+	Answered int
+	Msgs     int
+	Down     int64
+	kinds    map[string]*journal.CollTotal
+}
+
+// Add counts a collective of op answered (got, Gather.Add's), with down
+// bytes sent to the root's children.
+func (s *CollStats) Add(op rankproto.Op, got Gathered, down int64) {
+	s.Answered++
+	s.Msgs += got.Msgs
+	s.Down += down
+	if s.kinds == nil {
+		s.kinds = map[string]*journal.CollTotal{}
+	}
+	kind := CollKind(op)
+	k := s.kinds[kind]
+	if k == nil {
+		k = &journal.CollTotal{Kind: kind}
+		s.kinds[kind] = k
+	}
+	k.Count++
+	k.Messages += got.Msgs
+	k.Agents += got.Covered
+	k.BytesDown += down
+}
+
+// Totals returns the totals by kind, in the order of the kinds' names.
+func (s *CollStats) Totals() []journal.CollTotal {
+	var out []journal.CollTotal
+	for _, k := range slices.Sorted(maps.Keys(s.kinds)) {
+		out = append(out, *s.kinds[k])
+	}
+	return out
+}
+
+// Words says the totals for --verbose: in all, then by kind.
+func (s *CollStats) Words() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d answered; the root received %d message(s) for them and sent down %d byte(s)", s.Answered, s.Msgs, s.Down)
+	for i, k := range s.Totals() {
+		sep := "; "
+		if i == 0 {
+			sep = " ("
+		}
+		fmt.Fprintf(&b, "%s%s: %d, %d message(s) covering %d agent(s), %d byte(s) down", sep, k.Kind, k.Count, k.Messages, k.Agents, k.BytesDown)
+	}
+	if len(s.kinds) > 0 {
+		b.WriteString(")")
+	}
+	return b.String()
 }

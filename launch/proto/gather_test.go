@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 )
 
@@ -89,5 +90,27 @@ func TestGather(t *testing.T) {
 				t.Errorf("covering %d agents from %d message(s), want %d from %d", len(rc.from), rc.msgs, tc.got, tc.received)
 			}
 		})
+	}
+}
+
+// TestCollStatsTotalByKind: the answered collectives are totalled in all
+// and by kind (the state log's record), in the order of the kinds' names.
+func TestCollStatsTotalByKind(t *testing.T) {
+	var s CollStats
+	if s.Words() != "0 answered; the root received 0 message(s) for them and sent down 0 byte(s)" || s.Totals() != nil {
+		t.Errorf("none: %q %v", s.Words(), s.Totals())
+	}
+	s.Add(rankproto.OpRing, Gathered{Msgs: 2, Covered: 4}, 100)
+	s.Add(OpPMIBarrier, Gathered{Msgs: 3, Covered: 3}, 10)
+	s.Add(rankproto.OpRing, Gathered{Msgs: 1, Covered: 4}, 50)
+	want := []journal.CollTotal{{Kind: "pmi-barrier", Count: 1, Messages: 3, Agents: 3, BytesDown: 10}, {Kind: "ring", Count: 2, Messages: 3, Agents: 8, BytesDown: 150}}
+	if got := s.Totals(); !slices.Equal(got, want) {
+		t.Errorf("totals %+v, want %+v", got, want)
+	}
+	if s.Answered != 3 || s.Msgs != 6 || s.Down != 160 {
+		t.Errorf("in all %+v", s)
+	}
+	if w := s.Words(); w != "3 answered; the root received 6 message(s) for them and sent down 160 byte(s) (pmi-barrier: 1, 3 message(s) covering 3 agent(s), 10 byte(s) down; ring: 2, 3 message(s) covering 8 agent(s), 150 byte(s) down)" {
+		t.Errorf("words %q", w)
 	}
 }

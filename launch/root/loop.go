@@ -519,7 +519,7 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	} else {
 		down = fe.bcast(proto.MCollResult, g.Encoded)
 	}
-	fe.collStats.add(proto.CollKind(c.Op), g.Msgs, g.Covered, down)
+	fe.collStats.Add(c.Op, g, down)
 	fe.verbosef("%s #%d: root received %d message(s) covering %d agent(s), sent down %d byte(s)",
 		proto.CollKind(c.Op), c.Seq&(1<<32-1), g.Msgs, g.Covered, down)
 	fe.journal.Start()
@@ -600,7 +600,7 @@ func (fe *frontend) finish() int {
 			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), n-len(missing), n, without)
 	}
 	if cs := fe.collStats; cs.Answered > 0 {
-		fe.verbosef("collectives: %s", cs.words())
+		fe.verbosef("collectives: %s", cs.Words())
 	}
 	if user, sys, ok := cpuTime(); ok {
 		fe.verbosef("root: %.1f ms of CPU time (%.1f ms user, %.1f ms system)", ms(user+sys), ms(user), ms(sys))
@@ -627,4 +627,15 @@ func (fe *frontend) finish() int {
 		fe.out.Message(b.String())
 	}
 	return failure.Code
+}
+
+// cpuTime is the CPU time this process used so far (its every thread's:
+// with --test-nodes the agents are processes of their own), user and
+// system.
+func cpuTime() (user, sys time.Duration, ok bool) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0, 0, false
+	}
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), true
 }
