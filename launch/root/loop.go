@@ -294,172 +294,124 @@ func (fe *frontend) handle(ev event) {
 	}
 }
 
-// message handles one message of agent a.
+// message handles one message of agent a, decoded and checked by
+// proto.DecodeUp; a family's handler with more to it than a line is a
+// function of its own.
 func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	if fe.recoveryMessage(a, typ, p) {
 		return
 	}
-	switch typ {
-	case proto.MFrom:
-		src, typ, p, err := proto.Unwrap(p, true)
-		if err != nil || src < 0 || src >= len(fe.agents) || src == a.idx || typ == proto.MFrom {
-			fe.protocolError(a, fmt.Errorf("relayed message from agent %d: %v", src, err))
-			return
+	m, err := proto.DecodeUp(a.idx, typ, p, proto.Bounds{Ranks: fe.opts.N, Agents: len(fe.agents)})
+	if err != nil {
+		fe.protocolError(a, err)
+		return
+	}
+	switch m := m.(type) {
+	// The tree: relays, children, backups, replicas.
+	case proto.Relayed:
+		// One relayed on a path it left (it moved to a backup parent), or
+		// from an agent declared lost, is dropped: what matters comes again.
+		if fe.topo.Top(m.From) == a.idx && !fe.links().Link(m.From).Closed {
+			fe.message(fe.agents[m.From], m.Type, m.P)
 		}
-		if fe.topo.Top(src) != a.idx || fe.links().Link(src).Closed {
-			// Relayed on a path it left (it moved to a backup parent), or
-			// from an agent declared lost: what matters comes again.
-			return
+	case proto.Reparent:
+		fe.reparented(a, m)
+	case proto.ChildUp:
+		if slices.Contains(fe.topo.Children(a.idx), m.Idx) { // else a child that moved away since
+			fe.agentUp(fe.agents[m.Idx], m)
 		}
-		fe.message(fe.agents[src], typ, p)
-	case proto.MReparented:
-		rp, err := proto.DecodeReparent(p)
-		if err != nil {
-			fe.protocolError(a, fmt.Errorf("reparent report: %w", err))
-			return
-		}
-		fe.reparented(a, rp)
-	case proto.MChildUp:
-		up, err := proto.DecodeChildUp(p)
-		if err != nil || up.Idx < 0 || up.Idx >= len(fe.agents) {
-			fe.protocolError(a, fmt.Errorf("child up: %v", err))
-			return
-		}
-		if !slices.Contains(fe.topo.Children(a.idx), up.Idx) {
-			return // a child that moved away since
-		}
-		fe.agentUp(fe.agents[up.Idx], up)
-	case proto.MChildFailed, proto.MChildGone:
-		cf, err := proto.DecodeChildFailed(p)
-		if err != nil || cf.Idx < 0 || cf.Idx >= len(fe.agents) {
-			fe.protocolError(a, fmt.Errorf("child report: %v", err))
-			return
-		}
-		if !slices.Contains(fe.topo.Children(a.idx), cf.Idx) {
-			return // a child that moved to its backup parent: not this one's to report
-		}
-		c := fe.agents[cf.Idx]
-		if typ == proto.MChildFailed {
-			fe.launchFailed(c, cf.Msg)
-		} else {
-			fe.linkEnded(c, cf.Err())
-		}
-	case proto.MBackupUp:
-		if b, err := proto.DecodeInt(p); err == nil {
-			fe.step(recovery.BackupUp{Agent: a.idx, Backup: int(b)})
-		}
-	case proto.MReplicaUp:
-		ru, err := proto.DecodeReplicaUp(p)
-		if err != nil || !fe.replicaNodes[a.idx] || ru.Name != a.name {
-			fe.protocolError(a, fmt.Errorf("replica up: %v", err))
-			return
-		}
-		if ru.Addr == "" { // its replica could not start
-			fe.warnf("root replica on %s did not start; the state log has one replica less", ru.Name)
-			fe.journal.Settle(ru.Name, false)
-			return
-		}
-		fe.addReplica(ru, a.replaces)
-	case proto.MStarted:
-		st, err := proto.DecodeStarted(p)
-		if err != nil {
-			fe.protocolError(a, err)
-			return
-		}
-		fe.ranksStarted(a, st)
-	case proto.MOutput:
-		seq, r, stream, data, err := proto.DecodeOutput(p)
-		if err != nil || r >= len(fe.ranks) {
-			fe.protocolError(a, fmt.Errorf("output message: %v", err))
-			return
-		}
-		if !a.outNext.Take(seq) {
-			return // a copy, or sent again after a failover (launch/proto/launch/proto/outq.go)
-		}
-		fe.out.Push(output.Item{Agent: a, Seq: seq, Rank: r, Stream: stream, Data: data})
-	case proto.MOutputResync:
-		first, err := proto.DecodeSeq(p)
-		if err != nil || first == 0 {
-			fe.protocolError(a, fmt.Errorf("output resync: %v", err))
-			return
-		}
-		a.outNext.Resync(first)
-	case proto.MExit:
-		st, err := proto.DecodeRankStatus(p)
-		if err != nil {
-			fe.protocolError(a, fmt.Errorf("exit message: %w", err))
-			return
-		}
-		if st.Rank >= len(fe.ranks) {
-			fe.protocolError(a, fmt.Errorf("exit message for rank %d: no such rank", st.Rank))
-			return
-		}
-		if st.Incarnation != 0 && st.Incarnation < fe.ledger().Runs(st.Rank) {
-			return // an older incarnation's end, told again
-		}
-		if fe.ledger().Ended(st.Rank) { // ranks abandoned with a lost agent too
-			if !fe.status().Resumed && !a.resynced {
-				fe.protocolError(a, fmt.Errorf("exit message for rank %d: it had ended", st.Rank))
-			}
-			return // reported again after a failover
-		}
-		fe.rankEnded(st)
-	case proto.MAbort:
-		ab, err := proto.DecodeAbort(p)
-		if err != nil || ab.Rank >= len(fe.ranks) {
-			fe.protocolError(a, fmt.Errorf("abort message: %v", err))
-			return
-		}
-		if ab.Stranded {
-			fe.journal.Stranded(journal.Stranded{Node: fe.nodeOf(ab.Rank), Rank: ab.Rank})
-		}
-		fe.step(recovery.RankAborted{Rank: ab.Rank, Node: fe.nodeOf(ab.Rank), Code: ab.Code, Msg: ab.Msg, Failed: ab.Failed})
-	case proto.MTableHeld:
-		res, err := proto.DecodeCollResult(p)
-		if err != nil || res.Op != rankproto.OpPublish || len(res.Values) != fe.opts.N {
-			fe.protocolError(a, fmt.Errorf("node table held: %v", err))
-			return
-		}
-		if fe.table == nil {
-			// A successor whose replicated state lacks the table the
-			// front-end published (it was cut off or died before the
-			// table was committed): the agents hold it.
-			fe.tablePublished(res.Values)
-		}
-	case proto.MContrib:
-		c, err := proto.DecodeContrib(p)
-		if err != nil {
-			fe.protocolError(a, err)
-			return
-		}
-		fe.contribute(a, c)
-	case proto.MRingAsk:
-		ask, err := proto.DecodeRingAsk(p)
-		if err != nil {
-			fe.protocolError(a, err)
-			return
-		}
-		fe.ringAsk(a, ask) // ring.go
-	case proto.MRingValues:
-		res, err := proto.DecodeCollResult(p)
-		if err != nil {
-			fe.protocolError(a, err)
-			return
-		}
-		fe.ringValues(a, res)
-	case proto.MStdinAck:
-		if fe.input != nil {
-			fe.input.Acked()
-		}
-	case proto.MDone:
+	case proto.ChildReport:
+		fe.childReport(a, m)
+	case proto.BackupUp:
+		fe.step(recovery.BackupUp{Agent: a.idx, Backup: m.Backup})
+	case proto.ReplicaUp:
+		fe.replicaUp(a, m)
+	case proto.AgentDone:
 		fe.step(recovery.AgentDone{Agent: a.idx})
-		if st, err := proto.DecodeNodeStats(p); err == nil && st.PMI.Requests > 0 {
+		if st := m.Stats; m.StatsOK && st.PMI.Requests > 0 {
 			fe.verbosef("node %s: PMI %d requests (%d puts, %d gets, %d barriers) answered on the node, %d B in / %d B out; %d B sent up in %d barrier(s)",
 				a.name, st.PMI.Requests, st.PMI.Puts, st.PMI.Gets, st.PMI.Barriers, st.PMI.BytesIn, st.PMI.BytesOut, st.PMIUp, st.Barrier)
 		}
-	default:
-		fe.protocolError(a, fmt.Errorf("unknown message type %d", typ))
+	// The ranks: started, ended, aborted.
+	case proto.Started:
+		fe.ranksStarted(a, m)
+	case proto.RankStatus:
+		fe.rankExit(a, m)
+	case proto.AbortMsg:
+		if m.Stranded {
+			fe.journal.Stranded(journal.Stranded{Node: fe.nodeOf(m.Rank), Rank: m.Rank})
+		}
+		fe.step(recovery.RankAborted{Rank: m.Rank, Node: fe.nodeOf(m.Rank), Code: m.Code, Msg: m.Msg, Failed: m.Failed})
+	// Output and stdin.
+	case proto.Output:
+		if a.outNext.Take(m.Seq) { // else a copy, or sent again after a failover (launch/proto/outq.go)
+			fe.out.Push(output.Item{Agent: a, Seq: m.Seq, Rank: m.Rank, Stream: m.Stream, Data: m.Data})
+		}
+	case proto.OutputResync:
+		a.outNext.Resync(m.First)
+	case proto.StdinAck:
+		if fe.input != nil {
+			fe.input.Acked()
+		}
+	// Collectives.
+	case *proto.Contrib:
+		fe.contribute(a, m)
+	case proto.RingAsk:
+		fe.ringAsk(a, m)
+	case proto.RingValues:
+		fe.ringValues(a, m.CollResult)
+	case proto.TableHeld:
+		// A successor whose replicated state lacks the table the front-end
+		// published (it was cut off or died before the table was
+		// committed): the agents hold it.
+		if fe.table == nil {
+			fe.tablePublished(m.Values)
+		}
 	}
+}
+
+// childReport takes a parent's report of its child: not started, or its
+// link ended; one that moved to its backup parent is not this one's to
+// report.
+func (fe *frontend) childReport(parent *agentHandle, cr proto.ChildReport) {
+	if !slices.Contains(fe.topo.Children(parent.idx), cr.Idx) {
+		return
+	}
+	if c := fe.agents[cr.Idx]; cr.Gone {
+		fe.linkEnded(c, cr.Err())
+	} else {
+		fe.launchFailed(c, cr.Msg)
+	}
+}
+
+// replicaUp takes a replica agent's word that its replica is ready to
+// join the group, or could not start (no address).
+func (fe *frontend) replicaUp(a *agentHandle, ru proto.ReplicaUp) {
+	if !fe.replicaNodes[a.idx] || ru.Name != a.name {
+		fe.protocolError(a, fmt.Errorf("replica up: %v", nil))
+		return
+	}
+	if ru.Addr == "" {
+		fe.warnf("root replica on %s did not start; the state log has one replica less", ru.Name)
+		fe.journal.Settle(ru.Name, false)
+		return
+	}
+	fe.addReplica(ru, a.replaces)
+}
+
+// rankExit takes a rank's end: an older incarnation's is stale, and one
+// reported again after a failover is taken once.
+func (fe *frontend) rankExit(a *agentHandle, st proto.RankStatus) {
+	if st.Incarnation != 0 && st.Incarnation < fe.ledger().Runs(st.Rank) {
+		return
+	}
+	if fe.ledger().Ended(st.Rank) { // ranks abandoned with a lost agent too
+		if !fe.status().Resumed && !a.resynced {
+			fe.protocolError(a, fmt.Errorf("exit message for rank %d: it had ended", st.Rank))
+		}
+		return
+	}
+	fe.rankEnded(st)
 }
 
 // ranksStarted takes an agent's ranks that run (the planner's ledger says
