@@ -140,6 +140,25 @@ func (g *Group) Settle(name string, joined bool) {
 // not.
 func (g *Group) Settled(name string) bool { return g.settled[name] }
 
+// EndReady reports whether the job's end can be committed: every replica
+// agent of up (those still up) joined the group or failed to, so that the
+// final status is on all of them, or the group has not formed at all (the
+// front-end's replica does not lead yet, or has none: nobody joined, and
+// the journal writes the end alone instead of waiting for an election:
+// docs/state.md). While one is joining it lets the replica start (they
+// join once the front-end's replica leads); it gives up waiting once the
+// job ended (at ended) 10 s ago, and says so (late).
+func (g *Group) EndReady(up []string, ended time.Time) (ready, late bool) {
+	if g.Replica() == nil || !slices.ContainsFunc(up, func(name string) bool { return !g.settled[name] }) {
+		return true, false
+	}
+	if time.Since(ended) > 10*time.Second {
+		return true, true
+	}
+	g.Start()
+	return false, false
+}
+
 // Joined lists the replica agents that joined the group, in order.
 func (g *Group) Joined() []string { return g.joined }
 

@@ -111,3 +111,42 @@ func TestFrontEndConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestEndReadyWaitsForJoiningReplicas: the job's end is committed once
+// every replica agent up joined or failed to, at once when the group has
+// not formed, and without them (late) 10 s after the job ended.
+func TestEndReadyWaitsForJoiningReplicas(t *testing.T) {
+	solo, err := OpenGroup(context.Background(), Config{StateDir: t.TempDir(), Node: "fe", Solo: true, Job: Job{ID: "ft-end", N: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.End()
+	solo.Expect("n1")
+	if ready, late := solo.EndReady([]string{"n1"}, time.Now()); !ready || late {
+		t.Errorf("no group formed: ready %v late %v, want ready", ready, late)
+	}
+	g := GroupOf(open(t, t.TempDir(), 1))
+	defer g.End()
+	if err := g.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g.Expect("n1")
+	for _, tc := range []struct {
+		name        string
+		up          []string
+		ended       time.Duration // ago
+		ready, late bool
+	}{
+		{"n1 joining", []string{"n1"}, 0, false, false},
+		{"n1 joining 11 s after the end", []string{"n1"}, 11 * time.Second, true, true},
+		{"n1 not up", nil, 0, true, false},
+	} {
+		if ready, late := g.EndReady(tc.up, time.Now().Add(-tc.ended)); ready != tc.ready || late != tc.late {
+			t.Errorf("%s: ready %v late %v, want %v %v", tc.name, ready, late, tc.ready, tc.late)
+		}
+	}
+	g.Settle("n1", false)
+	if ready, _ := g.EndReady([]string{"n1"}, time.Now()); !ready {
+		t.Error("n1 settled: not ready")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 )
@@ -43,4 +44,55 @@ func KillSession(s spawn.Session) {
 func isSSH(s spawn.Session) bool {
 	_, ok := s.(sshSession)
 	return ok
+}
+
+// AgentEnd is an agent's process or session at the job's end, as its
+// root waits for it (ReapAgents).
+type AgentEnd struct {
+	Finished bool          // its link ended after it said it was done
+	Local    *LocalAgent   // the agent on the root's machine (nil: none)
+	Sess     spawn.Session // the session the root started it in (nil: none)
+}
+
+// ReapAgents waits for the agents' processes and sessions once every
+// agent's link ended. Sessions of agents that finished end at once. A
+// lost agent's may not: srun cancelling a step on a dead node can take
+// tens of seconds. Those get lost to end; what is left of them goes with
+// this process (srun and ssh sessions die with their parent).
+func ReapAgents(agents []AgentEnd, lost time.Duration) {
+	deadline := time.After(lost)
+	for _, a := range agents {
+		if a.Finished && a.Sess != nil {
+			// One srun step shared by every agent (a group start) ends
+			// once each has released its share, so all are released
+			// before any is waited for; a step with a task on a lost node
+			// is killed then (its cancellation would wait for Slurm:
+			// group.go). Other sessions end by themselves.
+			Finished(a.Sess)
+		}
+	}
+	for _, a := range agents {
+		if a.Finished || a.Local != nil {
+			a.wait()
+			continue
+		}
+		ended := make(chan struct{})
+		go func() {
+			a.wait()
+			close(ended)
+		}()
+		select {
+		case <-ended:
+		case <-deadline:
+		}
+	}
+}
+
+func (a AgentEnd) wait() {
+	switch {
+	case a.Local != nil:
+		_ = a.Local.Wait()
+	case a.Sess != nil:
+		_ = a.Sess.Wait()
+	}
 }

@@ -109,36 +109,11 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	fe.fences.Wait()
 	fe.closeJournal()
 	fe.journal.End()
-	// Sessions of agents that finished end at once. A lost agent's may
-	// not: srun cancelling a step on a dead node can take tens of seconds.
-	// Those get a bounded wait; what is left of them goes with this
-	// process (srun and ssh sessions die with their parent).
-	lost := time.After(2 * time.Second)
-	for _, a := range fe.agents {
-		if fe.link(a).Done && a.sess != nil {
-			// It finished. One srun step shared by every agent (a group
-			// start) ends once each has released its share, so all are
-			// released before any is waited for; a step with a task on a
-			// lost node is killed then (its cancellation would wait for
-			// Slurm: launcher/group.go). Other sessions end by themselves.
-			launcher.Finished(a.sess)
-		}
+	ends := make([]launcher.AgentEnd, len(fe.agents))
+	for i, a := range fe.agents {
+		ends[i] = launcher.AgentEnd{Finished: fe.link(a).Done, Local: a.local, Sess: a.sess}
 	}
-	for _, a := range fe.agents {
-		if fe.link(a).Done || a.local != nil {
-			a.wait()
-			continue
-		}
-		ended := make(chan struct{})
-		go func() {
-			a.wait()
-			close(ended)
-		}()
-		select {
-		case <-ended:
-		case <-lost:
-		}
-	}
+	launcher.ReapAgents(ends, 2*time.Second) // a lost agent's session gets 2 s
 	return fe.finish()
 }
 
@@ -156,30 +131,23 @@ func (fe *frontend) soloLog() bool {
 }
 
 // replicasSettled reports whether the job's end can be committed: every
-// replica agent that is up has joined the group (or failed to), so that
-// the final status is on all of them, or the group has not formed at all.
-// It gives up waiting after 10 s.
+// replica agent that is up joined the group or failed to, or the group
+// has not formed, or 10 s passed (journal.Group.EndReady).
 func (fe *frontend) replicasSettled() bool {
 	if fe.endedAt.IsZero() {
 		fe.endedAt = time.Now()
 	}
-	if fe.journal.Replica() == nil {
-		// The group has not formed (the front-end's replica does not lead
-		// yet, or has none): nobody joined, and the journal writes the
-		// end alone instead of waiting for an election (docs/state.md).
-		return true
-	}
+	var up []string
 	for i := range fe.replicaNodes {
-		if a, l := fe.agents[i], fe.links().Link(i); a.replica && !l.Closed && !l.Done && !fe.journal.Settled(a.name) {
-			if time.Since(fe.endedAt) > 10*time.Second {
-				fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
-				return true
-			}
-			fe.journal.Start() // they join once the front-end's replica leads
-			return false
+		if a, l := fe.agents[i], fe.links().Link(i); a.replica && !l.Closed && !l.Done {
+			up = append(up, a.name)
 		}
 	}
-	return true
+	ready, late := fe.journal.EndReady(up, fe.endedAt)
+	if late {
+		fe.warnf("job state log: root replicas still joining the group after 10 s; committing the final status without them")
+	}
+	return ready
 }
 
 func (fe *frontend) shutdown() {

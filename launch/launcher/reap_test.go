@@ -1,0 +1,36 @@
+package launcher
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/ftlaunch/ftlaunch/launch/spawn"
+)
+
+// endingSession is a session that ends once end is closed.
+type endingSession struct{ end chan struct{} }
+
+func (s endingSession) Stdout() io.Reader          { return nil }
+func (s endingSession) Stderr() io.Reader          { return nil }
+func (s endingSession) Wait() error                { <-s.end; return nil }
+func (s endingSession) Close() error               { return nil }
+func (s endingSession) Timings() (t spawn.Timings) { return t }
+
+// TestReapAgentsBoundsALostAgentsSession: a finished agent's session is
+// waited for; a lost one's that does not end is given up at the bound.
+func TestReapAgentsBoundsALostAgentsSession(t *testing.T) {
+	done, hung := endingSession{make(chan struct{})}, endingSession{make(chan struct{})}
+	defer close(hung.end)
+	close(done.end)
+	reaped := make(chan struct{})
+	go func() {
+		ReapAgents([]AgentEnd{{Finished: true, Sess: done}, {Sess: hung}}, 10*time.Millisecond)
+		close(reaped)
+	}()
+	select {
+	case <-reaped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lost agent's session that never ends held the reaping past its bound")
+	}
+}
