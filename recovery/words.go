@@ -1,7 +1,9 @@
 package recovery
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -157,4 +159,20 @@ func (r RefuseReason) Words() string {
 		return "the job is ending"
 	}
 	return ""
+}
+
+// FailedRanks says the ranks that failed, for the job's end when more
+// than one did (the failure's own words named the first): each with its
+// node and how it ended, by rank ("" for fewer than two).
+func FailedRanks(failed []RankExited) string {
+	if len(failed) < 2 {
+		return ""
+	}
+	failed = slices.SortedFunc(slices.Values(failed), func(a, b RankExited) int { return cmp.Compare(a.Rank, b.Rank) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "ftlaunch: %d ranks failed:\n", len(failed))
+	for _, ev := range failed {
+		fmt.Fprintf(&b, "  rank %-6d node %-16s %s\n", ev.Rank, ev.Node, ev.Describe())
+	}
+	return b.String()
 }

@@ -104,3 +104,19 @@ func TestRefuseReasonWords(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedRanksSaysEachFailure: the job's end lists the ranks that
+// failed, by rank, once more than one did.
+func TestFailedRanksSaysEachFailure(t *testing.T) {
+	one := []RankExited{{Rank: 3, Node: "n1", Code: 2}}
+	if w := FailedRanks(one); w != "" {
+		t.Errorf("one failure listed: %q", w)
+	}
+	two := append(one, RankExited{Rank: 1, Node: "n0", Signal: 9})
+	want := "ftlaunch: 2 ranks failed:\n" +
+		"  rank 1      node n0               " + two[1].Describe() + "\n" +
+		"  rank 3      node n1               " + one[0].Describe() + "\n"
+	if w := FailedRanks(two); w != want {
+		t.Errorf("words %q, want %q", w, want)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -530,21 +529,14 @@ func (fe *frontend) finish() int {
 	if failure == nil {
 		return 0
 	}
-	var failed []int
+	var failed []recovery.RankExited
 	for r, rs := range fe.ranks {
-		st := rs.status
-		if (st.Code != 0 || st.Signal != 0 || st.Reason != "") && !rs.byFrontend {
-			failed = append(failed, r)
+		if ev := exitEvent(rs.status, fe.nodeOf(r)); !ev.Clean() && !rs.byFrontend {
+			failed = append(failed, ev)
 		}
 	}
-	if len(failed) > 1 {
-		sort.Ints(failed)
-		var b strings.Builder
-		fmt.Fprintf(&b, "ftlaunch: %d ranks failed:\n", len(failed))
-		for _, r := range failed {
-			fmt.Fprintf(&b, "  rank %-6d node %-16s %s\n", r, fe.nodeOf(r), describe(fe.ranks[r].status))
-		}
-		fe.out.Message(b.String())
+	if words := recovery.FailedRanks(failed); words != "" {
+		fe.out.Message(words)
 	}
 	return failure.Code
 }
