@@ -1,6 +1,8 @@
 package proto
 
 import (
+	"fmt"
+
 	"github.com/ftlaunch/ftlaunch/launch/pmi"
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
 )
@@ -28,4 +30,10 @@ func (n NodeStats) Encode() []byte {
 		e.Int(v)
 	}
 	return e.Data()
+}
+
+// Words says a node's figures for --verbose.
+func (n NodeStats) Words() string {
+	return fmt.Sprintf("PMI %d requests (%d puts, %d gets, %d barriers) answered on the node, %d B in / %d B out; %d B sent up in %d barrier(s)",
+		n.PMI.Requests, n.PMI.Puts, n.PMI.Gets, n.PMI.Barriers, n.PMI.BytesIn, n.PMI.BytesOut, n.PMIUp, n.Barrier)
 }

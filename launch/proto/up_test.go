@@ -37,6 +37,7 @@ func TestDecodeUpChecksIndexes(t *testing.T) {
 		{"table held", 0, MTableHeld, table.Encode(), TableHeld{Values: [][]byte{{}, {}, {}, {}}}, ""},
 		{"table held short", 0, MTableHeld, (&CollResult{Op: rankproto.OpPublish, Values: make([][]byte, 3)}).Encode(), nil, "node table held: <nil>"},
 		{"done without figures", 0, MDone, nil, AgentDone{}, ""},
+		{"done", 0, MDone, NodeStats{PMIUp: 5}.Encode(), AgentDone{Stats: NodeStats{PMIUp: 5}, StatsOK: true}, ""},
 		{"unknown", 0, 99, nil, nil, "unknown message type 99"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,5 +52,14 @@ func TestDecodeUpChecksIndexes(t *testing.T) {
 				t.Errorf("decoded %#v, %v; want %#v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestNodeStatsWords: a node's figures as --verbose says them.
+func TestNodeStatsWords(t *testing.T) {
+	n := NodeStats{PMIUp: 300, Barrier: 2}
+	n.PMI.Requests, n.PMI.Puts, n.PMI.Gets, n.PMI.Barriers, n.PMI.BytesIn, n.PMI.BytesOut = 9, 4, 3, 2, 100, 200
+	if w := n.Words(); w != "PMI 9 requests (4 puts, 3 gets, 2 barriers) answered on the node, 100 B in / 200 B out; 300 B sent up in 2 barrier(s)" {
+		t.Errorf("words %q", w)
 	}
 }

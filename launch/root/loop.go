@@ -295,9 +295,8 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		fe.replicaUp(a, m)
 	case proto.AgentDone:
 		fe.step(recovery.AgentDone{Agent: a.idx})
-		if st := m.Stats; m.StatsOK && st.PMI.Requests > 0 {
-			fe.verbosef("node %s: PMI %d requests (%d puts, %d gets, %d barriers) answered on the node, %d B in / %d B out; %d B sent up in %d barrier(s)",
-				a.name, st.PMI.Requests, st.PMI.Puts, st.PMI.Gets, st.PMI.Barriers, st.PMI.BytesIn, st.PMI.BytesOut, st.PMIUp, st.Barrier)
+		if m.StatsOK && m.Stats.PMI.Requests > 0 {
+			fe.verbosef("node %s: %s", a.name, m.Stats.Words())
 		}
 	// The ranks: started, ended, aborted.
 	case proto.Started:
