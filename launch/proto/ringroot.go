@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // The root's part in the ring exchange's scan (docs/collectives.md, "Ring
@@ -14,14 +15,27 @@ import (
 // (RingAsk): it is answered from what the root holds, or once a recall of
 // every agent's values came back (RingRecallDone).
 
-// RingSplit is the scan's first step down, a ring's answer g of
-// collective seq split for the root's children: for each child (the keys
-// of below, with the ranks below it as the tree is now: a moved agent's
-// ranks count where it is), the values of the ranks its subtree needs
-// from outside it, as the tree is now and as its parts came up (g.Via),
-// of those the root holds. A value the root lacks (the tree changed
-// while the ring was open) is asked for by the agent whose rank needs it.
-func (g *Gather) RingSplit(seq uint64, got Gathered, below map[int][]int) map[int]*CollResult {
+// RingSplit is the scan's first step down, a ring's answer got of
+// collective seq split for the root's children in tree: for each, the
+// values of the ranks its subtree needs from outside it, as the tree is
+// now (a moved agent's ranks count where it is: agentOf says where a rank
+// runs, -1 for nowhere known) and as its parts came up (got.Via), of
+// those the root holds. A value the root lacks (the tree changed while
+// the ring was open) is asked for by the agent whose rank needs it.
+func (g *Gather) RingSplit(seq uint64, got Gathered, tree *topology.Tree, agentOf func(rank int) int) map[int]*CollResult {
+	below := map[int][]int{} // ranks by the root's child above their agent
+	for x := range tree.N() {
+		if tree.Parent(x) == topology.Root {
+			below[x] = []int{}
+		}
+	}
+	for r := range g.n {
+		if x := agentOf(r); x >= 0 && x < tree.N() {
+			if top := tree.Top(x); below[top] != nil {
+				below[top] = append(below[top], r)
+			}
+		}
+	}
 	out := map[int]*CollResult{}
 	for child, ranks := range below {
 		need := RingNeeds(SpansOf(ranks), g.n)

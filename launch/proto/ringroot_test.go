@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // ringAnswered is a Gather of a ring of 8 ranks over four agents (rank r
@@ -35,21 +36,33 @@ func ringAnswered(t *testing.T) (*Gather, Gathered) {
 // now and as its parts came up.
 func TestRingSplitSendsEachChildWhatItsSubtreeNeeds(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		below map[int][]int
-		noVia int // a child none of whose parts came up (-1: none)
-		want  map[int][]int
+		name    string
+		parent2 int // agent 2's parent (0 as launched)
+		noVia   int // a child none of whose parts came up (-1: none)
+		want    map[int][]int
 	}{
-		{"as the parts came up", map[int][]int{0: {0, 1, 4, 5}, 1: {2, 3, 6, 7}}, -1, map[int][]int{0: {2, 3, 6, 7}, 1: {0, 1, 4, 5}}},
+		{"as the parts came up", 0, -1, map[int][]int{0: {2, 3, 6, 7}, 1: {0, 1, 4, 5}}},
 		// Agent 2 moved below child 1: child 1's ranks are now 2-7, and
 		// its parts' runs (2-3, 6-7) still need 0, 1, 4 and 5.
-		{"an agent moved to the other child", map[int][]int{0: {0, 1}, 1: {2, 3, 4, 5, 6, 7}}, -1, map[int][]int{0: {2, 3, 6, 7}, 1: {0, 1, 4, 5}}},
-		{"by the tree as it is now alone", map[int][]int{0: {0, 1}, 1: {2, 3, 4, 5, 6, 7}}, 0, map[int][]int{0: {2, 7}, 1: {0, 1, 4, 5}}},
+		{"an agent moved to the other child", 1, -1, map[int][]int{0: {2, 3, 6, 7}, 1: {0, 1, 4, 5}}},
+		{"by the tree as it is now alone", 1, 0, map[int][]int{0: {2, 7}, 1: {0, 1, 4, 5}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			tree, err := topology.FromEdges("kary:2", []topology.Edge{
+				{Name: "node0", Parent: topology.Root, Backup: topology.None},
+				{Name: "node1", Parent: topology.Root, Backup: topology.None},
+				{Name: "node2", Parent: tc.parent2, Backup: 1 - tc.parent2},
+				{Name: "node3", Parent: 1, Backup: 0},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
 			g, got := ringAnswered(t)
 			delete(got.Via, tc.noVia)
-			parts := g.RingSplit(0, got, tc.below)
+			parts := g.RingSplit(0, got, tree, func(r int) int { return r / 2 })
+			if len(parts) != 2 {
+				t.Errorf("parts for %d children, want 2", len(parts))
+			}
 			for child, want := range tc.want {
 				if p := parts[child]; p == nil || !slices.Equal(p.Ranks, want) || p.Size() != 8 {
 					t.Errorf("child %d sent %+v, want the values of %v", child, p, want)

@@ -16,21 +16,8 @@ func (fe *frontend) ringAnswer(seq uint64, g proto.Gathered) int64 {
 	if fe.rootMerge && len(g.Ring) == fe.opts.N {
 		return fe.bcast(proto.MCollResult, g.RingDense(seq).Encode())
 	}
-	below := map[int][]int{} // ranks by the root's child above their agent
-	for _, a := range fe.agents {
-		if fe.rootChild(a) {
-			below[a.idx] = []int{}
-		}
-	}
-	for r := range fe.ranks {
-		if node := fe.ledger().Agent(r); node >= 0 && node < len(fe.agents) {
-			if top := fe.topo.Top(node); below[top] != nil {
-				below[top] = append(below[top], r)
-			}
-		}
-	}
 	var down int64
-	parts := fe.colls.RingSplit(seq, g, below)
+	parts := fe.colls.RingSplit(seq, g, fe.topo, fe.ledger().Agent)
 	for _, a := range fe.agents {
 		if p, ok := parts[a.idx]; ok && a.link != nil && !fe.link(a).Closed && !fe.link(a).Done {
 			enc := p.Encode()
