@@ -9,13 +9,19 @@ import (
 // The messages an agent sends up to the root, decoded by DecodeUp into one
 // typed value each and checked against the job's sizes, so that the
 // root's event loop switches on the type and never unmarshals by hand.
-// The restart protocol's acknowledgements (RecMsg: MSuspended to
-// MRankProto) are decoded apart, by DecodeRecMsg.
 
 // Up is a message an agent sent up, decoded (DecodeUp): one of the types
 // below, or Reparent, ChildUp, ReplicaUp, Started, RankStatus, AbortMsg,
 // *Contrib, RingAsk.
 type Up interface{ isUp() }
+
+// RecAck is an agent's acknowledgement in the restart protocol, or its
+// word that a rank opened PMI-1 or the rank protocol (MSuspended to
+// MRankProto): Type, and the message.
+type RecAck struct {
+	Type uint8
+	RecMsg
+}
 
 // Relayed is a message relayed from agent From (MFrom): its type and
 // payload, to be decoded as From's.
@@ -72,6 +78,12 @@ type Bounds struct{ Ranks, Agents int }
 // decode is ignored, as it always was (nil, nil).
 func DecodeUp(from int, typ uint8, p []byte, b Bounds) (Up, error) {
 	switch typ {
+	case MSuspended, MRespawned, MPatched, MResumed, MRestarted, MPMIInit, MRankProto:
+		m, err := DecodeRecMsg(p)
+		if err != nil || m.Rank >= b.Ranks {
+			return nil, fmt.Errorf("recovery message %d: %v", typ, err)
+		}
+		return RecAck{Type: typ, RecMsg: m}, nil
 	case MFrom:
 		src, t, inner, err := Unwrap(p, true)
 		if err != nil || src < 0 || src >= b.Agents || src == from || t == MFrom {
@@ -166,6 +178,7 @@ func up[T Up](m T, err error) (Up, error) {
 	return m, nil
 }
 
+func (RecAck) isUp()       {}
 func (Relayed) isUp()      {}
 func (Reparent) isUp()     {}
 func (ChildUp) isUp()      {}

@@ -21,6 +21,7 @@ func TestDecodeUpChecksIndexes(t *testing.T) {
 		want Up
 		err  string
 	}{
+		{"respawned of no rank", 1, MRespawned, RecMsg{Rank: 4}.Encode(), nil, "recovery message 49: <nil>"},
 		{"relayed", 0, MFrom, Wrap(2, MStdinAck, nil), Relayed{From: 2, Type: MStdinAck, P: []byte{}}, ""},
 		{"relayed from itself", 2, MFrom, Wrap(2, MStdinAck, nil), nil, "relayed message from agent 2: <nil>"},
 		{"relayed relay", 0, MFrom, Wrap(1, MFrom, nil), nil, "relayed message from agent 1: <nil>"},
@@ -52,6 +53,15 @@ func TestDecodeUpChecksIndexes(t *testing.T) {
 				t.Errorf("decoded %#v, %v; want %#v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecodeUpRecAck: the restart protocol's acknowledgements decode with
+// their type.
+func TestDecodeUpRecAck(t *testing.T) {
+	got, err := DecodeUp(1, MPatched, RecMsg{Epoch: 3, Version: 2}.Encode(), Bounds{Ranks: 4, Agents: 2})
+	if ack, ok := got.(RecAck); err != nil || !ok || ack.Type != MPatched || ack.Epoch != 3 || ack.Version != 2 {
+		t.Errorf("decoded %#v, %v", got, err)
 	}
 }
 

@@ -265,15 +265,14 @@ func (fe *frontend) handle(ev event) {
 // proto.DecodeUp; a family's handler with more to it than a line is a
 // function of its own.
 func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
-	if fe.recoveryMessage(a, typ, p) {
-		return
-	}
 	m, err := proto.DecodeUp(a.idx, typ, p, proto.Bounds{Ranks: fe.opts.N, Agents: len(fe.agents)})
 	if err != nil {
 		fe.protocolError(a, err)
 		return
 	}
 	switch m := m.(type) {
+	case proto.RecAck:
+		fe.recoveryAck(a, m) // recovery.go
 	// The tree: relays, children, backups, replicas.
 	case proto.Relayed:
 		// One relayed on a path it left (it moved to a backup parent), or

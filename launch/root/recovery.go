@@ -291,20 +291,10 @@ func (fe *frontend) aloneOver(act recovery.AloneOver) {
 	fe.warnf("recovered: rank(s) %s started again (%.0f ms after the failure)", strings.ReplaceAll(recovery.RanksText(act.Ranks), " ", ", "), ms(after))
 }
 
-// recoveryMessage handles an agent's message of the restart protocol; it
-// reports false for a message that is not one.
-func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
-	switch typ {
-	case proto.MSuspended, proto.MRespawned, proto.MPatched, proto.MResumed, proto.MRestarted, proto.MPMIInit, proto.MRankProto:
-	default:
-		return false
-	}
-	m, err := proto.DecodeRecMsg(p)
-	if err != nil || m.Rank >= fe.opts.N {
-		fe.protocolError(a, fmt.Errorf("recovery message %d: %v", typ, err))
-		return true
-	}
-	switch typ {
+// recoveryAck hands the planner an agent's acknowledgement in the restart
+// protocol (decoded by proto.DecodeUp).
+func (fe *frontend) recoveryAck(a *agentHandle, m proto.RecAck) {
+	switch m.Type {
 	case proto.MSuspended:
 		fe.step(recovery.Suspended{Agent: a.idx, Epoch: m.Epoch})
 	case proto.MRespawned:
@@ -321,7 +311,6 @@ func (fe *frontend) recoveryMessage(a *agentHandle, typ uint8, p []byte) bool {
 	case proto.MRankProto:
 		fe.step(recovery.ProtocolOpened{Rank: m.Rank, Node: a.name})
 	}
-	return true
 }
 
 // recoveryOver records and tells a recovery's end, which the planner
