@@ -176,3 +176,18 @@ func FailedRanks(failed []RankExited) string {
 	}
 	return b.String()
 }
+
+// StandbyWords says how many standby links to backup parents were up,
+// naming those that were not by their agents' names (names, by index).
+func (v Links) StandbyWords(names []string) string {
+	n, missing := v.Standbys()
+	var not []string
+	for _, x := range missing {
+		not = append(not, names[x]+" to "+names[v.p.cfg.Tree.Backup(x)])
+	}
+	words := fmt.Sprintf("%d of %d standby link(s) to backup parents were up", n-len(missing), n)
+	if len(not) > 0 {
+		words += " (not: " + strings.Join(not, ", ") + ")"
+	}
+	return words
+}

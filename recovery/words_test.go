@@ -120,3 +120,20 @@ func TestFailedRanksSaysEachFailure(t *testing.T) {
 		t.Errorf("words %q, want %q", w, want)
 	}
 }
+
+// TestStandbyWordsNamesTheLinksNotUp: the launch tree's summary says how
+// many standby links were up and names the others, by their agents.
+func TestStandbyWordsNamesTheLinksNotUp(t *testing.T) {
+	p := lossPlanner(t, Rank) // backups: n2, n3 → n1; n4, n5 → n0; n6 → n3
+	names := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6"}
+	for _, ev := range []BackupUp{{Agent: 2, Backup: 1}, {Agent: 3, Backup: 1}, {Agent: 4, Backup: 0}, {Agent: 5, Backup: 0}} {
+		p.Step(ev)
+	}
+	if w := p.Links().StandbyWords(names); w != "4 of 5 standby link(s) to backup parents were up (not: n6 to n3)" {
+		t.Errorf("words %q", w)
+	}
+	p.Step(BackupUp{Agent: 6, Backup: 3})
+	if w := p.Links().StandbyWords(names); w != "5 of 5 standby link(s) to backup parents were up" {
+		t.Errorf("words %q", w)
+	}
+}

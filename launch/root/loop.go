@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -504,17 +503,11 @@ func (fe *frontend) killAgents() {
 // finish prints the failure summary and returns the exit code.
 func (fe *frontend) finish() int {
 	if fe.plan != nil {
-		n, missing := fe.links().Standbys()
-		var names []string
-		for _, x := range missing {
-			names = append(names, fmt.Sprintf("%s to %s", fe.agents[x].name, fe.agents[fe.topo.Backup(x)].name))
+		names := make([]string, len(fe.agents))
+		for i, a := range fe.agents {
+			names[i] = a.name
 		}
-		without := ""
-		if len(names) > 0 {
-			without = " (not: " + strings.Join(names, ", ") + ")"
-		}
-		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %d of %d standby link(s) to backup parents were up%s",
-			fe.plan.Kind, fe.plan.Depth(), len(fe.agents), n-len(missing), n, without)
+		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %s", fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.links().StandbyWords(names))
 	}
 	if cs := fe.collStats; cs.Answered > 0 {
 		fe.verbosef("collectives: %s", cs.Words())
