@@ -385,3 +385,46 @@ func TestFit(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictValidation20261128: the first measured validation
+// (docs/model.md, "Validation", 2026-11-28): from its calibration run's
+// figures the fit gives the W and R the run kept, and the prediction of
+// every case's tree is the one the run printed beside the measurement.
+// A change to the contention term shows here what it moves.
+func TestPredictValidation20261128(t *testing.T) {
+	f := Forecast{Rem: 0.434, Hand: 0.016, Shared: Shared{Cores: 2}}
+	w, _, err := mustBuild(t, "flat", 13, Params{}).Fit(f, FitWork, 1.193)
+	if err != nil || math.Abs(w-0.1518) > 5e-5 {
+		t.Fatalf("work %v (%v), want 0.1518 (flat over 12: 1.193 s)", w, err)
+	}
+	f.Shared.Work = 0.1518
+	r, _, err := mustBuild(t, "kary:2", 25, Params{}).Fit(f, FitRate, 3.701)
+	if err != nil || math.Abs(r-0.05597) > 5e-6 {
+		t.Fatalf("rate %v (%v), want 0.05597 (kary:2 over 24: 3.701 s)", r, err)
+	}
+	f.Shared.Rate = 0.05597
+	for _, c := range []struct {
+		tree  string
+		hosts int
+		want  float64 // as printed, 3 decimals
+	}{
+		{"flat", 8, 0.889}, {"kary:4", 8, 1.226}, {"binomial", 8, 1.592}, {"greedy", 8, 1.958},
+		{"flat", 16, 1.497}, {"kary:4", 16, 1.921}, {"binomial", 16, 2.707}, {"greedy", 16, 3.045},
+		{"flat", 32, 2.711}, {"kary:4", 32, 4.677}, {"binomial", 32, 6.422}, {"greedy", 32, 6.909},
+	} {
+		got, err := mustBuild(t, c.tree, c.hosts+1, Params{}).Predict(f)
+		if err != nil || math.Abs(got-c.want) > 5e-4 {
+			t.Errorf("%s over %d hosts: %v (%v), want %.3f", c.tree, c.hosts, got, err, c.want)
+		}
+	}
+	// Processor sharing with SEQ 0: a flat launch's agents are all up at
+	// its end, so the rate never acts on it.
+	flat := mustBuild(t, "flat", 33, Params{})
+	for _, rate := range []float64{0, 0.1} {
+		g := f
+		g.Shared.Rate = rate
+		if got, _ := flat.Predict(g); math.Abs(got-2.711) > 5e-4 {
+			t.Errorf("flat over 32 hosts at rate %v: %v, want 2.711 as at 0.05597", rate, got)
+		}
+	}
+}
