@@ -619,3 +619,27 @@ func TestNodesInProcessAgentLost(t *testing.T) {
 	}
 	noRankLeft(t, j.state)
 }
+
+// A job that runs into --timeout inside a collective says which agents
+// the collective waited for: on three nodes of two ranks, every rank but
+// the last (nodeC's second) enters the ring exchange, the last waits for
+// a file no one writes, and at the timeout the root reports the ring
+// open, waiting for nodeC.
+func TestNodesTimeoutNamesOpenCollective(t *testing.T) {
+	hosts := []string{"nodeA", "nodeB", "nodeC"}
+	never := filepath.Join(t.TempDir(), "never")
+	opts := Options{Env: []string{rankRoleEnv + "=ringhold", inRingEnv + "=" + t.TempDir(), gateEnv + "=" + never}, Label: true, Timeout: 3 * time.Second}
+	j := runOnNodes(t, hosts, 2, opts, nil)
+	if j.res.ExitCode != ExitTimeout {
+		t.Fatalf("exit %d, %v, want %d (timeout); stderr %s", j.res.ExitCode, j.err, ExitTimeout, j.stderr.String())
+	}
+	var open []root.OpenAtTimeout
+	for _, ev := range j.obs.events() {
+		if o, ok := ev.(root.OpenAtTimeout); ok {
+			open = append(open, o)
+		}
+	}
+	if len(open) != 1 || open[0].Kind != "ring" || !slices.Contains(open[0].Missing, "nodeC") {
+		t.Fatalf("open collectives at the timeout: %+v, want the ring waiting for nodeC", open)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -64,6 +65,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 				fe.verbosef("not forwarding %v: it ends a stop of the front-end itself; the ranks were not stopped", sig)
 			}
 		case <-timeout:
+			fe.sayOpenCollectives()
 			fe.step(recovery.TimedOut{Limit: fe.opts.Timeout})
 		case <-shutdownTimer:
 			fe.warnf("agents did not exit after the job ended; killing them")
@@ -541,4 +543,28 @@ func cpuTime() (user, sys time.Duration, ok bool) {
 		return 0, 0, false
 	}
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), true
+}
+
+// sayOpenCollectives tells (--verbose) which collectives are still open
+// when the job runs into --timeout, and which agents they wait for: a
+// job hung in a collective says whom it waited on.
+func (fe *frontend) sayOpenCollectives() {
+	fe.colls.Waiting(func(seq uint64, op rankproto.Op, covered map[int]bool) {
+		var missing []string
+		for _, a := range fe.agents {
+			if !covered[a.idx] {
+				missing = append(missing, a.name)
+			}
+		}
+		joined := len(fe.agents) - len(missing)
+		fe.observe(OpenAtTimeout{Kind: proto.CollKind(op), Seq: seq & (1<<32 - 1), Missing: slices.Clone(missing)})
+		const most = 8
+		more := ""
+		if len(missing) > most {
+			more = fmt.Sprintf(" and %d more", len(missing)-most)
+			missing = missing[:most]
+		}
+		fe.verbosef("at the timeout %s #%d was open: %d of %d agent(s) had joined; waiting for %s%s",
+			proto.CollKind(op), seq&(1<<32-1), joined, len(fe.agents), strings.Join(missing, ", "), more)
+	})
 }

@@ -64,10 +64,19 @@ type RanksEnded struct{}
 // front-end (its event loop starts next).
 type FailoverDone struct{ Node string }
 
+// OpenAtTimeout: the job ran into --timeout while collective Kind #Seq
+// (its number in its epoch) was open, waiting for the agents of Missing.
+type OpenAtTimeout struct {
+	Kind    string
+	Seq     uint64
+	Missing []string
+}
+
 // Adopted: a successor root adopted the agent of Node, a child of the lost
 // root (or an orphan whose last fallback is the root).
 type Adopted struct{ Node string }
 
+func (OpenAtTimeout) isObserved()   {}
 func (TablePublished) isObserved()  {}
 func (AgentLost) isObserved()       {}
 func (Reparented) isObserved()      {}
