@@ -119,7 +119,12 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 // narrate tells what an action does, in the planner's words
 // (recovery.Narrate): with --verbose, or always for a warning.
 func (fe *frontend) narrate(act recovery.Action) {
-	switch w, warn := recovery.Narrate(act, fe.nameOf, time.Since); {
+	fe.tell(recovery.Narrate(act, fe.nameOf, time.Since))
+}
+
+// tell tells the user w: with --verbose, or always for a warning.
+func (fe *frontend) tell(w string, warn bool) {
+	switch {
 	case w == "":
 	case warn:
 		fe.warnf("%s", w)

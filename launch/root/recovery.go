@@ -255,10 +255,6 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 	case recovery.RecoveryOver:
 		fe.recoveryOver(act)
 	case recovery.Fence:
-		if !act.Again {
-			fe.fenceAgent(act)
-			break
-		}
 		fe.fenceNode(act.Agent, act.Node, act.Incarnation)
 	case recovery.AwaitSelfFence:
 		fe.awaitSelfFence(act)
