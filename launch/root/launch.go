@@ -136,18 +136,9 @@ func (fe *frontend) arrangeTree() error {
 func (fe *frontend) setTree(t *topology.Tree) { fe.topo = t }
 
 // childSpecs issues the credentials of the given agents and describes them
-// for their launcher.
+// for their launcher (launcher.ChildSpecs).
 func (fe *frontend) childSpecs(idx []int) ([]proto.ChildSpec, error) {
-	cs := make([]proto.ChildSpec, 0, len(idx))
-	for _, i := range idx {
-		a := fe.agents[i]
-		creds, err := fe.ca.Issue(a.name)
-		if err != nil {
-			return nil, fmt.Errorf("credentials for %s: %w", a.name, err)
-		}
-		cs = append(cs, proto.ChildSpec{Idx: i, Name: a.name, Creds: creds.Marshal(), Sub: fe.topo.Subtree(i)})
-	}
-	return cs, nil
+	return launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, idx)
 }
 
 // startReader reads a direct child's link and passes its messages to the
@@ -218,8 +209,12 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		spec.Addr = host
 	}
 	if fe.tree {
-		spec.Tree = true
-		spec.Launch = fe.launchSpec(a)
+		// How it starts its children: as the root's agents start, or as
+		// a successor's own agent was told.
+		spec.Tree, spec.Launch = true, fe.opts.Agents.Spec(fe.topo.LeafLauncher(a.idx))
+		if fe.role == roleSuccessor {
+			spec.Launch = fe.opts.Agents.SuccessorSpec(*fe.launchTmpl, fe.topo.LeafLauncher(a.idx))
+		}
 		cs, err := fe.childSpecs(fe.topo.Children(a.idx))
 		if err != nil {
 			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})
@@ -328,33 +323,13 @@ func (fe *frontend) certName() string {
 	return proto.RootName
 }
 
-// replicaSpec is what a replica agent is given: enough to take the root
-// over, also in the middle of the launch.
+// replicaSpec is what a replica agent is given (launcher.ReplicaSpec).
 func (fe *frontend) replicaSpec() proto.ReplicaSpec {
-	rs := proto.ReplicaSpec{JobDir: fe.journal.Dir(), Replicas: fe.opts.Replicas}
-	if fe.ca != nil {
-		rs.CA = fe.ca.Marshal()
-	}
+	var placement [][]int
 	for _, b := range fe.agents {
-		rs.Placement = append(rs.Placement, b.ranks)
+		placement = append(placement, b.ranks)
 	}
-	return rs
-}
-
-// launchSpec tells agent a how to start its children: as the root's
-// agents start (launcher.Agents.Spec), or a successor's as it was told
-// itself.
-func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
-	leaf := fe.topo.LeafLauncher(a.idx)
-	if fe.role != roleSuccessor {
-		return fe.opts.Agents.Spec(leaf)
-	}
-	l := *fe.launchTmpl // (set by Resume, with the role)
-	l.Batch = 0
-	if leaf {
-		l.Batch = fe.opts.Agents.Batch
-	}
-	return l
+	return launcher.ReplicaSpec(fe.journal.Dir(), fe.opts.Replicas, fe.ca, placement)
 }
 
 // launchReport runs once every agent is up: it keeps the calibration and,
