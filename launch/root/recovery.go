@@ -136,7 +136,7 @@ func (fe *frontend) commit(act recovery.Commit) {
 	fe.recoveryAt = time.Now()
 	fe.journal.Start()
 	done := make(chan error, 1)
-	tree := fe.treeSeq
+	tree := fe.treeTells.Last()
 	fe.journal.Commit(ph, done)
 	fe.goFunc(func() {
 		var err error

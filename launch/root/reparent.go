@@ -114,7 +114,15 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 	top := fe.agents[fe.topo.Top(c.idx)]
 	anc := fe.topo.Ancestors(c.idx)
 	parent := fe.parentName(c.idx)
-	seq := fe.commitTree(change, func() { fe.tellMoved(c, moved, anc, parent) })
+	var seq uint64
+	seq = fe.commitTree(change, func() {
+		for _, x := range moved {
+			if b := fe.agents[x]; b.awaits != 0 && b.awaits <= seq {
+				b.awaits = 0 // its messages go out again (tellMoved flushes them)
+			}
+		}
+		fe.tellMoved(c, moved, anc, parent)
+	})
 	for _, x := range moved {
 		fe.agents[x].via = top.link
 		fe.agents[x].resynced = true
@@ -165,18 +173,15 @@ func (fe *frontend) tellMoved(c *agentHandle, moved, anc []int, parent string) {
 
 // commitTree records the launch tree as it is now (change says what
 // changed) and carries out tell, what the agents are told of the change,
-// once the state log has committed it, not before: no agent acts on a
-// tree change that a successor would not know (docs/design.md). Changes
-// are told in the order they were made. It returns the change's number.
+// once the state log has committed it, not before, in the order of the
+// changes (journal.TreeTells). It returns the change's number.
 //
 // A state log that cannot commit (its error ends with its close, as
 // before) does not keep the agents from their routes: the change is told
 // all the same, said with --verbose.
 func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	fe.journalPlan(change)
-	fe.treeSeq++
-	seq := fe.treeSeq
-	fe.treeTells = append(fe.treeTells, treeTell{seq: seq, tell: tell})
+	seq := fe.treeTells.Add(tell)
 	fe.journal.Start()
 	fe.goFunc(func() {
 		err := fe.journal.Sync(fe.ctx)
@@ -186,13 +191,6 @@ func (fe *frontend) commitTree(change string, tell func()) uint64 {
 		}
 	})
 	return seq
-}
-
-// treeTell is a tree change waiting for its commit, and what the agents
-// are told of it then.
-type treeTell struct {
-	seq  uint64
-	tell func()
 }
 
 // evTreeCommitted: the state log committed the tree changes up to seq
@@ -210,16 +208,7 @@ func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 	if ev.err != nil {
 		fe.verbosef("the tree's change could not be committed to the state log (%v): told all the same", ev.err)
 	}
-	for len(fe.treeTells) > 0 && fe.treeTells[0].seq <= ev.seq {
-		tt := fe.treeTells[0]
-		fe.treeTells = fe.treeTells[1:]
-		for _, a := range fe.agents {
-			if a.awaits != 0 && a.awaits <= tt.seq {
-				a.awaits = 0 // its messages go out again (the tell flushes them)
-			}
-		}
-		tt.tell()
-	}
+	fe.treeTells.Committed(ev.seq)
 }
 
 // adoptAsOrphan carries out the planner's Adopt of an orphan (an agent
