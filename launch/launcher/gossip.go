@@ -31,3 +31,19 @@ func StartGossip(ctx context.Context, job, bind string, hosts []string, fast boo
 	port, _ := strconv.Atoi(ps)
 	return m, &proto.GossipSpec{Secret: secret, Hosts: hosts, Port: port}, nil
 }
+
+// ForwardGossip hands each piece of evidence from events (a member's) to
+// deliver until events closes, ctx ends, or deliver says it could not
+// (false: its receiver ended with ctx).
+func ForwardGossip(ctx context.Context, events <-chan membership.Evidence, deliver func(membership.Evidence) bool) {
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok || !deliver(ev) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -45,3 +45,17 @@ func ReplicaSpec(jobDir string, replicas int, ca *secure.CA, placement [][]int) 
 	}
 	return rs
 }
+
+// UpWords says how an agent came up, for --verbose: this machine's agent
+// (local), in the front-end's process or as a process, on a socket pair;
+// else started by by ("ssh", "srun", "process": Agents.StartedBy), as its
+// launcher measured it (up).
+func UpWords(local *LocalAgent, by string, up proto.ChildUp) string {
+	switch {
+	case local != nil && local.InProcess:
+		return "in the front-end's process, on a socket pair"
+	case local != nil:
+		return "a local process on a socket pair"
+	}
+	return fmt.Sprintf("%s %.1f ms, %d attempt(s), connected %.1f ms after its launcher began", by, up.SSH.Seconds()*1e3, up.Attempts, up.Up.Seconds()*1e3)
+}

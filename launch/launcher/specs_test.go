@@ -74,3 +74,20 @@ func TestFenceEndWords(t *testing.T) {
 		}
 	}
 }
+
+// TestUpWords: how --verbose says an agent came up.
+func TestUpWords(t *testing.T) {
+	up := proto.ChildUp{SSH: 12300 * time.Microsecond, Attempts: 2, Up: 45600 * time.Microsecond}
+	for _, c := range []struct {
+		local *LocalAgent
+		want  string
+	}{
+		{&LocalAgent{InProcess: true}, "in the front-end's process, on a socket pair"},
+		{&LocalAgent{}, "a local process on a socket pair"},
+		{nil, "ssh 12.3 ms, 2 attempt(s), connected 45.6 ms after its launcher began"},
+	} {
+		if got := UpWords(c.local, journal.StartSSH, up); got != c.want {
+			t.Errorf("%q, want %q", got, c.want)
+		}
+	}
+}

@@ -53,21 +53,14 @@ const awakeTick = 100 * time.Millisecond
 // forwardGossip passes evidence to the event loop until ctx ends or the
 // member stops (the front-end's own, or a successor's replica agent's).
 func (fe *frontend) forwardGossip(ctx context.Context, events <-chan membership.Evidence) {
-	for {
+	launcher.ForwardGossip(ctx, events, func(ev membership.Evidence) bool {
 		select {
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			select {
-			case fe.events <- evGossip{ev: ev}:
-			case <-ctx.Done():
-				return
-			}
+		case fe.events <- evGossip{ev: ev}:
+			return true
 		case <-ctx.Done():
-			return
+			return false
 		}
-	}
+	})
 }
 
 // stopGossip shuts the front-end's member down (its events' goroutine

@@ -234,14 +234,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Incarnation: a.inc, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
 	fe.agentsUp++
 	fe.showProgress()
-	switch {
-	case a.local != nil && a.local.InProcess:
-		fe.verbosef("node %s: agent up (in the front-end's process, on a socket pair)", a.name)
-	case a.local != nil:
-		fe.verbosef("node %s: agent up (a local process on a socket pair)", a.name)
-	case fe.rootChild(a) || fe.opts.Verbose:
-		fe.verbosef("node %s: agent up (%s %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, fe.startedBy(), ms(up.SSH), up.Attempts, ms(up.Up))
-	}
+	fe.verbosef("node %s: agent up (%s)", a.name, launcher.UpWords(a.local, fe.startedBy(), up))
 	// A replicated root's children learn where the replica agents are:
 	// one of them adopts them if the front-end dies.
 	if len(fe.replicaNodes) > 0 {
