@@ -59,6 +59,16 @@ func FromPlan(pl *plan.Plan, names []string) (*Tree, error) {
 	return t, nil
 }
 
+// ReplicaAgents are the agents (of a tree FromPlan builds from pl) that
+// host root replicas, beyond the front-end's own.
+func ReplicaAgents(pl *plan.Plan) map[int]bool {
+	out := map[int]bool{}
+	for _, v := range pl.ReplicaNodes[1:] {
+		out[int(v)-1] = true
+	}
+	return out
+}
+
 // Flat is the tree of agents that are all children of the root, in order,
 // with no backups: the front-end starts them all.
 func Flat(names []string) *Tree {

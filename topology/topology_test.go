@@ -227,3 +227,32 @@ func TestRandomChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaAgents: the agents that host the root's replicas beyond the
+// front-end's are the plan's replica nodes, as agents (plan node a+1).
+func TestReplicaAgents(t *testing.T) {
+	kind, err := plan.ParseKind("kary:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := plan.Build(kind, 8, plan.Params{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ReplicaAgents(pl)
+	if len(got) != 2 {
+		t.Fatalf("%v, want 2 agents", got)
+	}
+	for _, v := range pl.ReplicaNodes[1:] {
+		if !got[int(v)-1] {
+			t.Errorf("replica node %d (agent %d) missing from %v", v, v-1, got)
+		}
+	}
+	one, err := plan.Build(kind, 8, plan.Params{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ReplicaAgents(one); len(got) != 0 {
+		t.Errorf("one replica (the front-end's): %v", got)
+	}
+}

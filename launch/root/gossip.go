@@ -42,13 +42,9 @@ func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string
 	}
 	fe.gossip, fe.gossipSpec = m, spec
 	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
-	fe.awake = proto.NewAwake(awakeTick)
+	fe.awake = proto.NewAwake(proto.AwakeTick)
 	fe.goFunc(func() { fe.awake.Run(ctx) })
 }
-
-// awakeTick is how often the root's and an agent's awake watch
-// (proto.Awake) ticks: a stall of 4 ticks (400 ms) and more is one.
-const awakeTick = 100 * time.Millisecond
 
 // forwardGossip passes evidence to the event loop until ctx ends or the
 // member stops (the front-end's own, or a successor's replica agent's).

@@ -50,12 +50,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 {
 		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
 		fe.rec = recovery.New(fe.plannerConfig())
-		a := fe.agents[0]
-		if err := fe.spawnAgent(a); err != nil {
-			return fmt.Errorf("start agent for node %s: %w", a.name, err)
+		if err := fe.startLocal(ctx, fe.agents[0], events); err != nil {
+			return fmt.Errorf("start agent for node %s: %w", fe.agents[0].name, err)
 		}
-		fe.startReader(ctx, a, events)
-		fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 		return nil
 	}
 	if err := fe.arrangeTree(); err != nil {
@@ -116,10 +113,7 @@ func (fe *frontend) arrangeTree() error {
 		return err
 	}
 	fe.plan, fe.tree = pl, true
-	fe.replicaNodes = map[int]bool{}
-	for _, v := range pl.ReplicaNodes[1:] {
-		fe.replicaNodes[int(v)-1] = true
-	}
+	fe.replicaNodes = topology.ReplicaAgents(pl)
 	names := make([]string, len(fe.agents))
 	for i, a := range fe.agents {
 		names[i] = a.name
@@ -372,9 +366,9 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 	fe.step(recovery.RanksAbandoned{Ranks: gone})
 }
 
-// spawnAgent starts this machine's agent on a socketpair link (the
-// launcher's StartLocal).
-func (fe *frontend) spawnAgent(a *agentHandle) error {
+// startLocal starts this machine's agent on a socketpair link (the
+// launcher's StartLocal), reads it, and gives it its share of the job.
+func (fe *frontend) startLocal(ctx context.Context, a *agentHandle, events chan<- event) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
 		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.Agents.Path, Stderr: fe.opts.Stderr,
 		Verbose: fe.opts.Verbose, Began: fe.start,
@@ -385,5 +379,7 @@ func (fe *frontend) spawnAgent(a *agentHandle) error {
 		return err
 	}
 	a.local, a.link = la, proto.NewLink(conn)
+	fe.startReader(ctx, a, events)
+	fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 	return nil
 }

@@ -27,10 +27,6 @@ type evRelaunched struct {
 
 func (evRelaunched) isRootEvent() {}
 
-// relaunchLocal reports whether the job's one agent runs on this machine
-// on a socket pair (no launch tree): it is started again the same way.
-func (fe *frontend) relaunchLocal() bool { return !fe.tree }
-
 // relaunchAgent carries out the planner's Relaunch: agent act.Agent starts
 // again on its node as incarnation act.Incarnation. A relaunch of an
 // incarnation started already (the stage committed again by a new leader)
@@ -63,13 +59,11 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	if fe.stdinAgent == old {
 		fe.stdinAgent = a // stdin is not forwarded to a rank started again
 	}
-	if fe.relaunchLocal() {
-		if err := fe.spawnAgent(a); err != nil {
+	if !fe.tree { // the job's one agent, on this machine on a socket pair: started again the same way
+		if err := fe.startLocal(fe.ctx, a, fe.events); err != nil {
 			fe.post(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: err.Error()})
 			return
 		}
-		fe.startReader(fe.ctx, a, fe.events)
-		fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 		fe.post(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
 		fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 		return
