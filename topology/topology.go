@@ -197,6 +197,26 @@ func (t *Tree) Ancestors(a int) []int {
 	return out
 }
 
+// Route is a route agent At learns: the agents of a subtree below it are
+// reached through its child Via.
+type Route struct{ At, Via int }
+
+// MoveRoutes is what agent a's move to a new parent means: the agents
+// that moved (a and its subtree), and the routes to them its new
+// ancestors learn, from the top down, so that a message for a moved agent
+// travels only through ancestors that know the way already.
+func (t *Tree) MoveRoutes(a int) (moved []int, routes []Route) {
+	anc := t.Ancestors(a)
+	for i := len(anc) - 1; i >= 0; i-- {
+		via := a
+		if i > 0 {
+			via = anc[i-1]
+		}
+		routes = append(routes, Route{At: anc[i], Via: via})
+	}
+	return append([]int{a}, t.Subtree(a)...), routes
+}
+
 // Subtree lists the agents below agent a (not a itself), depth first, in
 // launch order.
 func (t *Tree) Subtree(a int) []int {

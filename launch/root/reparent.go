@@ -94,7 +94,7 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 }
 
 // reparented takes a backup parent's report that it took an orphan as its
-// child: the planner commits the new edge (movedTo carries it out).
+// child: the planner commits the new edge (moved carries it out).
 func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 	if rp.Idx < 0 || rp.Idx >= len(fe.agents) || rp.Idx == b.idx {
 		fe.protocolError(b, fmt.Errorf("reparent of agent %d", rp.Idx))
@@ -110,9 +110,8 @@ func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 // routes and the moved agents report again (tellMoved). What the root
 // sends them meanwhile waits with them (agentHandle.send).
 func (fe *frontend) moved(c *agentHandle, change string) {
-	moved := append([]int{c.idx}, fe.topo.Subtree(c.idx)...)
+	moved, routes := fe.topo.MoveRoutes(c.idx)
 	top := fe.agents[fe.topo.Top(c.idx)]
-	anc := fe.topo.Ancestors(c.idx)
 	parent := fe.parentName(c.idx)
 	var seq uint64
 	seq = fe.commitTree(change, func() {
@@ -121,7 +120,7 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 				b.awaits = 0 // its messages go out again (tellMoved flushes them)
 			}
 		}
-		fe.tellMoved(c, moved, anc, parent)
+		fe.tellMoved(c, moved, routes, parent)
 	})
 	for _, x := range moved {
 		fe.agents[x].via = top.link
@@ -131,17 +130,11 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 }
 
 // tellMoved tells the agents of a committed move (moved): c and the
-// agents below it, moved, are now below ancestors anc, its parent
-// parent ("" for the root).
-func (fe *frontend) tellMoved(c *agentHandle, moved, anc []int, parent string) {
-	// Routes, from the top down: each message for an agent below travels
-	// through ancestors that know the way already.
-	for i := len(anc) - 1; i >= 0; i-- {
-		via := c.idx
-		if i > 0 {
-			via = anc[i-1]
-		}
-		_ = fe.agents[anc[i]].send(proto.MRoutes, proto.Routes{Via: via, Agents: moved}.Encode())
+// agents below it, moved, are now below its parent parent ("" for the
+// root), and its ancestors learn routes to them, from the top down.
+func (fe *frontend) tellMoved(c *agentHandle, moved []int, routes []topology.Route, parent string) {
+	for _, r := range routes {
+		_ = fe.agents[r.At].send(proto.MRoutes, proto.Routes{Via: r.Via, Agents: moved}.Encode())
 	}
 	fe.observe(Reparented{Node: c.name, Parent: parent})
 	for _, x := range moved {
