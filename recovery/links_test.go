@@ -98,6 +98,23 @@ func TestLaunchFailedLosesItsSubtree(t *testing.T) {
 	}
 }
 
+// TestLaunchFailedStale: the failure of a start is stale for an agent
+// that is up after all, or whose link was closed already (lost with its
+// parent, or the job's end): nothing is closed, the job goes on.
+func TestLaunchFailedStale(t *testing.T) {
+	for _, l := range []AgentLink{{Up: true}, {Closed: true}, {Up: true, Closed: true}} {
+		p := lossPlanner(t, Rank)
+		p.haveLink(2, l)
+		p.haveLink(6, AgentLink{})
+		if got := p.Step(LaunchFailed{Agent: 2, Node: "n2", Msg: "ssh: refused"}); len(got) != 0 {
+			t.Errorf("%+v: %+v, want nothing", l, got)
+		}
+		if p.Links().Link(6).Closed || p.Status().Failure != nil {
+			t.Errorf("%+v: n6 closed or the job failed: %+v", l, p.Status().Failure)
+		}
+	}
+}
+
 // TestLinkOfAnAgentStartedAgain: an agent's loss closes the link of the
 // incarnation lost (an older one's loss closes nothing); the Relaunch of
 // its next incarnation starts a new link, the root's own (adopted), not up

@@ -339,11 +339,9 @@ func (fe *frontend) startedBy() string { return fe.opts.Agents.StartedBy() }
 
 // launchFailed handles an agent that could not be started: the planner
 // decides that it and the agents below it never run (LoseSubtree, with
-// why), and that the job fails (unless it is already ending).
+// why), and that the job fails (unless it is already ending, or the
+// failure is stale).
 func (fe *frontend) launchFailed(a *agentHandle, msg string) {
-	if l := fe.link(a); l.Closed || l.Up {
-		return
-	}
 	fe.step(recovery.LaunchFailed{Agent: a.idx, Node: a.name, Msg: msg})
 }
 
