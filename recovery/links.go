@@ -188,6 +188,24 @@ func (v Links) Link(a int) AgentLink {
 	return AgentLink{Up: l.up, Closed: l.closed, Done: l.done, Inc: l.inc, Fallbacks: l.fallbacks, RootChild: v.p.rootChild(a), Adopted: l.adopted}
 }
 
+// Fallbacks are the parents agent a is told to try beyond its backup
+// parent (to which it holds a standby link of its own) when its parent
+// and its backup are both lost, in the tree's order (topology's
+// Fallbacks): its grandparent while its link is up and open, and the root.
+func (v Links) Fallbacks(a int) []int {
+	t := v.p.cfg.Tree
+	if t == nil || a < 0 || a >= t.N() {
+		return nil
+	}
+	var out []int
+	for _, x := range t.Fallbacks(a) {
+		if l := v.Link(x); x == topology.Root || x != t.Backup(a) && l.Up && !l.Closed {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // AllGone reports whether every agent's link ended and none is being
 // started again (one that is, the job's only agent say, is not gone unless
 // the job ends first): the root's loop ends then.

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // TestStandbysUpOnceEveryBackupIsHeld: the planner says every standby
@@ -95,6 +97,31 @@ func TestLaunchFailedLosesItsSubtree(t *testing.T) {
 				t.Fatalf("n6's link %+v, want closed", l)
 			}
 		})
+	}
+}
+
+// TestFallbackParents: the parents an agent is told to try beyond its
+// backup: its grandparent while its link is up and open, then the root;
+// never its backup (it holds a standby link to it).
+func TestFallbackParents(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		agent int
+		n0    AgentLink // the grandparent's link (of n6; n2's is n0 as well)
+		want  []int
+	}{
+		{"grandparent up", 6, AgentLink{Up: true}, []int{0, topology.Root}},
+		{"grandparent not up yet", 6, AgentLink{}, []int{topology.Root}},
+		{"grandparent lost", 6, AgentLink{Up: true, Closed: true}, []int{topology.Root}},
+		{"a child of the root's child: its backup is left out", 2, AgentLink{Up: true}, []int{topology.Root}},
+		{"a child of the root: the root", 0, AgentLink{Up: true}, []int{topology.Root}},
+	} {
+		p := lossPlanner(t, Rank)
+		p.haveLinks(upLinks())
+		p.haveLink(0, c.n0)
+		if got := p.Links().Fallbacks(c.agent); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 

@@ -269,23 +269,19 @@ func (fe *frontend) sendBackup(a *agentHandle) {
 }
 
 // sendFallbacks gives agent a the parents to try beyond its backup, in
-// order (topology.Fallbacks), when its parent and its backup are both
-// lost: its grandparent (if up) and the root (its address as a's top
-// ancestor reached it), if they changed since it was last told.
+// order, when its parent and its backup are both lost (the planner's
+// choice: recovery.Links.Fallbacks), where they listen (the root: its
+// address as a's top ancestor reached it), if they changed since it was
+// last told.
 func (fe *frontend) sendFallbacks(a *agentHandle) {
 	var ps []proto.PeerAddr
-	for _, x := range fe.topo.Fallbacks(a.idx) {
-		switch {
-		case x == fe.topo.Backup(a.idx):
-			// Sent on its own (MBackup): it holds a standby link to it.
-		case x == topology.Root:
+	for _, x := range fe.links().Fallbacks(a.idx) {
+		if x == topology.Root {
 			if addr := fe.agents[fe.topo.Top(a.idx)].link.TCPLocalAddr(); addr != "" {
 				ps = append(ps, proto.PeerAddr{Idx: -1, Name: fe.certName(), Addr: addr})
 			}
-		default:
-			if g := fe.agents[x]; fe.link(g).Up && !fe.link(g).Closed && g.info.Addr != "" {
-				ps = append(ps, proto.PeerAddr{Idx: x, Name: g.name, Addr: g.info.Addr})
-			}
+		} else if g := fe.agents[x]; g.info.Addr != "" {
+			ps = append(ps, proto.PeerAddr{Idx: x, Name: g.name, Addr: g.info.Addr})
 		}
 	}
 	if len(ps) == 0 || slices.Equal(ps, a.fallbacks) {
