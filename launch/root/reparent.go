@@ -83,8 +83,7 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 		change, _ := recovery.Narrate(act, fe.nameOf, time.Since)
 		fe.moved(fe.agents[act.Agent], change)
 	case recovery.MoveFailed:
-		c := fe.agents[act.Agent]
-		if act.Parent == topology.Root && fe.link(c).Adopted && c.link != nil {
+		if c := fe.agents[act.Agent]; act.Undo && c.link != nil {
 			c.link.Conn.Close() // the root's adoption of it: undone
 		}
 	default:
