@@ -5,6 +5,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
 )
 
@@ -58,4 +59,17 @@ func UpWords(local *LocalAgent, by string, up proto.ChildUp) string {
 		return "a local process on a socket pair"
 	}
 	return fmt.Sprintf("%s %.1f ms, %d attempt(s), connected %.1f ms after its launcher began", by, up.SSH.Seconds()*1e3, up.Attempts, up.Up.Seconds()*1e3)
+}
+
+// RelaunchSpec is what incarnation inc of a lost agent, whose node runs
+// ranks, is told beyond the node's share: where the recovery stands (st:
+// its epoch, the node table's version, whether ranks start held until the
+// resume), the epoch the collectives are counted under (collEpoch), the
+// node table, and which incarnation of each of its ranks was lost (led).
+func RelaunchSpec(inc uint64, ranks []int, st recovery.Status, led recovery.Ledger, collEpoch uint64, table [][]byte) *proto.RelaunchSpec {
+	rl := &proto.RelaunchSpec{Incarnation: inc, Epoch: st.Epoch, CollEpoch: collEpoch, Version: st.Version, Table: table, Suspended: st.Suspends}
+	for _, r := range ranks {
+		rl.Incs = append(rl.Incs, led.Runs(r))
+	}
+	return rl
 }

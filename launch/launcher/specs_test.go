@@ -9,6 +9,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/ftlaunch/ftlaunch/topology"
 )
 
@@ -89,5 +90,19 @@ func TestUpWords(t *testing.T) {
 		if got := UpWords(c.local, journal.StartSSH, up); got != c.want {
 			t.Errorf("%q, want %q", got, c.want)
 		}
+	}
+}
+
+// TestRelaunchSpec: a relaunched agent is told its incarnation, where the
+// recovery stands, the node table and the lost incarnation of each of its
+// ranks, in its ranks' order.
+func TestRelaunchSpec(t *testing.T) {
+	p := recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 3, Agents: 2, RankAgent: []int{0, 1, 1}, MaxRestarts: 3,
+		Nodes: []string{"n0", "n1"}, Up: []bool{true, true}})
+	table := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	rl := RelaunchSpec(2, []int{1, 2}, recovery.Status{Epoch: 4, Version: 3, Suspends: true}, p.Ledger(), 7, table)
+	if rl.Incarnation != 2 || rl.Epoch != 4 || rl.Version != 3 || !rl.Suspended || rl.CollEpoch != 7 ||
+		len(rl.Table) != 3 || !slices.Equal(rl.Incs, []uint64{1, 1}) {
+		t.Fatalf("%+v", rl)
 	}
 }

@@ -180,7 +180,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		RootMerge: fe.rootMerge,
 	}
 	if a.inc > 1 {
-		spec.Relaunch = fe.relaunchSpec(a)
+		spec.Relaunch = launcher.RelaunchSpec(a.inc, a.ranks, fe.status(), fe.ledger(), fe.colls.Epoch(), fe.table)
 	}
 	if fe.stage != nil {
 		spec.Prestage = true

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
-	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -116,19 +115,6 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 		fe.step(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
 		fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 	}
-}
-
-// relaunchSpec is what a relaunched agent is told beyond the node's share.
-func (fe *frontend) relaunchSpec(a *agentHandle) *proto.RelaunchSpec {
-	st := fe.status()
-	rl := &proto.RelaunchSpec{
-		Incarnation: a.inc, Epoch: st.Epoch, CollEpoch: fe.colls.Epoch(), Version: st.Version, Table: fe.table,
-		Suspended: st.Suspends,
-	}
-	for _, r := range a.ranks {
-		rl.Incs = append(rl.Incs, fe.ledger().Runs(r))
-	}
-	return rl
 }
 
 // post hands the planner an event from the event loop's next turn, not
