@@ -1,6 +1,8 @@
 package recovery
 
 import (
+	"slices"
+
 	"github.com/ftlaunch/ftlaunch/topology"
 )
 
@@ -202,6 +204,35 @@ func (v Links) Fallbacks(a int) []int {
 		if l := v.Link(x); x == topology.Root || x != t.Backup(a) && l.Up && !l.Closed {
 			out = append(out, x)
 		}
+	}
+	return out
+}
+
+// Told is what an agent is told after a redeal (Links.Redealt): its
+// backup parent (Backup), or the fallback parents beyond it.
+type Told struct {
+	Agent  int
+	Backup bool
+}
+
+// Redealt is what the agents are told once redeal rd is committed, in
+// agent order: each agent with a backup parent whose link is live, and
+// that is not on its way to a new parent (rd.Orphaned, dealt its backup
+// once its loss is over), is told its backup if rd names it and the
+// backup's link is live, else its fallbacks (its grandparent may be
+// another).
+func (v Links) Redealt(rd Redeal) []Told {
+	t := v.p.cfg.Tree
+	if t == nil {
+		return nil
+	}
+	var out []Told
+	for a := range v.p.links {
+		bk := t.Backup(a)
+		if bk < 0 || !v.Link(a).Live() || slices.Contains(rd.Orphaned, a) {
+			continue
+		}
+		out = append(out, Told{Agent: a, Backup: slices.Contains(rd.Tell, a) && v.Link(bk).Live()})
 	}
 	return out
 }

@@ -125,6 +125,23 @@ func TestFallbackParents(t *testing.T) {
 	}
 }
 
+// TestRedealtTellsBackupsOrFallbacks: after a committed redeal, each agent
+// with a backup whose link is live is told its backup if the redeal names
+// it and the backup's link is live, else its fallbacks; an orphan on its
+// way, an agent not live and one without a backup are told nothing.
+func TestRedealtTellsBackupsOrFallbacks(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	ls := upLinks()
+	ls[5].Closed = true // n5: lost
+	ls[1].Done = true   // n1, the backup of n2 and n3: done
+	p.haveLinks(ls)
+	got := p.Links().Redealt(Redeal{Tell: []int{2, 4, 6}, Orphaned: []int{3}})
+	want := []Told{{Agent: 2}, {Agent: 4, Backup: true}, {Agent: 6, Backup: true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("told %+v, want %+v", got, want)
+	}
+}
+
 // TestLaunchFailedStale: the failure of a start is stale for an agent
 // that is up after all, or whose link was closed already (lost with its
 // parent, or the job's end): nothing is closed, the job goes on.

@@ -230,20 +230,14 @@ func (fe *frontend) redealBackups(act recovery.Redeal, why string) {
 	fe.commitTree(why, func() { fe.tellBackups(act) })
 }
 
-// tellBackups tells the agents their backup parents after a committed
-// redeal.
+// tellBackups tells the agents their backup parents, or their fallbacks,
+// after a committed redeal (the planner's: recovery.Links.Redealt).
 func (fe *frontend) tellBackups(act recovery.Redeal) {
-	for i, a := range fe.agents {
-		bk := fe.topo.Backup(i)
-		if bk < 0 || !fe.link(a).Live() || slices.Contains(act.Orphaned, i) {
-			// An orphan on its way to a new parent (or below one) cannot
-			// be reached: it is dealt its backup once its loss is over.
-			continue
-		}
-		if slices.Contains(act.Tell, i) && fe.links().Link(bk).Live() {
-			fe.sendBackup(a)
+	for _, t := range fe.links().Redealt(act) {
+		if t.Backup {
+			fe.sendBackup(fe.agents[t.Agent])
 		} else {
-			fe.sendFallbacks(a) // its grandparent may be another
+			fe.sendFallbacks(fe.agents[t.Agent])
 		}
 	}
 }
