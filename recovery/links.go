@@ -208,6 +208,26 @@ func (v Links) Fallbacks(a int) []int {
 	return out
 }
 
+// BackupsOnUp lists the agents told their backup parent (to open a
+// standby link to it) when agent a comes up: a itself if its backup is up,
+// then, in agent order, the agents up and open whose backup a is.
+func (v Links) BackupsOnUp(a int) []int {
+	t := v.p.cfg.Tree
+	if t == nil || a < 0 || a >= t.N() {
+		return nil
+	}
+	var out []int
+	if bk := t.Backup(a); bk >= 0 && v.Link(bk).Up {
+		out = append(out, a)
+	}
+	for b := range v.p.links {
+		if l := v.Link(b); t.Backup(b) == a && l.Up && !l.Closed {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Told is what an agent is told after a redeal (Links.Redealt): its
 // backup parent (Backup), or the fallback parents beyond it.
 type Told struct {

@@ -142,6 +142,32 @@ func TestRedealtTellsBackupsOrFallbacks(t *testing.T) {
 	}
 }
 
+// TestBackupsOnUp: an agent that comes up is told its backup if the
+// backup is up, and the agents up and open whose backup it is are told
+// theirs (it now listens for their standby links).
+func TestBackupsOnUp(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		agent int
+		links func([]AgentLink)
+		want  []int
+	}{
+		{"n0 up: n4 and n5 back up to it", 0, func([]AgentLink) {}, []int{4, 5}},
+		{"n0 up, n5 lost", 0, func(ls []AgentLink) { ls[5].Closed = true }, []int{4}},
+		{"n6 up: its backup n3 is up", 6, func([]AgentLink) {}, []int{6}},
+		{"n6 up: its backup n3 is not", 6, func(ls []AgentLink) { ls[3].Up = false }, nil},
+		{"n2 up: its backup n1, and n6 backs up to n3, not it", 2, func([]AgentLink) {}, []int{2}},
+	} {
+		p := lossPlanner(t, Rank)
+		ls := upLinks()
+		c.links(ls)
+		p.haveLinks(ls)
+		if got := p.Links().BackupsOnUp(c.agent); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestLaunchFailedStale: the failure of a start is stale for an agent
 // that is up after all, or whose link was closed already (lost with its
 // parent, or the job's end): nothing is closed, the job goes on.

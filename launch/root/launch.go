@@ -243,13 +243,8 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	// Standby links: the agent to its backup parent, the agents whose
 	// backup parent it is to it.
-	if bk := fe.topo.Backup(a.idx); bk >= 0 && fe.links().Link(bk).Up {
-		fe.sendBackup(a)
-	}
-	for _, b := range fe.agents {
-		if l := fe.link(b); fe.topo.Backup(b.idx) == a.idx && l.Up && !l.Closed {
-			fe.sendBackup(b)
-		}
+	for _, x := range fe.links().BackupsOnUp(a.idx) {
+		fe.sendBackup(fe.agents[x])
 	}
 	if fe.agentsUp == len(fe.agents) && fe.plan != nil {
 		fe.launchReport()
