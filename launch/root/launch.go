@@ -269,11 +269,15 @@ func (fe *frontend) sendBackup(a *agentHandle) {
 // address as a's top ancestor reached it), if they changed since it was
 // last told.
 func (fe *frontend) sendFallbacks(a *agentHandle) {
+	name := proto.RootName // the name in this root's certificate
+	if fe.role == roleSuccessor {
+		name = fe.rootNode // its node's, as its agent's
+	}
 	var ps []proto.PeerAddr
 	for _, x := range fe.links().Fallbacks(a.idx) {
 		if x == topology.Root {
 			if addr := fe.agents[fe.topo.Top(a.idx)].link.TCPLocalAddr(); addr != "" {
-				ps = append(ps, proto.PeerAddr{Idx: -1, Name: fe.certName(), Addr: addr})
+				ps = append(ps, proto.PeerAddr{Idx: -1, Name: name, Addr: addr})
 			}
 		} else if g := fe.agents[x]; g.info.Addr != "" {
 			ps = append(ps, proto.PeerAddr{Idx: x, Name: g.name, Addr: g.info.Addr})
@@ -290,15 +294,6 @@ func (fe *frontend) sendFallbacks(a *agentHandle) {
 		}
 		fe.step(recovery.FallbacksTold{Agent: a.idx, Parents: told})
 	}
-}
-
-// certName is the name in this root's certificate: the front-end's, or a
-// successor's (its node's, as its agent's).
-func (fe *frontend) certName() string {
-	if fe.role == roleSuccessor {
-		return fe.rootNode
-	}
-	return proto.RootName
 }
 
 // replicaSpec is what a replica agent is given (launcher.ReplicaSpec).
