@@ -31,11 +31,11 @@ type evGossipCheck struct{ a *agentHandle }
 
 func (evGossipCheck) isRootEvent() {}
 
-// startGossip starts the front-end's member (launcher.StartGossip) and
-// passes its evidence to the event loop; a member that cannot start
+// startGossip starts the front-end's member (launcher.Agents.StartGossip)
+// and passes its evidence to the event loop; a member that cannot start
 // leaves the job to the tree's heartbeats.
-func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string) {
-	m, spec, err := launcher.StartGossip(ctx, fe.jobID, bind, hosts, fe.opts.Timing.FastGossip)
+func (fe *frontend) startGossip(ctx context.Context) {
+	m, spec, err := fe.opts.Agents.StartGossip(ctx, fe.jobID, fe.opts.Timing.FastGossip)
 	if err != nil {
 		fe.warnf("gossip: %v; failures are detected by the tree's heartbeats alone", err)
 		return

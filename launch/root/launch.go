@@ -87,11 +87,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	// A lost agent is started again the same way (relaunch.go), not
 	// cancelled with the launch.
 	fe.ln, fe.cancelLaunch, fe.relaunch, fe.fences = rl.Listener, rl.Cancel, rl.Relaunch, rl.Fences
-	if fe.opts.Agents.Remote() {
-		fe.startGossip(ctx, "", proto.OwnAddrs())
-	} else { // test nodes
-		fe.startGossip(ctx, "127.0.0.1", []string{"127.0.0.1"})
-	}
+	fe.startGossip(ctx)
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
 }
@@ -103,10 +99,9 @@ func (fe *frontend) arrangeTree() error {
 	if err != nil {
 		return fmt.Errorf("--tree: %w", err)
 	}
-	if fe.opts.Agents.Slurm() && fe.opts.Agents.GroupStart && kind.Shape != plan.Flat {
-		// One step for every agent: the front-end starts them all.
+	var flat bool
+	if kind, flat = fe.opts.Agents.TreeKind(kind); flat {
 		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
-		kind, _ = plan.ParseKind("flat")
 	}
 	pl, err := fe.buildPlan(kind, len(fe.agents)+1, plan.Params{Replicas: max(fe.opts.Replicas, 1)})
 	if err != nil {
