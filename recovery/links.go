@@ -1,6 +1,8 @@
 package recovery
 
 import (
+	"slices"
+
 	"github.com/ftlaunch/ftlaunch/topology"
 )
 
@@ -186,6 +188,73 @@ func (v Links) Link(a int) AgentLink {
 		return AgentLink{Closed: true}
 	}
 	return AgentLink{Up: l.up, Closed: l.closed, Done: l.done, Inc: l.inc, Fallbacks: l.fallbacks, RootChild: v.p.rootChild(a), Adopted: l.adopted}
+}
+
+// Fallbacks are the parents agent a is told to try beyond its backup
+// parent (to which it holds a standby link of its own) when its parent
+// and its backup are both lost, in the tree's order (topology's
+// Fallbacks): its grandparent while its link is up and open, and the root.
+func (v Links) Fallbacks(a int) []int {
+	t := v.p.cfg.Tree
+	if t == nil || a < 0 || a >= t.N() {
+		return nil
+	}
+	var out []int
+	for _, x := range t.Fallbacks(a) {
+		if l := v.Link(x); x == topology.Root || x != t.Backup(a) && l.Up && !l.Closed {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// BackupsOnUp lists the agents told their backup parent (to open a
+// standby link to it) when agent a comes up: a itself if its backup is up,
+// then, in agent order, the agents up and open whose backup a is.
+func (v Links) BackupsOnUp(a int) []int {
+	t := v.p.cfg.Tree
+	if t == nil || a < 0 || a >= t.N() {
+		return nil
+	}
+	var out []int
+	if bk := t.Backup(a); bk >= 0 && v.Link(bk).Up {
+		out = append(out, a)
+	}
+	for b := range v.p.links {
+		if l := v.Link(b); t.Backup(b) == a && l.Up && !l.Closed {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Told is what an agent is told after a redeal (Links.Redealt): its
+// backup parent (Backup), or the fallback parents beyond it.
+type Told struct {
+	Agent  int
+	Backup bool
+}
+
+// Redealt is what the agents are told once redeal rd is committed, in
+// agent order: each agent with a backup parent whose link is live, and
+// that is not on its way to a new parent (rd.Orphaned, dealt its backup
+// once its loss is over), is told its backup if rd names it and the
+// backup's link is live, else its fallbacks (its grandparent may be
+// another).
+func (v Links) Redealt(rd Redeal) []Told {
+	t := v.p.cfg.Tree
+	if t == nil {
+		return nil
+	}
+	var out []Told
+	for a := range v.p.links {
+		bk := t.Backup(a)
+		if bk < 0 || !v.Link(a).Live() || slices.Contains(rd.Orphaned, a) {
+			continue
+		}
+		out = append(out, Told{Agent: a, Backup: slices.Contains(rd.Tell, a) && v.Link(bk).Live()})
+	}
+	return out
 }
 
 // AllGone reports whether every agent's link ended and none is being

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // TestStandbysUpOnceEveryBackupIsHeld: the planner says every standby
@@ -95,6 +97,91 @@ func TestLaunchFailedLosesItsSubtree(t *testing.T) {
 				t.Fatalf("n6's link %+v, want closed", l)
 			}
 		})
+	}
+}
+
+// TestFallbackParents: the parents an agent is told to try beyond its
+// backup: its grandparent while its link is up and open, then the root;
+// never its backup (it holds a standby link to it).
+func TestFallbackParents(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		agent int
+		n0    AgentLink // the grandparent's link (of n6; n2's is n0 as well)
+		want  []int
+	}{
+		{"grandparent up", 6, AgentLink{Up: true}, []int{0, topology.Root}},
+		{"grandparent not up yet", 6, AgentLink{}, []int{topology.Root}},
+		{"grandparent lost", 6, AgentLink{Up: true, Closed: true}, []int{topology.Root}},
+		{"a child of the root's child: its backup is left out", 2, AgentLink{Up: true}, []int{topology.Root}},
+		{"a child of the root: the root", 0, AgentLink{Up: true}, []int{topology.Root}},
+	} {
+		p := lossPlanner(t, Rank)
+		p.haveLinks(upLinks())
+		p.haveLink(0, c.n0)
+		if got := p.Links().Fallbacks(c.agent); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestRedealtTellsBackupsOrFallbacks: after a committed redeal, each agent
+// with a backup whose link is live is told its backup if the redeal names
+// it and the backup's link is live, else its fallbacks; an orphan on its
+// way, an agent not live and one without a backup are told nothing.
+func TestRedealtTellsBackupsOrFallbacks(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	ls := upLinks()
+	ls[5].Closed = true // n5: lost
+	ls[1].Done = true   // n1, the backup of n2 and n3: done
+	p.haveLinks(ls)
+	got := p.Links().Redealt(Redeal{Tell: []int{2, 4, 6}, Orphaned: []int{3}})
+	want := []Told{{Agent: 2}, {Agent: 4, Backup: true}, {Agent: 6, Backup: true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("told %+v, want %+v", got, want)
+	}
+}
+
+// TestBackupsOnUp: an agent that comes up is told its backup if the
+// backup is up, and the agents up and open whose backup it is are told
+// theirs (it now listens for their standby links).
+func TestBackupsOnUp(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		agent int
+		links func([]AgentLink)
+		want  []int
+	}{
+		{"n0 up: n4 and n5 back up to it", 0, func([]AgentLink) {}, []int{4, 5}},
+		{"n0 up, n5 lost", 0, func(ls []AgentLink) { ls[5].Closed = true }, []int{4}},
+		{"n6 up: its backup n3 is up", 6, func([]AgentLink) {}, []int{6}},
+		{"n6 up: its backup n3 is not", 6, func(ls []AgentLink) { ls[3].Up = false }, nil},
+		{"n2 up: its backup n1, and n6 backs up to n3, not it", 2, func([]AgentLink) {}, []int{2}},
+	} {
+		p := lossPlanner(t, Rank)
+		ls := upLinks()
+		c.links(ls)
+		p.haveLinks(ls)
+		if got := p.Links().BackupsOnUp(c.agent); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestLaunchFailedStale: the failure of a start is stale for an agent
+// that is up after all, or whose link was closed already (lost with its
+// parent, or the job's end): nothing is closed, the job goes on.
+func TestLaunchFailedStale(t *testing.T) {
+	for _, l := range []AgentLink{{Up: true}, {Closed: true}, {Up: true, Closed: true}} {
+		p := lossPlanner(t, Rank)
+		p.haveLink(2, l)
+		p.haveLink(6, AgentLink{})
+		if got := p.Step(LaunchFailed{Agent: 2, Node: "n2", Msg: "ssh: refused"}); len(got) != 0 {
+			t.Errorf("%+v: %+v, want nothing", l, got)
+		}
+		if p.Links().Link(6).Closed || p.Status().Failure != nil {
+			t.Errorf("%+v: n6 closed or the job failed: %+v", l, p.Status().Failure)
+		}
 	}
 }
 

@@ -271,7 +271,7 @@ func (p *Planner) reparented(ev Reparented) []Action {
 	mv := Moved{Agent: ev.Agent, From: t.Parent(ev.Agent), To: ev.Parent, Fallback: ev.Parent != topology.Root && t.Backup(ev.Agent) != ev.Parent}
 	if mv.From != ev.Parent {
 		if err := t.Reparent(ev.Agent, ev.Parent); err != nil {
-			return []Action{MoveFailed{Agent: ev.Agent, Parent: ev.Parent, Err: err.Error()}}
+			return []Action{MoveFailed{Agent: ev.Agent, Parent: ev.Parent, Err: err.Error(), Undo: ev.Parent == topology.Root && c.adopted}}
 		}
 	}
 	acts := []Action{mv}
@@ -396,10 +396,12 @@ type MoveIgnored struct {
 	Incarnation   uint64
 }
 
-// MoveFailed: the tree cannot take the move.
+// MoveFailed: the tree cannot take the move. Undo: the root's adoption
+// of the agent (Parent the root) is undone: the root closes its link.
 type MoveFailed struct {
 	Agent, Parent int
 	Err           string
+	Undo          bool
 }
 
 func (LoseSubtree) isAction()    {}

@@ -250,6 +250,27 @@ func TestOrphanMoveOfLostIncarnation(t *testing.T) {
 	}
 }
 
+// TestOrphanAdoptionUndone: a move to the root the tree cannot take (the
+// agent is no longer in it) undoes the root's adoption of the agent; the
+// root adopted nothing for a move to another agent.
+func TestOrphanAdoptionUndone(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	ls := upLinks()
+	ls[6].Adopted = true
+	p.haveLinks(ls)
+	if _, err := p.cfg.Tree.Remove(6); err != nil {
+		t.Fatal(err)
+	}
+	got := p.Step(Reparented{Agent: 6, Parent: topology.Root, Incarnation: 1})
+	if mf, ok := got[0].(MoveFailed); len(got) != 1 || !ok || !mf.Undo || mf.Agent != 6 {
+		t.Fatalf("to the root: %+v, want a MoveFailed that undoes the adoption", got)
+	}
+	got = p.Step(Reparented{Agent: 6, Parent: 0, Incarnation: 1})
+	if mf, ok := got[0].(MoveFailed); len(got) != 1 || !ok || mf.Undo {
+		t.Fatalf("to n0: %+v, want a MoveFailed that undoes nothing", got)
+	}
+}
+
 // TestSubtreeLossPendingStrandsNothing: a node whose agent's loss waits
 // for its orphans is not stranded: its ranks' end is not final.
 func TestSubtreeLossPendingStrandsNothing(t *testing.T) {

@@ -13,6 +13,17 @@ import (
 // what each phase is about in the event log's words, the node table's
 // new rows and the ranks it closes. The root commits them as they are.
 
+// Failure is the record r appends to the state log (its rank NoRank, the
+// state log's raftstore.NoRank, when it is about no one rank), and, for a
+// stranded collective, the record of that collective too (nil: none).
+func (r Record) Failure() (journal.Failure, *journal.Stranded) {
+	f := journal.Failure{Node: r.Node, Rank: r.Rank, Message: r.Why.Words()}
+	if w := r.Why; w.Kind == ReasonStranded {
+		return f, &journal.Stranded{Node: w.Node, Rank: NoRank, Seq: w.Seq & (1<<32 - 1), Epoch: w.Seq >> 32, Op: w.Op}
+	}
+	return f, nil
+}
+
 // Phase is the record of the phase c commits.
 func (c Commit) Phase() journal.RecoveryPhase {
 	rec := c.Rec

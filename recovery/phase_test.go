@@ -44,3 +44,19 @@ func TestPhaseRecordNamesRanksAndFences(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordFailure: a failure's record in the state log, in the reason's
+// words, and a stranded collective's own record with its sequence number
+// split into the collective's number and epoch.
+func TestRecordFailure(t *testing.T) {
+	f, st := Record{Why: Reason{Kind: ReasonLaunch, Rank: NoRank, Node: "n2", Text: "no route"}, Node: "n2", Rank: NoRank}.Failure()
+	if f != (journal.Failure{Node: "n2", Rank: NoRank, Message: "no route"}) || st != nil {
+		t.Errorf("launch failure: %+v, %+v", f, st)
+	}
+	why := Reason{Kind: ReasonStranded, Rank: NoRank, Node: "n3", Seq: 3<<32 | 7, Op: "barrier"}
+	f, st = Record{Why: why, Node: "n3", Rank: 4}.Failure()
+	if f.Rank != 4 || f.Message != why.Words() || st == nil ||
+		*st != (journal.Stranded{Node: "n3", Rank: NoRank, Seq: 7, Epoch: 3, Op: "barrier"}) {
+		t.Errorf("stranded: %+v, %+v", f, st)
+	}
+}

@@ -323,6 +323,9 @@ func (p *Planner) Step(ev Event) []Action {
 	case Relaunched, RelaunchFailed:
 		return p.relaunchStep(ev)
 	case LaunchFailed:
+		if l := p.linkOf(ev.Agent); l != nil && (l.up || l.closed) {
+			return nil // up after all, or closed already: stale
+		}
 		// It and the agents below it never run.
 		acts := p.closeSubtree(ev.Agent, nil, ev.Msg)
 		if p.phase == Ending || p.phase == Over {

@@ -59,3 +59,35 @@ func TestUserSignalEndsOrForwards(t *testing.T) {
 		})
 	}
 }
+
+// TestNotItsFailure: which ranks' ends the job's summary of failed ranks
+// leaves out: the ones the job's end killed, a rank never started, and one
+// the user's signal killed; not one that failed on its own, even while
+// the job ends.
+func TestNotItsFailure(t *testing.T) {
+	running := Status{Phase: Running}
+	ending := Status{Phase: Ending}
+	endingUSR1 := Status{Phase: Ending, EndSignal: 10}
+	byUser := Status{Phase: Ending, Failure: &Failure{Why: Reason{Kind: ReasonSignalRank, Rank: 2, Signal: 10}}}
+	for _, c := range []struct {
+		name          string
+		ev            RankExited
+		skipped       bool
+		before, after Status
+		want          bool
+	}{
+		{"SIGTERM while running: its own", RankExited{Rank: 1, Signal: 15}, false, running, ending, false},
+		{"SIGTERM while ending: the end's", RankExited{Rank: 1, Signal: 15}, false, ending, ending, true},
+		{"SIGKILL while ending: the end's", RankExited{Rank: 1, Signal: 9}, false, ending, ending, true},
+		{"exit 3 while ending: its own", RankExited{Rank: 1, Code: 3}, false, ending, ending, false},
+		{"the user's signal the end forwards", RankExited{Rank: 1, Signal: 10}, false, endingUSR1, endingUSR1, true},
+		{"another signal while the end forwards the user's", RankExited{Rank: 1, Signal: 11}, false, endingUSR1, endingUSR1, false},
+		{"never started", RankExited{Rank: 1, Code: 1}, true, running, running, true},
+		{"killed by ftlaunch kill's signal", RankExited{Rank: 2, Signal: 10}, false, running, byUser, true},
+		{"another rank, as the user's signal ends the job", RankExited{Rank: 3, Signal: 11}, false, running, byUser, false},
+	} {
+		if got := NotItsFailure(c.ev, c.skipped, c.before, c.after); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -59,6 +59,16 @@ func FromPlan(pl *plan.Plan, names []string) (*Tree, error) {
 	return t, nil
 }
 
+// ReplicaAgents are the agents (of a tree FromPlan builds from pl) that
+// host root replicas, beyond the front-end's own.
+func ReplicaAgents(pl *plan.Plan) map[int]bool {
+	out := map[int]bool{}
+	for _, v := range pl.ReplicaNodes[1:] {
+		out[int(v)-1] = true
+	}
+	return out
+}
+
 // Flat is the tree of agents that are all children of the root, in order,
 // with no backups: the front-end starts them all.
 func Flat(names []string) *Tree {
@@ -185,6 +195,26 @@ func (t *Tree) Ancestors(a int) []int {
 		out = append(out, p)
 	}
 	return out
+}
+
+// Route is a route agent At learns: the agents of a subtree below it are
+// reached through its child Via.
+type Route struct{ At, Via int }
+
+// MoveRoutes is what agent a's move to a new parent means: the agents
+// that moved (a and its subtree), and the routes to them its new
+// ancestors learn, from the top down, so that a message for a moved agent
+// travels only through ancestors that know the way already.
+func (t *Tree) MoveRoutes(a int) (moved []int, routes []Route) {
+	anc := t.Ancestors(a)
+	for i := len(anc) - 1; i >= 0; i-- {
+		via := a
+		if i > 0 {
+			via = anc[i-1]
+		}
+		routes = append(routes, Route{At: anc[i], Via: via})
+	}
+	return append([]int{a}, t.Subtree(a)...), routes
 }
 
 // Subtree lists the agents below agent a (not a itself), depth first, in

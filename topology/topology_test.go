@@ -227,3 +227,59 @@ func TestRandomChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaAgents: the agents that host the root's replicas beyond the
+// front-end's are the plan's replica nodes, as agents (plan node a+1).
+func TestReplicaAgents(t *testing.T) {
+	kind, err := plan.ParseKind("kary:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := plan.Build(kind, 8, plan.Params{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ReplicaAgents(pl)
+	if len(got) != 2 {
+		t.Fatalf("%v, want 2 agents", got)
+	}
+	for _, v := range pl.ReplicaNodes[1:] {
+		if !got[int(v)-1] {
+			t.Errorf("replica node %d (agent %d) missing from %v", v, v-1, got)
+		}
+	}
+	one, err := plan.Build(kind, 8, plan.Params{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ReplicaAgents(one); len(got) != 0 {
+		t.Errorf("one replica (the front-end's): %v", got)
+	}
+}
+
+// TestMoveRoutes: an agent's move names the agents that moved (it and its
+// subtree) and the routes its new ancestors learn, from the top down.
+func TestMoveRoutes(t *testing.T) {
+	// n0 ─ n1 ─ n2 ─ n3 ─ n4; n5 below the root.
+	tr, err := FromEdges("test", []Edge{
+		{Name: "n0", Parent: Root, Backup: None},
+		{Name: "n1", Parent: 0, Backup: None},
+		{Name: "n2", Parent: 1, Backup: None},
+		{Name: "n3", Parent: 2, Backup: None},
+		{Name: "n4", Parent: 3, Backup: None},
+		{Name: "n5", Parent: Root, Backup: None},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, routes := tr.MoveRoutes(3)
+	if !slices.Equal(moved, []int{3, 4}) {
+		t.Errorf("moved %v, want [3 4]", moved)
+	}
+	if want := []Route{{At: 0, Via: 1}, {At: 1, Via: 2}, {At: 2, Via: 3}}; !slices.Equal(routes, want) {
+		t.Errorf("routes %v, want %v", routes, want)
+	}
+	if moved, routes := tr.MoveRoutes(5); !slices.Equal(moved, []int{5}) || len(routes) != 0 {
+		t.Errorf("a child of the root: moved %v, routes %v", moved, routes)
+	}
+}

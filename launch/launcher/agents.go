@@ -10,6 +10,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 // Agents is how a job's agents are started, as ftlaunch run's flags say
@@ -61,6 +62,17 @@ func (g Agents) Spec(leaf bool) proto.LaunchSpec {
 		l.Batch = g.Batch
 	}
 	return l
+}
+
+// TreeKind is the launch tree's kind for the one asked (--tree) as g
+// starts agents: one srun step for every agent (GroupStart on Slurm) is
+// the front-end's start of them all, a flat tree (flat: kind was not).
+func (g Agents) TreeKind(kind plan.Kind) (_ plan.Kind, flat bool) {
+	if !g.Slurm() || !g.GroupStart || kind.Shape == plan.Flat {
+		return kind, false
+	}
+	k, _ := plan.ParseKind("flat")
+	return k, true
 }
 
 // StartedBy names how agents are started, as --verbose and the state log

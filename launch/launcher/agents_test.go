@@ -5,6 +5,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 // TestAgentsSpec: what an interior agent is told to start its children
@@ -34,6 +35,37 @@ func TestAgentsSpec(t *testing.T) {
 		}
 		if got := c.g.StartedBy(); got != c.by {
 			t.Errorf("%s: started by %q, want %q", c.name, got, c.by)
+		}
+	}
+}
+
+// TestTreeKind: one srun step for every agent makes the tree flat (the
+// front-end starts them all); every other way keeps the kind asked.
+func TestTreeKind(t *testing.T) {
+	ls, err := NewLocalSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kary, err := plan.ParseKind("kary:4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, _ := plan.ParseKind("flat")
+	for _, c := range []struct {
+		name string
+		g    Agents
+		kind plan.Kind
+		want plan.Kind
+		flat bool
+	}{
+		{"srun, one step for all", Agents{Spawner: ls, Launcher: "slurm", GroupStart: true}, kary, flat, true},
+		{"srun, one step for all, flat asked", Agents{Spawner: ls, Launcher: "slurm", GroupStart: true}, flat, flat, false},
+		{"srun, a step per agent", Agents{Spawner: ls, Launcher: "slurm"}, kary, kary, false},
+		{"ssh", Agents{Spawner: ls, Launcher: "ssh", GroupStart: true}, kary, kary, false},
+		{"test nodes", Agents{GroupStart: true}, kary, kary, false},
+	} {
+		if got, f := c.g.TreeKind(c.kind); got != c.want || f != c.flat {
+			t.Errorf("%s: %v (flat %v), want %v (%v)", c.name, got, f, c.want, c.flat)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -45,13 +46,32 @@ func NewFences(run FenceFunc, goFn func(func())) *Fences {
 // cannot).
 func (f *Fences) Reaches() bool { return f != nil && f.run != nil }
 
+// FenceEnd is how a fence ended (Begin).
+type FenceEnd struct {
+	Record journal.Fence // for the state log
+	// Confirmed: the fence's end confirms that nothing of the lost
+	// incarnations runs on: it ended what they left on the node, or it
+	// failed after it reached the node (FenceTimeout; a spawner that
+	// reaches its node or fails at once: test nodes, srun). A fence that
+	// failed without reaching it confirms nothing: the node's self-fence
+	// bound does (the planner's: AwaitSelf).
+	Confirmed bool
+}
+
+// Words is the fence's end in the user's words, and whether it is a
+// warning (a failed fence).
+func (e FenceEnd) Words() (string, bool) {
+	if r := e.Record; r.Err != "" {
+		return r.Err + "; the agent kills its ranks itself if it hears from the root again", true
+	}
+	r := e.Record
+	return fmt.Sprintf("fenced node %s (incarnation %d) in %v: %s", r.Node, r.Incarnation, r.Took.Round(time.Millisecond), r.Result), false
+}
+
 // Begin fences node's agent incarnations up to inc, in the background, and
 // returns when it began. Once the fence ended, ended is called (on the
-// fence's goroutine) with its record for the state log and whether it
-// reached the node: a fence that reached it is confirmed by its end, even
-// a failed one (FenceTimeout); one that failed without reaching it is not
-// (the node's self-fence bound is the planner's: AwaitSelf).
-func (f *Fences) Begin(ctx context.Context, node string, inc uint64, ended func(rec journal.Fence, reached bool)) time.Time {
+// fence's goroutine) with how it ended.
+func (f *Fences) Begin(ctx context.Context, node string, inc uint64, ended func(FenceEnd)) time.Time {
 	done, reached := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	key := fenceKey{node, inc}
@@ -70,9 +90,9 @@ func (f *Fences) Begin(ctx context.Context, node string, inc uint64, ended func(
 		}
 		select {
 		case <-reached:
-			ended(rec, true)
+			ended(FenceEnd{Record: rec, Confirmed: true})
 		default:
-			ended(rec, false)
+			ended(FenceEnd{Record: rec, Confirmed: rec.Err == ""})
 		}
 	})
 	return began

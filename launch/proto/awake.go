@@ -27,6 +27,10 @@ type Awake struct {
 	since   time.Time // when the last gap ended
 }
 
+// AwakeTick is how often the root's and an agent's awake watch ticks: a
+// stall of 4 ticks (400 ms) and more is one.
+const AwakeTick = 100 * time.Millisecond
+
 // NewAwake returns a watch that ticks every tick and takes a tick later
 // than 4 ticks for a gap.
 func NewAwake(tick time.Duration) *Awake {

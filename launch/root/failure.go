@@ -12,7 +12,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
-	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -31,13 +30,7 @@ func (fe *frontend) rankEnded(st proto.RankStatus) {
 	// counts the rank as running again if it starts it again; a rank
 	// killed by the user's signal ends the job as the user's.
 	fe.step(ev)
-	// A rank killed by the termination ftlaunch started (or by the
-	// user's signal) is not a failure of its own; one that exits with an
-	// error code meanwhile is.
-	after := fe.status()
-	byUser := after.Failure != nil && after.Failure.Why.Kind == recovery.ReasonSignalRank && after.Failure.Why.Rank == st.Rank
-	rs.byFrontend = before.Ending() && (st.Signal == int(syscall.SIGTERM) || st.Signal == int(syscall.SIGKILL) ||
-		before.EndSignal != 0 && st.Signal == before.EndSignal) || st.Skipped || byUser
+	rs.byFrontend = recovery.NotItsFailure(ev, st.Skipped, before, fe.status())
 	if ev.Clean() {
 		fe.checkStranded()
 	}
@@ -75,13 +68,10 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 		switch act := act.(type) {
 		case recovery.Record:
 			fe.journal.Start()
-			rank := act.Rank
-			if rank == recovery.NoRank {
-				rank = raftstore.NoRank
-			}
-			fe.journal.Failure(journal.Failure{Node: act.Node, Rank: rank, Message: act.Why.Words()})
-			if w := act.Why; w.Kind == recovery.ReasonStranded {
-				fe.journal.Stranded(journal.Stranded{Node: w.Node, Rank: raftstore.NoRank, Seq: w.Seq & (1<<32 - 1), Epoch: w.Seq >> 32, Op: w.Op})
+			f, stranded := act.Failure()
+			fe.journal.Failure(f)
+			if stranded != nil {
+				fe.journal.Stranded(*stranded)
 			}
 		case recovery.Report:
 			fe.showProgress() // clears the launch line
@@ -119,7 +109,12 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 // narrate tells what an action does, in the planner's words
 // (recovery.Narrate): with --verbose, or always for a warning.
 func (fe *frontend) narrate(act recovery.Action) {
-	switch w, warn := recovery.Narrate(act, fe.nameOf, time.Since); {
+	fe.tell(recovery.Narrate(act, fe.nameOf, time.Since))
+}
+
+// tell tells the user w: with --verbose, or always for a warning.
+func (fe *frontend) tell(w string, warn bool) {
+	switch {
 	case w == "":
 	case warn:
 		fe.warnf("%s", w)

@@ -31,43 +31,32 @@ type evGossipCheck struct{ a *agentHandle }
 
 func (evGossipCheck) isRootEvent() {}
 
-// startGossip starts the front-end's member (launcher.StartGossip) and
-// passes its evidence to the event loop; a member that cannot start
+// startGossip starts the front-end's member (launcher.Agents.StartGossip)
+// and passes its evidence to the event loop; a member that cannot start
 // leaves the job to the tree's heartbeats.
-func (fe *frontend) startGossip(ctx context.Context, bind string, hosts []string) {
-	m, spec, err := launcher.StartGossip(ctx, fe.jobID, bind, hosts, fe.opts.Timing.FastGossip)
+func (fe *frontend) startGossip(ctx context.Context) {
+	m, spec, err := fe.opts.Agents.StartGossip(ctx, fe.jobID, fe.opts.Timing.FastGossip)
 	if err != nil {
 		fe.warnf("gossip: %v; failures are detected by the tree's heartbeats alone", err)
 		return
 	}
 	fe.gossip, fe.gossipSpec = m, spec
 	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
-	fe.awake = proto.NewAwake(awakeTick)
+	fe.awake = proto.NewAwake(proto.AwakeTick)
 	fe.goFunc(func() { fe.awake.Run(ctx) })
 }
-
-// awakeTick is how often the root's and an agent's awake watch
-// (proto.Awake) ticks: a stall of 4 ticks (400 ms) and more is one.
-const awakeTick = 100 * time.Millisecond
 
 // forwardGossip passes evidence to the event loop until ctx ends or the
 // member stops (the front-end's own, or a successor's replica agent's).
 func (fe *frontend) forwardGossip(ctx context.Context, events <-chan membership.Evidence) {
-	for {
+	launcher.ForwardGossip(ctx, events, func(ev membership.Evidence) bool {
 		select {
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			select {
-			case fe.events <- evGossip{ev: ev}:
-			case <-ctx.Done():
-				return
-			}
+		case fe.events <- evGossip{ev: ev}:
+			return true
 		case <-ctx.Done():
-			return
+			return false
 		}
-	}
+	})
 }
 
 // stopGossip shuts the front-end's member down (its events' goroutine

@@ -50,12 +50,9 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 {
 		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
 		fe.rec = recovery.New(fe.plannerConfig())
-		a := fe.agents[0]
-		if err := fe.spawnAgent(a); err != nil {
-			return fmt.Errorf("start agent for node %s: %w", a.name, err)
+		if err := fe.startLocal(ctx, fe.agents[0], events); err != nil {
+			return fmt.Errorf("start agent for node %s: %w", fe.agents[0].name, err)
 		}
-		fe.startReader(ctx, a, events)
-		fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 		return nil
 	}
 	if err := fe.arrangeTree(); err != nil {
@@ -90,11 +87,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	// A lost agent is started again the same way (relaunch.go), not
 	// cancelled with the launch.
 	fe.ln, fe.cancelLaunch, fe.relaunch, fe.fences = rl.Listener, rl.Cancel, rl.Relaunch, rl.Fences
-	if fe.opts.Agents.Remote() {
-		fe.startGossip(ctx, "", proto.OwnAddrs())
-	} else { // test nodes
-		fe.startGossip(ctx, "127.0.0.1", []string{"127.0.0.1"})
-	}
+	fe.startGossip(ctx)
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
 }
@@ -106,20 +99,16 @@ func (fe *frontend) arrangeTree() error {
 	if err != nil {
 		return fmt.Errorf("--tree: %w", err)
 	}
-	if fe.opts.Agents.Slurm() && fe.opts.Agents.GroupStart && kind.Shape != plan.Flat {
-		// One step for every agent: the front-end starts them all.
+	var flat bool
+	if kind, flat = fe.opts.Agents.TreeKind(kind); flat {
 		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
-		kind, _ = plan.ParseKind("flat")
 	}
 	pl, err := fe.buildPlan(kind, len(fe.agents)+1, plan.Params{Replicas: max(fe.opts.Replicas, 1)})
 	if err != nil {
 		return err
 	}
 	fe.plan, fe.tree = pl, true
-	fe.replicaNodes = map[int]bool{}
-	for _, v := range pl.ReplicaNodes[1:] {
-		fe.replicaNodes[int(v)-1] = true
-	}
+	fe.replicaNodes = topology.ReplicaAgents(pl)
 	names := make([]string, len(fe.agents))
 	for i, a := range fe.agents {
 		names[i] = a.name
@@ -136,18 +125,9 @@ func (fe *frontend) arrangeTree() error {
 func (fe *frontend) setTree(t *topology.Tree) { fe.topo = t }
 
 // childSpecs issues the credentials of the given agents and describes them
-// for their launcher.
+// for their launcher (launcher.ChildSpecs).
 func (fe *frontend) childSpecs(idx []int) ([]proto.ChildSpec, error) {
-	cs := make([]proto.ChildSpec, 0, len(idx))
-	for _, i := range idx {
-		a := fe.agents[i]
-		creds, err := fe.ca.Issue(a.name)
-		if err != nil {
-			return nil, fmt.Errorf("credentials for %s: %w", a.name, err)
-		}
-		cs = append(cs, proto.ChildSpec{Idx: i, Name: a.name, Creds: creds.Marshal(), Sub: fe.topo.Subtree(i)})
-	}
-	return cs, nil
+	return launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, idx)
 }
 
 // startReader reads a direct child's link and passes its messages to the
@@ -195,7 +175,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		RootMerge: fe.rootMerge,
 	}
 	if a.inc > 1 {
-		spec.Relaunch = fe.relaunchSpec(a)
+		spec.Relaunch = launcher.RelaunchSpec(a.inc, a.ranks, fe.status(), fe.ledger(), fe.colls.Epoch(), fe.table)
 	}
 	if fe.stage != nil {
 		spec.Prestage = true
@@ -218,8 +198,12 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		spec.Addr = host
 	}
 	if fe.tree {
-		spec.Tree = true
-		spec.Launch = fe.launchSpec(a)
+		// How it starts its children: as the root's agents start, or as
+		// a successor's own agent was told.
+		spec.Tree, spec.Launch = true, fe.opts.Agents.Spec(fe.topo.LeafLauncher(a.idx))
+		if fe.role == roleSuccessor {
+			spec.Launch = fe.opts.Agents.SuccessorSpec(*fe.launchTmpl, fe.topo.LeafLauncher(a.idx))
+		}
 		cs, err := fe.childSpecs(fe.topo.Children(a.idx))
 		if err != nil {
 			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})
@@ -239,14 +223,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Incarnation: a.inc, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
 	fe.agentsUp++
 	fe.showProgress()
-	switch {
-	case a.local != nil && a.local.InProcess:
-		fe.verbosef("node %s: agent up (in the front-end's process, on a socket pair)", a.name)
-	case a.local != nil:
-		fe.verbosef("node %s: agent up (a local process on a socket pair)", a.name)
-	case fe.rootChild(a) || fe.opts.Verbose:
-		fe.verbosef("node %s: agent up (%s %.1f ms, %d attempt(s), connected %.1f ms after its launcher began)", a.name, fe.startedBy(), ms(up.SSH), up.Attempts, ms(up.Up))
-	}
+	fe.verbosef("node %s: agent up (%s)", a.name, launcher.UpWords(a.local, fe.startedBy(), up))
 	// A replicated root's children learn where the replica agents are:
 	// one of them adopts them if the front-end dies.
 	if len(fe.replicaNodes) > 0 {
@@ -261,13 +238,8 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	// Standby links: the agent to its backup parent, the agents whose
 	// backup parent it is to it.
-	if bk := fe.topo.Backup(a.idx); bk >= 0 && fe.links().Link(bk).Up {
-		fe.sendBackup(a)
-	}
-	for _, b := range fe.agents {
-		if l := fe.link(b); fe.topo.Backup(b.idx) == a.idx && l.Up && !l.Closed {
-			fe.sendBackup(b)
-		}
+	for _, x := range fe.links().BackupsOnUp(a.idx) {
+		fe.sendBackup(fe.agents[x])
 	}
 	if fe.agentsUp == len(fe.agents) && fe.plan != nil {
 		fe.launchReport()
@@ -287,23 +259,23 @@ func (fe *frontend) sendBackup(a *agentHandle) {
 }
 
 // sendFallbacks gives agent a the parents to try beyond its backup, in
-// order (topology.Fallbacks), when its parent and its backup are both
-// lost: its grandparent (if up) and the root (its address as a's top
-// ancestor reached it), if they changed since it was last told.
+// order, when its parent and its backup are both lost (the planner's
+// choice: recovery.Links.Fallbacks), where they listen (the root: its
+// address as a's top ancestor reached it), if they changed since it was
+// last told.
 func (fe *frontend) sendFallbacks(a *agentHandle) {
+	name := proto.RootName // the name in this root's certificate
+	if fe.role == roleSuccessor {
+		name = fe.rootNode // its node's, as its agent's
+	}
 	var ps []proto.PeerAddr
-	for _, x := range fe.topo.Fallbacks(a.idx) {
-		switch {
-		case x == fe.topo.Backup(a.idx):
-			// Sent on its own (MBackup): it holds a standby link to it.
-		case x == topology.Root:
+	for _, x := range fe.links().Fallbacks(a.idx) {
+		if x == topology.Root {
 			if addr := fe.agents[fe.topo.Top(a.idx)].link.TCPLocalAddr(); addr != "" {
-				ps = append(ps, proto.PeerAddr{Idx: -1, Name: fe.certName(), Addr: addr})
+				ps = append(ps, proto.PeerAddr{Idx: -1, Name: name, Addr: addr})
 			}
-		default:
-			if g := fe.agents[x]; fe.link(g).Up && !fe.link(g).Closed && g.info.Addr != "" {
-				ps = append(ps, proto.PeerAddr{Idx: x, Name: g.name, Addr: g.info.Addr})
-			}
+		} else if g := fe.agents[x]; g.info.Addr != "" {
+			ps = append(ps, proto.PeerAddr{Idx: x, Name: g.name, Addr: g.info.Addr})
 		}
 	}
 	if len(ps) == 0 || slices.Equal(ps, a.fallbacks) {
@@ -319,42 +291,13 @@ func (fe *frontend) sendFallbacks(a *agentHandle) {
 	}
 }
 
-// certName is the name in this root's certificate: the front-end's, or a
-// successor's (its node's, as its agent's).
-func (fe *frontend) certName() string {
-	if fe.role == roleSuccessor {
-		return fe.rootNode
-	}
-	return proto.RootName
-}
-
-// replicaSpec is what a replica agent is given: enough to take the root
-// over, also in the middle of the launch.
+// replicaSpec is what a replica agent is given (launcher.ReplicaSpec).
 func (fe *frontend) replicaSpec() proto.ReplicaSpec {
-	rs := proto.ReplicaSpec{JobDir: fe.journal.Dir(), Replicas: fe.opts.Replicas}
-	if fe.ca != nil {
-		rs.CA = fe.ca.Marshal()
-	}
+	var placement [][]int
 	for _, b := range fe.agents {
-		rs.Placement = append(rs.Placement, b.ranks)
+		placement = append(placement, b.ranks)
 	}
-	return rs
-}
-
-// launchSpec tells agent a how to start its children: as the root's
-// agents start (launcher.Agents.Spec), or a successor's as it was told
-// itself.
-func (fe *frontend) launchSpec(a *agentHandle) proto.LaunchSpec {
-	leaf := fe.topo.LeafLauncher(a.idx)
-	if fe.role != roleSuccessor {
-		return fe.opts.Agents.Spec(leaf)
-	}
-	l := *fe.launchTmpl // (set by Resume, with the role)
-	l.Batch = 0
-	if leaf {
-		l.Batch = fe.opts.Agents.Batch
-	}
-	return l
+	return launcher.ReplicaSpec(fe.journal.Dir(), fe.opts.Replicas, fe.ca, placement)
 }
 
 // launchReport runs once every agent is up: it keeps the calibration and,
@@ -377,11 +320,9 @@ func (fe *frontend) startedBy() string { return fe.opts.Agents.StartedBy() }
 
 // launchFailed handles an agent that could not be started: the planner
 // decides that it and the agents below it never run (LoseSubtree, with
-// why), and that the job fails (unless it is already ending).
+// why), and that the job fails (unless it is already ending, or the
+// failure is stale).
 func (fe *frontend) launchFailed(a *agentHandle, msg string) {
-	if l := fe.link(a); l.Closed || l.Up {
-		return
-	}
 	fe.step(recovery.LaunchFailed{Agent: a.idx, Node: a.name, Msg: msg})
 }
 
@@ -404,9 +345,9 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 	fe.step(recovery.RanksAbandoned{Ranks: gone})
 }
 
-// spawnAgent starts this machine's agent on a socketpair link (the
-// launcher's StartLocal).
-func (fe *frontend) spawnAgent(a *agentHandle) error {
+// startLocal starts this machine's agent on a socketpair link (the
+// launcher's StartLocal), reads it, and gives it its share of the job.
+func (fe *frontend) startLocal(ctx context.Context, a *agentHandle, events chan<- event) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
 		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.Agents.Path, Stderr: fe.opts.Stderr,
 		Verbose: fe.opts.Verbose, Began: fe.start,
@@ -417,5 +358,7 @@ func (fe *frontend) spawnAgent(a *agentHandle) error {
 		return err
 	}
 	a.local, a.link = la, proto.NewLink(conn)
+	fe.startReader(ctx, a, events)
+	fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 	return nil
 }

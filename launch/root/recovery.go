@@ -136,7 +136,7 @@ func (fe *frontend) commit(act recovery.Commit) {
 	fe.recoveryAt = time.Now()
 	fe.journal.Start()
 	done := make(chan error, 1)
-	tree := fe.treeSeq
+	tree := fe.treeTells.Last()
 	fe.journal.Commit(ph, done)
 	fe.goFunc(func() {
 		var err error
@@ -255,10 +255,6 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 	case recovery.RecoveryOver:
 		fe.recoveryOver(act)
 	case recovery.Fence:
-		if !act.Again {
-			fe.fenceAgent(act)
-			break
-		}
 		fe.fenceNode(act.Agent, act.Node, act.Incarnation)
 	case recovery.AwaitSelfFence:
 		fe.awaitSelfFence(act)

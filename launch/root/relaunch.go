@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
-	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -26,10 +25,6 @@ type evRelaunched struct {
 }
 
 func (evRelaunched) isRootEvent() {}
-
-// relaunchLocal reports whether the job's one agent runs on this machine
-// on a socket pair (no launch tree): it is started again the same way.
-func (fe *frontend) relaunchLocal() bool { return !fe.tree }
 
 // relaunchAgent carries out the planner's Relaunch: agent act.Agent starts
 // again on its node as incarnation act.Incarnation. A relaunch of an
@@ -63,13 +58,11 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	if fe.stdinAgent == old {
 		fe.stdinAgent = a // stdin is not forwarded to a rank started again
 	}
-	if fe.relaunchLocal() {
-		if err := fe.spawnAgent(a); err != nil {
+	if !fe.tree { // the job's one agent, on this machine on a socket pair: started again the same way
+		if err := fe.startLocal(fe.ctx, a, fe.events); err != nil {
 			fe.post(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: err.Error()})
 			return
 		}
-		fe.startReader(fe.ctx, a, fe.events)
-		fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 		fe.post(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
 		fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 		return
@@ -122,19 +115,6 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 		fe.step(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
 		fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 	}
-}
-
-// relaunchSpec is what a relaunched agent is told beyond the node's share.
-func (fe *frontend) relaunchSpec(a *agentHandle) *proto.RelaunchSpec {
-	st := fe.status()
-	rl := &proto.RelaunchSpec{
-		Incarnation: a.inc, Epoch: st.Epoch, CollEpoch: fe.colls.Epoch(), Version: st.Version, Table: fe.table,
-		Suspended: st.Suspends,
-	}
-	for _, r := range a.ranks {
-		rl.Incs = append(rl.Incs, fe.ledger().Runs(r))
-	}
-	return rl
 }
 
 // post hands the planner an event from the event loop's next turn, not

@@ -83,8 +83,7 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 		change, _ := recovery.Narrate(act, fe.nameOf, time.Since)
 		fe.moved(fe.agents[act.Agent], change)
 	case recovery.MoveFailed:
-		c := fe.agents[act.Agent]
-		if act.Parent == topology.Root && fe.link(c).Adopted && c.link != nil {
+		if c := fe.agents[act.Agent]; act.Undo && c.link != nil {
 			c.link.Conn.Close() // the root's adoption of it: undone
 		}
 	default:
@@ -94,7 +93,7 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 }
 
 // reparented takes a backup parent's report that it took an orphan as its
-// child: the planner commits the new edge (movedTo carries it out).
+// child: the planner commits the new edge (moved carries it out).
 func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 	if rp.Idx < 0 || rp.Idx >= len(fe.agents) || rp.Idx == b.idx {
 		fe.protocolError(b, fmt.Errorf("reparent of agent %d", rp.Idx))
@@ -110,11 +109,18 @@ func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 // routes and the moved agents report again (tellMoved). What the root
 // sends them meanwhile waits with them (agentHandle.send).
 func (fe *frontend) moved(c *agentHandle, change string) {
-	moved := append([]int{c.idx}, fe.topo.Subtree(c.idx)...)
+	moved, routes := fe.topo.MoveRoutes(c.idx)
 	top := fe.agents[fe.topo.Top(c.idx)]
-	anc := fe.topo.Ancestors(c.idx)
 	parent := fe.parentName(c.idx)
-	seq := fe.commitTree(change, func() { fe.tellMoved(c, moved, anc, parent) })
+	var seq uint64
+	seq = fe.commitTree(change, func() {
+		for _, x := range moved {
+			if b := fe.agents[x]; b.awaits != 0 && b.awaits <= seq {
+				b.awaits = 0 // its messages go out again (tellMoved flushes them)
+			}
+		}
+		fe.tellMoved(c, moved, routes, parent)
+	})
 	for _, x := range moved {
 		fe.agents[x].via = top.link
 		fe.agents[x].resynced = true
@@ -123,17 +129,11 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 }
 
 // tellMoved tells the agents of a committed move (moved): c and the
-// agents below it, moved, are now below ancestors anc, its parent
-// parent ("" for the root).
-func (fe *frontend) tellMoved(c *agentHandle, moved, anc []int, parent string) {
-	// Routes, from the top down: each message for an agent below travels
-	// through ancestors that know the way already.
-	for i := len(anc) - 1; i >= 0; i-- {
-		via := c.idx
-		if i > 0 {
-			via = anc[i-1]
-		}
-		_ = fe.agents[anc[i]].send(proto.MRoutes, proto.Routes{Via: via, Agents: moved}.Encode())
+// agents below it, moved, are now below its parent parent ("" for the
+// root), and its ancestors learn routes to them, from the top down.
+func (fe *frontend) tellMoved(c *agentHandle, moved []int, routes []topology.Route, parent string) {
+	for _, r := range routes {
+		_ = fe.agents[r.At].send(proto.MRoutes, proto.Routes{Via: r.Via, Agents: moved}.Encode())
 	}
 	fe.observe(Reparented{Node: c.name, Parent: parent})
 	for _, x := range moved {
@@ -165,18 +165,15 @@ func (fe *frontend) tellMoved(c *agentHandle, moved, anc []int, parent string) {
 
 // commitTree records the launch tree as it is now (change says what
 // changed) and carries out tell, what the agents are told of the change,
-// once the state log has committed it, not before: no agent acts on a
-// tree change that a successor would not know (docs/design.md). Changes
-// are told in the order they were made. It returns the change's number.
+// once the state log has committed it, not before, in the order of the
+// changes (journal.TreeTells). It returns the change's number.
 //
 // A state log that cannot commit (its error ends with its close, as
 // before) does not keep the agents from their routes: the change is told
 // all the same, said with --verbose.
 func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	fe.journalPlan(change)
-	fe.treeSeq++
-	seq := fe.treeSeq
-	fe.treeTells = append(fe.treeTells, treeTell{seq: seq, tell: tell})
+	seq := fe.treeTells.Add(tell)
 	fe.journal.Start()
 	fe.goFunc(func() {
 		err := fe.journal.Sync(fe.ctx)
@@ -186,13 +183,6 @@ func (fe *frontend) commitTree(change string, tell func()) uint64 {
 		}
 	})
 	return seq
-}
-
-// treeTell is a tree change waiting for its commit, and what the agents
-// are told of it then.
-type treeTell struct {
-	seq  uint64
-	tell func()
 }
 
 // evTreeCommitted: the state log committed the tree changes up to seq
@@ -210,16 +200,7 @@ func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 	if ev.err != nil {
 		fe.verbosef("the tree's change could not be committed to the state log (%v): told all the same", ev.err)
 	}
-	for len(fe.treeTells) > 0 && fe.treeTells[0].seq <= ev.seq {
-		tt := fe.treeTells[0]
-		fe.treeTells = fe.treeTells[1:]
-		for _, a := range fe.agents {
-			if a.awaits != 0 && a.awaits <= tt.seq {
-				a.awaits = 0 // its messages go out again (the tell flushes them)
-			}
-		}
-		tt.tell()
-	}
+	fe.treeTells.Committed(ev.seq)
 }
 
 // adoptAsOrphan carries out the planner's Adopt of an orphan (an agent
@@ -249,20 +230,14 @@ func (fe *frontend) redealBackups(act recovery.Redeal, why string) {
 	fe.commitTree(why, func() { fe.tellBackups(act) })
 }
 
-// tellBackups tells the agents their backup parents after a committed
-// redeal.
+// tellBackups tells the agents their backup parents, or their fallbacks,
+// after a committed redeal (the planner's: recovery.Links.Redealt).
 func (fe *frontend) tellBackups(act recovery.Redeal) {
-	for i, a := range fe.agents {
-		bk := fe.topo.Backup(i)
-		if bk < 0 || !fe.link(a).Live() || slices.Contains(act.Orphaned, i) {
-			// An orphan on its way to a new parent (or below one) cannot
-			// be reached: it is dealt its backup once its loss is over.
-			continue
-		}
-		if slices.Contains(act.Tell, i) && fe.links().Link(bk).Live() {
-			fe.sendBackup(a)
+	for _, t := range fe.links().Redealt(act) {
+		if t.Backup {
+			fe.sendBackup(fe.agents[t.Agent])
 		} else {
-			fe.sendFallbacks(a) // its grandparent may be another
+			fe.sendFallbacks(fe.agents[t.Agent])
 		}
 	}
 }

@@ -121,10 +121,8 @@ type launchState struct {
 	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
 	mapping      string                   // PMI_process_mapping
 	stage        *proto.Staged            // the program, with --prestage
-	// treeSeq numbers the tree changes (commitTree); treeTells are those
-	// not committed yet, in order.
-	treeSeq   uint64
-	treeTells []treeTell
+	// treeTells are the tree changes not committed yet (commitTree).
+	treeTells journal.TreeTells
 	// gossip is the front-end's member of the job's gossip cluster and
 	// gossipSpec how agents join it (gossip.go; nil: none); awake how long
 	// the root has been able to listen (gossip's word is weighed against
