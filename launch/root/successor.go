@@ -1,10 +1,12 @@
 package root
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +17,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
-	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // Root failover, the successor's side. When the front-end of a job with
@@ -96,8 +97,7 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 			return fail(fmt.Errorf("the job's CA: %w", err))
 		}
 	}
-	r, err := fe.rebuild(st, spec.Replica.Placement)
-	if err != nil {
+	if err := fe.resume(st, job, spec.Replica.Placement); err != nil {
 		return fail(err)
 	}
 	hooks := launcher.RelaunchHooks{
@@ -108,7 +108,6 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		return cfg.Relaunch(sctx, cs, hooks, report)
 	}
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
-	fe.rec = fe.successorPlanner(st, job, r)
 	j, err := journal.Open(sctx, journal.Config{
 		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
 		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
@@ -178,16 +177,18 @@ func (fe *frontend) adoptBound() time.Duration {
 // ask for adoption before it starts those that were never recorded up.
 const resumeWait = time.Second
 
-// rebuild sets up the root's view from the replicated state
+// resume sets up the root's view from the replicated state alone
 // (journal.Resume): agents in plan order (the front-end's indexes), their
-// tree, the ranks that ended; which agents were up and where the ranks
-// run and ran are the planner's (successorPlanner).
-func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (*journal.Resumed, error) {
+// tree, the ranks that ended, and its planner (successorPlanner).
+func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]int) error {
 	r, err := journal.Resume(st, fe.opts.N, placement)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	edges := make([]topology.Edge, len(r.Agents))
+	t, err := recovery.ResumedTree(r)
+	if err != nil {
+		return err
+	}
 	for i, ra := range r.Agents {
 		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
 		if ra.Up {
@@ -195,26 +196,42 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (*journal.Re
 			fe.agentsUp++
 		}
 		fe.agents = append(fe.agents, a)
-		edges[i] = topology.Edge{Name: ra.Name, Parent: topology.Root, Backup: topology.None}
-		if ra.Parent >= 0 {
-			edges[i].Parent = ra.Parent
-		}
-		if ra.Backup >= 0 {
-			edges[i].Backup = ra.Backup
-		}
-	}
-	t, err := topology.FromEdges("replicated", edges)
-	if err != nil {
-		return nil, fmt.Errorf("the replicated plan: %w", err)
 	}
 	fe.setTree(t)
-	for x, rr := range r.Ranks {
-		if rr.Ended {
-			fe.ranks[x].status = proto.RankStatus{Rank: x, Code: rr.Code}
-		}
+	for _, x := range r.Ended {
+		fe.ranks[x].status = proto.RankStatus{Rank: x, Code: r.Ranks[x].Code}
 	}
 	fe.liveN = len(fe.agents)
-	return r, nil
+	fe.rec = fe.successorPlanner(st, job, r)
+	return nil
+}
+
+// successorPlanner is the planner of a root that took over
+// (recovery.ResumedPlanner), under the job's policy as its record has it; the
+// root takes from it the node table, the agents relaunched before (their
+// incarnation and node, a spare's) and the epoch its collectives count
+// under.
+func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
+	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
+	fe.opts.MaxRestarts, fe.opts.Spares = job.MaxRestarts, job.Spares
+	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
+	p := recovery.ResumedPlanner(fe.plannerConfig(), st, r)
+	if slices.ContainsFunc(st.Ranks, func(r raftstore.Rank) bool { return r.ITuple != nil }) {
+		fe.table = make([][]byte, fe.opts.N)
+		for r := range min(len(st.Ranks), fe.opts.N) {
+			fe.table[r] = st.Ranks[r].ITuple
+		}
+	}
+	for i, a := range fe.agents {
+		a.inc = p.AgentIncarnation(i)
+		if n := p.AgentNode(i); n != "" {
+			a.name = n // on a spare
+		}
+	}
+	if rec, ok := recovery.CheckpointOf(st); ok {
+		fe.colls.SetEpoch(rec.Epoch)
+	}
+	return p
 }
 
 // resumeLaunch starts the root's children that are neither up nor
