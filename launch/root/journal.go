@@ -132,10 +132,7 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, *raft.Ne
 func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 	fe.goFunc(func() {
 		joined := fe.journal.AddReplica(fe.ctx, ru.Name, ru.Addr, replaces, fe.warnf, fe.verbosef)
-		select { // joined or not, the end need not wait for it
-		case fe.events <- evReplicaDone{name: ru.Name, joined: joined}:
-		case <-fe.ctx.Done():
-		}
+		fe.put(evReplicaDone{name: ru.Name, joined: joined}) // joined or not, the end need not wait for it
 	})
 }
 

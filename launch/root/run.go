@@ -122,6 +122,17 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt}, nil
 }
 
+// put hands ev to the root's event loop; false: the root's context ended
+// first.
+func (fe *frontend) put(ev event) bool {
+	select {
+	case fe.events <- ev:
+		return true
+	case <-fe.ctx.Done():
+		return false
+	}
+}
+
 func newJobID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])

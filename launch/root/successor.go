@@ -133,22 +133,12 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
 		}
 		// A child of the root that does not come back in time is lost.
-		lost := time.AfterFunc(fe.adoptBound(), func() {
-			select {
-			case events <- evAdoptTimeout{}:
-			case <-sctx.Done():
-			}
-		})
+		lost := time.AfterFunc(fe.adoptBound(), func() { fe.put(evAdoptTimeout{}) })
 		defer lost.Stop()
 		// The root's children the front-end had not started yet (none
 		// of them was recorded up, none asked to be adopted) are
 		// started by this root.
-		resume := time.AfterFunc(resumeWait, func() {
-			select {
-			case events <- evResume{}:
-			case <-sctx.Done():
-			}
-		})
+		resume := time.AfterFunc(resumeWait, func() { fe.put(evResume{}) })
 		defer resume.Stop()
 		fe.writeLive() // status shows the new root at once
 		fe.goneAtOnce(cfg.Gone)
@@ -390,10 +380,7 @@ func (fe *frontend) probeReplicaPeers() {
 			if !proto.Refused(fe.ctx, p.Addr) {
 				return // up, or no answer (perhaps cut off): the adoption's bound decides
 			}
-			select {
-			case fe.events <- evPeerGone{idx: p.Idx, addr: p.Addr}:
-			case <-fe.ctx.Done():
-			}
+			fe.put(evPeerGone{idx: p.Idx, addr: p.Addr})
 		})
 	}
 }
