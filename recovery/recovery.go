@@ -224,8 +224,11 @@ type Planner struct {
 	tally    *ackTally
 	starting int
 	held     uint64
-	// leads: a successor's planner was told it leads (Adopting).
-	leads bool
+	// leads: a successor's planner was told it leads (Adopting);
+	// refusedSaid, the incarnation of each agent whose refused adoption
+	// was said (RefuseAdoption.Held: once, it asks again and again).
+	leads       bool
+	refusedSaid map[int]uint64
 	// links are the root's links to the agents (links.go).
 	links []link
 	// userSignals are the signals the user sent every rank with ftlaunch

@@ -131,11 +131,10 @@ type launchState struct {
 	// gossipSpec how agents join it (gossip.go; nil: none); awake how long
 	// the root has been able to listen (gossip's word is weighed against
 	// its links' silence only for that long).
-	gossip       *membership.Member
-	gossipSpec   *proto.GossipSpec
-	awake        *proto.Awake
-	agentsUp     int            // agents that got their job
-	refusedAdopt map[int]uint64 // a successor's refusals of adoption said (agent → incarnation)
+	gossip     *membership.Member
+	gossipSpec *proto.GossipSpec
+	awake      *proto.Awake
+	agentsUp   int // agents that got their job
 	// fences kill what lost agents left on their nodes (fence.go)
 	fences *launcher.Fences
 }

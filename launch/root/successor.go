@@ -263,7 +263,7 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	idx := req.Hello.Idx
 	name, _ := secure.PeerName(req.Conn)
 	inc := req.Incarnation()
-	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc}
+	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc, Name: name}
 	var a *agentHandle
 	if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
 		a = fe.agents[idx]
@@ -279,31 +279,11 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 			}
 		case recovery.RefuseAdoption:
 			req.Refuse(act.Fenced)
-			fe.refusedAdoption(act, name)
+			fe.narrate(act)
 		default:
 			fe.carryOut([]recovery.Action{act})
 		}
 	}
-}
-
-// refusedAdoption says why the planner refused an adoption (--verbose).
-func (fe *frontend) refusedAdoption(act recovery.RefuseAdoption, name string) {
-	idx, inc := act.Agent, act.Incarnation
-	if w := act.Why.Words(); w != "" {
-		fe.verbosef("recovery: refused to adopt node %s (incarnation %d): %s", fe.agents[idx].name, inc, w)
-		return
-	}
-	if idx < 0 || idx >= len(fe.agents) || fe.refusedAdopt[idx] == inc {
-		return
-	}
-	// Said once per incarnation: a refused agent asks again and again.
-	if fe.refusedAdopt == nil {
-		fe.refusedAdopt = map[int]uint64{}
-	}
-	fe.refusedAdopt[idx] = inc
-	a, l := fe.agents[idx], fe.links().Link(idx)
-	fe.verbosef("refused to adopt node %s (agent %d, incarnation %d; this root has %s, incarnation %d, child of the root %v, adopted %v, lost %v)",
-		name, idx, inc, a.name, a.inc, fe.rootChild(a), l.Adopted, l.Closed || fe.status().Relaunching(idx))
 }
 
 // adoptChild carries out the planner's Adopt of a child of the lost root:
