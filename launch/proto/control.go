@@ -176,8 +176,12 @@ func writeFileAtomic(name string, b []byte) error {
 }
 
 // ListenAddrs are the addresses a controller dials for listener ln: its
-// own, or, when it listens on every interface, this host's addresses.
+// own, or, when it listens on every interface, this host's addresses
+// (none without a listener).
 func ListenAddrs(ln net.Listener) []string {
+	if ln == nil {
+		return nil
+	}
 	ta, ok := ln.Addr().(*net.TCPAddr)
 	if !ok {
 		return nil

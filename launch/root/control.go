@@ -62,15 +62,6 @@ func (fe *frontend) controlRequest(ev evControl) {
 	ev.reply <- ack
 }
 
-// controlAddrs are where the front-end takes control connections: its
-// agents' listener (none for a job without a launch tree).
-func (fe *frontend) controlAddrs() []string {
-	if fe.ln == nil {
-		return nil
-	}
-	return proto.ListenAddrs(fe.ln)
-}
-
 // successorAddrs are where a successor takes control connections: its
 // own agent's listener, as the replicated state records it.
 func successorAddrs(st *raftstore.State, node string) []string {

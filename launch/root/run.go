@@ -103,7 +103,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		return Result{ExitCode: ExitLauncher}, err
 	}
 	fe.journalPlan("")
-	fe.goFunc(func() { fe.publishControl(proto.RootName, fe.controlAddrs()) })
+	fe.goFunc(func() { fe.publishControl(proto.RootName, proto.ListenAddrs(fe.ln)) })
 	if fe.ln != nil {
 		defer fe.ln.Close()
 	}

@@ -3,6 +3,7 @@ package root
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -49,14 +50,9 @@ func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 
 // Resume builds and starts the successor root from the replicated state;
 // it runs until the job ended (successor.done) or ctx, which the replica
-// agent owns, is cancelled.
-func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) {
-	return ResumeObserved(ctx, cfg, nil)
-}
-
-// ResumeObserved is Resume with an observer of the successor root
-// (Options.Observe), for tests that run replica agents in their process.
-func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
+// agent owns, is cancelled. observe is Options.Observe (nil: none), for
+// tests that run replica agents in their process.
+func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
 	spec := cfg.Spec
 	st := cfg.Replica.FSM().Copy()
 	job, err := journal.DecodeJob(st.Job.Spec)
@@ -333,12 +329,11 @@ func (fe *frontend) adoptTimedOut() {
 	fe.feedLeader()
 }
 
-// evPeerGone: the agent of a replica peer is gone (its address refuses
-// connections) and it was not adopted.
+// evPeerGone: the agent of a replica peer is gone (why) and it was not
+// adopted.
 type evPeerGone struct {
-	idx  int
-	addr string
-	link bool // told by this root's agent: its link to that agent's root ended
+	idx int
+	why error
 }
 
 func (evPeerGone) isRootEvent() {}
@@ -360,7 +355,7 @@ func (fe *frontend) probeReplicaPeers() {
 			if !proto.Refused(fe.ctx, p.Addr) {
 				return // up, or no answer (perhaps cut off): the adoption's bound decides
 			}
-			fe.put(evPeerGone{idx: p.Idx, addr: p.Addr})
+			fe.put(evPeerGone{p.Idx, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", p.Addr)})
 		})
 	}
 }
@@ -376,7 +371,7 @@ func (fe *frontend) goneAtOnce(gone []string) {
 	for _, name := range gone {
 		for _, a := range fe.agents {
 			if a.name == name && fe.rootChild(a) && a.name != fe.rootNode {
-				fe.peerGone(evPeerGone{idx: a.idx, link: true})
+				fe.peerGone(evPeerGone{a.idx, errors.New("the link of this root's agent to the root it ran ended: its agent is gone")})
 			}
 		}
 	}
@@ -384,13 +379,7 @@ func (fe *frontend) goneAtOnce(gone []string) {
 
 // peerGone declares lost a replica agent whose process is gone.
 func (fe *frontend) peerGone(ev evPeerGone) {
-	a, l := fe.agents[ev.idx], fe.links().Link(ev.idx)
-	if l.Adopted || l.Closed || a.link != nil {
-		return
+	if a, l := fe.agents[ev.idx], fe.links().Link(ev.idx); !l.Adopted && !l.Closed && a.link == nil {
+		fe.linkEnded(a, ev.why)
 	}
-	if ev.link {
-		fe.linkEnded(a, fmt.Errorf("the link of this root's agent to the root it ran ended: its agent is gone"))
-		return
-	}
-	fe.linkEnded(a, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", ev.addr))
 }
