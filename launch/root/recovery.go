@@ -155,11 +155,7 @@ func (fe *frontend) after(d time.Duration, ev event) {
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-fe.ctx.Done():
-			return
-		}
-		select {
-		case fe.events <- ev:
+			fe.put(ev)
 		case <-fe.ctx.Done():
 		}
 	})

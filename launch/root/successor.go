@@ -128,14 +128,11 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		if cfg.Gossip != nil {
 			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
 		}
-		// A child of the root that does not come back in time is lost.
-		lost := time.AfterFunc(fe.adoptBound(), func() { fe.put(evAdoptTimeout{}) })
-		defer lost.Stop()
-		// The root's children the front-end had not started yet (none
-		// of them was recorded up, none asked to be adopted) are
-		// started by this root.
-		resume := time.AfterFunc(resumeWait, func() { fe.put(evResume{}) })
-		defer resume.Stop()
+		// A child of the root that does not come back in time is lost;
+		// those the front-end had not started yet (none of them was
+		// recorded up, none asked to be adopted) are started by this root.
+		fe.after(fe.adoptBound(), evAdoptTimeout{})
+		fe.after(resumeWait, evResume{})
 		fe.writeLive() // status shows the new root at once
 		fe.goneAtOnce(cfg.Gone)
 		code := fe.loop(sctx, events)
