@@ -104,11 +104,9 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		return cfg.Relaunch(sctx, cs, hooks, report)
 	}
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
-	j, err := journal.Open(sctx, journal.Config{
-		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
-		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
-			Restart: job.Restart, MaxRestarts: job.MaxRestarts, Spares: job.Spares, Slots: job.Slots, Oversubscribe: job.Oversubscribe},
-	})
+	// Its journal writes on the replica as it is (the job's record is
+	// not written again).
+	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: job})
 	if err != nil {
 		return fail(err)
 	}
