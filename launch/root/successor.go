@@ -63,10 +63,16 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	if err != nil {
 		return nil, err
 	}
+	// The job is as this root's own agent was told it (its NodeSpec), the
+	// template of what the agents it starts are told: the program, its
+	// environment, MPMD apps, binding and --mpi, the detectors' bounds;
+	// its log is a file, for after the fact: verbose. Not carried over:
+	// the gossip cluster (agents it starts do not join it) and prestaging
+	// (they run the program from its path).
 	opts := Options{
-		// Its log is a file, for after the fact: verbose.
 		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: filepath.Join(spec.Replica.JobDir, output.JobOutput), Verbose: true,
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
+		Apps: spec.Apps, Bind: spec.Bind, BindShare: spec.BindShare, MPI: spec.MPI,
 		Stdout: logf, Stderr: logf, Observe: observe,
 	}
 	// ctx is the successor's own: the agent that runs it cancels it and
