@@ -123,6 +123,24 @@ func (g *Group) closeTransport() {
 	}
 }
 
+// WriteLive replaces the job's live report with live()'s (WriteLive;
+// node, the writer's) while the state log is open and on files. Errors
+// are not the job's: a report that cannot be written is only missing.
+func (g *Group) WriteLive(node string, live func() Live) {
+	if g != nil && !g.closing && g.Dir() != "" {
+		_ = WriteLive(g.Dir(), node, live())
+	}
+}
+
+// RemoveLive removes the live report (RemoveLive) once the final status
+// is committed (none on files: nothing to remove).
+func (g *Group) RemoveLive() error {
+	if g == nil || g.Dir() == "" {
+		return nil
+	}
+	return RemoveLive(g.Dir())
+}
+
 // Expect notes that a replica agent was given a replica of its own to
 // host (again): it is not settled until it joined or failed to.
 func (g *Group) Expect(name string) { delete(g.settled, name) }

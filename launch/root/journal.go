@@ -70,7 +70,9 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 			fe.verbosef("state log closed in %.1f ms: its replica had its files open %.1f ms and led %.1f ms after the job began; %d entries in %d flushes",
 				ms(took), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
 		}
-		fe.removeLive()
+		if err := fe.journal.RemoveLive(); err != nil {
+			fe.warnf("%v", err)
+		}
 		if (fe.opts.Verbose || fe.status().Failure != nil) && fe.journal.Dir() != "" {
 			fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
 		}

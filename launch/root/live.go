@@ -36,21 +36,5 @@ func (fe *frontend) live() journal.Live {
 	return l
 }
 
-// writeLive replaces the job's live report (journal.WriteLive). Errors
-// are not the job's: a report that cannot be written is only missing.
-func (fe *frontend) writeLive() {
-	if fe.journal == nil || fe.journal.Closing() || fe.journal.Dir() == "" {
-		return
-	}
-	_ = journal.WriteLive(fe.journal.Dir(), fe.rootNode, fe.live())
-}
-
-// removeLive removes the live report once the final status is committed.
-func (fe *frontend) removeLive() {
-	if fe.journal == nil || fe.journal.Dir() == "" {
-		return
-	}
-	if err := journal.RemoveLive(fe.journal.Dir()); err != nil {
-		fe.warnf("%v", err)
-	}
-}
+// writeLive replaces the job's live report (journal.Group.WriteLive).
+func (fe *frontend) writeLive() { fe.journal.WriteLive(fe.rootNode, fe.live) }
