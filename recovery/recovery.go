@@ -189,6 +189,10 @@ type Config struct {
 	// processes (a successor's, as the replicated state records them).
 	RanksStarted []bool
 	Pids         []int
+	// ReplicaHosts are the agents that host a root replica, RootNode the
+	// node this root runs on (a successor's, for RefillGroup).
+	ReplicaHosts []int
+	RootNode     string
 }
 
 // Planner holds the state the root's failure decisions depend on.

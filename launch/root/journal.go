@@ -15,6 +15,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/hashicorp/raft"
 )
 
@@ -138,18 +139,13 @@ func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 	})
 }
 
-// refillGroup is a successor root's: the front-end's voter is gone, so an
-// agent that hosts no replica is asked to host one in its place
-// (MHostReplica): the group keeps its size, and survives the loss of this
-// root too. A child of the root is asked first (it can take over in
-// turn); else, as under kary:2, whose only root children host the
-// replicas already, the shallowest agent outside this root's own subtree
-// (its link does not end with this root): a voter that hands any
-// leadership it wins to a child of the root (launch/agent's
-// watchLeadership). With no agent to ask, the group goes on with one
-// voter less.
-func (fe *frontend) refillGroup() {
-	if fe.role != roleSuccessor || fe.status().Ending() {
+// refillGroup is a successor root's: the front-end's voter is gone, so
+// the agent the planner chose (recovery.RefillGroup), which hosts no
+// replica, is asked to host one in its place (MHostReplica): the group
+// keeps its size, and survives the loss of this root too. With no agent
+// to ask, the group goes on with one voter less.
+func (fe *frontend) refillGroup(act recovery.RefillGroup) {
+	if fe.status().Ending() {
 		return
 	}
 	names := map[string]bool{}
@@ -160,47 +156,15 @@ func (fe *frontend) refillGroup() {
 	if gone == "" {
 		return
 	}
-	a := fe.refillCandidate()
-	if a == nil {
+	if act.Agent < 0 {
 		fe.verbosef("root group: no agent without a replica to host one in place of the lost front-end's (%s): the group goes on with %d voter(s)", gone, servers-1)
 		return
 	}
+	a := fe.agents[act.Agent]
 	fe.replicaNodes[a.idx] = true
 	a.replaces = gone
 	fe.frontEndOut = true
 	fe.expectReplica(a)
 	fe.verbosef("root group: node %s hosts a replica in place of the lost front-end's (%s)", a.name, gone)
 	_ = a.send(proto.MHostReplica, proto.EncodeReplicaSpec(fe.replicaSpec()))
-}
-
-// refillCandidate is the agent refillGroup asks (nil: none): a child of
-// the root without a replica, else the shallowest agent without one
-// outside the subtree of this root's own agent, in plan order.
-func (fe *frontend) refillCandidate() *agentHandle {
-	own := -1
-	for _, a := range fe.agents {
-		if a.name == fe.rootNode {
-			own = a.idx
-		}
-	}
-	var best *agentHandle
-	st := fe.status()
-	for _, a := range fe.agents {
-		if !fe.link(a).Live() || fe.replicaNodes[a.idx] || a.via == nil || st.Relaunching(a.idx) {
-			continue
-		}
-		if fe.rootChild(a) {
-			if a.link != nil {
-				return a
-			}
-			continue
-		}
-		if own >= 0 && fe.topo.InSubtree(a.idx, own) {
-			continue
-		}
-		if best == nil || fe.topo.Depth(a.idx) < fe.topo.Depth(best.idx) {
-			best = a
-		}
-	}
-	return best
 }

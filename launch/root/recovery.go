@@ -219,7 +219,7 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 			fe.failedAt = time.Now()
 		}
 	case recovery.RefillGroup:
-		fe.refillGroup()
+		fe.refillGroup(act)
 	default:
 		return false
 	}

@@ -202,7 +202,12 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts, fe.opts.Spares = job.MaxRestarts, job.Spares
 	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
-	p := recovery.ResumedPlanner(fe.plannerConfig(), st, r)
+	cfg := fe.plannerConfig()
+	cfg.RootNode = fe.rootNode
+	for x := range fe.replicaNodes {
+		cfg.ReplicaHosts = append(cfg.ReplicaHosts, x)
+	}
+	p := recovery.ResumedPlanner(cfg, st, r)
 	if slices.ContainsFunc(st.Ranks, func(r raftstore.Rank) bool { return r.ITuple != nil }) {
 		fe.table = make([][]byte, fe.opts.N)
 		for r := range min(len(st.Ranks), fe.opts.N) {
