@@ -398,6 +398,8 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.waiting(ev)
 	case Adopting:
 		return p.adopting(ev)
+	case StartDue, AdoptDue:
+		return p.takeover(ev)
 	case Resumed:
 		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume)...)
 	case Restarted:

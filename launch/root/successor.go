@@ -136,7 +136,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		// those the front-end had not started yet (none of them was
 		// recorded up, none asked to be adopted) are started by this root.
 		fe.after(fe.adoptBound(), evAdoptTimeout{})
-		fe.after(resumeWait, evResume{})
+		fe.after(recovery.StartWait, evResume{})
 		fe.writeLive() // status shows the new root at once
 		fe.goneAtOnce(cfg.Gone)
 		code := fe.loop(sctx, events)
@@ -159,10 +159,6 @@ func (s *Successor) Wait(d time.Duration) {
 func (fe *frontend) adoptBound() time.Duration {
 	return fe.opts.Timing.AdoptWait() + 5*time.Second
 }
-
-// resumeWait is how long a successor waits for the root's children to
-// ask for adoption before it starts those that were never recorded up.
-const resumeWait = time.Second
 
 // resume sets up the root's view from the replicated state alone
 // (journal.Resume): agents in plan order (the front-end's indexes), their
@@ -226,35 +222,30 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 	return p
 }
 
-// resumeLaunch starts the root's children that are neither up nor
-// adopted: the front-end died before it started them (or before they
-// connected). Their subtrees follow as usual.
+// resumeLaunch starts the root's children the planner names
+// (recovery.StartChildren): the front-end had not started them.
 func (fe *frontend) resumeLaunch() {
 	fe.probeReplicaPeers()
-	var missing []int
-	for _, a := range fe.agents {
-		if l := fe.link(a); fe.rootChild(a) && !l.Up && !l.Adopted && !l.Closed && a.link == nil {
-			missing = append(missing, a.idx)
+	for _, act := range fe.decide(recovery.StartDue{}) {
+		missing := act.(recovery.StartChildren).Agents
+		if fe.relaunch == nil {
+			return
+		}
+		cs, err := fe.childSpecs(missing)
+		if err == nil {
+			err = fe.relaunch(cs, fe.launched(fe.ctx))
+		}
+		names := make([]string, len(missing))
+		for i, x := range missing {
+			names[i] = fe.agents[x].name
+			if err != nil {
+				fe.launchFailed(fe.agents[x], fmt.Sprintf("start the agent on %s after the root failed over: %v", names[i], err))
+			}
+		}
+		if err == nil {
+			fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
 		}
 	}
-	if len(missing) == 0 || fe.relaunch == nil || fe.status().Ending() {
-		return
-	}
-	cs, err := fe.childSpecs(missing)
-	if err == nil {
-		err = fe.relaunch(cs, fe.launched(fe.ctx))
-	}
-	if err != nil {
-		for _, i := range missing {
-			fe.launchFailed(fe.agents[i], fmt.Sprintf("start the agent on %s after the root failed over: %v", fe.agents[i].name, err))
-		}
-		return
-	}
-	names := make([]string, len(missing))
-	for i, x := range missing {
-		names[i] = fe.agents[x].name
-	}
-	fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
 }
 
 // adopt takes an agent's request for adoption (a child of the lost root
@@ -325,11 +316,12 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 	}
 }
 
-// adoptTimedOut gives up on the root's children that were not adopted.
+// adoptTimedOut gives up on the root's children that were not adopted
+// (recovery.Unadopted).
 func (fe *frontend) adoptTimedOut() {
-	for _, a := range fe.agents {
-		if l := fe.link(a); fe.rootChild(a) && !l.Adopted && !l.Closed {
-			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", fe.adoptBound()))
+	for _, act := range fe.decide(recovery.AdoptDue{}) {
+		for _, x := range act.(recovery.Unadopted).Agents {
+			fe.linkEnded(fe.agents[x], fmt.Errorf("not adopted by the new root within %v", fe.adoptBound()))
 		}
 	}
 	fe.feedLeader()
@@ -371,7 +363,7 @@ func (fe *frontend) probeReplicaPeers() {
 // reported to until its link to them ended, not fell silent: their
 // process ended, their agent and ranks with it. The agents below them
 // move to their backup parents meanwhile; waiting for the probe
-// (probeReplicaPeers, after resumeWait) would leave them that much less
+// (probeReplicaPeers, after recovery.StartWait) would leave them that much less
 // of the root's bound for it (orphanWait).
 func (fe *frontend) goneAtOnce(gone []string) {
 	for _, name := range gone {
