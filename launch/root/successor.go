@@ -102,13 +102,10 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	if err := fe.resume(st, job, spec.Replica.Placement); err != nil {
 		return fail(err)
 	}
-	hooks := launcher.RelaunchHooks{
+	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{
 		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
 		Go:   fe.goFunc,
-	}
-	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
-		return cfg.Relaunch(sctx, cs, hooks, report)
-	}
+	})
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
 	// Its journal writes on the replica as it is (the job's record is
 	// not written again).
