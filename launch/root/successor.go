@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -159,7 +158,8 @@ func (fe *frontend) adoptBound() time.Duration {
 
 // resume sets up the root's view from the replicated state alone
 // (journal.Resume): agents in plan order (the front-end's indexes), their
-// tree, the ranks that ended, and its planner (successorPlanner).
+// tree, the ranks that ended, the node table, and its planner
+// (successorPlanner).
 func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]int) error {
 	r, err := journal.Resume(st, fe.opts.N, placement)
 	if err != nil {
@@ -188,7 +188,7 @@ func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]i
 
 // successorPlanner is the planner of a root that took over
 // (recovery.ResumedPlanner), under the job's policy as its record has it; the
-// root takes from it the node table, the agents relaunched before (their
+// root takes from it the agents relaunched before (their
 // incarnation and node, a spare's) and the epoch its collectives count
 // under.
 func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
@@ -201,12 +201,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 		cfg.ReplicaHosts = append(cfg.ReplicaHosts, x)
 	}
 	p := recovery.ResumedPlanner(cfg, st, r)
-	if slices.ContainsFunc(st.Ranks, func(r raftstore.Rank) bool { return r.ITuple != nil }) {
-		fe.table = make([][]byte, fe.opts.N)
-		for r := range min(len(st.Ranks), fe.opts.N) {
-			fe.table[r] = st.Ranks[r].ITuple
-		}
-	}
+	fe.table = r.Table
 	for i, a := range fe.agents {
 		a.inc = p.AgentIncarnation(i)
 		if n := p.AgentNode(i); n != "" {
