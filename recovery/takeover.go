@@ -6,7 +6,10 @@ package recovery
 // gives up those that did not ask it to adopt them (Unadopted). The root
 // keeps the clocks and carries out both.
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // StartWait is how long a successor waits for the lost root's children to
 // ask for adoption before it starts those that were never recorded up.
@@ -14,6 +17,13 @@ const StartWait = time.Second
 
 // StartDue: a successor waited StartWait since it took over.
 type StartDue struct{}
+
+// ProbePeers: look whether the agents of these replica hosts are gone:
+// children of the lost root (not this root's own) that did not ask to be
+// adopted, the root before this one most often (a second failover), which
+// died with its agent and its ranks. A refused connection says so at once;
+// the adoption's bound would leave their ranks' neighbours waiting.
+type ProbePeers struct{ Agents []int }
 
 // StartChildren: start the children of the lost root that were never up,
 // nor adopted, nor lost: the front-end died before it started them (or
@@ -31,30 +41,42 @@ type Unadopted struct{ Agents []int }
 
 func (StartDue) isEvent()       {}
 func (AdoptDue) isEvent()       {}
+func (ProbePeers) isAction()    {}
 func (StartChildren) isAction() {}
 func (Unadopted) isAction()     {}
 
-// takeover decides a successor's StartDue and AdoptDue: nothing for a
-// front-end, nothing to start once the job is ending.
+// takeover decides a successor's StartDue (the replica hosts to probe,
+// then the children to start: none once the job is ending) and AdoptDue;
+// a front-end's planner decides neither.
 func (p *Planner) takeover(ev Event) []Action {
 	if !p.cfg.Resumed {
 		return nil
 	}
-	_, start := ev.(StartDue)
-	if start && p.Ending() {
-		return nil
-	}
-	var agents []int
+	var probe, start, unadopted []int
 	for a, l := range p.links {
-		if p.rootChild(a) && !l.adopted && !l.closed && (!start || !l.up) {
-			agents = append(agents, a)
+		if !p.rootChild(a) || l.adopted || l.closed {
+			continue
+		}
+		unadopted = append(unadopted, a)
+		if slices.Contains(p.cfg.ReplicaHosts, a) && p.agents[a].node != p.cfg.RootNode {
+			probe = append(probe, a)
+		}
+		if !l.up && !p.Ending() {
+			start = append(start, a)
 		}
 	}
-	if len(agents) == 0 {
-		return nil
+	if _, due := ev.(StartDue); !due {
+		if len(unadopted) == 0 {
+			return nil
+		}
+		return []Action{Unadopted{Agents: unadopted}}
 	}
-	if start {
-		return []Action{StartChildren{Agents: agents}}
+	var acts []Action
+	if len(probe) > 0 {
+		acts = append(acts, ProbePeers{Agents: probe})
 	}
-	return []Action{Unadopted{Agents: agents}}
+	if len(start) > 0 {
+		acts = append(acts, StartChildren{Agents: start})
+	}
+	return acts
 }

@@ -44,3 +44,34 @@ func TestSuccessorStartsAndGivesUpRootChildren(t *testing.T) {
 		})
 	}
 }
+
+// TestSuccessorProbesReplicaHosts: before it starts any, a successor
+// probes the replica hosts among the lost root's children that did not
+// ask to be adopted, not its own agent's, even while the job ends.
+func TestSuccessorProbesReplicaHosts(t *testing.T) {
+	up, never := AgentLink{Up: true, Inc: 1}, AgentLink{Inc: 1}
+	adopted := AgentLink{Up: true, Inc: 1, Adopted: true}
+	for _, c := range []struct {
+		name   string
+		ending bool
+		links  []AgentLink
+		want   []Action
+	}{
+		{"a replica host not adopted, this root's own not", false, []AgentLink{up, up, up, up, up, up, up}, []Action{ProbePeers{Agents: []int{1}}}},
+		{"adopted: not probed", false, []AgentLink{up, adopted, up, up, up, up, up}, nil},
+		{"probed, then started", false, []AgentLink{adopted, never, up, up, up, up, up}, []Action{ProbePeers{Agents: []int{1}}, StartChildren{Agents: []int{1}}}},
+		{"probed while the job ends, not started", true, []AgentLink{adopted, never, up, up, up, up, up}, []Action{ProbePeers{Agents: []int{1}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := lossPlanner(t, Rank)
+			p.cfg.Resumed, p.cfg.ReplicaHosts, p.cfg.RootNode = true, []int{0, 1, 3}, "n0" // n3: not a child of the root
+			p.haveLinks(c.links)
+			if c.ending {
+				p.Step(TimedOut{Limit: time.Second})
+			}
+			if got := p.Step(StartDue{}); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -214,29 +215,38 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 	return p
 }
 
-// resumeLaunch starts the root's children the planner names
-// (recovery.StartChildren): the front-end had not started them.
+// resumeLaunch probes the replica peers and starts the root's children
+// the planner names (recovery.ProbePeers, StartChildren): the front-end
+// had not started them.
 func (fe *frontend) resumeLaunch() {
-	fe.probeReplicaPeers()
 	for _, act := range fe.decide(recovery.StartDue{}) {
-		missing := act.(recovery.StartChildren).Agents
-		if fe.relaunch == nil {
-			return
+		switch act := act.(type) {
+		case recovery.ProbePeers:
+			fe.probeReplicaPeers(act.Agents)
+		case recovery.StartChildren:
+			fe.startChildren(act.Agents)
 		}
-		cs, err := fe.childSpecs(missing)
-		if err == nil {
-			err = fe.relaunch(cs, fe.launched(fe.ctx))
+	}
+}
+
+// startChildren starts the root's children missing with their subtrees.
+func (fe *frontend) startChildren(missing []int) {
+	if fe.relaunch == nil {
+		return
+	}
+	cs, err := fe.childSpecs(missing)
+	if err == nil {
+		err = fe.relaunch(cs, fe.launched(fe.ctx))
+	}
+	names := make([]string, len(missing))
+	for i, x := range missing {
+		names[i] = fe.agents[x].name
+		if err != nil {
+			fe.launchFailed(fe.agents[x], fmt.Sprintf("start the agent on %s after the root failed over: %v", names[i], err))
 		}
-		names := make([]string, len(missing))
-		for i, x := range missing {
-			names[i] = fe.agents[x].name
-			if err != nil {
-				fe.launchFailed(fe.agents[x], fmt.Sprintf("start the agent on %s after the root failed over: %v", names[i], err))
-			}
-		}
-		if err == nil {
-			fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
-		}
+	}
+	if err == nil {
+		fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
 	}
 }
 
@@ -328,17 +338,12 @@ type evPeerGone struct {
 
 func (evPeerGone) isRootEvent() {}
 
-// probeReplicaPeers looks, once, for replica agents that did not ask to
-// be adopted because their process is gone: the root before this one, most
-// often (a second failover), which died with its agent and its ranks. A
-// refused connection says so at once; the adoption's bound (35 s) would
-// leave their ranks' neighbours waiting that long.
-func (fe *frontend) probeReplicaPeers() {
+// probeReplicaPeers looks, once, whether the agents of the replica peers
+// the planner names (recovery.ProbePeers) are gone: a refused connection
+// says so at once.
+func (fe *frontend) probeReplicaPeers(agents []int) {
 	for _, p := range fe.replicaPeers {
-		if p.Name == fe.rootNode || p.Idx < 0 || p.Idx >= len(fe.agents) {
-			continue
-		}
-		if a, l := fe.agents[p.Idx], fe.links().Link(p.Idx); !fe.rootChild(a) || l.Adopted || l.Closed || a.link != nil {
+		if !slices.Contains(agents, p.Idx) {
 			continue
 		}
 		fe.goFunc(func() {
