@@ -12,8 +12,13 @@ import (
 )
 
 // StartWait is how long a successor waits for the lost root's children to
-// ask for adoption before it starts those that were never recorded up.
-const StartWait = time.Second
+// ask for adoption before it starts those that were never recorded up;
+// AdoptMargin how much longer than their own bound on finding a new root
+// it waits before it gives up those that did not ask (AdoptDue).
+const (
+	StartWait   = time.Second
+	AdoptMargin = 5 * time.Second
+)
 
 // StartDue: a successor waited StartWait since it took over.
 type StartDue struct{}

@@ -152,9 +152,10 @@ func (s *Successor) Wait(d time.Duration) {
 }
 
 // adoptBound is how long a successor waits for the root's children to ask
-// for adoption: their own bound on finding a new root and 5 s.
+// for adoption: their own bound on finding a new root and
+// recovery.AdoptMargin.
 func (fe *frontend) adoptBound() time.Duration {
-	return fe.opts.Timing.AdoptWait() + 5*time.Second
+	return fe.opts.Timing.AdoptWait() + recovery.AdoptMargin
 }
 
 // resume sets up the root's view from the replicated state alone
