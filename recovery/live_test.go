@@ -39,3 +39,16 @@ func TestLedgerLive(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusFinal: the final status is the failure that ended the job, its
+// code and words, else success with the root's code.
+func TestStatusFinal(t *testing.T) {
+	p := New(ledgerConfig(None))
+	if code, msg := p.Status().Final(0); code != 0 || msg != "success" {
+		t.Errorf("no failure: %d %q", code, msg)
+	}
+	p.Step(RankExited{Rank: 1, Node: "n", Code: 3})
+	if code, msg := p.Status().Final(0); code != 3 || msg != "rank 1 on node n exited with code 3" {
+		t.Errorf("a rank's failure: %d %q", code, msg)
+	}
+}

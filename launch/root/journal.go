@@ -55,10 +55,7 @@ func (fe *frontend) closeJournal() {
 // now: later events (the agents' exits after the job's end) change
 // nothing it would say.
 func (fe *frontend) beginCloseJournal() (wait func()) {
-	msg, code := "success", fe.exitCode
-	if f := fe.status().Failure; f != nil {
-		msg, code = f.Why.Words(), f.Code
-	}
+	code, msg := fe.status().Final(fe.exitCode)
 	if fe.collStats.Answered > 0 && !fe.journal.Closing() {
 		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.totals()})
 	}
