@@ -400,6 +400,8 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.adopting(ev)
 	case StartDue, AdoptDue:
 		return p.takeover(ev)
+	case PeersGone:
+		return p.peersGone(ev)
 	case Resumed:
 		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume)...)
 	case Restarted:

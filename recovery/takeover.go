@@ -44,11 +44,42 @@ type AdoptDue struct{}
 // declared ended (a loss).
 type Unadopted struct{ Agents []int }
 
+// PeersGone: the replica agents on Nodes are gone: this root's agent
+// reported to their root (a successor before this one) until its link to
+// it ended, not fell silent: their process ended, their agent and ranks
+// with it.
+type PeersGone struct{ Nodes []string }
+
+// PeersLost: the children of the lost root among PeersGone's (not this
+// root's own agent, not adopted, not lost already): declared lost at once,
+// the agents below them moving to their backup parents meanwhile, where
+// waiting for ProbePeers would leave them that much less of the root's
+// bound for it (OrphanWait).
+type PeersLost struct{ Agents []int }
+
+func (PeersGone) isEvent()      {}
+func (PeersLost) isAction()     {}
 func (StartDue) isEvent()       {}
 func (AdoptDue) isEvent()       {}
 func (ProbePeers) isAction()    {}
 func (StartChildren) isAction() {}
 func (Unadopted) isAction()     {}
+
+// peersGone decides which children of the lost root PeersGone loses.
+func (p *Planner) peersGone(ev PeersGone) []Action {
+	var lost []int
+	for _, node := range ev.Nodes {
+		for a, l := range p.links {
+			if p.agents[a].node == node && node != p.cfg.RootNode && p.rootChild(a) && !l.adopted && !l.closed {
+				lost = append(lost, a)
+			}
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return []Action{PeersLost{Agents: lost}}
+}
 
 // takeover decides a successor's StartDue (the replica hosts to probe,
 // then the children to start: none once the job is ending) and AdoptDue;

@@ -75,3 +75,30 @@ func TestSuccessorProbesReplicaHosts(t *testing.T) {
 		})
 	}
 }
+
+// TestSuccessorLosesGonePeersAtOnce: the children of the lost root whose
+// replica agent is gone (their process ended) are lost at once, not this
+// root's own, not one adopted or lost already.
+func TestSuccessorLosesGonePeersAtOnce(t *testing.T) {
+	up, adopted := AgentLink{Up: true, Inc: 1}, AgentLink{Up: true, Inc: 1, Adopted: true}
+	for _, c := range []struct {
+		name  string
+		nodes []string
+		links []AgentLink
+		want  []Action
+	}{
+		{"a child of the root gone", []string{"n1"}, []AgentLink{up, up, up, up, up, up, up}, []Action{PeersLost{Agents: []int{1}}}},
+		{"this root's own node", []string{"n0"}, []AgentLink{up, up, up, up, up, up, up}, nil},
+		{"adopted already", []string{"n1"}, []AgentLink{up, adopted, up, up, up, up, up}, nil},
+		{"not a child of the root", []string{"n3"}, []AgentLink{up, up, up, up, up, up, up}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := lossPlanner(t, Rank)
+			p.cfg.Resumed, p.cfg.RootNode = true, "n0"
+			p.haveLinks(c.links)
+			if got := p.Step(PeersGone{Nodes: c.nodes}); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

@@ -356,19 +356,12 @@ func (fe *frontend) probeReplicaPeers(agents []int) {
 	}
 }
 
-// goneAtOnce declares lost, at once, the root children among gone: replica
-// agents whose root (a successor before this one) this root's agent
-// reported to until its link to them ended, not fell silent: their
-// process ended, their agent and ranks with it. The agents below them
-// move to their backup parents meanwhile; waiting for the probe
-// (probeReplicaPeers, after recovery.StartWait) would leave them that much less
-// of the root's bound for it (orphanWait).
+// goneAtOnce declares lost, at once, the replica agents gone whose loss
+// the planner decides (recovery.PeersGone → PeersLost).
 func (fe *frontend) goneAtOnce(gone []string) {
-	for _, name := range gone {
-		for _, a := range fe.agents {
-			if a.name == name && fe.rootChild(a) && a.name != fe.rootNode {
-				fe.peerGone(evPeerGone{a.idx, errors.New("the link of this root's agent to the root it ran ended: its agent is gone")})
-			}
+	for _, act := range fe.decide(recovery.PeersGone{Nodes: gone}) {
+		for _, x := range act.(recovery.PeersLost).Agents {
+			fe.peerGone(evPeerGone{x, errors.New("the link of this root's agent to the root it ran ended: its agent is gone")})
 		}
 	}
 }
