@@ -49,7 +49,7 @@ func (o *observer) observe(ev root.Event) {
 // resume is a replica agent's way to take over as root, its successor
 // observed too.
 func (o *observer) resume(ctx context.Context, cfg launcher.ResumeConfig) (agent.Successor, error) {
-	s, err := root.ResumeObserved(ctx, cfg, o.observe)
+	s, err := root.Resume(ctx, cfg, o.observe)
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func AgentMain(ctx context.Context, args []string, stderr io.Writer) int {
 
 // resume gives a replica agent the root's successor.
 func resume(ctx context.Context, cfg launcher.ResumeConfig) (agent.Successor, error) {
-	s, err := root.Resume(ctx, cfg)
+	s, err := root.Resume(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,14 @@ func Narrate(act Action, name func(int) string, since func(time.Time) time.Durat
 			return fmt.Sprintf("recovery: starting the agent of node %s on spare node %s as incarnation %d (epoch %d)", old, node, a.Incarnation, a.Epoch), false
 		}
 		return fmt.Sprintf("recovery: starting the agent of node %s again as incarnation %d (epoch %d)", node, a.Incarnation, a.Epoch), false
+	case RefuseAdoption:
+		if w := a.Why.Words(); w != "" {
+			return fmt.Sprintf("recovery: refused to adopt node %s (incarnation %d): %s", name(a.Agent), a.Incarnation, w), false
+		}
+		if h := a.Held; h != nil {
+			return fmt.Sprintf("refused to adopt node %s (agent %d, incarnation %d; this root has %s, incarnation %d, child of the root %v, adopted %v, lost %v)",
+				h.Name, a.Agent, a.Incarnation, name(a.Agent), h.Incarnation, h.RootChild, h.Adopted, h.Lost), false
+		}
 	case Fence:
 		if a.Again {
 			return fmt.Sprintf("recovery: fencing node %s (incarnation %d), which the lost root had not seen fenced", a.Node, a.Incarnation), false

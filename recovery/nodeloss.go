@@ -420,12 +420,13 @@ func (MoveFailed) isAction()     {}
 // and its parent and its backup parent are both lost: the root is the last
 // of its fallback parents. Known: the agent is one of the job's, by the
 // name its credentials give; Linked: the root holds a link to it already
-// (a successor started it).
+// (a successor started it); Name: the node its credentials name.
 type AdoptAsked struct {
 	Agent       int
 	Incarnation uint64
 	Known       bool
 	Linked      bool
+	Name        string
 }
 
 func (AdoptAsked) isEvent() {}
@@ -442,12 +443,24 @@ type Adopt struct {
 
 // RefuseAdoption: refuse agent Agent's request for adoption, for Why;
 // Fenced: the incarnation asking was declared lost, and is told so (it
-// kills its ranks).
+// kills its ranks). Held, for a refusal whose reason has no words
+// (RefuseUnknown, RefuseTaken), is how the root holds the agent of that
+// index, said once per incarnation refused (nil: said already, or none).
 type RefuseAdoption struct {
 	Agent       int
 	Incarnation uint64
 	Why         RefuseReason
 	Fenced      bool
+	Held        *AdoptionHeld
+}
+
+// AdoptionHeld is a refused adoption's view of the agent that asked: Name,
+// the node its credentials name; the root's agent of its index: its
+// Incarnation, and whether it is a child of the root, adopted, lost.
+type AdoptionHeld struct {
+	Name                     string
+	Incarnation              uint64
+	RootChild, Adopted, Lost bool
 }
 
 func (Adopt) isAction()          {}
@@ -484,7 +497,16 @@ func (p *Planner) adoptAsked(ev AdoptAsked) []Action {
 	inc := max(ev.Incarnation, 1)
 	refuse := func(why RefuseReason) []Action {
 		lost := ev.Known && (inc < max(l.inc, 1) || inc == max(l.inc, 1) && (p.Relaunching(ev.Agent) || l.closed && !l.done))
-		return []Action{RefuseAdoption{Agent: ev.Agent, Incarnation: ev.Incarnation, Why: why, Fenced: lost}}
+		r := RefuseAdoption{Agent: ev.Agent, Incarnation: ev.Incarnation, Why: why, Fenced: lost}
+		if held := p.linkOf(ev.Agent); why.Words() == "" && held != nil && p.refusedSaid[ev.Agent] != ev.Incarnation {
+			if p.refusedSaid == nil {
+				p.refusedSaid = map[int]uint64{}
+			}
+			p.refusedSaid[ev.Agent] = ev.Incarnation
+			r.Held = &AdoptionHeld{Name: ev.Name, Incarnation: p.AgentIncarnation(ev.Agent), RootChild: p.rootChild(ev.Agent),
+				Adopted: held.adopted, Lost: held.closed || p.Relaunching(ev.Agent)}
+		}
+		return []Action{r}
 	}
 	switch {
 	case !ev.Known:

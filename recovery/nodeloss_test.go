@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -361,10 +362,44 @@ func TestOrphanAdoption(t *testing.T) {
 				p.Step(TimedOut{Limit: time.Second})
 			}
 			acts := p.Step(c.ev)
+			if r, ok := acts[0].(RefuseAdoption); ok {
+				r.Held = nil // TestRefusedAdoptionSaidOnce
+				acts[0] = r
+			}
 			if len(acts) != 1 || !reflect.DeepEqual(acts[0], c.want) {
 				t.Errorf("actions %v, want %v", acts, c.want)
 			}
 		})
+	}
+}
+
+// TestRefusedAdoptionSaidOnce: a refusal whose reason has no words says
+// how the root holds the agent of that index, once per incarnation that
+// asks (a refused agent asks again and again); one with words says them.
+func TestRefusedAdoptionSaidOnce(t *testing.T) {
+	p := lossPlanner(t, Rank)
+	p.haveLink(1, AgentLink{Up: true, Inc: 2, Adopted: true})
+	ask := func(inc uint64) RefuseAdoption {
+		return p.Step(AdoptAsked{Agent: 1, Incarnation: inc, Known: true, Name: "n1"})[0].(RefuseAdoption)
+	}
+	name := func(i int) string { return fmt.Sprintf("n%d", i) }
+	first := ask(2)
+	if want := (AdoptionHeld{Name: "n1", Incarnation: 1, RootChild: true, Adopted: true}); first.Held == nil || *first.Held != want {
+		t.Fatalf("first refusal holds %+v, want %+v", first.Held, want)
+	}
+	if w, _ := Narrate(first, name, nil); w != "refused to adopt node n1 (agent 1, incarnation 2; this root has n1, incarnation 1, child of the root true, adopted true, lost false)" {
+		t.Errorf("words %q", w)
+	}
+	if again := ask(2); again.Held != nil {
+		t.Errorf("said again: %+v", again.Held)
+	}
+	if next := ask(3); next.Held == nil {
+		t.Error("another incarnation's refusal not said")
+	}
+	p.haveLink(6, AgentLink{Up: true, Inc: 2})
+	orphan := p.Step(AdoptAsked{Agent: 6, Incarnation: 1, Known: true, Name: "n6"})[0].(RefuseAdoption)
+	if w, _ := Narrate(orphan, name, nil); orphan.Held != nil || w != "recovery: refused to adopt node n6 (incarnation 1): it was declared lost" {
+		t.Errorf("refusal with words: %q, held %+v", w, orphan.Held)
 	}
 }
 

@@ -189,6 +189,10 @@ type Config struct {
 	// processes (a successor's, as the replicated state records them).
 	RanksStarted []bool
 	Pids         []int
+	// ReplicaHosts are the agents that host a root replica, RootNode the
+	// node this root runs on (a successor's, for RefillGroup).
+	ReplicaHosts []int
+	RootNode     string
 }
 
 // Planner holds the state the root's failure decisions depend on.
@@ -224,8 +228,11 @@ type Planner struct {
 	tally    *ackTally
 	starting int
 	held     uint64
-	// leads: a successor's planner was told it leads (Adopting).
-	leads bool
+	// leads: a successor's planner was told it leads (Adopting);
+	// refusedSaid, the incarnation of each agent whose refused adoption
+	// was said (RefuseAdoption.Held: once, it asks again and again).
+	leads       bool
+	refusedSaid map[int]uint64
 	// links are the root's links to the agents (links.go).
 	links []link
 	// userSignals are the signals the user sent every rank with ftlaunch
@@ -394,6 +401,10 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.waiting(ev)
 	case Adopting:
 		return p.adopting(ev)
+	case StartDue, AdoptDue:
+		return p.takeover(ev)
+	case PeersGone:
+		return p.peersGone(ev)
 	case Resumed:
 		return append(p.restartStep(ev), p.lastAck(ev.Agent, ev.Epoch, StageResume)...)
 	case Restarted:

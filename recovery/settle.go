@@ -195,8 +195,9 @@ type Leads struct {
 func (Leads) isAction() {}
 
 // RefillGroup: the successor leads: its replica group may take a voter in
-// place of the lost front-end's.
-type RefillGroup struct{}
+// place of the lost front-end's, hosted by Agent (-1: none can host it;
+// refillCandidate).
+type RefillGroup struct{ Agent int }
 
 func (RefillGroup) isAction() {}
 
@@ -214,5 +215,36 @@ func (p *Planner) adopting(ev Adopting) []Action {
 	}
 	p.leads = true
 	acts := append([]Action{Leads{Epoch: p.epoch, Stage: p.Stage()}}, p.restartStep(LeaderChanged{})...)
-	return append(acts, RefillGroup{})
+	return append(acts, RefillGroup{Agent: p.refillCandidate()})
+}
+
+// refillCandidate is the agent a successor asks to host a replica in
+// place of the lost front-end's voter (-1: none). A child of the root is
+// asked first (it can take over in turn); else, as under kary:2, whose
+// only root children host the replicas already, the shallowest agent
+// outside the subtree of this root's own agent (its link does not end
+// with this root), in plan order: a voter that hands any leadership it
+// wins to a child of the root (launch/agent's watchLeadership). Only an
+// agent up, not being started again, without a replica
+// (Config.ReplicaHosts) and reached through a child of the root this root
+// holds the link of (adopted, or started by it).
+func (p *Planner) refillCandidate() int {
+	t, own, best := p.cfg.Tree, -1, -1
+	for a := range p.agents {
+		if p.agents[a].node == p.cfg.RootNode {
+			own = a
+		}
+	}
+	for a, l := range p.links {
+		if !l.live() || slices.Contains(p.cfg.ReplicaHosts, a) || p.Relaunching(a) || !p.links[t.Top(a)].adopted {
+			continue
+		}
+		if p.rootChild(a) {
+			return a
+		}
+		if (own < 0 || !t.InSubtree(a, own)) && (best < 0 || t.Depth(a) < t.Depth(best)) {
+			best = a
+		}
+	}
+	return best
 }

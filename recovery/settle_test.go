@@ -287,3 +287,39 @@ func TestSuccessorLeadsOnceEveryRootChildIsSettled(t *testing.T) {
 		})
 	}
 }
+
+// TestRefillCandidate: which agent a successor that leads asks to host a
+// replica in place of the lost front-end's: a child of the root it holds
+// the link of, without a replica, first; else the shallowest such agent
+// below an adopted child, outside the subtree of its own agent; none
+// when every one hosts a replica, is not up, or is not reached. In the
+// tree, n0 and n1 are children of the root; n2, n3 below n0; n4, n5 below
+// n1; n6 below n2.
+func TestRefillCandidate(t *testing.T) {
+	adopted := AgentLink{Up: true, Inc: 1, Adopted: true}
+	up := AgentLink{Up: true, Inc: 1}
+	for _, c := range []struct {
+		name     string
+		links    []AgentLink
+		replicas []int
+		own      string
+		want     int
+	}{
+		{"an adopted child of the root", []AgentLink{adopted, adopted, up, up, up, up, up}, []int{0}, "n0", 1},
+		{"children host replicas: the shallowest outside its own subtree", []AgentLink{adopted, adopted, up, up, up, up, up}, []int{0, 1}, "n0", 4},
+		{"its own agent deep: the shallowest elsewhere", []AgentLink{adopted, adopted, up, up, up, up, up}, []int{0, 1}, "n6", 2},
+		{"not reached through an adopted child", []AgentLink{adopted, {Up: true, Inc: 1, Closed: true}, up, up, up, up, up}, []int{0}, "n0", -1},
+		{"every agent down or a replica's", []AgentLink{adopted, adopted, {Inc: 1}, {Inc: 1}, up, up, {Inc: 1}}, []int{0, 1, 4, 5}, "n0", -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := New(Config{Policy: Rank, Ranks: 7, Agents: 7, RankAgent: []int{0, 1, 2, 3, 4, 5, 6}, MaxRestarts: 3,
+				Nodes: []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6"}, Tree: lossTree(t), Resumed: true,
+				ReplicaHosts: c.replicas, RootNode: c.own})
+			p.haveLinks(c.links)
+			acts := p.Step(Adopting{})
+			if got := acts[len(acts)-1]; got != (RefillGroup{Agent: c.want}) {
+				t.Errorf("got %+v, want agent %d", got, c.want)
+			}
+		})
+	}
+}

@@ -30,6 +30,16 @@ type Status struct {
 // failure starts anything any more.
 func (s Status) Ending() bool { return s.Phase == Ending || s.Phase == Over }
 
+// Final is the job's final status as the state log commits it: the
+// failure that ended it (its code, its words), else success with code
+// (the root's: its loop's exit code).
+func (s Status) Final(code int) (int, string) {
+	if f := s.Failure; f != nil {
+		return f.Code, f.Why.Words()
+	}
+	return code, "success"
+}
+
 // Relaunching reports whether agent a is lost and being started again: its
 // ranks are not the job's end, and its old incarnation is declared lost.
 func (s Status) Relaunching(a int) bool {

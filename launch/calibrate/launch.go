@@ -146,6 +146,25 @@ type Kept struct {
 	Path   string
 }
 
+// Summary says what k kept for launcher ("": ssh), for --verbose: this
+// launch's figures, the kept ones and where they are.
+func (k *Kept) Summary(launcher string) string {
+	total, kept := k.Launch, k.Kept
+	return fmt.Sprintf("REM %.3f s, SEQ %.3f s from %d agents; kept REM %.3f s (p50 of %d launches, p25-p75 %.3f-%.3f s), SEQ %.3f s (in %s; ftlaunch plan --calibrated --launcher %s shows it)",
+		total.Rem, total.Seq, total.Agents, kept.Rem, len(kept.Window), kept.RemQuantile(0.25), kept.RemQuantile(0.75), kept.Seq, k.Path, cmp.Or(launcher, "ssh"))
+}
+
+// Compared sets a launch's measurement (m) beside the model's prediction
+// of it (p), for --verbose.
+func Compared(p journal.ModelPrediction, m journal.ModelMeasured) string {
+	shared := ""
+	if p.Cores > 0 {
+		shared = fmt.Sprintf("; shared CPU: %d cores, work %.3f s, rate %.3f", p.Cores, p.Work, p.Rate)
+	}
+	return fmt.Sprintf("predicted %.3f s, measured %.3f s (%s tree; seq %.3f s, rem %.3f s, handoff %.3f s from %s%s)",
+		p.PredictedSeconds, m.MeasuredSeconds, p.Tree, p.Seq, p.Rem, p.Hand, p.Source, shared)
+}
+
 // Keep measures this launch from every launcher's starts and adds it to
 // the calibration kept for launcher ("ssh" or "slurm"): REM is the
 // fastest start of all; SEQ the mean of each launcher's, weighted by its

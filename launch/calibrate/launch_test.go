@@ -87,6 +87,23 @@ func TestMeasureAndKeep(t *testing.T) {
 	if err != nil || back == nil || len(back.Window) != 1 || back.Auto == nil || back.Auto.Tree != "flat" {
 		t.Errorf("kept calibration %+v, %v: want one launch in its window and auto's choice", back, err)
 	}
+	if got, want := k.Summary("slurm"), "REM 0.100 s, SEQ 0.040 s from 2 agents; kept REM 0.100 s (p50 of 1 launches"; !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "--launcher slurm shows it)") {
+		t.Errorf("summary %q, want it to begin %q and name the launcher", got, want)
+	}
+}
+
+// TestCompared: the model's prediction beside the measurement, with the
+// shared CPU's term when the model had one.
+func TestCompared(t *testing.T) {
+	p := journal.ModelPrediction{Tree: "flat", PredictedSeconds: 0.5, Seq: 0.01, Rem: 0.2, Hand: 0.003, Source: "defaults"}
+	m := journal.ModelMeasured{MeasuredSeconds: 0.75}
+	if got, want := Compared(p, m), "predicted 0.500 s, measured 0.750 s (flat tree; seq 0.010 s, rem 0.200 s, handoff 0.003 s from defaults)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	p.Cores, p.Work, p.Rate = 2, 1.5, 0.25
+	if got := Compared(p, m); !strings.HasSuffix(got, "defaults; shared CPU: 2 cores, work 1.500 s, rate 0.250)") {
+		t.Errorf("with a shared CPU: %q", got)
+	}
 }
 
 // TestBreakdown: one line for the root and one per agent with children,

@@ -27,6 +27,8 @@ type Group struct {
 	wait     func() // waits for that commit (nil before)
 	settled  map[string]bool
 	joined   []string
+	watch    *Watch        // a replicated front-end's watch on its lead (nil: none)
+	aside    *SteppedAside // set once the front-end stepped aside (StepAside)
 }
 
 // OpenGroup opens the root's state log (Open) with its replica's start
@@ -121,6 +123,64 @@ func (g *Group) closeTransport() {
 	if g.tr != nil {
 		g.tr.Close()
 	}
+}
+
+// Watch has the group watch its front-end's lead (NewWatch): a replicated
+// front-end's, whose root then asks Hold, Replay, Deposed and StepAside.
+func (g *Group) Watch(cfg WatchConfig) { g.watch = NewWatch(g.Journal, cfg) }
+
+// Hold reports whether the root must not act on its event ev now
+// (Watch.Keep): never without a watch, once the job's end is being
+// committed (it is decided, and the log's replica shuts down), or for an
+// event the root handles whoever leads (harmless).
+func (g *Group) Hold(ctx context.Context, ev any, harmless bool) bool {
+	if g == nil || g.watch == nil || g.closing || harmless {
+		return false
+	}
+	return g.watch.Keep(ctx, ev)
+}
+
+// Replay is the root's look at its standing (Watch.Replay): the events
+// held, to handle now; none without a watch, once the job's end is being
+// committed, or after it stepped aside.
+func (g *Group) Replay(ctx context.Context) []any {
+	if g == nil || g.watch == nil || g.closing || g.aside != nil {
+		return nil
+	}
+	return g.watch.Replay(ctx)
+}
+
+// Deposed reports whether the front-end is deposed (or stepped aside).
+func (g *Group) Deposed() bool { return g != nil && g.watch != nil && g.watch.Deposed() }
+
+// StepAside returns, once, how the front-end stepped aside when its watch
+// did (nil otherwise): its state log is given up (GiveUp), and the root
+// carries out its part.
+func (g *Group) StepAside() *SteppedAside {
+	if g == nil || g.watch == nil || g.aside != nil || g.watch.Aside() == nil {
+		return nil
+	}
+	g.aside = g.watch.Aside()
+	g.GiveUp() // no final status: the successor's
+	return g.aside
+}
+
+// WriteLive replaces the job's live report with live()'s (WriteLive;
+// node, the writer's) while the state log is open and on files. Errors
+// are not the job's: a report that cannot be written is only missing.
+func (g *Group) WriteLive(node string, live func() Live) {
+	if g != nil && !g.closing && g.Dir() != "" {
+		_ = WriteLive(g.Dir(), node, live())
+	}
+}
+
+// RemoveLive removes the live report (RemoveLive) once the final status
+// is committed (none on files: nothing to remove).
+func (g *Group) RemoveLive() error {
+	if g == nil || g.Dir() == "" {
+		return nil
+	}
+	return RemoveLive(g.Dir())
 }
 
 // Expect notes that a replica agent was given a replica of its own to

@@ -150,3 +150,20 @@ func TestEndReadyWaitsForJoiningReplicas(t *testing.T) {
 		t.Error("n1 settled: not ready")
 	}
 }
+
+// TestGroupWithoutWatch: a root without a watch on its lead (a successor,
+// one replica; or no group at all) holds no event, replays none, is never
+// deposed and never steps aside.
+func TestGroupWithoutWatch(t *testing.T) {
+	var none *Group
+	g, err := OpenGroup(context.Background(), Config{StateDir: t.TempDir(), Node: "fe", Solo: true, Job: Job{ID: "ft-nowatch", N: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.End()
+	for _, x := range []*Group{none, g} {
+		if x.Hold(context.Background(), 1, false) || x.Replay(context.Background()) != nil || x.Deposed() || x.StepAside() != nil {
+			t.Errorf("group %v: held, replayed, deposed or stepped aside without a watch", x)
+		}
+	}
+}

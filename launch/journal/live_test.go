@@ -1,9 +1,11 @@
 package journal
 
 import (
+	"context"
 	"errors"
 	"os"
 	"testing"
+	"time"
 )
 
 // TestLiveReport: a live report written is read back whole, replaced by
@@ -29,6 +31,35 @@ func TestLiveReport(t *testing.T) {
 		}
 	}
 	if _, err := ReadLive(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after its removal: %v", err)
+	}
+}
+
+// TestGroupLiveReport: a root's group writes the live report while its
+// log is open, not once its end is being committed, and removes it; a
+// group without one (nil) does nothing.
+func TestGroupLiveReport(t *testing.T) {
+	var none *Group
+	none.WriteLive("fe", func() Live { t.Error("a nil group built a report"); return Live{} })
+	if err := none.RemoveLive(); err != nil {
+		t.Errorf("a nil group's removal: %v", err)
+	}
+	g, err := OpenGroup(context.Background(), Config{StateDir: t.TempDir(), Node: "fe", Solo: true, Job: Job{ID: "ft-live", N: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.End()
+	g.Start()
+	g.WriteLive("fe", func() Live { return Live{Job: "ft-live", Phase: "running"} })
+	if l, err := ReadLive(g.Dir()); err != nil || l.Phase != "running" {
+		t.Fatalf("written: %+v, %v", l, err)
+	}
+	g.BeginClose(0, "success", func(time.Duration, error) {})()
+	g.WriteLive("fe", func() Live { t.Error("a report built once the end is being committed"); return Live{} })
+	if err := g.RemoveLive(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadLive(g.Dir()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after its removal: %v", err)
 	}
 }

@@ -14,11 +14,14 @@ import (
 
 // Resumed is the job as the replicated state records it, for a successor
 // root: Agents in plan order (the front-end's indexes), Ranks by rank,
-// the ranks that Ended (and of those, those that Failed: a non-zero code).
+// the ranks that Ended (and of those, those that Failed: a non-zero code),
+// and the node table's I-tuples by rank once one was published (Table;
+// nil: none was).
 type Resumed struct {
 	Agents        []ResumedAgent
 	Ranks         []ResumedRank
 	Ended, Failed []int
+	Table         [][]byte
 }
 
 // ResumedAgent is one agent: its parent (-1: the root) and backup parent
@@ -107,6 +110,12 @@ func Resume(st *raftstore.State, n int, placement [][]int) (*Resumed, error) {
 			if row.ExitCode != 0 {
 				r.Failed = append(r.Failed, x)
 			}
+		}
+	}
+	if slices.ContainsFunc(st.Ranks, func(row raftstore.Rank) bool { return row.ITuple != nil }) {
+		r.Table = make([][]byte, n)
+		for x, row := range st.Ranks {
+			r.Table[x] = row.ITuple
 		}
 	}
 	return r, nil

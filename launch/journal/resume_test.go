@@ -9,8 +9,8 @@ import (
 
 // TestResume: a successor's view of the job from the replicated state:
 // the tree by index, the agents the front-end sent their share, the ranks
-// by the placement or, without one, by the node table, and which ended
-// (failed: a non-zero code).
+// by the placement or, without one, by the node table, which ended
+// (failed: a non-zero code), and the node table once one was published.
 func TestResume(t *testing.T) {
 	st := &raftstore.State{
 		Plan:   raftstore.Plan{Nodes: []raftstore.PlanNode{{Name: RootName}, {Name: "n0"}, {Name: "n1", Backup: "n2"}, {Name: "n2", Primary: "n0", Backup: "n1"}}},
@@ -37,8 +37,16 @@ func TestResume(t *testing.T) {
 		!reflect.DeepEqual(r.Ended, []int{1, 2}) || !reflect.DeepEqual(r.Failed, []int{2}) {
 		t.Errorf("resumed %+v\nwant agents %+v, ranks %+v, ended [1 2], failed [2]", r, wantAgents, wantRanks)
 	}
-	// The replica spec's placement places rank 3, which the table lacks.
+	if r.Table != nil {
+		t.Errorf("table %q before one was published", r.Table)
+	}
+	// The replica spec's placement places rank 3, which the table lacks;
+	// a published table is every rank's I-tuple.
+	st.Ranks[2].ITuple = []byte("t2")
 	r, err = Resume(st, 4, [][]int{{0, 3}, {1}, {2}})
+	if err != nil || !reflect.DeepEqual(r.Table, [][]byte{nil, nil, []byte("t2"), nil}) {
+		t.Errorf("table %q, %v", r.Table, err)
+	}
 	if err != nil || r.Ranks[3].Node != 0 || !reflect.DeepEqual(r.Agents[0].Ranks, []int{0, 3}) {
 		t.Errorf("with a placement: %+v, %v", r, err)
 	}

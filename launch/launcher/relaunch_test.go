@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"testing"
 
@@ -43,5 +44,23 @@ func TestRelaunchIncarnationChecked(t *testing.T) {
 	l.Expect("node1", 0)
 	if !l.deliver("node1", acceptedConn{conn: c2, hello: proto.Hello{Idx: 1, Inc: 1}}) {
 		t.Fatal("a first agent was refused")
+	}
+}
+
+// TestRelauncherBinds: a successor's relauncher starts the children it is
+// given with the context and hooks it was bound to.
+func TestRelauncherBinds(t *testing.T) {
+	type key struct{}
+	ctx := context.WithValue(context.Background(), key{}, "successor")
+	var got []proto.ChildSpec
+	c := ResumeConfig{Relaunch: func(ctx context.Context, cs []proto.ChildSpec, h RelaunchHooks, report func(LaunchResult)) error {
+		if ctx.Value(key{}) != "successor" || h.Go == nil {
+			t.Errorf("context or hooks not the bound ones")
+		}
+		got = cs
+		return nil
+	}}
+	if err := c.Relauncher(ctx, RelaunchHooks{Go: func(func()) {}})([]proto.ChildSpec{{Idx: 3}}, nil); err != nil || len(got) != 1 || got[0].Idx != 3 {
+		t.Errorf("started %+v, %v", got, err)
 	}
 }

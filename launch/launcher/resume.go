@@ -42,3 +42,9 @@ type ResumeConfig struct {
 	// once.
 	Gone []string
 }
+
+// Relauncher is Relaunch bound to the successor root's context and hooks:
+// how it starts the root's children.
+func (c ResumeConfig) Relauncher(ctx context.Context, h RelaunchHooks) func(cs []proto.ChildSpec, report func(LaunchResult)) error {
+	return func(cs []proto.ChildSpec, report func(LaunchResult)) error { return c.Relaunch(ctx, cs, h, report) }
+}

@@ -1,11 +1,13 @@
 package proto
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
@@ -174,8 +176,12 @@ func writeFileAtomic(name string, b []byte) error {
 }
 
 // ListenAddrs are the addresses a controller dials for listener ln: its
-// own, or, when it listens on every interface, this host's addresses.
+// own, or, when it listens on every interface, this host's addresses
+// (none without a listener).
 func ListenAddrs(ln net.Listener) []string {
+	if ln == nil {
+		return nil
+	}
 	ta, ok := ln.Addr().(*net.TCPAddr)
 	if !ok {
 		return nil
@@ -213,4 +219,40 @@ func ReadControl(conn net.Conn) (Control, error) {
 // AnswerControl writes the root's answer on a control connection.
 func AnswerControl(conn net.Conn, ack ControlAck) error {
 	return wire.WriteFrame(conn, MControlAck, ack.Encode())
+}
+
+// ServeControl serves one control connection and closes it: the
+// controller's request (ReadControl) goes to put with the channel its
+// answer comes back on (put reports false: nobody will answer), and the
+// answer to the controller, unless ctx ends first.
+func ServeControl(ctx context.Context, conn net.Conn, put func(req Control, reply chan<- ControlAck) bool) {
+	defer conn.Close()
+	req, err := ReadControl(conn)
+	if err != nil {
+		return
+	}
+	reply := make(chan ControlAck, 1)
+	if !put(req, reply) {
+		return
+	}
+	select {
+	case ack := <-reply:
+		_ = AnswerControl(conn, ack)
+	case <-ctx.Done():
+	}
+}
+
+// Check is the signal a request sends every rank (a cancel: SIGTERM's,
+// as the user's), or why it is no request a root carries out.
+func (c Control) Check() (sig int, err error) {
+	switch c.Op {
+	case OpCancel:
+		return int(syscall.SIGTERM), nil
+	case OpSignal:
+		if c.Signal <= 0 || c.Signal >= 65 {
+			return 0, fmt.Errorf("no signal %d", c.Signal)
+		}
+		return c.Signal, nil
+	}
+	return 0, fmt.Errorf("unknown control request %q", c.Op)
 }

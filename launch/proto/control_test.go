@@ -2,9 +2,11 @@ package proto
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
@@ -82,5 +84,26 @@ func TestReadStaged(t *testing.T) {
 	}
 	if _, err := ReadStaged("./absent", dir, ""); err == nil {
 		t.Error("a missing program was staged")
+	}
+}
+
+// TestControlCheck: a cancel sends SIGTERM, a signal its own number if it
+// is one; anything else is refused with why.
+func TestControlCheck(t *testing.T) {
+	for _, tc := range []struct {
+		c   Control
+		sig int
+		err string
+	}{
+		{Control{Op: OpCancel}, int(syscall.SIGTERM), ""},
+		{Control{Op: OpSignal, Signal: 10}, 10, ""},
+		{Control{Op: OpSignal, Signal: 0}, 0, "no signal 0"},
+		{Control{Op: OpSignal, Signal: 65}, 0, "no signal 65"},
+		{Control{Op: "stop"}, 0, `unknown control request "stop"`},
+	} {
+		sig, err := tc.c.Check()
+		if got := fmt.Sprint(err); sig != tc.sig || (tc.err == "") != (err == nil) || err != nil && got != tc.err {
+			t.Errorf("%+v: %d, %v; want %d, %q", tc.c, sig, err, tc.sig, tc.err)
+		}
 	}
 }

@@ -5,9 +5,6 @@ package root
 // keeps once every agent is up.
 
 import (
-	"cmp"
-	"fmt"
-
 	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
@@ -28,14 +25,9 @@ func (fe *frontend) calibrate() {
 	k, err := calibrate.Keep(fe.opts.Agents.Launcher, fe.starts(), fe.autoChoice)
 	if err != nil {
 		fe.warnf("%v", err)
-		return
+	} else if k != nil {
+		fe.verbosef("calibration: %s", k.Summary(fe.opts.Agents.Launcher))
 	}
-	if k == nil {
-		return
-	}
-	total, kept := k.Launch, k.Kept
-	fe.verbosef("calibration: REM %.3f s, SEQ %.3f s from %d agents; kept REM %.3f s (p50 of %d launches, p25-p75 %.3f-%.3f s), SEQ %.3f s (in %s; ftlaunch plan --calibrated --launcher %s shows it)",
-		total.Rem, total.Seq, total.Agents, kept.Rem, len(kept.Window), kept.RemQuantile(0.25), kept.RemQuantile(0.75), kept.Seq, k.Path, cmp.Or(fe.opts.Agents.Launcher, "ssh"))
 }
 
 // buildPlan builds the launch plan of kind over n nodes (calibrate.Plan)
@@ -62,12 +54,7 @@ func (fe *frontend) buildPlan(kind plan.Kind, n int, params plan.Params) (*plan.
 func (fe *frontend) checkModel() {
 	m := calibrate.Measured(fe.starts(), fe.launchBegan)
 	fe.journal.LaunchMeasured(m)
-	if p := fe.prediction; p != nil {
-		shared := ""
-		if p.Cores > 0 {
-			shared = fmt.Sprintf("; shared CPU: %d cores, work %.3f s, rate %.3f", p.Cores, p.Work, p.Rate)
-		}
-		fe.verbosef("model: predicted %.3f s, measured %.3f s (%s tree; seq %.3f s, rem %.3f s, handoff %.3f s from %s%s)",
-			p.PredictedSeconds, m.MeasuredSeconds, p.Tree, p.Seq, p.Rem, p.Hand, p.Source, shared)
+	if fe.prediction != nil {
+		fe.verbosef("model: %s", calibrate.Compared(*fe.prediction, m))
 	}
 }

@@ -1,10 +1,8 @@
 package root
 
 import (
-	"fmt"
 	"net"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -41,27 +39,14 @@ func (fe *frontend) publishControl(name string, addrs []string) {
 	}
 }
 
-// control takes a control connection: it reads the request off the event
-// loop and hands it to the loop, then sends the loop's answer back. Only
-// the controller's certificate may ask (an agent's may not).
+// control serves a control connection (proto.ServeControl): the request
+// goes to the loop (controlRequest), its answer back. Only the
+// controller's certificate may ask (an agent's may not).
 func (fe *frontend) control(conn net.Conn) {
 	fe.goFunc(func() {
-		defer conn.Close()
-		req, err := proto.ReadControl(conn)
-		if err != nil {
-			return
-		}
-		reply := make(chan proto.ControlAck, 1)
-		select {
-		case fe.events <- evControl{req: req, reply: reply}:
-		case <-fe.ctx.Done():
-			return
-		}
-		select {
-		case ack := <-reply:
-			_ = proto.AnswerControl(conn, ack)
-		case <-fe.ctx.Done():
-		}
+		proto.ServeControl(fe.ctx, conn, func(req proto.Control, reply chan<- proto.ControlAck) bool {
+			return fe.put(evControl{req: req, reply: reply})
+		})
 	})
 }
 
@@ -69,28 +54,12 @@ func (fe *frontend) control(conn net.Conn) {
 // the planner decides what the user's signal does (recovery/signals.go).
 func (fe *frontend) controlRequest(ev evControl) {
 	ack := proto.ControlAck{Root: fe.rootNode}
-	switch ev.req.Op {
-	case proto.OpCancel:
-		fe.step(recovery.Signaled{Signal: int(syscall.SIGTERM), From: ev.req.From, Cancel: true})
-	case proto.OpSignal:
-		if s := ev.req.Signal; s <= 0 || s >= 65 {
-			ack.Err = fmt.Sprintf("no signal %d", ev.req.Signal)
-			break
-		}
-		fe.step(recovery.Signaled{Signal: ev.req.Signal, From: ev.req.From})
-	default:
-		ack.Err = fmt.Sprintf("unknown control request %q", ev.req.Op)
+	if sig, err := ev.req.Check(); err != nil {
+		ack.Err = err.Error()
+	} else {
+		fe.step(recovery.Signaled{Signal: sig, From: ev.req.From, Cancel: ev.req.Op == proto.OpCancel})
 	}
 	ev.reply <- ack
-}
-
-// controlAddrs are where the front-end takes control connections: its
-// agents' listener (none for a job without a launch tree).
-func (fe *frontend) controlAddrs() []string {
-	if fe.ln == nil {
-		return nil
-	}
-	return proto.ListenAddrs(fe.ln)
 }
 
 // successorAddrs are where a successor takes control connections: its

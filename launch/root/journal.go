@@ -15,6 +15,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
+	"github.com/ftlaunch/ftlaunch/recovery"
 	"github.com/hashicorp/raft"
 )
 
@@ -54,10 +55,7 @@ func (fe *frontend) closeJournal() {
 // now: later events (the agents' exits after the job's end) change
 // nothing it would say.
 func (fe *frontend) beginCloseJournal() (wait func()) {
-	msg, code := "success", fe.exitCode
-	if f := fe.status().Failure; f != nil {
-		msg, code = f.Why.Words(), f.Code
-	}
+	code, msg := fe.status().Final(fe.exitCode)
 	if fe.collStats.Answered > 0 && !fe.journal.Closing() {
 		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.totals()})
 	}
@@ -70,7 +68,9 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 			fe.verbosef("state log closed in %.1f ms: its replica had its files open %.1f ms and led %.1f ms after the job began; %d entries in %d flushes",
 				ms(took), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
 		}
-		fe.removeLive()
+		if err := fe.journal.RemoveLive(); err != nil {
+			fe.warnf("%v", err)
+		}
 		if (fe.opts.Verbose || fe.status().Failure != nil) && fe.journal.Dir() != "" {
 			fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
 		}
@@ -132,25 +132,17 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, *raft.Ne
 func (fe *frontend) addReplica(ru proto.ReplicaUp, replaces string) {
 	fe.goFunc(func() {
 		joined := fe.journal.AddReplica(fe.ctx, ru.Name, ru.Addr, replaces, fe.warnf, fe.verbosef)
-		select { // joined or not, the end need not wait for it
-		case fe.events <- evReplicaDone{name: ru.Name, joined: joined}:
-		case <-fe.ctx.Done():
-		}
+		fe.put(evReplicaDone{name: ru.Name, joined: joined}) // joined or not, the end need not wait for it
 	})
 }
 
-// refillGroup is a successor root's: the front-end's voter is gone, so an
-// agent that hosts no replica is asked to host one in its place
-// (MHostReplica): the group keeps its size, and survives the loss of this
-// root too. A child of the root is asked first (it can take over in
-// turn); else, as under kary:2, whose only root children host the
-// replicas already, the shallowest agent outside this root's own subtree
-// (its link does not end with this root): a voter that hands any
-// leadership it wins to a child of the root (launch/agent's
-// watchLeadership). With no agent to ask, the group goes on with one
-// voter less.
-func (fe *frontend) refillGroup() {
-	if fe.role != roleSuccessor || fe.status().Ending() {
+// refillGroup is a successor root's: the front-end's voter is gone, so
+// the agent the planner chose (recovery.RefillGroup), which hosts no
+// replica, is asked to host one in its place (MHostReplica): the group
+// keeps its size, and survives the loss of this root too. With no agent
+// to ask, the group goes on with one voter less.
+func (fe *frontend) refillGroup(act recovery.RefillGroup) {
+	if fe.status().Ending() {
 		return
 	}
 	names := map[string]bool{}
@@ -161,47 +153,15 @@ func (fe *frontend) refillGroup() {
 	if gone == "" {
 		return
 	}
-	a := fe.refillCandidate()
-	if a == nil {
+	if act.Agent < 0 {
 		fe.verbosef("root group: no agent without a replica to host one in place of the lost front-end's (%s): the group goes on with %d voter(s)", gone, servers-1)
 		return
 	}
+	a := fe.agents[act.Agent]
 	fe.replicaNodes[a.idx] = true
 	a.replaces = gone
 	fe.frontEndOut = true
 	fe.expectReplica(a)
 	fe.verbosef("root group: node %s hosts a replica in place of the lost front-end's (%s)", a.name, gone)
 	_ = a.send(proto.MHostReplica, proto.EncodeReplicaSpec(fe.replicaSpec()))
-}
-
-// refillCandidate is the agent refillGroup asks (nil: none): a child of
-// the root without a replica, else the shallowest agent without one
-// outside the subtree of this root's own agent, in plan order.
-func (fe *frontend) refillCandidate() *agentHandle {
-	own := -1
-	for _, a := range fe.agents {
-		if a.name == fe.rootNode {
-			own = a.idx
-		}
-	}
-	var best *agentHandle
-	st := fe.status()
-	for _, a := range fe.agents {
-		if !fe.link(a).Live() || fe.replicaNodes[a.idx] || a.via == nil || st.Relaunching(a.idx) {
-			continue
-		}
-		if fe.rootChild(a) {
-			if a.link != nil {
-				return a
-			}
-			continue
-		}
-		if own >= 0 && fe.topo.InSubtree(a.idx, own) {
-			continue
-		}
-		if best == nil || fe.topo.Depth(a.idx) < fe.topo.Depth(best.idx) {
-			best = a
-		}
-	}
-	return best
 }

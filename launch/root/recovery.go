@@ -5,14 +5,11 @@ package root
 // agents' acknowledgements back to it.
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -74,50 +71,6 @@ func restartName(p recovery.Policy) string {
 		return ""
 	}
 	return p.String()
-}
-
-// successorPlanner is the planner of a root that took over: the job's
-// policy, every rank's incarnation (and under --restart rank its restart
-// count) as the replicated table has it, and
-// the recovery its predecessor committed last, which it carries on once
-// it leads the agents (feedLeader).
-func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
-	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
-	fe.opts.MaxRestarts = job.MaxRestarts
-	fe.opts.Spares = job.Spares
-	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
-	cfg := recovery.ResumeConfig(fe.plannerConfig(), st)
-	cfg.Ended, cfg.EndedFailed = r.Ended, r.Failed
-	cfg.Up = make([]bool, len(r.Agents))
-	for i, ra := range r.Agents {
-		cfg.Up[i] = ra.Up
-	}
-	cfg.RanksStarted, cfg.Pids = make([]bool, len(r.Ranks)), make([]int, len(r.Ranks))
-	for x, rr := range r.Ranks {
-		cfg.RanksStarted[x], cfg.Pids[x] = rr.Started, rr.PID
-	}
-	p := recovery.New(cfg)
-	if cfg.TableReady {
-		fe.table = make([][]byte, fe.opts.N)
-	}
-	for r := range min(len(st.Ranks), fe.opts.N) {
-		if fe.table != nil {
-			fe.table[r] = st.Ranks[r].ITuple
-		}
-	}
-	defer func() {
-		for i, a := range fe.agents {
-			a.inc = p.AgentIncarnation(i) // agents relaunched before, as the last record says
-			if n := p.AgentNode(i); n != "" {
-				a.name = n // on a spare
-			}
-		}
-	}()
-	if rec, ok := recovery.CheckpointOf(st); ok {
-		p.Restore(rec)
-		fe.colls.SetEpoch(rec.Epoch)
-	}
-	return p
 }
 
 // feedLeader tells a successor's planner how its adoption of the root's
@@ -202,11 +155,7 @@ func (fe *frontend) after(d time.Duration, ev event) {
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-fe.ctx.Done():
-			return
-		}
-		select {
-		case fe.events <- ev:
+			fe.put(ev)
 		case <-fe.ctx.Done():
 		}
 	})
@@ -266,7 +215,7 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 			fe.failedAt = time.Now()
 		}
 	case recovery.RefillGroup:
-		fe.refillGroup()
+		fe.refillGroup(act)
 	default:
 		return false
 	}

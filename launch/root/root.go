@@ -127,19 +127,18 @@ type launchState struct {
 	// gossipSpec how agents join it (gossip.go; nil: none); awake how long
 	// the root has been able to listen (gossip's word is weighed against
 	// its links' silence only for that long).
-	gossip       *membership.Member
-	gossipSpec   *proto.GossipSpec
-	awake        *proto.Awake
-	agentsUp     int            // agents that got their job
-	refusedAdopt map[int]uint64 // a successor's refusals of adoption said (agent → incarnation)
+	gossip     *membership.Member
+	gossipSpec *proto.GossipSpec
+	awake      *proto.Awake
+	agentsUp   int // agents that got their job
 	// fences kill what lost agents left on their nodes (fence.go)
 	fences *launcher.Fences
 }
 
 // groupState is the root's replica group and the job's state log.
 type groupState struct {
-	// stand is a replicated front-end's watch on its lead of the root
-	// group (standing.go; nil: a successor, or one replica).
+	// stand is a replicated front-end's standing in the root group, whose
+	// watch is the journal's (standing.go; nil: a successor, or one replica).
 	stand *standing
 	// rootTerm is the raft term a successor took the root over in (0:
 	// the front-end), for its live report.

@@ -103,7 +103,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		return Result{ExitCode: ExitLauncher}, err
 	}
 	fe.journalPlan("")
-	fe.goFunc(func() { fe.publishControl(proto.RootName, fe.controlAddrs()) })
+	fe.goFunc(func() { fe.publishControl(proto.RootName, proto.ListenAddrs(fe.ln)) })
 	if fe.ln != nil {
 		defer fe.ln.Close()
 	}
@@ -114,12 +114,23 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	if opts.Replicas > 1 {
 		fe.stand = fe.newStanding()
 	}
-	code := fe.loop(ctx, events)
-	fe.exitCode = code
-	if fe.stand != nil && fe.stand.aside != nil {
-		return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt, SteppedAside: fe.stand.aside}, nil
+	fe.exitCode = fe.loop(ctx, events)
+	res := Result{ExitCode: fe.exitCode, NodeTableAt: fe.nodeTableAt}
+	if fe.stand != nil {
+		res.SteppedAside = fe.stand.aside
 	}
-	return Result{ExitCode: code, NodeTableAt: fe.nodeTableAt}, nil
+	return res, nil
+}
+
+// put hands ev to the root's event loop; false: the root's context ended
+// first.
+func (fe *frontend) put(ev event) bool {
+	select {
+	case fe.events <- ev:
+		return true
+	case <-fe.ctx.Done():
+		return false
+	}
 }
 
 func newJobID() string {

@@ -18,16 +18,13 @@ const standingPoll = journal.StandingPoll
 // good left the job (journal.SteppedAside).
 type SteppedAside = journal.SteppedAside
 
-// standing is the front-end's watch (w, which keeps the events the loop
-// must not act on meanwhile); the root's loop owns it.
-type standing struct {
-	w     *journal.Watch
-	aside *SteppedAside // set once it stepped aside: the loop ends
-}
+// standing is a replicated front-end's (nil: a successor, or one
+// replica); aside is set once it stepped aside: the loop ends.
+type standing struct{ aside *SteppedAside }
 
-// newStanding is a replicated front-end's watch on its lead.
+// newStanding has the group watch the front-end's lead.
 func (fe *frontend) newStanding() *standing {
-	return &standing{w: journal.NewWatch(fe.journal.Journal, journal.WatchConfig{
+	fe.journal.Watch(journal.WatchConfig{
 		Node: fe.rootNode,
 		// Twice as long as the agents take to declare a silent front-end
 		// lost (its link's timeout), after which a replica agent would
@@ -46,7 +43,8 @@ func (fe *frontend) newStanding() *standing {
 			return alive
 		},
 		Warnf: fe.warnf, Verbosef: fe.verbosef,
-	})}
+	})
+	return &standing{}
 }
 
 // harmless reports whether ev can be handled whoever leads: the ranks'
@@ -64,33 +62,21 @@ func harmless(ev event) bool {
 }
 
 // hold reports whether the root's loop must not handle ev now
-// (journal.Watch.Hold): it is held, and handled once the front-end leads
+// (journal.Group.Hold): it is held, and handled once the front-end leads
 // again, or dropped once it stepped aside.
 func (fe *frontend) hold(ev event) bool {
-	s := fe.stand
-	if s == nil || fe.journal.Closing() || harmless(ev) {
-		// The job's end is being committed (or was): it is decided, and
-		// its state log's replica shuts down.
-		return false
-	}
-	held := s.w.Keep(fe.ctx, ev)
+	held := fe.journal.Hold(fe.ctx, ev, harmless(ev))
 	fe.stepAside()
 	return held
 }
 
 // deposed reports whether the front-end is deposed (or stepped aside).
-func (fe *frontend) deposed() bool {
-	return fe.stand != nil && fe.stand.w.Deposed()
-}
+func (fe *frontend) deposed() bool { return fe.journal.Deposed() }
 
 // checkStanding is the loop's look at the group, every standingPoll
-// (journal.Watch.Look): the held events are handled once it leads again.
+// (journal.Group.Replay): the held events are handled once it leads again.
 func (fe *frontend) checkStanding() {
-	s := fe.stand
-	if s == nil || s.aside != nil || fe.journal.Closing() {
-		return
-	}
-	replay := s.w.Replay(fe.ctx)
+	replay := fe.journal.Replay(fe.ctx)
 	fe.stepAside()
 	for _, ev := range replay {
 		fe.handle(ev.(event))
@@ -98,16 +84,15 @@ func (fe *frontend) checkStanding() {
 }
 
 // stepAside carries out the root's part once its watch stepped aside
-// (its state log was abandoned): the loop returns (run follows the job as
-// a client), and its links to the root's children close without a word
+// (journal.Group.StepAside): the loop returns (run follows the job as a
+// client), and its links to the root's children close without a word
 // (they ask the replica agents to adopt them).
 func (fe *frontend) stepAside() {
-	s := fe.stand
-	if s.aside != nil || s.w.Aside() == nil {
+	aside := fe.journal.StepAside()
+	if aside == nil {
 		return
 	}
-	s.aside = s.w.Aside()
-	fe.journal.GiveUp() // no final status: the successor's
+	fe.stand.aside = aside
 	for _, a := range fe.agents {
 		if fe.rootChild(a) && a.link != nil && !fe.link(a).Closed {
 			_ = a.link.Conn.Close()

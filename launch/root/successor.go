@@ -1,10 +1,13 @@
 package root
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +18,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
-	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // Root failover, the successor's side. When the front-end of a job with
@@ -48,14 +50,9 @@ func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 
 // Resume builds and starts the successor root from the replicated state;
 // it runs until the job ended (successor.done) or ctx, which the replica
-// agent owns, is cancelled.
-func Resume(ctx context.Context, cfg launcher.ResumeConfig) (*Successor, error) {
-	return ResumeObserved(ctx, cfg, nil)
-}
-
-// ResumeObserved is Resume with an observer of the successor root
-// (Options.Observe), for tests that run replica agents in their process.
-func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
+// agent owns, is cancelled. observe is Options.Observe (nil: none), for
+// tests that run replica agents in their process.
+func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
 	spec := cfg.Spec
 	st := cfg.Replica.FSM().Copy()
 	job, err := journal.DecodeJob(st.Job.Spec)
@@ -66,10 +63,16 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 	if err != nil {
 		return nil, err
 	}
+	// The job is as this root's own agent was told it (its NodeSpec), the
+	// template of what the agents it starts are told: the program, its
+	// environment, MPMD apps, binding and --mpi, the detectors' bounds;
+	// its log is a file, for after the fact: verbose. Not carried over:
+	// the gossip cluster (agents it starts do not join it) and prestaging
+	// (they run the program from its path).
 	opts := Options{
-		// Its log is a file, for after the fact: verbose.
 		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: filepath.Join(spec.Replica.JobDir, output.JobOutput), Verbose: true,
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
+		Apps: spec.Apps, Bind: spec.Bind, BindShare: spec.BindShare, MPI: spec.MPI,
 		Stdout: logf, Stderr: logf, Observe: observe,
 	}
 	// ctx is the successor's own: the agent that runs it cancels it and
@@ -96,24 +99,17 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 			return fail(fmt.Errorf("the job's CA: %w", err))
 		}
 	}
-	r, err := fe.rebuild(st, spec.Replica.Placement)
-	if err != nil {
+	if err := fe.resume(st, job, spec.Replica.Placement); err != nil {
 		return fail(err)
 	}
-	hooks := launcher.RelaunchHooks{
+	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{
 		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
 		Go:   fe.goFunc,
-	}
-	fe.relaunch = func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error {
-		return cfg.Relaunch(sctx, cs, hooks, report)
-	}
-	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
-	fe.rec = fe.successorPlanner(st, job, r)
-	j, err := journal.Open(sctx, journal.Config{
-		StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica,
-		Job: journal.Job{ID: st.Job.ID, Argv: job.Argv, N: opts.N, Start: job.Start, Replicas: opts.Replicas,
-			Restart: job.Restart, MaxRestarts: job.MaxRestarts, Spares: job.Spares, Slots: job.Slots, Oversubscribe: job.Oversubscribe},
 	})
+	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
+	// Its journal writes on the replica as it is (the job's record is
+	// not written again).
+	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: job})
 	if err != nil {
 		return fail(err)
 	}
@@ -133,24 +129,11 @@ func ResumeObserved(ctx context.Context, cfg launcher.ResumeConfig, observe func
 		if cfg.Gossip != nil {
 			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
 		}
-		// A child of the root that does not come back in time is lost.
-		lost := time.AfterFunc(fe.adoptBound(), func() {
-			select {
-			case events <- evAdoptTimeout{}:
-			case <-sctx.Done():
-			}
-		})
-		defer lost.Stop()
-		// The root's children the front-end had not started yet (none
-		// of them was recorded up, none asked to be adopted) are
-		// started by this root.
-		resume := time.AfterFunc(resumeWait, func() {
-			select {
-			case events <- evResume{}:
-			case <-sctx.Done():
-			}
-		})
-		defer resume.Stop()
+		// A child of the root that does not come back in time is lost;
+		// those the front-end had not started yet (none of them was
+		// recorded up, none asked to be adopted) are started by this root.
+		fe.after(fe.adoptBound(), evAdoptTimeout{})
+		fe.after(recovery.StartWait, evResume{})
 		fe.writeLive() // status shows the new root at once
 		fe.goneAtOnce(cfg.Gone)
 		code := fe.loop(sctx, events)
@@ -169,25 +152,25 @@ func (s *Successor) Wait(d time.Duration) {
 }
 
 // adoptBound is how long a successor waits for the root's children to ask
-// for adoption: their own bound on finding a new root and 5 s.
+// for adoption: their own bound on finding a new root and
+// recovery.AdoptMargin.
 func (fe *frontend) adoptBound() time.Duration {
-	return fe.opts.Timing.AdoptWait() + 5*time.Second
+	return fe.opts.Timing.AdoptWait() + recovery.AdoptMargin
 }
 
-// resumeWait is how long a successor waits for the root's children to
-// ask for adoption before it starts those that were never recorded up.
-const resumeWait = time.Second
-
-// rebuild sets up the root's view from the replicated state
+// resume sets up the root's view from the replicated state alone
 // (journal.Resume): agents in plan order (the front-end's indexes), their
-// tree, the ranks that ended; which agents were up and where the ranks
-// run and ran are the planner's (successorPlanner).
-func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (*journal.Resumed, error) {
+// tree, the ranks that ended, the node table, and its planner
+// (successorPlanner).
+func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]int) error {
 	r, err := journal.Resume(st, fe.opts.N, placement)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	edges := make([]topology.Edge, len(r.Agents))
+	t, err := recovery.ResumedTree(r)
+	if err != nil {
+		return err
+	}
 	for i, ra := range r.Agents {
 		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
 		if ra.Up {
@@ -195,57 +178,77 @@ func (fe *frontend) rebuild(st *raftstore.State, placement [][]int) (*journal.Re
 			fe.agentsUp++
 		}
 		fe.agents = append(fe.agents, a)
-		edges[i] = topology.Edge{Name: ra.Name, Parent: topology.Root, Backup: topology.None}
-		if ra.Parent >= 0 {
-			edges[i].Parent = ra.Parent
-		}
-		if ra.Backup >= 0 {
-			edges[i].Backup = ra.Backup
-		}
-	}
-	t, err := topology.FromEdges("replicated", edges)
-	if err != nil {
-		return nil, fmt.Errorf("the replicated plan: %w", err)
 	}
 	fe.setTree(t)
-	for x, rr := range r.Ranks {
-		if rr.Ended {
-			fe.ranks[x].status = proto.RankStatus{Rank: x, Code: rr.Code}
-		}
+	for _, x := range r.Ended {
+		fe.ranks[x].status = proto.RankStatus{Rank: x, Code: r.Ranks[x].Code}
 	}
 	fe.liveN = len(fe.agents)
-	return r, nil
+	fe.rec = fe.successorPlanner(st, job, r)
+	return nil
 }
 
-// resumeLaunch starts the root's children that are neither up nor
-// adopted: the front-end died before it started them (or before they
-// connected). Their subtrees follow as usual.
-func (fe *frontend) resumeLaunch() {
-	fe.probeReplicaPeers()
-	var missing []int
-	for _, a := range fe.agents {
-		if l := fe.link(a); fe.rootChild(a) && !l.Up && !l.Adopted && !l.Closed && a.link == nil {
-			missing = append(missing, a.idx)
+// successorPlanner is the planner of a root that took over
+// (recovery.ResumedPlanner), under the job's policy as its record has it; the
+// root takes from it the agents relaunched before (their
+// incarnation and node, a spare's) and the epoch its collectives count
+// under.
+func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
+	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
+	fe.opts.MaxRestarts, fe.opts.Spares = job.MaxRestarts, job.Spares
+	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
+	cfg := fe.plannerConfig()
+	cfg.RootNode = fe.rootNode
+	for x := range fe.replicaNodes {
+		cfg.ReplicaHosts = append(cfg.ReplicaHosts, x)
+	}
+	p := recovery.ResumedPlanner(cfg, st, r)
+	fe.table = r.Table
+	for i, a := range fe.agents {
+		a.inc = p.AgentIncarnation(i)
+		if n := p.AgentNode(i); n != "" {
+			a.name = n // on a spare
 		}
 	}
-	if len(missing) == 0 || fe.relaunch == nil || fe.status().Ending() {
+	if rec, ok := recovery.CheckpointOf(st); ok {
+		fe.colls.SetEpoch(rec.Epoch)
+	}
+	return p
+}
+
+// resumeLaunch probes the replica peers and starts the root's children
+// the planner names (recovery.ProbePeers, StartChildren): the front-end
+// had not started them.
+func (fe *frontend) resumeLaunch() {
+	for _, act := range fe.decide(recovery.StartDue{}) {
+		switch act := act.(type) {
+		case recovery.ProbePeers:
+			fe.probeReplicaPeers(act.Agents)
+		case recovery.StartChildren:
+			fe.startChildren(act.Agents)
+		}
+	}
+}
+
+// startChildren starts the root's children missing with their subtrees.
+func (fe *frontend) startChildren(missing []int) {
+	if fe.relaunch == nil {
 		return
 	}
 	cs, err := fe.childSpecs(missing)
 	if err == nil {
 		err = fe.relaunch(cs, fe.launched(fe.ctx))
 	}
-	if err != nil {
-		for _, i := range missing {
-			fe.launchFailed(fe.agents[i], fmt.Sprintf("start the agent on %s after the root failed over: %v", fe.agents[i].name, err))
-		}
-		return
-	}
 	names := make([]string, len(missing))
 	for i, x := range missing {
 		names[i] = fe.agents[x].name
+		if err != nil {
+			fe.launchFailed(fe.agents[x], fmt.Sprintf("start the agent on %s after the root failed over: %v", names[i], err))
+		}
 	}
-	fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
+	if err == nil {
+		fe.warnf("the front-end had not started node(s) %s: starting them", strings.Join(names, ", "))
+	}
 }
 
 // adopt takes an agent's request for adoption (a child of the lost root
@@ -256,7 +259,7 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	idx := req.Hello.Idx
 	name, _ := secure.PeerName(req.Conn)
 	inc := req.Incarnation()
-	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc}
+	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc, Name: name}
 	var a *agentHandle
 	if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
 		a = fe.agents[idx]
@@ -272,31 +275,11 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 			}
 		case recovery.RefuseAdoption:
 			req.Refuse(act.Fenced)
-			fe.refusedAdoption(act, name)
+			fe.narrate(act)
 		default:
 			fe.carryOut([]recovery.Action{act})
 		}
 	}
-}
-
-// refusedAdoption says why the planner refused an adoption (--verbose).
-func (fe *frontend) refusedAdoption(act recovery.RefuseAdoption, name string) {
-	idx, inc := act.Agent, act.Incarnation
-	if w := act.Why.Words(); w != "" {
-		fe.verbosef("recovery: refused to adopt node %s (incarnation %d): %s", fe.agents[idx].name, inc, w)
-		return
-	}
-	if idx < 0 || idx >= len(fe.agents) || fe.refusedAdopt[idx] == inc {
-		return
-	}
-	// Said once per incarnation: a refused agent asks again and again.
-	if fe.refusedAdopt == nil {
-		fe.refusedAdopt = map[int]uint64{}
-	}
-	fe.refusedAdopt[idx] = inc
-	a, l := fe.agents[idx], fe.links().Link(idx)
-	fe.verbosef("refused to adopt node %s (agent %d, incarnation %d; this root has %s, incarnation %d, child of the root %v, adopted %v, lost %v)",
-		name, idx, inc, a.name, a.inc, fe.rootChild(a), l.Adopted, l.Closed || fe.status().Relaunching(idx))
 }
 
 // adoptChild carries out the planner's Adopt of a child of the lost root:
@@ -336,77 +319,56 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 	}
 }
 
-// adoptTimedOut gives up on the root's children that were not adopted.
+// adoptTimedOut gives up on the root's children that were not adopted
+// (recovery.Unadopted).
 func (fe *frontend) adoptTimedOut() {
-	for _, a := range fe.agents {
-		if l := fe.link(a); fe.rootChild(a) && !l.Adopted && !l.Closed {
-			fe.linkEnded(a, fmt.Errorf("not adopted by the new root within %v", fe.adoptBound()))
+	for _, act := range fe.decide(recovery.AdoptDue{}) {
+		for _, x := range act.(recovery.Unadopted).Agents {
+			fe.linkEnded(fe.agents[x], fmt.Errorf("not adopted by the new root within %v", fe.adoptBound()))
 		}
 	}
 	fe.feedLeader()
 }
 
-// evPeerGone: the agent of a replica peer is gone (its address refuses
-// connections) and it was not adopted.
+// evPeerGone: the agent of a replica peer is gone (why) and it was not
+// adopted.
 type evPeerGone struct {
-	idx  int
-	addr string
-	link bool // told by this root's agent: its link to that agent's root ended
+	idx int
+	why error
 }
 
 func (evPeerGone) isRootEvent() {}
 
-// probeReplicaPeers looks, once, for replica agents that did not ask to
-// be adopted because their process is gone: the root before this one, most
-// often (a second failover), which died with its agent and its ranks. A
-// refused connection says so at once; the adoption's bound (35 s) would
-// leave their ranks' neighbours waiting that long.
-func (fe *frontend) probeReplicaPeers() {
+// probeReplicaPeers looks, once, whether the agents of the replica peers
+// the planner names (recovery.ProbePeers) are gone: a refused connection
+// says so at once.
+func (fe *frontend) probeReplicaPeers(agents []int) {
 	for _, p := range fe.replicaPeers {
-		if p.Name == fe.rootNode || p.Idx < 0 || p.Idx >= len(fe.agents) {
-			continue
-		}
-		if a, l := fe.agents[p.Idx], fe.links().Link(p.Idx); !fe.rootChild(a) || l.Adopted || l.Closed || a.link != nil {
+		if !slices.Contains(agents, p.Idx) {
 			continue
 		}
 		fe.goFunc(func() {
 			if !proto.Refused(fe.ctx, p.Addr) {
 				return // up, or no answer (perhaps cut off): the adoption's bound decides
 			}
-			select {
-			case fe.events <- evPeerGone{idx: p.Idx, addr: p.Addr}:
-			case <-fe.ctx.Done():
-			}
+			fe.put(evPeerGone{p.Idx, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", p.Addr)})
 		})
 	}
 }
 
-// goneAtOnce declares lost, at once, the root children among gone: replica
-// agents whose root (a successor before this one) this root's agent
-// reported to until its link to them ended, not fell silent: their
-// process ended, their agent and ranks with it. The agents below them
-// move to their backup parents meanwhile; waiting for the probe
-// (probeReplicaPeers, after resumeWait) would leave them that much less
-// of the root's bound for it (orphanWait).
+// goneAtOnce declares lost, at once, the replica agents gone whose loss
+// the planner decides (recovery.PeersGone → PeersLost).
 func (fe *frontend) goneAtOnce(gone []string) {
-	for _, name := range gone {
-		for _, a := range fe.agents {
-			if a.name == name && fe.rootChild(a) && a.name != fe.rootNode {
-				fe.peerGone(evPeerGone{idx: a.idx, link: true})
-			}
+	for _, act := range fe.decide(recovery.PeersGone{Nodes: gone}) {
+		for _, x := range act.(recovery.PeersLost).Agents {
+			fe.peerGone(evPeerGone{x, errors.New("the link of this root's agent to the root it ran ended: its agent is gone")})
 		}
 	}
 }
 
 // peerGone declares lost a replica agent whose process is gone.
 func (fe *frontend) peerGone(ev evPeerGone) {
-	a, l := fe.agents[ev.idx], fe.links().Link(ev.idx)
-	if l.Adopted || l.Closed || a.link != nil {
-		return
+	if a, l := fe.agents[ev.idx], fe.links().Link(ev.idx); !l.Adopted && !l.Closed && a.link == nil {
+		fe.linkEnded(a, ev.why)
 	}
-	if ev.link {
-		fe.linkEnded(a, fmt.Errorf("the link of this root's agent to the root it ran ended: its agent is gone"))
-		return
-	}
-	fe.linkEnded(a, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", ev.addr))
 }
