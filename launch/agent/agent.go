@@ -82,6 +82,23 @@ type supervision struct {
 	rec agentRecovery // the restart protocol's state (recovery.go)
 }
 
+// answered is the newest collective whose answer an agent took, if any.
+// The job's first collective is number 0 (of epoch 0): "number <= newest"
+// alone would take it as answered before any answer came, and a child's
+// part of it that arrived before the node's own ranks called it was
+// dropped as a copy, so the node never sent its part up and the job's
+// first Publish hung (chaos, sessions 19 and 20).
+type answered struct {
+	newest uint64
+	any    bool
+}
+
+// has reports whether collective seq's answer was taken (or an older one).
+func (s answered) has(seq uint64) bool { return s.any && seq <= s.newest }
+
+// take notes that collective seq's answer was taken.
+func (s *answered) take(seq uint64) { s.newest, s.any = max(s.newest, seq), true }
+
 // collectives is the node's part in the job's collectives (coll.go) and
 // PMI key spaces (pmi.go, pmix.go); guarded by the agent's mu except
 // where a field says otherwise.
@@ -98,12 +115,12 @@ type collectives struct {
 	// ranks need (combine.go).
 	ringKept map[uint64]map[int][]byte
 	ringWait map[uint64]*ringWait
-	// collSeen is the newest collective whose answer this agent took: an
+	// seen is the newest collective whose answer this agent took: an
 	// older answer it is not waiting for is one it had (sent again to an
 	// agent that moved to a backup parent: root's moved).
-	collSeen uint64
-	puts     map[string][]byte // this node's puts since the last fence
-	kv       map[string][]byte // the job's board as of the last fence
+	seen answered
+	puts map[string][]byte // this node's puts since the last fence
+	kv   map[string][]byte // the job's board as of the last fence
 
 	pmiPuts map[string][]byte // this node's PMI puts since the last barrier
 	pmiKV   map[string][]byte // the job's PMI key space as of the last barrier

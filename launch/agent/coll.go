@@ -96,11 +96,11 @@ func (a *Agent) collDone(res *proto.CollResult) {
 	a.coll.firstCollOnce.Do(func() { close(a.coll.firstColl) })
 	a.mu.Lock()
 	c := a.coll.colls[res.Seq]
-	if c == nil && res.Seq <= a.coll.collSeen {
+	if c == nil && a.coll.seen.has(res.Seq) {
 		a.mu.Unlock()
 		return // an answer taken already (sent again after a move)
 	}
-	a.coll.collSeen = max(a.coll.collSeen, res.Seq)
+	a.coll.seen.take(res.Seq)
 	delete(a.coll.colls, res.Seq)
 	delete(a.coll.sentUp, res.Seq)
 	a.coll.comb.done(res.Seq)

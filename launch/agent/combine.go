@@ -213,7 +213,7 @@ func (a *Agent) combineChild(idx int, p []byte) bool {
 		a.mu.Unlock()
 		return true // the root merges (FTLAUNCH_COLL_ROOT_MERGE)
 	}
-	if a.coll.comb.open[c.Seq] == nil && c.Seq <= a.coll.collSeen {
+	if a.coll.comb.open[c.Seq] == nil && a.coll.seen.has(c.Seq) {
 		a.mu.Unlock()
 		return false // answered already: sent again after a move
 	}
@@ -350,11 +350,11 @@ func (a *Agent) ringTake(res *proto.CollResult) {
 	case w != nil:
 		hold(w.known)
 		waiting = w.ranks
-	case seq <= a.coll.collSeen && a.coll.ringKept[seq] != nil:
+	case a.coll.seen.has(seq) && a.coll.ringKept[seq] != nil:
 		a.mu.Unlock()
 		return // an answer taken already (sent again after a move)
 	}
-	a.coll.collSeen = max(a.coll.collSeen, seq)
+	a.coll.seen.take(seq)
 	delete(a.coll.colls, seq)
 	delete(a.coll.sentUp, seq)
 	a.coll.comb.done(seq)
@@ -476,7 +476,7 @@ func (a *Agent) notePassing(idx int, p []byte) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c.Seq>>32 < a.sup.rec.coll || (a.coll.comb.open[c.Seq] == nil && c.Seq <= a.coll.collSeen) {
+	if c.Seq>>32 < a.sup.rec.coll || (a.coll.comb.open[c.Seq] == nil && a.coll.seen.has(c.Seq)) {
 		return
 	}
 	o := a.coll.comb.open[c.Seq]
