@@ -260,9 +260,8 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	name, _ := secure.PeerName(req.Conn)
 	inc := req.Incarnation()
 	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc, Name: name}
-	var a *agentHandle
-	if idx >= 0 && idx < len(fe.agents) && fe.agents[idx].name == name {
-		a = fe.agents[idx]
+	a := askedBy(fe.agents, idx, name, inc)
+	if a != nil {
 		ev.Known, ev.Linked = true, a.link != nil
 	}
 	for _, act := range fe.decide(ev) {
@@ -280,6 +279,25 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 			fe.carryOut([]recovery.Action{act})
 		}
 	}
+}
+
+// askedBy is the agent a request for adoption comes from, if it is one of
+// the job's: agent idx on its node (name, the peer's certificate), or an
+// older incarnation of it (inc) on any node of the job: an agent started
+// again on a spare node has another name, and its lost incarnation,
+// back from a partition, must still learn that it was fenced (chaos-spare
+// seed 16243476037500135233: node006's incarnation 1, refused as unknown
+// while node007 ran incarnation 2, sought a root until the job ended).
+// An older incarnation is never adopted (the planner refuses it), so
+// taking one for the agent can only fence it.
+func askedBy(agents []*agentHandle, idx int, name string, inc uint64) *agentHandle {
+	if idx < 0 || idx >= len(agents) || name == "" {
+		return nil
+	}
+	if a := agents[idx]; a.name == name || max(inc, 1) < max(a.inc, 1) {
+		return a
+	}
+	return nil
 }
 
 // adoptChild carries out the planner's Adopt of a child of the lost root:
