@@ -49,14 +49,7 @@ func (fe *frontend) startGossip(ctx context.Context) {
 // forwardGossip passes evidence to the event loop until ctx ends or the
 // member stops (the front-end's own, or a successor's replica agent's).
 func (fe *frontend) forwardGossip(ctx context.Context, events <-chan membership.Evidence) {
-	launcher.ForwardGossip(ctx, events, func(ev membership.Evidence) bool {
-		select {
-		case fe.events <- evGossip{ev: ev}:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	})
+	launcher.ForwardGossip(ctx, events, func(ev membership.Evidence) bool { return fe.put(evGossip{ev: ev}) })
 }
 
 // stopGossip shuts the front-end's member down (its events' goroutine

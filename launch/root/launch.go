@@ -27,8 +27,8 @@ import (
 // and starts them: one local agent on a socketpair for a job on this
 // machine; otherwise a launch tree (tree.go) over SSH, or over local
 // processes posing as nodes (--test-nodes). Launches report to the event
-// loop on events; startAgents does not wait for them.
-func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error {
+// loop; startAgents does not wait for them.
+func (fe *frontend) startAgents(ctx context.Context) error {
 	n := fe.opts.N
 	pl := fe.opts.Placement
 	if pl == nil {
@@ -50,7 +50,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 {
 		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
 		fe.rec = recovery.New(fe.plannerConfig())
-		if err := fe.startLocal(ctx, fe.agents[0], events); err != nil {
+		if err := fe.startLocal(fe.agents[0]); err != nil {
 			return fmt.Errorf("start agent for node %s: %w", fe.agents[0].name, err)
 		}
 		return nil
@@ -70,13 +70,11 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	rl, err := fe.opts.Agents.StartRoot(ctx, launcher.RootStart{
 		Creds: fe.rootCreds, Job: fe.jobID, Leaf: fe.plan.IsLeafLauncher(0), Children: children,
 		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
-		Go:   fe.goFunc, Started: fe.launched(ctx),
+		Go:   fe.goFunc, Started: fe.launched(),
 		// An agent whose parent and backup are both lost may ask the
 		// root to adopt it (its last fallback parent: reparent.go).
 		Asked: func(req launcher.AdoptRequest) {
-			select {
-			case fe.events <- evAdopt{req: req}:
-			case <-ctx.Done():
+			if !fe.put(evAdopt{req: req}) {
 				req.Conn.Close()
 			}
 		},
@@ -132,20 +130,15 @@ func (fe *frontend) childSpecs(idx []int) ([]proto.ChildSpec, error) {
 
 // startReader reads a direct child's link and passes its messages to the
 // event loop.
-func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan<- event) {
+func (fe *frontend) startReader(a *agentHandle) {
 	fe.goFunc(func() {
-		err := a.link.Run(ctx, fe.opts.Heartbeat, fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
-			select {
-			case events <- evMessage{agent: a, typ: typ, p: p}:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
+		err := a.link.Run(fe.ctx, fe.opts.Heartbeat, fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
+			if !fe.put(evMessage{agent: a, typ: typ, p: p}) {
+				return fe.ctx.Err()
 			}
+			return nil
 		})
-		select {
-		case events <- evLinkEnd{agent: a, err: proto.PlainLinkError(err)}:
-		case <-ctx.Done():
-		}
+		fe.put(evLinkEnd{agent: a, err: proto.PlainLinkError(err)})
 	})
 }
 
@@ -347,7 +340,7 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 
 // startLocal starts this machine's agent on a socketpair link (the
 // launcher's StartLocal), reads it, and gives it its share of the job.
-func (fe *frontend) startLocal(ctx context.Context, a *agentHandle, events chan<- event) error {
+func (fe *frontend) startLocal(a *agentHandle) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
 		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.Agents.Path, Stderr: fe.opts.Stderr,
 		Verbose: fe.opts.Verbose, Began: fe.start,
@@ -358,7 +351,7 @@ func (fe *frontend) startLocal(ctx context.Context, a *agentHandle, events chan<
 		return err
 	}
 	a.local, a.link = la, proto.NewLink(conn)
-	fe.startReader(ctx, a, events)
+	fe.startReader(a)
 	fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 	return nil
 }

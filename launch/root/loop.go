@@ -31,14 +31,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
 		// Not joined: a read of a terminal cannot be interrupted.
 		fe.input = output.NewStdin(fe.opts.Stdin)
-		go fe.input.Read(ctx, func(c output.Chunk) bool {
-			select {
-			case fe.events <- evStdin{c}:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		})
+		go fe.input.Read(ctx, func(c output.Chunk) bool { return fe.put(evStdin{c}) })
 	}
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
@@ -218,7 +211,7 @@ func (fe *frontend) handle(ev event) {
 			return
 		}
 		a.link, a.sess = r.Link, r.Sess
-		fe.startReader(fe.ctx, a, fe.events)
+		fe.startReader(a)
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.journal.Settle(ev.name, ev.joined)

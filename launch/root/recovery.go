@@ -98,10 +98,7 @@ func (fe *frontend) commit(act recovery.Commit) {
 		case <-fe.ctx.Done():
 			return
 		}
-		select {
-		case fe.events <- evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err, tree: tree}:
-		case <-fe.ctx.Done():
-		}
+		fe.put(evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err, tree: tree})
 	})
 }
 

@@ -177,10 +177,7 @@ func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	fe.journal.Start()
 	fe.goFunc(func() {
 		err := fe.journal.Sync(fe.ctx)
-		select {
-		case fe.events <- evTreeCommitted{seq: seq, err: err}:
-		case <-fe.ctx.Done():
-		}
+		fe.put(evTreeCommitted{seq: seq, err: err})
 	})
 	return seq
 }
@@ -214,7 +211,7 @@ func (fe *frontend) adoptAsOrphan(req launcher.AdoptRequest, c *agentHandle, inc
 	}
 	c.link = l
 	fe.step(recovery.Adopted{Agent: c.idx})
-	fe.startReader(fe.ctx, c, fe.events)
+	fe.startReader(c)
 	if fe.replicaPeers != nil {
 		_ = c.link.Send(proto.MReplicas, fe.replicasMsg())
 	}

@@ -411,14 +411,10 @@ func (fe *frontend) goFunc(f func()) {
 
 // launched passes a start by the root's own launcher to the event loop;
 // once the root's context ended, a session that started is closed.
-func (fe *frontend) launched(ctx context.Context) func(launcher.LaunchResult) {
+func (fe *frontend) launched() func(launcher.LaunchResult) {
 	return func(res launcher.LaunchResult) {
-		select {
-		case fe.events <- evLaunched{res: res}:
-		case <-ctx.Done():
-			if res.Sess != nil {
-				_ = res.Sess.Close()
-			}
+		if !fe.put(evLaunched{res: res}) && res.Sess != nil {
+			_ = res.Sess.Close()
 		}
 	}
 }

@@ -91,7 +91,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	defer cancel()
 	events := make(chan event, 256)
 	fe.ctx, fe.events = ctx, events
-	if err := fe.startAgents(ctx, events); err != nil {
+	if err := fe.startAgents(ctx); err != nil {
 		// The caller reports the error; the planner keeps it for the
 		// final status.
 		fe.exitCode = ExitLauncher

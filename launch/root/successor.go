@@ -237,7 +237,7 @@ func (fe *frontend) startChildren(missing []int) {
 	}
 	cs, err := fe.childSpecs(missing)
 	if err == nil {
-		err = fe.relaunch(cs, fe.launched(fe.ctx))
+		err = fe.relaunch(cs, fe.launched())
 	}
 	names := make([]string, len(missing))
 	for i, x := range missing {
@@ -301,7 +301,7 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 		fe.agentsUp++
 	}
 	fe.step(recovery.Adopted{Agent: a.idx})
-	fe.startReader(fe.ctx, a, fe.events)
+	fe.startReader(a)
 	// The agents below report again too.
 	_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MResyncReq, nil))
 	fe.verbosef("adopted node %s", a.name)
