@@ -41,8 +41,6 @@ func exitEvent(st proto.RankStatus, node string) recovery.RankExited {
 	return recovery.RankExited{Rank: st.Rank, Incarnation: st.Incarnation, Node: node, Code: st.Code, Signal: st.Signal, Reason: st.Reason}
 }
 
-func describe(st proto.RankStatus) string { return exitEvent(st, "").Describe() }
-
 // checkStranded tells the planner which collectives the root waits in:
 // a node whose ranks have all ended and which never gave its part to one
 // strands it, and the job fails (recovery.Waiting). (A node with ranks

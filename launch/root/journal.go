@@ -57,7 +57,7 @@ func (fe *frontend) closeJournal() {
 func (fe *frontend) beginCloseJournal() (wait func()) {
 	code, msg := fe.status().Final(fe.exitCode)
 	if fe.collStats.Answered > 0 && !fe.journal.Closing() {
-		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.totals()})
+		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.Totals()})
 	}
 	return fe.journal.BeginClose(code, msg, func(took time.Duration, err error) { // Run's deferred closeJournal waits
 		if err != nil {

@@ -49,7 +49,7 @@ type frontend struct {
 	slots     map[string]int
 	rec       *recovery.Planner // decides what failures do to the job
 	colls     *proto.Gather     // the collectives: merged, answered, their latest answers
-	collStats collStats         // their totals (collstats.go)
+	collStats proto.CollStats   // their totals, which the state log records (journal.go)
 	// rootMerge: the agents combine no collective and the root merges
 	// them all (FTLAUNCH_COLL_ROOT_MERGE=1, for make bench-coll only).
 	rootMerge   bool
