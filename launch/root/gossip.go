@@ -40,7 +40,7 @@ func (fe *frontend) startGossip(ctx context.Context) {
 		fe.warnf("gossip: %v; failures are detected by the tree's heartbeats alone", err)
 		return
 	}
-	fe.gossip, fe.gossipSpec = m, spec
+	fe.gossip, fe.tmpl.Gossip = m, spec
 	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
 	fe.awake = proto.NewAwake(proto.AwakeTick)
 	fe.goFunc(func() { fe.awake.Run(ctx) })

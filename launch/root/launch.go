@@ -37,7 +37,13 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 			return err
 		}
 	}
-	fe.mapping = alloc.ProcessMapping(pl)
+	fe.tmpl = proto.NodeSpec{
+		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
+		Size: n, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat, Timing: fe.opts.Timing,
+		ProcessMapping: alloc.ProcessMapping(pl),
+		Apps:           fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
+		Restart: fe.opts.Restart.String(), MPI: fe.opts.MPI, RootMerge: fe.rootMerge,
+	}
 	fe.verbosef("ranks are served %s (--mpi)", mpiName(fe.opts.MPI))
 	for i, node := range pl.Nodes {
 		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1, inc: 1}
@@ -105,7 +111,7 @@ func (fe *frontend) arrangeTree() error {
 	if err != nil {
 		return err
 	}
-	fe.plan, fe.tree = pl, true
+	fe.plan, fe.tree, fe.tmpl.Launch = pl, true, fe.opts.Agents.Spec(false)
 	fe.replicaNodes = topology.ReplicaAgents(pl)
 	names := make([]string, len(fe.agents))
 	for i, a := range fe.agents {
@@ -159,14 +165,8 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		_ = a.send(proto.MShutdown, nil)
 		return
 	}
-	spec := &proto.NodeSpec{
-		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
-		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat, Timing: fe.opts.Timing,
-		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
-		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
-		Restart: fe.opts.Restart.String(), Gossip: fe.gossipSpec, MPI: fe.opts.MPI,
-		RootMerge: fe.rootMerge,
-	}
+	spec := fe.tmpl
+	spec.Node, spec.NodeID, spec.Ranks = a.name, a.idx, a.ranks
 	if a.inc > 1 {
 		spec.Relaunch = launcher.RelaunchSpec(a.inc, a.ranks, fe.status(), fe.ledger(), fe.colls.Epoch(), fe.table)
 	}
@@ -192,11 +192,8 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	if fe.tree {
 		// How it starts its children: as the root's agents start, or as
-		// a successor's own agent was told.
-		spec.Tree, spec.Launch = true, fe.opts.Agents.Spec(fe.topo.LeafLauncher(a.idx))
-		if fe.role == roleSuccessor {
-			spec.Launch = fe.opts.Agents.SuccessorSpec(*fe.launchTmpl, fe.topo.LeafLauncher(a.idx))
-		}
+		// a successor's own agent was told, in batches for a leaf launcher.
+		spec.Tree, spec.Launch = true, fe.opts.Agents.SuccessorSpec(fe.tmpl.Launch, fe.topo.LeafLauncher(a.idx))
 		cs, err := fe.childSpecs(fe.topo.Children(a.idx))
 		if err != nil {
 			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})

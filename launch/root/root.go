@@ -105,10 +105,13 @@ type testHooks struct {
 // launchState is the launch: the plan and the tree, how agents are started
 // and what they are given.
 type launchState struct {
-	plan       *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
-	topo       *topology.Tree    // the launch tree: who is whose parent, backup, child
-	tree       bool              // agents start agents (a plan, or a successor's rebuilt tree)
-	launchTmpl *proto.LaunchSpec // a successor's: how agents start theirs
+	plan *plan.Plan     // the launch plan (nil: one local agent, or a successor's)
+	topo *topology.Tree // the launch tree: who is whose parent, backup, child
+	tree bool           // agents start agents (a plan, or a successor's rebuilt tree)
+	// tmpl is what every agent is told of the job (agentUp adds its
+	// node's part): the front-end's from its options (startAgents), a
+	// successor's its own agent's (proto.NodeSpec.Template).
+	tmpl proto.NodeSpec
 	// relaunch starts root children after the launch (a successor's for
 	// those the front-end had not started, anyone's for a lost agent
 	// started again), each reported to report.
@@ -119,18 +122,16 @@ type launchState struct {
 	launchBegan  time.Duration
 	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
 	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
-	mapping      string                   // PMI_process_mapping
 	stage        *proto.Staged            // the program, with --prestage
 	// treeTells are the tree changes not committed yet (commitTree).
 	treeTells journal.TreeTells
-	// gossip is the front-end's member of the job's gossip cluster and
-	// gossipSpec how agents join it (gossip.go; nil: none); awake how long
-	// the root has been able to listen (gossip's word is weighed against
-	// its links' silence only for that long).
-	gossip     *membership.Member
-	gossipSpec *proto.GossipSpec
-	awake      *proto.Awake
-	agentsUp   int // agents that got their job
+	// gossip is the front-end's member of the job's gossip cluster (its
+	// agents join it as tmpl.Gossip says: gossip.go; nil: none); awake how
+	// long the root has been able to listen (gossip's word is weighed
+	// against its links' silence only for that long).
+	gossip   *membership.Member
+	awake    *proto.Awake
+	agentsUp int // agents that got their job
 	// fences kill what lost agents left on their nodes (fence.go)
 	fences *launcher.Fences
 }

@@ -80,10 +80,10 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	// stopSuccessor).
 	sctx, stop := context.WithCancel(ctx)
 	events := make(chan event, 256)
-	tmpl := spec.Launch
 	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{}) // successors do not hold
 	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
-	fe.tree, fe.launchTmpl, fe.mapping = true, &tmpl, spec.ProcessMapping
+	fe.tree, fe.tmpl = true, spec.Template()
+	fe.tmpl.RootMerge = fe.rootMerge // the root's own setting, as the front-end's (ring.go)
 	fe.replicaPeers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
 	fail := func(err error) (*Successor, error) {
 		stop()
