@@ -104,7 +104,8 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	fe.journal.End()
 	ends := make([]launcher.AgentEnd, len(fe.agents))
 	for i, a := range fe.agents {
-		ends[i] = launcher.AgentEnd{Finished: fe.link(a).Done, Local: a.local, Sess: a.sess}
+		ends[i] = a.end()
+		ends[i].Finished = fe.link(a).Done
 	}
 	launcher.ReapAgents(ends, 2*time.Second) // a lost agent's session gets 2 s
 	return fe.finish()
@@ -485,13 +486,10 @@ func (fe *frontend) killAgents() {
 		if fe.rootChild(a) && a.link != nil && !fe.link(a).Closed && a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil)) == nil && a.local == nil {
 			continue // a remote agent: closing its session now would race the shutdown
 		}
-		a.kill()
+		a.end().Kill()
 	}
-	led := fe.ledger()
-	for r := range fe.ranks {
-		if pid, n := led.Pid(r), led.Agent(r); pid > 0 && !led.Ended(r) && n >= 0 && fe.agents[n].local != nil {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
+	for _, pid := range fe.ledger().Running(func(n int) bool { return fe.agents[n].local != nil }) {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 }
 

@@ -47,7 +47,7 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	}
 	fe.agents[act.Agent] = a
 	if old.local != nil {
-		fe.goFunc(old.wait) // killed when it was lost: reaped (a session is, by its launcher)
+		fe.goFunc(old.end().Wait) // killed when it was lost: reaped (a session is, by its launcher)
 	}
 	if old.sess != nil {
 		// Its session ends for good: an agent that went silent (stopped,

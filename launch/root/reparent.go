@@ -60,7 +60,7 @@ func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
 	for _, x := range act.Lost {
 		b := fe.agents[x]
 		fe.abandonRanks(b, "lost with its agent")
-		b.kill()
+		b.end().Kill()
 	}
 }
 

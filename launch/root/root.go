@@ -254,26 +254,9 @@ func (a *agentHandle) write(typ uint8, p []byte) error {
 	return a.via.Send(proto.MRoute, proto.Wrap(a.idx, typ, p))
 }
 
-// kill ends the agent: a local one is killed, a remote one's session is
-// closed (the agent sees its link end and kills its ranks).
-func (a *agentHandle) kill() {
-	switch {
-	case a.local != nil:
-		a.local.Kill()
-	case a.sess != nil:
-		launcher.KillSession(a.sess)
-	}
-}
-
-// wait waits for the agent process or its session to end.
-func (a *agentHandle) wait() {
-	switch {
-	case a.local != nil:
-		_ = a.local.Wait()
-	case a.sess != nil:
-		_ = a.sess.Wait()
-	}
-}
+// end is the agent's process or session, to kill or wait for
+// (launcher.AgentEnd).
+func (a *agentHandle) end() launcher.AgentEnd { return launcher.AgentEnd{Local: a.local, Sess: a.sess} }
 
 // rankState is a rank's end as the root reports it; where it runs, which
 // incarnation, its process and whether it ran or ended are the planner's

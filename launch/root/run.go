@@ -98,7 +98,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		_ = fe.decide(recovery.LaunchError{Msg: err.Error()})
 		fe.killAgents()
 		for _, a := range fe.agents {
-			a.wait()
+			a.end().Wait()
 		}
 		return Result{ExitCode: ExitLauncher}, err
 	}
