@@ -166,7 +166,7 @@ func (fe *frontend) onSignal(sig os.Signal) {
 // the front-end.
 func (fe *frontend) groupReady() bool {
 	_, servers, ok := fe.journal.Members()
-	return ok && fe.replicaPeers != nil && servers >= fe.opts.Replicas
+	return ok && fe.replicas.Peers != nil && servers >= fe.opts.Replicas
 }
 
 func (fe *frontend) protocolError(a *agentHandle, err error) {

@@ -160,7 +160,7 @@ func (fe *frontend) refillGroup(act recovery.RefillGroup) {
 	a := fe.agents[act.Agent]
 	fe.replicaNodes[a.idx] = true
 	a.replaces = gone
-	fe.frontEndOut = true
+	fe.replicas.FrontEndVotes = false
 	fe.expectReplica(a)
 	fe.verbosef("root group: node %s hosts a replica in place of the lost front-end's (%s)", a.name, gone)
 	_ = a.send(proto.MHostReplica, proto.EncodeReplicaSpec(fe.replicaSpec()))

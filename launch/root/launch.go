@@ -217,13 +217,13 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	// A replicated root's children learn where the replica agents are:
 	// one of them adopts them if the front-end dies.
 	if len(fe.replicaNodes) > 0 {
-		if fe.replicaPeers == nil && fe.replicaNodes[a.idx] {
+		if fe.replicas.Peers == nil && fe.replicaNodes[a.idx] {
 			if ps := fe.replicaAddrs(); len(ps) == len(fe.replicaNodes) {
-				fe.replicaPeers = ps
+				fe.replicas.Peers = ps
 				fe.sendReplicas()
 			}
-		} else if fe.replicaPeers != nil && fe.rootChild(a) {
-			_ = a.send(proto.MReplicas, fe.replicasMsg())
+		} else if fe.replicas.Peers != nil && fe.rootChild(a) {
+			_ = a.send(proto.MReplicas, fe.replicas.Encode())
 		}
 	}
 	// Standby links: the agent to its backup parent, the agents whose

@@ -73,11 +73,12 @@ type frontend struct {
 func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks testHooks) *frontend {
 	return &frontend{
 		role: r, hooks: hooks, opts: opts, start: time.Now(), jobID: jobID,
-		ranks:     make([]rankState, opts.N),
-		colls:     proto.NewGather(opts.N),
-		rootMerge: os.Getenv(rootMergeEnv) == "1",
-		rec:       recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
-		ioState:   ioState{out: out},
+		ranks:      make([]rankState, opts.N),
+		colls:      proto.NewGather(opts.N),
+		rootMerge:  os.Getenv(rootMergeEnv) == "1",
+		groupState: groupState{replicas: proto.Replicas{FrontEndVotes: true}},
+		rec:        recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
+		ioState:    ioState{out: out},
 	}
 }
 
@@ -152,8 +153,10 @@ type groupState struct {
 	releaseTimer *time.Timer
 	replicaNodes map[int]bool // agents hosting root replicas
 	rootCreds    *secure.Credentials
-	replicaPeers []proto.PeerAddr // the replica agents, once all are up
-	frontEndOut  bool             // a successor put a replica in the lost front-end's voter's place (refillGroup)
+	// replicas is what the root's children are told of the replica agents
+	// (Peers: nil until all are up) and of the lost front-end's vote (a
+	// successor put a replica in its voter's place: refillGroup).
+	replicas proto.Replicas
 }
 
 // ioState is the front-end's I/O: the user's output and stdin, signals,

@@ -84,7 +84,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
 	fe.tree, fe.tmpl = true, spec.Template()
 	fe.tmpl.RootMerge = fe.rootMerge // the root's own setting, as the front-end's (ring.go)
-	fe.replicaPeers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
+	fe.replicas.Peers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
 	fail := func(err error) (*Successor, error) {
 		stop()
 		logf.Close()
@@ -343,7 +343,7 @@ func (evPeerGone) isRootEvent() {}
 // the planner names (recovery.ProbePeers) are gone: a refused connection
 // says so at once.
 func (fe *frontend) probeReplicaPeers(agents []int) {
-	for _, p := range fe.replicaPeers {
+	for _, p := range fe.replicas.Peers {
 		if !slices.Contains(agents, p.Idx) {
 			continue
 		}
