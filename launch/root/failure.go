@@ -124,6 +124,15 @@ func (fe *frontend) tell(w string, warn bool) {
 // nameOf names agent i by its node, as its handle has it.
 func (fe *frontend) nameOf(i int) string { return fe.agents[i].name }
 
+// agentNames are the agents' nodes' names, by index.
+func (fe *frontend) agentNames() []string {
+	names := make([]string, len(fe.agents))
+	for i, a := range fe.agents {
+		names[i] = a.name
+	}
+	return names
+}
+
 func (fe *frontend) terminate() {
 	if fe.terminating {
 		return

@@ -22,10 +22,7 @@ import (
 // journalPlan records the launch tree (or the single local agent); change
 // says what changed since the last one ("": the first).
 func (fe *frontend) journalPlan(change string) {
-	names := make([]string, len(fe.agents))
-	for i, a := range fe.agents {
-		names[i] = a.name
-	}
+	names := fe.agentNames()
 	if !fe.tree {
 		fe.journal.Plan(journal.FlatPlan(names))
 		return

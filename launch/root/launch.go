@@ -113,11 +113,7 @@ func (fe *frontend) arrangeTree() error {
 	}
 	fe.plan, fe.tree, fe.tmpl.Launch = pl, true, fe.opts.Agents.Spec(false)
 	fe.replicaNodes = topology.ReplicaAgents(pl)
-	names := make([]string, len(fe.agents))
-	for i, a := range fe.agents {
-		names[i] = a.name
-	}
-	t, err := topology.FromPlan(pl, names)
+	t, err := topology.FromPlan(pl, fe.agentNames())
 	if err != nil {
 		return err
 	}

@@ -496,11 +496,7 @@ func (fe *frontend) killAgents() {
 // finish prints the failure summary and returns the exit code.
 func (fe *frontend) finish() int {
 	if fe.plan != nil {
-		names := make([]string, len(fe.agents))
-		for i, a := range fe.agents {
-			names[i] = a.name
-		}
-		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %s", fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.links().StandbyWords(names))
+		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %s", fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.links().StandbyWords(fe.agentNames()))
 	}
 	if cs := fe.collStats; cs.Answered > 0 {
 		fe.verbosef("collectives: %s", cs.Words())
