@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -536,22 +535,8 @@ func cpuTime() (user, sys time.Duration, ok bool) {
 // when the job runs into --timeout, and which agents they wait for: a
 // job hung in a collective says whom it waited on.
 func (fe *frontend) sayOpenCollectives() {
-	fe.colls.Waiting(func(seq uint64, op rankproto.Op, covered map[int]bool) {
-		var missing []string
-		for _, a := range fe.agents {
-			if !covered[a.idx] {
-				missing = append(missing, a.name)
-			}
-		}
-		joined := len(fe.agents) - len(missing)
-		fe.observe(OpenAtTimeout{Kind: proto.CollKind(op), Seq: seq & (1<<32 - 1), Missing: slices.Clone(missing)})
-		const most = 8
-		more := ""
-		if len(missing) > most {
-			more = fmt.Sprintf(" and %d more", len(missing)-most)
-			missing = missing[:most]
-		}
-		fe.verbosef("at the timeout %s #%d was open: %d of %d agent(s) had joined; waiting for %s%s",
-			proto.CollKind(op), seq&(1<<32-1), joined, len(fe.agents), strings.Join(missing, ", "), more)
-	})
+	for _, o := range fe.colls.Open(fe.agentNames()) {
+		fe.observe(OpenAtTimeout{Kind: o.Kind, Seq: o.Seq, Missing: slices.Clone(o.Missing)})
+		fe.verbosef("%s", o.Words())
+	}
 }
