@@ -97,6 +97,19 @@ func (l Ledger) Runs(r int) uint64 { return max(l.p.led.ranks[r].runs, 1) }
 // Pid is rank r's process id on its node (0: not reported).
 func (l Ledger) Pid(r int) int { return l.p.led.ranks[r].pid }
 
+// Running lists the process ids of the ranks that have not ended and run
+// on an agent on (not known yet: none), for a root that kills what is
+// left of the job on its own machine.
+func (l Ledger) Running(on func(agent int) bool) []int {
+	var pids []int
+	for r := range l.p.led.ranks {
+		if pid, n := l.Pid(r), l.Agent(r); pid > 0 && !l.Ended(r) && n >= 0 && on(n) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // Agent is the agent that runs rank r (-1: not known yet, a successor's
 // until the agent reports it).
 func (l Ledger) Agent(r int) int { return l.p.ranks[r].agent }

@@ -312,3 +312,33 @@ func TestLedgerRanksStarted(t *testing.T) {
 		t.Fatalf("started %d, rank 1 runs %d (pid %d), rank 0 runs %d, rank 3 on agent %d", l.StartedCount(), l.Runs(1), l.Pid(1), l.Runs(0), l.Agent(3))
 	}
 }
+
+// TestLedgerRunning: the processes of the ranks that have not ended, on
+// the agents asked for; a rank whose agent or process is not known yet is
+// not among them.
+func TestLedgerRunning(t *testing.T) {
+	cfg := ledgerConfig(None)
+	cfg.RankAgent = []int{0, 0, 1, -1}
+	p := New(cfg)
+	p.Step(RanksStarted{Agent: 0, Ranks: []int{0, 1}, Pids: []int{10, 11}})
+	p.Step(RanksStarted{Agent: 1, Ranks: []int{2}, Pids: []int{20}})
+	on := func(agent int) func(int) bool { return func(n int) bool { return n == agent } }
+	all := func(int) bool { return true }
+	for _, tc := range []struct {
+		name string
+		on   func(int) bool
+		want []int
+	}{
+		{"agent 0", on(0), []int{10, 11}},
+		{"agent 1", on(1), []int{20}},
+		{"every agent", all, []int{10, 11, 20}},
+	} {
+		if got := p.Ledger().Running(tc.on); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: running %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	p.Step(RankExited{Rank: 0, Node: "n0"})
+	if got := p.Ledger().Running(all); !slices.Equal(got, []int{11, 20}) {
+		t.Errorf("after rank 0 ended: running %v, want [11 20]", got)
+	}
+}

@@ -57,13 +57,9 @@ func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeStat
 	return &treeState{
 		idx: idx, creds: creds, ln: ln, port: ln.Addr().(*net.TCPAddr).Port,
 		children: map[int]*proto.Link{}, launching: map[int]bool{}, ups: map[int]proto.ChildUp{}, route: map[int]int{}, standby: map[int]*proto.Link{}, condemned: map[*proto.Link]bool{}, watched: map[*proto.Link]bool{},
-		changed: make(chan struct{}, 1), awake: proto.NewAwake(awakeTick),
+		changed: make(chan struct{}, 1), awake: proto.NewAwake(proto.AwakeTick),
 	}
 }
-
-// awakeTick is how often an agent's awake watch ticks (proto.Awake): a
-// stall of 4 ticks (400 ms) and more is one.
-const awakeTick = 100 * time.Millisecond
 
 // startTree starts the agent's children and serves its listener. It runs
 // once the job spec arrived, before the node's ranks start.

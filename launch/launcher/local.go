@@ -73,12 +73,12 @@ func ReapAgents(agents []AgentEnd, lost time.Duration) {
 	}
 	for _, a := range agents {
 		if a.Finished || a.Local != nil {
-			a.wait()
+			a.Wait()
 			continue
 		}
 		ended := make(chan struct{})
 		go func() {
-			a.wait()
+			a.Wait()
 			close(ended)
 		}()
 		select {
@@ -88,7 +88,19 @@ func ReapAgents(agents []AgentEnd, lost time.Duration) {
 	}
 }
 
-func (a AgentEnd) wait() {
+// Kill ends the agent: a local one is killed, a remote one's session is
+// closed (the agent sees its link end and kills its ranks).
+func (a AgentEnd) Kill() {
+	switch {
+	case a.Local != nil:
+		a.Local.Kill()
+	case a.Sess != nil:
+		KillSession(a.Sess)
+	}
+}
+
+// Wait waits for the agent's process or its session to end.
+func (a AgentEnd) Wait() {
 	switch {
 	case a.Local != nil:
 		_ = a.Local.Wait()

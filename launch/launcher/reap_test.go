@@ -34,3 +34,25 @@ func TestReapAgentsBoundsALostAgentsSession(t *testing.T) {
 		t.Fatal("a lost agent's session that never ends held the reaping past its bound")
 	}
 }
+
+// killedSession is a session that ends once it is killed.
+type killedSession struct{ endingSession }
+
+func (s killedSession) Kill() error { close(s.end); return nil }
+
+// TestAgentEndKillThenWait: killing an agent started in a session kills
+// the session, and waiting for it returns once it ended; an agent with
+// neither a process nor a session is nothing to kill or wait for.
+func TestAgentEndKillThenWait(t *testing.T) {
+	s := killedSession{endingSession{make(chan struct{})}}
+	a := AgentEnd{Sess: s}
+	a.Kill()
+	a.Wait()
+	select {
+	case <-s.end:
+	default:
+		t.Fatal("the session was not killed")
+	}
+	AgentEnd{}.Kill()
+	AgentEnd{}.Wait()
+}

@@ -24,10 +24,10 @@ func ChildSpecs(ca *secure.CA, t *topology.Tree, name func(int) string, idx []in
 	return cs, nil
 }
 
-// SuccessorSpec tells an agent how to start its children when a successor
-// root gives it its job: as tmpl, the successor's own agent was told
-// (Spec's, from the front-end), in batches for a leaf launcher (leaf) as
-// this root's agents start them.
+// SuccessorSpec tells an agent how to start its children: as tmpl says
+// (the front-end's Spec(false); a successor root's, as its own agent was
+// told), in batches for a leaf launcher (leaf) as this root's agents
+// start them.
 func (g Agents) SuccessorSpec(tmpl proto.LaunchSpec, leaf bool) proto.LaunchSpec {
 	tmpl.Batch = 0
 	if leaf {

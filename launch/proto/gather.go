@@ -196,6 +196,44 @@ func (g *Gather) Waiting(each func(seq uint64, op rankproto.Op, covered map[int]
 	}
 }
 
+// OpenColl is a collective in flight as people are told of it: its kind,
+// its number in its epoch and the agents it waits for, by name.
+type OpenColl struct {
+	Kind    string
+	Seq     uint64
+	Joined  int // agents covered so far
+	Missing []string
+}
+
+// Open lists the collectives in flight with the agents they wait for,
+// names being the agents' by index.
+func (g *Gather) Open(names []string) []OpenColl {
+	var out []OpenColl
+	for seq, gc := range g.open {
+		o := OpenColl{Kind: CollKind(gc.op), Seq: seq & (1<<32 - 1)}
+		for i, n := range names {
+			if !gc.from[i] {
+				o.Missing = append(o.Missing, n)
+			}
+		}
+		o.Joined = len(names) - len(o.Missing)
+		out = append(out, o)
+	}
+	return out
+}
+
+// Words says which agents o waited for when the job ran into --timeout,
+// naming at most 8.
+func (o OpenColl) Words() string {
+	const most = 8
+	missing, more := o.Missing, ""
+	if len(missing) > most {
+		missing, more = missing[:most], fmt.Sprintf(" and %d more", len(missing)-most)
+	}
+	return fmt.Sprintf("at the timeout %s #%d was open: %d of %d agent(s) had joined; waiting for %s%s",
+		o.Kind, o.Seq, o.Joined, o.Joined+len(o.Missing), strings.Join(missing, ", "), more)
+}
+
 // Answers are the latest answers (KeptAnswers of them), encoded, oldest
 // first: what an agent that moved to a new parent gets again.
 func (g *Gather) Answers() [][]byte {

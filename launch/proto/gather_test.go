@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -112,5 +113,26 @@ func TestCollStatsTotalByKind(t *testing.T) {
 	}
 	if w := s.Words(); w != "3 answered; the root received 6 message(s) for them and sent down 160 byte(s) (pmi-barrier: 1, 3 message(s) covering 3 agent(s), 10 byte(s) down; ring: 2, 3 message(s) covering 8 agent(s), 150 byte(s) down)" {
 		t.Errorf("words %q", w)
+	}
+}
+
+// TestGatherOpen: a collective in flight names the agents it waits for,
+// and says at most 8 of them.
+func TestGatherOpen(t *testing.T) {
+	g := NewGather(8)
+	for _, x := range []int{0, 1} {
+		g.Add(x, x, &Contrib{Seq: 5, Op: rankproto.OpAllgather, Ranks: []int{2 * x, 2*x + 1}, Values: [][]byte{{0}, {1}}}, 4, 4)
+	}
+	open := g.Open([]string{"n0", "n1", "n2", "n3"})
+	want := OpenColl{Kind: CollKind(rankproto.OpAllgather), Seq: 5, Joined: 2, Missing: []string{"n2", "n3"}}
+	if len(open) != 1 || !reflect.DeepEqual(open[0], want) {
+		t.Fatalf("open %+v, want [%+v]", open, want)
+	}
+	if got, w := open[0].Words(), "at the timeout "+want.Kind+" #5 was open: 2 of 4 agent(s) had joined; waiting for n2, n3"; got != w {
+		t.Errorf("words %q, want %q", got, w)
+	}
+	many := OpenColl{Kind: "barrier", Seq: 1, Joined: 1, Missing: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}}
+	if got, w := many.Words(), "at the timeout barrier #1 was open: 1 of 11 agent(s) had joined; waiting for a, b, c, d, e, f, g, h and 2 more"; got != w {
+		t.Errorf("words %q, want %q", got, w)
 	}
 }

@@ -148,6 +148,18 @@ type GossipSpec struct {
 	Port   int
 }
 
+// Template is the job's part of s, what every agent a root starts is told
+// alike (its node's part, the launch tree's and the replica's, the gossip
+// cluster and prestaging left out): a successor root's, from the
+// NodeSpec its own agent was given, as the front-end's, from its options.
+func (s *NodeSpec) Template() NodeSpec {
+	return NodeSpec{
+		JobID: s.JobID, Argv: s.Argv, Env: s.Env, Wdir: s.Wdir, Size: s.Size, KillAfter: s.KillAfter, Heartbeat: s.Heartbeat,
+		ProcessMapping: s.ProcessMapping, Launch: s.Launch, Apps: s.Apps, Bind: s.Bind, BindShare: s.BindShare,
+		Restart: s.Restart, Timing: s.Timing, MPI: s.MPI, RootMerge: s.RootMerge,
+	}
+}
+
 func (s *NodeSpec) Encode() []byte {
 	var e wire.Encoder
 	e.String(s.JobID).Strings(s.Argv).Strings(s.Env).String(s.Wdir).Uint(uint64(s.Size))

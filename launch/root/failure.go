@@ -41,8 +41,6 @@ func exitEvent(st proto.RankStatus, node string) recovery.RankExited {
 	return recovery.RankExited{Rank: st.Rank, Incarnation: st.Incarnation, Node: node, Code: st.Code, Signal: st.Signal, Reason: st.Reason}
 }
 
-func describe(st proto.RankStatus) string { return exitEvent(st, "").Describe() }
-
 // checkStranded tells the planner which collectives the root waits in:
 // a node whose ranks have all ended and which never gave its part to one
 // strands it, and the job fails (recovery.Waiting). (A node with ranks
@@ -126,6 +124,15 @@ func (fe *frontend) tell(w string, warn bool) {
 // nameOf names agent i by its node, as its handle has it.
 func (fe *frontend) nameOf(i int) string { return fe.agents[i].name }
 
+// agentNames are the agents' nodes' names, by index.
+func (fe *frontend) agentNames() []string {
+	names := make([]string, len(fe.agents))
+	for i, a := range fe.agents {
+		names[i] = a.name
+	}
+	return names
+}
+
 func (fe *frontend) terminate() {
 	if fe.terminating {
 		return
@@ -168,7 +175,7 @@ func (fe *frontend) onSignal(sig os.Signal) {
 // the front-end.
 func (fe *frontend) groupReady() bool {
 	_, servers, ok := fe.journal.Members()
-	return ok && fe.replicaPeers != nil && servers >= fe.opts.Replicas
+	return ok && fe.replicas.Peers != nil && servers >= fe.opts.Replicas
 }
 
 func (fe *frontend) protocolError(a *agentHandle, err error) {

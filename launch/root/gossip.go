@@ -40,7 +40,7 @@ func (fe *frontend) startGossip(ctx context.Context) {
 		fe.warnf("gossip: %v; failures are detected by the tree's heartbeats alone", err)
 		return
 	}
-	fe.gossip, fe.gossipSpec = m, spec
+	fe.gossip, fe.tmpl.Gossip = m, spec
 	fe.goFunc(func() { fe.forwardGossip(ctx, m.Events()) })
 	fe.awake = proto.NewAwake(proto.AwakeTick)
 	fe.goFunc(func() { fe.awake.Run(ctx) })
@@ -49,14 +49,7 @@ func (fe *frontend) startGossip(ctx context.Context) {
 // forwardGossip passes evidence to the event loop until ctx ends or the
 // member stops (the front-end's own, or a successor's replica agent's).
 func (fe *frontend) forwardGossip(ctx context.Context, events <-chan membership.Evidence) {
-	launcher.ForwardGossip(ctx, events, func(ev membership.Evidence) bool {
-		select {
-		case fe.events <- evGossip{ev: ev}:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	})
+	launcher.ForwardGossip(ctx, events, func(ev membership.Evidence) bool { return fe.put(evGossip{ev: ev}) })
 }
 
 // stopGossip shuts the front-end's member down (its events' goroutine

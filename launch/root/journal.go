@@ -22,10 +22,7 @@ import (
 // journalPlan records the launch tree (or the single local agent); change
 // says what changed since the last one ("": the first).
 func (fe *frontend) journalPlan(change string) {
-	names := make([]string, len(fe.agents))
-	for i, a := range fe.agents {
-		names[i] = a.name
-	}
+	names := fe.agentNames()
 	if !fe.tree {
 		fe.journal.Plan(journal.FlatPlan(names))
 		return
@@ -57,7 +54,7 @@ func (fe *frontend) closeJournal() {
 func (fe *frontend) beginCloseJournal() (wait func()) {
 	code, msg := fe.status().Final(fe.exitCode)
 	if fe.collStats.Answered > 0 && !fe.journal.Closing() {
-		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.totals()})
+		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.Totals()})
 	}
 	return fe.journal.BeginClose(code, msg, func(took time.Duration, err error) { // Run's deferred closeJournal waits
 		if err != nil {
@@ -160,7 +157,7 @@ func (fe *frontend) refillGroup(act recovery.RefillGroup) {
 	a := fe.agents[act.Agent]
 	fe.replicaNodes[a.idx] = true
 	a.replaces = gone
-	fe.frontEndOut = true
+	fe.replicas.FrontEndVotes = false
 	fe.expectReplica(a)
 	fe.verbosef("root group: node %s hosts a replica in place of the lost front-end's (%s)", a.name, gone)
 	_ = a.send(proto.MHostReplica, proto.EncodeReplicaSpec(fe.replicaSpec()))

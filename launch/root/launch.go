@@ -27,8 +27,8 @@ import (
 // and starts them: one local agent on a socketpair for a job on this
 // machine; otherwise a launch tree (tree.go) over SSH, or over local
 // processes posing as nodes (--test-nodes). Launches report to the event
-// loop on events; startAgents does not wait for them.
-func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error {
+// loop; startAgents does not wait for them.
+func (fe *frontend) startAgents(ctx context.Context) error {
 	n := fe.opts.N
 	pl := fe.opts.Placement
 	if pl == nil {
@@ -37,7 +37,13 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 			return err
 		}
 	}
-	fe.mapping = alloc.ProcessMapping(pl)
+	fe.tmpl = proto.NodeSpec{
+		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
+		Size: n, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat, Timing: fe.opts.Timing,
+		ProcessMapping: alloc.ProcessMapping(pl),
+		Apps:           fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
+		Restart: fe.opts.Restart.String(), MPI: fe.opts.MPI, RootMerge: fe.rootMerge,
+	}
 	fe.verbosef("ranks are served %s (--mpi)", mpiName(fe.opts.MPI))
 	for i, node := range pl.Nodes {
 		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1, inc: 1}
@@ -50,7 +56,7 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 {
 		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
 		fe.rec = recovery.New(fe.plannerConfig())
-		if err := fe.startLocal(ctx, fe.agents[0], events); err != nil {
+		if err := fe.startLocal(fe.agents[0]); err != nil {
 			return fmt.Errorf("start agent for node %s: %w", fe.agents[0].name, err)
 		}
 		return nil
@@ -70,13 +76,11 @@ func (fe *frontend) startAgents(ctx context.Context, events chan<- event) error 
 	rl, err := fe.opts.Agents.StartRoot(ctx, launcher.RootStart{
 		Creds: fe.rootCreds, Job: fe.jobID, Leaf: fe.plan.IsLeafLauncher(0), Children: children,
 		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
-		Go:   fe.goFunc, Started: fe.launched(ctx),
+		Go:   fe.goFunc, Started: fe.launched(),
 		// An agent whose parent and backup are both lost may ask the
 		// root to adopt it (its last fallback parent: reparent.go).
 		Asked: func(req launcher.AdoptRequest) {
-			select {
-			case fe.events <- evAdopt{req: req}:
-			case <-ctx.Done():
+			if !fe.put(evAdopt{req: req}) {
 				req.Conn.Close()
 			}
 		},
@@ -107,13 +111,9 @@ func (fe *frontend) arrangeTree() error {
 	if err != nil {
 		return err
 	}
-	fe.plan, fe.tree = pl, true
+	fe.plan, fe.tree, fe.tmpl.Launch = pl, true, fe.opts.Agents.Spec(false)
 	fe.replicaNodes = topology.ReplicaAgents(pl)
-	names := make([]string, len(fe.agents))
-	for i, a := range fe.agents {
-		names[i] = a.name
-	}
-	t, err := topology.FromPlan(pl, names)
+	t, err := topology.FromPlan(pl, fe.agentNames())
 	if err != nil {
 		return err
 	}
@@ -132,20 +132,15 @@ func (fe *frontend) childSpecs(idx []int) ([]proto.ChildSpec, error) {
 
 // startReader reads a direct child's link and passes its messages to the
 // event loop.
-func (fe *frontend) startReader(ctx context.Context, a *agentHandle, events chan<- event) {
+func (fe *frontend) startReader(a *agentHandle) {
 	fe.goFunc(func() {
-		err := a.link.Run(ctx, fe.opts.Heartbeat, fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
-			select {
-			case events <- evMessage{agent: a, typ: typ, p: p}:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
+		err := a.link.Run(fe.ctx, fe.opts.Heartbeat, fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
+			if !fe.put(evMessage{agent: a, typ: typ, p: p}) {
+				return fe.ctx.Err()
 			}
+			return nil
 		})
-		select {
-		case events <- evLinkEnd{agent: a, err: proto.PlainLinkError(err)}:
-		case <-ctx.Done():
-		}
+		fe.put(evLinkEnd{agent: a, err: proto.PlainLinkError(err)})
 	})
 }
 
@@ -166,14 +161,8 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		_ = a.send(proto.MShutdown, nil)
 		return
 	}
-	spec := &proto.NodeSpec{
-		JobID: fe.jobID, Argv: fe.opts.Argv, Env: fe.opts.Env, Wdir: fe.opts.Wdir,
-		Size: fe.opts.N, KillAfter: fe.opts.KillAfter, Heartbeat: fe.opts.Heartbeat, Timing: fe.opts.Timing,
-		Node: a.name, NodeID: a.idx, Ranks: a.ranks, ProcessMapping: fe.mapping,
-		Apps: fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
-		Restart: fe.opts.Restart.String(), Gossip: fe.gossipSpec, MPI: fe.opts.MPI,
-		RootMerge: fe.rootMerge,
-	}
+	spec := fe.tmpl
+	spec.Node, spec.NodeID, spec.Ranks = a.name, a.idx, a.ranks
 	if a.inc > 1 {
 		spec.Relaunch = launcher.RelaunchSpec(a.inc, a.ranks, fe.status(), fe.ledger(), fe.colls.Epoch(), fe.table)
 	}
@@ -199,11 +188,8 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	if fe.tree {
 		// How it starts its children: as the root's agents start, or as
-		// a successor's own agent was told.
-		spec.Tree, spec.Launch = true, fe.opts.Agents.Spec(fe.topo.LeafLauncher(a.idx))
-		if fe.role == roleSuccessor {
-			spec.Launch = fe.opts.Agents.SuccessorSpec(*fe.launchTmpl, fe.topo.LeafLauncher(a.idx))
-		}
+		// a successor's own agent was told, in batches for a leaf launcher.
+		spec.Tree, spec.Launch = true, fe.opts.Agents.SuccessorSpec(fe.tmpl.Launch, fe.topo.LeafLauncher(a.idx))
 		cs, err := fe.childSpecs(fe.topo.Children(a.idx))
 		if err != nil {
 			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})
@@ -227,13 +213,13 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	// A replicated root's children learn where the replica agents are:
 	// one of them adopts them if the front-end dies.
 	if len(fe.replicaNodes) > 0 {
-		if fe.replicaPeers == nil && fe.replicaNodes[a.idx] {
+		if fe.replicas.Peers == nil && fe.replicaNodes[a.idx] {
 			if ps := fe.replicaAddrs(); len(ps) == len(fe.replicaNodes) {
-				fe.replicaPeers = ps
+				fe.replicas.Peers = ps
 				fe.sendReplicas()
 			}
-		} else if fe.replicaPeers != nil && fe.rootChild(a) {
-			_ = a.send(proto.MReplicas, fe.replicasMsg())
+		} else if fe.replicas.Peers != nil && fe.rootChild(a) {
+			_ = a.send(proto.MReplicas, fe.replicas.Encode())
 		}
 	}
 	// Standby links: the agent to its backup parent, the agents whose
@@ -347,7 +333,7 @@ func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
 
 // startLocal starts this machine's agent on a socketpair link (the
 // launcher's StartLocal), reads it, and gives it its share of the job.
-func (fe *frontend) startLocal(ctx context.Context, a *agentHandle, events chan<- event) error {
+func (fe *frontend) startLocal(a *agentHandle) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
 		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.Agents.Path, Stderr: fe.opts.Stderr,
 		Verbose: fe.opts.Verbose, Began: fe.start,
@@ -358,7 +344,7 @@ func (fe *frontend) startLocal(ctx context.Context, a *agentHandle, events chan<
 		return err
 	}
 	a.local, a.link = la, proto.NewLink(conn)
-	fe.startReader(ctx, a, events)
+	fe.startReader(a)
 	fe.agentUp(a, proto.ChildUp{Idx: a.idx})
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -31,14 +30,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
 		// Not joined: a read of a terminal cannot be interrupted.
 		fe.input = output.NewStdin(fe.opts.Stdin)
-		go fe.input.Read(ctx, func(c output.Chunk) bool {
-			select {
-			case fe.events <- evStdin{c}:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		})
+		go fe.input.Read(ctx, func(c output.Chunk) bool { return fe.put(evStdin{c}) })
 	}
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
@@ -111,7 +103,8 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	fe.journal.End()
 	ends := make([]launcher.AgentEnd, len(fe.agents))
 	for i, a := range fe.agents {
-		ends[i] = launcher.AgentEnd{Finished: fe.link(a).Done, Local: a.local, Sess: a.sess}
+		ends[i] = a.end()
+		ends[i].Finished = fe.link(a).Done
 	}
 	launcher.ReapAgents(ends, 2*time.Second) // a lost agent's session gets 2 s
 	return fe.finish()
@@ -218,7 +211,7 @@ func (fe *frontend) handle(ev event) {
 			return
 		}
 		a.link, a.sess = r.Link, r.Sess
-		fe.startReader(fe.ctx, a, fe.events)
+		fe.startReader(a)
 		fe.agentUp(a, r.Up)
 	case evReplicaDone:
 		fe.journal.Settle(ev.name, ev.joined)
@@ -492,24 +485,17 @@ func (fe *frontend) killAgents() {
 		if fe.rootChild(a) && a.link != nil && !fe.link(a).Closed && a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil)) == nil && a.local == nil {
 			continue // a remote agent: closing its session now would race the shutdown
 		}
-		a.kill()
+		a.end().Kill()
 	}
-	led := fe.ledger()
-	for r := range fe.ranks {
-		if pid, n := led.Pid(r), led.Agent(r); pid > 0 && !led.Ended(r) && n >= 0 && fe.agents[n].local != nil {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
+	for _, pid := range fe.ledger().Running(func(n int) bool { return fe.agents[n].local != nil }) {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 }
 
 // finish prints the failure summary and returns the exit code.
 func (fe *frontend) finish() int {
 	if fe.plan != nil {
-		names := make([]string, len(fe.agents))
-		for i, a := range fe.agents {
-			names[i] = a.name
-		}
-		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %s", fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.links().StandbyWords(names))
+		fe.verbosef("launch tree: %s of depth %d over %d agent(s); %s", fe.plan.Kind, fe.plan.Depth(), len(fe.agents), fe.links().StandbyWords(fe.agentNames()))
 	}
 	if cs := fe.collStats; cs.Answered > 0 {
 		fe.verbosef("collectives: %s", cs.Words())
@@ -549,22 +535,8 @@ func cpuTime() (user, sys time.Duration, ok bool) {
 // when the job runs into --timeout, and which agents they wait for: a
 // job hung in a collective says whom it waited on.
 func (fe *frontend) sayOpenCollectives() {
-	fe.colls.Waiting(func(seq uint64, op rankproto.Op, covered map[int]bool) {
-		var missing []string
-		for _, a := range fe.agents {
-			if !covered[a.idx] {
-				missing = append(missing, a.name)
-			}
-		}
-		joined := len(fe.agents) - len(missing)
-		fe.observe(OpenAtTimeout{Kind: proto.CollKind(op), Seq: seq & (1<<32 - 1), Missing: slices.Clone(missing)})
-		const most = 8
-		more := ""
-		if len(missing) > most {
-			more = fmt.Sprintf(" and %d more", len(missing)-most)
-			missing = missing[:most]
-		}
-		fe.verbosef("at the timeout %s #%d was open: %d of %d agent(s) had joined; waiting for %s%s",
-			proto.CollKind(op), seq&(1<<32-1), joined, len(fe.agents), strings.Join(missing, ", "), more)
-	})
+	for _, o := range fe.colls.Open(fe.agentNames()) {
+		fe.observe(OpenAtTimeout{Kind: o.Kind, Seq: o.Seq, Missing: slices.Clone(o.Missing)})
+		fe.verbosef("%s", o.Words())
+	}
 }

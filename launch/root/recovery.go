@@ -36,7 +36,7 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		Policy: fe.opts.Restart, Ranks: fe.opts.N, MaxRestarts: fe.opts.MaxRestarts,
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
 		RankAgent: make([]int, fe.opts.N), Spares: fe.opts.Spares,
-		Nodes: make([]string, len(fe.agents)), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
+		Nodes: fe.agentNames(), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
 		OrphanWait: fe.orphanWait(), SelfFence: fe.selfFence(), Started: fe.start, Launching: true, KillAfter: fe.opts.KillAfter,
 	}
 	if fe.tree {
@@ -49,9 +49,6 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		for _, r := range a.ranks {
 			cfg.RankAgent[r] = i
 		}
-	}
-	for i, a := range fe.agents {
-		cfg.Nodes[i] = a.name
 	}
 	return cfg
 }
@@ -98,10 +95,7 @@ func (fe *frontend) commit(act recovery.Commit) {
 		case <-fe.ctx.Done():
 			return
 		}
-		select {
-		case fe.events <- evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err, tree: tree}:
-		case <-fe.ctx.Done():
-		}
+		fe.put(evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err, tree: tree})
 	})
 }
 

@@ -47,7 +47,7 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	}
 	fe.agents[act.Agent] = a
 	if old.local != nil {
-		fe.goFunc(old.wait) // killed when it was lost: reaped (a session is, by its launcher)
+		fe.goFunc(old.end().Wait) // killed when it was lost: reaped (a session is, by its launcher)
 	}
 	if old.sess != nil {
 		// Its session ends for good: an agent that went silent (stopped,
@@ -59,7 +59,7 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 		fe.stdinAgent = a // stdin is not forwarded to a rank started again
 	}
 	if !fe.tree { // the job's one agent, on this machine on a socket pair: started again the same way
-		if err := fe.startLocal(fe.ctx, a, fe.events); err != nil {
+		if err := fe.startLocal(a); err != nil {
 			fe.post(recovery.RelaunchFailed{Agent: a.idx, Incarnation: a.inc, Msg: err.Error()})
 			return
 		}
@@ -75,12 +75,8 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 		cs[0].Inc = a.inc
 		inc := a.inc
 		err = fe.relaunch(cs, func(res launcher.LaunchResult) {
-			select {
-			case fe.events <- evRelaunched{res: res, inc: inc}:
-			case <-fe.ctx.Done():
-				if res.Sess != nil {
-					_ = res.Sess.Close()
-				}
+			if !fe.put(evRelaunched{res: res, inc: inc}) && res.Sess != nil {
+				_ = res.Sess.Close()
 			}
 		})
 	}
@@ -109,7 +105,7 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 		return
 	}
 	a.link, a.sess = r.Link, r.Sess
-	fe.startReader(fe.ctx, a, fe.events)
+	fe.startReader(a)
 	fe.agentUp(a, r.Up)
 	if l := fe.link(a); l.Up && !l.Closed && !fe.status().Ending() {
 		fe.step(recovery.Relaunched{Agent: a.idx, Incarnation: a.inc})
@@ -120,12 +116,7 @@ func (fe *frontend) relaunched(ev evRelaunched) {
 // post hands the planner an event from the event loop's next turn, not
 // from inside the actions of the step under way.
 func (fe *frontend) post(ev recovery.Event) {
-	fe.goFunc(func() {
-		select {
-		case fe.events <- evPlanner{ev: ev}:
-		case <-fe.ctx.Done():
-		}
-	})
+	fe.goFunc(func() { fe.put(evPlanner{ev: ev}) })
 }
 
 // evPlanner: an event for the planner, posted by the root itself.

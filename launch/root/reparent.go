@@ -60,7 +60,7 @@ func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
 	for _, x := range act.Lost {
 		b := fe.agents[x]
 		fe.abandonRanks(b, "lost with its agent")
-		b.kill()
+		b.end().Kill()
 	}
 }
 
@@ -177,10 +177,7 @@ func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	fe.journal.Start()
 	fe.goFunc(func() {
 		err := fe.journal.Sync(fe.ctx)
-		select {
-		case fe.events <- evTreeCommitted{seq: seq, err: err}:
-		case <-fe.ctx.Done():
-		}
+		fe.put(evTreeCommitted{seq: seq, err: err})
 	})
 	return seq
 }
@@ -214,9 +211,9 @@ func (fe *frontend) adoptAsOrphan(req launcher.AdoptRequest, c *agentHandle, inc
 	}
 	c.link = l
 	fe.step(recovery.Adopted{Agent: c.idx})
-	fe.startReader(fe.ctx, c, fe.events)
-	if fe.replicaPeers != nil {
-		_ = c.link.Send(proto.MReplicas, fe.replicasMsg())
+	fe.startReader(c)
+	if fe.replicas.Peers != nil {
+		_ = c.link.Send(proto.MReplicas, fe.replicas.Encode())
 	}
 	fe.step(recovery.Reparented{Agent: c.idx, Parent: topology.Root, Incarnation: inc})
 }
@@ -246,14 +243,14 @@ func (fe *frontend) tellBackups(act recovery.Redeal) {
 // are once a relaunched replica host's replica joined in a lost one's
 // place (its address is new, its node may be a spare's).
 func (fe *frontend) refreshReplicaPeers() {
-	if fe.replicaPeers == nil {
+	if fe.replicas.Peers == nil {
 		return // not all up yet: agentUp sends the first list
 	}
 	ps := fe.replicaAddrs()
-	if slices.Equal(ps, fe.replicaPeers) {
+	if slices.Equal(ps, fe.replicas.Peers) {
 		return
 	}
-	fe.replicaPeers = ps
+	fe.replicas.Peers = ps
 	fe.sendReplicas()
 }
 
@@ -275,7 +272,7 @@ func (fe *frontend) replicaAddrs() []proto.PeerAddr {
 func (fe *frontend) sendReplicas() {
 	for _, b := range fe.agents {
 		if l := fe.link(b); fe.rootChild(b) && l.Up && !l.Closed {
-			_ = b.send(proto.MReplicas, fe.replicasMsg())
+			_ = b.send(proto.MReplicas, fe.replicas.Encode())
 		}
 	}
 }
@@ -285,9 +282,4 @@ func (fe *frontend) sendReplicas() {
 func (fe *frontend) expectReplica(a *agentHandle) {
 	a.replica = true
 	fe.journal.Expect(a.name)
-}
-
-// replicasMsg is the list of replica agents for the root's children.
-func (fe *frontend) replicasMsg() []byte {
-	return proto.Replicas{Peers: fe.replicaPeers, FrontEndVotes: !fe.frontEndOut}.Encode()
 }

@@ -115,7 +115,7 @@ func TestRootRingScan(t *testing.T) {
 			}
 		}
 	}
-	if got := fe.collStats.totals(); len(got) != 1 || got[0] != (journal.CollTotal{Kind: "ring", Count: 1, Messages: 2, Agents: 4, BytesDown: got[0].BytesDown}) || got[0].BytesDown == 0 {
+	if got := fe.collStats.Totals(); len(got) != 1 || got[0] != (journal.CollTotal{Kind: "ring", Count: 1, Messages: 2, Agents: 4, BytesDown: got[0].BytesDown}) || got[0].BytesDown == 0 {
 		t.Errorf("totals %+v", got)
 	}
 }
@@ -198,7 +198,7 @@ func TestRootRingMerged(t *testing.T) {
 			t.Errorf("child %d sent %+v, %v", i, res, err)
 		}
 	}
-	if got := fe.collStats.totals(); len(got) != 1 || got[0].Messages != 4 || got[0].Agents != 4 {
+	if got := fe.collStats.Totals(); len(got) != 1 || got[0].Messages != 4 || got[0].Agents != 4 {
 		t.Errorf("totals %+v", got)
 	}
 }

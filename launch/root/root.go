@@ -49,7 +49,7 @@ type frontend struct {
 	slots     map[string]int
 	rec       *recovery.Planner // decides what failures do to the job
 	colls     *proto.Gather     // the collectives: merged, answered, their latest answers
-	collStats collStats         // their totals (collstats.go)
+	collStats proto.CollStats   // their totals, which the state log records (journal.go)
 	// rootMerge: the agents combine no collective and the root merges
 	// them all (FTLAUNCH_COLL_ROOT_MERGE=1, for make bench-coll only).
 	rootMerge   bool
@@ -73,11 +73,12 @@ type frontend struct {
 func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks testHooks) *frontend {
 	return &frontend{
 		role: r, hooks: hooks, opts: opts, start: time.Now(), jobID: jobID,
-		ranks:     make([]rankState, opts.N),
-		colls:     proto.NewGather(opts.N),
-		rootMerge: os.Getenv(rootMergeEnv) == "1",
-		rec:       recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
-		ioState:   ioState{out: out},
+		ranks:      make([]rankState, opts.N),
+		colls:      proto.NewGather(opts.N),
+		rootMerge:  os.Getenv(rootMergeEnv) == "1",
+		groupState: groupState{replicas: proto.Replicas{FrontEndVotes: true}},
+		rec:        recovery.New(recovery.Config{Policy: recovery.None, Ranks: opts.N}),
+		ioState:    ioState{out: out},
 	}
 }
 
@@ -105,10 +106,13 @@ type testHooks struct {
 // launchState is the launch: the plan and the tree, how agents are started
 // and what they are given.
 type launchState struct {
-	plan       *plan.Plan        // the launch plan (nil: one local agent, or a successor's)
-	topo       *topology.Tree    // the launch tree: who is whose parent, backup, child
-	tree       bool              // agents start agents (a plan, or a successor's rebuilt tree)
-	launchTmpl *proto.LaunchSpec // a successor's: how agents start theirs
+	plan *plan.Plan     // the launch plan (nil: one local agent, or a successor's)
+	topo *topology.Tree // the launch tree: who is whose parent, backup, child
+	tree bool           // agents start agents (a plan, or a successor's rebuilt tree)
+	// tmpl is what every agent is told of the job (agentUp adds its
+	// node's part): the front-end's from its options (startAgents), a
+	// successor's its own agent's (proto.NodeSpec.Template).
+	tmpl proto.NodeSpec
 	// relaunch starts root children after the launch (a successor's for
 	// those the front-end had not started, anyone's for a lost agent
 	// started again), each reported to report.
@@ -119,18 +123,16 @@ type launchState struct {
 	launchBegan  time.Duration
 	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
 	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
-	mapping      string                   // PMI_process_mapping
 	stage        *proto.Staged            // the program, with --prestage
 	// treeTells are the tree changes not committed yet (commitTree).
 	treeTells journal.TreeTells
-	// gossip is the front-end's member of the job's gossip cluster and
-	// gossipSpec how agents join it (gossip.go; nil: none); awake how long
-	// the root has been able to listen (gossip's word is weighed against
-	// its links' silence only for that long).
-	gossip     *membership.Member
-	gossipSpec *proto.GossipSpec
-	awake      *proto.Awake
-	agentsUp   int // agents that got their job
+	// gossip is the front-end's member of the job's gossip cluster (its
+	// agents join it as tmpl.Gossip says: gossip.go; nil: none); awake how
+	// long the root has been able to listen (gossip's word is weighed
+	// against its links' silence only for that long).
+	gossip   *membership.Member
+	awake    *proto.Awake
+	agentsUp int // agents that got their job
 	// fences kill what lost agents left on their nodes (fence.go)
 	fences *launcher.Fences
 }
@@ -151,8 +153,10 @@ type groupState struct {
 	releaseTimer *time.Timer
 	replicaNodes map[int]bool // agents hosting root replicas
 	rootCreds    *secure.Credentials
-	replicaPeers []proto.PeerAddr // the replica agents, once all are up
-	frontEndOut  bool             // a successor put a replica in the lost front-end's voter's place (refillGroup)
+	// replicas is what the root's children are told of the replica agents
+	// (Peers: nil until all are up) and of the lost front-end's vote (a
+	// successor put a replica in its voter's place: refillGroup).
+	replicas proto.Replicas
 }
 
 // ioState is the front-end's I/O: the user's output and stdin, signals,
@@ -253,26 +257,9 @@ func (a *agentHandle) write(typ uint8, p []byte) error {
 	return a.via.Send(proto.MRoute, proto.Wrap(a.idx, typ, p))
 }
 
-// kill ends the agent: a local one is killed, a remote one's session is
-// closed (the agent sees its link end and kills its ranks).
-func (a *agentHandle) kill() {
-	switch {
-	case a.local != nil:
-		a.local.Kill()
-	case a.sess != nil:
-		launcher.KillSession(a.sess)
-	}
-}
-
-// wait waits for the agent process or its session to end.
-func (a *agentHandle) wait() {
-	switch {
-	case a.local != nil:
-		_ = a.local.Wait()
-	case a.sess != nil:
-		_ = a.sess.Wait()
-	}
-}
+// end is the agent's process or session, to kill or wait for
+// (launcher.AgentEnd).
+func (a *agentHandle) end() launcher.AgentEnd { return launcher.AgentEnd{Local: a.local, Sess: a.sess} }
 
 // rankState is a rank's end as the root reports it; where it runs, which
 // incarnation, its process and whether it ran or ended are the planner's
@@ -411,14 +398,10 @@ func (fe *frontend) goFunc(f func()) {
 
 // launched passes a start by the root's own launcher to the event loop;
 // once the root's context ended, a session that started is closed.
-func (fe *frontend) launched(ctx context.Context) func(launcher.LaunchResult) {
+func (fe *frontend) launched() func(launcher.LaunchResult) {
 	return func(res launcher.LaunchResult) {
-		select {
-		case fe.events <- evLaunched{res: res}:
-		case <-ctx.Done():
-			if res.Sess != nil {
-				_ = res.Sess.Close()
-			}
+		if !fe.put(evLaunched{res: res}) && res.Sess != nil {
+			_ = res.Sess.Close()
 		}
 	}
 }

@@ -91,14 +91,14 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	defer cancel()
 	events := make(chan event, 256)
 	fe.ctx, fe.events = ctx, events
-	if err := fe.startAgents(ctx, events); err != nil {
+	if err := fe.startAgents(ctx); err != nil {
 		// The caller reports the error; the planner keeps it for the
 		// final status.
 		fe.exitCode = ExitLauncher
 		_ = fe.decide(recovery.LaunchError{Msg: err.Error()})
 		fe.killAgents()
 		for _, a := range fe.agents {
-			a.wait()
+			a.end().Wait()
 		}
 		return Result{ExitCode: ExitLauncher}, err
 	}

@@ -80,11 +80,11 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	// stopSuccessor).
 	sctx, stop := context.WithCancel(ctx)
 	events := make(chan event, 256)
-	tmpl := spec.Launch
 	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{}) // successors do not hold
 	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
-	fe.tree, fe.launchTmpl, fe.mapping = true, &tmpl, spec.ProcessMapping
-	fe.replicaPeers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
+	fe.tree, fe.tmpl = true, spec.Template()
+	fe.tmpl.RootMerge = fe.rootMerge // the root's own setting, as the front-end's (ring.go)
+	fe.replicas.Peers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
 	fail := func(err error) (*Successor, error) {
 		stop()
 		logf.Close()
@@ -237,7 +237,7 @@ func (fe *frontend) startChildren(missing []int) {
 	}
 	cs, err := fe.childSpecs(missing)
 	if err == nil {
-		err = fe.relaunch(cs, fe.launched(fe.ctx))
+		err = fe.relaunch(cs, fe.launched())
 	}
 	names := make([]string, len(missing))
 	for i, x := range missing {
@@ -319,7 +319,7 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 		fe.agentsUp++
 	}
 	fe.step(recovery.Adopted{Agent: a.idx})
-	fe.startReader(fe.ctx, a, fe.events)
+	fe.startReader(a)
 	// The agents below report again too.
 	_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MResyncReq, nil))
 	fe.verbosef("adopted node %s", a.name)
@@ -361,7 +361,7 @@ func (evPeerGone) isRootEvent() {}
 // the planner names (recovery.ProbePeers) are gone: a refused connection
 // says so at once.
 func (fe *frontend) probeReplicaPeers(agents []int) {
-	for _, p := range fe.replicaPeers {
+	for _, p := range fe.replicas.Peers {
 		if !slices.Contains(agents, p.Idx) {
 			continue
 		}

@@ -179,3 +179,17 @@ func TestTreeChangeCommittedFirst(t *testing.T) {
 	cancel()
 	fe.wg.Wait()
 }
+
+// TestRootTellsFrontEndVotes: a root, of either role, tells its children
+// that the front-end votes in the replica group until a successor put a
+// replica in its voter's place, and names no replica agent before all are
+// up.
+func TestRootTellsFrontEndVotes(t *testing.T) {
+	for _, r := range []role{roleFrontEnd, roleSuccessor} {
+		fe := newFrontend(r, Options{N: 1}, output.NewWriter(io.Discard, io.Discard, false), "j", testHooks{})
+		got, err := proto.DecodeReplicas(fe.replicas.Encode())
+		if err != nil || !got.FrontEndVotes || len(got.Peers) != 0 {
+			t.Fatalf("role %d: told %+v (%v), want the front-end's vote and no peers", r, got, err)
+		}
+	}
+}
