@@ -157,25 +157,14 @@ func TestLedger(t *testing.T) {
 				}
 				acts = append(acts, answer(p, tc.cfg.Agents, p.Step(ev))...)
 			}
-			var ended []int
-			for r := range tc.cfg.Ranks {
-				if p.Ledger().Ended(r) {
-					ended = append(ended, r)
-				}
-			}
+			ended := ranksWhere(tc.cfg.Ranks, p.Ledger().Ended)
 			if !slices.Equal(ended, tc.ended) || p.Ledger().EndedCount() != len(tc.ended) {
 				t.Errorf("ended %v (count %d), want %v", ended, p.Ledger().EndedCount(), tc.ended)
 			}
 			if got := recoveredIn(acts); !slices.Equal(got, tc.recovered) {
 				t.Errorf("recovered %v, want %v\nactions: %#v", got, tc.recovered, acts)
 			}
-			var in []int
-			for r := range tc.cfg.Ranks {
-				if p.Ledger().InRecovery(r) {
-					in = append(in, r)
-				}
-			}
-			if !slices.Equal(in, tc.inRecov) {
+			if in := ranksWhere(tc.cfg.Ranks, p.Ledger().InRecovery); !slices.Equal(in, tc.inRecov) {
 				t.Errorf("in recovery %v, want %v", in, tc.inRecov)
 			}
 		})
@@ -265,13 +254,7 @@ func TestLedgerNamesEachRestartOnce(t *testing.T) {
 			if got := recoveredIn(acts); !slices.Equal(got, tc.recovered) {
 				t.Errorf("recovered %v, want %v", got, tc.recovered)
 			}
-			var ended []int
-			for r := range cfg.Ranks {
-				if p.Ledger().Ended(r) {
-					ended = append(ended, r)
-				}
-			}
-			if !slices.Equal(ended, tc.ended) {
+			if ended := ranksWhere(cfg.Ranks, p.Ledger().Ended); !slices.Equal(ended, tc.ended) {
 				t.Errorf("ended %v, want %v", ended, tc.ended)
 			}
 		})
@@ -341,4 +324,15 @@ func TestLedgerRunning(t *testing.T) {
 	if got := p.Ledger().Running(all); !slices.Equal(got, []int{11, 20}) {
 		t.Errorf("after rank 0 ended: running %v, want [11 20]", got)
 	}
+}
+
+// ranksWhere lists the ranks below n for which f holds, in order.
+func ranksWhere(n int, f func(r int) bool) []int {
+	var out []int
+	for r := range n {
+		if f(r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

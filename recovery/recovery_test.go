@@ -96,20 +96,11 @@ func TestStep(t *testing.T) {
 			for _, ev := range tc.before {
 				p.Step(ev)
 			}
-			got := p.Step(tc.ev)
-			for i, a := range got { // subjects: TestRecordSubjects
-				if r, ok := a.(Record); ok {
-					got[i] = Record{Why: r.Why}
-				}
-			}
+			got := withoutSubjects(p.Step(tc.ev))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Step(%#v)\n got %#v\nwant %#v", tc.ev, got, tc.want)
 			}
-			code := 0
-			if f := p.Failure(); f != nil {
-				code = f.Code
-			}
-			if code != tc.code {
+			if code := failureCode(p); code != tc.code {
 				t.Errorf("failure code %d, want %d", code, tc.code)
 			}
 			if p.Phase() != tc.phase {
@@ -117,6 +108,25 @@ func TestStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutSubjects keeps only the reason of each Record in acts (their
+// subjects are TestRecordSubjects'), for comparing with a table's actions.
+func withoutSubjects(acts []Action) []Action {
+	for i, a := range acts {
+		if r, ok := a.(Record); ok {
+			acts[i] = Record{Why: r.Why}
+		}
+	}
+	return acts
+}
+
+// failureCode is the exit code of the job's failure, 0 without one.
+func failureCode(p *Planner) int {
+	if f := p.Failure(); f != nil {
+		return f.Code
+	}
+	return 0
 }
 
 // TestOneDecisionPerJob drives the planner through every order of a few
