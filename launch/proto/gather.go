@@ -205,11 +205,12 @@ type OpenColl struct {
 	Missing []string
 }
 
-// Open lists the collectives in flight with the agents they wait for,
+// Open lists the collectives in flight, by number, with the agents they wait for,
 // names being the agents' by index.
 func (g *Gather) Open(names []string) []OpenColl {
 	var out []OpenColl
-	for seq, gc := range g.open {
+	for _, seq := range slices.Sorted(maps.Keys(g.open)) {
+		gc := g.open[seq]
 		o := OpenColl{Kind: CollKind(gc.op), Seq: seq & (1<<32 - 1)}
 		for i, n := range names {
 			if !gc.from[i] {
