@@ -735,13 +735,16 @@ func writeCollectives(w io.Writer, rep *journal.Report) {
 // that never joined (the job ended before its group formed, or they were
 // lost first). The front-end's replica founded the group, so once a
 // replica agent took the root over (Leader) the front-end's is a lost
-// one; so is a replica whose agent the job lost.
+// one; so is a replica whose agent the job lost. The front-end's replica
+// is named for its host, which is no node of the plan (the plan calls
+// the root journal.RootName), so it is the replica the plan's nodes do
+// not name.
 func replicasOut(rep journal.Report, members []string) (lost, never []string) {
 	for _, n := range rep.Plan.Replicas {
 		if slices.Contains(members, n) {
 			continue
 		}
-		founder := rep.Leader != "" && n == rep.Plan.Root
+		founder := rep.Leader != "" && !slices.ContainsFunc(rep.Plan.Nodes, func(p journal.ReportNode) bool { return p.Name == n })
 		agentLost := slices.ContainsFunc(rep.Agents, func(a journal.AgentTimeline) bool { return a.Node == n && a.Lost })
 		if founder || agentLost {
 			lost = append(lost, n)

@@ -670,7 +670,10 @@ func jobSpec(t *testing.T, id string, n int, start time.Time) []byte {
 // was lost after it joined (the front-end's, once a replica agent took the
 // root over; a lost agent's) or never joined.
 func TestReplicasOut(t *testing.T) {
-	plan := journal.ReportPlan{Root: "vm", Replicas: []string{"vm", "node0", "node1"}}
+	// As the journal writes it: the root is RootName, the front-end's
+	// replica is named for its host (vm), the agents' for their nodes.
+	plan := journal.ReportPlan{Root: journal.RootName, Replicas: []string{"vm", "node0", "node1"},
+		Nodes: []journal.ReportNode{{Name: journal.RootName}, {Name: "node0", Level: 1}, {Name: "node1", Level: 1}, {Name: "node2", Level: 1}}}
 	for _, c := range []struct {
 		name        string
 		leader      string
