@@ -12,12 +12,15 @@
 #    and the front-end's) is the shared CPU's work per launch W (the
 #    machine's cores are its cores; the W at which the model would
 #    predict that launch, `ftlaunch plan --fit work`, is printed as a
-#    check); a chain (kary:1) over 3 hosts, whose
+#    check); the same flat launch at CAL_PPN (4) ranks per host, whose
+#    CPU per agent over the 1-rank launch's, per extra rank, is the CPU
+#    each rank's start takes once its agent is up (PerRank, measured);
+#    a chain (kary:1) over 3 hosts, whose
 #    agents' handoffs (up to starting their children) give the handoff;
 #    and a deep launch, CAL_DEEP_TREE (kary:2, no case's tree) over
 #    CAL_DEEP_HOSTS hosts (24, no case's size), whose median time gives
 #    the rate R each agent takes of the CPUs from being up until the
-#    launch ends: the R at which the model, with W, predicts that launch
+#    launch ends: the R at which the model, with W and PerRank, predicts that launch
 #    (`plan --fit rate`). The deep launch's CPU time per agent is
 #    printed beside it, as a check. Kept with `ftlaunch
 #    plan --keep-shared` in a cache of the script's own.
@@ -30,7 +33,7 @@
 # Prints, per case, measured median (p25-p75) beside predicted and the
 # error, then auto's measured median against the best tree's. Needs root.
 # Variables: HOSTS (default "8 16 32"), PPN ("1 4"), TREES ("flat kary:4
-# binomial greedy auto"), RUNS (5), CAL_RUNS (5), CAL_HOSTS (12),
+# binomial greedy auto"), RUNS (5), CAL_RUNS (5), CAL_HOSTS (12), CAL_PPN (4),
 # CAL_DEEP_HOSTS (24), CAL_DEEP_TREE (kary:2), VM_NAME (cluster name,
 # ftvm), VM_PREFIX (10.86.0.0/24), KEEP (a directory to keep the state
 # logs, the calibration's figures and the table in). CAL_ONLY=1 stops
@@ -44,6 +47,7 @@ TREES=${TREES:-flat kary:4 binomial greedy auto}
 RUNS=${RUNS:-5}
 CAL_RUNS=${CAL_RUNS:-5}
 CAL_HOSTS=${CAL_HOSTS:-12}
+CAL_PPN=${CAL_PPN:-4}
 CAL_DEEP_HOSTS=${CAL_DEEP_HOSTS:-24}
 CAL_DEEP_TREE=${CAL_DEEP_TREE:-kary:2}
 VM_NAME=${VM_NAME:-ftvm}
@@ -118,14 +122,14 @@ launch() {
 		{ echo "$(basename "$0"): launch $1 recorded no measurement" >&2; exit 1; }
 }
 
-# cpu_launch NAME HOSTS TREE: a calibration launch (launch's arguments, in
-# the calibration's cache, 1 rank per host) whose CPU time per agent, the
-# nodes' sshd (sessions and agents, reaped) and the front-end's, goes to
-# $tmp/NAME.agentcpu.
+# cpu_launch NAME HOSTS TREE [PPN]: a calibration launch (launch's
+# arguments, in the calibration's cache, PPN ranks per host, default 1)
+# whose CPU time per agent, the nodes' sshd (sessions, agents and ranks,
+# reaped) and the front-end's, goes to $tmp/NAME.agentcpu.
 cpu_launch() {
 	sessions_gone
 	before=$(sshd_cpu)
-	launch "$1" "$cal" "$2" 1 "$3"
+	launch "$1" "$cal" "$2" "${4:-1}" "$3"
 	sessions_gone
 	after=$(sshd_cpu)
 	echo "$before $after $(cat "$tmp/$1.cpu")" | awk -v n="$2" '{printf "%.5f\n", ($2-$1+$3)/n}' >"$tmp/$1.agentcpu"
@@ -155,7 +159,7 @@ rm -rf "$tmp/warm" "$tmp/cache-warm"
 # 1. The calibration run.
 cal=$tmp/cache-cal
 mkdir -p "$cal"
-: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/gap" && : >"$tmp/hand" && : >"$tmp/tflat" && : >"$tmp/tdeep" && : >"$tmp/deepcpu"
+: >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/workppn" && : >"$tmp/gap" && : >"$tmp/hand" && : >"$tmp/tflat" && : >"$tmp/tdeep" && : >"$tmp/deepcpu"
 r=1
 while [ $r -le "$CAL_RUNS" ]; do
 	launch "cal-lone-$r" "$cal" 1 1 flat
@@ -167,6 +171,8 @@ while [ $r -le "$CAL_RUNS" ]; do
 	# agents' entries of the model object) add up to last minus first.
 	model "$tmp/cal-flat-$r.json" | grep '^        "seq_seconds": ' | sed 's/.*: *//; s/,//' |
 		awk -v n="$CAL_HOSTS" '{s+=$1} END {printf "%.5f\n", s/(n-1)}' >>"$tmp/gap"
+	cpu_launch "cal-flatppn-$r" "$CAL_HOSTS" flat "$CAL_PPN"
+	cat "$tmp/cal-flatppn-$r.agentcpu" >>"$tmp/workppn"
 	launch "cal-chain-$r" "$cal" 3 1 kary:1
 	model "$tmp/cal-chain-$r.json" | grep '^        "hand_seconds": ' | sed 's/.*: *//; s/,//' >>"$tmp/hand"
 	cpu_launch "cal-deep-$r" "$CAL_DEEP_HOSTS" "$CAL_DEEP_TREE"
@@ -176,6 +182,7 @@ while [ $r -le "$CAL_RUNS" ]; do
 done
 rem=$(stats "$tmp/lone" | cut -d' ' -f1)
 total=$(stats "$tmp/work" | cut -d' ' -f1)
+totalppn=$(stats "$tmp/workppn" | cut -d' ' -f1)
 tflat=$(stats "$tmp/tflat" | cut -d' ' -f1)
 tdeep=$(stats "$tmp/tdeep" | cut -d' ' -f1)
 deepcpu=$(stats "$tmp/deepcpu" | cut -d' ' -f1)
@@ -192,19 +199,28 @@ hand=$(stats "$tmp/hand" | cut -d' ' -f1)
 work=$total
 [ -n "$work" ] || { echo "$(basename "$0"): no CPU per agent measured" >&2; exit 1; }
 seq=$(echo "$gap $work $cores" | awk '{s = $1 - $2/$3; printf "%.4f\n", (s > 0 ? s : 0)}')
-fitted=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq "$seq" --hand "$hand")
-# R: the deep launch as the model, with W, predicts it.
-rate=$(fit rate $((CAL_DEEP_HOSTS + 1)) "$CAL_DEEP_TREE" "$tdeep" --rem "$rem" --seq "$seq" --hand "$hand" --work "$work")
+# PerRank: the CPU each rank's start takes once its agent is up, measured:
+# the flat launch's CPU per agent at CAL_PPN ranks per host over its CPU
+# at 1, per extra rank (at least 0). In a flat launch it competes with no
+# launch (every agent is up first), so it moves the deep trees alone, and
+# the more ranks per host the more (the cases measured kary:4 10-23 %
+# slower at 4 ranks per host than at 1, flat 1-13 %: docs/model.md).
+perrank=$(echo "$totalppn $total $CAL_PPN" | awk '{p = ($1 - $2)/($3 - 1); printf "%.5f\n", (p > 0 ? p : 0)}')
+fitted=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq "$seq" --hand "$hand" --work-per-rank "$perrank" --ppn 1)
+# R: the deep launch (1 rank per host) as the model, with W and PerRank,
+# predicts it.
+rate=$(fit rate $((CAL_DEEP_HOSTS + 1)) "$CAL_DEEP_TREE" "$tdeep" --rem "$rem" --seq "$seq" --hand "$hand" --work "$work" --work-per-rank "$perrank" --ppn 1)
 [ -n "$rate" ] || { echo "$(basename "$0"): no rate fitted ($CAL_DEEP_TREE $tdeep s)" >&2; exit 1; }
-XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-rate "$rate" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
+XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-per-rank "$perrank" --work-rate "$rate" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
 echo "calibration run ($CAL_RUNS rounds; $cores cores): rem $rem s (lone launch, median; p25 p75 $(stats "$tmp/lone" | cut -d' ' -f2-)),"
 echo "  flat over $CAL_HOSTS: $tflat s (p25 p75 $(stats "$tmp/tflat" | cut -d' ' -f2-)); work $work s per launch (its CPU per agent, p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-); fitted to the flat launch it would be ${fitted:-none}: a check); gap $gap s -> seq $seq s,"
+echo "  flat over $CAL_HOSTS at $CAL_PPN ranks per host: CPU per agent $totalppn s (p25 p75 $(stats "$tmp/workppn" | cut -d' ' -f2-)) -> per rank $perrank s,"
 echo "  handoff $hand s ($CAL_RUNS chains of 3 hosts; p25 p75 $(stats "$tmp/hand" | cut -d' ' -f2-)),"
 echo "  $CAL_DEEP_TREE over $CAL_DEEP_HOSTS: $tdeep s (p25 p75 $(stats "$tmp/tdeep" | cut -d' ' -f2-)) -> rate $rate cores per agent up;"
 echo "  CPU per agent of the $CAL_DEEP_TREE launch (not used, a check): $deepcpu s (p25 p75 $(stats "$tmp/deepcpu" | cut -d' ' -f2-))"
 {
-	echo "cores $cores rem $rem seq $seq hand $hand work $work rate $rate"
-	echo "tflat $tflat tdeep $tdeep gap $gap cpu_flat $total cpu_deep $deepcpu fitted_work ${fitted:-none}"
+	echo "cores $cores rem $rem seq $seq hand $hand work $work perrank $perrank rate $rate"
+	echo "tflat $tflat tdeep $tdeep gap $gap cpu_flat $total cpu_deep $deepcpu cpu_flat_ppn $totalppn fitted_work ${fitted:-none}"
 } >"$tmp/calibration.txt"
 [ -z "${CAL_ONLY:-}" ] || exit 0
 

@@ -40,6 +40,9 @@ Model (seconds):
   --cores C           contention: launches share C CPUs (hosts on one machine; default 0: none)
   --work W            contention: CPU-seconds each launch takes of them (needs --cores)
   --work-after A      contention: CPU-seconds each agent takes of them once it is up (needs --cores)
+  --work-per-rank P   contention: CPU-seconds more, once up, for each rank it starts (needs --cores)
+  --ppn K             ranks per node, for --work-per-rank (default: the hosts' mean slots with -H or
+                      --hostfile, else 1)
   --work-rate R       contention: cores each agent takes of them from being up until the launch
                       ends (needs --cores)
                       Without --seq/--rem/--cores, auto takes the kept calibration: the median
@@ -60,7 +63,7 @@ Output:
   --launcher L        whose calibration: ssh (default) or slurm (launches by srun)
   --keep-shared       keep --cores, --work, --seq and --rem as the calibration's shared-CPU term
                       (what a calibration run measured: chaos/validate-model.sh), with --hand,
-                      --work-after and --work-rate; --cores 0 removes it
+                      --work-after, --work-per-rank and --work-rate; --cores 0 removes it
   --fit TERM          solve the shared CPU's work or rate (TERM) so that this tree's prediction
   --measured T        is T seconds, the launch measured (needs --cores and a --tree other than
                       auto; the calibration run's inversion of the model)
@@ -90,6 +93,8 @@ type planOptions struct {
 	cores       int
 	work        float64
 	workAfter   float64
+	workPerRank float64
+	ppn         float64
 	workRate    float64
 	fit         string
 	measured    float64
@@ -173,6 +178,8 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 	fs.IntVar(&o.cores, "cores", 0, "")
 	fs.Float64Var(&o.work, "work", 0, "")
 	fs.Float64Var(&o.workAfter, "work-after", 0, "")
+	fs.Float64Var(&o.workPerRank, "work-per-rank", 0, "")
+	fs.Float64Var(&o.ppn, "ppn", 1, "")
 	fs.Float64Var(&o.workRate, "work-rate", 0, "")
 	fs.StringVar(&o.fit, "fit", "", "")
 	fs.Float64Var(&o.measured, "measured", 0, "")
@@ -207,6 +214,12 @@ func parsePlanFlags(args []string) (*planOptions, error) {
 		return nil, usageErrorf("--work-after must be a number of seconds in [0, 1e9] (got %v)", o.workAfter)
 	case o.set["work-after"] && o.cores == 0:
 		return nil, usageErrorf("--work-after needs --cores")
+	case o.workPerRank < 0 || o.workPerRank != o.workPerRank || o.workPerRank > 1e9:
+		return nil, usageErrorf("--work-per-rank must be a number of seconds in [0, 1e9] (got %v)", o.workPerRank)
+	case o.set["work-per-rank"] && o.cores == 0:
+		return nil, usageErrorf("--work-per-rank needs --cores")
+	case !(o.ppn >= 1) || o.ppn > alloc.MaxSlots:
+		return nil, usageErrorf("--ppn must be a number of ranks in [1, %d] (got %v)", alloc.MaxSlots, o.ppn)
 	case o.workRate < 0 || o.workRate != o.workRate || o.workRate > 1e9:
 		return nil, usageErrorf("--work-rate must be a number of cores in [0, 1e9] (got %v)", o.workRate)
 	case o.set["work-rate"] && o.cores == 0:
@@ -289,8 +302,8 @@ func showCalibration(stdout, stderr io.Writer, launcher string) int {
 		c.Seq, c.SeqQuantile(0.25), c.SeqQuantile(0.75), c.Rem, c.RemQuantile(0.25), c.RemQuantile(0.75), c.HandQuantile(0.5),
 		max(len(c.Window), 1), 100*c.Noise(), len(c.RemSamples), c.Agents, c.Measured.Format("2006-01-02 15:04:05 UTC"))
 	if s := c.Shared; s != nil {
-		fmt.Fprintf(stdout, "shared    %d cores, %.4f s of CPU each launch, %.4f s each agent once up, %.4f cores each agent up until the launch ends; uncontended seq %.4f s, rem %.4f s, handoff %.4f s (a calibration run of %s)\n",
-			s.Cores, s.Work, s.After, s.Rate, s.Seq, s.Rem, s.Hand, s.Measured.Format("2006-01-02 15:04:05 UTC"))
+		fmt.Fprintf(stdout, "shared    %d cores, %.4f s of CPU each launch, %.4f s each agent once up and %.4f s each rank it starts, %.4f cores each agent up until the launch ends; uncontended seq %.4f s, rem %.4f s, handoff %.4f s (a calibration run of %s)\n",
+			s.Cores, s.Work, s.After, s.PerRank, s.Rate, s.Seq, s.Rem, s.Hand, s.Measured.Format("2006-01-02 15:04:05 UTC"))
 	}
 	if a := c.Auto; a != nil {
 		fmt.Fprintf(stdout, "auto      %s for %d nodes (its last choice)\n", plan.Choice{Tree: a.Tree, Seq: a.Seq, Rem: a.Rem}, a.Nodes)
@@ -316,7 +329,7 @@ func keepShared(stdout, stderr io.Writer, o *planOptions) int {
 	}
 	c.Shared = nil
 	if o.cores > 0 {
-		c.Shared = &calibrate.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, Rate: o.workRate, Seq: o.seq, Rem: o.rem, Hand: o.hand, Measured: time.Now().UTC()}
+		c.Shared = &calibrate.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, PerRank: o.workPerRank, Rate: o.workRate, Seq: o.seq, Rem: o.rem, Hand: o.hand, Measured: time.Now().UTC()}
 	}
 	p, err := calibrate.SaveCalibration(o.launcher, *c)
 	if err != nil {
@@ -337,6 +350,13 @@ func nodeCount(o *planOptions) (int, error) {
 		a, err := alloc.Discover(alloc.Sources{HostList: o.hosts, Hostfile: o.hostfile})
 		if err != nil {
 			return 0, usageErrorf("%v", err)
+		}
+		if !o.set["ppn"] && len(a.Hosts) > 0 {
+			slots := 0
+			for _, h := range a.Hosts {
+				slots += h.Slots
+			}
+			o.ppn = float64(slots) / float64(len(a.Hosts))
 		}
 		return len(a.Hosts) + 1, nil
 	}
@@ -373,10 +393,12 @@ type planReport struct {
 	// launch's forecast with it (Modeled without one).
 	Cores     int     `json:"cores,omitempty"`
 	Work      float64 `json:"work_seconds,omitempty"`
-	WorkAfter float64 `json:"work_after_seconds,omitempty"`
-	WorkRate  float64 `json:"work_rate,omitempty"`
-	Hand      float64 `json:"hand_seconds,omitempty"`
-	Predicted float64 `json:"predicted_seconds"`
+	WorkAfter float64 `json:"work_after_seconds,omitempty"` // per agent, its ranks' start included
+	// WorkPerRank is the part of WorkAfter each of its ranks takes.
+	WorkPerRank float64 `json:"work_per_rank_seconds,omitempty"`
+	WorkRate    float64 `json:"work_rate,omitempty"`
+	Hand        float64 `json:"hand_seconds,omitempty"`
+	Predicted   float64 `json:"predicted_seconds"`
 	// AutoChose is the tree auto chose (the kind's name), AutoWhy why it
 	// kept or changed its last one.
 	AutoChose   string      `json:"auto_chose,omitempty"`
@@ -455,7 +477,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 			kept, noise = c, c.Noise()
 			o.seq, o.rem, o.hand = c.SeqQuantile(0.5), c.RemQuantile(0.5), c.HandQuantile(0.5)
 			if s := c.Shared; s != nil {
-				o.seq, o.rem, o.hand, o.cores, o.work, o.workAfter, o.workRate = s.Seq, s.Rem, s.Hand, s.Cores, s.Work, s.After, s.Rate
+				o.seq, o.rem, o.hand, o.cores, o.work, o.workAfter, o.workPerRank, o.workRate = s.Seq, s.Rem, s.Hand, s.Cores, s.Work, s.After, s.PerRank, s.Rate
 			}
 			params.Seq, params.Rem = o.seq, o.rem
 			params.Calibration = &plan.Calibration{Seq: o.seq, Rem: o.rem}
@@ -504,7 +526,7 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 		Nodes: pl.N(), Seq: o.seq, Rem: o.rem, Batch: o.batch, BatchWait: o.batchWait,
 		Replicas: len(pl.ReplicaNodes), ReplicaNodes: pl.ReplicaNodes,
 		Depth: pl.Depth(), MaxChildren: pl.MaxChildren(), MaxFostered: maxFostered(pl),
-		Cores: o.cores, Work: o.work, WorkAfter: o.workAfter, WorkRate: o.workRate, Hand: o.hand, Predicted: predicted, AutoChose: pl.Kind.String(), AutoWhy: why,
+		Cores: o.cores, Work: o.work, WorkAfter: o.shared().After, WorkPerRank: o.workPerRank, WorkRate: o.workRate, Hand: o.hand, Predicted: predicted, AutoChose: pl.Kind.String(), AutoWhy: why,
 		Fit: fit, pl: pl, launchTimes: times,
 	}
 	if kind.Shape != plan.Auto {
@@ -563,9 +585,10 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 }
 
 // shared is the contention term the flags (or the kept calibration)
-// give.
+// give: an agent's work once up holds its ranks' start, --work-per-rank
+// for each of its --ppn ranks.
 func (o *planOptions) shared() plan.Shared {
-	return plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, Rate: o.workRate}
+	return plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter + o.workPerRank*o.ppn, Rate: o.workRate}
 }
 
 // maxFostered returns the largest number of nodes that name one node as

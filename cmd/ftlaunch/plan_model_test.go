@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ftlaunch/ftlaunch/launch/calibrate"
@@ -107,6 +109,28 @@ func TestPlanKeptModel(t *testing.T) {
 	v = plan("--nodes", "25", "--json")
 	if v["work_rate"] != fit["value"] || v["auto_chose"] == "kary:2" {
 		t.Errorf("auto with the kept rate: work_rate %v, chose %v", v["work_rate"], v["auto_chose"])
+	}
+	// The ranks' start: --work-per-rank P for each of --ppn K ranks is
+	// K·P more of each agent's work once up (as --work-after K·P), the
+	// hosts' mean slots with -H; kept with the calibration, and taken
+	// back for a launch of as many ranks.
+	perRank := func(args ...string) float64 {
+		v := plan(append([]string{"--tree", "kary:4", "--cores", "2", "--rem", "0.15", "--seq", "0", "--work", "0.2", "--json"}, args...)...)
+		return v["predicted_seconds"].(float64)
+	}
+	after := perRank("--nodes", "33", "--work-after", "0.12")
+	if got := perRank("--nodes", "33", "--work-per-rank", "0.03", "--ppn", "4"); math.Abs(got-after) > 1e-9 {
+		t.Errorf("--work-per-rank 0.03 --ppn 4 predicts %v, --work-after 0.12 %v", got, after)
+	}
+	hosts := make([]string, 32)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("h%d:4", i)
+	}
+	if got := perRank("-H", strings.Join(hosts, ","), "--work-per-rank", "0.03"); math.Abs(got-after) > 1e-9 {
+		t.Errorf("-H 32 hosts x 4 slots, --work-per-rank 0.03, predicts %v, want %v", got, after)
+	}
+	if one := perRank("--nodes", "33", "--work-per-rank", "0.03"); !(one < after) {
+		t.Errorf("1 rank per node (%v) not faster than 4 (%v)", one, after)
 	}
 	f := filepath.Join(t.TempDir(), "rem.txt")
 	if err := os.WriteFile(f, []byte("1\n2\n3\n"), 0o644); err != nil {

@@ -55,7 +55,8 @@ type Figure struct {
 // run of its own (chaos/validate-model.sh): launches share Cores CPUs
 // (the hosts share one machine's, as on the emulated cluster), each
 // launch using Work CPU-seconds of them, each agent After more once it is
-// up and Rate cores from then until the launch ends (plan.Shared). Rem
+// up, PerRank more for each rank it starts then, and Rate cores from then
+// until the launch ends (plan.Shared). Rem
 // and Seq are that run's uncontended figures: a lone launch's REM, the
 // parent's serial part beyond the shared CPU and the handoff (a chain's).
 type Shared struct {
@@ -65,13 +66,16 @@ type Shared struct {
 	Seq      float64   `json:"seq_seconds"`
 	Hand     float64   `json:"hand_seconds,omitempty"`
 	After    float64   `json:"work_after_seconds,omitempty"`
+	PerRank  float64   `json:"work_per_rank_seconds,omitempty"`
 	Rate     float64   `json:"work_rate,omitempty"`
 	Measured time.Time `json:"measured"`
 }
 
-// Plan is the term as the model takes it.
-func (s *Shared) Plan() plan.Shared {
-	return plan.Shared{Cores: s.Cores, Work: s.Work, After: s.After, Rate: s.Rate}
+// Plan is the term as the model takes it for a launch of ranksPerAgent
+// ranks on each agent (the mean): an agent's work once up is After plus
+// its ranks' start, PerRank each.
+func (s *Shared) Plan(ranksPerAgent float64) plan.Shared {
+	return plan.Shared{Cores: s.Cores, Work: s.Work, After: s.After + s.PerRank*ranksPerAgent, Rate: s.Rate}
 }
 
 // Choice is the tree --tree auto chose for a launch of Nodes nodes: Tree
@@ -287,7 +291,7 @@ func (c *Calibration) valid() bool {
 			return false
 		}
 	}
-	if s := c.Shared; s != nil && (s.Cores < 1 || s.Work < 0 || s.After < 0 || s.Rate < 0 || s.Rem <= 0 || s.Seq < 0 || s.Hand < 0) {
+	if s := c.Shared; s != nil && (s.Cores < 1 || s.Work < 0 || s.After < 0 || s.PerRank < 0 || s.Rate < 0 || s.Rem <= 0 || s.Seq < 0 || s.Hand < 0) {
 		return false
 	}
 	return true

@@ -243,13 +243,14 @@ type Model struct {
 	Kept  *Calibration
 }
 
-// ModelFor is the model for a launch of n nodes: for test nodes (local)
+// ModelFor is the model for a launch of n nodes (the root included) and
+// ranks ranks: for test nodes (local)
 // a local process start, else the calibration kept for launcher before
 // this launch (never refitted on it: its window's medians, and its
 // shared-CPU term if a calibration run measured one), else the model's
 // defaults. An error says what went wrong reading the kept calibration
 // (with none read, the model is the defaults).
-func ModelFor(launcher string, local bool, n int) (Model, error) {
+func ModelFor(launcher string, local bool, n, ranks int) (Model, error) {
 	if local {
 		// Test nodes: a local process start, not the model's defaults
 		// (which are a remote launch's and made a deeper tree, 3-4x
@@ -268,8 +269,14 @@ func ModelFor(launcher string, local bool, n int) (Model, error) {
 	if sh := k.Shared; sh != nil {
 		// A machine whose hosts share its CPUs: the calibration run's
 		// uncontended figures and its contention term.
-		m.F = plan.Forecast{Seq: sh.Seq, Rem: sh.Rem, Hand: sh.Hand, Shared: sh.Plan()}
-		m.Pred.Source, m.Pred.Cores, m.Pred.Work, m.Pred.After, m.Pred.Rate = "calibration run", sh.Cores, sh.Work, sh.After, sh.Rate
+		// An agent's work once up holds its ranks' start (PerRank
+		// each): the mean over the agents.
+		perAgent := 1.0
+		if n > 1 && ranks > 0 {
+			perAgent = float64(ranks) / float64(n-1)
+		}
+		m.F = plan.Forecast{Seq: sh.Seq, Rem: sh.Rem, Hand: sh.Hand, Shared: sh.Plan(perAgent)}
+		m.Pred.Source, m.Pred.Cores, m.Pred.Work, m.Pred.After, m.Pred.Rate = "calibration run", sh.Cores, sh.Work, m.F.Shared.After, sh.Rate
 	}
 	m.Pred.Seq, m.Pred.Rem, m.Pred.Hand = m.F.Seq, m.F.Rem, m.F.Hand
 	if a := k.Auto; a != nil && a.Nodes == n {

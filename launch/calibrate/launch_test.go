@@ -125,3 +125,38 @@ func TestBreakdown(t *testing.T) {
 		t.Errorf("Breakdown:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestModelForRanks: with a calibration run's term kept, an agent's work
+// once up holds its ranks' start, PerRank for each of the launch's mean
+// ranks per agent, in the forecast and in what the state log keeps.
+func TestModelForRanks(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	sh := &Shared{Cores: 2, Work: 0.2, After: 0.01, PerRank: 0.03, Rate: 0.02, Rem: 0.15, Hand: 0.008, Measured: time.Now()}
+	if _, err := SaveCalibration("ssh", Calibration{Seq: 0.01, Rem: 0.15, Shared: sh}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n, ranks int
+		after    float64
+	}{
+		{n: 33, ranks: 128, after: 0.01 + 4*0.03}, // 32 agents x 4 ranks
+		{n: 33, ranks: 32, after: 0.01 + 0.03},
+		{n: 5, ranks: 6, after: 0.01 + 1.5*0.03}, // the mean
+		{n: 1, ranks: 0, after: 0.01 + 0.03},     // no agents: as one rank
+	} {
+		m, err := ModelFor("ssh", false, c.n, c.ranks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(m.F.Shared.After-c.after) > 1e-12 || math.Abs(m.Pred.After-c.after) > 1e-12 || m.F.Shared.Work != 0.2 || m.F.Shared.Rate != 0.02 {
+			t.Errorf("%d nodes, %d ranks: forecast %+v, kept after %v; want after %v", c.n, c.ranks, m.F.Shared, m.Pred.After, c.after)
+		}
+	}
+	bad := *sh
+	bad.PerRank = -1
+	if _, err := SaveCalibration("ssh", Calibration{Seq: 0.01, Rem: 0.15, Shared: &bad}); err == nil {
+		if k, err := LoadCalibration("ssh"); err == nil && k != nil && k.Shared != nil {
+			t.Errorf("a negative per-rank work was loaded: %+v", k.Shared)
+		}
+	}
+}

@@ -30,10 +30,11 @@ func (fe *frontend) calibrate() {
 	}
 }
 
-// buildPlan builds the launch plan of kind over n nodes (calibrate.Plan)
-// and fixes the model's prediction of this launch for it.
+// buildPlan builds the launch plan of kind over n nodes for the job's
+// ranks (calibrate.Plan) and fixes the model's prediction of this launch
+// for it.
 func (fe *frontend) buildPlan(kind plan.Kind, n int, params plan.Params) (*plan.Plan, error) {
-	m, err := calibrate.ModelFor(fe.opts.Agents.Launcher, !fe.opts.Agents.Remote(), n)
+	m, err := calibrate.ModelFor(fe.opts.Agents.Launcher, !fe.opts.Agents.Remote(), n, fe.opts.N)
 	if err != nil {
 		fe.warnf("launch model: %v (using its defaults)", err)
 	}
