@@ -15,7 +15,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
@@ -54,26 +53,24 @@ func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 // tests that run replica agents in their process.
 func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
 	spec := cfg.Spec
-	st := cfg.Replica.FSM().Copy()
-	job, err := journal.DecodeJob(st.Job.Spec)
+	tk, err := cfg.Takeover()
 	if err != nil {
 		return nil, err
 	}
+	st := tk.State
 	out, logf, err := output.OpenJob(spec.Replica.JobDir, st.Job.Size)
 	if err != nil {
 		return nil, err
 	}
-	// The job is as this root's own agent was told it (its NodeSpec), the
-	// template of what the agents it starts are told: the program, its
-	// environment, MPMD apps, binding and --mpi, the detectors' bounds;
-	// its log is a file, for after the fact: verbose. Not carried over:
-	// the gossip cluster (agents it starts do not join it) and prestaging
-	// (they run the program from its path).
+	// What the agents it starts are told of the job is as this root's own
+	// agent was told it (its NodeSpec: fe.tmpl); its options keep what
+	// the root itself reads of it: the detectors' bounds, the binding for
+	// --verbose; its log is a file, for after the fact: verbose. Not
+	// carried over: the gossip cluster (agents it starts do not join it)
+	// and prestaging (they run the program from its path).
 	opts := Options{
-		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: filepath.Join(spec.Replica.JobDir, output.JobOutput), Verbose: true,
+		N: st.Job.Size, Argv: tk.Job.Argv, Verbose: true, Bind: spec.Bind, Observe: observe,
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
-		Apps: spec.Apps, Bind: spec.Bind, BindShare: spec.BindShare, MPI: spec.MPI,
-		Stdout: logf, Stderr: logf, Observe: observe,
 	}
 	// ctx is the successor's own: the agent that runs it cancels it and
 	// joins the root once its own link ended (launch/agent's
@@ -81,27 +78,12 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	sctx, stop := context.WithCancel(ctx)
 	events := make(chan event, 256)
 	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{}) // successors do not hold
-	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
+	fe.jobStart, fe.ctx, fe.events = tk.Job.Start, sctx, events
 	fe.tree, fe.tmpl = true, spec.Template()
 	fe.tmpl.RootMerge = fe.rootMerge // the root's own setting, as the front-end's (ring.go)
 	fe.replicas.Peers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
-	fail := func(err error) (*Successor, error) {
-		stop()
-		logf.Close()
-		return nil, err
-	}
-	fe.replicaNodes = map[int]bool{}
-	for _, p := range cfg.Peers {
-		fe.replicaNodes[p.Idx] = true
-	}
-	if len(spec.Replica.CA) > 0 {
-		if fe.ca, err = secure.UnmarshalCA(spec.Replica.CA); err != nil {
-			return fail(fmt.Errorf("the job's CA: %w", err))
-		}
-	}
-	if err := fe.resume(st, job, spec.Replica.Placement); err != nil {
-		return fail(err)
-	}
+	fe.replicaNodes, fe.ca = tk.Replicas, tk.CA
+	fe.resume(tk)
 	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{
 		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
 		Go:   fe.goFunc,
@@ -109,12 +91,14 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
 	// Its journal writes on the replica as it is (the job's record is
 	// not written again).
-	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: job})
+	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: tk.Job})
 	if err != nil {
-		return fail(err)
+		stop()
+		logf.Close()
+		return nil, err
 	}
 	fe.journal = journal.GroupOf(j)
-	fe.publishControl(spec.Node, successorAddrs(st, spec.Node))
+	fe.publishControl(spec.Node, tk.Control)
 	s := &Successor{fe: fe, done: make(chan struct{})}
 	fe.warnf("node %s took over as root of job %s after the front-end was lost", spec.Node, st.Job.ID)
 	fe.observe(FailoverDone{Node: spec.Node})
@@ -159,18 +143,11 @@ func (fe *frontend) adoptBound() time.Duration {
 }
 
 // resume sets up the root's view from the replicated state alone
-// (journal.Resume): agents in plan order (the front-end's indexes), their
-// tree, the ranks that ended, the node table, and its planner
+// (launcher.Takeover): agents in plan order (the front-end's indexes),
+// their tree, the ranks that ended, the node table, and its planner
 // (successorPlanner).
-func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]int) error {
-	r, err := journal.Resume(st, fe.opts.N, placement)
-	if err != nil {
-		return err
-	}
-	t, err := recovery.ResumedTree(r)
-	if err != nil {
-		return err
-	}
+func (fe *frontend) resume(tk *launcher.Takeover) {
+	r := tk.Resumed
 	for i, ra := range r.Agents {
 		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
 		if ra.Up {
@@ -179,13 +156,13 @@ func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]i
 		}
 		fe.agents = append(fe.agents, a)
 	}
-	fe.setTree(t)
+	fe.setTree(tk.Tree)
 	for _, x := range r.Ended {
 		fe.ranks[x].status = proto.RankStatus{Rank: x, Code: r.Ranks[x].Code}
 	}
 	fe.liveN = len(fe.agents)
-	fe.rec = fe.successorPlanner(st, job, r)
-	return nil
+	fe.rec = fe.successorPlanner(tk.State, tk.Job, r)
+	fe.colls.SetEpoch(tk.CollEpoch)
 }
 
 // successorPlanner is the planner of a root that took over
@@ -209,9 +186,6 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 		if n := p.AgentNode(i); n != "" {
 			a.name = n // on a spare
 		}
-	}
-	if rec, ok := recovery.CheckpointOf(st); ok {
-		fe.colls.SetEpoch(rec.Epoch)
 	}
 	return p
 }
@@ -257,18 +231,17 @@ func (fe *frontend) startChildren(missing []int) {
 // out its answer on the connection the agent asked on.
 func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	idx := req.Hello.Idx
-	name, _ := secure.PeerName(req.Conn)
-	inc := req.Incarnation()
-	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc, Name: name}
-	a := askedBy(fe.agents, idx, name, inc)
-	if a != nil {
+	ev := recovery.AdoptAsked{Agent: idx, Incarnation: req.Incarnation(), Name: req.Name()}
+	var a *agentHandle // the agent asking, if it is one of the job's (launcher.AdoptRequest.From)
+	if idx >= 0 && idx < len(fe.agents) && req.From(fe.agents[idx].name, fe.agents[idx].inc) {
+		a = fe.agents[idx]
 		ev.Known, ev.Linked = true, a.link != nil
 	}
 	for _, act := range fe.decide(ev) {
 		switch act := act.(type) {
 		case recovery.Adopt:
 			if act.Orphan {
-				fe.adoptAsOrphan(req, a, inc)
+				fe.adoptAsOrphan(req, a, ev.Incarnation)
 			} else {
 				fe.adoptChild(req, a)
 			}
@@ -279,25 +252,6 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 			fe.carryOut([]recovery.Action{act})
 		}
 	}
-}
-
-// askedBy is the agent a request for adoption comes from, if it is one of
-// the job's: agent idx on its node (name, the peer's certificate), or an
-// older incarnation of it (inc) on any node of the job: an agent started
-// again on a spare node has another name, and its lost incarnation,
-// back from a partition, must still learn that it was fenced (chaos-spare
-// seed 16243476037500135233: node006's incarnation 1, refused as unknown
-// while node007 ran incarnation 2, sought a root until the job ended).
-// An older incarnation is never adopted (the planner refuses it), so
-// taking one for the agent can only fence it.
-func askedBy(agents []*agentHandle, idx int, name string, inc uint64) *agentHandle {
-	if idx < 0 || idx >= len(agents) || name == "" {
-		return nil
-	}
-	if a := agents[idx]; a.name == name || max(inc, 1) < max(a.inc, 1) {
-		return a
-	}
-	return nil
 }
 
 // adoptChild carries out the planner's Adopt of a child of the lost root:
