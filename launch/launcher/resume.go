@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -108,4 +109,22 @@ func TakeoverOf(st *raftstore.State, spec *proto.NodeSpec, peers []proto.PeerAdd
 		tk.CollEpoch = rec.Epoch
 	}
 	return tk, nil
+}
+
+// ProbeGone looks, once, on goroutines of goFunc (which joins them),
+// whether the agents of the replica peers among agents are gone: a
+// refused connection to a peer's address says so at once, and gone is
+// told why. One that is up, or does not answer (perhaps cut off), is left
+// to the adoption's bound.
+func ProbeGone(ctx context.Context, peers []proto.PeerAddr, agents []int, goFunc func(func()), gone func(idx int, why error)) {
+	for _, p := range peers {
+		if !slices.Contains(agents, p.Idx) {
+			continue
+		}
+		goFunc(func() {
+			if proto.Refused(ctx, p.Addr) {
+				gone(p.Idx, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", p.Addr))
+			}
+		})
+	}
 }

@@ -1,8 +1,11 @@
 package launcher
 
 import (
+	"context"
 	"encoding/json"
+	"net"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,5 +87,37 @@ func TestTakeover(t *testing.T) {
 	st.Plan = raftstore.Plan{}
 	if _, err := TakeoverOf(st, &proto.NodeSpec{Node: "n0"}, nil); err == nil {
 		t.Error("no plan: no error")
+	}
+}
+
+// TestProbeGone: a successor learns at once that a replica peer's agent
+// is gone when its address refuses connections; a peer that listens, or
+// one the planner did not name, is left to the adoption's bound.
+func TestProbeGone(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close() // nothing listens there any more: refused
+	peers := []proto.PeerAddr{{Idx: 1, Addr: up.Addr().String()}, {Idx: 2, Addr: closed.Addr().String()}, {Idx: 3, Addr: closed.Addr().String()}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var gone []int
+	ProbeGone(context.Background(), peers, []int{1, 2}, func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}, func(idx int, why error) {
+		mu.Lock()
+		defer mu.Unlock()
+		gone = append(gone, idx)
+	})
+	wg.Wait()
+	if !reflect.DeepEqual(gone, []int{2}) {
+		t.Fatalf("gone %v, want [2]", gone)
 	}
 }

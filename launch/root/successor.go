@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -168,8 +167,7 @@ func (fe *frontend) resume(tk *launcher.Takeover) {
 // successorPlanner is the planner of a root that took over
 // (recovery.ResumedPlanner), under the job's policy as its record has it; the
 // root takes from it the agents relaunched before (their
-// incarnation and node, a spare's) and the epoch its collectives count
-// under.
+// incarnation and node, a spare's).
 func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts, fe.opts.Spares = job.MaxRestarts, job.Spares
@@ -190,14 +188,14 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 	return p
 }
 
-// resumeLaunch probes the replica peers and starts the root's children
-// the planner names (recovery.ProbePeers, StartChildren): the front-end
-// had not started them.
+// resumeLaunch probes the replica peers (launcher.ProbeGone) and starts
+// the root's children the planner names (recovery.ProbePeers,
+// StartChildren): the front-end had not started them.
 func (fe *frontend) resumeLaunch() {
 	for _, act := range fe.decide(recovery.StartDue{}) {
 		switch act := act.(type) {
 		case recovery.ProbePeers:
-			fe.probeReplicaPeers(act.Agents)
+			launcher.ProbeGone(fe.ctx, fe.replicas.Peers, act.Agents, fe.goFunc, func(x int, why error) { fe.put(evPeerGone{x, why}) })
 		case recovery.StartChildren:
 			fe.startChildren(act.Agents)
 		}
@@ -310,23 +308,6 @@ type evPeerGone struct {
 }
 
 func (evPeerGone) isRootEvent() {}
-
-// probeReplicaPeers looks, once, whether the agents of the replica peers
-// the planner names (recovery.ProbePeers) are gone: a refused connection
-// says so at once.
-func (fe *frontend) probeReplicaPeers(agents []int) {
-	for _, p := range fe.replicas.Peers {
-		if !slices.Contains(agents, p.Idx) {
-			continue
-		}
-		fe.goFunc(func() {
-			if !proto.Refused(fe.ctx, p.Addr) {
-				return // up, or no answer (perhaps cut off): the adoption's bound decides
-			}
-			fe.put(evPeerGone{p.Idx, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", p.Addr)})
-		})
-	}
-}
 
 // goneAtOnce declares lost, at once, the replica agents gone whose loss
 // the planner decides (recovery.PeersGone → PeersLost).
