@@ -141,6 +141,21 @@ func (l *Launcher) StartAgain(ctx context.Context, cs []proto.ChildSpec, goFunc 
 	}
 }
 
+// IssueRoot makes a job's CA and, issued by it, the front-end root's
+// credentials (proto.RootName), which its listener and its replica's
+// transport present.
+func IssueRoot(job string) (*secure.CA, *secure.Credentials, error) {
+	ca, err := secure.NewJobCA(job)
+	if err != nil {
+		return nil, nil, fmt.Errorf("job credentials: %w", err)
+	}
+	creds, err := ca.Issue(proto.RootName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("job credentials: %w", err)
+	}
+	return ca, creds, nil
+}
+
 // RootStart is how a front-end's root starts its children (StartRoot).
 type RootStart struct {
 	Creds    *secure.Credentials // the root's, for its listener

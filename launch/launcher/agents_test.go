@@ -69,3 +69,18 @@ func TestTreeKind(t *testing.T) {
 		}
 	}
 }
+
+// TestIssueRoot: the front-end's credentials are the root's, of the job,
+// issued by the job's CA (which issues the agents' too).
+func TestIssueRoot(t *testing.T) {
+	ca, creds, err := IssueRoot("ft-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.JobID() != "ft-1" || creds.JobID() != "ft-1" || creds.Name() != proto.RootName {
+		t.Fatalf("CA of job %q, credentials of %q for %q; want job ft-1, %s", ca.JobID(), creds.JobID(), creds.Name(), proto.RootName)
+	}
+	if _, _, err := IssueRoot(""); err == nil {
+		t.Fatal("a job without an ID: no error")
+	}
+}

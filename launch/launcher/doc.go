@@ -6,7 +6,7 @@
 // the agent both start agents through it (the root its first level, an
 // agent its children, a successor the children the front-end had not
 // started), and it holds what they share about a successor root
-// (ResumeConfig).
+// (ResumeConfig, and the job it takes over: Takeover).
 //
 // Goroutines: Launcher.Run (until every start reported, or its context),
 // AcceptLoop (until its listener closes; it joins its handshakes).

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
@@ -60,13 +59,4 @@ func (fe *frontend) controlRequest(ev evControl) {
 		fe.step(recovery.Signaled{Signal: sig, From: ev.req.From, Cancel: ev.req.Op == proto.OpCancel})
 	}
 	ev.reply <- ack
-}
-
-// successorAddrs are where a successor takes control connections: its
-// own agent's listener, as the replicated state records it.
-func successorAddrs(st *raftstore.State, node string) []string {
-	if ag, ok := st.Agents[node]; ok && ag.Addr != "" {
-		return []string{ag.Addr}
-	}
-	return nil
 }

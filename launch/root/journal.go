@@ -7,12 +7,12 @@ package root
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"os"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/recovery"
@@ -74,21 +74,13 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	})
 }
 
-// issueRoot makes the job's CA and the front-end's credentials (once).
-func (fe *frontend) issueRoot() error {
-	if fe.ca != nil {
-		return nil
+// issueRoot makes the job's CA and the front-end's credentials (once:
+// launcher.IssueRoot).
+func (fe *frontend) issueRoot() (err error) {
+	if fe.ca == nil {
+		fe.ca, fe.rootCreds, err = launcher.IssueRoot(fe.jobID)
 	}
-	ca, err := secure.NewJobCA(fe.jobID)
-	if err != nil {
-		return fmt.Errorf("job credentials: %w", err)
-	}
-	creds, err := ca.Issue(proto.RootName)
-	if err != nil {
-		return fmt.Errorf("job credentials: %w", err)
-	}
-	fe.ca, fe.rootCreds = ca, creds
-	return nil
+	return err
 }
 
 // journalConfig configures the job's state log (journal.FrontEndConfig):

@@ -206,10 +206,10 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		fe.flushStdin() // what stdin gave before it came up
 	}
 	now := time.Now()
-	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Incarnation: a.inc, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.startedBy()})
+	fe.journal.AgentUp(journal.AgentUp{Node: a.name, Incarnation: a.inc, Addr: up.Addr, Launched: now.Add(-up.Up), SSH: up.SSH, Connected: now, Start: fe.opts.Agents.StartedBy()})
 	fe.agentsUp++
 	fe.showProgress()
-	fe.verbosef("node %s: agent up (%s)", a.name, launcher.UpWords(a.local, fe.startedBy(), up))
+	fe.verbosef("node %s: agent up (%s)", a.name, launcher.UpWords(a.local, fe.opts.Agents.StartedBy(), up))
 	// A replicated root's children learn where the replica agents are:
 	// one of them adopts them if the front-end dies.
 	if len(fe.replicaNodes) > 0 {
@@ -294,15 +294,11 @@ func (fe *frontend) launchReport() {
 		fe.calibrate()
 	}
 	if fe.opts.Verbose {
-		for _, l := range calibrate.Breakdown(fe.starts(), fe.launchBegan, fe.startedBy()) {
+		for _, l := range calibrate.Breakdown(fe.starts(), fe.launchBegan, fe.opts.Agents.StartedBy()) {
 			fe.verbosef("%s", l)
 		}
 	}
 }
-
-// startedBy names how the job's agents are started
-// (launcher.Agents.StartedBy).
-func (fe *frontend) startedBy() string { return fe.opts.Agents.StartedBy() }
 
 // launchFailed handles an agent that could not be started: the planner
 // decides that it and the agents below it never run (LoseSubtree, with

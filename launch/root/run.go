@@ -4,8 +4,6 @@ package root
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -35,7 +33,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	if opts.KillAfter <= 0 {
 		opts.KillAfter = 5 * time.Second
 	}
-	fe := newFrontend(roleFrontEnd, opts, output.NewWriter(opts.Stdout, opts.Stderr, opts.Label), newJobID(),
+	fe := newFrontend(roleFrontEnd, opts, output.NewWriter(opts.Stdout, opts.Stderr, opts.Label), journal.NewJobID(),
 		testHooks{holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv)})
 	fe.local = local
 	fe.slots = opts.Placement.Slots()
@@ -131,10 +129,4 @@ func (fe *frontend) put(ev event) bool {
 	case <-fe.ctx.Done():
 		return false
 	}
-}
-
-func newJobID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "ft-" + hex.EncodeToString(b[:])
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
-	"github.com/ftlaunch/ftlaunch/overlay/secure"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
@@ -54,26 +52,24 @@ func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 // tests that run replica agents in their process.
 func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
 	spec := cfg.Spec
-	st := cfg.Replica.FSM().Copy()
-	job, err := journal.DecodeJob(st.Job.Spec)
+	tk, err := cfg.Takeover()
 	if err != nil {
 		return nil, err
 	}
+	st := tk.State
 	out, logf, err := output.OpenJob(spec.Replica.JobDir, st.Job.Size)
 	if err != nil {
 		return nil, err
 	}
-	// The job is as this root's own agent was told it (its NodeSpec), the
-	// template of what the agents it starts are told: the program, its
-	// environment, MPMD apps, binding and --mpi, the detectors' bounds;
-	// its log is a file, for after the fact: verbose. Not carried over:
-	// the gossip cluster (agents it starts do not join it) and prestaging
-	// (they run the program from its path).
+	// What the agents it starts are told of the job is as this root's own
+	// agent was told it (its NodeSpec: fe.tmpl); its options keep what
+	// the root itself reads of it: the detectors' bounds, the binding for
+	// --verbose; its log is a file, for after the fact: verbose. Not
+	// carried over: the gossip cluster (agents it starts do not join it)
+	// and prestaging (they run the program from its path).
 	opts := Options{
-		N: st.Job.Size, Argv: job.Argv, Env: spec.Env, Wdir: spec.Wdir, Label: true, OutputDir: filepath.Join(spec.Replica.JobDir, output.JobOutput), Verbose: true,
+		N: st.Job.Size, Argv: tk.Job.Argv, Verbose: true, Bind: spec.Bind, Observe: observe,
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
-		Apps: spec.Apps, Bind: spec.Bind, BindShare: spec.BindShare, MPI: spec.MPI,
-		Stdout: logf, Stderr: logf, Observe: observe,
 	}
 	// ctx is the successor's own: the agent that runs it cancels it and
 	// joins the root once its own link ended (launch/agent's
@@ -81,27 +77,12 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	sctx, stop := context.WithCancel(ctx)
 	events := make(chan event, 256)
 	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{}) // successors do not hold
-	fe.jobStart, fe.ctx, fe.events = job.Start, sctx, events
+	fe.jobStart, fe.ctx, fe.events = tk.Job.Start, sctx, events
 	fe.tree, fe.tmpl = true, spec.Template()
 	fe.tmpl.RootMerge = fe.rootMerge // the root's own setting, as the front-end's (ring.go)
 	fe.replicas.Peers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
-	fail := func(err error) (*Successor, error) {
-		stop()
-		logf.Close()
-		return nil, err
-	}
-	fe.replicaNodes = map[int]bool{}
-	for _, p := range cfg.Peers {
-		fe.replicaNodes[p.Idx] = true
-	}
-	if len(spec.Replica.CA) > 0 {
-		if fe.ca, err = secure.UnmarshalCA(spec.Replica.CA); err != nil {
-			return fail(fmt.Errorf("the job's CA: %w", err))
-		}
-	}
-	if err := fe.resume(st, job, spec.Replica.Placement); err != nil {
-		return fail(err)
-	}
+	fe.replicaNodes, fe.ca = tk.Replicas, tk.CA
+	fe.resume(tk)
 	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{
 		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
 		Go:   fe.goFunc,
@@ -109,12 +90,14 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
 	// Its journal writes on the replica as it is (the job's record is
 	// not written again).
-	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: job})
+	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: tk.Job})
 	if err != nil {
-		return fail(err)
+		stop()
+		logf.Close()
+		return nil, err
 	}
 	fe.journal = journal.GroupOf(j)
-	fe.publishControl(spec.Node, successorAddrs(st, spec.Node))
+	fe.publishControl(spec.Node, tk.Control)
 	s := &Successor{fe: fe, done: make(chan struct{})}
 	fe.warnf("node %s took over as root of job %s after the front-end was lost", spec.Node, st.Job.ID)
 	fe.observe(FailoverDone{Node: spec.Node})
@@ -159,18 +142,11 @@ func (fe *frontend) adoptBound() time.Duration {
 }
 
 // resume sets up the root's view from the replicated state alone
-// (journal.Resume): agents in plan order (the front-end's indexes), their
-// tree, the ranks that ended, the node table, and its planner
+// (launcher.Takeover): agents in plan order (the front-end's indexes),
+// their tree, the ranks that ended, the node table, and its planner
 // (successorPlanner).
-func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]int) error {
-	r, err := journal.Resume(st, fe.opts.N, placement)
-	if err != nil {
-		return err
-	}
-	t, err := recovery.ResumedTree(r)
-	if err != nil {
-		return err
-	}
+func (fe *frontend) resume(tk *launcher.Takeover) {
+	r := tk.Resumed
 	for i, ra := range r.Agents {
 		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
 		if ra.Up {
@@ -179,20 +155,19 @@ func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]i
 		}
 		fe.agents = append(fe.agents, a)
 	}
-	fe.setTree(t)
+	fe.setTree(tk.Tree)
 	for _, x := range r.Ended {
 		fe.ranks[x].status = proto.RankStatus{Rank: x, Code: r.Ranks[x].Code}
 	}
 	fe.liveN = len(fe.agents)
-	fe.rec = fe.successorPlanner(st, job, r)
-	return nil
+	fe.rec = fe.successorPlanner(tk.State, tk.Job, r)
+	fe.colls.SetEpoch(tk.CollEpoch)
 }
 
 // successorPlanner is the planner of a root that took over
 // (recovery.ResumedPlanner), under the job's policy as its record has it; the
 // root takes from it the agents relaunched before (their
-// incarnation and node, a spare's) and the epoch its collectives count
-// under.
+// incarnation and node, a spare's).
 func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts, fe.opts.Spares = job.MaxRestarts, job.Spares
@@ -210,20 +185,17 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 			a.name = n // on a spare
 		}
 	}
-	if rec, ok := recovery.CheckpointOf(st); ok {
-		fe.colls.SetEpoch(rec.Epoch)
-	}
 	return p
 }
 
-// resumeLaunch probes the replica peers and starts the root's children
-// the planner names (recovery.ProbePeers, StartChildren): the front-end
-// had not started them.
+// resumeLaunch probes the replica peers (launcher.ProbeGone) and starts
+// the root's children the planner names (recovery.ProbePeers,
+// StartChildren): the front-end had not started them.
 func (fe *frontend) resumeLaunch() {
 	for _, act := range fe.decide(recovery.StartDue{}) {
 		switch act := act.(type) {
 		case recovery.ProbePeers:
-			fe.probeReplicaPeers(act.Agents)
+			launcher.ProbeGone(fe.ctx, fe.replicas.Peers, act.Agents, fe.goFunc, func(x int, why error) { fe.put(evPeerGone{x, why}) })
 		case recovery.StartChildren:
 			fe.startChildren(act.Agents)
 		}
@@ -257,18 +229,17 @@ func (fe *frontend) startChildren(missing []int) {
 // out its answer on the connection the agent asked on.
 func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	idx := req.Hello.Idx
-	name, _ := secure.PeerName(req.Conn)
-	inc := req.Incarnation()
-	ev := recovery.AdoptAsked{Agent: idx, Incarnation: inc, Name: name}
-	a := askedBy(fe.agents, idx, name, inc)
-	if a != nil {
+	ev := recovery.AdoptAsked{Agent: idx, Incarnation: req.Incarnation(), Name: req.Name()}
+	var a *agentHandle // the agent asking, if it is one of the job's (launcher.AdoptRequest.From)
+	if idx >= 0 && idx < len(fe.agents) && req.From(fe.agents[idx].name, fe.agents[idx].inc) {
+		a = fe.agents[idx]
 		ev.Known, ev.Linked = true, a.link != nil
 	}
 	for _, act := range fe.decide(ev) {
 		switch act := act.(type) {
 		case recovery.Adopt:
 			if act.Orphan {
-				fe.adoptAsOrphan(req, a, inc)
+				fe.adoptAsOrphan(req, a, ev.Incarnation)
 			} else {
 				fe.adoptChild(req, a)
 			}
@@ -279,25 +250,6 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 			fe.carryOut([]recovery.Action{act})
 		}
 	}
-}
-
-// askedBy is the agent a request for adoption comes from, if it is one of
-// the job's: agent idx on its node (name, the peer's certificate), or an
-// older incarnation of it (inc) on any node of the job: an agent started
-// again on a spare node has another name, and its lost incarnation,
-// back from a partition, must still learn that it was fenced (chaos-spare
-// seed 16243476037500135233: node006's incarnation 1, refused as unknown
-// while node007 ran incarnation 2, sought a root until the job ended).
-// An older incarnation is never adopted (the planner refuses it), so
-// taking one for the agent can only fence it.
-func askedBy(agents []*agentHandle, idx int, name string, inc uint64) *agentHandle {
-	if idx < 0 || idx >= len(agents) || name == "" {
-		return nil
-	}
-	if a := agents[idx]; a.name == name || max(inc, 1) < max(a.inc, 1) {
-		return a
-	}
-	return nil
 }
 
 // adoptChild carries out the planner's Adopt of a child of the lost root:
@@ -356,23 +308,6 @@ type evPeerGone struct {
 }
 
 func (evPeerGone) isRootEvent() {}
-
-// probeReplicaPeers looks, once, whether the agents of the replica peers
-// the planner names (recovery.ProbePeers) are gone: a refused connection
-// says so at once.
-func (fe *frontend) probeReplicaPeers(agents []int) {
-	for _, p := range fe.replicas.Peers {
-		if !slices.Contains(agents, p.Idx) {
-			continue
-		}
-		fe.goFunc(func() {
-			if !proto.Refused(fe.ctx, p.Addr) {
-				return // up, or no answer (perhaps cut off): the adoption's bound decides
-			}
-			fe.put(evPeerGone{p.Idx, fmt.Errorf("it did not ask the new root to adopt it and its address %s refuses connections: its agent is gone", p.Addr)})
-		})
-	}
-}
 
 // goneAtOnce declares lost, at once, the replica agents gone whose loss
 // the planner decides (recovery.PeersGone → PeersLost).
