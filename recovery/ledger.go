@@ -17,7 +17,7 @@ import (
 //     every rank whose end is older than the restart) counts as running
 //     again ("revived"): its end is not the rank's;
 //   - the ranks of an agent that is gone are counted as ended
-//     (RanksAbandoned), and revived if the agent is started again;
+//     (LoseSubtree.Abandoned), and revived if the agent is started again;
 //   - once the job is terminated (Terminate), the ranks revived for a
 //     restart that did not start them count as ended again, as they ended
 //     before; one that starts after that (RankStarted, Fresh) is running
@@ -259,13 +259,19 @@ func (p *Planner) started(ev RankStarted) {
 	lr.revived = false
 }
 
-// abandoned counts the ranks of an agent that is gone as ended.
-func (p *Planner) abandoned(ev RanksAbandoned) {
-	for _, r := range ev.Ranks {
-		if r >= 0 && r < len(p.led.ranks) && !p.led.ranks[r].ended {
-			p.countEnd(r, 0, true)
+// abandon counts the ranks of agents that are gone that had not ended as
+// ended, and lists them (by agent, in rank order).
+func (p *Planner) abandon(agents []int) []int {
+	var gone []int
+	for _, a := range agents {
+		for r := range p.ranks {
+			if p.ranks[r].agent == a && !p.led.ranks[r].ended {
+				p.countEnd(r, 0, true)
+				gone = append(gone, r)
+			}
 		}
 	}
+	return gone
 }
 
 // settleOwed hands out the ranks owed a restart, in rank order, and
@@ -365,9 +371,3 @@ func (p *Planner) ranksStarted(ev RanksStarted) []Action {
 	}
 	return acts
 }
-
-// RanksAbandoned: the root counts the ranks of an agent that is gone as
-// ended (lost with it, or never started).
-type RanksAbandoned struct{ Ranks []int }
-
-func (RanksAbandoned) isEvent() {}

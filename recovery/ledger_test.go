@@ -128,14 +128,13 @@ func TestLedger(t *testing.T) {
 		{
 			name:   "the ranks of an agent gone are ended once, whatever is said again",
 			cfg:    ledgerConfig(None),
-			events: []Event{RanksAbandoned{Ranks: []int{2, 3}}, RanksAbandoned{Ranks: []int{3}}},
+			events: []Event{LinkLost{Agent: 1, Err: "link ended"}, LinkLost{Agent: 1, Err: "link ended"}},
 			ended:  []int{2, 3},
 		},
 		{
 			name: "the ranks of an agent started again run again, and are named",
 			cfg:  ledgerConfig(Rank),
-			events: []Event{RanksAbandoned{Ranks: []int{2, 3}},
-				AgentLost{Agent: 1, Node: "n1", Err: "link ended"}, Relaunched{Agent: 1, Incarnation: 2},
+			events: []Event{LinkLost{Agent: 1, Err: "link ended"}, Relaunched{Agent: 1, Incarnation: 2},
 				FenceDone{Agent: 1, Node: "n1", Incarnation: 1}},
 			ended:     nil,
 			recovered: []RankInc{{Rank: 2, Incarnation: 2}, {Rank: 3, Incarnation: 2}},
@@ -143,7 +142,13 @@ func TestLedger(t *testing.T) {
 		{
 			name:   "the ranks of an agent whose loss ends the job stay ended",
 			cfg:    ledgerConfig(None),
-			events: []Event{RanksAbandoned{Ranks: []int{2, 3}}, AgentLost{Agent: 1, Node: "n1", Err: "link ended"}},
+			events: []Event{LinkLost{Agent: 1, Err: "link ended"}},
+			ended:  []int{2, 3},
+		},
+		{
+			name:   "a rank that ended before its agent was lost is not abandoned again",
+			cfg:    ledgerConfig(None),
+			events: []Event{clean(3), LinkLost{Agent: 1, Err: "link ended"}},
 			ended:  []int{2, 3},
 		},
 	} {

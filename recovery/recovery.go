@@ -324,9 +324,6 @@ func (p *Planner) Step(ev Event) []Action {
 		acts := p.agentLost(ev)
 		p.reviveRelaunched(ev.Agent)
 		return acts
-	case RanksAbandoned:
-		p.abandoned(ev)
-		return nil
 	case Relaunched, RelaunchFailed:
 		return p.relaunchStep(ev)
 	case LaunchFailed:
@@ -519,8 +516,10 @@ type RankAborted struct {
 	Failed bool
 }
 
-// AgentLost: an agent's link ended before it said it was done (told by the
-// link itself, or by its parent), or it went with an agent above it.
+// AgentLost: an agent's link ended before it said it was done, or it went
+// with an agent above it. The planner steps it itself for each agent of a
+// loss once the loss is settled (Lost, after LinkLost and the orphans'
+// wait); the root never does.
 type AgentLost struct {
 	Agent int // its index
 	// Incarnation is the agent incarnation that was lost (1: the first
