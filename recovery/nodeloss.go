@@ -200,11 +200,7 @@ func (p *Planner) closeSubtree(a int, keep map[int]bool, never string) []Action 
 		return nil
 	}
 	ls.NeverStarted, ls.Ending = never, p.Ending()
-	gone := ls.Lost
-	if never != "" {
-		gone = ls.Closed
-	}
-	ls.Abandoned = p.abandon(gone)
+	ls.Abandoned = p.abandon(ls)
 	return append([]Action{ls}, fences...)
 }
 
@@ -430,6 +426,14 @@ type MoveFailed struct {
 	Agent, Parent int
 	Err           string
 	Undo          bool
+}
+
+// Reason is how the ranks of Abandoned ended, as the root records it.
+func (ls LoseSubtree) Reason() string {
+	if ls.NeverStarted != "" {
+		return "never started: " + ls.NeverStarted
+	}
+	return "lost with its agent"
 }
 
 func (LoseSubtree) isAction()    {}

@@ -82,17 +82,17 @@ func (p *Planner) endedByUser(ev RankExited) []Action {
 	return p.endJob(128+ev.Signal, Reason{Kind: ReasonSignalRank, Rank: ev.Rank, Signal: ev.Signal})
 }
 
-// NotItsFailure reports whether the end ev of a rank is not a failure of
+// notItsFailure reports whether the end ev of a rank is not a failure of
 // its own, for the job's summary of failed ranks: the rank was skipped
 // (never started), killed by the user's signal (after, the status once ev
 // was stepped, names it as the job's end), or killed by the termination
 // the job's end started (SIGTERM, SIGKILL, or the user's signal the end
 // forwards) while the job was ending (before: the status before ev).
-func NotItsFailure(ev RankExited, skipped bool, before, after Status) bool {
+func notItsFailure(ev RankExited, before, after Status) bool {
 	s := ev.Signal
 	byEnd := before.Ending() && (s == int(syscall.SIGTERM) || s == int(syscall.SIGKILL) || before.EndSignal != 0 && s == before.EndSignal)
 	byUser := after.Failure != nil && after.Failure.Why.Kind == ReasonSignalRank && after.Failure.Why.Rank == ev.Rank
-	return byEnd || skipped || byUser
+	return byEnd || ev.Skipped || byUser
 }
 
 // signalWords says how the user's signal ends the job (ReasonSignal,

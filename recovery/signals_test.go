@@ -77,7 +77,8 @@ func TestNotItsFailure(t *testing.T) {
 		{"killed by ftlaunch kill's signal", RankExited{Rank: 2, Signal: 10}, false, running, byUser, true},
 		{"another rank, as the user's signal ends the job", RankExited{Rank: 3, Signal: 11}, false, running, byUser, false},
 	} {
-		if got := NotItsFailure(c.ev, c.skipped, c.before, c.after); got != c.want {
+		c.ev.Skipped = c.skipped
+		if got := notItsFailure(c.ev, c.before, c.after); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

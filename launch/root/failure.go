@@ -18,27 +18,18 @@ import (
 // rankEnded records a rank's end; the planner decides what a failure
 // does to the job.
 func (fe *frontend) rankEnded(st proto.RankStatus) {
-	rs := &fe.ranks[st.Rank]
-	rs.status = st
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
-	ev := exitEvent(st, fe.nodeOf(st.Rank))
-	before := fe.status()
-	if !ev.Clean() && before.Phase == recovery.Running {
+	ev := recovery.RankExited{Rank: st.Rank, Incarnation: st.Incarnation, Node: fe.nodeOf(st.Rank), Code: st.Code, Signal: st.Signal, Reason: st.Reason, Skipped: st.Skipped}
+	if !ev.Clean() && fe.status().Phase == recovery.Running {
 		fe.failedAt = time.Now()
 	}
 	// The planner counts the end in its ledger (recovery/ledger.go), and
 	// counts the rank as running again if it starts it again; a rank
 	// killed by the user's signal ends the job as the user's.
 	fe.step(ev)
-	rs.byFrontend = recovery.NotItsFailure(ev, st.Skipped, before, fe.status())
 	if ev.Clean() {
 		fe.checkStranded()
 	}
-}
-
-// exitEvent is a rank's end as the planner takes it.
-func exitEvent(st proto.RankStatus, node string) recovery.RankExited {
-	return recovery.RankExited{Rank: st.Rank, Incarnation: st.Incarnation, Node: node, Code: st.Code, Signal: st.Signal, Reason: st.Reason}
 }
 
 // checkStranded tells the planner which collectives the root waits in:

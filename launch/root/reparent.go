@@ -44,19 +44,12 @@ func (fe *frontend) awaitOrphans(act recovery.AwaitOrphans) {
 
 // loseSubtree carries out the planner's LoseSubtree: the links of
 // act.Closed are gone (the planner's), and the ranks of act.Abandoned,
-// counted as ended by the planner, are recorded as ended with their agent
-// (their end is not the job's failure while it ends, nor for agents never
-// started: the launch's failure is the report). The agents of act.Lost are
-// killed where the root can, with their ranks on this machine (the
-// planner's Fence follows).
+// counted as ended by the planner, are recorded as ended with their
+// agent. The agents of act.Lost are killed where the root can, with their
+// ranks on this machine (the planner's Fence follows).
 func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
-	reason := "lost with its agent"
-	if act.NeverStarted != "" {
-		reason = "never started: " + act.NeverStarted
-	}
 	for _, r := range act.Abandoned {
-		fe.ranks[r] = rankState{status: proto.RankStatus{Rank: r, Code: ExitLauncher, Reason: reason}, byFrontend: act.Ending || act.NeverStarted != ""}
-		fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: reason})
+		fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: act.Reason()})
 	}
 	if act.NeverStarted != "" {
 		return

@@ -180,9 +180,6 @@ func (fe *frontend) resume(st *raftstore.State, job journal.Job, placement [][]i
 		fe.agents = append(fe.agents, a)
 	}
 	fe.setTree(t)
-	for _, x := range r.Ended {
-		fe.ranks[x].status = proto.RankStatus{Rank: x, Code: r.Ranks[x].Code}
-	}
 	fe.liveN = len(fe.agents)
 	fe.rec = fe.successorPlanner(st, job, r)
 	return nil
