@@ -17,16 +17,26 @@ import (
 // SIGKILL end the job too, and ftlaunch cancel ends it as SIGTERM does;
 // another signal sent with ftlaunch kill is delivered, and a rank it
 // kills was ended by the user: the job ends as the user's signal, not as
-// a failure to recover.
+// a failure to recover. A replicated front-end that can leave the job to
+// its root replicas (Detach) does so on SIGHUP once their group is up,
+// unless the job is ending; before, SIGHUP ends the job, with a warning.
 
 // Signaled: the user sent Signal: to the front-end (its terminal: From
 // is ""), with ftlaunch kill (From: who sent it), or asked ftlaunch cancel
-// (Cancel; Signal is SIGTERM).
+// (Cancel; Signal is SIGTERM). Detach: the front-end can leave a
+// replicated job to its root replicas (Options.Detach); GroupUp: their
+// group is up (every replica, and the root's children know where they
+// are), as the root found it on SIGHUP.
 type Signaled struct {
-	Signal int
-	From   string
-	Cancel bool
+	Signal          int
+	From            string
+	Cancel          bool
+	Detach, GroupUp bool
 }
+
+// Detach: the front-end leaves the job to its root replicas (one of them
+// takes the root over); it ends its process.
+type Detach struct{}
 
 // SignalRanks: send Signal to every rank (the user's, as Signaled said;
 // Ends: it ends the job).
@@ -46,10 +56,18 @@ type KillRanks struct {
 
 func (SignalRanks) isAction() {}
 func (KillRanks) isAction()   {}
+func (Detach) isAction()      {}
 
 // signaled decides what the user's signal does.
 func (p *Planner) signaled(ev Signaled) []Action {
 	s := syscall.Signal(ev.Signal)
+	if s == syscall.SIGHUP && ev.Detach && !p.Ending() {
+		if ev.GroupUp {
+			return []Action{Detach{}}
+		}
+		early := Reason{Kind: ReasonDetachEarly, Rank: NoRank, Signal: ev.Signal}
+		return append([]Action{Report{Why: early}}, p.signaled(Signaled{Signal: ev.Signal, From: ev.From, Cancel: ev.Cancel})...)
+	}
 	ends := ev.Cancel || s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGHUP ||
 		ev.From != "" && (s == syscall.SIGQUIT || s == syscall.SIGKILL)
 	switch {
