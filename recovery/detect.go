@@ -38,12 +38,10 @@ const AdoptQuiet = 2 * time.Second
 type GossipDead struct {
 	Agent       int
 	Incarnation uint64 // gossip's (0: the first)
-	// Linked: the root holds a link to it (a child of the root's).
+	// Linked: the root holds a link to it (a child of the root's). Since
+	// is how long ago this root began (a successor: took over).
 	Linked bool
-	// Unadopted: a successor's child of the root that has not asked for
-	// adoption; Since is how long ago the successor took over.
-	Unadopted bool
-	Since     time.Duration
+	Since  time.Duration
 	// Quiet is how long its link has been quiet, Left how much longer it
 	// must be for the silence to confirm a death (≤ 0: confirmed).
 	Quiet, Left time.Duration
@@ -102,7 +100,8 @@ func (p *Planner) gossipDead(ev GossipDead) []Action {
 	}
 	switch {
 	case ev.Again:
-	case parent == topology.Root && ev.Unadopted && ev.Since > AdoptQuiet:
+	case parent == topology.Root && p.cfg.Resumed && !ev.Linked && !l.adopted && ev.Since > AdoptQuiet:
+		// A successor's child of the root that did not ask to be adopted.
 		return []Action{DeclareLost{Agent: ev.Agent}}
 	case parent != topology.Root:
 		return []Action{Suspect{Agent: ev.Agent, Parent: parent}}

@@ -14,11 +14,12 @@ func TestGossipConfirmation(t *testing.T) {
 	// kept: the look that kept it (KeptAlive): it is watched from then on.
 	kept := []Event{GossipDead{Linked: true, Again: true, Quiet: 200 * time.Millisecond, Left: 3 * time.Second}}
 	for _, tc := range []struct {
-		name   string
-		before []Event
-		link   *AgentLink // the root's link to the agent when gossip's word comes (nil: up)
-		ev     GossipDead
-		want   []Action
+		name    string
+		before  []Event
+		resumed bool       // a successor's planner
+		link    *AgentLink // the root's link to the agent when gossip's word comes (nil: up)
+		ev      GossipDead
+		want    []Action
 	}{
 		{name: "a root child whose link is silent is lost", ev: GossipDead{Linked: true, Quiet: 9 * time.Second, Left: 0},
 			want: []Action{DeclareLost{Agent: 0, Linked: true}}},
@@ -40,9 +41,11 @@ func TestGossipConfirmation(t *testing.T) {
 			want: []Action{KeptAlive{Agent: 0, Quiet: 100 * time.Millisecond}, CheckAgain{Agent: 0, Quiet: 100 * time.Millisecond, After: 2 * time.Second}}},
 		{name: "an agent below another: its parent looks", ev: GossipDead{Agent: 2, Quiet: 9 * time.Second},
 			want: []Action{Suspect{Agent: 2, Parent: 0}}},
-		{name: "a successor's child that did not ask for adoption", ev: GossipDead{Unadopted: true, Since: AdoptQuiet + time.Millisecond},
+		{name: "a successor's child that did not ask for adoption", resumed: true, ev: GossipDead{Since: AdoptQuiet + time.Millisecond},
 			want: []Action{DeclareLost{Agent: 0}}},
-		{name: "a successor's child, too early to tell", ev: GossipDead{Unadopted: true, Since: time.Second}},
+		{name: "a successor's child, too early to tell", resumed: true, ev: GossipDead{Since: time.Second}},
+		{name: "a successor's child it adopted", resumed: true, link: ptr(AgentLink{Up: true, Inc: 1, Adopted: true}), ev: GossipDead{Since: AdoptQuiet + time.Millisecond}},
+		{name: "the front-end's child without a link", ev: GossipDead{Since: AdoptQuiet + time.Millisecond}},
 		{name: "stale: another incarnation", ev: GossipDead{Incarnation: 2, Linked: true}},
 		{name: "its link ended already", link: ptr(AgentLink{Up: true, Closed: true, Inc: 1}), ev: GossipDead{Linked: true}},
 		{name: "it was done", link: ptr(AgentLink{Up: true, Done: true, Inc: 1}), ev: GossipDead{Linked: true}},
@@ -51,6 +54,7 @@ func TestGossipConfirmation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := lossPlanner(t, Rank)
+			p.cfg.Resumed = tc.resumed
 			for _, ev := range tc.before {
 				p.Step(ev)
 			}

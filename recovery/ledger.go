@@ -17,7 +17,7 @@ import (
 //     every rank whose end is older than the restart) counts as running
 //     again ("revived"): its end is not the rank's;
 //   - the ranks of an agent that is gone are counted as ended
-//     (RanksAbandoned), and revived if the agent is started again;
+//     (LoseSubtree.Abandoned), and revived if the agent is started again;
 //   - once the job is terminated (Terminate), the ranks revived for a
 //     restart that did not start them count as ended again, as they ended
 //     before; one that starts after that (RankStarted, Fresh) is running
@@ -49,6 +49,12 @@ type ledgerRank struct {
 	started bool
 	runs    uint64
 	pid     int
+	// last is its last end as the root reported it, or as the planner
+	// abandoned it with its agent (LoseSubtree), for the job's summary of
+	// failed ranks (Failed); notItsOwn: that end was not a failure of its
+	// own (notItsFailure; abandoned while the job ended, or never started).
+	last      RankExited
+	notItsOwn bool
 }
 
 type ledger struct {
@@ -117,6 +123,20 @@ func (l Ledger) Agent(r int) int { return l.p.ranks[r].agent }
 // Ended reports whether rank r counts as ended.
 func (l Ledger) Ended(r int) bool {
 	return r >= 0 && r < len(l.p.led.ranks) && l.p.led.ranks[r].ended
+}
+
+// Failed lists, by rank, the ranks whose last end was a failure of their
+// own, for the job's summary (FailedRanks), each on its node now (node).
+func (l Ledger) Failed(node func(rank int) string) []RankExited {
+	var failed []RankExited
+	for r, lr := range l.p.led.ranks {
+		if !lr.last.Clean() && !lr.notItsOwn {
+			ev := lr.last
+			ev.Rank, ev.Node = r, node(r)
+			failed = append(failed, ev)
+		}
+	}
+	return failed
 }
 
 // EndedCount is the number of ranks that count as ended: the job is over
@@ -259,12 +279,33 @@ func (p *Planner) started(ev RankStarted) {
 	lr.revived = false
 }
 
-// abandoned counts the ranks of an agent that is gone as ended.
-func (p *Planner) abandoned(ev RanksAbandoned) {
-	for _, r := range ev.Ranks {
-		if r >= 0 && r < len(p.led.ranks) && !p.led.ranks[r].ended {
-			p.countEnd(r, 0, true)
+// abandon counts the ranks of the agents ls lost (closed, for agents
+// never started) that had not ended as ended, with ls's reason, and lists
+// them (by agent, in rank order): their end is not their own failure
+// while the job ends, nor for agents never started.
+func (p *Planner) abandon(ls LoseSubtree) []int {
+	agents := ls.Lost
+	if ls.NeverStarted != "" {
+		agents = ls.Closed
+	}
+	var gone []int
+	for _, a := range agents {
+		for r := range p.ranks {
+			if p.ranks[r].agent == a && !p.led.ranks[r].ended {
+				p.countEnd(r, 0, true)
+				gone = append(gone, r)
+				p.lastEnd(RankExited{Rank: r, Code: ExitLauncher, Reason: ls.Reason()}, ls.Ending || ls.NeverStarted != "")
+			}
 		}
+	}
+	return gone
+}
+
+// lastEnd notes ev as rank ev.Rank's last end (notItsOwn: not a failure
+// of its own).
+func (p *Planner) lastEnd(ev RankExited, notItsOwn bool) {
+	if ev.Rank >= 0 && ev.Rank < len(p.led.ranks) {
+		p.led.ranks[ev.Rank].last, p.led.ranks[ev.Rank].notItsOwn = ev, notItsOwn
 	}
 }
 
@@ -365,9 +406,3 @@ func (p *Planner) ranksStarted(ev RanksStarted) []Action {
 	}
 	return acts
 }
-
-// RanksAbandoned: the root counts the ranks of an agent that is gone as
-// ended (lost with it, or never started).
-type RanksAbandoned struct{ Ranks []int }
-
-func (RanksAbandoned) isEvent() {}

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -128,14 +129,13 @@ func TestLedger(t *testing.T) {
 		{
 			name:   "the ranks of an agent gone are ended once, whatever is said again",
 			cfg:    ledgerConfig(None),
-			events: []Event{RanksAbandoned{Ranks: []int{2, 3}}, RanksAbandoned{Ranks: []int{3}}},
+			events: []Event{LinkLost{Agent: 1, Err: "link ended"}, LinkLost{Agent: 1, Err: "link ended"}},
 			ended:  []int{2, 3},
 		},
 		{
 			name: "the ranks of an agent started again run again, and are named",
 			cfg:  ledgerConfig(Rank),
-			events: []Event{RanksAbandoned{Ranks: []int{2, 3}},
-				AgentLost{Agent: 1, Node: "n1", Err: "link ended"}, Relaunched{Agent: 1, Incarnation: 2},
+			events: []Event{LinkLost{Agent: 1, Err: "link ended"}, Relaunched{Agent: 1, Incarnation: 2},
 				FenceDone{Agent: 1, Node: "n1", Incarnation: 1}},
 			ended:     nil,
 			recovered: []RankInc{{Rank: 2, Incarnation: 2}, {Rank: 3, Incarnation: 2}},
@@ -143,7 +143,13 @@ func TestLedger(t *testing.T) {
 		{
 			name:   "the ranks of an agent whose loss ends the job stay ended",
 			cfg:    ledgerConfig(None),
-			events: []Event{RanksAbandoned{Ranks: []int{2, 3}}, AgentLost{Agent: 1, Node: "n1", Err: "link ended"}},
+			events: []Event{LinkLost{Agent: 1, Err: "link ended"}},
+			ended:  []int{2, 3},
+		},
+		{
+			name:   "a rank that ended before its agent was lost is not abandoned again",
+			cfg:    ledgerConfig(None),
+			events: []Event{clean(3), LinkLost{Agent: 1, Err: "link ended"}},
 			ended:  []int{2, 3},
 		},
 	} {
@@ -335,4 +341,47 @@ func ranksWhere(n int, f func(r int) bool) []int {
 		}
 	}
 	return out
+}
+
+// TestLedgerFailed: which ranks the job's summary names as failed, each
+// by its last end: one that failed on its own, even while the job ends,
+// and the ranks lost with their agent while the job ran; not the ones the
+// job's end killed, a rank never started, ranks abandoned with an agent
+// while the job ended or never started, nor a clean end.
+func TestLedgerFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		events []Event
+		want   []RankExited
+	}{
+		{name: "a failure and the ranks its end killed", policy: None,
+			events: []Event{RankExited{Rank: 0, Code: 3}, RankExited{Rank: 1, Signal: 15}, RankExited{Rank: 2}},
+			want:   []RankExited{{Rank: 0, Node: "n0", Code: 3}}},
+		{name: "a failure of its own while the job ends", policy: None,
+			events: []Event{TimedOut{Limit: time.Second}, RankExited{Rank: 1, Code: 3}, RankExited{Rank: 0, Signal: 9}},
+			want:   []RankExited{{Rank: 1, Node: "n0", Code: 3}}},
+		{name: "never started", policy: None,
+			events: []Event{RankExited{Rank: 0, Code: 127, Reason: "no such file"}, RankExited{Rank: 1, Code: 1, Skipped: true}},
+			want:   []RankExited{{Rank: 0, Node: "n0", Code: 127, Reason: "no such file"}}},
+		{name: "the ranks of an agent lost while the job ran", policy: None,
+			events: []Event{LinkLost{Agent: 1, Err: "link ended"}},
+			want: []RankExited{{Rank: 2, Node: "n1", Code: ExitLauncher, Reason: "lost with its agent"},
+				{Rank: 3, Node: "n1", Code: ExitLauncher, Reason: "lost with its agent"}}},
+		{name: "the ranks of an agent lost while the job ended", policy: None,
+			events: []Event{Signaled{Signal: 15}, LinkLost{Agent: 1, Err: "link ended"}}},
+		{name: "the ranks of an agent never started", policy: None,
+			events: []Event{LaunchFailed{Agent: 1, Node: "n1", Msg: "ssh: refused"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(ledgerConfig(tc.policy))
+			for _, ev := range tc.events {
+				p.Step(ev)
+			}
+			node := func(r int) string { return fmt.Sprintf("n%d", r/2) }
+			if got := p.Ledger().Failed(node); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
 }

@@ -77,11 +77,11 @@ func TestLaunchFailedLosesItsSubtree(t *testing.T) {
 		want   []Action
 	}{
 		{"the job ends", nil, []Action{
-			LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}, NeverStarted: "ssh: refused"},
+			LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}, NeverStarted: "ssh: refused", Abandoned: []int{2, 6}},
 			Record{Why: Reason{Kind: ReasonLaunch, Rank: NoRank, Node: "n2", Text: "ssh: refused"}, Node: "n2", Rank: NoRank},
 			Report{Why: Reason{Kind: ReasonLaunch, Rank: NoRank, Node: "n2", Text: "ssh: refused"}}, Terminate{}}},
 		{"while the job ends: closed only", []Event{TimedOut{Limit: time.Second}}, []Action{
-			LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}, NeverStarted: "ssh: refused"}}},
+			LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}, NeverStarted: "ssh: refused", Abandoned: []int{2, 6}, Ending: true}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := lossPlanner(t, Rank)

@@ -33,8 +33,9 @@ import (
 //     in time (OrphansDue) is lost with the agent (OrphanLate);
 //   - once every orphan arrived or was given up: the lost agents start
 //     again as children of the root, backup parents are dealt again
-//     (Redeal), and the loss is taken as AgentLost events (Lost), which
-//     decide what happens to their ranks (relaunch.go).
+//     (Redeal), and the loss is told (Lost) and taken as an AgentLost of
+//     each lost agent, which decides what happens to its ranks
+//     (relaunch.go).
 //
 // The tree (Config.Tree) is the root's launch tree; the planner changes it
 // (Reparent, RecomputeBackups) only in Step, and the root reads it.
@@ -198,7 +199,8 @@ func (p *Planner) closeSubtree(a int, keep map[int]bool, never string) []Action 
 	if len(ls.Closed) == 0 {
 		return nil
 	}
-	ls.NeverStarted = never
+	ls.NeverStarted, ls.Ending = never, p.Ending()
+	ls.Abandoned = p.abandon(ls)
 	return append([]Action{ls}, fences...)
 }
 
@@ -252,7 +254,21 @@ func (p *Planner) finishLoss(l *nodeLoss) []Action {
 		}
 		acts = append(acts, rd)
 	}
-	return append(acts, Lost{Agent: l.agent, Agents: slices.Clone(l.lost), Err: l.err, Silent: l.silent})
+	acts = append(acts, Lost{Agent: l.agent, Agents: slices.Clone(l.lost), Err: l.err, Silent: l.silent, Running: p.phase == Running})
+	// Each lost agent's loss, l.agent's first, the others lost with it
+	// (above them in the tree): the incarnation of the root's link to it
+	// (as fenced), on the node it ran on.
+	evs := make([]AgentLost, len(l.lost))
+	for i, x := range l.lost {
+		evs[i] = AgentLost{Agent: x, Incarnation: max(p.links[x].inc, 1), Node: p.agents[x].node, Err: l.err, Silent: l.silent}
+		if x != l.agent {
+			evs[i].Err, evs[i].With, evs[i].Silent = "", p.agents[l.agent].node, false
+		}
+	}
+	for _, ev := range evs {
+		acts = append(acts, p.Step(ev)...)
+	}
+	return acts
 }
 
 // reparented takes an agent's new parent: a backup's report that it took
@@ -324,11 +340,17 @@ func (Reparented) isEvent() {}
 // not said they were done) are lost: their ranks ended with them, and the
 // root kills what it can of them (a Fence follows for each). NeverStarted,
 // if set, is why they never started (LaunchFailed): their ranks never ran,
-// and there is nothing to fence.
+// and there is nothing to fence. Abandoned are their ranks that had not
+// ended (of Closed, for NeverStarted), which the planner counts as ended
+// now (the ledger: revived if their agent starts again), and the root
+// records as ended with their agent; Ending: the job was ending then, so
+// their end is not its failure.
 type LoseSubtree struct {
 	Closed       []int
 	Lost         []int
 	NeverStarted string
+	Abandoned    []int
+	Ending       bool
 }
 
 // OrphanMove is one orphan's way to a new parent.
@@ -374,13 +396,15 @@ type Redeal struct {
 	Orphaned []int
 }
 
-// Lost: Agents were lost, Agent first (the others with it): the root
-// steps AgentLost for each.
+// Lost: Agents were lost, Agent first (the others with it); the planner's
+// decisions on each (AgentLost) follow. Running: the job was running when
+// they were lost (a recovery's time counts from now).
 type Lost struct {
-	Agent  int
-	Agents []int
-	Err    string
-	Silent bool
+	Agent   int
+	Agents  []int
+	Err     string
+	Silent  bool
+	Running bool
 }
 
 // Moved: agent Agent moved from From to To (topology.Root: the root);
@@ -402,6 +426,14 @@ type MoveFailed struct {
 	Agent, Parent int
 	Err           string
 	Undo          bool
+}
+
+// Reason is how the ranks of Abandoned ended, as the root records it.
+func (ls LoseSubtree) Reason() string {
+	if ls.NeverStarted != "" {
+		return "never started: " + ls.NeverStarted
+	}
+	return "lost with its agent"
 }
 
 func (LoseSubtree) isAction()    {}

@@ -41,6 +41,19 @@ func lossPlanner(t *testing.T, policy Policy) *Planner {
 		Tree: lossTree(t), OrphanWait: orphanWait, Up: allUp(7)})
 }
 
+// lossPlannerLinks is lossPlanner with every agent up, as the root knows
+// them, but for what links changes (nil: nothing).
+func lossPlannerLinks(t *testing.T, policy Policy, links func([]AgentLink)) *Planner {
+	t.Helper()
+	p := lossPlanner(t, policy)
+	ls := upLinks()
+	if links != nil {
+		links(ls)
+	}
+	p.haveLinks(ls)
+	return p
+}
+
 // upLinks is every agent of lossTree up, as the root knows them.
 func upLinks() []AgentLink {
 	ls := make([]AgentLink, 7)
@@ -55,7 +68,7 @@ func fence(a int) Fence {
 }
 
 // nodeLossActs keeps the node-loss actions of acts (the planner's
-// AgentLost decisions come after Lost, from the root).
+// AgentLost decisions follow Lost: TestSubtreeLossTakenPerAgent).
 func nodeLossActs(acts []Action) []Action {
 	var out []Action
 	for _, a := range acts {
@@ -80,32 +93,32 @@ func TestOrphanChoice(t *testing.T) {
 	}{
 		{name: "children with a live backup are orphans", policy: Rank,
 			want: []Action{
-				LoseSubtree{Closed: []int{0}, Lost: []int{0}}, fence(0),
+				LoseSubtree{Closed: []int{0}, Lost: []int{0}, Abandoned: []int{0}}, fence(0),
 				AwaitOrphans{Loss: 1, Agent: 0, Wait: orphanWait, Moves: []OrphanMove{
 					{Orphan: 2, Backup: 1, Switch: true}, {Orphan: 3, Backup: 1, Switch: true}}},
 			}},
 		{name: "no restart policy: the subtree is lost", policy: None,
 			want: []Action{
-				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{0, 2, 6, 3}}, fence(0), fence(2), fence(6), fence(3),
-				Lost{Agent: 0, Agents: []int{0, 2, 6, 3}, Err: "gone"},
+				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{0, 2, 6, 3}, Abandoned: []int{0, 2, 6, 3}}, fence(0), fence(2), fence(6), fence(3),
+				Lost{Agent: 0, Agents: []int{0, 2, 6, 3}, Err: "gone", Running: true},
 			}},
 		{name: "a child not up is lost with it", policy: Rank,
 			links: func(ls []AgentLink) { ls[3].Up = false },
 			want: []Action{
-				LoseSubtree{Closed: []int{0, 3}, Lost: []int{0, 3}}, fence(0), fence(3),
+				LoseSubtree{Closed: []int{0, 3}, Lost: []int{0, 3}, Abandoned: []int{0, 3}}, fence(0), fence(3),
 				AwaitOrphans{Loss: 1, Agent: 0, Wait: orphanWait, Moves: []OrphanMove{{Orphan: 2, Backup: 1, Switch: true}}},
 			}},
 		{name: "a lost agent that was done has no orphans", policy: Rank,
 			links: func(ls []AgentLink) { ls[0].Done = true },
 			want: []Action{
-				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{2, 6, 3}}, fence(2), fence(6), fence(3),
+				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{2, 6, 3}, Abandoned: []int{2, 6, 3}}, fence(2), fence(6), fence(3),
 				Redeal{Lost: []int{2, 6, 3}, Rerooted: []int{2, 6, 3}, Tell: []int{4, 5}},
-				Lost{Agent: 0, Agents: []int{2, 6, 3}, Err: "gone"},
+				Lost{Agent: 0, Agents: []int{2, 6, 3}, Err: "gone", Running: true},
 			}},
 		{name: "a job that ends moves no agent", policy: Rank,
 			before: []Event{Signaled{Signal: 15}},
 			want: []Action{
-				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{0, 2, 6, 3}}, fence(0), fence(2), fence(6), fence(3),
+				LoseSubtree{Closed: []int{0, 2, 6, 3}, Lost: []int{0, 2, 6, 3}, Abandoned: []int{0, 2, 6, 3}, Ending: true}, fence(0), fence(2), fence(6), fence(3),
 				Lost{Agent: 0, Agents: []int{0, 2, 6, 3}, Err: "gone"},
 			}},
 		{name: "a link that ended already is not lost twice", policy: Rank,
@@ -140,19 +153,19 @@ func TestFallbackWait(t *testing.T) {
 	}{
 		{name: "the root among its fallbacks", fallbacks: []int{topology.Root},
 			want: []Action{
-				LoseSubtree{Closed: []int{2}, Lost: []int{2}}, fence(2),
+				LoseSubtree{Closed: []int{2}, Lost: []int{2}, Abandoned: []int{2}}, fence(2),
 				AwaitOrphans{Loss: 1, Agent: 2, Wait: orphanWait + FallbackWait, Moves: []OrphanMove{{Orphan: 6, Backup: 3, Fallback: true}}},
 			}},
 		{name: "a live grandparent among its fallbacks", fallbacks: []int{0},
 			want: []Action{
-				LoseSubtree{Closed: []int{2}, Lost: []int{2}}, fence(2),
+				LoseSubtree{Closed: []int{2}, Lost: []int{2}, Abandoned: []int{2}}, fence(2),
 				AwaitOrphans{Loss: 1, Agent: 2, Wait: orphanWait + FallbackWait, Moves: []OrphanMove{{Orphan: 6, Backup: 3, Fallback: true}}},
 			}},
 		{name: "no fallback told: lost with its parent",
 			want: []Action{
-				LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}}, fence(2), fence(6),
+				LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}, Abandoned: []int{2, 6}}, fence(2), fence(6),
 				Redeal{Lost: []int{2, 6}, Rerooted: []int{2, 6}, Tell: []int{3, 4, 5}},
-				Lost{Agent: 2, Agents: []int{2, 6}, Err: "gone"},
+				Lost{Agent: 2, Agents: []int{2, 6}, Err: "gone", Running: true},
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,7 +194,7 @@ func TestOrphanArrival(t *testing.T) {
 		Moved{Agent: 6, From: 2, To: 3},
 		OrphansArrived{Agent: 2, Since: at},
 		Redeal{Lost: []int{2}, Rerooted: []int{2}, Tell: []int{3, 4, 5, 6}},
-		Lost{Agent: 2, Agents: []int{2}, Err: "gone"},
+		Lost{Agent: 2, Agents: []int{2}, Err: "gone", Running: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -211,9 +224,9 @@ func TestOrphanLate(t *testing.T) {
 	got := nodeLossActs(p.Step(OrphansDue{Loss: aw.Loss}))
 	want := []Action{
 		OrphanLate{Orphan: 2, Agent: 0},
-		LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}}, fence(2), fence(6),
+		LoseSubtree{Closed: []int{2, 6}, Lost: []int{2, 6}, Abandoned: []int{2, 6}}, fence(2), fence(6),
 		Redeal{Lost: []int{0, 2, 6}, Rerooted: []int{2, 6}, Tell: []int{3, 4, 5}},
-		Lost{Agent: 0, Agents: []int{0, 2, 6}, Err: "gone"},
+		Lost{Agent: 0, Agents: []int{0, 2, 6}, Err: "gone", Running: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -433,12 +446,7 @@ func TestSubtreeLostWithItsAgent(t *testing.T) {
 			wantClosed: []int{2, 6}, wantLost: []int{2}, wantRoot: []int{0, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := lossPlanner(t, tc.policy)
-			ls := upLinks()
-			if tc.links != nil {
-				tc.links(ls)
-			}
-			p.haveLinks(ls)
+			p := lossPlannerLinks(t, tc.policy, tc.links)
 			acts := p.Step(LinkLost{Agent: tc.lost, Err: "gone"})
 			if tc.due {
 				for _, a := range acts {
@@ -460,6 +468,73 @@ func TestSubtreeLostWithItsAgent(t *testing.T) {
 				if got := p.cfg.Tree.Children(topology.Root); !reflect.DeepEqual(got, tc.wantRoot) {
 					t.Fatalf("children of the root %v, want %v", got, tc.wantRoot)
 				}
+			}
+		})
+	}
+}
+
+// TestSubtreeLossTakenPerAgent: once a loss is settled, the planner takes
+// each lost agent's loss itself (Lost, then an AgentLost decision per
+// agent, the first agent's own, the others' lost with it), at the
+// incarnation of the root's link to it; the ranks of the lost agents are
+// counted as ended when their subtree is closed (LoseSubtree.Abandoned),
+// and run again for the ledger if their agent starts again.
+func TestSubtreeLossTakenPerAgent(t *testing.T) {
+	type record struct {
+		kind    ReasonKind
+		node    string
+		with    string
+		nextInc uint64
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  Policy
+		links   func([]AgentLink)
+		lose    LinkLost
+		running bool
+		records []record
+		ended   []int
+	}{
+		{name: "no restart policy: the first loss ends the job", policy: None,
+			lose:    LinkLost{Agent: 2, Err: "gone"},
+			running: true,
+			records: []record{{kind: ReasonAgentLost, node: "n2"}},
+			ended:   []int{2, 6}},
+		{name: "an interior agent and the one below it start again, each once", policy: Rank,
+			links:   func(ls []AgentLink) { ls[3].Closed = true; ls[6].Fallbacks = nil }, // n6 has nowhere to go
+			lose:    LinkLost{Agent: 2, Err: "gone"},
+			running: true,
+			records: []record{{kind: ReasonAgentRelaunch, node: "n2", nextInc: 2}, {kind: ReasonAgentRelaunch, node: "n6", with: "n2", nextInc: 2}}},
+		{name: "at the incarnation of the root's link", policy: Rank,
+			links:   func(ls []AgentLink) { ls[4].Inc = 3 },
+			lose:    LinkLost{Agent: 4, Err: "gone"},
+			running: true,
+			records: []record{{kind: ReasonAgentRelaunch, node: "n4", nextInc: 4}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := lossPlannerLinks(t, tc.policy, tc.links)
+			acts := p.Step(tc.lose)
+			var lost *Lost
+			var got []record
+			for _, a := range acts {
+				switch a := a.(type) {
+				case Lost:
+					lost = &a
+				case Record:
+					if lost == nil {
+						t.Fatalf("a decision on a lost agent before the loss was told: %s", kinds(acts))
+					}
+					got = append(got, record{kind: a.Why.Kind, node: a.Why.Node, with: a.Why.With, nextInc: a.Why.Incarnation})
+				}
+			}
+			if lost == nil || lost.Running != tc.running {
+				t.Fatalf("lost %+v in %s, want running %v", lost, kinds(acts), tc.running)
+			}
+			if !reflect.DeepEqual(got, tc.records) {
+				t.Fatalf("records %+v\nwant    %+v", got, tc.records)
+			}
+			if ended := ranksWhere(7, p.Ledger().Ended); !reflect.DeepEqual(ended, tc.ended) {
+				t.Fatalf("ended %v, want %v", ended, tc.ended)
 			}
 		})
 	}

@@ -18,8 +18,8 @@ import (
 // top of faults and the root's leader changes. The root's part is played
 // as launch/root plays it: LinkLost with the links as they stand when it
 // is delivered, Fence answered by FenceDone, AwaitOrphans by the orphans'
-// arrivals (Reparented) and the wait's end (OrphansDue), Lost by an
-// AgentLost per agent, in the same turn.
+// arrivals (Reparented) and the wait's end (OrphansDue); the planner takes
+// each lost agent's AgentLost itself (Lost).
 
 // linkEnd: the root's detectors confirm that agent's link is gone (held by
 // the adversary until delivered: the links are read then).
@@ -111,14 +111,7 @@ func nodeWorld(t *testing.T, seed uint64, policy Policy, cov *seen) *world {
 				}
 			}
 			w.events = append(w.events, orphansDue{loss: a.Loss})
-		case Lost:
-			for _, x := range a.Agents {
-				ev := AgentLost{Agent: x, Incarnation: w.agentInc[x], Node: w.p.AgentNode(x), Err: a.Err, Silent: a.Silent} // the root says the node its handle names
-				if x != a.Agent {
-					ev.Err, ev.With, ev.Silent = "", fmt.Sprintf("n%d", a.Agent), false
-				}
-				w.step(ev)
-			}
+		case Lost: // the planner's AgentLost decisions follow
 		case Moved:
 			cov.moved++
 			if a.Fallback || a.To == topology.Root {

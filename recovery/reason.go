@@ -191,4 +191,8 @@ const (
 	// ReasonExpired: the recovery of Epoch stopped at its Stage: no answer
 	// within Limit from Awaited.
 	ReasonExpired
+	// ReasonDetachEarly: a replicated front-end had SIGHUP before its
+	// root replicas' group was up: it cannot leave the job to them, and
+	// the signal ends the job (a warning, not the job's failure).
+	ReasonDetachEarly
 )

@@ -300,15 +300,9 @@ func (p *Planner) Resumed() bool { return p.cfg.Resumed }
 func (p *Planner) Step(ev Event) []Action {
 	switch ev := ev.(type) {
 	case RankExited:
-		if ev.Rank >= 0 && ev.Rank < len(p.ranks) && ev.Incarnation != 0 && ev.Incarnation < p.ranks[ev.Rank].inc {
-			return nil // an older incarnation's end (told again, or replaced by a restart of the job): stale, counted as nothing
-		}
-		byUser := p.endedByUser(ev)
-		p.countEnd(ev.Rank, ev.Incarnation, !ev.Clean())
-		acts := append(byUser, p.rankExited(ev)...)
-		if ev.Rank >= 0 && ev.Rank < len(p.ranks) {
-			p.reviveStarting(ev.Rank)
-		}
+		before := p.Status()
+		acts := p.rankEnd(ev)
+		p.lastEnd(ev, notItsFailure(ev, before, p.Status()))
 		return acts
 	case RankAborted:
 		code := ev.Code & 0xff
@@ -324,9 +318,6 @@ func (p *Planner) Step(ev Event) []Action {
 		acts := p.agentLost(ev)
 		p.reviveRelaunched(ev.Agent)
 		return acts
-	case RanksAbandoned:
-		p.abandoned(ev)
-		return nil
 	case Relaunched, RelaunchFailed:
 		return p.relaunchStep(ev)
 	case LaunchFailed:
@@ -413,6 +404,20 @@ func (p *Planner) Step(ev Event) []Action {
 		return p.restartStep(ev)
 	}
 	panic(fmt.Sprintf("recovery: unknown event %T", ev))
+}
+
+// rankEnd takes a rank's end: counted, and decided.
+func (p *Planner) rankEnd(ev RankExited) []Action {
+	if ev.Rank >= 0 && ev.Rank < len(p.ranks) && ev.Incarnation != 0 && ev.Incarnation < p.ranks[ev.Rank].inc {
+		return nil // an older incarnation's end (told again, or replaced by a restart of the job): stale, counted as nothing
+	}
+	byUser := p.endedByUser(ev)
+	p.countEnd(ev.Rank, ev.Incarnation, !ev.Clean())
+	acts := append(byUser, p.rankExited(ev)...)
+	if ev.Rank >= 0 && ev.Rank < len(p.ranks) {
+		p.reviveStarting(ev.Rank)
+	}
+	return acts
 }
 
 func (p *Planner) rankExited(ev RankExited) []Action {
@@ -508,6 +513,7 @@ type RankExited struct {
 	Code        int    // exit code
 	Signal      int    // terminating signal, or 0
 	Reason      string // set when ftlaunch could not run it or lost it
+	Skipped     bool   // it was never started (an earlier rank of its node failed to start)
 }
 
 // RankAborted: a rank called Abort, or (Failed) broke its protocol.
@@ -519,8 +525,10 @@ type RankAborted struct {
 	Failed bool
 }
 
-// AgentLost: an agent's link ended before it said it was done (told by the
-// link itself, or by its parent), or it went with an agent above it.
+// AgentLost: an agent's link ended before it said it was done, or it went
+// with an agent above it. The planner steps it itself for each agent of a
+// loss once the loss is settled (Lost, after LinkLost and the orphans'
+// wait); the root never does.
 type AgentLost struct {
 	Agent int // its index
 	// Incarnation is the agent incarnation that was lost (1: the first

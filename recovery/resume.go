@@ -29,6 +29,9 @@ func ResumedPlanner(cfg Config, st *raftstore.State, r *journal.Resumed) *Planne
 		cfg.RanksStarted[x], cfg.Pids[x] = rr.Started, rr.PID
 	}
 	p := New(cfg)
+	for _, x := range r.Ended {
+		p.lastEnd(RankExited{Rank: x, Code: r.Ranks[x].Code}, false)
+	}
 	if rec, ok := CheckpointOf(st); ok {
 		p.Restore(rec)
 	}

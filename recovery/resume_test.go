@@ -11,7 +11,8 @@ import (
 // TestResumedTreeAndPlanner: a successor's tree and planner come from the
 // replicated state alone: each agent below its recorded parent (the root
 // when none) with its backup; the agents up, the ranks that ran (their
-// processes) and ended, and the last committed recovery's epoch.
+// processes) and ended (how: the summary of failed ranks), and the last
+// committed recovery's epoch.
 func TestResumedTreeAndPlanner(t *testing.T) {
 	r := &journal.Resumed{
 		Agents: []journal.ResumedAgent{{Name: "n0", Parent: -1, Backup: -1, Up: true, Ranks: []int{0}},
@@ -42,6 +43,11 @@ func TestResumedTreeAndPlanner(t *testing.T) {
 	led := p.Ledger()
 	if !led.Ended(0) || led.Ended(2) || !led.Started(2) || led.Started(1) || led.Pid(2) != 9 {
 		t.Errorf("ledger: ended %v %v, started %v %v, pid %d", led.Ended(0), led.Ended(2), led.Started(2), led.Started(1), led.Pid(2))
+	}
+	// A rank that failed before the takeover is in the job's summary of
+	// failed ranks, by the code the state log has.
+	if got := led.Failed(func(int) string { return "n0" }); len(got) != 1 || got[0] != (RankExited{Rank: 0, Node: "n0", Code: 3}) {
+		t.Errorf("failed %+v, want rank 0 with code 3", got)
 	}
 	if s := p.Status(); !s.Resumed || s.Epoch != 5 {
 		t.Errorf("status %+v: want resumed at epoch 5", s)

@@ -17,16 +17,26 @@ import (
 // SIGKILL end the job too, and ftlaunch cancel ends it as SIGTERM does;
 // another signal sent with ftlaunch kill is delivered, and a rank it
 // kills was ended by the user: the job ends as the user's signal, not as
-// a failure to recover.
+// a failure to recover. A replicated front-end that can leave the job to
+// its root replicas (Detach) does so on SIGHUP once their group is up,
+// unless the job is ending; before, SIGHUP ends the job, with a warning.
 
 // Signaled: the user sent Signal: to the front-end (its terminal: From
 // is ""), with ftlaunch kill (From: who sent it), or asked ftlaunch cancel
-// (Cancel; Signal is SIGTERM).
+// (Cancel; Signal is SIGTERM). Detach: the front-end can leave a
+// replicated job to its root replicas (Options.Detach); GroupUp: their
+// group is up (every replica, and the root's children know where they
+// are), as the root found it on SIGHUP.
 type Signaled struct {
-	Signal int
-	From   string
-	Cancel bool
+	Signal          int
+	From            string
+	Cancel          bool
+	Detach, GroupUp bool
 }
+
+// Detach: the front-end leaves the job to its root replicas (one of them
+// takes the root over); it ends its process.
+type Detach struct{}
 
 // SignalRanks: send Signal to every rank (the user's, as Signaled said;
 // Ends: it ends the job).
@@ -46,10 +56,18 @@ type KillRanks struct {
 
 func (SignalRanks) isAction() {}
 func (KillRanks) isAction()   {}
+func (Detach) isAction()      {}
 
 // signaled decides what the user's signal does.
 func (p *Planner) signaled(ev Signaled) []Action {
 	s := syscall.Signal(ev.Signal)
+	if s == syscall.SIGHUP && ev.Detach && !p.Ending() {
+		if ev.GroupUp {
+			return []Action{Detach{}}
+		}
+		early := Reason{Kind: ReasonDetachEarly, Rank: NoRank, Signal: ev.Signal}
+		return append([]Action{Report{Why: early}}, p.signaled(Signaled{Signal: ev.Signal, From: ev.From, Cancel: ev.Cancel})...)
+	}
 	ends := ev.Cancel || s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGHUP ||
 		ev.From != "" && (s == syscall.SIGQUIT || s == syscall.SIGKILL)
 	switch {
@@ -82,17 +100,17 @@ func (p *Planner) endedByUser(ev RankExited) []Action {
 	return p.endJob(128+ev.Signal, Reason{Kind: ReasonSignalRank, Rank: ev.Rank, Signal: ev.Signal})
 }
 
-// NotItsFailure reports whether the end ev of a rank is not a failure of
+// notItsFailure reports whether the end ev of a rank is not a failure of
 // its own, for the job's summary of failed ranks: the rank was skipped
 // (never started), killed by the user's signal (after, the status once ev
 // was stepped, names it as the job's end), or killed by the termination
 // the job's end started (SIGTERM, SIGKILL, or the user's signal the end
 // forwards) while the job was ending (before: the status before ev).
-func NotItsFailure(ev RankExited, skipped bool, before, after Status) bool {
+func notItsFailure(ev RankExited, before, after Status) bool {
 	s := ev.Signal
 	byEnd := before.Ending() && (s == int(syscall.SIGTERM) || s == int(syscall.SIGKILL) || before.EndSignal != 0 && s == before.EndSignal)
 	byUser := after.Failure != nil && after.Failure.Why.Kind == ReasonSignalRank && after.Failure.Why.Rank == ev.Rank
-	return byEnd || skipped || byUser
+	return byEnd || ev.Skipped || byUser
 }
 
 // signalWords says how the user's signal ends the job (ReasonSignal,

@@ -29,6 +29,15 @@ func TestUserSignalEndsOrForwards(t *testing.T) {
 			sig(15, Reason{Kind: ReasonCancel, Limit: time.Second, Text: "ann"})[1:]...), 143},
 		{"again while the job ends: every rank killed", []Event{Signaled{Signal: 2}}, Signaled{Signal: 15}, []Action{KillRanks{Signal: 15}}, 130},
 		{"after every rank ended: nothing", []Event{Finished{}}, Signaled{Signal: 2}, nil, 0},
+		{"SIGHUP to a replicated front-end whose group is up: it leaves the job to it", nil,
+			Signaled{Signal: 1, Detach: true, GroupUp: true}, []Action{Detach{}}, 0},
+		{"SIGHUP to a replicated front-end before its group is up: said, and the job ends", nil,
+			Signaled{Signal: 1, Detach: true}, append([]Action{Report{Why: Reason{Kind: ReasonDetachEarly, Rank: NoRank, Signal: 1}}},
+				sig(1, Reason{Kind: ReasonSignal, Limit: time.Second})...), 129},
+		{"SIGHUP to a replicated front-end while the job ends: every rank killed", []Event{Signaled{Signal: 2}},
+			Signaled{Signal: 1, Detach: true, GroupUp: true}, []Action{KillRanks{Signal: 1}}, 130},
+		{"SIGINT to a replicated front-end ends the job", nil,
+			Signaled{Signal: 2, Detach: true, GroupUp: true}, sig(2, Reason{Kind: ReasonSignal, Limit: time.Second}), 130},
 		{"a rank killed by ftlaunch kill's signal ends the job as the user's", []Event{Signaled{Signal: 10, From: "ann"}},
 			RankExited{Rank: 1, Node: "n0", Signal: 10}, []Action{Record{Why: Reason{Kind: ReasonSignalRank, Rank: 1, Signal: 10}},
 				Report{Why: Reason{Kind: ReasonSignalRank, Rank: 1, Signal: 10}}, Terminate{}}, 138},
@@ -77,7 +86,8 @@ func TestNotItsFailure(t *testing.T) {
 		{"killed by ftlaunch kill's signal", RankExited{Rank: 2, Signal: 10}, false, running, byUser, true},
 		{"another rank, as the user's signal ends the job", RankExited{Rank: 3, Signal: 11}, false, running, byUser, false},
 	} {
-		if got := NotItsFailure(c.ev, c.skipped, c.before, c.after); got != c.want {
+		c.ev.Skipped = c.skipped
+		if got := notItsFailure(c.ev, c.before, c.after); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

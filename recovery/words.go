@@ -88,6 +88,8 @@ func (r Reason) Words() string {
 		return fmt.Sprintf("recovery (epoch %d) stopped at its %s stage: no answer within %v from %s", r.Epoch, r.Stage, r.Limit, strings.Join(ws, ", "))
 	case ReasonSignal, ReasonCancel, ReasonSignalRank:
 		return r.signalWords()
+	case ReasonDetachEarly:
+		return "SIGHUP before the root replicas are up: the job cannot go on without the front-end"
 	}
 	return r.Text // ReasonLaunch: the words came with it
 }

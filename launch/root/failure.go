@@ -18,27 +18,18 @@ import (
 // rankEnded records a rank's end; the planner decides what a failure
 // does to the job.
 func (fe *frontend) rankEnded(st proto.RankStatus) {
-	rs := &fe.ranks[st.Rank]
-	rs.status = st
 	fe.journal.RankExited(journal.RankExit{Rank: st.Rank, Code: st.Code, Signal: st.Signal, Reason: st.Reason})
-	ev := exitEvent(st, fe.nodeOf(st.Rank))
-	before := fe.status()
-	if !ev.Clean() && before.Phase == recovery.Running {
+	ev := recovery.RankExited{Rank: st.Rank, Incarnation: st.Incarnation, Node: fe.nodeOf(st.Rank), Code: st.Code, Signal: st.Signal, Reason: st.Reason, Skipped: st.Skipped}
+	if !ev.Clean() && fe.status().Phase == recovery.Running {
 		fe.failedAt = time.Now()
 	}
 	// The planner counts the end in its ledger (recovery/ledger.go), and
 	// counts the rank as running again if it starts it again; a rank
 	// killed by the user's signal ends the job as the user's.
 	fe.step(ev)
-	rs.byFrontend = recovery.NotItsFailure(ev, st.Skipped, before, fe.status())
 	if ev.Clean() {
 		fe.checkStranded()
 	}
-}
-
-// exitEvent is a rank's end as the planner takes it.
-func exitEvent(st proto.RankStatus, node string) recovery.RankExited {
-	return recovery.RankExited{Rank: st.Rank, Incarnation: st.Incarnation, Node: node, Code: st.Code, Signal: st.Signal, Reason: st.Reason}
 }
 
 // checkStranded tells the planner which collectives the root waits in:
@@ -76,6 +67,8 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 			fe.warnf("%s", act.Why.Words())
 		case recovery.Terminate:
 			fe.terminate()
+		case recovery.Detach:
+			fe.opts.Detach(fe.jobID) // does not return
 		case recovery.SignalRanks:
 			fe.bcast(proto.MSignal, proto.EncodeInt(int64(act.Signal)))
 		case recovery.KillRanks:
@@ -152,22 +145,16 @@ func (fe *frontend) terminate() {
 
 // onSignal takes a signal to the front-end: the planner decides what it
 // does (recovery/signals.go: SIGINT, SIGTERM and SIGHUP end the job, as
-// mpiexec's do, twice kills every rank at once; others are forwarded). A
-// replicated front-end leaves the job to its replicas on SIGHUP
-// (Options.Detach) once their group is up.
+// mpiexec's do, twice kills every rank at once; others are forwarded; a
+// replicated front-end leaves the job to its replicas on SIGHUP once
+// their group is up, which the root looks at for SIGHUP only).
 func (fe *frontend) onSignal(sig os.Signal) {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		return
 	}
-	if s == syscall.SIGHUP && fe.opts.Replicas > 1 && fe.opts.Detach != nil && !fe.status().Ending() {
-		if fe.groupReady() {
-			fe.opts.Detach(fe.jobID) // does not return
-			return
-		}
-		fe.warnf("SIGHUP before the root replicas are up: the job cannot go on without the front-end")
-	}
-	fe.step(recovery.Signaled{Signal: int(s)})
+	detach := fe.opts.Replicas > 1 && fe.opts.Detach != nil
+	fe.step(recovery.Signaled{Signal: int(s), Detach: detach, GroupUp: detach && s == syscall.SIGHUP && fe.groupReady()})
 }
 
 // groupReady reports whether a replicated root's group has every replica

@@ -22,7 +22,7 @@ import (
 // the background, its record goes to the state log, and the planner hears
 // its confirmation (FenceDone), before which no rank of the agent's starts
 // again. A job without a way to reach nodes (its one agent on this
-// machine, killed directly with its ranks: abandonRanks) has nothing left
+// machine, killed directly with its ranks: loseSubtree) has nothing left
 // to fence.
 func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 	done := recovery.FenceDone{Agent: idx, Node: node, Incarnation: inc, How: recovery.FenceKilled}

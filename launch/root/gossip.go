@@ -78,8 +78,7 @@ func (fe *frontend) gossiped(ev membership.Evidence) {
 // gossipDead is gossip's word on agent a with the root's facts on its
 // link's I/O.
 func (fe *frontend) gossipDead(a *agentHandle, inc uint64, again bool) recovery.GossipDead {
-	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Linked: a.link != nil, Again: again,
-		Unadopted: fe.role == roleSuccessor && a.link == nil && !fe.link(a).Adopted, Since: time.Since(fe.start)}
+	ev := recovery.GossipDead{Agent: a.idx, Incarnation: inc, Linked: a.link != nil, Again: again, Since: time.Since(fe.start)}
 	if a.link != nil {
 		ev.Quiet, ev.Left = a.link.ConfirmSilence(fe.opts.Heartbeat, fe.opts.Timing, fe.awake)
 	}

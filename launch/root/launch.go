@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
@@ -306,25 +305,6 @@ func (fe *frontend) launchReport() {
 // failure is stale).
 func (fe *frontend) launchFailed(a *agentHandle, msg string) {
 	fe.step(recovery.LaunchFailed{Agent: a.idx, Node: a.name, Msg: msg})
-}
-
-// abandonRanks counts the ranks of an agent that is gone as ended (in
-// the planner's ledger, recovery/ledger.go).
-func (fe *frontend) abandonRanks(a *agentHandle, reason string) {
-	var gone []int
-	for _, r := range a.ranks {
-		rs := &fe.ranks[r]
-		if pid := fe.ledger().Pid(r); pid > 0 && a.local != nil { // pids are meaningful on this machine only
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-		if !fe.ledger().Ended(r) {
-			rs.byFrontend = fe.status().Ending()
-			rs.status = proto.RankStatus{Rank: r, Code: ExitLauncher, Reason: reason}
-			fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: reason})
-			gone = append(gone, r)
-		}
-	}
-	fe.step(recovery.RanksAbandoned{Ranks: gone})
 }
 
 // startLocal starts this machine's agent on a socketpair link (the

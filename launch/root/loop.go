@@ -453,8 +453,8 @@ func (fe *frontend) tablePublished(values [][]byte) {
 		fe.warnf("test hook: the node table is not recorded in the state log (%s)", breakEnv)
 		return
 	}
-	nodes := make([]string, len(fe.ranks))
-	for r := range fe.ranks {
+	nodes := make([]string, fe.opts.N)
+	for r := range nodes {
 		nodes[r] = fe.nodeOf(r)
 	}
 	fe.journal.NodeTable(nodes, values)
@@ -508,13 +508,7 @@ func (fe *frontend) finish() int {
 	if failure == nil {
 		return 0
 	}
-	var failed []recovery.RankExited
-	for r, rs := range fe.ranks {
-		if ev := exitEvent(rs.status, fe.nodeOf(r)); !ev.Clean() && !rs.byFrontend {
-			failed = append(failed, ev)
-		}
-	}
-	if words := recovery.FailedRanks(failed); words != "" {
+	if words := recovery.FailedRanks(fe.ledger().Failed(fe.nodeOf)); words != "" {
 		fe.out.Message(words)
 	}
 	return failure.Code

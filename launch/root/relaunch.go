@@ -11,7 +11,6 @@ package root
 import (
 	"cmp"
 	"errors"
-	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/recovery"
@@ -123,23 +122,3 @@ func (fe *frontend) post(ev recovery.Event) {
 type evPlanner struct{ ev recovery.Event }
 
 func (evPlanner) isRootEvent() {}
-
-// lostAgents carries out the planner's Lost: it reports the loss of each
-// agent to the planner (whose ledger counts the ranks of those it starts
-// again as running: their end is not the job's).
-func (fe *frontend) lostAgents(act recovery.Lost) {
-	a := fe.agents[act.Agent]
-	silent := act.Silent
-	for _, x := range act.Agents {
-		b := fe.agents[x]
-		ev := recovery.AgentLost{Agent: b.idx, Incarnation: b.inc, Node: b.name, Err: act.Err, Silent: silent}
-		if b != a {
-			ev.Err, ev.With, ev.Silent = "", a.name, false // lost with a, above it in the launch tree
-		}
-		if fe.status().Phase == recovery.Running {
-			fe.failedAt = time.Now()
-		}
-		fe.step(ev)
-		fe.observe(AgentLost{Node: b.name, Inc: max(b.inc, 1), Silent: silent && b == a})
-	}
-}

@@ -13,8 +13,10 @@ package root
 import (
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/recovery"
@@ -41,25 +43,24 @@ func (fe *frontend) awaitOrphans(act recovery.AwaitOrphans) {
 }
 
 // loseSubtree carries out the planner's LoseSubtree: the links of
-// act.Closed are gone (the planner's), and the ranks of act.Lost are
-// counted as lost with their agents (not ended by the termination that
-// may follow); their agents are killed where the root can (the planner's
-// Fence follows). Agents never started (act.NeverStarted) never ran a
-// rank: the launch's failure is the report.
+// act.Closed are gone (the planner's), and the ranks of act.Abandoned,
+// counted as ended by the planner, are recorded as ended with their
+// agent. The agents of act.Lost are killed where the root can, with their
+// ranks on this machine (the planner's Fence follows).
 func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
+	for _, r := range act.Abandoned {
+		fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: act.Reason()})
+	}
 	if act.NeverStarted != "" {
-		for _, x := range act.Closed {
-			b := fe.agents[x]
-			fe.abandonRanks(b, "never started: "+act.NeverStarted)
-			for _, r := range b.ranks {
-				fe.ranks[r].byFrontend = true
-			}
-		}
 		return
 	}
 	for _, x := range act.Lost {
 		b := fe.agents[x]
-		fe.abandonRanks(b, "lost with its agent")
+		for _, r := range b.ranks {
+			if pid := fe.ledger().Pid(r); pid > 0 && b.local != nil { // pids are meaningful on this machine only
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
 		b.end().Kill()
 	}
 }
@@ -76,8 +77,14 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 	case recovery.OrphanLate, recovery.OrphansArrived, recovery.MoveIgnored: // told (narrate)
 	case recovery.Redeal:
 		fe.redealBackups(act, act.Change(fe.nameOf))
-	case recovery.Lost:
-		fe.lostAgents(act)
+	case recovery.Lost: // the planner's decisions on each agent follow
+		if act.Running {
+			fe.failedAt = time.Now()
+		}
+		for _, x := range act.Agents {
+			b := fe.agents[x]
+			fe.observe(AgentLost{Node: b.name, Inc: max(b.inc, 1), Silent: act.Silent && x == act.Agent})
+		}
 	case recovery.Moved:
 		// Told (narrate); the state log's record of the tree says it too.
 		change, _ := recovery.Narrate(act, fe.nameOf, time.Since)

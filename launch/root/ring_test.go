@@ -46,7 +46,7 @@ func (s *sent) frames(t *testing.T) (typs []uint8, ps [][]byte, dsts []int) {
 // r/2): agents 0 and 1 its children, 2 below 0 and 3 below 1.
 func ringRoot(t *testing.T) (*frontend, []*sent) {
 	fe := &frontend{opts: Options{N: 8}, ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)},
-		colls: proto.NewGather(8), liveN: 4, ranks: make([]rankState, 8)}
+		colls: proto.NewGather(8), liveN: 4}
 	fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 8, Agents: 4, RankAgent: []int{0, 0, 1, 1, 2, 2, 3, 3},
 		Up: []bool{true, true, true, true}})
 	var links []*sent

@@ -43,7 +43,6 @@ type frontend struct {
 	events   chan event      // what launches and links report to loop
 	wg       sync.WaitGroup  // the root's goroutines (goFunc); joined before Run returns
 	agents   []*agentHandle
-	ranks    []rankState
 	// slots are the nodes' slots, where a silent node's ranks may go
 	// (alloc.Placement.Slots; a successor's from the job's record).
 	slots     map[string]int
@@ -73,7 +72,6 @@ type frontend struct {
 func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks testHooks) *frontend {
 	return &frontend{
 		role: r, hooks: hooks, opts: opts, start: time.Now(), jobID: jobID,
-		ranks:      make([]rankState, opts.N),
 		colls:      proto.NewGather(opts.N),
 		rootMerge:  os.Getenv(rootMergeEnv) == "1",
 		groupState: groupState{replicas: proto.Replicas{FrontEndVotes: true}},
@@ -260,14 +258,6 @@ func (a *agentHandle) write(typ uint8, p []byte) error {
 // end is the agent's process or session, to kill or wait for
 // (launcher.AgentEnd).
 func (a *agentHandle) end() launcher.AgentEnd { return launcher.AgentEnd{Local: a.local, Sess: a.sess} }
-
-// rankState is a rank's end as the root reports it; where it runs, which
-// incarnation, its process and whether it ran or ended are the planner's
-// ledger's.
-type rankState struct {
-	status     proto.RankStatus // its last end
-	byFrontend bool             // ended while ftlaunch was terminating the job
-}
 
 // An event is what the root's goroutines report to its event loop: one of
 // the ev* types below.

@@ -156,9 +156,6 @@ func (fe *frontend) resume(tk *launcher.Takeover) {
 		fe.agents = append(fe.agents, a)
 	}
 	fe.setTree(tk.Tree)
-	for _, x := range r.Ended {
-		fe.ranks[x].status = proto.RankStatus{Rank: x, Code: r.Ranks[x].Code}
-	}
 	fe.liveN = len(fe.agents)
 	fe.rec = fe.successorPlanner(tk.State, tk.Job, r)
 	fe.colls.SetEpoch(tk.CollEpoch)

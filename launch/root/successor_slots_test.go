@@ -29,12 +29,12 @@ func TestSuccessorPlannerSlots(t *testing.T) {
 		}
 		rec := (recovery.Checkpoint{Epoch: 1, Stage: recovery.StageResume, Version: 2,
 			Agents: []recovery.AgentRecord{{Agent: 1, Node: "n0+n1", Incarnation: 2, Restarts: 1, Up: true}}}).Record()
-		fe := &frontend{opts: Options{N: 6}, ranks: make([]rankState, 6), colls: proto.NewGather(6)}
+		fe := &frontend{opts: Options{N: 6}, colls: proto.NewGather(6)}
 		st := &raftstore.State{Epoch: 1, Recovery: &rec}
 		for i := range 3 {
 			fe.agents = append(fe.agents, &agentHandle{idx: i, name: fmt.Sprintf("n%d", i), ranks: []int{2 * i, 2*i + 1}, inc: 1})
 		}
-		for r := range fe.ranks { // where they run: the agents' ranks
+		for r := range fe.opts.N { // where they run: the agents' ranks
 			st.Ranks = append(st.Ranks, raftstore.Rank{Rank: r, Node: fmt.Sprintf("n%d", r/2), ITuple: []byte("a"), Incarnation: 1})
 		}
 		p := fe.successorPlanner(st, job, &journal.Resumed{})
