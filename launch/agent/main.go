@@ -19,6 +19,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
@@ -186,6 +187,11 @@ type ConnectConfig struct {
 	// on it starts and its fences, instead of its launch mode's spawner
 	// (nil: the launch mode's; ftlaunch agent never sets it).
 	Spawner spawn.Spawner
+	// Joined, for tests, is told of each collective every rank of this
+	// node called, once their calls reached the agent: its number (its
+	// epoch in the high 32 bits) and its operation (nil: nobody is told).
+	// It must not block.
+	Joined func(seq uint64, op rankproto.Op)
 }
 
 // RunConnected runs an agent started on a node: it reads its bootstrap,
@@ -236,6 +242,7 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	tree := newTreeState(b.Idx, creds, ln)
 	tree.inc = b.Inc
 	tree.spawner = cfg.Spawner
+	tree.joined = cfg.Joined
 	if t := (fence.Target{Job: b.Job, Node: b.Node, UpTo: max(b.Inc, 1)}); b.Job != "" && b.Node != "" && t != fenced {
 		// Registered with the fence before it connects back: were its
 		// parent's host to crash meanwhile, the root's fence of this node

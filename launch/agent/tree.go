@@ -11,6 +11,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
@@ -51,6 +52,8 @@ type treeState struct {
 	stdinGone <-chan struct{} // closed when the agent's session ended
 
 	spawner spawn.Spawner // a test's spawner (ConnectConfig.Spawner; nil: the launch mode's)
+
+	joined func(seq uint64, op rankproto.Op) // a test's (ConnectConfig.Joined; nil: none)
 }
 
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {

@@ -419,6 +419,7 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: g.Want.String()})
 		return
 	case g.Waits:
+		fe.observe(CollectiveWaits{Kind: proto.CollKind(c.Op), Seq: c.Seq & (1<<32 - 1), Covered: g.Covered})
 		fe.checkStranded()
 		return
 	case g.Answer == nil:
