@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/root"
 	"github.com/ftlaunch/ftlaunch/raftstore"
 )
@@ -193,7 +194,15 @@ func TestHarnessSuccessorFinishesRing(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond) // polling the ranks' word
 		}
-		time.Sleep(300 * time.Millisecond) // their parts reach the front-end
+		// Their calls reached their agents, and their parts the front-end:
+		// nodeA's, which covers nodeA, nodeC and nodeD (nodeB waits for
+		// nodeE, whose last rank is out).
+		if err := j.sp.joins.waitAll(j.ctx, rankproto.OpRing, "nodeA", "nodeB", "nodeC", "nodeD"); err != nil {
+			return
+		}
+		if _, err := j.obs.wait(j.ctx, is(func(e root.CollectiveWaits) bool { return e.Kind == "ring" && e.Covered == 3 })); err != nil {
+			return
+		}
 		close(vanish)
 		if _, err := j.obs.wait(j.ctx, is[root.FailoverDone](nil)); err != nil {
 			return

@@ -7,15 +7,19 @@ package launch
 // declared lost on the test timing (testTiming).
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/root"
 )
 
@@ -168,22 +172,19 @@ func TestHarnessReparent(t *testing.T) {
 // sums right.
 func TestHarnessRingInterruptedByInteriorLoss(t *testing.T) {
 	hosts := []string{"nodeA", "nodeB", "nodeC", "nodeD", "nodeE", "nodeF"}
-	inRing := t.TempDir()
 	opts := recoverOpts("node:nodeA")
 	opts.Tree = "kary:2"
-	opts.Env = []string{rankRoleEnv + "=ringrecover", victimEnv + "=node:nodeA", inRingEnv + "=" + inRing}
+	opts.Env = []string{rankRoleEnv + "=ringrecover", victimEnv + "=node:nodeA"}
 	n := 2 * len(hosts)
 	j := runOnNodes(t, hosts, 2, opts, func(j *nodesJob) {
 		if _, err := j.obs.wait(j.ctx, is(func(e root.StandbysUp) bool { return e.N == 4 })); err != nil {
 			return
 		}
-		for j.ctx.Err() == nil { // every rank but nodeA's two is in the ring
-			if es, _ := os.ReadDir(inRing); len(es) == n-2 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond) // polling the ranks' word
+		// Every rank but nodeA's two is in the ring: their calls reached
+		// their agents.
+		if err := j.sp.joins.waitAll(j.ctx, rankproto.OpRing, hosts[1:]...); err != nil {
+			return
 		}
-		time.Sleep(300 * time.Millisecond) // their calls reach their agents
 		j.sp.agent("nodeA").kill()
 	})
 	checkCompleted(t, j, n)
@@ -340,5 +341,49 @@ func TestHarnessReplicaRelaunchLive(t *testing.T) {
 	}
 	if live.AgentsUp != live.Agents || live.Agents != 3 {
 		t.Errorf("live report: %d of %d agents up, want 3 of 3", live.AgentsUp, live.Agents)
+	}
+}
+
+// joins records, by host, the collectives whose every local rank's call
+// reached the host's in-process agent (agent.ConnectConfig.Joined): a
+// test waits on it for ranks to be inside a collective, as the root
+// cannot tell while their parts wait at an interior agent.
+type joins struct {
+	mu      sync.Mutex
+	ops     map[string][]rankproto.Op // by host, as they came
+	changed chan struct{}             // closed (and replaced) at every one
+}
+
+func newJoins() *joins {
+	return &joins{ops: map[string][]rankproto.Op{}, changed: make(chan struct{})}
+}
+
+// of is the agent of host's ConnectConfig.Joined: it never blocks.
+func (js *joins) of(host string) func(seq uint64, op rankproto.Op) {
+	return func(_ uint64, op rankproto.Op) {
+		js.mu.Lock()
+		defer js.mu.Unlock()
+		js.ops[host] = append(js.ops[host], op)
+		close(js.changed)
+		js.changed = make(chan struct{})
+	}
+}
+
+// waitAll waits until the ranks of each of hosts all called a collective
+// op, or ctx ends.
+func (js *joins) waitAll(ctx context.Context, op rankproto.Op, hosts ...string) error {
+	for {
+		js.mu.Lock()
+		missing := slices.DeleteFunc(slices.Clone(hosts), func(h string) bool { return slices.Contains(js.ops[h], op) })
+		changed := js.changed
+		js.mu.Unlock()
+		if len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("the ranks of %v did not all call %v: %w", missing, op, ctx.Err())
+		}
 	}
 }

@@ -166,6 +166,7 @@ type goSpawner struct {
 	// resume is how a replica agent takes over as root (nil: it cannot).
 	resume agent.Resume
 	wg     sync.WaitGroup
+	joins  *joins // the collectives each agent's ranks all called
 }
 
 func (s *goSpawner) Write(p []byte) (int, error) {
@@ -214,7 +215,7 @@ func (s *goSpawner) Start(fctx context.Context, host string, argv []string, stdi
 				}
 				return os.Getenv(k)
 			},
-			Spawner: s, Resume: s.resume})
+			Spawner: s, Resume: s.resume, Joined: s.joins.of(host)})
 		pr.Close()
 	}()
 	go func() { // the bootstrap; then stdin stays open until Close
@@ -490,7 +491,7 @@ func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	j := &nodesJob{obs: newObserver(), ctx: ctx}
-	j.sp = &goSpawner{ctx: ctx, agents: map[string]*goSession{}, resume: j.obs.resume}
+	j.sp = &goSpawner{ctx: ctx, agents: map[string]*goSession{}, resume: j.obs.resume, joins: newJoins()}
 	if opts.Observe == nil {
 		opts.Observe = j.obs.observe
 	}

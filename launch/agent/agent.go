@@ -257,20 +257,7 @@ func (a *Agent) run(ctx context.Context) error {
 		}
 		a.startTree(ctx, &wg)
 		if gone := a.tree.stdinGone; gone != nil {
-			// The session that started the agent ended (its parent is
-			// gone, or closed it): the end of the agent, unless it
-			// outlives the front-end.
-			go func() {
-				select {
-				case <-gone:
-					// An agent that moves to its backup parent outlives the
-					// parent that started it: its link's end decides.
-					if !a.spec.Survive && !a.canSwitch() {
-						cancel()
-					}
-				case <-ctx.Done():
-				}
-			}()
+			a.endWithSession(ctx, &wg, gone, cancel)
 		}
 	}
 	// Where this agent's output begins, for a root that did not start it
@@ -800,6 +787,25 @@ func (a *Agent) logf(format string, args ...any) {
 		node = a.spec.Node
 	}
 	fmt.Fprintf(a.log, "ftlaunch agent on %s: "+format+"\n", append([]any{node}, args...)...)
+}
+
+// endWithSession ends the agent (cancel) once the session that started
+// it ended (gone: its parent is gone, or closed it), unless it outlives
+// the front-end. Its goroutine is wg's, and ends with ctx.
+func (a *Agent) endWithSession(ctx context.Context, wg *sync.WaitGroup, gone <-chan struct{}, cancel context.CancelFunc) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-gone:
+			// An agent that moves to its backup parent outlives the
+			// parent that started it: its link's end decides.
+			if !a.spec.Survive && !a.canSwitch() {
+				cancel()
+			}
+		case <-ctx.Done():
+		}
+	}()
 }
 
 // goFunc runs f on a goroutine the agent owns: run joins it before it

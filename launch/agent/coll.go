@@ -37,6 +37,9 @@ func (a *Agent) contribute(rank int, op rankproto.Op, value []byte) (uint64, err
 	seq, complete, err := a.contributeLocked(rank, op, value)
 	a.mu.Unlock()
 	if complete {
+		if a.tree != nil && a.tree.joined != nil {
+			a.tree.joined(seq, op)
+		}
 		a.sendCombined()
 	}
 	return seq, err

@@ -362,17 +362,8 @@ const stdinStopWait = 200 * time.Millisecond
 // be interrupted (a terminal's) is waited for stdinStopWait at most and
 // left to the process's exit.
 func (w *stdinWatch) stop() {
-	if d, ok := w.r.(interface{ SetReadDeadline(time.Time) error }); !ok || d.SetReadDeadline(time.Now()) != nil {
-		if c, ok := w.r.(io.Closer); ok && w.r != io.Reader(os.Stdin) {
-			_ = c.Close()
-		}
-	}
-	t := time.NewTimer(stdinStopWait)
-	defer t.Stop()
-	select {
-	case <-w.done:
-	case <-t.C:
-	}
+	interruptRead(w.r)
+	awaitRead(w.done)
 }
 
 // watchLeadership takes over the root when this agent's replica leads and

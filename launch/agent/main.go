@@ -19,6 +19,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
@@ -186,6 +187,11 @@ type ConnectConfig struct {
 	// on it starts and its fences, instead of its launch mode's spawner
 	// (nil: the launch mode's; ftlaunch agent never sets it).
 	Spawner spawn.Spawner
+	// Joined, for tests, is told of each collective every rank of this
+	// node called, once their calls reached the agent: its number (its
+	// epoch in the high 32 bits) and its operation (nil: nobody is told).
+	// It must not block.
+	Joined func(seq uint64, op rankproto.Op)
 }
 
 // RunConnected runs an agent started on a node: it reads its bootstrap,
@@ -236,6 +242,7 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 	tree := newTreeState(b.Idx, creds, ln)
 	tree.inc = b.Inc
 	tree.spawner = cfg.Spawner
+	tree.joined = cfg.Joined
 	if t := (fence.Target{Job: b.Job, Node: b.Node, UpTo: max(b.Inc, 1)}); b.Job != "" && b.Node != "" && t != fenced {
 		// Registered with the fence before it connects back: were its
 		// parent's host to crash meanwhile, the root's fence of this node
@@ -276,15 +283,18 @@ func RunConnected(ctx context.Context, cfg ConnectConfig) int {
 // readBootstrap reads the bootstrap from r, waiting at most within: a
 // parent that started this agent and died before it wrote the bootstrap
 // (its host crashed: the SSH session stays open, silent) never sends it.
-// On a timeout the read goes on in the background until r ends; the
-// agent's process exits meanwhile (RunConnected returns).
+// On a timeout its read is interrupted (interruptRead) and joined; one
+// that cannot be (a terminal's) is waited for stdinStopWait at most and
+// left to the process's exit (RunConnected returns).
 func readBootstrap(r io.Reader, within time.Duration) (*proto.Bootstrap, error) {
 	type result struct {
 		b   *proto.Bootstrap
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() {
+	done := make(chan struct{})
+	go func() { // joined below
+		defer close(done)
 		b, err := proto.ReadBootstrap(r)
 		ch <- result{b, err}
 	}()
@@ -294,7 +304,34 @@ func readBootstrap(r io.Reader, within time.Duration) (*proto.Bootstrap, error) 
 	case res := <-ch:
 		return res.b, res.err
 	case <-t.C:
+		interruptRead(r)
+		awaitRead(done)
 		return nil, fmt.Errorf("no bootstrap on stdin within %v: its parent is gone", within)
+	}
+}
+
+// interruptRead ends a read of r blocked in another goroutine, where it
+// can: a pipe or socket read through Go's poller (pollableStdin) by a
+// deadline, a test's pipe by its close. A read of os.Stdin that is
+// neither (a terminal's) cannot be interrupted.
+func interruptRead(r io.Reader) {
+	if d, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok && d.SetReadDeadline(time.Now()) == nil {
+		return
+	}
+	if c, ok := r.(io.Closer); ok && r != io.Reader(os.Stdin) {
+		_ = c.Close()
+	}
+}
+
+// awaitRead waits for done, closed by a reader's goroutine as it ends,
+// once its read was interrupted: stdinStopWait at most, for a read that
+// could not be.
+func awaitRead(done <-chan struct{}) {
+	t := time.NewTimer(stdinStopWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }
 

@@ -186,11 +186,19 @@ func startRank(spec *proto.NodeSpec, info rankproto.Info, a *Agent, cpus *unix.C
 	if a.guard != nil {
 		a.guard.Add(cmd.Process.Pid)
 	}
+	// The pumps are the agent's: they end at their pipes' EOF, or at the
+	// agent's end, which interrupts their reads (a process the rank left
+	// outside its group, a daemon, may hold the pipes open for long).
+	interrupt := context.AfterFunc(a.ctx, func() {
+		_ = outR.SetReadDeadline(time.Now())
+		_ = errR.SetReadDeadline(time.Now())
+	})
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go func() { defer pumps.Done(); rp.pump(outR, proto.StreamStdout) }()
-	go func() { defer pumps.Done(); rp.pump(errR, proto.StreamStderr) }()
-	go func() { pumps.Wait(); close(rp.outDone) }()
+	a.wg.Add(3)
+	go func() { defer a.wg.Done(); defer pumps.Done(); rp.pump(outR, proto.StreamStdout) }()
+	go func() { defer a.wg.Done(); defer pumps.Done(); rp.pump(errR, proto.StreamStderr) }()
+	go func() { defer a.wg.Done(); pumps.Wait(); interrupt(); close(rp.outDone) }()
 	rp.info = info
 	rp.times = proto.LookupEnv(cmd.Env, fence.EnvRankTimes)
 	rp.recordTime(true)

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"io"
-	"os"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -13,16 +11,7 @@ import (
 // makes the session's) by a deadline, a test's io.Pipe by its close, both
 // at once; and EOF still says the session ended.
 func TestStdinWatchJoined(t *testing.T) {
-	var p [2]int
-	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	r, w := os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
-	defer r.Close()
-	defer w.Close()
-	ir, iw := io.Pipe()
-	defer iw.Close()
-	for name, src := range map[string]io.Reader{"a session's pipe": r, "a test's pipe": ir} {
+	for name, src := range silentStdins(t) {
 		sw := watchStdin(src)
 		began := time.Now()
 		sw.stop()

@@ -11,6 +11,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
+	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
 	"github.com/ftlaunch/ftlaunch/launch/sshspawn"
@@ -51,6 +52,8 @@ type treeState struct {
 	stdinGone <-chan struct{} // closed when the agent's session ended
 
 	spawner spawn.Spawner // a test's spawner (ConnectConfig.Spawner; nil: the launch mode's)
+
+	joined func(seq uint64, op rankproto.Op) // a test's (ConnectConfig.Joined; nil: none)
 }
 
 func newTreeState(idx int, creds *secure.Credentials, ln net.Listener) *treeState {
@@ -115,6 +118,32 @@ func (a *Agent) startTree(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		launcher.AcceptLoop(t.ln, l, func(conn net.Conn, h proto.Hello) { a.adoptStandby(ctx, wg, conn, h) }, a.adoptRequest)
 	}()
+}
+
+// closeFinished ends the session of a child that closed its link (it is
+// exiting): it lets the session end by itself (closing an srun session
+// cancels the step, noisily), grace at most or until ctx ends, and then
+// closes it. It joins its wait for the session: after a close of a
+// session still running, grace at most again; a session that outlives
+// its close leaves it to the process's exit.
+func closeFinished(ctx context.Context, sess spawn.Session, grace time.Duration) {
+	ended := make(chan struct{})
+	go func() { // joined below, but for a session that outlives its close
+		defer close(ended)
+		_ = sess.Wait()
+	}()
+	select {
+	case <-ended:
+	case <-time.After(grace):
+	case <-ctx.Done():
+	}
+	_ = sess.Close()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-ended:
+	case <-t.C:
+	}
 }
 
 // childLauncher starts children of this agent with sp: they run the agent
@@ -205,20 +234,7 @@ func (a *Agent) childStarted(ctx context.Context, wg *sync.WaitGroup, res launch
 			launcher.KillSession(res.Sess)
 			return
 		}
-		// A child that closed its link is exiting: let its session end
-		// by itself (closing an srun session cancels the step, noisily),
-		// and close it only if it does not.
-		ended := make(chan struct{})
-		go func() {
-			_ = res.Sess.Wait()
-			close(ended)
-		}()
-		select {
-		case <-ended:
-		case <-time.After(2 * time.Second):
-		case <-ctx.Done():
-		}
-		_ = res.Sess.Close()
+		closeFinished(ctx, res.Sess, 2*time.Second)
 		select {
 		case t.changed <- struct{}{}:
 		default:

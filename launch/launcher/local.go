@@ -57,10 +57,12 @@ type AgentEnd struct {
 // ReapAgents waits for the agents' processes and sessions once every
 // agent's link ended. Sessions of agents that finished end at once. A
 // lost agent's may not: srun cancelling a step on a dead node can take
-// tens of seconds. Those get lost to end; what is left of them goes with
-// this process (srun and ssh sessions die with their parent).
+// tens of seconds. Those get lost to end; then the ones still running are
+// killed (KillSession: srun gets SIGKILL, an SSH connection is closed)
+// and get lost again. It returns once every wait it began returned, but
+// for a session that outlives its kill (its Wait cannot be ended), whose
+// wait is left to this process's exit.
 func ReapAgents(agents []AgentEnd, lost time.Duration) {
-	deadline := time.After(lost)
 	for _, a := range agents {
 		if a.Finished && a.Sess != nil {
 			// One srun step shared by every agent (a group start) ends
@@ -71,21 +73,55 @@ func ReapAgents(agents []AgentEnd, lost time.Duration) {
 			Finished(a.Sess)
 		}
 	}
+	var waits []lostWait
+	for _, a := range agents {
+		if !a.Finished && a.Local == nil && a.Sess != nil {
+			w := lostWait{sess: a.Sess, ended: make(chan struct{})}
+			go func() { // joined by awaitEnds, unless the session outlives its kill
+				defer close(w.ended)
+				_ = w.sess.Wait()
+			}()
+			waits = append(waits, w)
+		}
+	}
 	for _, a := range agents {
 		if a.Finished || a.Local != nil {
 			a.Wait()
-			continue
-		}
-		ended := make(chan struct{})
-		go func() {
-			a.Wait()
-			close(ended)
-		}()
-		select {
-		case <-ended:
-		case <-deadline:
 		}
 	}
+	if awaitEnds(waits, time.Now().Add(lost)) {
+		return
+	}
+	for _, w := range waits {
+		select {
+		case <-w.ended:
+		default:
+			KillSession(w.sess)
+		}
+	}
+	awaitEnds(waits, time.Now().Add(lost))
+}
+
+// lostWait is ReapAgents's wait for a lost agent's session: ended is
+// closed once its Wait returned.
+type lostWait struct {
+	sess  spawn.Session
+	ended chan struct{}
+}
+
+// awaitEnds waits until every one of waits ended, or deadline; it
+// reports whether all did.
+func awaitEnds(waits []lostWait, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	for _, w := range waits {
+		select {
+		case <-w.ended:
+		case <-t.C:
+			return false
+		}
+	}
+	return true
 }
 
 // Kill ends the agent: a local one is killed, a remote one's session is

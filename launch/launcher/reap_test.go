@@ -56,3 +56,34 @@ func TestAgentEndKillThenWait(t *testing.T) {
 	AgentEnd{}.Kill()
 	AgentEnd{}.Wait()
 }
+
+// waitedSession is a session that ends once it is killed, and tells when
+// a Wait of it returned.
+type waitedSession struct {
+	killedSession
+	waited chan struct{}
+}
+
+func (s waitedSession) Wait() error {
+	err := s.killedSession.Wait()
+	close(s.waited)
+	return err
+}
+
+// TestReapAgentsJoinsALostAgentsWait: a lost agent's session that has not
+// ended at the bound is killed, and the wait ReapAgents began for it has
+// returned when ReapAgents does (it left it behind before).
+func TestReapAgentsJoinsALostAgentsWait(t *testing.T) {
+	s := waitedSession{killedSession{endingSession{make(chan struct{})}}, make(chan struct{})}
+	ReapAgents([]AgentEnd{{Sess: s}}, 10*time.Millisecond)
+	select {
+	case <-s.end:
+	default:
+		t.Fatal("the lost agent's session was not killed at the bound")
+	}
+	select {
+	case <-s.waited:
+	default:
+		t.Fatal("ReapAgents returned while its wait for the lost agent's session still ran")
+	}
+}

@@ -28,9 +28,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		timeout = t.C
 	}
 	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
-		// Not joined: a read of a terminal cannot be interrupted.
 		fe.input = output.NewStdin(fe.opts.Stdin)
-		go fe.input.Read(ctx, func(c output.Chunk) bool { return fe.put(evStdin{c}) })
+		stop, _ := fe.readStdin(ctx)
+		defer stop()
 	}
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
@@ -419,6 +419,7 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 		fe.step(recovery.CollectiveMismatch{Seq: c.Seq, Node: a.name, Op: c.Op.String(), Want: g.Want.String()})
 		return
 	case g.Waits:
+		fe.observe(CollectiveWaits{Kind: proto.CollKind(c.Op), Seq: c.Seq & (1<<32 - 1), Covered: g.Covered})
 		fe.checkStranded()
 		return
 	case g.Answer == nil:
@@ -466,6 +467,41 @@ func (fe *frontend) tablePublished(values [][]byte) {
 func (fe *frontend) stdin(ev evStdin) {
 	fe.input.Queue(ev.c)
 	fe.flushStdin()
+}
+
+// readStdin starts the reader of the front-end's stdin (fe.input), which
+// posts its chunks to the loop; the loop's end calls stop, which ends it
+// and joins it (done is closed as it ends). A read of a pipe through Go's
+// poller is interrupted by a deadline (taken back once it ended); one that
+// is not (a terminal's, or a descriptor in blocking mode, as a shell's
+// pipe usually is) cannot be interrupted: stop returns without it, and it
+// ends with its next read or the process (nothing waits for it, and what
+// it posts then goes nowhere).
+func (fe *frontend) readStdin(ctx context.Context) (stop func(), done <-chan struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
+	ended := make(chan struct{})
+	go func() { // joined by stop, unless its read cannot be interrupted
+		defer close(ended)
+		fe.input.Read(ctx, func(c output.Chunk) bool {
+			if ctx.Err() != nil {
+				return false // stopped: it goes nowhere, and the reader ends
+			}
+			select {
+			case fe.events <- evStdin{c}:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	}()
+	return func() {
+		cancel()
+		if fe.opts.Stdin.SetReadDeadline(time.Now()) != nil {
+			return
+		}
+		<-ended
+		_ = fe.opts.Stdin.SetReadDeadline(time.Time{})
+	}, ended
 }
 
 // flushStdin sends the stdin chunks that wait, if rank 0's agent is up.

@@ -72,6 +72,15 @@ type OpenAtTimeout struct {
 	Missing []string
 }
 
+// CollectiveWaits: a subtree's part of collective Kind #Seq (its number
+// in its epoch) reached the root, which waits for more: the parts in
+// cover Covered agents.
+type CollectiveWaits struct {
+	Kind    string
+	Seq     uint64
+	Covered int
+}
+
 // Adopted: a successor root adopted the agent of Node, a child of the lost
 // root (or an orphan whose last fallback is the root).
 type Adopted struct{ Node string }
@@ -88,6 +97,7 @@ func (ReplicaJoined) isObserved()   {}
 func (StandbysUp) isObserved()      {}
 func (RanksEnded) isObserved()      {}
 func (Adopted) isObserved()         {}
+func (CollectiveWaits) isObserved() {}
 
 // observe tells Options.Observe of ev, from the event loop.
 func (fe *frontend) observe(ev Event) {
