@@ -63,8 +63,18 @@ type Watch struct {
 	held   []any // the events held while deposed, in order (Keep)
 }
 
-// NewWatch watches the lead of j's replica.
-func NewWatch(j *Journal, cfg WatchConfig) *Watch { return &Watch{j: j, cfg: cfg} }
+// NewWatch watches the lead of j's replica. From then on a write of j
+// that finds its replica deposed waits for it to lead again for as long
+// as the journal lasts (not Config.Regain): the caller holds its events
+// meanwhile, carries on once it leads, and abandons the journal once it
+// steps aside; a takeover (ErrFenced) and a lost majority (ErrNoMajority)
+// still end the write.
+func NewWatch(j *Journal, cfg WatchConfig) *Watch {
+	j.mu.Lock()
+	j.watched = true
+	j.mu.Unlock()
+	return &Watch{j: j, cfg: cfg}
+}
 
 // SteppedAside is how a front-end that lost the lead of its root group for
 // good left the job: a replica agent runs its root (Leader, in raft term
