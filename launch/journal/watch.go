@@ -5,8 +5,8 @@ package journal
 // root only while its replica leads the group: paused past raft's lease
 // (a GC pause, VM steal, SIGSTOP) or cut off from the replica agents, it
 // is deposed, and the agents' replicas elect one of theirs. From then on
-// it acts on nothing — link ends, exits, expired timers, phases that could
-// not be committed wait — until it leads again (the replica agent that
+// it acts on nothing — link ends, exits, expired timers wait, and so do
+// the journal's writes (NewWatch) — until it leads again (the replica agent that
 // leads hands the lead back to a front-end it hears from: launch/agent's
 // watchLeadership), or learns that a replica agent took the root over
 // (the state log's epoch bump naming it, or the live report it writes),
