@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,44 @@ func TestJournalRegain(t *testing.T) {
 				t.Errorf("the state's recovery at %q, the journal's error %v; want the suspend phase, no error", stage, g.j.Err())
 			}
 		})
+	}
+}
+
+// A command the state machine refuses is committed again without its
+// events, and its events one by one (refused), through a replica as
+// through a solo log: a recovery record of an older epoch than the one
+// recorded is refused, and its event is kept.
+func TestJournalRefusedKeepsEvents(t *testing.T) {
+	for _, solo := range []bool{false, true} {
+		j := openCfg(t, Config{StateDir: t.TempDir(), Node: "fe", Job: Job{ID: "ft-test", N: 8}, Solo: solo})
+		ctx := context.Background()
+		commit := func(epoch uint64) error {
+			done := make(chan error, 1)
+			j.Commit(RecoveryPhase{Epoch: epoch, Stage: "suspend", Rank: 5, Record: raftstore.Recovery{Stage: "suspend"}}, done)
+			return <-done
+		}
+		if err := commit(2); err != nil {
+			t.Fatalf("solo %v: epoch 2: %v", solo, err)
+		}
+		if err := commit(1); !errors.Is(err, raftstore.ErrRefused) {
+			t.Errorf("solo %v: epoch 1 after epoch 2: %v, want ErrRefused", solo, err)
+		}
+		var details []string
+		j.FSM().View(func(s *raftstore.State) {
+			for _, ev := range s.Events {
+				if ev.Kind == raftstore.EventRecovery {
+					details = append(details, ev.Detail)
+				}
+			}
+		})
+		if len(details) != 2 || !strings.HasPrefix(details[0], "suspend: epoch 2") || !strings.HasPrefix(details[1], "suspend: epoch 1") {
+			t.Errorf("solo %v: recovery events %q, want epoch 2's then epoch 1's", solo, details)
+		}
+		if st := j.Stats(); st.Refused != 2 {
+			t.Errorf("solo %v: stats %+v, want 2 refused (the record with its event, then alone)", solo, st)
+		}
+		if err := j.Close(ctx, 0, ""); !errors.Is(err, raftstore.ErrRefused) {
+			t.Errorf("solo %v: close: %v, want the journal's first error (ErrRefused)", solo, err)
+		}
 	}
 }

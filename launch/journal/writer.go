@@ -609,16 +609,15 @@ func (w *writer) applyAll(ctx context.Context, cmds []raftstore.Command) error {
 	return first
 }
 
-// commit commits one command through the solo log or the replica.
+// commit commits one command through the solo log, or the replica as
+// write does (refused's, for the parts of a refused command).
 func (w *writer) commit(ctx context.Context, c raftstore.Command) error {
-	var res *raftstore.Result
-	var err error
-	if w.solo != nil {
-		res, err = w.solo.Apply(c)
-	} else {
-		res, err = w.r.Apply(ctx, c)
+	if w.solo == nil {
+		return w.write(ctx, c)
 	}
+	res, err := w.solo.Apply(c)
 	w.saw(res)
+	w.count(err)
 	return err
 }
 
@@ -629,10 +628,24 @@ func (w *writer) saw(res *raftstore.Result) {
 	}
 }
 
-// apply commits one command through the replica. If the state machine refuses a command that
-// carries events, the command is retried without them and the events are
-// appended one by one, so that one bad event costs only itself.
+// apply commits one command through the replica (write). If the state
+// machine refuses a command that carries events, the command is retried
+// without them and the events are appended one by one, so that one bad
+// event costs only itself.
 func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
+	err := w.write(ctx, c)
+	if err == nil {
+		return nil
+	}
+	return w.refused(ctx, c, err)
+}
+
+// write commits one command through the replica under a Once key of its
+// own, and again, with the same key, each time its replica leads again
+// after the command found it deposed (regain). It returns the last
+// error: nil, the state machine's refusal, or why it gave up waiting for
+// the lead.
+func (w *writer) write(ctx context.Context, c raftstore.Command) error {
 	w.seq++
 	once := raftstore.Once{Writer: w.id, Seq: w.seq}
 	res, err := w.r.ApplyOnce(ctx, c, once)
@@ -654,10 +667,7 @@ func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
 		w.saw(res)
 		w.count(err)
 	}
-	if err == nil {
-		return nil
-	}
-	return w.refused(ctx, c, err)
+	return err
 }
 
 // refused handles a command that was not committed (err is the journal's)
@@ -683,14 +693,10 @@ func (w *writer) refused(ctx context.Context, c raftstore.Command, err error) er
 		}
 	}
 	if _, ok := c.(*raftstore.AppendEvents); !ok {
-		e := w.commit(ctx, c)
-		w.count(e)
-		keep(e)
+		keep(w.commit(ctx, c))
 	}
 	for _, ev := range evs {
-		e := w.commit(ctx, &raftstore.AppendEvents{Events: []raftstore.Event{ev}})
-		w.count(e)
-		keep(e)
+		keep(w.commit(ctx, &raftstore.AppendEvents{Events: []raftstore.Event{ev}}))
 	}
 	return first
 }
