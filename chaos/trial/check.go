@@ -189,8 +189,22 @@ func ExpectFor(prog Program, applied []Applied, t Topology, replicas int, policy
 			e.Names = append(e.Names, a.Target.String())
 		default:
 			r := relaunched(prog, a, t, policy, phase)
-			if r != no {
+			if r == yes && a.RanksEnded {
+				// Every rank had ended when the agent was lost: a root
+				// that had heard every end has nothing to recover (no
+				// failure is recorded, the job completes), one that had
+				// not may recover the agent or end the job (the
+				// restarted ranks find no peer): either ending, and no
+				// recovery promised (a replica fault waits for the
+				// group to form, which on a loaded machine may be after
+				// the ranks' end: chaos-interior 2026-11-28, "no
+				// recovery of the 0 failure(s)").
+				r = maybe
+			}
+			if r != no && !a.RanksEnded {
 				e.Recover = true
+			}
+			if r != no {
 				e.NoMajority = e.NoMajority || replicas > 1 && !a.GroupFormed && slices.Contains(t.Replicas, a.Target.Node)
 				if Silent(a.Fault) {
 					silent = append(silent, t.Name(a.Target.Node))

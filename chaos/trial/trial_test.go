@@ -693,6 +693,37 @@ func TestExpectPrograms(t *testing.T) {
 	if e := ExpectFor(Library, []Applied{late}, topo, 3, NoRestart, Run, "fe"); !reflect.DeepEqual(e.Endings, []Ending{Failed}) {
 		t.Errorf("replica's agent killed while ranks run: %v", e.Endings)
 	}
+	// The same under a restart policy: a root that had heard every end
+	// records no failure and completes, which promises no recovery; one
+	// that had not recovers the agent or ends the job naming it. While
+	// ranks run, the agent's loss is a failure that must be recovered.
+	quiet := Outcome{State: "finished", EndIndex: 9, AppOK: true, AppChecked: true}
+	for _, tc := range []struct {
+		policy  Policy
+		ended   bool
+		want    []Ending
+		recover bool
+		judged  []string // the invariants a completed job without failure or recovery violates
+	}{
+		{RestartRank, true, both, false, nil},
+		{RestartJob, true, both, false, nil},
+		{RestartRank, false, []Ending{Completed}, true, []string{InvRecovered}},
+		{RestartJob, false, []Ending{Completed}, true, []string{InvRecovered}},
+	} {
+		late.RanksEnded = tc.ended
+		e := ExpectFor(Library, []Applied{late}, topo, 3, tc.policy, Run, "fe")
+		if !reflect.DeepEqual(e.Endings, tc.want) || e.Recover != tc.recover || tc.ended && !reflect.DeepEqual(e.Names, []string{"node1"}) {
+			t.Errorf("replica's agent killed, %s, ranks ended %v: %v naming %v (recover %v), want %v (recover %v)",
+				tc.policy, tc.ended, e.Endings, e.Names, e.Recover, tc.want, tc.recover)
+		}
+		var got []string
+		for _, v := range Check([]Applied{late}, e, quiet) {
+			got = append(got, v.Invariant)
+		}
+		if !reflect.DeepEqual(got, tc.judged) {
+			t.Errorf("replica's agent killed, %s, ranks ended %v, completed with no failure in the log: violations %v, want %v", tc.policy, tc.ended, got, tc.judged)
+		}
+	}
 	// MPI cannot run under --restart rank.
 	cfg := testConfig()
 	cfg.Program, cfg.Policy = MPI, RestartRank

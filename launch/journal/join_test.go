@@ -141,7 +141,8 @@ func TestJournalNoMajority(t *testing.T) {
 // off from the replica agents for less than NoLeader steps down, and a
 // commit made meanwhile is not failed for a lost majority: it is
 // committed once the front-end's replica leads again, or (if an agent's
-// replica took the lead and kept it) fails after ElectTimeout as before.
+// replica took the lead and kept it) fails after Regain (ElectTimeout's,
+// unwatched: TestJournalRegain) as before.
 func TestJournalLeaderBlip(t *testing.T) {
 	cfg := Config{StateDir: t.TempDir(), Node: "fe", Job: Job{ID: "ft-test", N: 8, Replicas: 3}, ElectTimeout: 3 * time.Second}
 	g := newTestGroup(t, cfg, "node1", "node0")

@@ -57,9 +57,20 @@ type Config struct {
 	// DefaultMaxRows); that many waiting rows also trigger a flush.
 	MaxRows int
 	// ElectTimeout bounds the wait for this replica to lead before its
-	// first write (default DefaultElectTimeout), and for it to lead again
-	// after it lost the lead while another member leads.
+	// first write (default DefaultElectTimeout).
 	ElectTimeout time.Duration
+	// Regain bounds the wait for the replica to lead again after a write
+	// found it deposed (default ElectTimeout), for a journal whose caller
+	// does not watch its standing. A watched one (NewWatch: the
+	// front-end's) waits as long as it lasts: its caller holds what it
+	// would act on meanwhile, and abandons the journal once it steps
+	// aside (docs/state.md, "A front-end that lost the lead").
+	Regain time.Duration
+	// LoseLeadAt, for tests, names a recovery phase (RecoveryPhase.Stage)
+	// before whose first commit the replica hands its lead to another
+	// voter and waits until it no longer leads: the leadership blip a
+	// loaded machine gave a recovery's first commit (docs/chaos.md).
+	LoseLeadAt string
 	// NoLeader is how long the replica, once it led, may go without
 	// knowing any leader before the journal takes the group's majority
 	// for lost (default DefaultNoLeader): a write waiting for the lead to
@@ -140,6 +151,9 @@ type Journal struct {
 	// majorityAlive: the caller's word that a majority of the voters
 	// live (MajorityAlive), under mu.
 	majorityAlive bool
+	// watched: the caller watches the replica's standing (NewWatch), under
+	// mu: a write waits for the lead to come back without Regain's bound.
+	watched bool
 	// final is closed once the writer has ended (the final status
 	// committed, or not); kept is closed by Release (KeepForFollowers).
 	final    chan struct{}
@@ -237,6 +251,9 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	if cfg.ElectTimeout <= 0 {
 		cfg.ElectTimeout = DefaultElectTimeout
 	}
+	if cfg.Regain <= 0 {
+		cfg.Regain = cfg.ElectTimeout
+	}
 	if cfg.NoLeader <= 0 {
 		cfg.NoLeader = DefaultNoLeader
 	}
@@ -328,6 +345,14 @@ func (j *Journal) Stats() Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.stats
+}
+
+// isWatched reports whether the caller watches the replica's standing
+// (NewWatch).
+func (j *Journal) isWatched() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.watched
 }
 
 func (j *Journal) setErr(err error) {

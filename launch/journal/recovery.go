@@ -56,6 +56,9 @@ func (j *Journal) RanksRestarted(node string, ranks, pids []int, incs []uint64) 
 }
 
 func (w *writer) absorbPhase(at time.Time, p *RecoveryPhase) {
+	if p.Stage != "" && p.Stage == w.j.cfg.LoseLeadAt && !w.lostLead {
+		w.loseLead, w.lostLead = true, true
+	}
 	for _, pr := range p.Rows {
 		if !w.checkRank(pr.Rank, "patch") {
 			return

@@ -5,8 +5,8 @@ package journal
 // root only while its replica leads the group: paused past raft's lease
 // (a GC pause, VM steal, SIGSTOP) or cut off from the replica agents, it
 // is deposed, and the agents' replicas elect one of theirs. From then on
-// it acts on nothing — link ends, exits, expired timers, phases that could
-// not be committed wait — until it leads again (the replica agent that
+// it acts on nothing — link ends, exits, expired timers wait, and so do
+// the journal's writes (NewWatch) — until it leads again (the replica agent that
 // leads hands the lead back to a front-end it hears from: launch/agent's
 // watchLeadership), or learns that a replica agent took the root over
 // (the state log's epoch bump naming it, or the live report it writes),
@@ -63,8 +63,18 @@ type Watch struct {
 	held   []any // the events held while deposed, in order (Keep)
 }
 
-// NewWatch watches the lead of j's replica.
-func NewWatch(j *Journal, cfg WatchConfig) *Watch { return &Watch{j: j, cfg: cfg} }
+// NewWatch watches the lead of j's replica. From then on a write of j
+// that finds its replica deposed waits for it to lead again for as long
+// as the journal lasts (not Config.Regain): the caller holds its events
+// meanwhile, carries on once it leads, and abandons the journal once it
+// steps aside; a takeover (ErrFenced) and a lost majority (ErrNoMajority)
+// still end the write.
+func NewWatch(j *Journal, cfg WatchConfig) *Watch {
+	j.mu.Lock()
+	j.watched = true
+	j.mu.Unlock()
+	return &Watch{j: j, cfg: cfg}
+}
 
 // SteppedAside is how a front-end that lost the lead of its root group for
 // good left the job: a replica agent runs its root (Leader, in raft term

@@ -49,6 +49,9 @@ type writer struct {
 	syncs       []chan error
 	finish      *raftstore.Status
 	finishAt    time.Time
+	// loseLead: the next flush begins with Config.LoseLeadAt's blip
+	// (tests); lostLead: it was had.
+	loseLead, lostLead bool
 }
 
 // codeNote adds the recorded exit code where the description does not
@@ -535,6 +538,10 @@ func (w *writer) flush(ctx context.Context) {
 	if w.finish != nil {
 		cmds = append(cmds, &raftstore.Finish{Time: w.finishAt, Status: *w.finish, Events: events})
 	}
+	if w.loseLead {
+		w.loseLead = false
+		w.handLeadAway(ctx)
+	}
 	err := w.applyAll(ctx, cmds)
 	w.j.mu.Lock()
 	w.j.stats.Flushes++
@@ -602,16 +609,15 @@ func (w *writer) applyAll(ctx context.Context, cmds []raftstore.Command) error {
 	return first
 }
 
-// commit commits one command through the solo log or the replica.
+// commit commits one command through the solo log, or the replica as
+// write does (refused's, for the parts of a refused command).
 func (w *writer) commit(ctx context.Context, c raftstore.Command) error {
-	var res *raftstore.Result
-	var err error
-	if w.solo != nil {
-		res, err = w.solo.Apply(c)
-	} else {
-		res, err = w.r.Apply(ctx, c)
+	if w.solo == nil {
+		return w.write(ctx, c)
 	}
+	res, err := w.solo.Apply(c)
 	w.saw(res)
+	w.count(err)
 	return err
 }
 
@@ -622,31 +628,46 @@ func (w *writer) saw(res *raftstore.Result) {
 	}
 }
 
-// apply commits one command through the replica. If the state machine refuses a command that
-// carries events, the command is retried without them and the events are
-// appended one by one, so that one bad event costs only itself.
+// apply commits one command through the replica (write). If the state
+// machine refuses a command that carries events, the command is retried
+// without them and the events are appended one by one, so that one bad
+// event costs only itself.
 func (w *writer) apply(ctx context.Context, c raftstore.Command) error {
+	err := w.write(ctx, c)
+	if err == nil {
+		return nil
+	}
+	return w.refused(ctx, c, err)
+}
+
+// write commits one command through the replica under a Once key of its
+// own, and again, with the same key, each time its replica leads again
+// after the command found it deposed (regain). It returns the last
+// error: nil, the state machine's refusal, or why it gave up waiting for
+// the lead.
+func (w *writer) write(ctx context.Context, c raftstore.Command) error {
 	w.seq++
 	once := raftstore.Once{Writer: w.id, Seq: w.seq}
 	res, err := w.r.ApplyOnce(ctx, c, once)
 	w.saw(res)
 	w.count(err)
-	for try := 0; err != nil && try < 5; try++ {
+	watched := w.j.isWatched()
+	for try := 0; err != nil && (watched || try < 5); try++ {
 		if err = w.regain(ctx, err); err != nil {
 			break
 		}
 		// Leadership went to another replica and came back (a loaded
 		// machine delays heartbeats): write again, with the same key, so
 		// that a command that was committed after all is not applied
-		// (its events not appended) twice.
+		// (its events not appended) twice. A watched journal tries as
+		// long as it lasts: on a loaded machine the lead may come and go
+		// more than five times in one write, and a recovery's phase that
+		// could not be committed ended the job.
 		res, err = w.r.ApplyOnce(ctx, c, once)
 		w.saw(res)
 		w.count(err)
 	}
-	if err == nil {
-		return nil
-	}
-	return w.refused(ctx, c, err)
+	return err
 }
 
 // refused handles a command that was not committed (err is the journal's)
@@ -672,30 +693,33 @@ func (w *writer) refused(ctx context.Context, c raftstore.Command, err error) er
 		}
 	}
 	if _, ok := c.(*raftstore.AppendEvents); !ok {
-		e := w.commit(ctx, c)
-		w.count(e)
-		keep(e)
+		keep(w.commit(ctx, c))
 	}
 	for _, ev := range evs {
-		e := w.commit(ctx, &raftstore.AppendEvents{Events: []raftstore.Event{ev}})
-		w.count(e)
-		keep(e)
+		keep(w.commit(ctx, &raftstore.AppendEvents{Events: []raftstore.Event{ev}}))
 	}
 	return first
 }
 
 // regain waits, after a write failed with err because the replica does
 // not lead (or stopped leading while it wrote), for it to lead again. It
-// returns nil if it does, else the error to report: err if the replica
-// does not lead within the journal's ElectTimeout (another member leads
-// meanwhile, or ctx ended), or ErrNoMajority (with err) as soon as the
-// replica has known no leader for NoLeader: the group lost its majority,
-// and waiting would only hold the job (and its end) without a state log.
+// returns nil if it does, else the error to report: ErrFenced (with err)
+// once another replica took the root over; ErrNoMajority (with err) as
+// soon as the replica has known no leader for NoLeader: the group lost
+// its majority, and waiting would only hold the job (and its end) without
+// a state log; err if ctx ends (Close's bound, Abandon), or, unless the
+// journal is watched, if the replica does not lead within Regain while
+// another member leads. A watched journal's caller holds its events while
+// deposed and steps aside (Abandon) when it cannot lead again
+// (docs/state.md): its write waits for that rather than fail — a
+// recovery's phase that could not be committed ended the job, although
+// the lead came back (chaos-interior, a load of 30).
 func (w *writer) regain(ctx context.Context, err error) error {
 	if !errors.Is(err, raftstore.ErrNotLeader) && !errors.Is(err, raftstore.ErrIndeterminate) {
 		return err
 	}
-	deadline := time.Now().Add(w.j.cfg.ElectTimeout)
+	watched := w.j.isWatched()
+	deadline := time.Now().Add(w.j.cfg.Regain)
 	for {
 		if t := w.j.takenOver(); t != nil {
 			// Deposed for good: the root that took over writes from now
@@ -708,13 +732,34 @@ func (w *writer) regain(ctx context.Context, err error) error {
 		if lost := w.j.noMajority(w.r.Leaderless()); lost != nil {
 			return fmt.Errorf("%w: %w", lost, err)
 		}
-		if !time.Now().Before(deadline) {
+		if !watched && !time.Now().Before(deadline) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return err
 		case <-time.After(20 * time.Millisecond): // polling raft's state
+		}
+	}
+}
+
+// handLeadAway is Config.LoseLeadAt's leadership blip (tests): the
+// replica hands its lead to another voter, and the writer waits (5 s at
+// most) until it no longer leads, so that the flush that follows finds
+// it deposed. Without another voter to take it, nothing happens.
+func (w *writer) handLeadAway(ctx context.Context) {
+	if w.r == nil {
+		return
+	}
+	if err := w.r.TransferLeadership(ctx, "", ""); err != nil {
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.r.IsLeader() && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond): // polling raft's state
 		}
 	}
 }

@@ -109,7 +109,14 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, *raft.Ne
 		return fe.rootCreds, err
 	}
 	remote := fe.opts.Agents.Remote() || fe.opts.TestNodes > 1
-	return journal.FrontEndConfig(ctx, fe.opts.StateDir, cmp.Or(host, "localhost"), job, names, remote, creds, ip, agentsExitWait)
+	cfg, tr, err := journal.FrontEndConfig(ctx, fe.opts.StateDir, cmp.Or(host, "localhost"), job, names, remote, creds, ip, agentsExitWait)
+	if fe.hooks.breakAt == loseLeadHook {
+		// The blip of a loaded machine, in short: the lead is lost at the
+		// recovery's first commit, and comes back later than an unwatched
+		// writer would wait (Regain, 10 s there).
+		cfg.LoseLeadAt, cfg.Regain = recovery.StageSuspend.String(), 100*time.Millisecond
+	}
+	return cfg, tr, err
 }
 
 // addReplica adds a replica agent to the group, from a goroutine: the

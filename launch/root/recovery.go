@@ -114,8 +114,14 @@ const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 // were lost on its way (recovery/overdue.go); "no-table-record" does not
 // record the first node table, as if the front-end were lost between the
 // table's answer and its commit (a successor then learns it from the
-// agents: MTableHeld). Read once, by Run.
+// agents: MTableHeld); loseLeadHook has the front-end's replica lose the
+// lead of a group of three or five at the first recovery's suspend phase,
+// just before it is committed (journal.Config.LoseLeadAt). Read once, by
+// Run.
 const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
+
+// loseLeadHook is breakEnv's leadership blip at a recovery's commit.
+const loseLeadHook = "lose-lead"
 
 // committed takes a phase's commit. The tree changes recorded before it
 // are committed with it: the agents are told of them first, so that what

@@ -61,13 +61,30 @@ func harmless(ev event) bool {
 	return false
 }
 
+// LeadChanged (an Event): the front-end's replica stopped leading its root
+// group (Leads false: the front-end is deposed, and acts on nothing
+// meanwhile) or leads it again (Leads true: it goes on).
+type LeadChanged struct{ Leads bool }
+
+func (LeadChanged) isObserved() {}
+
 // hold reports whether the root's loop must not handle ev now
 // (journal.Group.Hold): it is held, and handled once the front-end leads
 // again, or dropped once it stepped aside.
 func (fe *frontend) hold(ev event) bool {
+	was := fe.deposed()
 	held := fe.journal.Hold(fe.ctx, ev, harmless(ev))
+	fe.toldStanding(was)
 	fe.stepAside()
 	return held
+}
+
+// toldStanding tells the observer when the front-end's look at its
+// standing deposed it, or found it leading again (was: deposed before).
+func (fe *frontend) toldStanding(was bool) {
+	if now := fe.deposed(); now != was && fe.stand != nil && fe.stand.aside == nil {
+		fe.observe(LeadChanged{Leads: !now})
+	}
 }
 
 // deposed reports whether the front-end is deposed (or stepped aside).
@@ -76,7 +93,9 @@ func (fe *frontend) deposed() bool { return fe.journal.Deposed() }
 // checkStanding is the loop's look at the group, every standingPoll
 // (journal.Group.Replay): the held events are handled once it leads again.
 func (fe *frontend) checkStanding() {
+	was := fe.deposed()
 	replay := fe.journal.Replay(fe.ctx)
+	fe.toldStanding(was)
 	fe.stepAside()
 	for _, ev := range replay {
 		fe.handle(ev.(event))
