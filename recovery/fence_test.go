@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // TestSelfFenceAt: when the root takes a lost node's fence, which has not
@@ -107,7 +109,7 @@ func TestFenceSelfTimer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second,
-				TableReady: true, Spares: []string{"s0"}, SelfFence: sf, Nodes: []string{"n0", "n1"}, Up: allUp(2)})
+				TableReady: true, Spares: []string{"s0"}, SelfFence: sf, Nodes: []string{"n0", "n1"}, Up: allUp(2), Tree: topology.Flat([]string{"n0", "n1"})})
 			// Declared lost on its heartbeat's timeout, its link quiet for
 			// 2.3 s: the self-fence bound (2 s) passed already.
 			p.Step(LinkLost{Agent: 1, Err: "silent", Silent: true, At: t0, Direct: true, Quiet: 2300 * time.Millisecond})
@@ -144,6 +146,41 @@ func TestFenceSelfTimer(t *testing.T) {
 				return ar.Agent == 1 && slices.Contains(ar.Fenced, FenceRecord{Node: "n1", Incarnation: 1, How: FenceSelf})
 			}) {
 				t.Errorf("record %+v: want the respawn, n1 self-fenced", rec)
+			}
+		})
+	}
+}
+
+// TestFenceWithoutTree: a lost agent of a launch tree is fenced from
+// outside (Fence), and its ranks wait for the fence's confirmation; a job
+// without a tree has its one agent on the root's machine, which
+// LoseSubtree kills with its ranks there: its fence is confirmed at once,
+// in the same step (FenceKilled), and nothing waits for it.
+func TestFenceWithoutTree(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		cfg       Config
+		fence     bool // a Fence action, its confirmation awaited
+		confirmed []FenceRecord
+	}{
+		{"tree", Config{Agents: 2, RankAgent: []int{0, 1}, Nodes: []string{"n0", "n1"}, Up: allUp(2), Tree: topology.Flat([]string{"n0", "n1"})},
+			true, nil},
+		{"no tree", Config{Agents: 1, RankAgent: []int{0, 0}, Nodes: []string{"n1"}, Up: allUp(1)},
+			false, []FenceRecord{{Node: "n1", Incarnation: 1, How: FenceKilled}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.Policy, cfg.Ranks, cfg.MaxRestarts, cfg.AckTimeout, cfg.TableReady = Rank, 2, 3, time.Second, true
+			p := New(cfg)
+			lost := len(cfg.Nodes) - 1
+			acts := p.Step(LinkLost{Agent: lost, Err: "EOF"})
+			fence := slices.ContainsFunc(acts, func(a Action) bool { _, ok := a.(Fence); return ok })
+			p.Step(AgentLost{Agent: lost, Incarnation: 1, Node: "n1", Err: "EOF"})
+			if fence != c.fence || p.fencePending() != c.fence {
+				t.Fatalf("Fence %v (in %s), pending %v, want %v", fence, kinds(acts), p.fencePending(), c.fence)
+			}
+			if got := p.agents[lost].confirmed; !slices.Equal(got, c.confirmed) {
+				t.Fatalf("confirmed fences %+v, want %+v", got, c.confirmed)
 			}
 		})
 	}

@@ -207,7 +207,7 @@ func TestLinkOfAnAgentStartedAgain(t *testing.T) {
 			rl = r
 		}
 	}
-	if rl != (Relaunch{Agent: 1, Node: "n1", Incarnation: 2, Epoch: 1, Start: true}) {
+	if rl != (Relaunch{Agent: 1, Node: "n1", Incarnation: 2, Epoch: 1}) {
 		t.Fatalf("relaunch %+v in %+v", rl, acts)
 	}
 	if l := p.Links().Link(1); !reflect.DeepEqual(l, AgentLink{Inc: 2, RootChild: false, Adopted: true}) {
@@ -229,7 +229,7 @@ func TestLinkOfAnAgentStartedAgain(t *testing.T) {
 	acts = q.Step(LeaderChanged{})
 	acts = append(acts, q.Step(Committed{Epoch: 2, Stage: StageRelaunch})...)
 	for _, a := range acts {
-		if r, ok := a.(Relaunch); ok && r.Start {
+		if r, ok := a.(Relaunch); ok {
 			t.Fatalf("a new leader started incarnation 2 again: %+v", r)
 		}
 	}

@@ -39,9 +39,6 @@ func Narrate(act Action, name func(int) string, since func(time.Time) time.Durat
 		}
 		return fmt.Sprintf("recovery: restarting every rank (restart %d, epoch %d)", a.Restarts, a.Epoch), false
 	case Relaunch:
-		if !a.Start {
-			break
-		}
 		old, node := name(a.Agent), a.Node
 		if node == "" {
 			node = old

@@ -175,10 +175,13 @@ func (p *Planner) loseSubtree(a int, keep map[int]bool) []Action {
 }
 
 // closeSubtree is loseSubtree; never, if set, is why the agents were never
-// started (a launch that failed): they are not fenced.
+// started (a launch that failed): they are not fenced. A job without a
+// tree has nothing to fence from outside: its one agent runs on the root's
+// machine, where LoseSubtree kills it with its ranks, which confirms its
+// fence at once.
 func (p *Planner) closeSubtree(a int, keep map[int]bool, never string) []Action {
 	var ls LoseSubtree
-	var fences []Action
+	var fences []Fence
 	below := []int(nil)
 	if p.cfg.Tree != nil {
 		below = p.cfg.Tree.Subtree(a)
@@ -201,7 +204,15 @@ func (p *Planner) closeSubtree(a int, keep map[int]bool, never string) []Action 
 	}
 	ls.NeverStarted, ls.Ending = never, p.Ending()
 	ls.Abandoned = p.abandon(ls)
-	return append([]Action{ls}, fences...)
+	acts := []Action{ls}
+	for _, f := range fences {
+		if p.cfg.Tree != nil {
+			acts = append(acts, f)
+		} else {
+			acts = append(acts, p.fenceDone(FenceDone{Agent: f.Agent, Node: f.Node, Incarnation: f.Incarnation, How: FenceKilled})...)
+		}
+	}
+	return acts
 }
 
 // orphansDue gives up on the orphans of a loss that did not arrive: they

@@ -480,17 +480,23 @@ func (p *Planner) sendRelaunch(arm Arm) []Action {
 			as.inc++
 			as.st = aRelaunching
 		}
-		if as.st == aRelaunching && !as.sent {
-			as.sent = true
-			rl := Relaunch{Agent: a, Node: as.node, Incarnation: as.inc, Epoch: p.epoch}
-			if l := &p.links[a]; l.inc < as.inc {
-				// A new link, the root's own (it does not wait for the
-				// agent to ask for adoption).
-				*l = link{inc: as.inc, adopted: true, backup: topology.None}
-				rl.Start = true
-			}
-			acts = append(acts, rl)
+		if as.st != aRelaunching || as.sent {
+			continue
 		}
+		as.sent = true
+		switch l := &p.links[a]; {
+		case l.inc < as.inc:
+			// A new link, the root's own (it does not wait for the
+			// agent to ask for adoption).
+			*l = link{inc: as.inc, adopted: true, backup: topology.None}
+			acts = append(acts, Relaunch{Agent: a, Node: as.node, Incarnation: as.inc, Epoch: p.epoch})
+		case l.inc == as.inc && l.up && !l.closed:
+			// The stage committed again by a new leader: the incarnation
+			// was started already, and is up.
+			as.st = aUp
+		}
+		// Else it was started already and is not up: its link's coming
+		// up or its loss says what became of it.
 	}
 	if p.relaunchDone() {
 		// Every agent came up already (sent again after a leader change),
@@ -582,16 +588,14 @@ func (FenceDone) isEvent()      {}
 
 // Relaunch tells the root to start agent Agent again on its node as
 // Incarnation: fresh credentials, the job's share of the node, the
-// recovery's epoch and the node table; it starts no rank by itself.
-// Start: the root's link is of an older incarnation, and a new one is
-// started (else the stage was committed again by a new leader: the
-// incarnation was started already, and is answered if it is up).
+// recovery's epoch and the node table; it starts no rank by itself. (A
+// stage committed again by a new leader starts no incarnation started
+// already: sendRelaunch.)
 type Relaunch struct {
 	Agent       int
 	Node        string
 	Incarnation uint64
 	Epoch       uint64
-	Start       bool
 }
 
 // Fence tells the root to fence agent Agent's incarnations up to

@@ -79,7 +79,7 @@ func TestRelaunchOrderOfActions(t *testing.T) {
 			}
 		}
 	}
-	if relaunch != (Relaunch{Agent: 1, Node: "n1", Incarnation: 2, Epoch: 1, Start: true}) {
+	if relaunch != (Relaunch{Agent: 1, Node: "n1", Incarnation: 2, Epoch: 1}) {
 		t.Fatalf("relaunch %+v", relaunch)
 	}
 	if len(respawns) != 2 || respawns[0] != (Respawn{Rank: 2, Agent: 1, Incarnation: 2, Epoch: 1}) || respawns[1].Rank != 3 {
@@ -182,7 +182,7 @@ func TestRelaunchSpare(t *testing.T) {
 				}
 			}
 		}
-		if relaunch != (Relaunch{Agent: 1, Node: "s0", Incarnation: 2, Epoch: 1, Start: true}) {
+		if relaunch != (Relaunch{Agent: 1, Node: "s0", Incarnation: 2, Epoch: 1}) {
 			t.Fatalf("%v: relaunch %+v", policy, relaunch)
 		}
 		if len(recs) != 1 || recs[0].Node != "s0" {
@@ -512,5 +512,41 @@ func TestRelaunchRandom(t *testing.T) {
 			}
 		}
 		w.checkEnd(true)
+	}
+}
+
+// TestRelaunchCommittedAgain: a new leader that commits the Relaunch stage
+// again starts no incarnation its predecessor started (the root's link is
+// of it); one that is up counts as relaunched at once, and the recovery
+// goes on in the same step; one that is not up, or whose link ended, is
+// waited for (its link's coming up, or its loss, says what became of it).
+func TestRelaunchCommittedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		up     []bool
+		closed bool
+		want   string // the actions of the stage committed again
+	}{
+		{"up", []bool{true, true}, false, "Commit"},
+		{"not up", []bool{true, false}, false, "Arm"},
+		{"closed", []bool{true, true}, true, "Arm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(Config{Policy: Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, MaxRestarts: 3, AckTimeout: time.Second,
+				TableReady: true, Nodes: []string{"n0", "n1"}, Resumed: true, Up: tc.up})
+			p.Restore(Checkpoint{Epoch: 1, Stage: StageRelaunch, Agents: []AgentRecord{{Agent: 1, Node: "n1", Incarnation: 2, Restarts: 1}},
+				Ranks: []RankRecord{{Rank: 1, Agent: 1, Incarnation: 1, Restarts: 1, Failed: true}}})
+			if tc.closed {
+				p.closeLink(1, 2)
+			}
+			p.Step(LeaderChanged{})
+			acts := step(t, p, Committed{Epoch: p.Epoch(), Stage: StageRelaunch}, tc.want)
+			if c, ok := acts[0].(Commit); tc.want == "Commit" && (!ok || c.Rec.Stage != StageRespawn) {
+				t.Fatalf("after the relaunch: %+v, want the Respawn stage's commit", acts[0])
+			}
+			if st := p.agents[1].st; (st == aUp) != (tc.want == "Commit") || p.AgentIncarnation(1) != 2 {
+				t.Fatalf("agent 1: state %v, incarnation %d", st, p.AgentIncarnation(1))
+			}
+		})
 	}
 }

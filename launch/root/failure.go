@@ -153,16 +153,11 @@ func (fe *frontend) onSignal(sig os.Signal) {
 	if !ok {
 		return
 	}
+	// The group is up once it serves every replica and the root's
+	// children know where the replicas are.
 	detach := fe.opts.Replicas > 1 && fe.opts.Detach != nil
-	fe.step(recovery.Signaled{Signal: int(s), Detach: detach, GroupUp: detach && s == syscall.SIGHUP && fe.groupReady()})
-}
-
-// groupReady reports whether a replicated root's group has every replica
-// and the root's children know where the replicas are: the job survives
-// the front-end.
-func (fe *frontend) groupReady() bool {
-	_, servers, ok := fe.journal.Members()
-	return ok && fe.replicas.Peers != nil && servers >= fe.opts.Replicas
+	up := detach && s == syscall.SIGHUP && fe.replicas.Peers != nil && fe.journal.Serves(fe.opts.Replicas)
+	fe.step(recovery.Signaled{Signal: int(s), Detach: detach, GroupUp: up})
 }
 
 func (fe *frontend) protocolError(a *agentHandle, err error) {

@@ -21,15 +21,9 @@ import (
 // what counts for one that does not reach its node): the fence runs in
 // the background, its record goes to the state log, and the planner hears
 // its confirmation (FenceDone), before which no rank of the agent's starts
-// again. A job without a way to reach nodes (its one agent on this
-// machine, killed directly with its ranks: loseSubtree) has nothing left
-// to fence.
+// again.
 func (fe *frontend) fenceNode(idx int, node string, inc uint64) {
 	done := recovery.FenceDone{Agent: idx, Node: node, Incarnation: inc, How: recovery.FenceKilled}
-	if !fe.fences.Reaches() {
-		fe.post(done)
-		return
-	}
 	if fe.hooks.breakAt == "no-fence" {
 		fe.warnf("test hook: node %s is not fenced from outside (%s)", node, breakEnv)
 		fe.post(done)

@@ -11,6 +11,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/recovery"
+	"github.com/ftlaunch/ftlaunch/topology"
 )
 
 // TestFenceConfirmation: how the root confirms a lost node's fence to the
@@ -43,7 +44,8 @@ func TestFenceConfirmation(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			fe := &frontend{ctx: ctx, events: make(chan event, 8), opts: Options{Heartbeat: time.Second}, ioState: ioState{out: output.NewWriter(io.Discard, io.Discard, false)},
 				agents: []*agentHandle{{idx: 0, name: "node3", inc: 1}}}
-			fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 1, Agents: 1, SelfFence: fe.selfFence(), Nodes: []string{"node3"}, Up: []bool{true}})
+			fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 1, Agents: 1, SelfFence: fe.selfFence(), Nodes: []string{"node3"}, Up: []bool{true},
+				Tree: topology.Flat([]string{"node3"})}) // fenced from outside: a tree's agent
 			// Declared lost now, its node silent for c.silence (the
 			// root's own link's quiet; none: its link ended).
 			fe.decide(recovery.LinkLost{Agent: 0, Err: "silent", Silent: c.silence > 0, Direct: true, Quiet: c.silence, At: time.Now()})

@@ -26,18 +26,9 @@ type evRelaunched struct {
 func (evRelaunched) isRootEvent() {}
 
 // relaunchAgent carries out the planner's Relaunch: agent act.Agent starts
-// again on its node as incarnation act.Incarnation. A relaunch of an
-// incarnation started already (the stage committed again by a new leader)
-// starts nothing: it is answered if that incarnation is up; its loss, if
-// it was lost, is reported as such.
+// again on its node as incarnation act.Incarnation.
 func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	old := fe.agents[act.Agent]
-	if !act.Start {
-		if l := fe.link(old); old.inc == act.Incarnation && l.Up && !l.Closed {
-			fe.post(recovery.Relaunched{Agent: act.Agent, Incarnation: act.Incarnation})
-		}
-		return
-	}
 	// Its link is this root's own, as an adopted agent's is (the planner's:
 	// a successor does not wait for it to ask for adoption).
 	a := &agentHandle{idx: old.idx, name: cmp.Or(act.Node, old.name), ranks: old.ranks, inc: act.Incarnation}

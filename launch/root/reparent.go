@@ -76,7 +76,7 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 		fe.awaitOrphans(act)
 	case recovery.OrphanLate, recovery.OrphansArrived, recovery.MoveIgnored: // told (narrate)
 	case recovery.Redeal:
-		fe.redealBackups(act, act.Change(fe.nameOf))
+		fe.redealBackups(act)
 	case recovery.Lost: // the planner's decisions on each agent follow
 		if act.Running {
 			fe.failedAt = time.Now()
@@ -225,25 +225,22 @@ func (fe *frontend) adoptAsOrphan(req launcher.AdoptRequest, c *agentHandle, inc
 	fe.step(recovery.Reparented{Agent: c.idx, Parent: topology.Root, Incarnation: inc})
 }
 
-// redealBackups carries out the planner's Redeal: why goes to the state
-// log, and once it is committed (commitTree) the agents the planner names
-// (their backup parent is new, or not the one they hold a link to) are
-// told to open a standby link to it. A backup that is not up yet (started
-// again) is sent when it is (agentUp).
-func (fe *frontend) redealBackups(act recovery.Redeal, why string) {
-	fe.commitTree(why, func() { fe.tellBackups(act) })
-}
-
-// tellBackups tells the agents their backup parents, or their fallbacks,
-// after a committed redeal (the planner's: recovery.Links.Redealt).
-func (fe *frontend) tellBackups(act recovery.Redeal) {
-	for _, t := range fe.links().Redealt(act) {
-		if t.Backup {
-			fe.sendBackup(fe.agents[t.Agent])
-		} else {
-			fe.sendFallbacks(fe.agents[t.Agent])
+// redealBackups carries out the planner's Redeal: its change goes to the
+// state log, and once that is committed (commitTree) the agents the
+// planner names (recovery.Links.Redealt: their backup parent is new, or
+// not the one they hold a link to) are told to open a standby link to it,
+// or their fallbacks. A backup that is not up yet (started again) is sent
+// when it is (agentUp).
+func (fe *frontend) redealBackups(act recovery.Redeal) {
+	fe.commitTree(act.Change(fe.nameOf), func() {
+		for _, t := range fe.links().Redealt(act) {
+			if t.Backup {
+				fe.sendBackup(fe.agents[t.Agent])
+			} else {
+				fe.sendFallbacks(fe.agents[t.Agent])
+			}
 		}
-	}
+	})
 }
 
 // refreshReplicaPeers tells the root's children where the replica agents
