@@ -5,7 +5,6 @@ package root
 // and counting what never started.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
-	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -98,12 +96,11 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 // arrangeTree builds the launch plan over the front-end (plan node 0) and
 // the agents (agent i is plan node i+1).
 func (fe *frontend) arrangeTree() error {
-	kind, err := plan.ParseKind(cmp.Or(fe.opts.Tree, "auto"))
+	kind, flat, err := fe.opts.Agents.TreeKind(fe.opts.Tree)
 	if err != nil {
-		return fmt.Errorf("--tree: %w", err)
+		return err
 	}
-	var flat bool
-	if kind, flat = fe.opts.Agents.TreeKind(kind); flat {
+	if flat {
 		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
 	}
 	pl, err := fe.buildPlan(kind, len(fe.agents)+1, plan.Params{Replicas: max(fe.opts.Replicas, 1)})
@@ -283,20 +280,6 @@ func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 		placement = append(placement, b.ranks)
 	}
 	return launcher.ReplicaSpec(fe.journal.Dir(), fe.opts.Replicas, fe.ca, placement)
-}
-
-// launchReport runs once every agent is up: it keeps the calibration and,
-// with --verbose, prints the launch's breakdown per launching agent.
-func (fe *frontend) launchReport() {
-	fe.checkModel()
-	if fe.opts.Agents.Remote() && !fe.opts.Agents.GroupStart { // SSH and srun launches calibrate their model
-		fe.calibrate()
-	}
-	if fe.opts.Verbose {
-		for _, l := range calibrate.Breakdown(fe.starts(), fe.launchBegan, fe.opts.Agents.StartedBy()) {
-			fe.verbosef("%s", l)
-		}
-	}
 }
 
 // launchFailed handles an agent that could not be started: the planner

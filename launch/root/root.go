@@ -119,9 +119,8 @@ type launchState struct {
 	ln           net.Listener
 	cancelLaunch context.CancelFunc
 	launchBegan  time.Duration
-	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
-	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
-	stage        *proto.Staged            // the program, with --prestage
+	model        *calibrate.Planned // the plan with the launch-time model's prediction (calibrate.go)
+	stage        *proto.Staged      // the program, with --prestage
 	// treeTells are the tree changes not committed yet (commitTree).
 	treeTells journal.TreeTells
 	// gossip is the front-end's member of the job's gossip cluster (its
