@@ -5,7 +5,6 @@ package root
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -207,52 +206,19 @@ type agentHandle struct {
 	specAt  time.Duration // when its job was sent
 	ranksAt time.Duration // when its ranks were reported running
 
-	// awaits is the tree change that moved it and is not committed yet
-	// (commitTree; 0: none): what the root sends it meanwhile is held
-	// (held), and goes once the change is told.
-	awaits uint64
-	held   []heldMsg
-}
-
-// heldMsg is a message for an agent held until its move is committed.
-type heldMsg struct {
-	typ uint8
-	p   []byte
+	// route sends it its messages on via, held while the tree change that
+	// moved it is not committed (commitTree, launcher.Route).
+	route launcher.Route
 }
 
 // send writes a message for the agent: on its link, or routed through the
-// tree.
+// tree (launcher.Route).
 func (a *agentHandle) send(typ uint8, p []byte) error {
-	if a.via == nil {
-		return errors.New("agent not connected")
-	}
-	if a.awaits != 0 {
-		a.held = append(a.held, heldMsg{typ, p})
-		return nil
-	}
-	return a.write(typ, p)
+	return a.route.Send(a.via, a.link, a.idx, typ, p)
 }
 
 // flush sends what was held for the agent while its move was committed.
-func (a *agentHandle) flush() {
-	if a.awaits != 0 {
-		return
-	}
-	held := a.held
-	a.held = nil
-	for _, m := range held {
-		_ = a.write(m.typ, m.p)
-	}
-}
-
-// write writes a message for the agent, on its link (a child of the
-// root's: it is reached through it) or routed.
-func (a *agentHandle) write(typ uint8, p []byte) error {
-	if a.via == a.link {
-		return a.via.Send(typ, p)
-	}
-	return a.via.Send(proto.MRoute, proto.Wrap(a.idx, typ, p))
-}
+func (a *agentHandle) flush() { a.route.Flush(a.via, a.link, a.idx) }
 
 // end is the agent's process or session, to kill or wait for
 // (launcher.AgentEnd).
