@@ -72,7 +72,7 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 	fe.launchBegan = time.Since(fe.start)
 	rl, err := fe.opts.Agents.StartRoot(ctx, launcher.RootStart{
 		Creds: fe.rootCreds, Job: fe.jobID, Leaf: fe.plan.IsLeafLauncher(0), Children: children,
-		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
+		Logf: fe.out.Logf,
 		Go:   fe.goFunc, Started: fe.launched(),
 		// An agent whose parent and backup are both lost may ask the
 		// root to adopt it (its last fallback parent: reparent.go).

@@ -332,7 +332,7 @@ func (fe *frontend) nodeOf(rank int) string {
 }
 
 func (fe *frontend) warnf(format string, args ...any) {
-	fe.out.Message(fmt.Sprintf("ftlaunch: "+format+"\n", args...))
+	fe.out.Logf("ftlaunch: "+format, args...)
 }
 
 func (fe *frontend) verbosef(format string, args ...any) {

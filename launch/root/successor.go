@@ -84,7 +84,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	fe.replicaNodes, fe.ca = tk.Replicas, tk.CA
 	fe.resume(tk)
 	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{
-		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
+		Logf: fe.out.Logf,
 		Go:   fe.goFunc,
 	})
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
@@ -108,7 +108,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		defer logf.Close()
 		defer fe.wg.Wait()
 		defer stop()
-		fe.goFunc(fe.out.Run)
+		fe.out.Start()
 		if cfg.Gossip != nil {
 			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
 		}
