@@ -5,7 +5,6 @@ package root
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -161,8 +160,7 @@ type ioState struct {
 	out        *output.Writer
 	stdinAgent *agentHandle
 	input      *output.Stdin   // the front-end's stdin for rank 0's agent (nil: none)
-	progress   bool            // show a live launch line on stderr (a terminal)
-	launching  bool            // the progress line is live
+	launching  output.Progress // the live launch line
 	stops      output.StopGate // which SIGCONT goes on to the ranks (loop)
 }
 
@@ -274,22 +272,11 @@ func (evResume) isRootEvent()       {}
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
-// showProgress updates the live launch line: agents up, ranks running.
-// The line goes once every rank runs (or the job fails); it is never shown
-// when stderr is not a terminal. Launch goroutines call it before the
-// event loop starts (ordered by the launch's result channel), the loop
-// after.
+// showProgress updates the live launch line (output.Progress). Launch
+// goroutines call it before the event loop starts (ordered by the
+// launch's result channel), the loop after.
 func (fe *frontend) showProgress() {
-	if !fe.launching {
-		return
-	}
-	if up := fe.ledger().StartedCount(); up >= fe.opts.N || fe.status().Failure != nil {
-		fe.launching = false
-		fe.out.Push(output.Item{Progress: true})
-		return
-	}
-	fe.out.Push(output.Item{Progress: true, Data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
-		fe.agentsUp, len(fe.agents), fe.ledger().StartedCount(), fe.opts.N))})
+	fe.launching.Show(fe.out, fe.agentsUp, len(fe.agents), fe.ledger().StartedCount(), fe.opts.N, fe.status().Failure != nil)
 }
 
 // The root calls its planner through these four only: decide (Step:

@@ -83,8 +83,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 			return Result{ExitCode: ExitLauncher}, err
 		}
 	}
-	fe.progress = !opts.Verbose && output.IsTerminal(opts.Stderr)
-	fe.launching = fe.progress
+	fe.launching = output.ProgressOn(opts.Stderr, opts.Verbose)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan event, 256)
