@@ -51,7 +51,7 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 	}
 	fe.liveN = len(fe.agents)
 	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 {
-		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
+		fe.topo = topology.Flat([]string{fe.agents[0].name})
 		fe.rec = recovery.New(fe.plannerConfig())
 		if err := fe.startLocal(fe.agents[0]); err != nil {
 			return fmt.Errorf("start agent for node %s: %w", fe.agents[0].name, err)
@@ -109,16 +109,9 @@ func (fe *frontend) arrangeTree() error {
 	}
 	fe.plan, fe.tree, fe.tmpl.Launch = pl, true, fe.opts.Agents.Spec(false)
 	fe.replicaNodes = topology.ReplicaAgents(pl)
-	t, err := topology.FromPlan(pl, fe.agentNames())
-	if err != nil {
-		return err
-	}
-	fe.setTree(t)
-	return nil
+	fe.topo, err = topology.FromPlan(pl, fe.agentNames())
+	return err
 }
-
-// setTree makes t the root's launch tree.
-func (fe *frontend) setTree(t *topology.Tree) { fe.topo = t }
 
 // childSpecs issues the credentials of the given agents and describes them
 // for their launcher (launcher.ChildSpecs).

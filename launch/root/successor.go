@@ -155,7 +155,7 @@ func (fe *frontend) resume(tk *launcher.Takeover) {
 		}
 		fe.agents = append(fe.agents, a)
 	}
-	fe.setTree(tk.Tree)
+	fe.topo = tk.Tree
 	fe.liveN = len(fe.agents)
 	fe.rec = fe.successorPlanner(tk.State, tk.Job, r)
 	fe.colls.SetEpoch(tk.CollEpoch)
