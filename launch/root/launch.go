@@ -76,11 +76,7 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 		Go:   fe.goFunc, Started: fe.launched(),
 		// An agent whose parent and backup are both lost may ask the
 		// root to adopt it (its last fallback parent: reparent.go).
-		Asked: func(req launcher.AdoptRequest) {
-			if !fe.put(evAdopt{req: req}) {
-				req.Conn.Close()
-			}
-		},
+		Asked: fe.asked,
 	})
 	if err != nil {
 		return err

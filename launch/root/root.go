@@ -166,7 +166,6 @@ type ioState struct {
 
 // restartState is the root's side of the restart protocol (recovery.go).
 type restartState struct {
-	// The restart protocol (recovery.go).
 	table      [][]byte  // the node table (I-tuples by rank) as published and patched: a relaunched agent's
 	failedAt   time.Time // the failure the recovery in progress began with
 	recoveryAt time.Time // the last phase committed

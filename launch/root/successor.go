@@ -36,13 +36,16 @@ type Successor struct {
 	done chan struct{}
 }
 
-// Adopt hands a request for adoption to the successor root; once it
-// ended, it refuses by closing the connection.
+// Adopt hands a request for adoption to the successor root (asked).
 func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
-	select {
-	case s.fe.events <- evAdopt{req: launcher.AdoptRequest{Conn: conn, Hello: h}}:
-	case <-s.done:
-		conn.Close()
+	s.fe.asked(launcher.AdoptRequest{Conn: conn, Hello: h})
+}
+
+// asked hands a request for adoption to the event loop; once the root's
+// context ended, it refuses by closing the connection.
+func (fe *frontend) asked(req launcher.AdoptRequest) {
+	if !fe.put(evAdopt{req: req}) {
+		req.Conn.Close()
 	}
 }
 
