@@ -137,11 +137,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	fe.step(recovery.AgentUp{Agent: a.idx})
 	a.info, a.upAt = up, time.Since(fe.start)
-	if fe.rootChild(a) {
-		a.via = a.link
-	} else {
-		a.via = fe.agents[fe.topo.Top(a.idx)].link
-	}
+	a.via = fe.agents[fe.topo.Top(a.idx)].link // its own, for a child of the root
 	if fe.status().Ending() {
 		_ = a.send(proto.MShutdown, nil)
 		return
