@@ -296,6 +296,15 @@ type Planned struct {
 	Why  string
 }
 
+// Prediction is p's prediction of its launch, as the state log keeps it
+// with the plan (nil: no plan, none).
+func (p *Planned) Prediction() *journal.ModelPrediction {
+	if p == nil {
+		return nil
+	}
+	return &p.Pred
+}
+
 // Plan builds the launch plan of kind over n nodes under model m, auto's
 // by plan.ChooseAuto, and fixes the model's prediction for it.
 func Plan(kind plan.Kind, n int, params plan.Params, m Model) (Planned, error) {
@@ -320,4 +329,57 @@ func Plan(kind plan.Kind, n int, params plan.Params, m Model) (Planned, error) {
 	}
 	out.Pred.Tree = out.Plan.Kind.String()
 	return out, nil
+}
+
+// Launch is how one launch meets the model, as the root starts it: its
+// agents' launcher (ssh or slurm: launcher.Agents.Launcher, StartedBy),
+// on test nodes or not (Local), for Ranks ranks; whether this launch adds
+// to the kept calibration (Keep: SSH and srun launches that start agents
+// one by one); and where the root's messages go (Verbosef says nothing
+// without --verbose).
+type Launch struct {
+	Launcher, StartedBy string
+	Local, Keep         bool
+	Ranks               int
+	Warnf, Verbosef     func(format string, args ...any)
+}
+
+// Plan builds the launch plan of kind over n nodes (the root included)
+// under the model for this launch (ModelFor, whose defaults stand in for
+// a calibration that could not be read: said) and fixes its prediction
+// (Plan); how auto chose is said with --verbose.
+func (l Launch) Plan(kind plan.Kind, n int, params plan.Params) (*Planned, error) {
+	m, err := ModelFor(l.Launcher, l.Local, n, l.Ranks)
+	if err != nil {
+		l.Warnf("launch model: %v (using its defaults)", err)
+	}
+	p, err := Plan(kind, n, params, m)
+	if err != nil {
+		return nil, err
+	}
+	if p.Why != "" {
+		l.Verbosef("auto %s", p.Why)
+	}
+	return &p, nil
+}
+
+// Done takes the launch planned as p once every agent is up: it measures
+// it from its start (began) until the last agent connected back, with
+// each agent's SEQ and REM (Measured: the state log keeps it), says it
+// beside the prediction, keeps it in the calibration (Keep: a failure to
+// is said, not fatal), and says the breakdown per launching agent.
+func (l Launch) Done(p *Planned, starts []Start, began time.Duration) journal.ModelMeasured {
+	m := Measured(starts, began)
+	l.Verbosef("model: %s", Compared(p.Pred, m))
+	if l.Keep {
+		if k, err := Keep(l.Launcher, starts, p.Auto); err != nil {
+			l.Warnf("%v", err)
+		} else if k != nil {
+			l.Verbosef("calibration: %s", k.Summary(l.Launcher))
+		}
+	}
+	for _, line := range Breakdown(starts, began, l.StartedBy) {
+		l.Verbosef("%s", line)
+	}
+	return m
 }

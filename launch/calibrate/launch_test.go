@@ -1,6 +1,7 @@
 package calibrate
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
+	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
 // TestSamples: each agent's REM (its launcher's time less its queueing),
@@ -157,6 +159,45 @@ func TestModelForRanks(t *testing.T) {
 	if _, err := SaveCalibration("ssh", Calibration{Seq: 0.01, Rem: 0.15, Shared: &bad}); err == nil {
 		if k, err := LoadCalibration("ssh"); err == nil && k != nil && k.Shared != nil {
 			t.Errorf("a negative per-rank work was loaded: %+v", k.Shared)
+		}
+	}
+}
+
+// TestLaunchPlanAndDone: a launch on test nodes is planned under the
+// local model with its prediction; once up it is measured for the state
+// log, said beside the prediction with its breakdown, and kept in the
+// calibration only when the launch keeps it (a kept one is said).
+func TestLaunchPlanAndDone(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var warned, said []string
+	l := Launch{Launcher: "ssh", StartedBy: "ssh", Local: true, Ranks: 2,
+		Warnf:    func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) },
+		Verbosef: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
+	flat, _ := plan.ParseKind("flat")
+	p, err := l.Plan(flat, 3, plan.Params{Replicas: 1})
+	if err != nil || p.Plan == nil || p.Pred.Source != "test-nodes" || p.Pred.Tree != "flat" || p.Prediction() != &p.Pred {
+		t.Fatalf("plan %+v, %v: want a flat plan with the test nodes' prediction", p, err)
+	}
+	if (*Planned)(nil).Prediction() != nil {
+		t.Error("no plan has a prediction")
+	}
+	ms := time.Millisecond
+	starts := []Start{{Node: "a0", Parent: -1, Up: 100 * ms, UpAt: 150 * ms}, {Node: "a1", Parent: -1, Up: 140 * ms, UpAt: 190 * ms}}
+	for _, keep := range []bool{false, true} {
+		warned, said = nil, nil
+		l.Keep = keep
+		m := l.Done(p, starts, 40*ms)
+		if math.Abs(m.MeasuredSeconds-0.15) > 1e-9 || len(m.Agents) != 2 {
+			t.Errorf("keep %v: measured %+v, want 0.15 s over 2 agents", keep, m)
+		}
+		kept, _ := LoadCalibration("ssh")
+		want := 1 + len(Breakdown(starts, 40*ms, "ssh")) // the model's line, the breakdown
+		if keep {
+			want++ // and the calibration's
+		}
+		if len(warned) != 0 || len(said) != want || !strings.HasPrefix(said[0], "model: predicted") ||
+			(kept != nil) != keep || keep != strings.HasPrefix(said[1], "calibration: ") {
+			t.Errorf("keep %v: warned %q, said %q, kept %+v", keep, warned, said, kept)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -64,15 +65,20 @@ func (g Agents) Spec(leaf bool) proto.LaunchSpec {
 	return l
 }
 
-// TreeKind is the launch tree's kind for the one asked (--tree) as g
-// starts agents: one srun step for every agent (GroupStart on Slurm) is
-// the front-end's start of them all, a flat tree (flat: kind was not).
-func (g Agents) TreeKind(kind plan.Kind) (_ plan.Kind, flat bool) {
+// TreeKind is the launch tree's kind for the one asked (--tree; "":
+// auto) as g starts agents: one srun step for every agent (GroupStart on
+// Slurm) is the front-end's start of them all, a flat tree (flat: the
+// kind asked was not).
+func (g Agents) TreeKind(tree string) (_ plan.Kind, flat bool, err error) {
+	kind, err := plan.ParseKind(cmp.Or(tree, "auto"))
+	if err != nil {
+		return kind, false, fmt.Errorf("--tree: %w", err)
+	}
 	if !g.Slurm() || !g.GroupStart || kind.Shape == plan.Flat {
-		return kind, false
+		return kind, false, nil
 	}
 	k, _ := plan.ParseKind("flat")
-	return k, true
+	return k, true, nil
 }
 
 // StartedBy names how agents are started, as --verbose and the state log

@@ -40,7 +40,8 @@ func TestAgentsSpec(t *testing.T) {
 }
 
 // TestTreeKind: one srun step for every agent makes the tree flat (the
-// front-end starts them all); every other way keeps the kind asked.
+// front-end starts them all); every other way keeps the kind asked (""
+// is auto); a kind that does not parse is --tree's error.
 func TestTreeKind(t *testing.T) {
 	ls, err := NewLocalSpawner()
 	if err != nil {
@@ -51,22 +52,27 @@ func TestTreeKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	flat, _ := plan.ParseKind("flat")
+	auto, _ := plan.ParseKind("auto")
 	for _, c := range []struct {
 		name string
 		g    Agents
-		kind plan.Kind
+		tree string
 		want plan.Kind
 		flat bool
 	}{
-		{"srun, one step for all", Agents{Spawner: ls, Launcher: "slurm", GroupStart: true}, kary, flat, true},
-		{"srun, one step for all, flat asked", Agents{Spawner: ls, Launcher: "slurm", GroupStart: true}, flat, flat, false},
-		{"srun, a step per agent", Agents{Spawner: ls, Launcher: "slurm"}, kary, kary, false},
-		{"ssh", Agents{Spawner: ls, Launcher: "ssh", GroupStart: true}, kary, kary, false},
-		{"test nodes", Agents{GroupStart: true}, kary, kary, false},
+		{"srun, one step for all", Agents{Spawner: ls, Launcher: "slurm", GroupStart: true}, "kary:4", flat, true},
+		{"srun, one step for all, flat asked", Agents{Spawner: ls, Launcher: "slurm", GroupStart: true}, "flat", flat, false},
+		{"srun, a step per agent", Agents{Spawner: ls, Launcher: "slurm"}, "kary:4", kary, false},
+		{"ssh", Agents{Spawner: ls, Launcher: "ssh", GroupStart: true}, "kary:4", kary, false},
+		{"ssh, none asked", Agents{Spawner: ls, Launcher: "ssh"}, "", auto, false},
+		{"test nodes", Agents{GroupStart: true}, "kary:4", kary, false},
 	} {
-		if got, f := c.g.TreeKind(c.kind); got != c.want || f != c.flat {
-			t.Errorf("%s: %v (flat %v), want %v (%v)", c.name, got, f, c.want, c.flat)
+		if got, f, err := c.g.TreeKind(c.tree); err != nil || got != c.want || f != c.flat {
+			t.Errorf("%s: %v (flat %v, %v), want %v (%v)", c.name, got, f, err, c.want, c.flat)
 		}
+	}
+	if _, _, err := (Agents{}).TreeKind("nosuch"); err == nil {
+		t.Error("--tree nosuch: no error")
 	}
 }
 

@@ -2,11 +2,12 @@ package output
 
 // The front-end's side of the user's session besides the output itself:
 // which numbered output frame of an agent is written next, stdin paced to
-// rank 0's agent, the signals forwarded to the ranks, and whether stderr
-// is a terminal (for the progress line).
+// rank 0's agent, the signals forwarded to the ranks, and the live launch
+// line.
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -151,4 +152,29 @@ func IsTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// Progress is the live launch line (ProgressOn): agents up and ranks
+// running, until every rank runs or the job failed, when it goes for
+// good. The zero value shows none.
+type Progress struct{ live bool }
+
+// ProgressOn is a live launch line if stderr is a terminal and the user
+// did not ask for --verbose (whose lines it would break).
+func ProgressOn(stderr io.Writer, verbose bool) Progress {
+	return Progress{live: !verbose && IsTerminal(stderr)}
+}
+
+// Show updates the line on w: up agents of all, ranks of n running; a
+// launch over (every rank runs, or failed) clears it.
+func (p *Progress) Show(w *Writer, up, all, ranks, n int, failed bool) {
+	if !p.live {
+		return
+	}
+	if ranks >= n || failed {
+		p.live = false
+		w.Push(Item{Progress: true})
+		return
+	}
+	w.Push(Item{Progress: true, Data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running", up, all, ranks, n))})
 }

@@ -7,17 +7,18 @@ import (
 )
 
 // TestOpenJob: a successor's output goes to the job's directory: a file
-// per rank and stream, and its log appended to after an earlier one's.
+// per rank and stream, and its log appended to after an earlier one's
+// (each successor's line said by Logf).
 func TestOpenJob(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, JobOutput, JobLog)
-	for i, line := range []string{"first successor\n", "second successor\n"} {
+	for i, which := range []string{"first", "second"} {
 		w, logf, err := OpenJob(dir, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		go w.Run()
-		w.Message(line)
+		w.Start()
+		w.Logf("%s successor", which)
 		w.Close()
 		if err := logf.Close(); err != nil {
 			t.Fatal(err)

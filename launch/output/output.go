@@ -92,6 +92,12 @@ func (w *Writer) Message(line string) {
 	w.Push(Item{Stream: proto.StreamStderr, Data: []byte(line)})
 }
 
+// Logf queues one of ftlaunch's own lines for stderr, formatted.
+func (w *Writer) Logf(format string, args ...any) { w.Message(fmt.Sprintf(format, args...) + "\n") }
+
+// Start starts the writer's goroutine (run); Close stops and joins it.
+func (w *Writer) Start() { go w.run() }
+
 // Close writes what is queued, closes the output files and stops run.
 func (w *Writer) Close() {
 	w.mu.Lock()
@@ -104,9 +110,9 @@ func (w *Writer) Close() {
 	<-w.done
 }
 
-// Run writes queued items until close. It flushes whenever the queue runs
+// run writes queued items until close. It flushes whenever the queue runs
 // dry and then acknowledges the written bytes to their agents.
-func (w *Writer) Run() {
+func (w *Writer) run() {
 	defer close(w.done)
 	acks := map[Source]uint64{}
 	for {

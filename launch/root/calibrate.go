@@ -19,43 +19,27 @@ func (fe *frontend) starts() []calibrate.Start {
 	return out
 }
 
-// calibrate keeps this launch's measurement (calibrate.Keep); failures to
-// keep it are reported, not fatal.
-func (fe *frontend) calibrate() {
-	k, err := calibrate.Keep(fe.opts.Agents.Launcher, fe.starts(), fe.autoChoice)
-	if err != nil {
-		fe.warnf("%v", err)
-	} else if k != nil {
-		fe.verbosef("calibration: %s", k.Summary(fe.opts.Agents.Launcher))
-	}
+// modelLaunch is this launch as the model takes it (calibrate.Launch).
+func (fe *frontend) modelLaunch() calibrate.Launch {
+	g := fe.opts.Agents
+	return calibrate.Launch{Launcher: g.Launcher, StartedBy: g.StartedBy(), Local: !g.Remote(), Keep: g.Remote() && !g.GroupStart,
+		Ranks: fe.opts.N, Warnf: fe.warnf, Verbosef: fe.verbosef}
 }
 
-// buildPlan builds the launch plan of kind over n nodes for the job's
-// ranks (calibrate.Plan) and fixes the model's prediction of this launch
-// for it.
+// buildPlan builds the launch plan of kind over n nodes and fixes the
+// model's prediction of this launch for it (calibrate.Launch.Plan).
 func (fe *frontend) buildPlan(kind plan.Kind, n int, params plan.Params) (*plan.Plan, error) {
-	m, err := calibrate.ModelFor(fe.opts.Agents.Launcher, !fe.opts.Agents.Remote(), n, fe.opts.N)
-	if err != nil {
-		fe.warnf("launch model: %v (using its defaults)", err)
-	}
-	p, err := calibrate.Plan(kind, n, params, m)
+	p, err := fe.modelLaunch().Plan(kind, n, params)
 	if err != nil {
 		return nil, err
 	}
-	if p.Why != "" {
-		fe.verbosef("auto %s", p.Why)
-	}
-	fe.autoChoice, fe.prediction = p.Auto, &p.Pred
+	fe.model = p
 	return p.Plan, nil
 }
 
-// checkModel measures the launch once every agent is up (from its start
-// until the last agent connected back), records it beside the prediction
-// with each agent's SEQ and REM, and says both with --verbose.
-func (fe *frontend) checkModel() {
-	m := calibrate.Measured(fe.starts(), fe.launchBegan)
-	fe.journal.LaunchMeasured(m)
-	if fe.prediction != nil {
-		fe.verbosef("model: %s", calibrate.Compared(*fe.prediction, m))
-	}
+// launchReport runs once every agent is up: the launch as measured goes
+// to the state log, and beside the prediction, to the kept calibration
+// and in a breakdown per launching agent to the user (calibrate.Launch.Done).
+func (fe *frontend) launchReport() {
+	fe.journal.LaunchMeasured(fe.modelLaunch().Done(fe.model, fe.starts(), fe.launchBegan))
 }

@@ -13,6 +13,7 @@
 //
 // Goroutines: all started through frontend.goFunc onto a WaitGroup joined
 // by Run (a successor's, before Successor's done closes), after the
-// context is cancelled; the stdin reader alone is not joined (a terminal's
-// read cannot be interrupted).
+// context is cancelled; the output writer's is its own (output.Writer's
+// Close joins it); the stdin reader alone is not joined (a terminal's read
+// cannot be interrupted).
 package root

@@ -34,7 +34,7 @@ func (fe *frontend) journalPlan(change string) {
 	p := journal.TreePlan(kind, names, fe.topo.Parent, fe.topo.Backup, func(i int) bool { return fe.replicaNodes[i] })
 	p.Change = change
 	if change == "" {
-		p.Model = fe.prediction
+		p.Model = fe.model.Prediction()
 	}
 	fe.journal.Plan(p)
 }

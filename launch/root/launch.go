@@ -5,7 +5,6 @@ package root
 // and counting what never started.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
-	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
@@ -53,7 +51,7 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 	}
 	fe.liveN = len(fe.agents)
 	if !fe.opts.Agents.Remote() && fe.opts.TestNodes <= 1 {
-		fe.setTree(topology.Flat([]string{fe.agents[0].name}))
+		fe.topo = topology.Flat([]string{fe.agents[0].name})
 		fe.rec = recovery.New(fe.plannerConfig())
 		if err := fe.startLocal(fe.agents[0]); err != nil {
 			return fmt.Errorf("start agent for node %s: %w", fe.agents[0].name, err)
@@ -74,15 +72,11 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 	fe.launchBegan = time.Since(fe.start)
 	rl, err := fe.opts.Agents.StartRoot(ctx, launcher.RootStart{
 		Creds: fe.rootCreds, Job: fe.jobID, Leaf: fe.plan.IsLeafLauncher(0), Children: children,
-		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
+		Logf: fe.out.Logf,
 		Go:   fe.goFunc, Started: fe.launched(),
 		// An agent whose parent and backup are both lost may ask the
 		// root to adopt it (its last fallback parent: reparent.go).
-		Asked: func(req launcher.AdoptRequest) {
-			if !fe.put(evAdopt{req: req}) {
-				req.Conn.Close()
-			}
-		},
+		Asked: fe.asked,
 	})
 	if err != nil {
 		return err
@@ -98,12 +92,11 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 // arrangeTree builds the launch plan over the front-end (plan node 0) and
 // the agents (agent i is plan node i+1).
 func (fe *frontend) arrangeTree() error {
-	kind, err := plan.ParseKind(cmp.Or(fe.opts.Tree, "auto"))
+	kind, flat, err := fe.opts.Agents.TreeKind(fe.opts.Tree)
 	if err != nil {
-		return fmt.Errorf("--tree: %w", err)
+		return err
 	}
-	var flat bool
-	if kind, flat = fe.opts.Agents.TreeKind(kind); flat {
+	if flat {
 		fe.verbosef("one srun step for every agent (--slurm-start group or auto): the front-end starts them all (a flat tree)")
 	}
 	pl, err := fe.buildPlan(kind, len(fe.agents)+1, plan.Params{Replicas: max(fe.opts.Replicas, 1)})
@@ -112,16 +105,9 @@ func (fe *frontend) arrangeTree() error {
 	}
 	fe.plan, fe.tree, fe.tmpl.Launch = pl, true, fe.opts.Agents.Spec(false)
 	fe.replicaNodes = topology.ReplicaAgents(pl)
-	t, err := topology.FromPlan(pl, fe.agentNames())
-	if err != nil {
-		return err
-	}
-	fe.setTree(t)
-	return nil
+	fe.topo, err = topology.FromPlan(pl, fe.agentNames())
+	return err
 }
-
-// setTree makes t the root's launch tree.
-func (fe *frontend) setTree(t *topology.Tree) { fe.topo = t }
 
 // childSpecs issues the credentials of the given agents and describes them
 // for their launcher (launcher.ChildSpecs).
@@ -151,11 +137,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	fe.step(recovery.AgentUp{Agent: a.idx})
 	a.info, a.upAt = up, time.Since(fe.start)
-	if fe.rootChild(a) {
-		a.via = a.link
-	} else {
-		a.via = fe.agents[fe.topo.Top(a.idx)].link
-	}
+	a.via = fe.agents[fe.topo.Top(a.idx)].link // its own, for a child of the root
 	if fe.status().Ending() {
 		_ = a.send(proto.MShutdown, nil)
 		return
@@ -283,20 +265,6 @@ func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 		placement = append(placement, b.ranks)
 	}
 	return launcher.ReplicaSpec(fe.journal.Dir(), fe.opts.Replicas, fe.ca, placement)
-}
-
-// launchReport runs once every agent is up: it keeps the calibration and,
-// with --verbose, prints the launch's breakdown per launching agent.
-func (fe *frontend) launchReport() {
-	fe.checkModel()
-	if fe.opts.Agents.Remote() && !fe.opts.Agents.GroupStart { // SSH and srun launches calibrate their model
-		fe.calibrate()
-	}
-	if fe.opts.Verbose {
-		for _, l := range calibrate.Breakdown(fe.starts(), fe.launchBegan, fe.opts.Agents.StartedBy()) {
-			fe.verbosef("%s", l)
-		}
-	}
 }
 
 // launchFailed handles an agent that could not be started: the planner

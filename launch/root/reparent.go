@@ -122,16 +122,14 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 	var seq uint64
 	seq = fe.commitTree(change, func() {
 		for _, x := range moved {
-			if b := fe.agents[x]; b.awaits != 0 && b.awaits <= seq {
-				b.awaits = 0 // its messages go out again (tellMoved flushes them)
-			}
+			fe.agents[x].route.Commit(seq) // its messages go out again (tellMoved flushes them)
 		}
 		fe.tellMoved(c, moved, routes, parent)
 	})
 	for _, x := range moved {
 		fe.agents[x].via = top.link
 		fe.agents[x].resynced = true
-		fe.agents[x].awaits = seq
+		fe.agents[x].route.Await(seq)
 	}
 }
 

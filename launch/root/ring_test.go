@@ -64,7 +64,7 @@ func ringRoot(t *testing.T) (*frontend, []*sent) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fe.setTree(tree)
+	fe.topo = tree
 	for _, a := range fe.agents {
 		top := fe.agents[tree.Top(a.idx)]
 		if top.link == nil {

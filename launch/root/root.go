@@ -5,8 +5,6 @@ package root
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -119,9 +117,8 @@ type launchState struct {
 	ln           net.Listener
 	cancelLaunch context.CancelFunc
 	launchBegan  time.Duration
-	prediction   *journal.ModelPrediction // the launch-time model's, fixed with the tree (calibrate.go)
-	autoChoice   *calibrate.Choice        // the tree auto chose, kept with the calibration
-	stage        *proto.Staged            // the program, with --prestage
+	model        *calibrate.Planned // the plan with the launch-time model's prediction (calibrate.go)
+	stage        *proto.Staged      // the program, with --prestage
 	// treeTells are the tree changes not committed yet (commitTree).
 	treeTells journal.TreeTells
 	// gossip is the front-end's member of the job's gossip cluster (its
@@ -163,14 +160,12 @@ type ioState struct {
 	out        *output.Writer
 	stdinAgent *agentHandle
 	input      *output.Stdin   // the front-end's stdin for rank 0's agent (nil: none)
-	progress   bool            // show a live launch line on stderr (a terminal)
-	launching  bool            // the progress line is live
+	launching  output.Progress // the live launch line
 	stops      output.StopGate // which SIGCONT goes on to the ranks (loop)
 }
 
 // restartState is the root's side of the restart protocol (recovery.go).
 type restartState struct {
-	// The restart protocol (recovery.go).
 	table      [][]byte  // the node table (I-tuples by rank) as published and patched: a relaunched agent's
 	failedAt   time.Time // the failure the recovery in progress began with
 	recoveryAt time.Time // the last phase committed
@@ -208,52 +203,19 @@ type agentHandle struct {
 	specAt  time.Duration // when its job was sent
 	ranksAt time.Duration // when its ranks were reported running
 
-	// awaits is the tree change that moved it and is not committed yet
-	// (commitTree; 0: none): what the root sends it meanwhile is held
-	// (held), and goes once the change is told.
-	awaits uint64
-	held   []heldMsg
-}
-
-// heldMsg is a message for an agent held until its move is committed.
-type heldMsg struct {
-	typ uint8
-	p   []byte
+	// route sends it its messages on via, held while the tree change that
+	// moved it is not committed (commitTree, launcher.Route).
+	route launcher.Route
 }
 
 // send writes a message for the agent: on its link, or routed through the
-// tree.
+// tree (launcher.Route).
 func (a *agentHandle) send(typ uint8, p []byte) error {
-	if a.via == nil {
-		return errors.New("agent not connected")
-	}
-	if a.awaits != 0 {
-		a.held = append(a.held, heldMsg{typ, p})
-		return nil
-	}
-	return a.write(typ, p)
+	return a.route.Send(a.via, a.link, a.idx, typ, p)
 }
 
 // flush sends what was held for the agent while its move was committed.
-func (a *agentHandle) flush() {
-	if a.awaits != 0 {
-		return
-	}
-	held := a.held
-	a.held = nil
-	for _, m := range held {
-		_ = a.write(m.typ, m.p)
-	}
-}
-
-// write writes a message for the agent, on its link (a child of the
-// root's: it is reached through it) or routed.
-func (a *agentHandle) write(typ uint8, p []byte) error {
-	if a.via == a.link {
-		return a.via.Send(typ, p)
-	}
-	return a.via.Send(proto.MRoute, proto.Wrap(a.idx, typ, p))
-}
+func (a *agentHandle) flush() { a.route.Flush(a.via, a.link, a.idx) }
 
 // end is the agent's process or session, to kill or wait for
 // (launcher.AgentEnd).
@@ -309,22 +271,11 @@ func (evResume) isRootEvent()       {}
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
-// showProgress updates the live launch line: agents up, ranks running.
-// The line goes once every rank runs (or the job fails); it is never shown
-// when stderr is not a terminal. Launch goroutines call it before the
-// event loop starts (ordered by the launch's result channel), the loop
-// after.
+// showProgress updates the live launch line (output.Progress). Launch
+// goroutines call it before the event loop starts (ordered by the
+// launch's result channel), the loop after.
 func (fe *frontend) showProgress() {
-	if !fe.launching {
-		return
-	}
-	if up := fe.ledger().StartedCount(); up >= fe.opts.N || fe.status().Failure != nil {
-		fe.launching = false
-		fe.out.Push(output.Item{Progress: true})
-		return
-	}
-	fe.out.Push(output.Item{Progress: true, Data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running",
-		fe.agentsUp, len(fe.agents), fe.ledger().StartedCount(), fe.opts.N))})
+	fe.launching.Show(fe.out, fe.agentsUp, len(fe.agents), fe.ledger().StartedCount(), fe.opts.N, fe.status().Failure != nil)
 }
 
 // The root calls its planner through these four only: decide (Step:
@@ -367,7 +318,7 @@ func (fe *frontend) nodeOf(rank int) string {
 }
 
 func (fe *frontend) warnf(format string, args ...any) {
-	fe.out.Message(fmt.Sprintf("ftlaunch: "+format+"\n", args...))
+	fe.out.Logf("ftlaunch: "+format, args...)
 }
 
 func (fe *frontend) verbosef(format string, args ...any) {

@@ -37,8 +37,8 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 		testHooks{holdAt: os.Getenv(holdEnv), breakAt: os.Getenv(breakEnv)})
 	fe.local = local
 	fe.slots = opts.Placement.Slots()
-	go fe.out.Run()
-	defer fe.out.Close()
+	fe.out.Start()
+	defer fe.out.Close() // last: it writes what the root's goroutines said as they ended
 	// Deferred calls run last-in first-out: the root's goroutines are
 	// joined after its context was cancelled and the journal closed.
 	defer fe.wg.Wait()
@@ -83,8 +83,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 			return Result{ExitCode: ExitLauncher}, err
 		}
 	}
-	fe.progress = !opts.Verbose && output.IsTerminal(opts.Stderr)
-	fe.launching = fe.progress
+	fe.launching = output.ProgressOn(opts.Stderr, opts.Verbose)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan event, 256)

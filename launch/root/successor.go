@@ -36,13 +36,16 @@ type Successor struct {
 	done chan struct{}
 }
 
-// Adopt hands a request for adoption to the successor root; once it
-// ended, it refuses by closing the connection.
+// Adopt hands a request for adoption to the successor root (asked).
 func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
-	select {
-	case s.fe.events <- evAdopt{req: launcher.AdoptRequest{Conn: conn, Hello: h}}:
-	case <-s.done:
-		conn.Close()
+	s.fe.asked(launcher.AdoptRequest{Conn: conn, Hello: h})
+}
+
+// asked hands a request for adoption to the event loop; once the root's
+// context ended, it refuses by closing the connection.
+func (fe *frontend) asked(req launcher.AdoptRequest) {
+	if !fe.put(evAdopt{req: req}) {
+		req.Conn.Close()
 	}
 }
 
@@ -84,7 +87,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	fe.replicaNodes, fe.ca = tk.Replicas, tk.CA
 	fe.resume(tk)
 	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{
-		Logf: func(format string, args ...any) { fe.out.Message(fmt.Sprintf(format, args...) + "\n") },
+		Logf: fe.out.Logf,
 		Go:   fe.goFunc,
 	})
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
@@ -108,7 +111,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		defer logf.Close()
 		defer fe.wg.Wait()
 		defer stop()
-		fe.goFunc(fe.out.Run)
+		fe.out.Start()
 		if cfg.Gossip != nil {
 			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
 		}
@@ -155,7 +158,7 @@ func (fe *frontend) resume(tk *launcher.Takeover) {
 		}
 		fe.agents = append(fe.agents, a)
 	}
-	fe.setTree(tk.Tree)
+	fe.topo = tk.Tree
 	fe.liveN = len(fe.agents)
 	fe.rec = fe.successorPlanner(tk.State, tk.Job, r)
 	fe.colls.SetEpoch(tk.CollEpoch)
