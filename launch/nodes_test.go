@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -527,7 +528,9 @@ func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("agents still running 30 s after the job's end; their log:\n%s", j.sp.log.String())
+		var stacks strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&stacks, 1) // where the agents wait
+		t.Fatalf("agents still running 30 s after the job's end; their log:\n%s\ngoroutines:\n%s", j.sp.log.String(), stacks.String())
 	}
 	j.state = readState(t, opts.StateDir)
 	return j
