@@ -159,7 +159,7 @@ func (k *Kept) Summary(launcher string) string {
 func Compared(p journal.ModelPrediction, m journal.ModelMeasured) string {
 	shared := ""
 	if p.Cores > 0 {
-		shared = fmt.Sprintf("; shared CPU: %d cores, work %.3f s, rate %.3f", p.Cores, p.Work, p.Rate)
+		shared = fmt.Sprintf("; shared CPU: %d cores, work %.3f s, after %.3f s, rate %.3f", p.Cores, p.Work, p.After, p.Rate)
 	}
 	return fmt.Sprintf("predicted %.3f s, measured %.3f s (%s tree; seq %.3f s, rem %.3f s, handoff %.3f s from %s%s)",
 		p.PredictedSeconds, m.MeasuredSeconds, p.Tree, p.Seq, p.Rem, p.Hand, p.Source, shared)

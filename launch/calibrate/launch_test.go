@@ -102,8 +102,8 @@ func TestCompared(t *testing.T) {
 	if got, want := Compared(p, m), "predicted 0.500 s, measured 0.750 s (flat tree; seq 0.010 s, rem 0.200 s, handoff 0.003 s from defaults)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	p.Cores, p.Work, p.Rate = 2, 1.5, 0.25
-	if got := Compared(p, m); !strings.HasSuffix(got, "defaults; shared CPU: 2 cores, work 1.500 s, rate 0.250)") {
+	p.Cores, p.Work, p.After, p.Rate = 2, 1.5, 0.044, 0.25
+	if got := Compared(p, m); !strings.HasSuffix(got, "defaults; shared CPU: 2 cores, work 1.500 s, after 0.044 s, rate 0.250)") {
 		t.Errorf("with a shared CPU: %q", got)
 	}
 }
