@@ -25,8 +25,11 @@
 #    printed beside it, as a check. Kept with `ftlaunch
 #    plan --keep-shared` in a cache of the script's own.
 # 2. The cases: HOSTS x PPN x TREES, RUNS launches each, interleaved.
-#    Before every launch the calibration is copied afresh into the launch's
-#    cache, so every prediction comes from the calibration run alone. The
+#    Before every run but the first, one more round of the calibration
+#    run's launches, and the calibration refitted on its last CAL_WIN (3)
+#    rounds (CAL_EACH=0: not). Before every launch the calibration is
+#    copied afresh into the launch's cache, so every prediction comes from
+#    the calibration run alone. The
 #    prediction and the measurement (launch start to last agent
 #    connected) are the launch's own, read from `ftlaunch inspect --json`.
 #
@@ -37,7 +40,10 @@
 # CAL_DEEP_HOSTS (24), CAL_DEEP_TREE (kary:2), VM_NAME (cluster name,
 # ftvm), VM_PREFIX (10.86.0.0/24), KEEP (a directory to keep the state
 # logs, the calibration's figures and the table in). CAL_ONLY=1 stops
-# after the calibration run.
+# after the calibration run. CAL_EACH=0 measures the calibration once,
+# before every case; else (the default) one more round of it comes before
+# each run but the first, and each run is predicted from the last CAL_WIN
+# (3) rounds.
 set -eu
 ftl=$(realpath "$1")
 ftc=$(realpath "$2")
@@ -48,6 +54,8 @@ RUNS=${RUNS:-5}
 CAL_RUNS=${CAL_RUNS:-5}
 CAL_HOSTS=${CAL_HOSTS:-12}
 CAL_PPN=${CAL_PPN:-4}
+CAL_EACH=${CAL_EACH:-1}
+CAL_WIN=${CAL_WIN:-3}
 CAL_DEEP_HOSTS=${CAL_DEEP_HOSTS:-24}
 CAL_DEEP_TREE=${CAL_DEEP_TREE:-kary:2}
 VM_NAME=${VM_NAME:-ftvm}
@@ -160,73 +168,111 @@ rm -rf "$tmp/warm" "$tmp/cache-warm"
 cal=$tmp/cache-cal
 mkdir -p "$cal"
 : >"$tmp/lone" && : >"$tmp/work" && : >"$tmp/workppn" && : >"$tmp/gap" && : >"$tmp/hand" && : >"$tmp/tflat" && : >"$tmp/tdeep" && : >"$tmp/deepcpu"
-r=1
-while [ $r -le "$CAL_RUNS" ]; do
-	launch "cal-lone-$r" "$cal" 1 1 flat
-	field measured_seconds "$tmp/cal-lone-$r.json" >>"$tmp/lone"
-	cpu_launch "cal-flat-$r" "$CAL_HOSTS" flat
-	field measured_seconds "$tmp/cal-flat-$r.json" >>"$tmp/tflat"
-	cat "$tmp/cal-flat-$r.agentcpu" >>"$tmp/work"
+# cal_round R: one round of the calibration run's launches (named R); each
+# figure goes on a line of its own file, a line per round.
+cal_round() {
+	cr=$1
+	launch "cal-lone-$cr" "$cal" 1 1 flat
+	field measured_seconds "$tmp/cal-lone-$cr.json" >>"$tmp/lone"
+	cpu_launch "cal-flat-$cr" "$CAL_HOSTS" flat
+	field measured_seconds "$tmp/cal-flat-$cr.json" >>"$tmp/tflat"
+	cat "$tmp/cal-flat-$cr.agentcpu" >>"$tmp/work"
 	# The mean gap between agents coming up: their SEQ samples (the
 	# agents' entries of the model object) add up to last minus first.
-	model "$tmp/cal-flat-$r.json" | grep '^        "seq_seconds": ' | sed 's/.*: *//; s/,//' |
+	model "$tmp/cal-flat-$cr.json" | grep '^        "seq_seconds": ' | sed 's/.*: *//; s/,//' |
 		awk -v n="$CAL_HOSTS" '{s+=$1} END {printf "%.5f\n", s/(n-1)}' >>"$tmp/gap"
-	cpu_launch "cal-flatppn-$r" "$CAL_HOSTS" flat "$CAL_PPN"
-	cat "$tmp/cal-flatppn-$r.agentcpu" >>"$tmp/workppn"
-	launch "cal-chain-$r" "$cal" 3 1 kary:1
-	model "$tmp/cal-chain-$r.json" | grep '^        "hand_seconds": ' | sed 's/.*: *//; s/,//' >>"$tmp/hand"
-	cpu_launch "cal-deep-$r" "$CAL_DEEP_HOSTS" "$CAL_DEEP_TREE"
-	field measured_seconds "$tmp/cal-deep-$r.json" >>"$tmp/tdeep"
-	cat "$tmp/cal-deep-$r.agentcpu" >>"$tmp/deepcpu"
+	cpu_launch "cal-flatppn-$cr" "$CAL_HOSTS" flat "$CAL_PPN"
+	cat "$tmp/cal-flatppn-$cr.agentcpu" >>"$tmp/workppn"
+	launch "cal-chain-$cr" "$cal" 3 1 kary:1
+	model "$tmp/cal-chain-$cr.json" | grep '^        "hand_seconds": ' | sed 's/.*: *//; s/,//' >>"$tmp/hand"
+	cpu_launch "cal-deep-$cr" "$CAL_DEEP_HOSTS" "$CAL_DEEP_TREE"
+	field measured_seconds "$tmp/cal-deep-$cr.json" >>"$tmp/tdeep"
+	cat "$tmp/cal-deep-$cr.agentcpu" >>"$tmp/deepcpu"
+}
+
+# win NAME: the last CAL_WINDOW rounds' figures of $tmp/NAME (a file).
+win() {
+	tail -n "$CAL_WINDOW" "$tmp/$1" >"$tmp/$1.win"
+	echo "$tmp/$1.win"
+}
+
+# cal_fit: the calibration from the last CAL_WINDOW rounds (their
+# medians), kept in the calibration's cache for the launches that follow;
+# the whole of it on stdout with FULL set, else one line.
+cal_fit() {
+	rem=$(stats "$(win lone)" | cut -d' ' -f1)
+	total=$(stats "$(win work)" | cut -d' ' -f1)
+	totalppn=$(stats "$(win workppn)" | cut -d' ' -f1)
+	tflat=$(stats "$(win tflat)" | cut -d' ' -f1)
+	tdeep=$(stats "$(win tdeep)" | cut -d' ' -f1)
+	deepcpu=$(stats "$(win deepcpu)" | cut -d' ' -f1)
+	gap=$(stats "$(win gap)" | cut -d' ' -f1)
+	hand=$(stats "$(win hand)" | cut -d' ' -f1)
+	# W: the CPU time one launch takes of the machine, measured: the flat
+	# launch's CPU per agent (the nodes' sshd, their sessions and agents,
+	# reaped, and the front-end's, over its agents). Fitting W so that the
+	# model predicts the 12-host flat launch (`plan --fit work`, printed as a
+	# check) anchored the model's line at one noisy point and left it 16 %
+	# low at 12 hosts against the cases' own flat launches (docs/model.md,
+	# Validation). SEQ: what is left of the flat launch's gap between agents
+	# coming up once the pool's W/C is taken off.
+	work=$total
+	[ -n "$work" ] || { echo "$(basename "$0"): no CPU per agent measured" >&2; exit 1; }
+	seq=$(echo "$gap $work $cores" | awk '{s = $1 - $2/$3; printf "%.4f\n", (s > 0 ? s : 0)}')
+	# PerRank: the CPU each rank's start takes once its agent is up, measured:
+	# the flat launch's CPU per agent at CAL_PPN ranks per host over its CPU
+	# at 1, per extra rank (at least 0). In a flat launch it competes with no
+	# launch (every agent is up first), so it moves the deep trees alone, and
+	# the more ranks per host the more (the cases measured kary:4 10-23 %
+	# slower at 4 ranks per host than at 1, flat 1-13 %: docs/model.md).
+	perrank=$(echo "$totalppn $total $CAL_PPN" | awk '{p = ($1 - $2)/($3 - 1); printf "%.5f\n", (p > 0 ? p : 0)}')
+	fitted=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq "$seq" --hand "$hand" --work-per-rank "$perrank" --ppn 1)
+	# R: the deep launch (1 rank per host) as the model, with W and PerRank,
+	# predicts it.
+	rate=$(fit rate $((CAL_DEEP_HOSTS + 1)) "$CAL_DEEP_TREE" "$tdeep" --rem "$rem" --seq "$seq" --hand "$hand" --work "$work" --work-per-rank "$perrank" --ppn 1)
+	[ -n "$rate" ] || { echo "$(basename "$0"): no rate fitted ($CAL_DEEP_TREE $tdeep s)" >&2; exit 1; }
+	XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-per-rank "$perrank" --work-rate "$rate" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
+	if [ -z "${FULL:-}" ]; then
+		echo "calibration again before run $r (its last $CAL_WINDOW rounds): rem $rem s, work $work s, per rank $perrank s, handoff $hand s, rate $rate; flat over $CAL_HOSTS $tflat s, $CAL_DEEP_TREE over $CAL_DEEP_HOSTS $tdeep s"
+		echo "run $r: cores $cores rem $rem seq $seq hand $hand work $work perrank $perrank rate $rate tflat $tflat tdeep $tdeep" >>"$tmp/calibration.txt"
+		return
+	fi
+	echo "calibration run ($CAL_WINDOW rounds; $cores cores): rem $rem s (lone launch, median; p25 p75 $(stats "$(win lone)" | cut -d' ' -f2-)),"
+	echo "  flat over $CAL_HOSTS: $tflat s (p25 p75 $(stats "$(win tflat)" | cut -d' ' -f2-)); work $work s per launch (its CPU per agent, p25 p75 $(stats "$(win work)" | cut -d' ' -f2-); fitted to the flat launch it would be ${fitted:-none}: a check); gap $gap s -> seq $seq s,"
+	echo "  flat over $CAL_HOSTS at $CAL_PPN ranks per host: CPU per agent $totalppn s (p25 p75 $(stats "$(win workppn)" | cut -d' ' -f2-)) -> per rank $perrank s,"
+	echo "  handoff $hand s ($CAL_WINDOW chains of 3 hosts; p25 p75 $(stats "$(win hand)" | cut -d' ' -f2-)),"
+	echo "  $CAL_DEEP_TREE over $CAL_DEEP_HOSTS: $tdeep s (p25 p75 $(stats "$(win tdeep)" | cut -d' ' -f2-)) -> rate $rate cores per agent up;"
+	echo "  CPU per agent of the $CAL_DEEP_TREE launch (not used, a check): $deepcpu s (p25 p75 $(stats "$(win deepcpu)" | cut -d' ' -f2-))"
+	{
+		echo "cores $cores rem $rem seq $seq hand $hand work $work perrank $perrank rate $rate"
+		echo "tflat $tflat tdeep $tdeep gap $gap cpu_flat $total cpu_deep $deepcpu cpu_flat_ppn $totalppn fitted_work ${fitted:-none}"
+	} >"$tmp/calibration.txt"
+}
+
+r=1
+while [ $r -le "$CAL_RUNS" ]; do
+	cal_round "$r"
 	r=$((r + 1))
 done
-rem=$(stats "$tmp/lone" | cut -d' ' -f1)
-total=$(stats "$tmp/work" | cut -d' ' -f1)
-totalppn=$(stats "$tmp/workppn" | cut -d' ' -f1)
-tflat=$(stats "$tmp/tflat" | cut -d' ' -f1)
-tdeep=$(stats "$tmp/tdeep" | cut -d' ' -f1)
-deepcpu=$(stats "$tmp/deepcpu" | cut -d' ' -f1)
-gap=$(stats "$tmp/gap" | cut -d' ' -f1)
-hand=$(stats "$tmp/hand" | cut -d' ' -f1)
-# W: the CPU time one launch takes of the machine, measured: the flat
-# launch's CPU per agent (the nodes' sshd, their sessions and agents,
-# reaped, and the front-end's, over its agents). Fitting W so that the
-# model predicts the 12-host flat launch (`plan --fit work`, printed as a
-# check) anchored the model's line at one noisy point and left it 16 %
-# low at 12 hosts against the cases' own flat launches (docs/model.md,
-# Validation). SEQ: what is left of the flat launch's gap between agents
-# coming up once the pool's W/C is taken off.
-work=$total
-[ -n "$work" ] || { echo "$(basename "$0"): no CPU per agent measured" >&2; exit 1; }
-seq=$(echo "$gap $work $cores" | awk '{s = $1 - $2/$3; printf "%.4f\n", (s > 0 ? s : 0)}')
-# PerRank: the CPU each rank's start takes once its agent is up, measured:
-# the flat launch's CPU per agent at CAL_PPN ranks per host over its CPU
-# at 1, per extra rank (at least 0). In a flat launch it competes with no
-# launch (every agent is up first), so it moves the deep trees alone, and
-# the more ranks per host the more (the cases measured kary:4 10-23 %
-# slower at 4 ranks per host than at 1, flat 1-13 %: docs/model.md).
-perrank=$(echo "$totalppn $total $CAL_PPN" | awk '{p = ($1 - $2)/($3 - 1); printf "%.5f\n", (p > 0 ? p : 0)}')
-fitted=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq "$seq" --hand "$hand" --work-per-rank "$perrank" --ppn 1)
-# R: the deep launch (1 rank per host) as the model, with W and PerRank,
-# predicts it.
-rate=$(fit rate $((CAL_DEEP_HOSTS + 1)) "$CAL_DEEP_TREE" "$tdeep" --rem "$rem" --seq "$seq" --hand "$hand" --work "$work" --work-per-rank "$perrank" --ppn 1)
-[ -n "$rate" ] || { echo "$(basename "$0"): no rate fitted ($CAL_DEEP_TREE $tdeep s)" >&2; exit 1; }
-XDG_CACHE_HOME=$cal "$ftl" plan --keep-shared --cores "$cores" --work "$work" --work-per-rank "$perrank" --work-rate "$rate" --seq "$seq" --rem "$rem" --hand "$hand" >/dev/null
-echo "calibration run ($CAL_RUNS rounds; $cores cores): rem $rem s (lone launch, median; p25 p75 $(stats "$tmp/lone" | cut -d' ' -f2-)),"
-echo "  flat over $CAL_HOSTS: $tflat s (p25 p75 $(stats "$tmp/tflat" | cut -d' ' -f2-)); work $work s per launch (its CPU per agent, p25 p75 $(stats "$tmp/work" | cut -d' ' -f2-); fitted to the flat launch it would be ${fitted:-none}: a check); gap $gap s -> seq $seq s,"
-echo "  flat over $CAL_HOSTS at $CAL_PPN ranks per host: CPU per agent $totalppn s (p25 p75 $(stats "$tmp/workppn" | cut -d' ' -f2-)) -> per rank $perrank s,"
-echo "  handoff $hand s ($CAL_RUNS chains of 3 hosts; p25 p75 $(stats "$tmp/hand" | cut -d' ' -f2-)),"
-echo "  $CAL_DEEP_TREE over $CAL_DEEP_HOSTS: $tdeep s (p25 p75 $(stats "$tmp/tdeep" | cut -d' ' -f2-)) -> rate $rate cores per agent up;"
-echo "  CPU per agent of the $CAL_DEEP_TREE launch (not used, a check): $deepcpu s (p25 p75 $(stats "$tmp/deepcpu" | cut -d' ' -f2-))"
-{
-	echo "cores $cores rem $rem seq $seq hand $hand work $work perrank $perrank rate $rate"
-	echo "tflat $tflat tdeep $tdeep gap $gap cpu_flat $total cpu_deep $deepcpu cpu_flat_ppn $totalppn fitted_work ${fitted:-none}"
-} >"$tmp/calibration.txt"
+CAL_WINDOW=$CAL_RUNS
+FULL=1
+cal_fit
+FULL=
+CAL_WINDOW=$CAL_WIN
 [ -z "${CAL_ONLY:-}" ] || exit 0
 
 # 2. The cases, interleaved: run r of every case before run r+1 of any.
+# With CAL_EACH (the default), one more calibration round before each run
+# but the first, and the calibration refitted on the last CAL_WIN rounds:
+# the machine's speed drifts by more than the error budget within a run
+# (docs/model.md, Validation, session 21), and a run is predicted from the
+# calibration of the minutes before it, still never from a case.
 r=1
 while [ $r -le "$RUNS" ]; do
+	if [ "$CAL_EACH" != 0 ] && [ $r -gt 1 ]; then
+		cal_round "r$r"
+		cal_fit
+	fi
 	for h in $HOSTS; do for p in $PPN; do for t in $TREES; do
 		id="$h-$p-$(echo "$t" | tr : _)"
 		c=$tmp/cache-$id
