@@ -26,6 +26,10 @@ type heldMsg struct {
 // Await holds what is sent from now until change seq is committed.
 func (r *Route) Await(seq uint64) { r.awaits = seq }
 
+// Holding reports whether what is sent now is held (a move not committed
+// yet): a broadcast, too, must then go after what waits.
+func (r *Route) Holding() bool { return r.awaits != 0 }
+
 // Commit ends the wait for a change up to seq, committed now: what was
 // held goes with Flush.
 func (r *Route) Commit(seq uint64) {

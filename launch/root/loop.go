@@ -161,17 +161,26 @@ func (fe *frontend) shutdown() {
 // its subtree.
 func (fe *frontend) bcast(typ uint8, p []byte) int64 {
 	var ls []*proto.Link
+	w := proto.Wrap(-1, typ, p)
+	held := 0
 	for _, a := range fe.agents {
 		if l := fe.link(a); fe.rootChild(a) && a.link != nil && !l.Closed && !l.Done {
+			if a.route.Holding() {
+				// Adopted by the root, its move not committed yet: the
+				// broadcast goes after what waits with it (the answers it
+				// missed: tellMoved), or a Suspend would abandon a
+				// collective whose answer is on its way to it.
+				_ = a.send(proto.MBcast, w)
+				held++
+				continue
+			}
 			ls = append(ls, a.link)
 		}
 	}
-	if len(ls) == 0 {
-		return 0
+	if len(ls) > 0 {
+		proto.SendEach(ls, proto.MBcast, w)
 	}
-	w := proto.Wrap(-1, typ, p)
-	proto.SendEach(ls, proto.MBcast, w)
-	return int64(len(ls) * len(w))
+	return int64((len(ls) + held) * len(w))
 }
 
 // linkEnded handles the end of an agent's link (told by the link itself,

@@ -193,3 +193,56 @@ func TestRootTellsFrontEndVotes(t *testing.T) {
 		}
 	}
 }
+
+// TestBroadcastWaitsBehindHeldMove: an agent the root adopted (n1, now a
+// child of the root on a link of its own) whose move is not committed yet
+// gets a broadcast after what waits for it (the answers it missed), not
+// before: a recovery's Suspend ahead of a Publish's answer sent again had
+// its ranks call Publish again while the others were in their next
+// collective (make test: TestHarnessReparentToRoot, "called publish while
+// others called allgather"). n0, not moving, gets it at once.
+func TestBroadcastWaitsBehindHeldMove(t *testing.T) {
+	tr, err := topology.FromEdges("test", []topology.Edge{
+		{Name: "n0", Parent: topology.Root, Backup: topology.None},
+		{Name: "n1", Parent: topology.Root, Backup: topology.None},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := []*sentConn{{wrote: func() {}}, {wrote: func() {}}}
+	fe := &frontend{ctx: t.Context(), colls: proto.NewGather(2)}
+	fe.topo, fe.tree = tr, true
+	for i, name := range []string{"n0", "n1"} {
+		a := &agentHandle{idx: i, name: name, inc: 1, link: proto.NewLink(conns[i])}
+		a.via = a.link
+		fe.agents = append(fe.agents, a)
+	}
+	fe.rec = recovery.New(recovery.Config{Policy: recovery.Rank, Ranks: 2, Agents: 2, RankAgent: []int{0, 1}, Tree: tr, Up: []bool{true, true}})
+	fe.agents[1].route.Await(7) // its move (change 7) is being committed
+	_ = fe.agents[1].send(proto.MBcast, proto.Wrap(-1, proto.MCollResult, []byte("answer")))
+	if n := fe.bcast(proto.MSuspend, []byte("suspend")); n == 0 {
+		t.Errorf("bcast counted no bytes")
+	}
+	types := func(c *sentConn) []uint8 {
+		var ts []uint8
+		for _, f := range c.frames(t) {
+			_, typ, _, err := proto.Unwrap(f.Payload, false)
+			if f.Type != proto.MBcast || err != nil {
+				t.Fatalf("frame %d (%v), want a broadcast", f.Type, err)
+			}
+			ts = append(ts, typ)
+		}
+		return ts
+	}
+	if got := types(conns[0]); !slices.Equal(got, []uint8{proto.MSuspend}) {
+		t.Errorf("n0 was sent %v, want the suspend", got)
+	}
+	if got := types(conns[1]); len(got) != 0 {
+		t.Errorf("n1 was sent %v while its move's commit was held", got)
+	}
+	fe.agents[1].route.Commit(7)
+	fe.agents[1].flush()
+	if got := types(conns[1]); !slices.Equal(got, []uint8{proto.MCollResult, proto.MSuspend}) {
+		t.Errorf("n1 was sent %v, want the answer it missed, then the suspend", got)
+	}
+}
