@@ -329,7 +329,9 @@ func keepShared(stdout, stderr io.Writer, o *planOptions) int {
 	}
 	c.Shared = nil
 	if o.cores > 0 {
-		c.Shared = &calibrate.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, PerRank: o.workPerRank, Rate: o.workRate, Seq: o.seq, Rem: o.rem, Hand: o.hand, Measured: time.Now().UTC()}
+		s := o.term()
+		s.Measured = time.Now().UTC()
+		c.Shared = &s
 	}
 	p, err := calibrate.SaveCalibration(o.launcher, *c)
 	if err != nil {
@@ -584,11 +586,17 @@ func buildPlanReport(ctx context.Context, o *planOptions) (*planReport, error) {
 	return rep, nil
 }
 
-// shared is the contention term the flags (or the kept calibration)
-// give: an agent's work once up holds its ranks' start, --work-per-rank
-// for each of its --ppn ranks.
+// term is the contention term the flags (or the kept calibration) give,
+// as a calibration run keeps it.
+func (o *planOptions) term() calibrate.Shared {
+	return calibrate.Shared{Cores: o.cores, Work: o.work, After: o.workAfter, PerRank: o.workPerRank, Rate: o.workRate, Seq: o.seq, Rem: o.rem, Hand: o.hand}
+}
+
+// shared is the term as the model takes it for --ppn ranks per node
+// (calibrate.Shared.Plan: an agent's work once up holds its ranks' start).
 func (o *planOptions) shared() plan.Shared {
-	return plan.Shared{Cores: o.cores, Work: o.work, After: o.workAfter + o.workPerRank*o.ppn, Rate: o.workRate}
+	t := o.term()
+	return t.Plan(o.ppn)
 }
 
 // maxFostered returns the largest number of nodes that name one node as
