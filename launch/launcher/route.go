@@ -33,7 +33,7 @@ func (r *Route) Holding() bool { return r.awaits != 0 }
 // Commit ends the wait for a change up to seq, committed now: what was
 // held goes with Flush.
 func (r *Route) Commit(seq uint64) {
-	if r.awaits != 0 && r.awaits <= seq {
+	if r.Holding() && r.awaits <= seq {
 		r.awaits = 0
 	}
 }
@@ -44,7 +44,7 @@ func (r *Route) Send(via, own *proto.Link, to int, typ uint8, p []byte) error {
 	if via == nil {
 		return errors.New("agent not connected")
 	}
-	if r.awaits != 0 {
+	if r.Holding() {
 		r.held = append(r.held, heldMsg{typ, p})
 		return nil
 	}
@@ -54,7 +54,7 @@ func (r *Route) Send(via, own *proto.Link, to int, typ uint8, p []byte) error {
 // Flush sends what was held for agent to while its move was committed,
 // in order, once it is.
 func (r *Route) Flush(via, own *proto.Link, to int) {
-	if r.awaits != 0 {
+	if r.Holding() {
 		return
 	}
 	held := r.held
