@@ -226,7 +226,6 @@ cal_fit() {
 	# the more ranks per host the more (the cases measured kary:4 10-23 %
 	# slower at 4 ranks per host than at 1, flat 1-13 %: docs/model.md).
 	perrank=$(echo "$totalppn $total $CAL_PPN" | awk '{p = ($1 - $2)/($3 - 1); printf "%.5f\n", (p > 0 ? p : 0)}')
-	fitted=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq "$seq" --hand "$hand" --work-per-rank "$perrank" --ppn 1)
 	# R: the deep launch (1 rank per host) as the model, with W and PerRank,
 	# predicts it.
 	rate=$(fit rate $((CAL_DEEP_HOSTS + 1)) "$CAL_DEEP_TREE" "$tdeep" --rem "$rem" --seq "$seq" --hand "$hand" --work "$work" --work-per-rank "$perrank" --ppn 1)
@@ -237,6 +236,9 @@ cal_fit() {
 		echo "run $r: cores $cores rem $rem seq $seq hand $hand work $work perrank $perrank rate $rate tflat $tflat tdeep $tdeep" >>"$tmp/calibration.txt"
 		return
 	fi
+	# The W at which the model would predict the flat launch: printed as a
+	# check, with the whole calibration.
+	fitted=$(fit work $((CAL_HOSTS + 1)) flat "$tflat" --rem "$rem" --seq "$seq" --hand "$hand" --work-per-rank "$perrank" --ppn 1)
 	echo "calibration run ($CAL_WINDOW rounds; $cores cores): rem $rem s (lone launch, median; p25 p75 $(stats "$(win lone)" | cut -d' ' -f2-)),"
 	echo "  flat over $CAL_HOSTS: $tflat s (p25 p75 $(stats "$(win tflat)" | cut -d' ' -f2-)); work $work s per launch (its CPU per agent, p25 p75 $(stats "$(win work)" | cut -d' ' -f2-); fitted to the flat launch it would be ${fitted:-none}: a check); gap $gap s -> seq $seq s,"
 	echo "  flat over $CAL_HOSTS at $CAL_PPN ranks per host: CPU per agent $totalppn s (p25 p75 $(stats "$(win workppn)" | cut -d' ' -f2-)) -> per rank $perrank s,"
