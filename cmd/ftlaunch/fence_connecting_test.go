@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/internal/testbuf"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/overlay/secure"
 )
@@ -22,6 +23,9 @@ import (
 // (docs/chaos.md: one left running after its parent's host crashed, until
 // its connect timeout, past the job's end).
 func TestFenceFindsConnectingAgent(t *testing.T) {
+	// The fence's records and marks, for both processes: a mark left by
+	// an earlier run would fence this agent before it connects.
+	t.Setenv("TMPDIR", t.TempDir())
 	const job, node = "ft-fe0ce0ce0ce0", "node5"
 	ca, err := secure.NewJobCA(job)
 	if err != nil {
@@ -55,6 +59,8 @@ func TestFenceFindsConnectingAgent(t *testing.T) {
 	}()
 	boot := &proto.Bootstrap{Creds: creds.Marshal(), Port: ln.Addr().(*net.TCPAddr).Port, Hosts: []string{"127.0.0.1"}, Idx: 5, Inc: 1, Job: job, Node: node}
 	agent := exec.Command(ftlaunchBin(t), "agent", "--connect")
+	var stderr testbuf.Buffer
+	agent.Stderr = &stderr
 	stdin, err := agent.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +80,10 @@ func TestFenceFindsConnectingAgent(t *testing.T) {
 	select {
 	case c := <-accepted: // it is connecting back now
 		accepted <- c
+	case err := <-exited:
+		t.Fatalf("the agent ended (%v) before it connected back: %s", err, stderr.String())
 	case <-time.After(10 * time.Second):
-		t.Fatal("the agent did not connect back")
+		t.Fatalf("the agent did not connect back within 10 s: %s", stderr.String())
 	}
 	out, err := exec.Command(ftlaunchBin(t), "agent", "--fence", job, node, "1").CombinedOutput()
 	if err != nil {
