@@ -126,6 +126,11 @@ func TestReplicatedStateLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the job's stderr:\n%s", errb.String())
+		}
+	})
 	replicasJoined(t, dir, 2, 20*time.Second)
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
