@@ -29,7 +29,14 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	}
 	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
 		fe.input = output.NewStdin(fe.opts.Stdin)
-		stop, _ := fe.readStdin(ctx)
+		stop, _ := fe.input.Start(ctx, func(ctx context.Context, c output.Chunk) bool {
+			select {
+			case fe.events <- evStdin{c}:
+				return true
+			case <-ctx.Done():
+				return false // stopped: it goes nowhere
+			}
+		})
 		defer stop()
 	}
 	var shutdownTimer, settle <-chan time.Time
@@ -157,30 +164,16 @@ func (fe *frontend) shutdown() {
 	}
 }
 
-// bcast sends a message to every agent: each direct child forwards it to
-// its subtree.
+// bcast sends a message to every agent through the root's children
+// (launcher.Bcast).
 func (fe *frontend) bcast(typ uint8, p []byte) int64 {
-	var ls []*proto.Link
-	w := proto.Wrap(-1, typ, p)
-	held := 0
+	var cs []launcher.Child
 	for _, a := range fe.agents {
 		if l := fe.link(a); fe.rootChild(a) && a.link != nil && !l.Closed && !l.Done {
-			if a.route.Holding() {
-				// Adopted by the root, its move not committed yet: the
-				// broadcast goes after what waits with it (the answers it
-				// missed: tellMoved), or a Suspend would abandon a
-				// collective whose answer is on its way to it.
-				_ = a.send(proto.MBcast, w)
-				held++
-				continue
-			}
-			ls = append(ls, a.link)
+			cs = append(cs, launcher.Child{Idx: a.idx, Link: a.link, Route: &a.route})
 		}
 	}
-	if len(ls) > 0 {
-		proto.SendEach(ls, proto.MBcast, w)
-	}
-	return int64((len(ls) + held) * len(w))
+	return launcher.Bcast(cs, typ, p)
 }
 
 // linkEnded handles the end of an agent's link (told by the link itself,
@@ -476,41 +469,6 @@ func (fe *frontend) tablePublished(values [][]byte) {
 func (fe *frontend) stdin(ev evStdin) {
 	fe.input.Queue(ev.c)
 	fe.flushStdin()
-}
-
-// readStdin starts the reader of the front-end's stdin (fe.input), which
-// posts its chunks to the loop; the loop's end calls stop, which ends it
-// and joins it (done is closed as it ends). A read of a pipe through Go's
-// poller is interrupted by a deadline (taken back once it ended); one that
-// is not (a terminal's, or a descriptor in blocking mode, as a shell's
-// pipe usually is) cannot be interrupted: stop returns without it, and it
-// ends with its next read or the process (nothing waits for it, and what
-// it posts then goes nowhere).
-func (fe *frontend) readStdin(ctx context.Context) (stop func(), done <-chan struct{}) {
-	ctx, cancel := context.WithCancel(ctx)
-	ended := make(chan struct{})
-	go func() { // joined by stop, unless its read cannot be interrupted
-		defer close(ended)
-		fe.input.Read(ctx, func(c output.Chunk) bool {
-			if ctx.Err() != nil {
-				return false // stopped: it goes nowhere, and the reader ends
-			}
-			select {
-			case fe.events <- evStdin{c}:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		})
-	}()
-	return func() {
-		cancel()
-		if fe.opts.Stdin.SetReadDeadline(time.Now()) != nil {
-			return
-		}
-		<-ended
-		_ = fe.opts.Stdin.SetReadDeadline(time.Time{})
-	}, ended
 }
 
 // flushStdin sends the stdin chunks that wait, if rank 0's agent is up.
