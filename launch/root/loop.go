@@ -117,15 +117,12 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	return fe.finish()
 }
 
-// agentsExitWait bounds how long the agents get to exit after they were
-// told the job is over (a replica agent first waits for the final status,
-// at most 2 s: launch/agent's finalWait); the front-end's replica stays
-// up for its followers as long.
+// agentsExitWait bounds how long the agents get to exit once told the job
+// is over (a replica agent first waits up to 2 s for the final status).
 const agentsExitWait = 5 * time.Second
 
-// soloLog reports whether the job's state log is the front-end's alone
-// (--replicas 1, and not a successor root's group): no replica agent
-// needs its final status before it exits.
+// soloLog reports whether the job's state log is the front-end's alone:
+// no replica agent needs its final status before it exits.
 func (fe *frontend) soloLog() bool {
 	return max(fe.opts.Replicas, 1) == 1 && len(fe.replicaNodes) == 0 && fe.journal.Replica() == nil
 }
@@ -152,11 +149,8 @@ func (fe *frontend) replicasSettled() bool {
 
 func (fe *frontend) shutdown() {
 	fe.step(recovery.Finished{})
-	// The replicas that joined the group wait for the final status before
-	// they say they are done (launch/agent's awaitFinalStatus): the leader
-	// (the front-end's replica, or a successor's, its agent's) shuts down
-	// once every agent's link ended, and a follower a heartbeat behind
-	// would otherwise keep a log without the job's end.
+	// The replicas named wait for the final status before they exit: else
+	// a follower a heartbeat behind the leader keeps a log without the end.
 	fe.bcast(proto.MShutdown, proto.EncodeStrings(fe.journal.Joined()))
 	fe.shutdownAt = time.Now()
 	if fe.cancelLaunch != nil {
@@ -182,9 +176,8 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	if fe.link(a).Closed {
 		return
 	}
-	// The planner decides which agents are lost with it and which move to
-	// new parents (recovery/nodeloss.go), and how long its node had been
-	// silent (the self-fence bound counts from its last word).
+	// The planner decides who is lost with it and who moves; the self-fence
+	// bound counts from its node's last word (Quiet).
 	ll := recovery.LinkLost{Agent: a.idx, Err: err.Error(), Silent: errors.Is(err, proto.ErrHeartbeat), At: time.Now(), Direct: a.link != nil}
 	if a.link != nil {
 		ll.Quiet = a.link.Quiet()
@@ -258,8 +251,7 @@ func (fe *frontend) handle(ev event) {
 }
 
 // message handles one message of agent a, decoded and checked by
-// proto.DecodeUp; a family's handler with more to it than a line is a
-// function of its own.
+// proto.DecodeUp.
 func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	m, err := proto.DecodeUp(a.idx, typ, p, proto.Bounds{Ranks: fe.opts.N, Agents: len(fe.agents)})
 	if err != nil {
@@ -271,8 +263,8 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		fe.recoveryAck(a, m) // recovery.go
 	// The tree: relays, children, backups, replicas.
 	case proto.Relayed:
-		// One relayed on a path it left (it moved to a backup parent), or
-		// from an agent declared lost, is dropped: what matters comes again.
+		// One on a path its sender left, or from a lost agent, is dropped:
+		// what matters comes again.
 		if fe.topo.Top(m.From) == a.idx && !fe.links().Link(m.From).Closed {
 			fe.message(fe.agents[m.From], m.Type, m.P)
 		}
@@ -322,18 +314,15 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	case proto.RingValues:
 		fe.ringValues(a, m.CollResult)
 	case proto.TableHeld:
-		// A successor whose replicated state lacks the table the front-end
-		// published (it was cut off or died before the table was
-		// committed): the agents hold it.
+		// A successor whose replicated state lacks the published table.
 		if fe.table == nil {
 			fe.tablePublished(m.Values)
 		}
 	}
 }
 
-// childReport takes a parent's report of its child: not started, or its
-// link ended; one that moved to its backup parent is not this one's to
-// report.
+// childReport takes a parent's report of its child (not started, or its
+// link ended), unless the child moved away.
 func (fe *frontend) childReport(parent *agentHandle, cr proto.ChildReport) {
 	if !slices.Contains(fe.topo.Children(parent.idx), cr.Idx) {
 		return
@@ -360,7 +349,7 @@ func (fe *frontend) replicaUp(a *agentHandle, ru proto.ReplicaUp) {
 	fe.addReplica(ru, a.replaces)
 }
 
-// rankExit takes a rank's end: an older incarnation's is stale, and one
+// rankExit takes a rank's end: an older incarnation's is stale; one
 // reported again after a failover is taken once.
 func (fe *frontend) rankExit(a *agentHandle, st proto.RankStatus) {
 	if st.Incarnation != 0 && st.Incarnation < fe.ledger().Runs(st.Rank) {
@@ -375,9 +364,8 @@ func (fe *frontend) rankExit(a *agentHandle, st proto.RankStatus) {
 	fe.rankEnded(st)
 }
 
-// ranksStarted takes an agent's ranks that run (the planner's ledger says
-// which started again, which for the first time: recovery.RanksStarted)
-// and records them; cpus are where they are bound.
+// ranksStarted takes an agent's ranks that run (the planner says which
+// started again: recovery.RanksRunning) and records them.
 func (fe *frontend) ranksStarted(a *agentHandle, st proto.Started) {
 	for _, r := range st.Ranks {
 		if r >= 0 && r < fe.opts.N && fe.ledger().Agent(r) < 0 {
@@ -407,9 +395,8 @@ func (fe *frontend) ranksStarted(a *agentHandle, st proto.Started) {
 	}
 }
 
-// contribute merges a contribution (a subtree's, combined by the agent at
-// its top: docs/collectives.md) by the agents it covers (proto.Gather);
-// when every agent is covered, the result goes down to every node.
+// contribute merges a subtree's contribution (proto.Gather); once every
+// agent is covered, the result goes down to every node.
 func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	top := a.idx
 	if fe.topo != nil {
@@ -443,10 +430,9 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	}
 }
 
-// tablePublished takes the first node table as published (to the planner,
-// the observers and the state log): the answer to the ranks' first
-// Publish, or, for a successor whose replicated state lacks it, the table
-// the agents report holding (MTableHeld).
+// tablePublished takes the first node table as published (the ranks'
+// first Publish, or the table the agents hold: MTableHeld) to the planner,
+// the observers and the state log.
 func (fe *frontend) tablePublished(values [][]byte) {
 	fe.table = slices.Clone(values) // patched in place later; the journal keeps values
 	fe.step(recovery.TablePublished{})
@@ -463,9 +449,7 @@ func (fe *frontend) tablePublished(values [][]byte) {
 	fe.journal.NodeTable(nodes, values)
 }
 
-// stdin sends rank 0's agent a chunk of stdin (or its end) once the agent
-// is up; until then the chunks wait, and flushStdin sends them when it
-// comes up.
+// stdin sends rank 0's agent a chunk of stdin (or its end) once it is up.
 func (fe *frontend) stdin(ev evStdin) {
 	fe.input.Queue(ev.c)
 	fe.flushStdin()
@@ -480,11 +464,16 @@ func (fe *frontend) flushStdin() {
 	fe.input.Flush(a.send)
 }
 
+// AckOutput acknowledges the agent's output frames up to seq: the output
+// writer wrote them (output.Source).
+func (a *agentHandle) AckOutput(seq uint64) {
+	_ = a.send(proto.MOutputAck, proto.EncodeInt(int64(seq)))
+}
+
 func (fe *frontend) killAgents() {
 	for _, a := range fe.agents {
-		// An agent that got its job is told to shut down first, so that it
-		// kills its ranks and exits quietly instead of reporting a lost
-		// link.
+		// A child told to shut down kills its ranks and exits quietly, where
+		// a killed one would report a lost link.
 		if fe.rootChild(a) && a.link != nil && !fe.link(a).Closed && a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil)) == nil && a.local == nil {
 			continue // a remote agent: closing its session now would race the shutdown
 		}
@@ -517,9 +506,8 @@ func (fe *frontend) finish() int {
 	return failure.Code
 }
 
-// cpuTime is the CPU time this process used so far (its every thread's:
-// with --test-nodes the agents are processes of their own), user and
-// system.
+// cpuTime is the CPU time this process used so far, user and system
+// (with --test-nodes, not the agents': they are processes of their own).
 func cpuTime() (user, sys time.Duration, ok bool) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
@@ -528,9 +516,8 @@ func cpuTime() (user, sys time.Duration, ok bool) {
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), true
 }
 
-// sayOpenCollectives tells (--verbose) which collectives are still open
-// when the job runs into --timeout, and which agents they wait for: a
-// job hung in a collective says whom it waited on.
+// sayOpenCollectives tells which collectives are open at --timeout and
+// which agents they wait for.
 func (fe *frontend) sayOpenCollectives() {
 	for _, o := range fe.colls.Open(fe.agentNames()) {
 		fe.observe(OpenAtTimeout{Kind: o.Kind, Seq: o.Seq, Missing: slices.Clone(o.Missing)})
