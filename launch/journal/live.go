@@ -19,6 +19,9 @@ import (
 // LiveFile is the live report's name in a job's state directory.
 const LiveFile = "live.json"
 
+// LiveEvery is how often a running root rewrites its live report.
+const LiveEvery = time.Second
+
 // Live is a running job's live report.
 type Live struct {
 	Job     string    `json:"job"`

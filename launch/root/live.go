@@ -7,9 +7,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
-// liveInterval is how often a running root rewrites its live report.
-const liveInterval = time.Second
-
 // live is what the root knows now: the planner's share is its ledger's
 // (recovery.Ledger.Live).
 func (fe *frontend) live() journal.Live {

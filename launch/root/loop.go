@@ -40,7 +40,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 		defer stop()
 	}
 	var shutdownTimer, settle <-chan time.Time
-	liveTick := time.NewTicker(liveInterval)
+	liveTick := time.NewTicker(journal.LiveEvery)
 	defer liveTick.Stop()
 	standTick := time.NewTicker(standingPoll)
 	defer standTick.Stop()
@@ -92,9 +92,10 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 				fe.goFunc(fe.opts.AtEnd)
 			}
 			// The job's end is committed while every replica still runs;
-			// in a job with one replica, while the agents exit.
+			// with no replica agent (--replicas 1, no successor's group),
+			// while the agents exit.
 			closed := fe.beginCloseJournal()
-			if !fe.soloLog() {
+			if max(fe.opts.Replicas, 1) > 1 || len(fe.replicaNodes) > 0 || fe.journal.Replica() != nil {
 				closed()
 			}
 			fe.shutdown()
@@ -120,12 +121,6 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 // agentsExitWait bounds how long the agents get to exit once told the job
 // is over (a replica agent first waits up to 2 s for the final status).
 const agentsExitWait = 5 * time.Second
-
-// soloLog reports whether the job's state log is the front-end's alone:
-// no replica agent needs its final status before it exits.
-func (fe *frontend) soloLog() bool {
-	return max(fe.opts.Replicas, 1) == 1 && len(fe.replicaNodes) == 0 && fe.journal.Replica() == nil
-}
 
 // replicasSettled reports whether the job's end can be committed: every
 // replica agent that is up joined the group or failed to, or the group
@@ -189,15 +184,13 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 func (fe *frontend) handle(ev event) {
 	switch ev := ev.(type) {
 	case evMessage:
-		if ev.agent != fe.agents[ev.agent.idx] {
-			return // from an agent incarnation that was lost and replaced
+		if ev.agent == fe.agents[ev.agent.idx] { // else from an incarnation lost and replaced
+			fe.message(ev.agent, ev.typ, ev.p)
 		}
-		fe.message(ev.agent, ev.typ, ev.p)
 	case evLinkEnd:
-		if ev.agent != fe.agents[ev.agent.idx] {
-			return
+		if ev.agent == fe.agents[ev.agent.idx] {
+			fe.linkEnded(ev.agent, ev.err)
 		}
-		fe.linkEnded(ev.agent, ev.err)
 	case evLaunched:
 		r := ev.res
 		a := fe.agents[r.Child.Idx]
@@ -223,8 +216,9 @@ func (fe *frontend) handle(ev event) {
 		if ev.a == fe.agents[ev.a.idx] && ev.a.link != nil {
 			fe.step(fe.gossipDead(ev.a, ev.a.inc, true))
 		}
-	case evStdin:
-		fe.stdin(ev)
+	case evStdin: // sent once rank 0's agent is up (flushStdin)
+		fe.input.Queue(ev.c)
+		fe.flushStdin()
 	case evAdopt:
 		if ev.req.Hello.Control {
 			fe.control(ev.req.Conn)
@@ -449,12 +443,6 @@ func (fe *frontend) tablePublished(values [][]byte) {
 	fe.journal.NodeTable(nodes, values)
 }
 
-// stdin sends rank 0's agent a chunk of stdin (or its end) once it is up.
-func (fe *frontend) stdin(ev evStdin) {
-	fe.input.Queue(ev.c)
-	fe.flushStdin()
-}
-
 // flushStdin sends the stdin chunks that wait, if rank 0's agent is up.
 func (fe *frontend) flushStdin() {
 	a := fe.stdinAgent
@@ -492,7 +480,9 @@ func (fe *frontend) finish() int {
 	if cs := fe.collStats; cs.Answered > 0 {
 		fe.verbosef("collectives: %s", cs.Words())
 	}
-	if user, sys, ok := cpuTime(); ok {
+	var ru syscall.Rusage // with --test-nodes, not the agents': processes of their own
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		user, sys := time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 		fe.verbosef("root: %.1f ms of CPU time (%.1f ms user, %.1f ms system)", ms(user+sys), ms(user), ms(sys))
 	}
 	fe.verbosef("job ended")
@@ -504,16 +494,6 @@ func (fe *frontend) finish() int {
 		fe.out.Message(words)
 	}
 	return failure.Code
-}
-
-// cpuTime is the CPU time this process used so far, user and system
-// (with --test-nodes, not the agents': they are processes of their own).
-func cpuTime() (user, sys time.Duration, ok bool) {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0, 0, false
-	}
-	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), true
 }
 
 // sayOpenCollectives tells which collectives are open at --timeout and
