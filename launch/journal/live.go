@@ -19,6 +19,9 @@ import (
 // LiveFile is the live report's name in a job's state directory.
 const LiveFile = "live.json"
 
+// LiveEvery is how often a running root rewrites its live report.
+const LiveEvery = time.Second
+
 // Live is a running job's live report.
 type Live struct {
 	Job     string    `json:"job"`
@@ -66,6 +69,34 @@ type LiveRecovery struct {
 	// phase went to the state log (zero: not yet).
 	Failed time.Time `json:"failed"`
 	Phase  time.Time `json:"phase,omitzero"`
+}
+
+// SetPhase sets where the job stands: ending once its agents were told to
+// exit, else terminating once it failed or is terminated, else launching
+// until every agent got its job and every rank started, else running.
+func (l *Live) SetPhase(ending, terminating, launching bool) {
+	switch {
+	case ending:
+		l.Phase = "ending"
+	case terminating:
+		l.Phase = "terminating"
+	case launching:
+		l.Phase = "launching"
+	default:
+		l.Phase = "running"
+	}
+}
+
+// RecoveryAt dates the recovery in progress, if any: its failure came at
+// failed, and its current phase was committed at phase, if that is later
+// (an earlier one was the last recovery's).
+func (l *Live) RecoveryAt(failed, phase time.Time) {
+	if r := l.Recovery; r != nil {
+		r.Failed = failed
+		if phase.After(failed) {
+			r.Phase = phase
+		}
+	}
 }
 
 // ReadLive reads a job's live report; a job without one gets an error

@@ -63,3 +63,37 @@ func TestGroupLiveReport(t *testing.T) {
 		t.Errorf("after its removal: %v", err)
 	}
 }
+
+// TestLivePhase: the live report's phase, the first that holds of ending,
+// terminating, launching, else running; a recovery's phase is dated only
+// once committed after its failure.
+func TestLivePhase(t *testing.T) {
+	for _, c := range []struct {
+		ending, terminating, launching bool
+		want                           string
+	}{
+		{false, false, false, "running"},
+		{false, false, true, "launching"},
+		{false, true, true, "terminating"},
+		{true, true, true, "ending"},
+		{true, false, false, "ending"},
+	} {
+		var l Live
+		l.SetPhase(c.ending, c.terminating, c.launching)
+		if l.Phase != c.want {
+			t.Errorf("ending %v, terminating %v, launching %v: phase %q, want %q", c.ending, c.terminating, c.launching, l.Phase, c.want)
+		}
+	}
+	failed := time.Unix(100, 0)
+	var l Live
+	l.RecoveryAt(failed, failed.Add(time.Second)) // no recovery: nothing to date
+	l.Recovery = &LiveRecovery{}
+	l.RecoveryAt(failed, failed.Add(-time.Second))
+	if !l.Recovery.Failed.Equal(failed) || !l.Recovery.Phase.IsZero() {
+		t.Errorf("a phase committed before the failure: %+v", l.Recovery)
+	}
+	l.RecoveryAt(failed, failed.Add(time.Second))
+	if !l.Recovery.Phase.Equal(failed.Add(time.Second)) {
+		t.Errorf("a phase committed after the failure: %+v", l.Recovery)
+	}
+}

@@ -72,3 +72,30 @@ func write(via, own *proto.Link, to int, typ uint8, p []byte) error {
 	}
 	return via.Send(proto.MRoute, proto.Wrap(to, typ, p))
 }
+
+// Child is one of the root's children a broadcast goes to: its link and
+// its route (idx: its index among the agents).
+type Child struct {
+	Idx   int
+	Link  *proto.Link
+	Route *Route
+}
+
+// Bcast sends a message to every agent through the root's children, each
+// of which forwards it to its subtree, and returns the bytes sent. To a
+// child whose move is not committed yet it is held after what waits (the
+// answers it missed): a Suspend that went first would have it abandon a
+// collective whose answer is on its way to it.
+func Bcast(children []Child, typ uint8, p []byte) int64 {
+	w := proto.Wrap(-1, typ, p)
+	ls := make([]*proto.Link, 0, len(children))
+	for _, c := range children {
+		if c.Route.Holding() {
+			_ = c.Route.Send(c.Link, c.Link, c.Idx, proto.MBcast, w)
+			continue
+		}
+		ls = append(ls, c.Link)
+	}
+	proto.SendEach(ls, proto.MBcast, w)
+	return int64(len(children) * len(w))
+}

@@ -83,3 +83,53 @@ func TestRoute(t *testing.T) {
 		t.Error("flushed twice")
 	}
 }
+
+// bcasts reads back the broadcasts sent on b, as the type and payload
+// each carries (to: -1, or the agent a routed one is for).
+func bcasts(t *testing.T, b *wireBuf) (out []sent) {
+	t.Helper()
+	for _, f := range frames(t, b) {
+		if f.typ != proto.MBcast {
+			t.Fatalf("not a broadcast: %+v", f)
+		}
+		_, typ, p, err := proto.Unwrap([]byte(f.p), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sent{f.to, typ, string(p)})
+	}
+	return out
+}
+
+// TestBcast: a broadcast goes at once to each child of the root whose
+// route holds nothing, and to one whose move awaits its commit after what
+// was held for it, once the move is committed; the bytes counted are
+// those of every child's copy.
+func TestBcast(t *testing.T) {
+	var freeBuf, heldBuf wireBuf
+	free, held := proto.NewLink(&freeBuf), proto.NewLink(&heldBuf)
+	var freeRoute, heldRoute Route
+	heldRoute.Await(2)
+	if err := heldRoute.Send(held, held, 1, proto.MCollResult, []byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	n := Bcast([]Child{{Idx: 0, Link: free, Route: &freeRoute}, {Idx: 1, Link: held, Route: &heldRoute}}, proto.MSuspend, []byte("s"))
+	if want := 2 * int64(len(proto.Wrap(-1, proto.MSuspend, []byte("s")))); n != want {
+		t.Errorf("Bcast counted %d bytes, want %d", n, want)
+	}
+	if got := bcasts(t, &freeBuf); len(got) != 1 || got[0].typ != proto.MSuspend || got[0].p != "s" {
+		t.Errorf("to the child that holds nothing: %+v", got)
+	}
+	if heldBuf.Len() != 0 {
+		t.Fatalf("sent to a child whose move is not committed: %+v", frames(t, &heldBuf))
+	}
+	heldRoute.Commit(2)
+	heldRoute.Flush(held, held, 1)
+	got := frames(t, &heldBuf)
+	if len(got) != 2 || got[0].typ != proto.MCollResult || got[1].typ != proto.MBcast {
+		t.Fatalf("to the held child after its commit: %+v, want the answer, then the broadcast", got)
+	}
+	if _, typ, p, err := proto.Unwrap([]byte(got[1].p), false); err != nil || typ != proto.MSuspend || string(p) != "s" {
+		t.Errorf("the held broadcast: %d %q %v", typ, p, err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -89,6 +90,31 @@ func (s *Stdin) Read(ctx context.Context, post func(Chunk) bool) {
 			return
 		}
 	}
+}
+
+// Start runs Read on a goroutine of its own; stop ends it and joins it
+// (done is closed as it ends). post is given Start's context, which stop
+// cancels: a post that waits must give up with it. A read of a pipe
+// through Go's poller is interrupted by a read deadline, taken back once
+// the reader ended; one that is not (a terminal's, or a descriptor in
+// blocking mode, as a shell's pipe usually is) cannot be: stop returns
+// without it, and it ends with its next read or the process.
+func (s *Stdin) Start(ctx context.Context, post func(context.Context, Chunk) bool) (stop func(), done <-chan struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
+	ended := make(chan struct{})
+	go func() { // joined by stop, unless its read cannot be interrupted
+		defer close(ended)
+		s.Read(ctx, func(c Chunk) bool { return ctx.Err() == nil && post(ctx, c) })
+	}()
+	return func() {
+		cancel()
+		d, ok := s.r.(interface{ SetReadDeadline(time.Time) error })
+		if !ok || d.SetReadDeadline(time.Now()) != nil {
+			return
+		}
+		<-ended
+		_ = d.SetReadDeadline(time.Time{})
+	}, ended
 }
 
 // Acked gives back a credit: rank 0's agent took a chunk (MStdinAck).

@@ -9,11 +9,9 @@ import (
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
-// Job control: `ftlaunch cancel` and `ftlaunch kill` (launch/jobctl) reach
-// the root over the job's own mutual TLS, on the listener its agents
-// connect to (the front-end's; a successor's agent's). The root publishes
-// where it listens, and the controller's credentials, in the job's state
-// directory (proto.ControlFile, proto.ControlKey).
+// Job control: `ftlaunch cancel` and `ftlaunch kill` reach the root over
+// the job's mutual TLS, on its agents' listener, found in the job's state
+// directory (proto.PublishControl).
 
 // evControl: a controller's request, read off the event loop.
 type evControl struct {
@@ -24,9 +22,8 @@ type evControl struct {
 func (evControl) isRootEvent() {}
 
 // publishControl writes where the root listens (addrs; none: a job
-// without a launch tree, reached by the front-end's PID) and, once per
-// job, the controller's credentials (proto.PublishControl). Errors are
-// only warned of: a job that cannot be controlled still runs.
+// without a launch tree, reached by its PID) and the controller's
+// credentials. Errors are only warned of: the job still runs.
 func (fe *frontend) publishControl(name string, addrs []string) {
 	if fe.journal == nil || fe.journal.Dir() == "" {
 		return
@@ -39,8 +36,7 @@ func (fe *frontend) publishControl(name string, addrs []string) {
 }
 
 // control serves a control connection (proto.ServeControl): the request
-// goes to the loop (controlRequest), its answer back. Only the
-// controller's certificate may ask (an agent's may not).
+// goes to the loop (controlRequest), its answer back.
 func (fe *frontend) control(conn net.Conn) {
 	fe.goFunc(func() {
 		proto.ServeControl(fe.ctx, conn, func(req proto.Control, reply chan<- proto.ControlAck) bool {
@@ -49,8 +45,8 @@ func (fe *frontend) control(conn net.Conn) {
 	})
 }
 
-// controlRequest carries out a controller's request, in the event loop:
-// the planner decides what the user's signal does (recovery/signals.go).
+// controlRequest carries out a controller's request: the planner decides
+// what the user's signal does.
 func (fe *frontend) controlRequest(ev evControl) {
 	ack := proto.ControlAck{Root: fe.rootNode}
 	if sig, err := ev.req.Check(); err != nil {

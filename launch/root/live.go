@@ -7,32 +7,18 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 )
 
-// liveInterval is how often a running root rewrites its live report.
-const liveInterval = time.Second
-
 // live is what the root knows now: the planner's share is its ledger's
 // (recovery.Ledger.Live).
 func (fe *frontend) live() journal.Live {
 	l := journal.Live{
-		Job: fe.jobID, Root: fe.rootNode, Phase: "running", Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
+		Job: fe.jobID, Root: fe.rootNode, Updated: time.Now(), Start: cmp.Or(fe.jobStart, fe.start),
 		Argv: fe.opts.Argv, Agents: len(fe.agents), N: fe.opts.N, Term: fe.rootTerm, Table: len(fe.table) > 0,
 		Recoveries: fe.recoveries, ReplicasJoined: fe.journal.Joined(),
 	}
 	fe.ledger().Live(&l)
-	switch {
-	case !fe.shutdownAt.IsZero():
-		l.Phase = "ending"
-	case fe.terminating || fe.status().Failure != nil:
-		l.Phase = "terminating"
-	case fe.agentsUp < len(fe.agents) || fe.ledger().StartedCount() < fe.opts.N:
-		l.Phase = "launching"
-	}
-	if r := l.Recovery; r != nil {
-		r.Failed = fe.failedAt
-		if fe.recoveryAt.After(fe.failedAt) {
-			r.Phase = fe.recoveryAt
-		}
-	}
+	l.SetPhase(!fe.shutdownAt.IsZero(), fe.terminating || fe.status().Failure != nil,
+		fe.agentsUp < len(fe.agents) || fe.ledger().StartedCount() < fe.opts.N)
+	l.RecoveryAt(fe.failedAt, fe.recoveryAt)
 	return l
 }
 

@@ -29,11 +29,18 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	}
 	if fe.stdinAgent != nil && fe.opts.Stdin != nil {
 		fe.input = output.NewStdin(fe.opts.Stdin)
-		stop, _ := fe.readStdin(ctx)
+		stop, _ := fe.input.Start(ctx, func(ctx context.Context, c output.Chunk) bool {
+			select {
+			case fe.events <- evStdin{c}:
+				return true
+			case <-ctx.Done():
+				return false // stopped: it goes nowhere
+			}
+		})
 		defer stop()
 	}
 	var shutdownTimer, settle <-chan time.Time
-	liveTick := time.NewTicker(liveInterval)
+	liveTick := time.NewTicker(journal.LiveEvery)
 	defer liveTick.Stop()
 	standTick := time.NewTicker(standingPoll)
 	defer standTick.Stop()
@@ -85,9 +92,10 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 				fe.goFunc(fe.opts.AtEnd)
 			}
 			// The job's end is committed while every replica still runs;
-			// in a job with one replica, while the agents exit.
+			// with no replica agent (--replicas 1, no successor's group),
+			// while the agents exit.
 			closed := fe.beginCloseJournal()
-			if !fe.soloLog() {
+			if max(fe.opts.Replicas, 1) > 1 || len(fe.replicaNodes) > 0 || fe.journal.Replica() != nil {
 				closed()
 			}
 			fe.shutdown()
@@ -110,18 +118,9 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	return fe.finish()
 }
 
-// agentsExitWait bounds how long the agents get to exit after they were
-// told the job is over (a replica agent first waits for the final status,
-// at most 2 s: launch/agent's finalWait); the front-end's replica stays
-// up for its followers as long.
+// agentsExitWait bounds how long the agents get to exit once told the job
+// is over (a replica agent first waits up to 2 s for the final status).
 const agentsExitWait = 5 * time.Second
-
-// soloLog reports whether the job's state log is the front-end's alone
-// (--replicas 1, and not a successor root's group): no replica agent
-// needs its final status before it exits.
-func (fe *frontend) soloLog() bool {
-	return max(fe.opts.Replicas, 1) == 1 && len(fe.replicaNodes) == 0 && fe.journal.Replica() == nil
-}
 
 // replicasSettled reports whether the job's end can be committed: every
 // replica agent that is up joined the group or failed to, or the group
@@ -145,11 +144,8 @@ func (fe *frontend) replicasSettled() bool {
 
 func (fe *frontend) shutdown() {
 	fe.step(recovery.Finished{})
-	// The replicas that joined the group wait for the final status before
-	// they say they are done (launch/agent's awaitFinalStatus): the leader
-	// (the front-end's replica, or a successor's, its agent's) shuts down
-	// once every agent's link ended, and a follower a heartbeat behind
-	// would otherwise keep a log without the job's end.
+	// The replicas named wait for the final status before they exit: else
+	// a follower a heartbeat behind the leader keeps a log without the end.
 	fe.bcast(proto.MShutdown, proto.EncodeStrings(fe.journal.Joined()))
 	fe.shutdownAt = time.Now()
 	if fe.cancelLaunch != nil {
@@ -157,30 +153,16 @@ func (fe *frontend) shutdown() {
 	}
 }
 
-// bcast sends a message to every agent: each direct child forwards it to
-// its subtree.
+// bcast sends a message to every agent through the root's children
+// (launcher.Bcast).
 func (fe *frontend) bcast(typ uint8, p []byte) int64 {
-	var ls []*proto.Link
-	w := proto.Wrap(-1, typ, p)
-	held := 0
+	var cs []launcher.Child
 	for _, a := range fe.agents {
 		if l := fe.link(a); fe.rootChild(a) && a.link != nil && !l.Closed && !l.Done {
-			if a.route.Holding() {
-				// Adopted by the root, its move not committed yet: the
-				// broadcast goes after what waits with it (the answers it
-				// missed: tellMoved), or a Suspend would abandon a
-				// collective whose answer is on its way to it.
-				_ = a.send(proto.MBcast, w)
-				held++
-				continue
-			}
-			ls = append(ls, a.link)
+			cs = append(cs, launcher.Child{Idx: a.idx, Link: a.link, Route: &a.route})
 		}
 	}
-	if len(ls) > 0 {
-		proto.SendEach(ls, proto.MBcast, w)
-	}
-	return int64((len(ls) + held) * len(w))
+	return launcher.Bcast(cs, typ, p)
 }
 
 // linkEnded handles the end of an agent's link (told by the link itself,
@@ -189,9 +171,8 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 	if fe.link(a).Closed {
 		return
 	}
-	// The planner decides which agents are lost with it and which move to
-	// new parents (recovery/nodeloss.go), and how long its node had been
-	// silent (the self-fence bound counts from its last word).
+	// The planner decides who is lost with it and who moves; the self-fence
+	// bound counts from its node's last word (Quiet).
 	ll := recovery.LinkLost{Agent: a.idx, Err: err.Error(), Silent: errors.Is(err, proto.ErrHeartbeat), At: time.Now(), Direct: a.link != nil}
 	if a.link != nil {
 		ll.Quiet = a.link.Quiet()
@@ -203,15 +184,13 @@ func (fe *frontend) linkEnded(a *agentHandle, err error) {
 func (fe *frontend) handle(ev event) {
 	switch ev := ev.(type) {
 	case evMessage:
-		if ev.agent != fe.agents[ev.agent.idx] {
-			return // from an agent incarnation that was lost and replaced
+		if ev.agent == fe.agents[ev.agent.idx] { // else from an incarnation lost and replaced
+			fe.message(ev.agent, ev.typ, ev.p)
 		}
-		fe.message(ev.agent, ev.typ, ev.p)
 	case evLinkEnd:
-		if ev.agent != fe.agents[ev.agent.idx] {
-			return
+		if ev.agent == fe.agents[ev.agent.idx] {
+			fe.linkEnded(ev.agent, ev.err)
 		}
-		fe.linkEnded(ev.agent, ev.err)
 	case evLaunched:
 		r := ev.res
 		a := fe.agents[r.Child.Idx]
@@ -237,8 +216,9 @@ func (fe *frontend) handle(ev event) {
 		if ev.a == fe.agents[ev.a.idx] && ev.a.link != nil {
 			fe.step(fe.gossipDead(ev.a, ev.a.inc, true))
 		}
-	case evStdin:
-		fe.stdin(ev)
+	case evStdin: // sent once rank 0's agent is up (flushStdin)
+		fe.input.Queue(ev.c)
+		fe.flushStdin()
 	case evAdopt:
 		if ev.req.Hello.Control {
 			fe.control(ev.req.Conn)
@@ -265,8 +245,7 @@ func (fe *frontend) handle(ev event) {
 }
 
 // message handles one message of agent a, decoded and checked by
-// proto.DecodeUp; a family's handler with more to it than a line is a
-// function of its own.
+// proto.DecodeUp.
 func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	m, err := proto.DecodeUp(a.idx, typ, p, proto.Bounds{Ranks: fe.opts.N, Agents: len(fe.agents)})
 	if err != nil {
@@ -278,8 +257,8 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 		fe.recoveryAck(a, m) // recovery.go
 	// The tree: relays, children, backups, replicas.
 	case proto.Relayed:
-		// One relayed on a path it left (it moved to a backup parent), or
-		// from an agent declared lost, is dropped: what matters comes again.
+		// One on a path its sender left, or from a lost agent, is dropped:
+		// what matters comes again.
 		if fe.topo.Top(m.From) == a.idx && !fe.links().Link(m.From).Closed {
 			fe.message(fe.agents[m.From], m.Type, m.P)
 		}
@@ -329,18 +308,15 @@ func (fe *frontend) message(a *agentHandle, typ uint8, p []byte) {
 	case proto.RingValues:
 		fe.ringValues(a, m.CollResult)
 	case proto.TableHeld:
-		// A successor whose replicated state lacks the table the front-end
-		// published (it was cut off or died before the table was
-		// committed): the agents hold it.
+		// A successor whose replicated state lacks the published table.
 		if fe.table == nil {
 			fe.tablePublished(m.Values)
 		}
 	}
 }
 
-// childReport takes a parent's report of its child: not started, or its
-// link ended; one that moved to its backup parent is not this one's to
-// report.
+// childReport takes a parent's report of its child (not started, or its
+// link ended), unless the child moved away.
 func (fe *frontend) childReport(parent *agentHandle, cr proto.ChildReport) {
 	if !slices.Contains(fe.topo.Children(parent.idx), cr.Idx) {
 		return
@@ -367,7 +343,7 @@ func (fe *frontend) replicaUp(a *agentHandle, ru proto.ReplicaUp) {
 	fe.addReplica(ru, a.replaces)
 }
 
-// rankExit takes a rank's end: an older incarnation's is stale, and one
+// rankExit takes a rank's end: an older incarnation's is stale; one
 // reported again after a failover is taken once.
 func (fe *frontend) rankExit(a *agentHandle, st proto.RankStatus) {
 	if st.Incarnation != 0 && st.Incarnation < fe.ledger().Runs(st.Rank) {
@@ -382,9 +358,8 @@ func (fe *frontend) rankExit(a *agentHandle, st proto.RankStatus) {
 	fe.rankEnded(st)
 }
 
-// ranksStarted takes an agent's ranks that run (the planner's ledger says
-// which started again, which for the first time: recovery.RanksStarted)
-// and records them; cpus are where they are bound.
+// ranksStarted takes an agent's ranks that run (the planner says which
+// started again: recovery.RanksRunning) and records them.
 func (fe *frontend) ranksStarted(a *agentHandle, st proto.Started) {
 	for _, r := range st.Ranks {
 		if r >= 0 && r < fe.opts.N && fe.ledger().Agent(r) < 0 {
@@ -414,9 +389,8 @@ func (fe *frontend) ranksStarted(a *agentHandle, st proto.Started) {
 	}
 }
 
-// contribute merges a contribution (a subtree's, combined by the agent at
-// its top: docs/collectives.md) by the agents it covers (proto.Gather);
-// when every agent is covered, the result goes down to every node.
+// contribute merges a subtree's contribution (proto.Gather); once every
+// agent is covered, the result goes down to every node.
 func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	top := a.idx
 	if fe.topo != nil {
@@ -450,10 +424,9 @@ func (fe *frontend) contribute(a *agentHandle, c *proto.Contrib) {
 	}
 }
 
-// tablePublished takes the first node table as published (to the planner,
-// the observers and the state log): the answer to the ranks' first
-// Publish, or, for a successor whose replicated state lacks it, the table
-// the agents report holding (MTableHeld).
+// tablePublished takes the first node table as published (the ranks'
+// first Publish, or the table the agents hold: MTableHeld) to the planner,
+// the observers and the state log.
 func (fe *frontend) tablePublished(values [][]byte) {
 	fe.table = slices.Clone(values) // patched in place later; the journal keeps values
 	fe.step(recovery.TablePublished{})
@@ -470,49 +443,6 @@ func (fe *frontend) tablePublished(values [][]byte) {
 	fe.journal.NodeTable(nodes, values)
 }
 
-// stdin sends rank 0's agent a chunk of stdin (or its end) once the agent
-// is up; until then the chunks wait, and flushStdin sends them when it
-// comes up.
-func (fe *frontend) stdin(ev evStdin) {
-	fe.input.Queue(ev.c)
-	fe.flushStdin()
-}
-
-// readStdin starts the reader of the front-end's stdin (fe.input), which
-// posts its chunks to the loop; the loop's end calls stop, which ends it
-// and joins it (done is closed as it ends). A read of a pipe through Go's
-// poller is interrupted by a deadline (taken back once it ended); one that
-// is not (a terminal's, or a descriptor in blocking mode, as a shell's
-// pipe usually is) cannot be interrupted: stop returns without it, and it
-// ends with its next read or the process (nothing waits for it, and what
-// it posts then goes nowhere).
-func (fe *frontend) readStdin(ctx context.Context) (stop func(), done <-chan struct{}) {
-	ctx, cancel := context.WithCancel(ctx)
-	ended := make(chan struct{})
-	go func() { // joined by stop, unless its read cannot be interrupted
-		defer close(ended)
-		fe.input.Read(ctx, func(c output.Chunk) bool {
-			if ctx.Err() != nil {
-				return false // stopped: it goes nowhere, and the reader ends
-			}
-			select {
-			case fe.events <- evStdin{c}:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		})
-	}()
-	return func() {
-		cancel()
-		if fe.opts.Stdin.SetReadDeadline(time.Now()) != nil {
-			return
-		}
-		<-ended
-		_ = fe.opts.Stdin.SetReadDeadline(time.Time{})
-	}, ended
-}
-
 // flushStdin sends the stdin chunks that wait, if rank 0's agent is up.
 func (fe *frontend) flushStdin() {
 	a := fe.stdinAgent
@@ -522,11 +452,16 @@ func (fe *frontend) flushStdin() {
 	fe.input.Flush(a.send)
 }
 
+// AckOutput acknowledges the agent's output frames up to seq: the output
+// writer wrote them (output.Source).
+func (a *agentHandle) AckOutput(seq uint64) {
+	_ = a.send(proto.MOutputAck, proto.EncodeInt(int64(seq)))
+}
+
 func (fe *frontend) killAgents() {
 	for _, a := range fe.agents {
-		// An agent that got its job is told to shut down first, so that it
-		// kills its ranks and exits quietly instead of reporting a lost
-		// link.
+		// A child told to shut down kills its ranks and exits quietly, where
+		// a killed one would report a lost link.
 		if fe.rootChild(a) && a.link != nil && !fe.link(a).Closed && a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil)) == nil && a.local == nil {
 			continue // a remote agent: closing its session now would race the shutdown
 		}
@@ -545,7 +480,9 @@ func (fe *frontend) finish() int {
 	if cs := fe.collStats; cs.Answered > 0 {
 		fe.verbosef("collectives: %s", cs.Words())
 	}
-	if user, sys, ok := cpuTime(); ok {
+	var ru syscall.Rusage // with --test-nodes, not the agents': processes of their own
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		user, sys := time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 		fe.verbosef("root: %.1f ms of CPU time (%.1f ms user, %.1f ms system)", ms(user+sys), ms(user), ms(sys))
 	}
 	fe.verbosef("job ended")
@@ -559,20 +496,8 @@ func (fe *frontend) finish() int {
 	return failure.Code
 }
 
-// cpuTime is the CPU time this process used so far (its every thread's:
-// with --test-nodes the agents are processes of their own), user and
-// system.
-func cpuTime() (user, sys time.Duration, ok bool) {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0, 0, false
-	}
-	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), true
-}
-
-// sayOpenCollectives tells (--verbose) which collectives are still open
-// when the job runs into --timeout, and which agents they wait for: a
-// job hung in a collective says whom it waited on.
+// sayOpenCollectives tells which collectives are open at --timeout and
+// which agents they wait for.
 func (fe *frontend) sayOpenCollectives() {
 	for _, o := range fe.colls.Open(fe.agentNames()) {
 		fe.observe(OpenAtTimeout{Kind: o.Kind, Seq: o.Seq, Missing: slices.Clone(o.Missing)})

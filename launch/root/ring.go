@@ -2,16 +2,12 @@ package root
 
 import "github.com/ftlaunch/ftlaunch/launch/proto"
 
-// The root's part in the ring exchange's scan (docs/collectives.md, "Ring
-// exchange"): proto.Gather decides what each agent is sent
-// (launch/proto/ringroot.go); the root sends it.
+// The root's part in the ring exchange (docs/collectives.md): proto.Gather
+// decides what each agent is sent; the root sends it.
 
-// ringAnswer sends a ring's answer down, g's values for collective seq
-// (proto.Gather keeps them: an agent that moved is sent them again; an
-// agent's ask is answered from them). It returns the bytes sent. Under the
-// root merge (FTLAUNCH_COLL_ROOT_MERGE) every value goes to every agent, as
-// an allgather's; else each child is sent only the values of the ranks its
-// subtree needs (proto.Gather.RingSplit).
+// ringAnswer sends ring seq's answer g down and returns the bytes sent:
+// to each child only the values its subtree needs (proto.Gather.RingSplit),
+// or every value to every agent under the root merge (rootMergeEnv).
 func (fe *frontend) ringAnswer(seq uint64, g proto.Gathered) int64 {
 	if fe.rootMerge && len(g.Ring) == fe.opts.N {
 		return fe.bcast(proto.MCollResult, g.RingDense(seq).Encode())
@@ -29,9 +25,8 @@ func (fe *frontend) ringAnswer(seq uint64, g proto.Gathered) int64 {
 	return down
 }
 
-// ringAsk answers agent a's ask for values of an answered ring its ranks
-// need: from what the root holds, else once a recall of every agent's
-// came back.
+// ringAsk answers agent a's ask for values of an answered ring: from what
+// the root holds, else once a recall of every agent's came back.
 func (fe *frontend) ringAsk(a *agentHandle, ask proto.RingAsk) {
 	var answering []int
 	for _, b := range fe.agents {
@@ -51,15 +46,15 @@ func (fe *frontend) ringAsk(a *agentHandle, ask proto.RingAsk) {
 }
 
 // ringRecallsCheck looks again at the recalls under way once agents were
-// lost: they will not answer.
+// lost (they will not answer).
 func (fe *frontend) ringRecallsCheck() {
 	for _, seq := range fe.colls.RingRecalls() {
 		fe.ringRecallDone(seq)
 	}
 }
 
-// ringRecallDone sends the agents that asked for values of ring seq what
-// they lacked, once the recall is over (proto.Gather.RingRecallDone).
+// ringRecallDone sends the agents that asked for ring seq's values what
+// they lacked, once the recall is over.
 func (fe *frontend) ringRecallDone(seq uint64) {
 	fill, ok := fe.colls.RingRecallDone(seq, func(x int) bool {
 		l := fe.links().Link(x)
