@@ -332,7 +332,7 @@ func (fe *frontend) childReport(parent *agentHandle, cr proto.ChildReport) {
 // join the group, or could not start (no address).
 func (fe *frontend) replicaUp(a *agentHandle, ru proto.ReplicaUp) {
 	if !fe.replicaNodes[a.idx] || ru.Name != a.name {
-		fe.protocolError(a, fmt.Errorf("replica up: %v", nil))
+		fe.protocolError(a, fmt.Errorf("replica up for %q: not this node's replica", ru.Name))
 		return
 	}
 	if ru.Addr == "" {

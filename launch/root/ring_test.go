@@ -202,3 +202,22 @@ func TestRootRingMerged(t *testing.T) {
 		t.Errorf("totals %+v", got)
 	}
 }
+
+// A ring's part for a child of the root whose move is not committed yet
+// waits behind what is held for it (the answers it missed), as a
+// broadcast does.
+func TestRootRingWaitsBehindHeldMove(t *testing.T) {
+	fe, links := ringRoot(t)
+	fe.agents[1].route.Await(7) // its move (change 7) is being committed
+	_ = fe.agents[1].send(proto.MBcast, proto.Wrap(-1, proto.MCollResult, []byte("answer")))
+	fe.contribute(fe.agents[0], ringPart(0, 0, 2))
+	fe.contribute(fe.agents[1], ringPart(0, 1, 3))
+	if typs, _, _ := links[1].frames(t); len(typs) != 0 {
+		t.Fatalf("node1 was sent %v while its move's commit was held", typs)
+	}
+	fe.agents[1].route.Commit(7)
+	fe.agents[1].flush()
+	if typs, _, _ := links[1].frames(t); !slices.Equal(typs, []uint8{proto.MCollResult, proto.MRingResult}) {
+		t.Errorf("node1 was sent %v, want the answer it missed, then its ring part", typs)
+	}
+}
