@@ -56,22 +56,8 @@ func (fe *frontend) beginCloseJournal() (wait func()) {
 	if fe.collStats.Answered > 0 && !fe.journal.Closing() {
 		fe.journal.Collectives(journal.CollTotals{Kinds: fe.collStats.Totals()})
 	}
-	return fe.journal.BeginClose(code, msg, func(took time.Duration, err error) { // Run's deferred closeJournal waits
-		if err != nil {
-			fe.warnf("job state log: %v", err)
-		}
-		if fe.opts.Verbose {
-			st := fe.journal.Stats()
-			fe.verbosef("state log closed in %.1f ms: its replica had its files open %.1f ms and led %.1f ms after the job began; %d entries in %d flushes",
-				ms(took), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
-		}
-		if err := fe.journal.RemoveLive(); err != nil {
-			fe.warnf("%v", err)
-		}
-		if (fe.opts.Verbose || fe.status().Failure != nil) && fe.journal.Dir() != "" {
-			fe.warnf("job %s: state in %s (ftlaunch inspect)", fe.jobID, fe.journal.Dir())
-		}
-	})
+	return fe.journal.EndWith(code, msg, journal.Ending{JobID: fe.jobID, Warnf: fe.warnf, Verbosef: fe.verbosef, Verbose: fe.opts.Verbose,
+		Where: func() bool { return fe.opts.Verbose || fe.status().Failure != nil }})
 }
 
 // issueRoot makes the job's CA and the front-end's credentials (once:

@@ -70,7 +70,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			fe.vanish()
 			return ExitLauncher
 		}
-		if fe.stand != nil && fe.stand.aside != nil {
+		if fe.journal.Aside() != nil {
 			return ExitLauncher // run follows the job under its new root
 		}
 		if fe.ledger().EndedCount() == fe.opts.N && fe.shutdownAt.IsZero() {

@@ -134,9 +134,6 @@ type launchState struct {
 
 // groupState is the root's replica group and the job's state log.
 type groupState struct {
-	// stand is a replicated front-end's standing in the root group, whose
-	// watch is the journal's (standing.go; nil: a successor, or one replica).
-	stand *standing
 	// rootTerm is the raft term a successor took the root over in (0:
 	// the front-end), for its live report.
 	rootTerm uint64

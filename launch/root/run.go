@@ -109,14 +109,10 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	}
 	defer fe.stopGossip()
 	if opts.Replicas > 1 {
-		fe.stand = fe.newStanding()
+		fe.watchStanding()
 	}
 	fe.exitCode = fe.loop(ctx, events)
-	res := Result{ExitCode: fe.exitCode, NodeTableAt: fe.nodeTableAt}
-	if fe.stand != nil {
-		res.SteppedAside = fe.stand.aside
-	}
-	return res, nil
+	return Result{ExitCode: fe.exitCode, NodeTableAt: fe.nodeTableAt, SteppedAside: fe.journal.Aside()}, nil
 }
 
 // put hands ev to the root's event loop; false: the root's context ended
