@@ -297,13 +297,13 @@ func (g *Group) AddReplica(ctx context.Context, name, addr, replaces string, war
 // LostVoter is the voter of the group that is none of names (the agents'
 // nodes): the lost front-end's, in a successor's group ("": none, or the
 // group is not known), and how many servers the group has.
-func (g *Group) LostVoter(names map[string]bool) (voter string, servers int) {
+func (g *Group) LostVoter(names []string) (voter string, servers int) {
 	voters, servers, ok := g.Members()
 	if !ok {
 		return "", 0
 	}
 	for _, v := range voters {
-		if !names[v] {
+		if !slices.Contains(names, v) {
 			voter = v
 		}
 	}

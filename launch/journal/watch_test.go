@@ -95,3 +95,14 @@ func TestGroupTellsLeadChanges(t *testing.T) {
 		t.Errorf("told %v, replayed %v, aside %+v: want [false true], both events, not aside", told, replayed, g.Aside())
 	}
 }
+
+// TestLostVoter: the voter that is none of the agents' is the front-end's,
+// in a group of three servers.
+func TestLostVoter(t *testing.T) {
+	g := newTestGroup(t, Config{StateDir: t.TempDir(), Node: "fe", Job: Job{ID: "ft-voter", N: 8, Replicas: 3}}, "node1", "node0")
+	g.launchAll(t)
+	grp := GroupOf(g.j)
+	if v, n := grp.LostVoter([]string{"node0", "node1"}); v != "fe" || n != 3 {
+		t.Errorf("LostVoter = %q of %d servers, want fe of 3", v, n)
+	}
+}

@@ -104,6 +104,15 @@ func (g Agents) Model(ranks int, warnf, verbosef func(string, ...any)) calibrate
 		Keep: g.Remote() && !g.GroupStart, Ranks: ranks, Warnf: warnf, Verbosef: verbosef}
 }
 
+// OwnAddr is the address the agents reach this machine at: its own first
+// address for agents on other hosts, else loopback.
+func (g Agents) OwnAddr() string {
+	if addrs := proto.OwnAddrs(); g.Remote() && len(addrs) > 0 {
+		return addrs[0]
+	}
+	return "127.0.0.1"
+}
+
 // Listen opens the root's listener for its agents' links (and the
 // adoption and control connections that come to it) with the root's
 // credentials: on every interface for agents on other hosts, on loopback

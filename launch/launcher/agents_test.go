@@ -102,6 +102,22 @@ func TestAgentsModel(t *testing.T) {
 	}
 }
 
+// TestAgentsOwnAddr: local agents reach the front-end on loopback, remote
+// ones at one of this machine's own addresses.
+func TestAgentsOwnAddr(t *testing.T) {
+	ls, err := NewLocalSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (Agents{}).OwnAddr(); got != "127.0.0.1" {
+		t.Errorf("local agents: %s, want loopback", got)
+	}
+	own := proto.OwnAddrs()
+	if got := (Agents{Spawner: ls}).OwnAddr(); len(own) > 0 && got != own[0] || len(own) == 0 && got != "127.0.0.1" {
+		t.Errorf("remote agents: %s, this machine's addresses %v", got, own)
+	}
+}
+
 // TestIssueRoot: the front-end's credentials are the root's, of the job,
 // issued by the job's CA (which issues the agents' too).
 func TestIssueRoot(t *testing.T) {

@@ -1,9 +1,8 @@
 package root
 
 // The root's observer (Options.Observe): typed events a test waits on and
-// checks, instead of the sentences the root writes on stderr. Each is
-// emitted by the root's event loop at the point the state it names was
-// reached, with one line (fe.observe).
+// checks instead of the root's words, each told by the event loop when the
+// state it names was reached.
 
 // Event is something a root did, told to Options.Observe: one of the
 // types below.
@@ -19,7 +18,7 @@ type TablePublished struct{ N int }
 type StandbysUp struct{ N int }
 
 // AgentLost: the root declared an agent incarnation lost (Silent: its link
-// fell silent, rather than ended).
+// fell silent rather than ended).
 type AgentLost struct {
 	Node   string
 	Inc    uint64
@@ -115,10 +114,8 @@ func (fe *frontend) parentName(x int) string {
 }
 
 // vanish ends the front-end as a SIGKILL of its process would
-// (Options.Vanish, for tests): its replica of the state log stops first
-// (raft's shutdown says nothing to the peers), then the transport, the
-// gossip member, the listener and every link close at once, with nothing
-// said to anyone, and the journal stops with nothing more committed.
+// (Options.Vanish): the state log's replica and transport stop
+// (journal.Group.Vanish), then gossip, the listener and every link close.
 func (fe *frontend) vanish() {
 	fe.journal.Vanish(func() {
 		fe.stopGossip()
