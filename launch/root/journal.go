@@ -1,8 +1,7 @@
 package root
 
 // The root and the job's state log: the plan and the final status it
-// commits, its replica group (the front-end's raft voter and the replica
-// agents it adds).
+// commits, its replica group.
 
 import (
 	"cmp"
@@ -26,11 +25,7 @@ func (fe *frontend) journalPlan(change string) {
 		fe.journal.Plan(journal.FlatPlan(names))
 		return
 	}
-	kind := fe.topo.Kind() // a successor's: the tree it rebuilt
-	if fe.plan != nil {
-		kind = fe.plan.Kind.String()
-	}
-	p := journal.TreePlan(kind, names, fe.topo.Parent, fe.topo.Backup, func(i int) bool { return fe.replicaNodes[i] })
+	p := journal.TreePlan(fe.topo.Kind(), names, fe.topo.Parent, fe.topo.Backup, func(i int) bool { return fe.replicaNodes[i] })
 	p.Change = change
 	if change == "" {
 		p.Model = fe.model.Prediction()
@@ -40,9 +35,7 @@ func (fe *frontend) journalPlan(change string) {
 
 // closeJournal commits the job's final status, or waits for the commit
 // begun (beginCloseJournal).
-func (fe *frontend) closeJournal() {
-	fe.beginCloseJournal()()
-}
+func (fe *frontend) closeJournal() { fe.beginCloseJournal()() }
 
 // beginCloseJournal starts committing the job's final status, the
 // planner's as it is now (the agents' exits after it change nothing it

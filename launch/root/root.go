@@ -181,9 +181,7 @@ type agentHandle struct {
 	specAt  time.Duration // when its job was sent
 	ranksAt time.Duration // when its ranks were reported running
 
-	// route sends it its messages on via, held while the tree change that
-	// moved it is not committed (commitTree, launcher.Route).
-	route launcher.Route
+	route launcher.Route // sends on via, held while the tree change that moved it is not committed
 }
 
 // send writes a message for the agent: on its link, or routed through the
@@ -195,12 +193,10 @@ func (a *agentHandle) send(typ uint8, p []byte) error {
 // flush sends what was held for the agent while its move was committed.
 func (a *agentHandle) flush() { a.route.Flush(a.via, a.link, a.idx) }
 
-// end is the agent's process or session, to kill or wait for
-// (launcher.AgentEnd).
+// end is the agent's process or session, to kill or wait for.
 func (a *agentHandle) end() launcher.AgentEnd { return launcher.AgentEnd{Local: a.local, Sess: a.sess} }
 
-// An event is what the root's goroutines report to its event loop: one of
-// the ev* types below.
+// An event is what the root's goroutines report to its event loop.
 type event interface{ isRootEvent() }
 
 // evMessage: a message from an agent (on its link, or relayed).
@@ -289,6 +285,7 @@ func (fe *frontend) nodeOf(rank int) string {
 	return "?"
 }
 
+// warnf tells the user, on stderr; verbosef, with --verbose only.
 func (fe *frontend) warnf(format string, args ...any) {
 	fe.out.Logf("ftlaunch: "+format, args...)
 }
@@ -301,13 +298,7 @@ func (fe *frontend) verbosef(format string, args ...any) {
 
 // goFunc runs f on a goroutine the root owns: Run (or the successor's
 // loop) joins it before returning, so f must end with the root's context.
-func (fe *frontend) goFunc(f func()) {
-	fe.wg.Add(1)
-	go func() {
-		defer fe.wg.Done()
-		f()
-	}()
-}
+func (fe *frontend) goFunc(f func()) { fe.wg.Go(f) }
 
 // launched passes a start by the root's own launcher to the event loop;
 // once the root's context ended, a session that started is closed.

@@ -1,10 +1,8 @@
 package root
 
-// A replicated front-end's watch on its own standing in the root group:
+// A replicated front-end's watch on its standing in the root group:
 // journal.Watch decides whether it leads, is deposed or steps aside
-// (docs/state.md, "A front-end that lost the lead"); the root holds the
-// events it must not act on meanwhile, and carries out its part of
-// stepping aside.
+// (docs/state.md); the root holds its events meanwhile and does its part.
 
 import (
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -73,9 +71,8 @@ func (fe *frontend) checkStanding() {
 }
 
 // stepAside carries out the root's part once its watch stepped aside
-// (journal.Group.StepAside): the loop returns (run follows the job as a
-// client), and its links to the root's children close without a word
-// (they ask the replica agents to adopt them).
+// (journal.Group.StepAside): its links to the root's children close
+// without a word (they ask the replica agents to adopt them).
 func (fe *frontend) stepAside() {
 	if fe.journal.StepAside() == nil {
 		return
