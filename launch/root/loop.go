@@ -35,7 +35,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(liveInterval)
 	defer liveTick.Stop()
-	standTick := time.NewTicker(standingPoll)
+	standTick := time.NewTicker(journal.StandingPoll)
 	defer standTick.Stop()
 	for !fe.links().AllGone() {
 		select {

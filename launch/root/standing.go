@@ -9,9 +9,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 )
 
-// standingPoll is how often the loop looks at its standing.
-const standingPoll = journal.StandingPoll
-
 // SteppedAside is how a front-end that lost the lead of its root group for
 // good left the job (journal.SteppedAside).
 type SteppedAside = journal.SteppedAside
@@ -60,8 +57,8 @@ func (fe *frontend) hold(ev event) bool {
 // deposed reports whether the front-end is deposed (or stepped aside).
 func (fe *frontend) deposed() bool { return fe.journal.Deposed() }
 
-// checkStanding is the loop's look at the group, every standingPoll
-// (journal.Group.Replay): the held events are handled once it leads again.
+// checkStanding is the loop's look at the group, every journal.StandingPoll
+// (Group.Replay): the held events are handled once it leads again.
 func (fe *frontend) checkStanding() {
 	replay := fe.journal.Replay(fe.ctx)
 	fe.stepAside()
