@@ -259,6 +259,19 @@ func PlaceLocal(k, n int) (*Placement, error) {
 	return Place(Allocation{Hosts: hosts}, Request{NP: n})
 }
 
+// NodeNames names the job's nodes in order: the placement's, or with no
+// placement (nil) this machine's, k test nodes or this host (LocalNodes).
+func (p *Placement) NodeNames(k int) []string {
+	if p == nil {
+		return LocalNodes(k)
+	}
+	names := make([]string, len(p.Nodes))
+	for i, n := range p.Nodes {
+		names[i] = n.Name
+	}
+	return names
+}
+
 // Slots is each node's slots as the placement has them, by name (nodes
 // whose count is not known are left out: they have no free slot); nil for
 // no placement.

@@ -339,6 +339,19 @@ func TestPlaceLocal(t *testing.T) {
 	}
 }
 
+// TestPlacementNodeNames: a placement's nodes in order; without one, this
+// machine's test nodes.
+func TestPlacementNodeNames(t *testing.T) {
+	p := &Placement{Nodes: []NodePlace{{Name: "b"}, {Name: "a"}}}
+	var none *Placement
+	if got := p.NodeNames(3); !reflect.DeepEqual(got, []string{"b", "a"}) {
+		t.Errorf("NodeNames() = %v, want [b a]", got)
+	}
+	if got := none.NodeNames(2); !reflect.DeepEqual(got, []string{"node0", "node1"}) {
+		t.Errorf("no placement, 2 test nodes: %v", got)
+	}
+}
+
 // TestPlacementSlots: each node's known slot count by name; a node whose
 // count is not known has none, and no placement gives none.
 func TestPlacementSlots(t *testing.T) {

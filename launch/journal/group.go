@@ -88,6 +88,36 @@ func (g *Group) BeginClose(code int, msg string, after func(took time.Duration, 
 	return g.wait
 }
 
+// Ending is how a root says the end of its state log (EndWith).
+type Ending struct {
+	JobID           string
+	Warnf, Verbosef func(format string, args ...any)
+	Verbose         bool        // the commit's figures are said (Verbosef)
+	Where           func() bool // asked once committed: say where the log is
+}
+
+// EndWith is BeginClose whose end says what came of the commit (e):
+// its error, with --verbose its figures, and where the log is if Where
+// says so; and removes the live report.
+func (g *Group) EndWith(code int, msg string, e Ending) (wait func()) {
+	return g.BeginClose(code, msg, func(took time.Duration, err error) {
+		if err != nil {
+			e.Warnf("job state log: %v", err)
+		}
+		if e.Verbose {
+			st := g.Stats()
+			e.Verbosef("state log closed in %s: its replica had its files open %s and led %s after the job began; %d entries in %d flushes",
+				ms(took), ms(st.Opened), ms(st.Leading), st.Entries, st.Flushes)
+		}
+		if err := g.RemoveLive(); err != nil {
+			e.Warnf("%v", err)
+		}
+		if e.Where() && g.Dir() != "" {
+			e.Warnf("job %s: state in %s (ftlaunch inspect)", e.JobID, g.Dir())
+		}
+	})
+}
+
 // GiveUp leaves the log to another root without a final status (a
 // front-end that stepped aside): the front-end's voter's transport closes.
 func (g *Group) GiveUp() {
@@ -137,6 +167,7 @@ func (g *Group) Hold(ctx context.Context, ev any, harmless bool) bool {
 	if g == nil || g.watch == nil || g.closing || harmless {
 		return false
 	}
+	defer g.tellLeads(g.watch.Deposed())
 	return g.watch.Keep(ctx, ev)
 }
 
@@ -147,11 +178,29 @@ func (g *Group) Replay(ctx context.Context) []any {
 	if g == nil || g.watch == nil || g.closing || g.aside != nil {
 		return nil
 	}
+	defer g.tellLeads(g.watch.Deposed())
 	return g.watch.Replay(ctx)
+}
+
+// tellLeads tells the watch's Leads when the front-end's look deposed it
+// or found it leading again (was: deposed before), until it stepped aside.
+func (g *Group) tellLeads(was bool) {
+	if now := g.watch.Deposed(); now != was && g.aside == nil && g.watch.cfg.Leads != nil {
+		g.watch.cfg.Leads(!now)
+	}
 }
 
 // Deposed reports whether the front-end is deposed (or stepped aside).
 func (g *Group) Deposed() bool { return g != nil && g.watch != nil && g.watch.Deposed() }
+
+// Aside is how the front-end stepped aside (StepAside; nil: it did not,
+// or it has no watch).
+func (g *Group) Aside() *SteppedAside {
+	if g == nil {
+		return nil
+	}
+	return g.aside
+}
 
 // StepAside returns, once, how the front-end stepped aside when its watch
 // did (nil otherwise): its state log is given up (GiveUp), and the root
@@ -248,13 +297,13 @@ func (g *Group) AddReplica(ctx context.Context, name, addr, replaces string, war
 // LostVoter is the voter of the group that is none of names (the agents'
 // nodes): the lost front-end's, in a successor's group ("": none, or the
 // group is not known), and how many servers the group has.
-func (g *Group) LostVoter(names map[string]bool) (voter string, servers int) {
+func (g *Group) LostVoter(names []string) (voter string, servers int) {
 	voters, servers, ok := g.Members()
 	if !ok {
 		return "", 0
 	}
 	for _, v := range voters {
-		if !names[v] {
+		if !slices.Contains(names, v) {
 			voter = v
 		}
 	}

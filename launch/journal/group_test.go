@@ -2,6 +2,8 @@ package journal
 
 import (
 	"context"
+	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -63,6 +65,37 @@ func TestGroupHoldsAndClosesOnce(t *testing.T) {
 	h.GiveUp()
 	h.BeginClose(0, "success", func(time.Duration, error) { t.Errorf("a group given up committed its end") })()
 	h.End()
+}
+
+// TestGroupEndWith: the end of a root's log removes its live report and
+// says where the log is only when Where says so, the commit's figures only
+// with --verbose, and no error.
+func TestGroupEndWith(t *testing.T) {
+	for _, where := range []bool{false, true} {
+		g, err := OpenGroup(context.Background(), Config{StateDir: t.TempDir(), Node: "fe", Solo: true, Job: Job{ID: "ft-end", N: 1}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Start()
+		g.WriteLive("fe", func() Live { return Live{Job: "ft-end", Phase: "running"} })
+		var warned [][]any
+		verbose := 0
+		g.EndWith(0, "success", Ending{JobID: "ft-end", Verbose: where,
+			Warnf:    func(_ string, args ...any) { warned = append(warned, args) },
+			Verbosef: func(string, ...any) { verbose++ },
+			Where:    func() bool { return where }})()
+		g.End()
+		if _, err := ReadLive(g.Dir()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("where %v: the live report after the end: %v", where, err)
+		}
+		want := [][]any(nil)
+		if where {
+			want = [][]any{{"ft-end", g.Dir()}}
+		}
+		if !slices.EqualFunc(warned, want, slices.Equal) || verbose != len(want) {
+			t.Errorf("where %v: warned %v, %d verbose line(s); want %v, %d", where, warned, verbose, want, len(want))
+		}
+	}
 }
 
 // TestFrontEndConfig: the front-end's log for each --replicas: one

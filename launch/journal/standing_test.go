@@ -65,6 +65,20 @@ func (g *testGroup) agentLeader(t *testing.T) *raftstore.Replica {
 	return l
 }
 
+// handBack heals a deposed group's cut and has its leader, a replica
+// agent, hand the lead back to the front-end's replica once it follows.
+func (g *testGroup) handBack(t *testing.T, leader *raftstore.Replica) {
+	t.Helper()
+	g.heal()
+	waitUntil(t, 10*time.Second, "the front-end's replica to follow the agents' leader", func() bool {
+		id, _ := g.j.Replica().Leader()
+		return id != "" && id != "fe"
+	})
+	if err := leader.Raft().LeadershipTransferToServer("fe", g.trans[0].LocalAddr()).Error(); err != nil {
+		t.Fatalf("hand the lead back: %v", err)
+	}
+}
+
 // deposedGroup is a group of the front-end's journal and two replica
 // agents, with a launch recorded, whose front-end was then cut off until
 // an agent led; a recovery phase was committed meanwhile (done answers).
@@ -96,14 +110,7 @@ func deposedGroup(t *testing.T) (g *testGroup, leader *raftstore.Replica, done c
 // majority, no fence.
 func TestJournalDeposedHandedBack(t *testing.T) {
 	g, leader, done := deposedGroup(t)
-	g.heal()
-	waitUntil(t, 10*time.Second, "the front-end's replica to follow the agents' leader", func() bool {
-		id, _ := g.j.Replica().Leader()
-		return id != "" && id != "fe"
-	})
-	if err := leader.Raft().LeadershipTransferToServer("fe", g.trans[0].LocalAddr()).Error(); err != nil {
-		t.Fatalf("hand the lead back: %v", err)
-	}
+	g.handBack(t, leader)
 	if err := <-done; err != nil {
 		t.Fatalf("the phase committed across the stall: %v", err)
 	}

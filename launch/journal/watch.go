@@ -49,6 +49,10 @@ type WatchConfig struct {
 	// Warnf and Verbosef say what the watch finds (the user's words;
 	// Verbosef's with --verbose).
 	Warnf, Verbosef func(format string, args ...any)
+	// Leads, if set, is told when the front-end is deposed (false) or
+	// leads again (true), by Group's Hold and Replay; never once it
+	// stepped aside.
+	Leads func(leads bool)
 }
 
 // Watch is the front-end's watch on its lead of the root group: whether

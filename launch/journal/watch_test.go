@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -64,5 +65,44 @@ func TestWatchTakenOver(t *testing.T) {
 	})
 	if a := w.Aside(); a.Term != fence.Term || a.Leader == "" || a.Leader == "fe" {
 		t.Errorf("stepped aside %+v, want the successor of term %d named", a, fence.Term)
+	}
+}
+
+// TestGroupTellsLeadChanges: the group tells its watch's Leads once when
+// a look finds the front-end deposed and once when it leads again, not at
+// every event held in between.
+func TestGroupTellsLeadChanges(t *testing.T) {
+	tg, leader, _ := deposedGroup(t)
+	var told []bool
+	w := watchOf(tg, time.Hour).cfg
+	w.Leads = func(leads bool) { told = append(told, leads) }
+	g := GroupOf(tg.j)
+	g.Watch(w)
+	ctx := context.Background()
+	if !g.Hold(ctx, "a link's end", false) || !g.Hold(ctx, "an exit", false) {
+		t.Fatal("not held while deposed")
+	}
+	if !slices.Equal(told, []bool{false}) {
+		t.Fatalf("told %v while deposed, want [false]", told)
+	}
+	tg.handBack(t, leader)
+	var replayed []any
+	waitUntil(t, 10*time.Second, "the front-end to lead again", func() bool {
+		replayed = append(replayed, g.Replay(ctx)...)
+		return !g.Deposed()
+	})
+	if !slices.Equal(told, []bool{false, true}) || len(replayed) != 2 || g.Aside() != nil {
+		t.Errorf("told %v, replayed %v, aside %+v: want [false true], both events, not aside", told, replayed, g.Aside())
+	}
+}
+
+// TestLostVoter: the voter that is none of the agents' is the front-end's,
+// in a group of three servers.
+func TestLostVoter(t *testing.T) {
+	g := newTestGroup(t, Config{StateDir: t.TempDir(), Node: "fe", Job: Job{ID: "ft-voter", N: 8, Replicas: 3}}, "node1", "node0")
+	g.launchAll(t)
+	grp := GroupOf(g.j)
+	if v, n := grp.LostVoter([]string{"node0", "node1"}); v != "fe" || n != 3 {
+		t.Errorf("LostVoter = %q of %d servers, want fe of 3", v, n)
 	}
 }

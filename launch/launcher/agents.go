@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ftlaunch/ftlaunch/launch/calibrate"
 	"github.com/ftlaunch/ftlaunch/launch/journal"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
@@ -92,6 +93,24 @@ func (g Agents) StartedBy() string {
 		return journal.StartSrun
 	}
 	return journal.StartSSH
+}
+
+// Model is a launch of ranks by these agents as the launch-time model
+// takes it (calibrate.Launch): calibrated per launcher and for local
+// processes apart, and kept only for agents started one by one on other
+// hosts (a group start measures no single agent's start).
+func (g Agents) Model(ranks int, warnf, verbosef func(string, ...any)) calibrate.Launch {
+	return calibrate.Launch{Launcher: g.Launcher, StartedBy: g.StartedBy(), Local: !g.Remote(),
+		Keep: g.Remote() && !g.GroupStart, Ranks: ranks, Warnf: warnf, Verbosef: verbosef}
+}
+
+// OwnAddr is the address the agents reach this machine at: its own first
+// address for agents on other hosts, else loopback.
+func (g Agents) OwnAddr() string {
+	if addrs := proto.OwnAddrs(); g.Remote() && len(addrs) > 0 {
+		return addrs[0]
+	}
+	return "127.0.0.1"
 }
 
 // Listen opens the root's listener for its agents' links (and the

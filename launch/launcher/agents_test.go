@@ -76,6 +76,48 @@ func TestTreeKind(t *testing.T) {
 	}
 }
 
+// TestAgentsModel: how the launch-time model takes a launch, by how the
+// front-end starts its agents: only one-by-one starts on other hosts are
+// kept in the calibration.
+func TestAgentsModel(t *testing.T) {
+	ls, err := NewLocalSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name        string
+		g           Agents
+		by          string
+		local, keep bool
+	}{
+		{"ssh", Agents{Spawner: ls, Launcher: "ssh"}, journal.StartSSH, false, true},
+		{"srun, a step per agent", Agents{Spawner: ls, Launcher: "slurm"}, journal.StartSrun, false, true},
+		{"srun, one step for all", Agents{Spawner: ls, Launcher: "slurm", GroupStart: true}, journal.StartSrun, false, false},
+		{"test nodes", Agents{}, journal.StartProcess, true, false},
+	} {
+		m := c.g.Model(8, nil, nil)
+		if m.Launcher != c.g.Launcher || m.StartedBy != c.by || m.Local != c.local || m.Keep != c.keep || m.Ranks != 8 {
+			t.Errorf("%s: %+v, want started by %s, local %v, kept %v", c.name, m, c.by, c.local, c.keep)
+		}
+	}
+}
+
+// TestAgentsOwnAddr: local agents reach the front-end on loopback, remote
+// ones at one of this machine's own addresses.
+func TestAgentsOwnAddr(t *testing.T) {
+	ls, err := NewLocalSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (Agents{}).OwnAddr(); got != "127.0.0.1" {
+		t.Errorf("local agents: %s, want loopback", got)
+	}
+	own := proto.OwnAddrs()
+	if got := (Agents{Spawner: ls}).OwnAddr(); len(own) > 0 && got != own[0] || len(own) == 0 && got != "127.0.0.1" {
+		t.Errorf("remote agents: %s, this machine's addresses %v", got, own)
+	}
+}
+
 // TestIssueRoot: the front-end's credentials are the root's, of the job,
 // issued by the job's CA (which issues the agents' too).
 func TestIssueRoot(t *testing.T) {

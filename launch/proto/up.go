@@ -170,6 +170,18 @@ func DecodeUp(from int, typ uint8, p []byte, b Bounds) (Up, error) {
 	return nil, fmt.Errorf("unknown message type %d", typ)
 }
 
+// AnyLeader reports whether a root may handle an up message of type typ
+// whoever leads its replica group: the ranks' output (the user's session)
+// and stdin's credit change no job state, so a deposed front-end need not
+// hold them.
+func AnyLeader(typ uint8) bool {
+	switch typ {
+	case MOutput, MOutputResync, MStdinAck:
+		return true
+	}
+	return false
+}
+
 // up is a decoder's message as an Up, or its error.
 func up[T Up](m T, err error) (Up, error) {
 	if err != nil {

@@ -9,27 +9,10 @@ import (
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
-// starts are the agents' starts as the root saw them, by agent index.
-func (fe *frontend) starts() []calibrate.Start {
-	out := make([]calibrate.Start, len(fe.agents))
-	for i, a := range fe.agents {
-		out[i] = calibrate.Start{Node: a.name, Parent: fe.topo.Parent(a.idx), Up: a.info.Up, Queued: a.info.Queued, Spawn: a.info.SSH,
-			Init: a.info.Init, UpAt: a.upAt, Spec: a.specAt, Running: a.ranksAt}
-	}
-	return out
-}
-
-// modelLaunch is this launch as the model takes it (calibrate.Launch).
-func (fe *frontend) modelLaunch() calibrate.Launch {
-	g := fe.opts.Agents
-	return calibrate.Launch{Launcher: g.Launcher, StartedBy: g.StartedBy(), Local: !g.Remote(), Keep: g.Remote() && !g.GroupStart,
-		Ranks: fe.opts.N, Warnf: fe.warnf, Verbosef: fe.verbosef}
-}
-
 // buildPlan builds the launch plan of kind over n nodes and fixes the
 // model's prediction of this launch for it (calibrate.Launch.Plan).
 func (fe *frontend) buildPlan(kind plan.Kind, n int, params plan.Params) (*plan.Plan, error) {
-	p, err := fe.modelLaunch().Plan(kind, n, params)
+	p, err := fe.opts.Agents.Model(fe.opts.N, fe.warnf, fe.verbosef).Plan(kind, n, params)
 	if err != nil {
 		return nil, err
 	}
@@ -37,9 +20,15 @@ func (fe *frontend) buildPlan(kind plan.Kind, n int, params plan.Params) (*plan.
 	return p.Plan, nil
 }
 
-// launchReport runs once every agent is up: the launch as measured goes
-// to the state log, and beside the prediction, to the kept calibration
-// and in a breakdown per launching agent to the user (calibrate.Launch.Done).
+// launchReport runs once every agent is up: the launch as measured, from
+// the agents' starts as the root saw them, goes to the state log, and
+// beside the prediction, to the kept calibration and in a breakdown per
+// launching agent to the user (calibrate.Launch.Done).
 func (fe *frontend) launchReport() {
-	fe.journal.LaunchMeasured(fe.modelLaunch().Done(fe.model, fe.starts(), fe.launchBegan))
+	starts := make([]calibrate.Start, len(fe.agents))
+	for i, a := range fe.agents {
+		starts[i] = calibrate.Start{Node: a.name, Parent: fe.topo.Parent(a.idx), Up: a.info.Up, Queued: a.info.Queued,
+			Spawn: a.info.SSH, Init: a.info.Init, UpAt: a.upAt, Spec: a.specAt, Running: a.ranksAt}
+	}
+	fe.journal.LaunchMeasured(fe.opts.Agents.Model(fe.opts.N, fe.warnf, fe.verbosef).Done(fe.model, starts, fe.launchBegan))
 }

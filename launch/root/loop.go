@@ -42,7 +42,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 	var shutdownTimer, settle <-chan time.Time
 	liveTick := time.NewTicker(journal.LiveEvery)
 	defer liveTick.Stop()
-	standTick := time.NewTicker(standingPoll)
+	standTick := time.NewTicker(journal.StandingPoll)
 	defer standTick.Stop()
 	for !fe.links().AllGone() {
 		select {
@@ -77,7 +77,7 @@ func (fe *frontend) loop(ctx context.Context, events <-chan event) int {
 			fe.vanish()
 			return ExitLauncher
 		}
-		if fe.stand != nil && fe.stand.aside != nil {
+		if fe.journal.Aside() != nil {
 			return ExitLauncher // run follows the job under its new root
 		}
 		if fe.ledger().EndedCount() == fe.opts.N && fe.shutdownAt.IsZero() {

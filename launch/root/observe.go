@@ -1,25 +1,22 @@
 package root
 
 // The root's observer (Options.Observe): typed events a test waits on and
-// checks, instead of the sentences the root writes on stderr. Each is
-// emitted by the root's event loop at the point the state it names was
-// reached, with one line (fe.observe).
+// checks instead of the root's words, each told by the event loop when the
+// state it names was reached.
 
-// Event is something a root did, told to Options.Observe: one of the
-// types below.
+// Event is something a root did, told to Options.Observe.
 type Event interface{ isObserved() }
 
 // TablePublished: every rank published its I-tuple, and the root
 // broadcast the node table of N ranks (once per job).
 type TablePublished struct{ N int }
 
-// StandbysUp: every agent below a child of the root holds its standby
-// link to its backup parent (N of them): from now on a lost parent's
-// children can move.
+// StandbysUp: the N agents below the root's children hold their standby
+// links to their backup parents: a lost parent's children can move.
 type StandbysUp struct{ N int }
 
 // AgentLost: the root declared an agent incarnation lost (Silent: its link
-// fell silent, rather than ended).
+// fell silent rather than ended).
 type AgentLost struct {
 	Node   string
 	Inc    uint64
@@ -38,9 +35,8 @@ type AgentRelaunched struct {
 	Inc   uint64
 }
 
-// RankRestarted: rank Rank runs again as incarnation Inc (it published
-// its I-tuple under the restart protocol, or it was started again alone
-// and its agent said it started).
+// RankRestarted: rank Rank runs again as incarnation Inc (its I-tuple
+// published, or, started again alone, its agent said it started).
 type RankRestarted struct {
 	Rank int
 	Inc  uint64
@@ -53,8 +49,7 @@ type Recovered struct {
 	Stage string
 }
 
-// ReplicaJoined: the root replica on Node joined the group of the job's
-// state log.
+// ReplicaJoined: the root replica on Node joined the state log's group.
 type ReplicaJoined struct{ Node string }
 
 // RanksEnded: every rank ended, and the agents were told to exit.
@@ -72,9 +67,8 @@ type OpenAtTimeout struct {
 	Missing []string
 }
 
-// CollectiveWaits: a subtree's part of collective Kind #Seq (its number
-// in its epoch) reached the root, which waits for more: the parts in
-// cover Covered agents.
+// CollectiveWaits: a subtree's part of collective Kind #Seq reached the
+// root, which waits for more: the parts in cover Covered agents.
 type CollectiveWaits struct {
 	Kind    string
 	Seq     uint64
@@ -115,10 +109,8 @@ func (fe *frontend) parentName(x int) string {
 }
 
 // vanish ends the front-end as a SIGKILL of its process would
-// (Options.Vanish, for tests): its replica of the state log stops first
-// (raft's shutdown says nothing to the peers), then the transport, the
-// gossip member, the listener and every link close at once, with nothing
-// said to anyone, and the journal stops with nothing more committed.
+// (Options.Vanish): the state log's replica and transport stop
+// (journal.Group.Vanish), then gossip, the listener and every link close.
 func (fe *frontend) vanish() {
 	fe.journal.Vanish(func() {
 		fe.stopGossip()

@@ -25,9 +25,8 @@ const (
 
 // Options describe one job run from this machine. It has 34 fields, over
 // the project's 30, because it is ftlaunch run's command line, one field
-// (or one small group: Agents, how agents start) per flag, plus the
-// caller's I/O and the tests' knobs (Timing, Observe, Vanish); grouping
-// further would only rename flags.
+// per flag, plus the caller's I/O and the tests' knobs: grouping further
+// would only rename flags.
 type Options struct {
 	N         int           // number of ranks
 	Argv      []string      // program and its arguments
@@ -38,11 +37,8 @@ type Options struct {
 	KillAfter time.Duration // SIGTERM to SIGKILL delay when terminating
 	Timeout   time.Duration // whole-job limit (0: none)
 	Verbose   bool
-	TestNodes int // local agents posing as nodes; 0 or 1: one agent for this machine
-	// Agents is how the job's agents start: the executable, the spawner
-	// and its kind for a placement's hosts, what interior agents are told
-	// (the batch, SSH's configuration), this machine's agent in process.
-	Agents launcher.Agents
+	TestNodes int             // local agents posing as nodes; 0 or 1: one agent for this machine
+	Agents    launcher.Agents // how the job's agents start
 	// Apps lists the programs of an MPMD job in rank order, their N adding
 	// up to N (nil: Argv, Env and Wdir for every rank, which are otherwise
 	// the first app's).
@@ -56,40 +52,31 @@ type Options struct {
 	// "pmix" (PMIx to every rank, PMI-1 too); "none".
 	MPI string
 
-	// Restart is what a failed rank costs the job (--restart): the job
-	// (recovery.None, the default), the rank alone, started again as its
-	// next incarnation (recovery.Rank), or a restart of every rank
-	// (recovery.Job); MaxRestarts bounds the restarts, per rank under
-	// Rank, per job under Job.
+	// Restart is what a failed rank costs the job (--restart): its end
+	// (None), the rank's restart (Rank) or every rank's (Job); MaxRestarts
+	// bounds the restarts, per rank under Rank, per job under Job.
 	Restart     recovery.Policy
 	MaxRestarts int
 	// Spares are nodes, in order, whose agent starts on demand in place
-	// of a node that went silent (--spare-nodes); with test nodes they are
-	// names of local agents like the others'.
+	// of a node that went silent (--spare-nodes).
 	Spares []string
-	// Oversubscribe (--oversubscribe): with no spare left, a silent
-	// node's ranks may share a surviving node's slots when no surviving
-	// node has enough free ones (the nodes' slots are the placement's:
-	// alloc.NodePlace.Slots; docs/recovery.md, "Spares").
+	// Oversubscribe: with no spare left, a silent node's ranks may share
+	// a surviving node's slots when none has enough free ones.
 	Oversubscribe bool
 
 	// Placement puts the ranks on hosts, whose agents Agents.Spawner
 	// starts (nil: this machine). A spawner is required with a placement.
 	Placement *alloc.Placement
 	Heartbeat time.Duration // how often parents ping their children (0: 1 s)
-	// Timing, for tests, shortens the failure detectors' bounds beyond
-	// the heartbeat (proto.Timing; the zero value is production's, which
-	// ftlaunch run keeps). It reaches every agent in its share of the job.
+	// Timing, for tests, shortens the failure detectors' bounds (the zero
+	// value is production's); every agent is given it.
 	Timing proto.Timing
-	// Observe, for tests, is told what the root does (Event: a rank
-	// started again, an agent lost, moved or started again, a failover),
-	// from the root's event loop: it must not block. nil: nobody is told.
+	// Observe, for tests, is told what the root does (Event), from the
+	// root's event loop: it must not block. nil: nobody is told.
 	Observe func(Event)
-	// Vanish, for tests that run the front-end in their process, ends the
-	// front-end once closed as a SIGKILL of its process would: its sockets
-	// close (links, listener, the state log's transport, gossip) with
-	// nothing said, nothing more is committed, and Run returns
-	// ExitLauncher at once; a replica agent takes over. nil: never.
+	// Vanish, for tests, ends the front-end once closed as a SIGKILL of
+	// its process would: its sockets close with nothing said, nothing more
+	// is committed, Run returns ExitLauncher. nil: never.
 	Vanish <-chan struct{}
 
 	// The launch tree (multi-node jobs and test nodes).
@@ -109,17 +96,12 @@ type Options struct {
 	Signals        <-chan os.Signal // signals to forward to every rank
 
 	// Detach, if set, is how the front-end leaves a replicated job on
-	// SIGHUP (a dropped terminal or SSH session) once its root replica
-	// group is up: it ends this process at once, as if the front-end were
-	// lost, and a replica agent takes over as root (ftlaunch attach
-	// follows the job). Without it, or before the group is up, SIGHUP
-	// ends the job as SIGTERM does.
+	// SIGHUP once its root replica group is up: it ends this process, and
+	// a replica agent takes over as root. Otherwise SIGHUP ends the job.
 	Detach func(jobID string)
 
-	// AtEnd, if set, is the caller's work that may overlap the job's end:
-	// it runs in a goroutine of its own once every rank ended, while the
-	// final status is committed and the agents exit, and Run returns only
-	// after it did (ftlaunch run prunes old job logs there). It is not
+	// AtEnd, if set, runs on a goroutine of its own once every rank ended,
+	// overlapping the job's end; Run returns after it did. It is not
 	// called if no rank ended (the launch failed).
 	AtEnd func()
 }
@@ -129,12 +111,10 @@ type Options struct {
 // agent).
 type LocalHooks struct {
 	// Run runs an agent on conn until the job ends or the link is lost
-	// (Options.Agents.InProcess); its ranks' process groups are given to
-	// guard.
+	// (Options.Agents.InProcess).
 	Run launcher.RunFunc
-	// Start, for tests of the root and the agent in one process, runs
-	// this machine's agent on the given end of its link instead of
-	// starting an `ftlaunch agent` process.
+	// Start, for tests, runs this machine's agent on the given end of its
+	// link instead of starting an `ftlaunch agent` process.
 	Start func(conn net.Conn) *launcher.LocalAgent
 }
 
@@ -144,9 +124,7 @@ type Result struct {
 	// NodeTableAt is when every rank held the node table, measured from
 	// Run's start (0 if the job never published one).
 	NodeTableAt time.Duration
-	// SteppedAside is set when the front-end of a replicated job lost the
-	// lead of its root group for good and left the job to the replica
-	// agent that took the root over (ExitCode is then not the job's:
-	// follow the job in SteppedAside.JobDir).
+	// SteppedAside is set when the front-end left the job to a replica
+	// agent that took the root over: ExitCode is then not the job's.
 	SteppedAside *SteppedAside
 }

@@ -29,8 +29,7 @@ import (
 // state; the embedding keeps their names short at the call sites.
 type frontend struct {
 	role role
-	// hooks break or hold the recovery on purpose, for tests (Run's,
-	// from its environment; the zero value does nothing).
+	// hooks break or hold the recovery on purpose (Run's, from its environment).
 	hooks    testHooks
 	opts     Options
 	local    LocalHooks // this machine's agent in the root's process (the facade's)
@@ -41,14 +40,12 @@ type frontend struct {
 	events   chan event      // what launches and links report to loop
 	wg       sync.WaitGroup  // the root's goroutines (goFunc); joined before Run returns
 	agents   []*agentHandle
-	// slots are the nodes' slots, where a silent node's ranks may go
-	// (alloc.Placement.Slots; a successor's from the job's record).
+	// slots: the nodes' slots, where a silent node's ranks may go.
 	slots     map[string]int
 	rec       *recovery.Planner // decides what failures do to the job
 	colls     *proto.Gather     // the collectives: merged, answered, their latest answers
 	collStats proto.CollStats   // their totals, which the state log records (journal.go)
-	// rootMerge: the agents combine no collective and the root merges
-	// them all (FTLAUNCH_COLL_ROOT_MERGE=1, for make bench-coll only).
+	// rootMerge: rootMergeEnv is set (make bench-coll only).
 	rootMerge   bool
 	exitCode    int
 	liveN       int       // agents hosting ranks
@@ -79,8 +76,7 @@ func newFrontend(r role, opts Options, out *output.Writer, jobID string, hooks t
 }
 
 // rootMergeEnv, set to 1, has the agents combine no collective and the
-// root merge them all, as before collectives were combined in the tree:
-// a hidden switch for make bench-coll's comparison only (docs/benchmarks.md).
+// root merge them all: for make bench-coll's comparison only.
 const rootMergeEnv = "FTLAUNCH_COLL_ROOT_MERGE"
 
 // role is what a frontend serves: the job from its front-end, or the job
@@ -106,51 +102,37 @@ type launchState struct {
 	topo *topology.Tree // the launch tree: who is whose parent, backup, child
 	tree bool           // agents start agents (a plan, or a successor's rebuilt tree)
 	// tmpl is what every agent is told of the job (agentUp adds its
-	// node's part): the front-end's from its options (startAgents), a
-	// successor's its own agent's (proto.NodeSpec.Template).
+	// node's part): from the options, or a successor's own agent's spec.
 	tmpl proto.NodeSpec
-	// relaunch starts root children after the launch (a successor's for
-	// those the front-end had not started, anyone's for a lost agent
-	// started again), each reported to report.
+	// relaunch starts root children after the launch (those a successor
+	// found unstarted, a lost agent again), each reported to report.
 	relaunch     func(cs []proto.ChildSpec, report func(launcher.LaunchResult)) error
 	ca           *secure.CA
 	ln           net.Listener
 	cancelLaunch context.CancelFunc
 	launchBegan  time.Duration
-	model        *calibrate.Planned // the plan with the launch-time model's prediction (calibrate.go)
+	model        *calibrate.Planned // the plan with the launch-time model's prediction
 	stage        *proto.Staged      // the program, with --prestage
-	// treeTells are the tree changes not committed yet (commitTree).
-	treeTells journal.TreeTells
-	// gossip is the front-end's member of the job's gossip cluster (its
-	// agents join it as tmpl.Gossip says: gossip.go; nil: none); awake how
-	// long the root has been able to listen (gossip's word is weighed
-	// against its links' silence only for that long).
+	treeTells    journal.TreeTells  // the tree changes not committed yet (commitTree)
+	// gossip is the root's member of the job's gossip cluster (nil: none);
+	// awake, how long the root could listen: gossip's word is weighed
+	// against its links' silence only for that long.
 	gossip   *membership.Member
 	awake    *proto.Awake
-	agentsUp int // agents that got their job
-	// fences kill what lost agents left on their nodes (fence.go)
-	fences *launcher.Fences
+	agentsUp int              // agents that got their job
+	fences   *launcher.Fences // kill what lost agents left on their nodes
 }
 
 // groupState is the root's replica group and the job's state log.
 type groupState struct {
-	// stand is a replicated front-end's standing in the root group, whose
-	// watch is the journal's (standing.go; nil: a successor, or one replica).
-	stand *standing
-	// rootTerm is the raft term a successor took the root over in (0:
-	// the front-end), for its live report.
-	rootTerm uint64
-	rootNode string // where the root runs (live report)
-	// journal is the state log and the replica group's members
-	// (journal.Group), releaseTimer lets its replica start after the
-	// launch.
+	rootTerm     uint64 // the raft term a successor took the root over in (0: the front-end)
+	rootNode     string // where the root runs (live report)
 	journal      *journal.Group
-	releaseTimer *time.Timer
+	releaseTimer *time.Timer  // lets the journal's replica start after the launch
 	replicaNodes map[int]bool // agents hosting root replicas
 	rootCreds    *secure.Credentials
 	// replicas is what the root's children are told of the replica agents
-	// (Peers: nil until all are up) and of the lost front-end's vote (a
-	// successor put a replica in its voter's place: refillGroup).
+	// (Peers: nil until all are up) and of the lost front-end's vote.
 	replicas proto.Replicas
 }
 
@@ -166,46 +148,40 @@ type ioState struct {
 
 // restartState is the root's side of the restart protocol (recovery.go).
 type restartState struct {
-	table      [][]byte  // the node table (I-tuples by rank) as published and patched: a relaunched agent's
+	table      [][]byte  // the node table (I-tuples by rank) as published and patched
 	failedAt   time.Time // the failure the recovery in progress began with
 	recoveryAt time.Time // the last phase committed
 	recoveries int       // recoveries over (every agent acknowledged the last phase)
 }
 
+// agentHandle is the root's handle on one agent. How its link stands is
+// the planner's (fe.link); whether it is a child of the root, the tree's.
 type agentHandle struct {
 	idx     int
 	name    string
-	inc     uint64               // the agent's incarnation on its node (1: the first; root_relaunch.go)
+	inc     uint64               // the agent's incarnation on its node (1: the first)
 	local   *launcher.LocalAgent // the agent on this machine, on a socketpair
 	sess    spawn.Session        // an agent the front-end started in a launch tree
 	link    *proto.Link          // the front-end's link to it, if it is a direct child
 	via     *proto.Link          // the link it is reached through (set once up)
 	ranks   []int
 	outNext output.Next // its next output frame to write (0: not known yet)
-	// How its link stands (up, ended, done, adopted) is the planner's
-	// (fe.link); whether it is a child of the root, the tree's
-	// (fe.rootChild).
 
 	replica bool // it was given a root replica to host (it joins the group)
-	// replaces is the raft ID of the voter this incarnation's replica takes
-	// the place of ("": its own node's, or none): a lost replica host's
-	// node, when it starts again on a spare.
+	// replaces is the raft ID of the voter its replica takes the place of
+	// ("": none): a lost replica host's, when it starts again on a spare.
 	replaces string
-	// resynced: it moved to a backup parent and was asked to report again
-	// (reparent.go): what it reports twice is taken once, quietly.
-	resynced bool
-	// fallbacks are the parents beyond its backup it was last told to try
-	// (sendFallbacks), where they listened then.
-	fallbacks []proto.PeerAddr
+	// resynced: it moved and was asked to report again: what it reports
+	// twice is taken once, quietly.
+	resynced  bool
+	fallbacks []proto.PeerAddr // the parents beyond its backup it was last told to try
 
 	info    proto.ChildUp // its start, as its launcher measured it
 	upAt    time.Duration // when the front-end activated it
 	specAt  time.Duration // when its job was sent
 	ranksAt time.Duration // when its ranks were reported running
 
-	// route sends it its messages on via, held while the tree change that
-	// moved it is not committed (commitTree, launcher.Route).
-	route launcher.Route
+	route launcher.Route // sends on via, held while the tree change that moved it is not committed
 }
 
 // send writes a message for the agent: on its link, or routed through the
@@ -217,12 +193,10 @@ func (a *agentHandle) send(typ uint8, p []byte) error {
 // flush sends what was held for the agent while its move was committed.
 func (a *agentHandle) flush() { a.route.Flush(a.via, a.link, a.idx) }
 
-// end is the agent's process or session, to kill or wait for
-// (launcher.AgentEnd).
+// end is the agent's process or session, to kill or wait for.
 func (a *agentHandle) end() launcher.AgentEnd { return launcher.AgentEnd{Local: a.local, Sess: a.sess} }
 
-// An event is what the root's goroutines report to its event loop: one of
-// the ev* types below.
+// An event is what the root's goroutines report to its event loop.
 type event interface{ isRootEvent() }
 
 // evMessage: a message from an agent (on its link, or relayed).
@@ -256,8 +230,6 @@ type evAdoptTimeout struct{}
 // evStdin: a chunk of the front-end's stdin for rank 0.
 type evStdin struct{ c output.Chunk }
 
-func (evStdin) isRootEvent() {}
-
 // evResume: a successor root: start the root's children never started.
 type evResume struct{}
 
@@ -268,12 +240,12 @@ func (evReplicaDone) isRootEvent()  {}
 func (evAdopt) isRootEvent()        {}
 func (evAdoptTimeout) isRootEvent() {}
 func (evResume) isRootEvent()       {}
+func (evStdin) isRootEvent()        {}
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
 
-// showProgress updates the live launch line (output.Progress). Launch
-// goroutines call it before the event loop starts (ordered by the
-// launch's result channel), the loop after.
+// showProgress updates the live launch line (output.Progress): from the
+// launch's goroutines before the event loop starts, from the loop after.
 func (fe *frontend) showProgress() {
 	fe.launching.Show(fe.out, fe.agentsUp, len(fe.agents), fe.ledger().StartedCount(), fe.opts.N, fe.status().Failure != nil)
 }
@@ -285,22 +257,17 @@ func (fe *frontend) showProgress() {
 // by step (or dropped, by a root that cannot carry them out any more).
 func (fe *frontend) decide(ev recovery.Event) []recovery.Action { return fe.rec.Step(ev) }
 
-// status is a snapshot of the planner's state (recovery.Status), a
-// read-only view: the root gates its own I/O on where the job stands (an
-// ending job refuses adoptions, a relaunched agent joins a suspension) and
-// shows it in the live report and the final status.
+// status is where the job stands (recovery.Status), read-only: the root
+// gates its I/O on it (an ending job refuses adoptions) and reports it.
 func (fe *frontend) status() recovery.Status { return fe.rec.Status() }
 
-// ledger is the planner's rank ledger (recovery/ledger.go), a read-only
-// view: the root counts the job's end and an agent's ranks that ended
-// from it, and it does not re-derive it.
+// ledger is the planner's rank ledger, read-only: the root counts the
+// job's end and an agent's ended ranks from it, not re-deriving it.
 func (fe *frontend) ledger() recovery.Ledger { return fe.rec.Ledger() }
 
-// links is the planner's view of the root's links to the agents
-// (recovery/links.go), read-only: the root sends to, waits for and counts
-// the agents by how their link stands (up, ended, done, adopted), which
-// the planner keeps from what the root tells it and from its own
-// decisions.
+// links is how the root's links to the agents stand (up, ended, done,
+// adopted), read-only: the root sends to, waits for and counts the agents
+// by it; the planner keeps it from what the root tells it and decides.
 func (fe *frontend) links() recovery.Links { return fe.rec.Links() }
 
 // link is how the root's link to agent a stands (links).
@@ -310,6 +277,7 @@ func (fe *frontend) link(a *agentHandle) recovery.AgentLink { return fe.links().
 // tree (the planner's, which the root reads).
 func (fe *frontend) rootChild(a *agentHandle) bool { return fe.topo.Parent(a.idx) == topology.Root }
 
+// nodeOf names the node rank runs on ("?": none known).
 func (fe *frontend) nodeOf(rank int) string {
 	if n := fe.ledger().Agent(rank); n >= 0 && n < len(fe.agents) {
 		return fe.agents[n].name
@@ -317,6 +285,7 @@ func (fe *frontend) nodeOf(rank int) string {
 	return "?"
 }
 
+// warnf tells the user, on stderr; verbosef, with --verbose only.
 func (fe *frontend) warnf(format string, args ...any) {
 	fe.out.Logf("ftlaunch: "+format, args...)
 }
@@ -329,13 +298,7 @@ func (fe *frontend) verbosef(format string, args ...any) {
 
 // goFunc runs f on a goroutine the root owns: Run (or the successor's
 // loop) joins it before returning, so f must end with the root's context.
-func (fe *frontend) goFunc(f func()) {
-	fe.wg.Add(1)
-	go func() {
-		defer fe.wg.Done()
-		f()
-	}()
-}
+func (fe *frontend) goFunc(f func()) { fe.wg.Go(f) }
 
 // launched passes a start by the root's own launcher to the event loop;
 // once the root's context ended, a session that started is closed.

@@ -3,6 +3,7 @@ package root
 // Run: the front-end's root, from its options to the job's end.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,9 +28,7 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	if err := proto.CheckApps(opts.Apps, opts.N); err != nil {
 		return Result{ExitCode: ExitUsage}, err
 	}
-	if opts.Heartbeat == 0 {
-		opts.Heartbeat = time.Second
-	}
+	opts.Heartbeat = cmp.Or(opts.Heartbeat, time.Second)
 	if opts.KillAfter <= 0 {
 		opts.KillAfter = 5 * time.Second
 	}
@@ -109,14 +108,10 @@ func Run(ctx context.Context, opts Options, local LocalHooks) (Result, error) {
 	}
 	defer fe.stopGossip()
 	if opts.Replicas > 1 {
-		fe.stand = fe.newStanding()
+		fe.watchStanding()
 	}
 	fe.exitCode = fe.loop(ctx, events)
-	res := Result{ExitCode: fe.exitCode, NodeTableAt: fe.nodeTableAt}
-	if fe.stand != nil {
-		res.SteppedAside = fe.stand.aside
-	}
-	return res, nil
+	return Result{ExitCode: fe.exitCode, NodeTableAt: fe.nodeTableAt, SteppedAside: fe.journal.Aside()}, nil
 }
 
 // put hands ev to the root's event loop; false: the root's context ended
