@@ -42,8 +42,7 @@ func (fe *frontend) checkStranded() {
 	}
 }
 
-// step gives the failure planner an event and carries out what it
-// decides, in order.
+// step gives the planner an event and carries out what it decides.
 func (fe *frontend) step(ev recovery.Event) { fe.carryOut(fe.decide(ev)) }
 
 // carryOut carries out the planner's actions, in order.
@@ -89,8 +88,7 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 	}
 }
 
-// narrate tells what an action does, in the planner's words
-// (recovery.Narrate): with --verbose, or always for a warning.
+// narrate tells what an action does, in the planner's words (tell).
 func (fe *frontend) narrate(act recovery.Action) {
 	fe.tell(recovery.Narrate(act, fe.nameOf, time.Since))
 }
@@ -137,10 +135,9 @@ func (fe *frontend) terminate() {
 	fe.after(fe.opts.KillAfter+recovery.KillResend, evPlanner{recovery.TerminateOverdue{}})
 }
 
-// onSignal takes a signal to the front-end; the planner decides what it
-// does (recovery/signals.go). A replicated front-end may leave the job to
-// its replicas on SIGHUP once their group is up, which is asked for SIGHUP
-// only.
+// onSignal passes a signal to the front-end on to the planner (recovery/
+// signals.go). On SIGHUP, a replicated front-end whose group is up may
+// leave the job to its replicas.
 func (fe *frontend) onSignal(sig os.Signal) {
 	s, ok := sig.(syscall.Signal)
 	if !ok {

@@ -20,8 +20,7 @@ type evGossip struct{ ev membership.Evidence }
 
 func (evGossip) isRootEvent() {}
 
-// evGossipCheck: look again at agent a, which gossip declared dead while
-// its link still spoke.
+// evGossipCheck: look again at agent a, declared dead while its link spoke.
 type evGossipCheck struct{ a *agentHandle }
 
 func (evGossipCheck) isRootEvent() {}
@@ -46,16 +45,14 @@ func (fe *frontend) forwardGossip(ctx context.Context, events <-chan membership.
 	launcher.ForwardGossip(ctx, events, func(ev membership.Evidence) bool { return fe.put(evGossip{ev: ev}) })
 }
 
-// stopGossip shuts the front-end's member down (its events' goroutine
-// ends with the root's context).
+// stopGossip shuts the front-end's member down (forwardGossip ends too).
 func (fe *frontend) stopGossip() {
 	if fe.gossip != nil {
 		_ = fe.gossip.Shutdown()
 	}
 }
 
-// gossiped takes one piece of gossip evidence: the planner decides
-// whether a death is confirmed (recovery/detect.go).
+// gossiped takes gossip's evidence of a death to the planner.
 func (fe *frontend) gossiped(ev membership.Evidence) {
 	if ev.Kind != membership.KindDead {
 		return

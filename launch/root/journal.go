@@ -92,7 +92,7 @@ func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, *raft.Ne
 	host, _ := os.Hostname()
 	job := journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: fe.opts.Replicas,
 		Restart: fe.opts.Restart.Record(), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares,
-		Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe, MPI: mpiName(fe.opts.MPI)}
+		Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe, MPI: proto.MPIName(fe.opts.MPI)}
 	names := alloc.LocalNodes(fe.opts.TestNodes) // the nodes that may host replicas
 	if fe.opts.Placement != nil {
 		names = names[:0]

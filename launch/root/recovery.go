@@ -14,12 +14,10 @@ import (
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
-// recoveryAckTimeout bounds each phase of a recovery: the agents'
-// acknowledgements, or a respawned rank's address.
+// recoveryAckTimeout bounds each phase of a recovery (its acknowledgements).
 const recoveryAckTimeout = 30 * time.Second
 
-// evCommitted: a recovery phase is in the replicated log (or could not be
-// put there: err).
+// evCommitted: a recovery phase is in the replicated log (or not: err).
 type evCommitted struct {
 	epoch uint64
 	stage recovery.Stage
@@ -49,18 +47,8 @@ func (fe *frontend) plannerConfig() recovery.Config {
 	return cfg
 }
 
-// mpiName names what --mpi serves the ranks, for --verbose and the state
-// log.
-func mpiName(mpi string) string {
-	if mpi == "" {
-		return "pmi1+pmix"
-	}
-	return mpi
-}
-
-// feedLeader tells a successor's planner how its adoptions stand: it leads
-// once each child was adopted or given up (recovery.Adopting → Leads) and
-// carries on its predecessor's recovery from the last committed phase.
+// feedLeader has a successor's planner look at its adoptions: it leads once
+// each child was adopted or given up (recovery.Adopting → Leads).
 func (fe *frontend) feedLeader() {
 	if fe.role == roleSuccessor {
 		fe.step(recovery.Adopting{})
@@ -76,19 +64,16 @@ func (fe *frontend) commit(act recovery.Commit) {
 	tree := fe.treeTells.Last()
 	fe.journal.Commit(ph, done)
 	fe.goFunc(func() {
-		var err error
 		select {
-		case err = <-done:
+		case err := <-done:
+			fe.put(evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err, tree: tree})
 		case <-fe.ctx.Done():
-			return
 		}
-		fe.put(evCommitted{epoch: rec.Epoch, stage: rec.Stage, err: err, tree: tree})
 	})
 }
 
-// holdEnv names a recovery phase at which the front-end stops once it is
-// committed (saying so on stderr), for tests that kill the front-end in the
-// middle of a recovery. Read once, by Run; successors do not hold.
+// holdEnv names a committed recovery phase the front-end stops at, for tests
+// that kill it mid-recovery. Read once, by Run; successors do not hold.
 const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 
 // breakEnv breaks the recovery on purpose, for tests that show the chaos
@@ -105,9 +90,8 @@ const breakEnv = "FTLAUNCH_TEST_BREAK_RECOVERY"
 // loseLeadHook is breakEnv's leadership blip at a recovery's commit.
 const loseLeadHook = "lose-lead"
 
-// committed takes a phase's commit. The tree changes recorded before it
-// are told first, so that what the phase sends finds the moved agents in
-// their new places (and with the answers a Suspend would abandon: moved).
+// committed takes a phase's commit. The tree changes recorded before it are
+// told first, so that what the phase sends finds moved agents in place.
 func (fe *frontend) committed(ev evCommitted) {
 	if ev.err == nil {
 		fe.treeCommitted(evTreeCommitted{seq: ev.tree})
@@ -178,8 +162,10 @@ func (fe *frontend) recoveryAction(act recovery.Action) bool {
 		fe.recoveryOver(act)
 	case recovery.Fence:
 		fe.fenceNode(act.Agent, act.Node, act.Incarnation)
-	case recovery.AwaitSelfFence:
-		fe.awaitSelfFence(act)
+	case recovery.AwaitSelfFence: // not reached by act.At: the node's own fence counts
+		fe.fences.AwaitSelf(fe.ctx, act.Node, act.Incarnation, act.At, func() {
+			fe.post(recovery.SelfFenceDue{Agent: act.Agent, Node: act.Node, Incarnation: act.Incarnation})
+		})
 	case recovery.SelfFenced: // told (narrate)
 	case recovery.AloneOver:
 		fe.aloneOver(act)

@@ -17,17 +17,6 @@ import (
 	"github.com/ftlaunch/ftlaunch/topology"
 )
 
-// awaitOrphans tells each live backup to switch its orphan at once, and the
-// planner when the wait is over.
-func (fe *frontend) awaitOrphans(act recovery.AwaitOrphans) {
-	for _, m := range act.Moves {
-		if m.Switch {
-			_ = fe.agents[m.Backup].send(proto.MSwitch, proto.EncodeInt(int64(m.Orphan)))
-		}
-	}
-	fe.after(act.Wait, evPlanner{recovery.OrphansDue{Loss: act.Loss}})
-}
-
 // loseSubtree records the ranks the planner abandoned as ended and kills the
 // lost agents where the root can, with their ranks on this machine (the
 // planner's Fence follows).
@@ -55,8 +44,13 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 	switch act := act.(type) {
 	case recovery.LoseSubtree:
 		fe.loseSubtree(act)
-	case recovery.AwaitOrphans:
-		fe.awaitOrphans(act)
+	case recovery.AwaitOrphans: // each live backup switches its orphan at once
+		for _, m := range act.Moves {
+			if m.Switch {
+				_ = fe.agents[m.Backup].send(proto.MSwitch, proto.EncodeInt(int64(m.Orphan)))
+			}
+		}
+		fe.after(act.Wait, evPlanner{recovery.OrphansDue{Loss: act.Loss}})
 	case recovery.OrphanLate, recovery.OrphansArrived, recovery.MoveIgnored: // told (narrate)
 	case recovery.Redeal:
 		fe.redealBackups(act)
@@ -123,9 +117,8 @@ func (fe *frontend) tellMoved(c *agentHandle, moved []int, routes []topology.Rou
 	for _, x := range moved {
 		_ = fe.agents[x].send(proto.MResyncReq, nil)
 	}
-	// Answers broadcast while they had no parent are lost to them, and a
-	// Suspend next would abandon what they wait for: the latest answers go
-	// again, oldest first (an agent ignores one it had: launch/agent/coll.go).
+	// Answers broadcast while they had no parent are lost to them (a Suspend
+	// next would abandon them): the latest go again (launch/agent/coll.go).
 	for _, res := range fe.colls.Answers() {
 		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MCollResult, res))
 	}
@@ -142,8 +135,7 @@ func (fe *frontend) tellMoved(c *agentHandle, moved []int, routes []topology.Rou
 
 // commitTree records the launch tree (change says what changed) and runs
 // tell once the state log committed it, in the order of the changes
-// (journal.TreeTells); it returns the change's number. A state log that
-// cannot commit does not keep the agents from their routes (treeCommitted).
+// (journal.TreeTells, treeCommitted); it returns the change's number.
 func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	fe.journalPlan(change)
 	seq := fe.treeTells.Add(tell)
@@ -155,8 +147,7 @@ func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	return seq
 }
 
-// evTreeCommitted: the state log committed the tree changes up to seq, or
-// could not (err).
+// evTreeCommitted: the tree changes up to seq are committed (or not: err).
 type evTreeCommitted struct {
 	seq uint64
 	err error
@@ -164,8 +155,8 @@ type evTreeCommitted struct {
 
 func (evTreeCommitted) isRootEvent() {}
 
-// treeCommitted tells the agents of every change up to ev.seq, in order:
-// an error is said with --verbose, and the changes are told all the same.
+// treeCommitted tells the agents of every change up to ev.seq, in order; a
+// state log that cannot commit does not keep the agents from their routes.
 func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 	if ev.err != nil {
 		fe.verbosef("the tree's change could not be committed to the state log (%v): told all the same", ev.err)
@@ -174,8 +165,7 @@ func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 }
 
 // adoptAsOrphan carries out the planner's Adopt of an orphan whose parent
-// and backup are both lost (the root is its last fallback): c's link is the
-// root's now, and the planner commits the new edge.
+// and backup are both lost (the root is its last fallback).
 func (fe *frontend) adoptAsOrphan(req launcher.AdoptRequest, c *agentHandle, inc uint64) {
 	l, err := req.Accept()
 	if err != nil {
