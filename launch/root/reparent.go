@@ -7,7 +7,6 @@ package root
 
 import (
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -29,12 +28,7 @@ func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
 	}
 	for _, x := range act.Lost {
 		b := fe.agents[x]
-		for _, r := range b.ranks {
-			if pid := fe.ledger().Pid(r); pid > 0 && b.local != nil { // pids are meaningful on this machine only
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-			}
-		}
-		b.end().Kill()
+		b.end().KillWithRanks(fe.ledger().Pids(b.ranks))
 	}
 }
 
