@@ -34,12 +34,13 @@ func (fe *frontend) plannerConfig() recovery.Config {
 		Agents: len(fe.agents), AckTimeout: recoveryAckTimeout,
 		RankAgent: slices.Repeat([]int{-1}, fe.opts.N), Spares: fe.opts.Spares,
 		Nodes: fe.agentNames(), Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe,
-		OrphanWait: fe.opts.Timing.OrphanWait(fe.opts.Heartbeat), SelfFence: fe.selfFence(), Started: fe.start, Launching: true, KillAfter: fe.opts.KillAfter,
+		OrphanWait: fe.opts.Timing.OrphanWait(fe.opts.Heartbeat), SelfFence: fe.selfFence(),
+		Started: fe.start, Launching: true, KillAfter: fe.opts.KillAfter,
 	}
 	if fe.tree {
 		cfg.Tree = fe.topo
 	}
-	for i, a := range fe.agents {
+	for i, a := range fe.agents { // the others: -1, a successor's until RanksStarted
 		for _, r := range a.ranks {
 			cfg.RankAgent[r] = i
 		}
@@ -78,8 +79,8 @@ const holdEnv = "FTLAUNCH_TEST_HOLD_RECOVERY"
 
 // breakEnv breaks the recovery on purpose, for tests that show the chaos
 // harness's checks can fail. Read once, by Run:
-//   - skip-patch: node-table patches go without their rows;
-//   - no-fence: a lost agent's node is not fenced from outside (fence.go);
+//   - skip-patch: patches go without their rows (ranks keep old addresses);
+//   - no-fence: a lost agent's node is not fenced (its ranks outlive the job);
 //   - no-terminate: a failed job's terminate is not sent, as if lost;
 //   - no-table-record: the first node table is not recorded (a successor
 //     learns it from the agents: MTableHeld);
