@@ -103,6 +103,15 @@ func (l Ledger) Runs(r int) uint64 { return max(l.p.led.ranks[r].runs, 1) }
 // Pid is rank r's process id on its node (0: not reported).
 func (l Ledger) Pid(r int) int { return l.p.led.ranks[r].pid }
 
+// Pids lists the process ids of ranks (0: not reported).
+func (l Ledger) Pids(ranks []int) []int {
+	pids := make([]int, len(ranks))
+	for i, r := range ranks {
+		pids[i] = l.Pid(r)
+	}
+	return pids
+}
+
 // Running lists the process ids of the ranks that have not ended and run
 // on an agent on (not known yet: none), for a root that kills what is
 // left of the job on its own machine.

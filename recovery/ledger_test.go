@@ -332,6 +332,20 @@ func TestLedgerRunning(t *testing.T) {
 	}
 }
 
+// TestLedgerPids: the processes of the ranks asked for, ended or not (a
+// lost agent's abandoned ranks are killed all the same); 0 for a rank
+// whose process is not known.
+func TestLedgerPids(t *testing.T) {
+	cfg := ledgerConfig(None)
+	cfg.RankAgent = []int{0, 0, 1, -1}
+	p := New(cfg)
+	p.Step(RanksStarted{Agent: 0, Ranks: []int{0, 1}, Pids: []int{10, 11}})
+	p.Step(RankExited{Rank: 0, Node: "n0"})
+	if got := p.Ledger().Pids([]int{0, 1, 3}); !slices.Equal(got, []int{10, 11, 0}) {
+		t.Errorf("pids %v, want [10 11 0]", got)
+	}
+}
+
 // ranksWhere lists the ranks below n for which f holds, in order.
 func ranksWhere(n int, f func(r int) bool) []int {
 	var out []int

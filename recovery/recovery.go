@@ -61,6 +61,15 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
 
+// Record is the policy as the job's record keeps it: "" for None, which
+// ParsePolicy reads back.
+func (p Policy) Record() string {
+	if p == None {
+		return ""
+	}
+	return p.String()
+}
+
 // ParsePolicy reads --restart's value.
 func ParsePolicy(s string) (Policy, error) {
 	switch s {

@@ -742,6 +742,19 @@ func TestParsePolicy(t *testing.T) {
 	}
 }
 
+// TestPolicyRecord: the job's record keeps no policy for None, each other's
+// name, and ParsePolicy reads each back.
+func TestPolicyRecord(t *testing.T) {
+	for p, want := range map[Policy]string{None: "", Rank: "rank", Job: "job"} {
+		if got := p.Record(); got != want {
+			t.Errorf("%v recorded as %q, want %q", p, got, want)
+		}
+		if back, err := ParsePolicy(p.Record()); err != nil || back != p {
+			t.Errorf("%v read back as %v, %v", p, back, err)
+		}
+	}
+}
+
 // TestSettledRecord: the record of a recovery carried out to its end
 // keeps the agents started again (node, incarnation): a new leader's
 // planner restored from it knows them and carries nothing on.

@@ -135,6 +135,20 @@ func (a AgentEnd) Kill() {
 	}
 }
 
+// KillWithRanks kills a lost agent and, first, its ranks' process groups
+// (pids; 0: not reported) if it runs on this machine: elsewhere they mean
+// nothing here (a fence kills them there).
+func (a AgentEnd) KillWithRanks(pids []int) {
+	if a.Local != nil {
+		for _, pid := range pids {
+			if pid > 0 {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	}
+	a.Kill()
+}
+
 // Wait waits for the agent's process or its session to end.
 func (a AgentEnd) Wait() {
 	switch {

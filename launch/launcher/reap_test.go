@@ -2,6 +2,8 @@ package launcher
 
 import (
 	"io"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +57,37 @@ func TestAgentEndKillThenWait(t *testing.T) {
 	}
 	AgentEnd{}.Kill()
 	AgentEnd{}.Wait()
+}
+
+// TestAgentEndKillWithRanks: a lost agent on this machine is killed with
+// its ranks' process groups; the pids of an agent elsewhere are not this
+// machine's to kill.
+func TestAgentEndKillWithRanks(t *testing.T) {
+	start := func() *exec.Cmd {
+		c := exec.Command("sleep", "60")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		return c
+	}
+	rank, elsewhere := start(), start()
+	killed := false
+	AgentEnd{Local: &LocalAgent{Kill: func() { killed = true }}}.KillWithRanks([]int{rank.Process.Pid, 0})
+	if err := rank.Wait(); !killed || err == nil {
+		t.Errorf("agent killed %v; its rank's wait: %v", killed, err)
+	}
+	s := killedSession{endingSession{make(chan struct{})}}
+	AgentEnd{Sess: s}.KillWithRanks([]int{elsewhere.Process.Pid})
+	select {
+	case <-s.end:
+	default:
+		t.Error("the remote agent's session was not killed")
+	}
+	if err := syscall.Kill(elsewhere.Process.Pid, 0); err != nil {
+		t.Errorf("a remote agent's pid was killed here: %v", err)
+	}
 }
 
 // waitedSession is a session that ends once it is killed, and tells when

@@ -132,6 +132,7 @@ type NodeSpec struct {
 	Timing Timing
 	// MPI is what the ranks are served (--mpi): "" PMI-1, and PMIx to
 	// programs that use it; "pmi1"; "pmix" (both, to every rank); "none".
+	// MPIName names it.
 	MPI string
 	// RootMerge: the agents combine no collective (FTLAUNCH_COLL_ROOT_MERGE,
 	// for make bench-coll's comparison only): each sends its ranks' part
@@ -624,4 +625,13 @@ func DecodeAbort(p []byte) (AbortMsg, error) {
 		a.Stranded = d.Bool()
 	}
 	return a, d.Err()
+}
+
+// MPIName names what --mpi serves the ranks (NodeSpec.MPI), as --verbose
+// and the state log say it: "pmi1+pmix" for the default ("").
+func MPIName(mpi string) string {
+	if mpi == "" {
+		return "pmi1+pmix"
+	}
+	return mpi
 }

@@ -48,6 +48,13 @@ func (t Timing) SlackOr() time.Duration {
 	return DefaultSlack
 }
 
+// OrphanWait bounds how long a root waits for a lost agent's children to
+// reach their backup parents: an orphan that missed the root's word sees
+// its parent's link fall silent (LinkTimeout), and the slack.
+func (t Timing) OrphanWait(hb time.Duration) time.Duration {
+	return t.LinkTimeout(hb) + t.SlackOr()
+}
+
 // ConfirmQuiet is gossip's hysteresis (ConfirmQuiet if unset).
 func (t Timing) ConfirmQuiet() time.Duration {
 	if t.Confirm > 0 {

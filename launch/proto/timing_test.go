@@ -30,6 +30,23 @@ func TestTimingDefaults(t *testing.T) {
 	}
 }
 
+// A lost agent's orphans are waited for one link timeout and the slack.
+func TestTimingOrphanWait(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tm   Timing
+		hb   time.Duration
+		want time.Duration
+	}{
+		{"production, 1 s heartbeats", Timing{}, time.Second, 6 * time.Second},
+		{"test slack, 50 ms heartbeats", Timing{Slack: 200 * time.Millisecond}, 50 * time.Millisecond, 600 * time.Millisecond},
+	} {
+		if got := c.tm.OrphanWait(c.hb); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // A spec carries its Timing to the agent; a spec without one (an older
 // front-end's) decodes to production's.
 func TestTimingSpec(t *testing.T) {

@@ -7,6 +7,7 @@ package proto
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/overlay/wire"
@@ -39,6 +40,17 @@ func DecodeReplicas(p []byte) (Replicas, error) {
 	}
 	r.FrontEndVotes = d.Bool()
 	return r, d.Err()
+}
+
+// Refresh takes ps as the replica agents once the first list was sent
+// (Peers not nil) and reports whether it differs: the root's children are
+// told again.
+func (r *Replicas) Refresh(ps []PeerAddr) bool {
+	if r.Peers == nil || slices.Equal(ps, r.Peers) {
+		return false
+	}
+	r.Peers = ps
+	return true
 }
 
 // EncodePeers encodes a list of agents' (or the root's: index -1)

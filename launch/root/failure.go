@@ -23,19 +23,15 @@ func (fe *frontend) rankEnded(st proto.RankStatus) {
 	if !ev.Clean() && fe.status().Phase == recovery.Running {
 		fe.failedAt = time.Now()
 	}
-	// The planner counts the end in its ledger (recovery/ledger.go), and
-	// counts the rank as running again if it starts it again; a rank
-	// killed by the user's signal ends the job as the user's.
-	fe.step(ev)
+	fe.step(ev) // the planner counts the end in its ledger (recovery/ledger.go)
 	if ev.Clean() {
 		fe.checkStranded()
 	}
 }
 
-// checkStranded tells the planner which collectives the root waits in:
-// a node whose ranks have all ended and which never gave its part to one
-// strands it, and the job fails (recovery.Waiting). (A node with ranks
-// left reports its own stranded collectives: see Agent.contribute.)
+// checkStranded tells the planner which collectives the root waits in: a
+// node whose ranks all ended without giving their part strands one
+// (recovery.Waiting; a node with ranks left reports its own).
 func (fe *frontend) checkStranded() {
 	var w recovery.Waiting
 	fe.colls.Waiting(func(seq uint64, op rankproto.Op, covered map[int]bool) {
@@ -46,8 +42,7 @@ func (fe *frontend) checkStranded() {
 	}
 }
 
-// step gives the failure planner an event and carries out what it
-// decides, in order.
+// step gives the planner an event and carries out what it decides.
 func (fe *frontend) step(ev recovery.Event) { fe.carryOut(fe.decide(ev)) }
 
 // carryOut carries out the planner's actions, in order.
@@ -73,18 +68,14 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 			fe.bcast(proto.MSignal, proto.EncodeInt(int64(act.Signal)))
 		case recovery.KillRanks:
 			fe.bcast(proto.MKill, nil)
-		case recovery.KillOverdue:
-			// A terminate lost on its way: each agent whose ranks run is
-			// told again (recovery/overdue.go), until the job ends.
+		case recovery.KillOverdue: // a terminate lost on its way: told again until the end
 			for _, x := range act.Agents {
 				if err := fe.agents[x].send(proto.MKill, nil); err != nil {
 					fe.verbosef("kill to node %s: %v", fe.agents[x].name, err)
 				}
 			}
 			fe.after(recovery.KillResend, evPlanner{recovery.TerminateOverdue{}})
-		case recovery.StandbysUp:
-			// From now on no agent is lost with its parent (below a child
-			// of the root, under a restart policy).
+		case recovery.StandbysUp: // no agent is lost with its parent any more
 			fe.observe(StandbysUp{N: act.N})
 		default:
 			if !fe.recoveryAction(act) && !fe.nodeLossAction(act) && !fe.gossipAction(act) {
@@ -97,8 +88,7 @@ func (fe *frontend) carryOut(acts []recovery.Action) {
 	}
 }
 
-// narrate tells what an action does, in the planner's words
-// (recovery.Narrate): with --verbose, or always for a warning.
+// narrate tells what an action does, in the planner's words (tell).
 func (fe *frontend) narrate(act recovery.Action) {
 	fe.tell(recovery.Narrate(act, fe.nameOf, time.Since))
 }
@@ -126,6 +116,8 @@ func (fe *frontend) agentNames() []string {
 	return names
 }
 
+// terminate ends every rank: SIGTERM, then SIGKILL after --kill-after; the
+// planner hears if ranks still run after that (TerminateOverdue).
 func (fe *frontend) terminate() {
 	if fe.terminating {
 		return
@@ -143,23 +135,20 @@ func (fe *frontend) terminate() {
 	fe.after(fe.opts.KillAfter+recovery.KillResend, evPlanner{recovery.TerminateOverdue{}})
 }
 
-// onSignal takes a signal to the front-end: the planner decides what it
-// does (recovery/signals.go: SIGINT, SIGTERM and SIGHUP end the job, as
-// mpiexec's do, twice kills every rank at once; others are forwarded; a
-// replicated front-end leaves the job to its replicas on SIGHUP once
-// their group is up, which the root looks at for SIGHUP only).
+// onSignal passes a signal to the front-end on to the planner (recovery/
+// signals.go). On SIGHUP, a replicated front-end whose group is up may
+// leave the job to its replicas.
 func (fe *frontend) onSignal(sig os.Signal) {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		return
 	}
-	// The group is up once it serves every replica and the root's
-	// children know where the replicas are.
 	detach := fe.opts.Replicas > 1 && fe.opts.Detach != nil
 	up := detach && s == syscall.SIGHUP && fe.replicas.Peers != nil && fe.journal.Serves(fe.opts.Replicas)
 	fe.step(recovery.Signaled{Signal: int(s), Detach: detach, GroupUp: up})
 }
 
+// protocolError tells the planner that agent a broke the protocol.
 func (fe *frontend) protocolError(a *agentHandle, err error) {
 	fe.step(recovery.ProtocolError{Node: a.name, Err: err.Error()})
 }

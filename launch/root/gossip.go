@@ -1,14 +1,9 @@
 package root
 
-// Gossip (docs/membership.md; #14 item 1): with a launch tree, the
-// front-end and every agent join one memberlist cluster of the job, keyed
-// by a secret the root draws and sends in each agent's share of the job
-// (over the job's TLS). The front-end's member hears every death the
-// cluster agrees on, usually 1-2 s after a crash, while the tree's
-// heartbeat takes 5 s. Gossip's "dead" is evidence, not a verdict: the
-// planner decides whether the silence of the link that would say
-// otherwise confirms it (recovery/detect.go); the root gives it the
-// link's facts (GossipDead) and carries out what it decides.
+// Gossip (docs/membership.md): with a launch tree, the front-end and every
+// agent join the job's memberlist cluster, which agrees on a death in 1-2 s
+// where the tree's heartbeat takes 5 s. Its "dead" is evidence: the planner
+// weighs it against the link's silence (recovery/detect.go).
 
 import (
 	"context"
@@ -25,15 +20,13 @@ type evGossip struct{ ev membership.Evidence }
 
 func (evGossip) isRootEvent() {}
 
-// evGossipCheck: look again at agent a, which gossip declared dead while
-// its link still spoke.
+// evGossipCheck: look again at agent a, declared dead while its link spoke.
 type evGossipCheck struct{ a *agentHandle }
 
 func (evGossipCheck) isRootEvent() {}
 
-// startGossip starts the front-end's member (launcher.Agents.StartGossip)
-// and passes its evidence to the event loop; a member that cannot start
-// leaves the job to the tree's heartbeats.
+// startGossip starts the front-end's member and passes its evidence to the
+// event loop; without one the tree's heartbeats alone detect failures.
 func (fe *frontend) startGossip(ctx context.Context) {
 	m, spec, err := fe.opts.Agents.StartGossip(ctx, fe.jobID, fe.opts.Timing.FastGossip)
 	if err != nil {
@@ -47,21 +40,19 @@ func (fe *frontend) startGossip(ctx context.Context) {
 }
 
 // forwardGossip passes evidence to the event loop until ctx ends or the
-// member stops (the front-end's own, or a successor's replica agent's).
+// member stops (the front-end's, or a successor's replica agent's).
 func (fe *frontend) forwardGossip(ctx context.Context, events <-chan membership.Evidence) {
 	launcher.ForwardGossip(ctx, events, func(ev membership.Evidence) bool { return fe.put(evGossip{ev: ev}) })
 }
 
-// stopGossip shuts the front-end's member down (its events' goroutine
-// ends with the root's context).
+// stopGossip shuts the front-end's member down (forwardGossip ends too).
 func (fe *frontend) stopGossip() {
 	if fe.gossip != nil {
 		_ = fe.gossip.Shutdown()
 	}
 }
 
-// gossiped takes one piece of gossip evidence: the planner decides
-// whether a death is confirmed (recovery/detect.go).
+// gossiped takes gossip's evidence of a death to the planner.
 func (fe *frontend) gossiped(ev membership.Evidence) {
 	if ev.Kind != membership.KindDead {
 		return
@@ -86,12 +77,10 @@ func (fe *frontend) gossipDead(a *agentHandle, inc uint64, again bool) recovery.
 }
 
 // gossipAction carries out one of the planner's decisions on gossip's
-// word; it reports false for an action that is not one of them.
+// word; false for any other action.
 func (fe *frontend) gossipAction(act recovery.Action) bool {
 	switch act := act.(type) {
-	case recovery.Suspect:
-		// Its parent holds its link: the parent confirms the death by
-		// the link's silence, as the root does for its own children.
+	case recovery.Suspect: // its parent confirms it by the link's silence
 		_ = fe.agents[act.Parent].send(proto.MSuspect, proto.EncodeInt(int64(act.Agent)))
 	case recovery.DeclareLost:
 		a := fe.agents[act.Agent]

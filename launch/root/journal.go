@@ -65,8 +65,8 @@ func (fe *frontend) issueRoot() (err error) {
 func (fe *frontend) journalConfig(ctx context.Context) (journal.Config, *raft.NetworkTransport, error) {
 	host, _ := os.Hostname()
 	job := journal.Job{ID: fe.jobID, Argv: fe.opts.Argv, N: fe.opts.N, Start: fe.start, Replicas: fe.opts.Replicas,
-		Restart: restartName(fe.opts.Restart), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares,
-		Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe, MPI: mpiName(fe.opts.MPI)}
+		Restart: fe.opts.Restart.Record(), MaxRestarts: fe.opts.MaxRestarts, Spares: fe.opts.Spares,
+		Slots: fe.slots, Oversubscribe: fe.opts.Oversubscribe, MPI: proto.MPIName(fe.opts.MPI)}
 	creds := func() (*secure.Credentials, error) {
 		err := fe.issueRoot()
 		return fe.rootCreds, err

@@ -41,7 +41,7 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 		Apps:           fe.opts.Apps, Bind: fe.opts.Bind, BindShare: fe.opts.BindShare,
 		Restart: fe.opts.Restart.String(), MPI: fe.opts.MPI, RootMerge: fe.rootMerge,
 	}
-	fe.verbosef("ranks are served %s (--mpi)", mpiName(fe.opts.MPI))
+	fe.verbosef("ranks are served %s (--mpi)", proto.MPIName(fe.opts.MPI))
 	for i, node := range pl.Nodes {
 		a := &agentHandle{idx: i, name: node.Name, ranks: node.Ranks, outNext: 1, inc: 1}
 		if len(a.ranks) > 0 && a.ranks[0] == 0 {

@@ -1,19 +1,12 @@
 package root
 
-// The root's side of backup parents in action (docs/recovery.md, "Losing an
-// agent"; the agents' side is launch/agent/reparent.go). The planner
-// decides (recovery/nodeloss.go): which children of a lost agent are
-// orphans on their way to new parents and which are lost with it, how long
-// to wait for them, every change of the tree and the backups' redeal. The
-// root carries it out: it closes and kills what is lost, tells each backup
-// to switch its orphan at once (MSwitch), passes the backups' reports
-// (MReparented) and its own adoptions to the planner (Reparented), gives
-// the moved agents their routes, and sends the new backups.
+// The root's side of backup parents (docs/recovery.md, "Losing an agent";
+// the agents' side: launch/agent/reparent.go). The planner decides
+// (recovery/nodeloss.go); the root kills what is lost, tells backups to
+// switch, passes their reports on, and routes and redeals the moved agents.
 
 import (
 	"fmt"
-	"slices"
-	"syscall"
 	"time"
 
 	"github.com/ftlaunch/ftlaunch/launch/journal"
@@ -23,30 +16,9 @@ import (
 	"github.com/ftlaunch/ftlaunch/topology"
 )
 
-// orphanWait bounds how long the root waits for a lost agent's children to
-// reach their backup parents: the heartbeat's timeout (an orphan that
-// missed the root's word sees its parent's link fall silent) and a second.
-func (fe *frontend) orphanWait() time.Duration {
-	return fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat) + fe.opts.Timing.SlackOr()
-}
-
-// awaitOrphans carries out the planner's wait for a lost agent's orphans:
-// each live backup is told to switch its orphan at once, and the planner
-// hears when the wait is over.
-func (fe *frontend) awaitOrphans(act recovery.AwaitOrphans) {
-	for _, m := range act.Moves {
-		if m.Switch {
-			_ = fe.agents[m.Backup].send(proto.MSwitch, proto.EncodeInt(int64(m.Orphan)))
-		}
-	}
-	fe.after(act.Wait, evPlanner{recovery.OrphansDue{Loss: act.Loss}})
-}
-
-// loseSubtree carries out the planner's LoseSubtree: the links of
-// act.Closed are gone (the planner's), and the ranks of act.Abandoned,
-// counted as ended by the planner, are recorded as ended with their
-// agent. The agents of act.Lost are killed where the root can, with their
-// ranks on this machine (the planner's Fence follows).
+// loseSubtree records the ranks the planner abandoned as ended and kills the
+// lost agents where the root can, with their ranks on this machine (the
+// planner's Fence follows).
 func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
 	for _, r := range act.Abandoned {
 		fe.journal.RankExited(journal.RankExit{Rank: r, Code: ExitLauncher, Reason: act.Reason()})
@@ -56,24 +28,23 @@ func (fe *frontend) loseSubtree(act recovery.LoseSubtree) {
 	}
 	for _, x := range act.Lost {
 		b := fe.agents[x]
-		for _, r := range b.ranks {
-			if pid := fe.ledger().Pid(r); pid > 0 && b.local != nil { // pids are meaningful on this machine only
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-			}
-		}
-		b.end().Kill()
+		b.end().KillWithRanks(fe.ledger().Pids(b.ranks))
 	}
 }
 
 // nodeLossAction carries out one of the planner's node-loss actions
-// (recovery/nodeloss.go); it reports false for an action that is not one
-// of them.
+// (recovery/nodeloss.go); false for any other action.
 func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 	switch act := act.(type) {
 	case recovery.LoseSubtree:
 		fe.loseSubtree(act)
-	case recovery.AwaitOrphans:
-		fe.awaitOrphans(act)
+	case recovery.AwaitOrphans: // each live backup switches its orphan at once
+		for _, m := range act.Moves {
+			if m.Switch {
+				_ = fe.agents[m.Backup].send(proto.MSwitch, proto.EncodeInt(int64(m.Orphan)))
+			}
+		}
+		fe.after(act.Wait, evPlanner{recovery.OrphansDue{Loss: act.Loss}})
 	case recovery.OrphanLate, recovery.OrphansArrived, recovery.MoveIgnored: // told (narrate)
 	case recovery.Redeal:
 		fe.redealBackups(act)
@@ -85,8 +56,7 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 			b := fe.agents[x]
 			fe.observe(AgentLost{Node: b.name, Inc: max(b.inc, 1), Silent: act.Silent && x == act.Agent})
 		}
-	case recovery.Moved:
-		// Told (narrate); the state log's record of the tree says it too.
+	case recovery.Moved: // told (narrate), and the tree's record says it
 		change, _ := recovery.Narrate(act, fe.nameOf, time.Since)
 		fe.moved(fe.agents[act.Agent], change)
 	case recovery.MoveFailed:
@@ -99,8 +69,8 @@ func (fe *frontend) nodeLossAction(act recovery.Action) bool {
 	return true
 }
 
-// reparented takes a backup parent's report that it took an orphan as its
-// child: the planner commits the new edge (moved carries it out).
+// reparented passes a backup parent's report that it took an orphan on to
+// the planner.
 func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 	if rp.Idx < 0 || rp.Idx >= len(fe.agents) || rp.Idx == b.idx {
 		fe.protocolError(b, fmt.Errorf("reparent of agent %d", rp.Idx))
@@ -109,12 +79,10 @@ func (fe *frontend) reparented(b *agentHandle, rp proto.Reparent) {
 	fe.step(recovery.Reparented{Agent: rp.Idx, Parent: b.idx, Incarnation: rp.Inc})
 }
 
-// moved finishes the move of agent c to a new parent, in fe.topo already
-// (change says what happened): the agents of its subtree are reached
-// through their new top, and the state log records the tree; once that
-// is committed (commitTree), and not before, the new ancestors get their
-// routes and the moved agents report again (tellMoved). What the root
-// sends them meanwhile waits with them (agentHandle.send).
+// moved finishes the move of agent c to a new parent, in fe.topo already:
+// its subtree is reached through its new top, and the new ancestors get
+// their routes only once the tree's record is committed (commitTree); what
+// the root sends the moved agents meanwhile is held (agentHandle.send).
 func (fe *frontend) moved(c *agentHandle, change string) {
 	moved, routes := fe.topo.MoveRoutes(c.idx)
 	top := fe.agents[fe.topo.Top(c.idx)]
@@ -133,9 +101,8 @@ func (fe *frontend) moved(c *agentHandle, change string) {
 	}
 }
 
-// tellMoved tells the agents of a committed move (moved): c and the
-// agents below it, moved, are now below its parent parent ("" for the
-// root), and its ancestors learn routes to them, from the top down.
+// tellMoved tells the agents of a committed move: the ancestors their
+// routes, from the top down, and the moved agents to report again.
 func (fe *frontend) tellMoved(c *agentHandle, moved []int, routes []topology.Route, parent string) {
 	for _, r := range routes {
 		_ = fe.agents[r.At].send(proto.MRoutes, proto.Routes{Via: r.Via, Agents: moved}.Encode())
@@ -144,15 +111,8 @@ func (fe *frontend) tellMoved(c *agentHandle, moved []int, routes []topology.Rou
 	for _, x := range moved {
 		_ = fe.agents[x].send(proto.MResyncReq, nil)
 	}
-	// An answer to a collective broadcast while the moved agents had no
-	// parent is lost to them; the root's next broadcast may be a
-	// recovery's Suspend, which abandons what they still wait for while
-	// every other agent has moved on (make chaos, emulated, --restart rank,
-	// an interior node crashed as the node table went out: its orphans'
-	// ranks called Publish again against the others' next collective,
-	// seed 8054055338655348347). So the latest answers go to them again,
-	// oldest first, ahead of anything else: an agent takes one it waits
-	// for and ignores one it had (launch/agent/coll.go).
+	// Answers broadcast while they had no parent are lost to them (a Suspend
+	// next would abandon them): the latest go again (launch/agent/coll.go).
 	for _, res := range fe.colls.Answers() {
 		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MCollResult, res))
 	}
@@ -162,20 +122,14 @@ func (fe *frontend) tellMoved(c *agentHandle, moved []int, routes []topology.Rou
 	case fe.terminating:
 		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter))))
 	}
-	// What was sent to them while the move was being committed.
 	for _, x := range moved {
 		fe.agents[x].flush()
 	}
 }
 
-// commitTree records the launch tree as it is now (change says what
-// changed) and carries out tell, what the agents are told of the change,
-// once the state log has committed it, not before, in the order of the
-// changes (journal.TreeTells). It returns the change's number.
-//
-// A state log that cannot commit (its error ends with its close, as
-// before) does not keep the agents from their routes: the change is told
-// all the same, said with --verbose.
+// commitTree records the launch tree (change says what changed) and runs
+// tell once the state log committed it, in the order of the changes
+// (journal.TreeTells, treeCommitted); it returns the change's number.
 func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	fe.journalPlan(change)
 	seq := fe.treeTells.Add(tell)
@@ -187,8 +141,7 @@ func (fe *frontend) commitTree(change string, tell func()) uint64 {
 	return seq
 }
 
-// evTreeCommitted: the state log committed the tree changes up to seq
-// (the journal commits in order), or could not (err).
+// evTreeCommitted: the tree changes up to seq are committed (or not: err).
 type evTreeCommitted struct {
 	seq uint64
 	err error
@@ -196,8 +149,8 @@ type evTreeCommitted struct {
 
 func (evTreeCommitted) isRootEvent() {}
 
-// treeCommitted tells the agents of every change committed up to
-// ev.seq, in order.
+// treeCommitted tells the agents of every change up to ev.seq, in order; a
+// state log that cannot commit does not keep the agents from their routes.
 func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 	if ev.err != nil {
 		fe.verbosef("the tree's change could not be committed to the state log (%v): told all the same", ev.err)
@@ -205,10 +158,8 @@ func (fe *frontend) treeCommitted(ev evTreeCommitted) {
 	fe.treeTells.Committed(ev.seq)
 }
 
-// adoptAsOrphan carries out the planner's Adopt of an orphan (an agent
-// below a child of the root whose parent and backup parent are both lost:
-// the root is the last of its fallback parents, sendFallbacks): c's link
-// is the root's now, and the planner commits the new edge (Reparented).
+// adoptAsOrphan carries out the planner's Adopt of an orphan whose parent
+// and backup are both lost (the root is its last fallback).
 func (fe *frontend) adoptAsOrphan(req launcher.AdoptRequest, c *agentHandle, inc uint64) {
 	l, err := req.Accept()
 	if err != nil {
@@ -223,12 +174,9 @@ func (fe *frontend) adoptAsOrphan(req launcher.AdoptRequest, c *agentHandle, inc
 	fe.step(recovery.Reparented{Agent: c.idx, Parent: topology.Root, Incarnation: inc})
 }
 
-// redealBackups carries out the planner's Redeal: its change goes to the
-// state log, and once that is committed (commitTree) the agents the
-// planner names (recovery.Links.Redealt: their backup parent is new, or
-// not the one they hold a link to) are told to open a standby link to it,
-// or their fallbacks. A backup that is not up yet (started again) is sent
-// when it is (agentUp).
+// redealBackups carries out the planner's Redeal: once the change is
+// committed, the agents recovery.Links.Redealt names are told their backup
+// or their fallbacks (a backup not up yet is sent by agentUp).
 func (fe *frontend) redealBackups(act recovery.Redeal) {
 	fe.commitTree(act.Change(fe.nameOf), func() {
 		for _, t := range fe.links().Redealt(act) {
@@ -242,31 +190,22 @@ func (fe *frontend) redealBackups(act recovery.Redeal) {
 }
 
 // refreshReplicaPeers tells the root's children where the replica agents
-// are once a relaunched replica host's replica joined in a lost one's
-// place (its address is new, its node may be a spare's).
+// are once a relaunched host's replica joined (its address is new).
 func (fe *frontend) refreshReplicaPeers() {
-	if fe.replicas.Peers == nil {
-		return // not all up yet: agentUp sends the first list
+	if fe.replicas.Refresh(fe.replicaAddrs()) { // agentUp sends the first list
+		fe.sendReplicas()
 	}
-	ps := fe.replicaAddrs()
-	if slices.Equal(ps, fe.replicas.Peers) {
-		return
-	}
-	fe.replicas.Peers = ps
-	fe.sendReplicas()
 }
 
 // replicaAddrs lists, by index, the replica agents that are up and where
 // they listen.
 func (fe *frontend) replicaAddrs() []proto.PeerAddr {
-	var ps []proto.PeerAddr
-	for i := range fe.replicaNodes {
-		if b := fe.agents[i]; fe.link(b).Up && b.info.Addr != "" {
-			ps = append(ps, proto.PeerAddr{Idx: i, Name: b.name, Addr: b.info.Addr})
+	return launcher.ReplicaPeers(fe.replicaNodes, func(i int) (string, string) {
+		if b := fe.agents[i]; fe.link(b).Up {
+			return b.name, b.info.Addr
 		}
-	}
-	slices.SortFunc(ps, func(x, y proto.PeerAddr) int { return x.Idx - y.Idx })
-	return ps
+		return "", ""
+	})
 }
 
 // sendReplicas tells every child of the root that is up where the replica
@@ -279,8 +218,8 @@ func (fe *frontend) sendReplicas() {
 	}
 }
 
-// expectReplica notes that agent a was given a root replica: the job's end
-// waits for it to join (replicasSettled).
+// expectReplica notes that agent a hosts a root replica: the job's end
+// waits for it to join.
 func (fe *frontend) expectReplica(a *agentHandle) {
 	a.replica = true
 	fe.journal.Expect(a.name)
