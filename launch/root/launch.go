@@ -19,10 +19,9 @@ import (
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
-// startAgents arranges the job's agents, one per node that runs ranks,
-// and starts them: one local agent on a socketpair for a job on this
-// machine, else a launch tree. Launches report to the event loop;
-// startAgents does not wait for them.
+// startAgents arranges the job's agents, one per node that runs ranks, and
+// starts them: a local agent on a socketpair for a job on this machine, else a
+// launch tree. Launches report to the event loop; it does not wait for them.
 func (fe *frontend) startAgents(ctx context.Context) error {
 	n := fe.opts.N
 	pl := fe.opts.Placement
@@ -63,7 +62,7 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 	if err := fe.issueRoot(); err != nil {
 		return err
 	}
-	children, err := fe.childSpecs(fe.topo.Children(topology.Root))
+	children, err := launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, fe.topo.Children(topology.Root))
 	if err != nil {
 		return err
 	}
@@ -101,14 +100,7 @@ func (fe *frontend) arrangeTree() error {
 	return err
 }
 
-// childSpecs issues the given agents' credentials and describes them for
-// their launcher.
-func (fe *frontend) childSpecs(idx []int) ([]proto.ChildSpec, error) {
-	return launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, idx)
-}
-
-// startReader reads a direct child's link and passes its messages to the
-// event loop.
+// startReader passes a direct child's messages, then its link's end, to the loop.
 func (fe *frontend) startReader(a *agentHandle) {
 	fe.goFunc(func() {
 		err := a.link.Run(fe.ctx, fe.opts.Heartbeat, fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
@@ -128,8 +120,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		return
 	}
 	fe.step(recovery.AgentUp{Agent: a.idx})
-	a.info, a.upAt = up, time.Since(fe.start)
-	a.via = fe.agents[fe.topo.Top(a.idx)].link
+	a.info, a.upAt, a.via = up, time.Since(fe.start), fe.agents[fe.topo.Top(a.idx)].link
 	if fe.status().Ending() {
 		_ = a.send(proto.MShutdown, nil)
 		return
@@ -139,18 +130,15 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	if a.inc > 1 {
 		spec.Relaunch = launcher.RelaunchSpec(a.inc, a.ranks, fe.status(), fe.ledger(), fe.colls.Epoch(), fe.table)
 	}
-	if fe.stage != nil {
-		spec.Prestage = true
-		if fe.rootChild(a) { // deeper agents get it from their parent
-			if err := fe.stage.Send(a.send); err != nil {
-				fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
-				return
-			}
+	spec.Prestage = fe.stage != nil
+	if spec.Prestage && fe.rootChild(a) { // deeper agents get it from their parent
+		if err := fe.stage.Send(a.send); err != nil {
+			fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
+			return
 		}
 	}
 	if fe.replicaNodes[a.idx] && (a.inc <= 1 || fe.journal.Replica() != nil) {
-		// A relaunched incarnation takes its lost voter's place once the
-		// group leads, so the group keeps its size.
+		// A relaunched one takes its lost voter's place once the group leads.
 		spec.Replica = fe.replicaSpec()
 		fe.expectReplica(a)
 	}
@@ -160,7 +148,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	}
 	if fe.tree {
 		spec.Tree, spec.Launch = true, fe.opts.Agents.SuccessorSpec(fe.tmpl.Launch, fe.topo.LeafLauncher(a.idx))
-		cs, err := fe.childSpecs(fe.topo.Children(a.idx))
+		cs, err := launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, fe.topo.Children(a.idx))
 		if err != nil {
 			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})
 			return
@@ -180,8 +168,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	fe.agentsUp++
 	fe.showProgress()
 	fe.verbosef("node %s: agent up (%s)", a.name, launcher.UpWords(a.local, fe.opts.Agents.StartedBy(), up))
-	// A replicated root's children learn where the replica agents are:
-	// one of them adopts them if the root is lost.
+	// The root's children learn where the replica agents are (their next root).
 	if len(fe.replicaNodes) > 0 {
 		if fe.replicas.Peers == nil && fe.replicaNodes[a.idx] {
 			if ps := fe.replicaAddrs(); len(ps) == len(fe.replicaNodes) {
@@ -213,9 +200,8 @@ func (fe *frontend) sendBackup(a *agentHandle) {
 }
 
 // sendFallbacks gives agent a the parents to try beyond its backup (the
-// planner's choice), where they listen, if that changed since it was last
-// told: the root as a's top ancestor reached it, under the name in its
-// certificate (a successor's: its node's).
+// planner's choice) if they changed since it was told: the root as a's top
+// ancestor reached it, under the name in its certificate (a successor's node's).
 func (fe *frontend) sendFallbacks(a *agentHandle) {
 	root := proto.PeerAddr{Idx: -1, Name: proto.RootName, Addr: fe.agents[fe.topo.Top(a.idx)].link.TCPLocalAddr()}
 	if fe.role == roleSuccessor {
@@ -239,20 +225,12 @@ func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 	return launcher.ReplicaSpec(fe.journal.Dir(), fe.opts.Replicas, fe.ca, placement)
 }
 
-// launchFailed tells the planner that agent a could not be started (it
-// decides what it costs: recovery.LaunchFailed).
-func (fe *frontend) launchFailed(a *agentHandle, msg string) {
-	fe.step(recovery.LaunchFailed{Agent: a.idx, Node: a.name, Msg: msg})
-}
-
-// startLocal starts this machine's agent on a socketpair link, reads it,
-// and gives it its share of the job.
+// startLocal starts this machine's agent on a socketpair link and reads it.
 func (fe *frontend) startLocal(a *agentHandle) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
 		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.Agents.Path, Stderr: fe.opts.Stderr,
-		Verbose: fe.opts.Verbose, Began: fe.start,
+		Verbose: fe.opts.Verbose, Began: fe.start, Verbosef: fe.verbosef,
 		InProcess: fe.opts.Agents.InProcess, Run: fe.local.Run, Start: fe.local.Start,
-		Verbosef: fe.verbosef,
 	})
 	if err != nil {
 		return err

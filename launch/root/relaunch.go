@@ -1,9 +1,8 @@
 package root
 
-// The root's side of a lost agent started again (docs/recovery.md): the
-// planner decides; the root starts it as the first one was, with fresh
-// credentials, and tells the planner once it is up. The new incarnation
-// gets a new handle: whatever names the old one is stale.
+// The root's side of a lost agent started again (docs/recovery.md): the root
+// starts it as the planner decides, with fresh credentials, and tells the
+// planner once it is up. A new handle: whatever names the old one is stale.
 
 import (
 	"cmp"
@@ -13,11 +12,8 @@ import (
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
-// evRelaunched: the start of a lost agent's next incarnation (up, or failed).
-type evRelaunched struct {
-	res launcher.LaunchResult
-	inc uint64
-}
+// evRelaunched: a lost agent's next incarnation (res.Child.Inc) up, or failed.
+type evRelaunched struct{ res launcher.LaunchResult }
 
 func (evRelaunched) isRootEvent() {}
 
@@ -41,11 +37,11 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 			fe.observe(AgentRelaunched{Agent: a.idx, Node: a.name, Inc: a.inc})
 		}
 	} else {
-		var cs []proto.ChildSpec
-		if cs, err = fe.childSpecs([]int{a.idx}); err == nil { // fresh credentials
+		var cs []proto.ChildSpec // fresh credentials
+		if cs, err = launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, []int{a.idx}); err == nil {
 			cs[0].Inc = act.Incarnation
 			err = fe.relaunch(cs, func(res launcher.LaunchResult) {
-				if !fe.put(evRelaunched{res: res, inc: act.Incarnation}) && res.Sess != nil {
+				if !fe.put(evRelaunched{res}) && res.Sess != nil {
 					_ = res.Sess.Close()
 				}
 			})
@@ -61,7 +57,7 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 func (fe *frontend) relaunched(ev evRelaunched) {
 	r := ev.res
 	a := fe.agents[r.Child.Idx]
-	if l := fe.link(a); a.inc != ev.inc || l.Up || l.Closed {
+	if l := fe.link(a); a.inc != r.Child.Inc || l.Up || l.Closed {
 		r.Discard() // superseded
 		return
 	}

@@ -21,10 +21,9 @@ import (
 )
 
 // Root failover, the successor's side: the replica agent the raft group
-// elected, once its own link to the front-end ended, rebuilds the root
-// from the replicated state and runs its event loop over the root's
-// children, which ask it to adopt them. Output goes to files in the job's
-// state directory (output/rank.R.out, .err, ftlaunch.log).
+// elected rebuilds the root from the replicated state and runs its event
+// loop over the root's children, which ask it to adopt them. Output goes
+// to files in the job's state directory (output/rank.R.out, .err, ftlaunch.log).
 
 // Successor is a root running inside a replica agent.
 type Successor struct {
@@ -46,8 +45,7 @@ func (fe *frontend) asked(req launcher.AdoptRequest) {
 }
 
 // Resume builds and starts the successor root from the replicated state;
-// it runs until the job ended or ctx, the replica agent's, is cancelled.
-// observe is Options.Observe (nil: none).
+// it runs until the job ends or ctx (its agent's) is cancelled.
 func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
 	spec := cfg.Spec
 	tk, err := cfg.Takeover()
@@ -59,8 +57,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	if err != nil {
 		return nil, err
 	}
-	// Agents are told the job as its own agent was (fe.tmpl); its options
-	// keep what the root reads itself. Its log is a file: verbose.
+	// Agents are told the job as its agent was (fe.tmpl); its log is a file: verbose.
 	opts := Options{
 		N: st.Job.Size, Argv: tk.Job.Argv, Verbose: true, Bind: spec.Bind, Observe: observe,
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
@@ -76,7 +73,6 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	fe.resume(tk)
 	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{Logf: fe.out.Logf, Go: fe.goFunc})
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
-	// Its journal writes on the replica as it is.
 	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: tk.Job})
 	if err != nil {
 		stop()
@@ -98,8 +94,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		if cfg.Gossip != nil {
 			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
 		}
-		// A child of the root not adopted in time is lost; those the
-		// front-end never started, this root starts.
+		// Children not adopted in time are lost; those never started, it starts.
 		fe.after(fe.adoptBound(), evAdoptTimeout{})
 		fe.after(recovery.StartWait, evResume{})
 		fe.writeLive() // status shows the new root at once
@@ -143,9 +138,8 @@ func (fe *frontend) resume(tk *launcher.Takeover) {
 	fe.colls.SetEpoch(tk.CollEpoch)
 }
 
-// successorPlanner is the planner of a root that took over, under the
-// job's policy as its record has it (recovery.ResumedPlanner); the agents
-// take from it their incarnation and node (a spare's, if relaunched).
+// successorPlanner is a successor's planner, under the job's recorded policy;
+// the agents take from it their incarnation and node (a spare's, if relaunched).
 func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts, fe.opts.Spares = job.MaxRestarts, job.Spares
@@ -179,7 +173,7 @@ func (fe *frontend) resumeLaunch() {
 
 // startChildren starts the root's children missing with their subtrees.
 func (fe *frontend) startChildren(missing []int) {
-	cs, err := fe.childSpecs(missing)
+	cs, err := launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, missing)
 	if err == nil {
 		err = fe.relaunch(cs, fe.launched())
 	}
@@ -187,7 +181,8 @@ func (fe *frontend) startChildren(missing []int) {
 	for i, x := range missing {
 		names[i] = fe.agents[x].name
 		if err != nil {
-			fe.launchFailed(fe.agents[x], fmt.Sprintf("start the agent on %s after the root failed over: %v", names[i], err))
+			msg := fmt.Sprintf("start the agent on %s after the root failed over: %v", names[i], err)
+			fe.step(recovery.LaunchFailed{Agent: x, Node: names[i], Msg: msg})
 		}
 	}
 	if err == nil {
@@ -195,9 +190,8 @@ func (fe *frontend) startChildren(missing []int) {
 	}
 }
 
-// adopt takes an agent's request for adoption (a child of the lost root,
-// or an orphan whose last fallback is the root) to the planner
-// (recovery.AdoptAsked) and carries out its answer on the connection.
+// adopt takes an agent's request for adoption (a child of the lost root, or an
+// orphan) to the planner and carries out its answer on the connection.
 func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	idx := req.Hello.Idx
 	ev := recovery.AdoptAsked{Agent: idx, Incarnation: req.Incarnation(), Name: req.Name()}
@@ -223,8 +217,7 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	}
 }
 
-// adoptChild carries out the planner's Adopt of a child of the lost root:
-// its link is this root's now.
+// adoptChild carries out the planner's Adopt of a child of the lost root.
 func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 	l, err := req.Accept()
 	if err != nil {
@@ -255,8 +248,7 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 	}
 }
 
-// adoptTimedOut gives up on the root's children that were not adopted
-// (recovery.Unadopted).
+// adoptTimedOut gives up on the root's children not adopted in time.
 func (fe *frontend) adoptTimedOut() {
 	for _, act := range fe.decide(recovery.AdoptDue{}) {
 		for _, x := range act.(recovery.Unadopted).Agents {
@@ -274,8 +266,7 @@ type evPeerGone struct {
 
 func (evPeerGone) isRootEvent() {}
 
-// goneAtOnce declares lost at once the replica agents known gone, as the
-// planner decides (recovery.PeersGone).
+// goneAtOnce declares lost at once the replica agents the planner says are gone.
 func (fe *frontend) goneAtOnce(gone []string) {
 	for _, act := range fe.decide(recovery.PeersGone{Nodes: gone}) {
 		for _, x := range act.(recovery.PeersLost).Agents {
