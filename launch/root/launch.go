@@ -6,7 +6,6 @@ package root
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -19,9 +18,8 @@ import (
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
-// startAgents arranges the job's agents, one per node that runs ranks, and
-// starts them: a local agent on a socketpair for a job on this machine, else a
-// launch tree. Launches report to the event loop; it does not wait for them.
+// startAgents arranges the job's agents, one per node with ranks, and starts
+// them (a local agent on a socketpair, or a launch tree); it does not wait.
 func (fe *frontend) startAgents(ctx context.Context) error {
 	n := fe.opts.N
 	pl := fe.opts.Placement
@@ -80,8 +78,7 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 	return nil
 }
 
-// arrangeTree builds the launch plan over the front-end (plan node 0) and
-// the agents (agent i is plan node i+1).
+// arrangeTree plans the tree over the front-end (plan node 0) and agent i (i+1).
 func (fe *frontend) arrangeTree() error {
 	kind, flat, err := fe.opts.Agents.TreeKind(fe.opts.Tree)
 	if err != nil {
@@ -125,8 +122,7 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		_ = a.send(proto.MShutdown, nil)
 		return
 	}
-	spec := fe.tmpl
-	spec.Node, spec.NodeID, spec.Ranks = a.name, a.idx, a.ranks
+	spec := fe.tmpl.ForNode(a.name, a.idx, a.ranks, up.Addr)
 	if a.inc > 1 {
 		spec.Relaunch = launcher.RelaunchSpec(a.inc, a.ranks, fe.status(), fe.ledger(), fe.colls.Epoch(), fe.table)
 	}
@@ -143,9 +139,6 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		fe.expectReplica(a)
 	}
 	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, fe.rootChild(a)
-	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
-		spec.Addr = host
-	}
 	if fe.tree {
 		spec.Tree, spec.Launch = true, fe.opts.Agents.SuccessorSpec(fe.tmpl.Launch, fe.topo.LeafLauncher(a.idx))
 		cs, err := launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, fe.topo.Children(a.idx))
@@ -169,15 +162,13 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	fe.showProgress()
 	fe.verbosef("node %s: agent up (%s)", a.name, launcher.UpWords(a.local, fe.opts.Agents.StartedBy(), up))
 	// The root's children learn where the replica agents are (their next root).
-	if len(fe.replicaNodes) > 0 {
-		if fe.replicas.Peers == nil && fe.replicaNodes[a.idx] {
-			if ps := fe.replicaAddrs(); len(ps) == len(fe.replicaNodes) {
-				fe.replicas.Peers = ps
-				fe.sendReplicas()
-			}
-		} else if fe.replicas.Peers != nil && fe.rootChild(a) {
-			_ = a.send(proto.MReplicas, fe.replicas.Encode())
+	if fe.replicaNodes[a.idx] && fe.replicas.Peers == nil {
+		if ps := fe.replicaAddrs(); len(ps) == len(fe.replicaNodes) {
+			fe.replicas.Peers = ps
+			fe.sendReplicas()
 		}
+	} else if fe.replicas.Peers != nil && fe.rootChild(a) && len(fe.replicaNodes) > 0 {
+		_ = a.send(proto.MReplicas, fe.replicas.Encode())
 	}
 	// Standby links: its own to its backup, and those whose backup it is.
 	for _, x := range fe.links().BackupsOnUp(a.idx) {
@@ -191,12 +182,10 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 
 // sendBackup tells agent a where its backup parent listens, once known.
 func (fe *frontend) sendBackup(a *agentHandle) {
-	b := fe.agents[fe.topo.Backup(a.idx)]
-	if b.info.Addr == "" || fe.link(b).Closed {
-		return
+	if b := fe.agents[fe.topo.Backup(a.idx)]; b.info.Addr != "" && !fe.link(b).Closed {
+		fe.sendFallbacks(a)
+		_ = a.send(proto.MBackup, proto.PeerAddr{Idx: b.idx, Name: b.name, Addr: b.info.Addr}.Encode())
 	}
-	fe.sendFallbacks(a)
-	_ = a.send(proto.MBackup, proto.PeerAddr{Idx: b.idx, Name: b.name, Addr: b.info.Addr}.Encode())
 }
 
 // sendFallbacks gives agent a the parents to try beyond its backup (the

@@ -17,8 +17,7 @@ type evRelaunched struct{ res launcher.LaunchResult }
 
 func (evRelaunched) isRootEvent() {}
 
-// relaunchAgent carries out the planner's Relaunch: agent act.Agent starts
-// again on its node as incarnation act.Incarnation.
+// relaunchAgent carries out the planner's Relaunch: the agent's next incarnation.
 func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	old := fe.agents[act.Agent]
 	a := &agentHandle{idx: old.idx, name: cmp.Or(act.Node, old.name), ranks: old.ranks, inc: act.Incarnation}
@@ -52,8 +51,7 @@ func (fe *frontend) relaunchAgent(act recovery.Relaunch) {
 	}
 }
 
-// relaunched takes the start of a lost agent's next incarnation: it gets
-// its share of the job and the planner hears that it is up.
+// relaunched takes a lost agent's next incarnation's start: up, it gets its share.
 func (fe *frontend) relaunched(ev evRelaunched) {
 	r := ev.res
 	a := fe.agents[r.Child.Idx]

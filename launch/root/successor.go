@@ -20,10 +20,9 @@ import (
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
-// Root failover, the successor's side: the replica agent the raft group
-// elected rebuilds the root from the replicated state and runs its event
-// loop over the root's children, which ask it to adopt them. Output goes
-// to files in the job's state directory (output/rank.R.out, .err, ftlaunch.log).
+// Root failover, the successor's side: the elected replica agent rebuilds the
+// root from the replicated state and runs its loop over the root's children,
+// which ask it to adopt them; output goes to files in the job's directory.
 
 // Successor is a root running inside a replica agent.
 type Successor struct {
@@ -36,8 +35,7 @@ func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 	s.fe.asked(launcher.AdoptRequest{Conn: conn, Hello: h})
 }
 
-// asked hands a request for adoption to the event loop, or refuses it
-// (closes it) once the root's context ended.
+// asked hands a request for adoption to the loop, or closes it once the root ended.
 func (fe *frontend) asked(req launcher.AdoptRequest) {
 	if !fe.put(evAdopt{req: req}) {
 		req.Conn.Close()
@@ -63,14 +61,23 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
 	}
 	sctx, stop := context.WithCancel(ctx) // its agent ends it and joins it (stopSuccessor)
-	events := make(chan event, 256)
 	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{})
-	fe.jobStart, fe.ctx, fe.events = tk.Job.Start, sctx, events
+	fe.jobStart, fe.ctx, fe.events = tk.Job.Start, sctx, make(chan event, 256)
 	fe.tree, fe.tmpl = true, spec.Template()
 	fe.tmpl.RootMerge = fe.rootMerge
 	fe.replicas.Peers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
 	fe.replicaNodes, fe.ca = tk.Replicas, tk.CA
-	fe.resume(tk)
+	for i, ra := range tk.Resumed.Agents {
+		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
+		if ra.Up {
+			a.info = proto.ChildUp{Idx: i, Addr: ra.Addr}
+			fe.agentsUp++
+		}
+		fe.agents = append(fe.agents, a)
+	}
+	fe.topo, fe.liveN = tk.Tree, len(fe.agents)
+	fe.rec = fe.successorPlanner(st, tk.Job, tk.Resumed)
+	fe.colls.SetEpoch(tk.CollEpoch)
 	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{Logf: fe.out.Logf, Go: fe.goFunc})
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
 	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: tk.Job})
@@ -99,7 +106,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		fe.after(recovery.StartWait, evResume{})
 		fe.writeLive() // status shows the new root at once
 		fe.goneAtOnce(cfg.Gone)
-		fe.exitCode = fe.loop(sctx, events)
+		fe.exitCode = fe.loop(sctx, fe.events)
 		fe.closeJournal()
 		fe.out.Close()
 	}()
@@ -114,28 +121,9 @@ func (s *Successor) Wait(d time.Duration) {
 	}
 }
 
-// adoptBound is how long a successor waits for the root's children to ask
-// for adoption: their own bound on finding a new root, and a margin.
+// adoptBound is how long a successor waits for adoptions (recovery.AdoptMargin).
 func (fe *frontend) adoptBound() time.Duration {
 	return fe.opts.Timing.AdoptWait() + recovery.AdoptMargin
-}
-
-// resume sets up the root's view from the replicated state alone
-// (launcher.Takeover): agents in plan order, their tree, the planner.
-func (fe *frontend) resume(tk *launcher.Takeover) {
-	r := tk.Resumed
-	for i, ra := range r.Agents {
-		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
-		if ra.Up {
-			a.info = proto.ChildUp{Idx: i, Addr: ra.Addr}
-			fe.agentsUp++
-		}
-		fe.agents = append(fe.agents, a)
-	}
-	fe.topo = tk.Tree
-	fe.liveN = len(fe.agents)
-	fe.rec = fe.successorPlanner(tk.State, tk.Job, r)
-	fe.colls.SetEpoch(tk.CollEpoch)
 }
 
 // successorPlanner is a successor's planner, under the job's recorded policy;
@@ -158,8 +146,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 	return p
 }
 
-// resumeLaunch probes the replica peers and starts the root's children
-// the front-end had not started, as the planner says (recovery.StartDue).
+// resumeLaunch probes the replica peers and starts the children never started.
 func (fe *frontend) resumeLaunch() {
 	for _, act := range fe.decide(recovery.StartDue{}) {
 		switch act := act.(type) {
