@@ -134,7 +134,8 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		}
 	}
 	if fe.replicaNodes[a.idx] && (a.inc <= 1 || fe.journal.Replica() != nil) {
-		// A relaunched one takes its lost voter's place once the group leads.
+		// A relaunched incarnation takes its lost voter's place once the
+		// group leads, so that the group keeps its size.
 		spec.Replica = fe.replicaSpec()
 		fe.expectReplica(a)
 	}

@@ -64,7 +64,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{})
 	fe.jobStart, fe.ctx, fe.events = tk.Job.Start, sctx, make(chan event, 256)
 	fe.tree, fe.tmpl = true, spec.Template()
-	fe.tmpl.RootMerge = fe.rootMerge
+	fe.tmpl.RootMerge = fe.rootMerge // the root's own setting, as the front-end's (ring.go)
 	fe.replicas.Peers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
 	fe.replicaNodes, fe.ca = tk.Replicas, tk.CA
 	for i, ra := range tk.Resumed.Agents {
