@@ -138,10 +138,7 @@ func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *jo
 	p := recovery.ResumedPlanner(cfg, st, r)
 	fe.table = r.Table
 	for i, a := range fe.agents {
-		a.inc = p.AgentIncarnation(i)
-		if n := p.AgentNode(i); n != "" {
-			a.name = n // on a spare
-		}
+		a.inc, a.name = p.AgentIncarnation(i), cmp.Or(p.AgentNode(i), a.name)
 	}
 	return p
 }
