@@ -1,13 +1,11 @@
 package root
 
 // The root's side of the launch: placing agents in the tree, starting the
-// root's children, giving each agent that connects back its share of the job,
-// and counting what never started.
+// root's children, and giving each agent that connects back its share.
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -20,11 +18,8 @@ import (
 	"github.com/ftlaunch/ftlaunch/topology/plan"
 )
 
-// startAgents arranges the job's agents, one per node that runs ranks,
-// and starts them: one local agent on a socketpair for a job on this
-// machine; otherwise a launch tree (tree.go) over SSH, or over local
-// processes posing as nodes (--test-nodes). Launches report to the event
-// loop; startAgents does not wait for them.
+// startAgents arranges the job's agents, one per node with ranks, and starts
+// them (a local agent on a socketpair, or a launch tree); it does not wait.
 func (fe *frontend) startAgents(ctx context.Context) error {
 	n := fe.opts.N
 	pl := fe.opts.Placement
@@ -65,32 +60,25 @@ func (fe *frontend) startAgents(ctx context.Context) error {
 	if err := fe.issueRoot(); err != nil {
 		return err
 	}
-	children, err := fe.childSpecs(fe.topo.Children(topology.Root))
+	children, err := launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, fe.topo.Children(topology.Root))
 	if err != nil {
 		return err
 	}
 	fe.launchBegan = time.Since(fe.start)
 	rl, err := fe.opts.Agents.StartRoot(ctx, launcher.RootStart{
 		Creds: fe.rootCreds, Job: fe.jobID, Leaf: fe.plan.IsLeafLauncher(0), Children: children,
-		Logf: fe.out.Logf,
-		Go:   fe.goFunc, Started: fe.launched(),
-		// An agent whose parent and backup are both lost may ask the
-		// root to adopt it (its last fallback parent: reparent.go).
-		Asked: fe.asked,
+		Logf: fe.out.Logf, Go: fe.goFunc, Started: fe.launched(), Asked: fe.asked,
 	})
 	if err != nil {
 		return err
 	}
-	// A lost agent is started again the same way (relaunch.go), not
-	// cancelled with the launch.
 	fe.ln, fe.cancelLaunch, fe.relaunch, fe.fences = rl.Listener, rl.Cancel, rl.Relaunch, rl.Fences
 	fe.startGossip(ctx)
 	fe.verbosef("launching %d agent(s) for %d rank(s): %s tree of depth %d", len(fe.agents), n, fe.plan.Kind, fe.plan.Depth())
 	return nil
 }
 
-// arrangeTree builds the launch plan over the front-end (plan node 0) and
-// the agents (agent i is plan node i+1).
+// arrangeTree plans the tree over the front-end (plan node 0) and agent i (i+1).
 func (fe *frontend) arrangeTree() error {
 	kind, flat, err := fe.opts.Agents.TreeKind(fe.opts.Tree)
 	if err != nil {
@@ -109,14 +97,7 @@ func (fe *frontend) arrangeTree() error {
 	return err
 }
 
-// childSpecs issues the credentials of the given agents and describes them
-// for their launcher (launcher.ChildSpecs).
-func (fe *frontend) childSpecs(idx []int) ([]proto.ChildSpec, error) {
-	return launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, idx)
-}
-
-// startReader reads a direct child's link and passes its messages to the
-// event loop.
+// startReader passes a direct child's messages, then its link's end, to the loop.
 func (fe *frontend) startReader(a *agentHandle) {
 	fe.goFunc(func() {
 		err := a.link.Run(fe.ctx, fe.opts.Heartbeat, fe.opts.Timing.LinkTimeout(fe.opts.Heartbeat), func(typ uint8, p []byte) error {
@@ -136,42 +117,32 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 		return
 	}
 	fe.step(recovery.AgentUp{Agent: a.idx})
-	a.info, a.upAt = up, time.Since(fe.start)
-	a.via = fe.agents[fe.topo.Top(a.idx)].link // its own, for a child of the root
+	a.info, a.upAt, a.via = up, time.Since(fe.start), fe.agents[fe.topo.Top(a.idx)].link
 	if fe.status().Ending() {
 		_ = a.send(proto.MShutdown, nil)
 		return
 	}
-	spec := fe.tmpl
-	spec.Node, spec.NodeID, spec.Ranks = a.name, a.idx, a.ranks
+	spec := fe.tmpl.ForNode(a.name, a.idx, a.ranks, up.Addr)
 	if a.inc > 1 {
 		spec.Relaunch = launcher.RelaunchSpec(a.inc, a.ranks, fe.status(), fe.ledger(), fe.colls.Epoch(), fe.table)
 	}
-	if fe.stage != nil {
-		spec.Prestage = true
-		if fe.rootChild(a) { // deeper agents get it from their parent
-			if err := fe.stage.Send(a.send); err != nil {
-				fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
-				return
-			}
+	spec.Prestage = fe.stage != nil
+	if spec.Prestage && fe.rootChild(a) { // deeper agents get it from their parent
+		if err := fe.stage.Send(a.send); err != nil {
+			fe.step(recovery.LaunchError{Node: a.name, Msg: fmt.Sprintf("prestage to node %s: %v", a.name, err)})
+			return
 		}
 	}
 	if fe.replicaNodes[a.idx] && (a.inc <= 1 || fe.journal.Replica() != nil) {
-		// A relaunched incarnation hosts a replica again once the group
-		// leads (raft ID: its node's name): it takes the lost voter's
-		// place (addReplica's replaces), so the group keeps its size.
+		// A relaunched incarnation takes its lost voter's place once the
+		// group leads, so that the group keeps its size.
 		spec.Replica = fe.replicaSpec()
 		fe.expectReplica(a)
 	}
 	spec.Survive, spec.RootChild = fe.opts.Replicas > 1, fe.rootChild(a)
-	if host, _, err := net.SplitHostPort(up.Addr); err == nil {
-		spec.Addr = host
-	}
 	if fe.tree {
-		// How it starts its children: as the root's agents start, or as
-		// a successor's own agent was told, in batches for a leaf launcher.
 		spec.Tree, spec.Launch = true, fe.opts.Agents.SuccessorSpec(fe.tmpl.Launch, fe.topo.LeafLauncher(a.idx))
-		cs, err := fe.childSpecs(fe.topo.Children(a.idx))
+		cs, err := launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, fe.topo.Children(a.idx))
 		if err != nil {
 			fe.step(recovery.LaunchError{Node: a.name, Msg: err.Error()})
 			return
@@ -191,74 +162,51 @@ func (fe *frontend) agentUp(a *agentHandle, up proto.ChildUp) {
 	fe.agentsUp++
 	fe.showProgress()
 	fe.verbosef("node %s: agent up (%s)", a.name, launcher.UpWords(a.local, fe.opts.Agents.StartedBy(), up))
-	// A replicated root's children learn where the replica agents are:
-	// one of them adopts them if the front-end dies.
-	if len(fe.replicaNodes) > 0 {
-		if fe.replicas.Peers == nil && fe.replicaNodes[a.idx] {
-			if ps := fe.replicaAddrs(); len(ps) == len(fe.replicaNodes) {
-				fe.replicas.Peers = ps
-				fe.sendReplicas()
-			}
-		} else if fe.replicas.Peers != nil && fe.rootChild(a) {
-			_ = a.send(proto.MReplicas, fe.replicas.Encode())
+	// The root's children learn where the replica agents are (their next root).
+	if fe.replicaNodes[a.idx] && fe.replicas.Peers == nil {
+		if ps := fe.replicaAddrs(); len(ps) == len(fe.replicaNodes) {
+			fe.replicas.Peers = ps
+			fe.sendReplicas()
 		}
+	} else if fe.replicas.Peers != nil && fe.rootChild(a) && len(fe.replicaNodes) > 0 {
+		_ = a.send(proto.MReplicas, fe.replicas.Encode())
 	}
-	// Standby links: the agent to its backup parent, the agents whose
-	// backup parent it is to it.
+	// Standby links: its own to its backup, and those whose backup it is.
 	for _, x := range fe.links().BackupsOnUp(a.idx) {
 		fe.sendBackup(fe.agents[x])
 	}
 	if fe.agentsUp == len(fe.agents) && fe.plan != nil {
 		fe.launchReport()
 	}
-	// A restart of the job held for the launch goes out once every agent
-	// is up (recovery.LaunchUp).
-	fe.step(recovery.LaunchUp{})
+	fe.step(recovery.LaunchUp{}) // a restart held for the launch goes once every agent is up
 }
 
+// sendBackup tells agent a where its backup parent listens, once known.
 func (fe *frontend) sendBackup(a *agentHandle) {
-	b := fe.agents[fe.topo.Backup(a.idx)]
-	if b.info.Addr == "" || fe.link(b).Closed {
-		return
+	if b := fe.agents[fe.topo.Backup(a.idx)]; b.info.Addr != "" && !fe.link(b).Closed {
+		fe.sendFallbacks(a)
+		_ = a.send(proto.MBackup, proto.PeerAddr{Idx: b.idx, Name: b.name, Addr: b.info.Addr}.Encode())
 	}
-	fe.sendFallbacks(a)
-	_ = a.send(proto.MBackup, proto.PeerAddr{Idx: b.idx, Name: b.name, Addr: b.info.Addr}.Encode())
 }
 
-// sendFallbacks gives agent a the parents to try beyond its backup, in
-// order, when its parent and its backup are both lost (the planner's
-// choice: recovery.Links.Fallbacks), where they listen (the root: its
-// address as a's top ancestor reached it), if they changed since it was
-// last told.
+// sendFallbacks gives agent a the parents to try beyond its backup (the
+// planner's choice) if they changed since it was told: the root as a's top
+// ancestor reached it, under the name in its certificate (a successor's node's).
 func (fe *frontend) sendFallbacks(a *agentHandle) {
-	name := proto.RootName // the name in this root's certificate
+	root := proto.PeerAddr{Idx: -1, Name: proto.RootName, Addr: fe.agents[fe.topo.Top(a.idx)].link.TCPLocalAddr()}
 	if fe.role == roleSuccessor {
-		name = fe.rootNode // its node's, as its agent's
+		root.Name = fe.rootNode
 	}
-	var ps []proto.PeerAddr
-	for _, x := range fe.links().Fallbacks(a.idx) {
-		if x == topology.Root {
-			if addr := fe.agents[fe.topo.Top(a.idx)].link.TCPLocalAddr(); addr != "" {
-				ps = append(ps, proto.PeerAddr{Idx: -1, Name: name, Addr: addr})
-			}
-		} else if g := fe.agents[x]; g.info.Addr != "" {
-			ps = append(ps, proto.PeerAddr{Idx: x, Name: g.name, Addr: g.info.Addr})
-		}
-	}
-	if len(ps) == 0 || slices.Equal(ps, a.fallbacks) {
-		return
-	}
-	if a.send(proto.MFallbacks, proto.EncodePeers(ps)) == nil {
+	ps, told := launcher.FallbackPeers(fe.links().Fallbacks(a.idx), root, func(x int) proto.PeerAddr {
+		return proto.PeerAddr{Idx: x, Name: fe.agents[x].name, Addr: fe.agents[x].info.Addr}
+	})
+	if len(ps) > 0 && !slices.Equal(ps, a.fallbacks) && a.send(proto.MFallbacks, proto.EncodePeers(ps)) == nil {
 		a.fallbacks = ps
-		told := make([]int, len(ps))
-		for i, p := range ps {
-			told[i] = max(p.Idx, topology.Root)
-		}
 		fe.step(recovery.FallbacksTold{Agent: a.idx, Parents: told})
 	}
 }
 
-// replicaSpec is what a replica agent is given (launcher.ReplicaSpec).
+// replicaSpec is what a replica agent is given.
 func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 	var placement [][]int
 	for _, b := range fe.agents {
@@ -267,22 +215,12 @@ func (fe *frontend) replicaSpec() proto.ReplicaSpec {
 	return launcher.ReplicaSpec(fe.journal.Dir(), fe.opts.Replicas, fe.ca, placement)
 }
 
-// launchFailed handles an agent that could not be started: the planner
-// decides that it and the agents below it never run (LoseSubtree, with
-// why), and that the job fails (unless it is already ending, or the
-// failure is stale).
-func (fe *frontend) launchFailed(a *agentHandle, msg string) {
-	fe.step(recovery.LaunchFailed{Agent: a.idx, Node: a.name, Msg: msg})
-}
-
-// startLocal starts this machine's agent on a socketpair link (the
-// launcher's StartLocal), reads it, and gives it its share of the job.
+// startLocal starts this machine's agent on a socketpair link and reads it.
 func (fe *frontend) startLocal(a *agentHandle) error {
 	la, conn, err := launcher.StartLocal(launcher.LocalConfig{
 		Node: a.name, JobID: fe.jobID, AgentPath: fe.opts.Agents.Path, Stderr: fe.opts.Stderr,
-		Verbose: fe.opts.Verbose, Began: fe.start,
+		Verbose: fe.opts.Verbose, Began: fe.start, Verbosef: fe.verbosef,
 		InProcess: fe.opts.Agents.InProcess, Run: fe.local.Run, Start: fe.local.Start,
-		Verbosef: fe.verbosef,
 	})
 	if err != nil {
 		return err

@@ -195,7 +195,7 @@ func (fe *frontend) handle(ev event) {
 		r := ev.res
 		a := fe.agents[r.Child.Idx]
 		if r.Err != nil {
-			fe.launchFailed(a, r.Err.Error())
+			fe.step(recovery.LaunchFailed{Agent: a.idx, Node: a.name, Msg: r.Err.Error()})
 			return
 		}
 		a.link, a.sess = r.Link, r.Sess
@@ -324,7 +324,7 @@ func (fe *frontend) childReport(parent *agentHandle, cr proto.ChildReport) {
 	if c := fe.agents[cr.Idx]; cr.Gone {
 		fe.linkEnded(c, cr.Err())
 	} else {
-		fe.launchFailed(c, cr.Msg)
+		fe.step(recovery.LaunchFailed{Agent: c.idx, Node: c.name, Msg: cr.Msg})
 	}
 }
 

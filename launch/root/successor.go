@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,17 +20,9 @@ import (
 	"github.com/ftlaunch/ftlaunch/recovery"
 )
 
-// Root failover, the successor's side. When the front-end of a job with
-// replicated root state dies, the raft group elects one of the replica
-// agents. That agent, once it also lost its own link to the front-end,
-// takes over: it commits an epoch bump naming itself (the leader change
-// is in the event log), rebuilds the root's view of the job from the
-// replicated state (plan, node table, exits), and runs the front-end's
-// event loop over the links of the root's children, which ask it to adopt
-// them (its own agent too, over its own listener). Output from then on
-// goes to files in the job's state directory (output/rank.R.out, .err;
-// output/ftlaunch.log for ftlaunch's messages); the final status is
-// committed as the front-end would have.
+// Root failover, the successor's side: the elected replica agent rebuilds the
+// root from the replicated state and runs its loop over the root's children,
+// which ask it to adopt them; output goes to files in the job's directory.
 
 // Successor is a root running inside a replica agent.
 type Successor struct {
@@ -41,8 +35,7 @@ func (s *Successor) Adopt(conn net.Conn, h proto.Hello) {
 	s.fe.asked(launcher.AdoptRequest{Conn: conn, Hello: h})
 }
 
-// asked hands a request for adoption to the event loop; once the root's
-// context ended, it refuses by closing the connection.
+// asked hands a request for adoption to the loop, or closes it once the root ended.
 func (fe *frontend) asked(req launcher.AdoptRequest) {
 	if !fe.put(evAdopt{req: req}) {
 		req.Conn.Close()
@@ -50,9 +43,7 @@ func (fe *frontend) asked(req launcher.AdoptRequest) {
 }
 
 // Resume builds and starts the successor root from the replicated state;
-// it runs until the job ended (successor.done) or ctx, which the replica
-// agent owns, is cancelled. observe is Options.Observe (nil: none), for
-// tests that run replica agents in their process.
+// it runs until the job ends or ctx (its agent's) is cancelled.
 func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event)) (*Successor, error) {
 	spec := cfg.Spec
 	tk, err := cfg.Takeover()
@@ -64,35 +55,31 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	if err != nil {
 		return nil, err
 	}
-	// What the agents it starts are told of the job is as this root's own
-	// agent was told it (its NodeSpec: fe.tmpl); its options keep what
-	// the root itself reads of it: the detectors' bounds, the binding for
-	// --verbose; its log is a file, for after the fact: verbose. Not
-	// carried over: the gossip cluster (agents it starts do not join it)
-	// and prestaging (they run the program from its path).
+	// Agents are told the job as its agent was (fe.tmpl); its log is a file: verbose.
 	opts := Options{
 		N: st.Job.Size, Argv: tk.Job.Argv, Verbose: true, Bind: spec.Bind, Observe: observe,
 		KillAfter: spec.KillAfter, Heartbeat: spec.Heartbeat, Timing: spec.Timing, Replicas: spec.Replica.Replicas,
 	}
-	// ctx is the successor's own: the agent that runs it cancels it and
-	// joins the root once its own link ended (launch/agent's
-	// stopSuccessor).
-	sctx, stop := context.WithCancel(ctx)
-	events := make(chan event, 256)
-	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{}) // successors do not hold
-	fe.jobStart, fe.ctx, fe.events = tk.Job.Start, sctx, events
+	sctx, stop := context.WithCancel(ctx) // its agent ends it and joins it (stopSuccessor)
+	fe := newFrontend(roleSuccessor, opts, out, st.Job.ID, testHooks{})
+	fe.jobStart, fe.ctx, fe.events = tk.Job.Start, sctx, make(chan event, 256)
 	fe.tree, fe.tmpl = true, spec.Template()
 	fe.tmpl.RootMerge = fe.rootMerge // the root's own setting, as the front-end's (ring.go)
 	fe.replicas.Peers, fe.rootNode, fe.rootTerm = cfg.Peers, spec.Node, st.LeaderTerm
 	fe.replicaNodes, fe.ca = tk.Replicas, tk.CA
-	fe.resume(tk)
-	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{
-		Logf: fe.out.Logf,
-		Go:   fe.goFunc,
-	})
+	for i, ra := range tk.Resumed.Agents {
+		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
+		if ra.Up {
+			a.info = proto.ChildUp{Idx: i, Addr: ra.Addr}
+			fe.agentsUp++
+		}
+		fe.agents = append(fe.agents, a)
+	}
+	fe.topo, fe.liveN = tk.Tree, len(fe.agents)
+	fe.rec = fe.successorPlanner(st, tk.Job, tk.Resumed)
+	fe.colls.SetEpoch(tk.CollEpoch)
+	fe.relaunch = cfg.Relauncher(sctx, launcher.RelaunchHooks{Logf: fe.out.Logf, Go: fe.goFunc})
 	fe.fences = launcher.NewFences(cfg.Fence, fe.goFunc)
-	// Its journal writes on the replica as it is (the job's record is
-	// not written again).
 	j, err := journal.Open(sctx, journal.Config{StateDir: filepath.Dir(spec.Replica.JobDir), Node: spec.Node, Replica: cfg.Replica, Job: tk.Job})
 	if err != nil {
 		stop()
@@ -105,8 +92,7 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 	fe.warnf("node %s took over as root of job %s after the front-end was lost", spec.Node, st.Job.ID)
 	fe.observe(FailoverDone{Node: spec.Node})
 	go func() { // joined through s.done by the agent that runs it
-		// Deferred calls run last-in first-out: the root's context ends,
-		// then its goroutines are joined, then its log is closed.
+		// Last in, first out: the context ends, goroutines join, log closes.
 		defer close(s.done)
 		defer logf.Close()
 		defer fe.wg.Wait()
@@ -115,21 +101,19 @@ func Resume(ctx context.Context, cfg launcher.ResumeConfig, observe func(Event))
 		if cfg.Gossip != nil {
 			fe.goFunc(func() { fe.forwardGossip(sctx, cfg.Gossip) })
 		}
-		// A child of the root that does not come back in time is lost;
-		// those the front-end had not started yet (none of them was
-		// recorded up, none asked to be adopted) are started by this root.
+		// Children not adopted in time are lost; those never started, it starts.
 		fe.after(fe.adoptBound(), evAdoptTimeout{})
 		fe.after(recovery.StartWait, evResume{})
 		fe.writeLive() // status shows the new root at once
 		fe.goneAtOnce(cfg.Gone)
-		code := fe.loop(sctx, events)
-		fe.exitCode = code
+		fe.exitCode = fe.loop(sctx, fe.events)
 		fe.closeJournal()
 		fe.out.Close()
 	}()
 	return s, nil
 }
 
+// Wait waits for the successor's end, at most d.
 func (s *Successor) Wait(d time.Duration) {
 	select {
 	case <-s.done:
@@ -137,60 +121,29 @@ func (s *Successor) Wait(d time.Duration) {
 	}
 }
 
-// adoptBound is how long a successor waits for the root's children to ask
-// for adoption: their own bound on finding a new root and
-// recovery.AdoptMargin.
+// adoptBound is how long a successor waits for adoptions (recovery.AdoptMargin).
 func (fe *frontend) adoptBound() time.Duration {
 	return fe.opts.Timing.AdoptWait() + recovery.AdoptMargin
 }
 
-// resume sets up the root's view from the replicated state alone
-// (launcher.Takeover): agents in plan order (the front-end's indexes),
-// their tree, the ranks that ended, the node table, and its planner
-// (successorPlanner).
-func (fe *frontend) resume(tk *launcher.Takeover) {
-	r := tk.Resumed
-	for i, ra := range r.Agents {
-		a := &agentHandle{idx: i, name: ra.Name, inc: 1, ranks: ra.Ranks}
-		if ra.Up {
-			a.info = proto.ChildUp{Idx: i, Addr: ra.Addr}
-			fe.agentsUp++
-		}
-		fe.agents = append(fe.agents, a)
-	}
-	fe.topo = tk.Tree
-	fe.liveN = len(fe.agents)
-	fe.rec = fe.successorPlanner(tk.State, tk.Job, r)
-	fe.colls.SetEpoch(tk.CollEpoch)
-}
-
-// successorPlanner is the planner of a root that took over
-// (recovery.ResumedPlanner), under the job's policy as its record has it; the
-// root takes from it the agents relaunched before (their
-// incarnation and node, a spare's).
+// successorPlanner is a successor's planner, under the job's recorded policy;
+// the agents take from it their incarnation and node (a spare's, if relaunched).
 func (fe *frontend) successorPlanner(st *raftstore.State, job journal.Job, r *journal.Resumed) *recovery.Planner {
 	fe.opts.Restart, _ = recovery.ParsePolicy(cmp.Or(job.Restart, "none"))
 	fe.opts.MaxRestarts, fe.opts.Spares = job.MaxRestarts, job.Spares
 	fe.slots, fe.opts.Oversubscribe = job.Slots, job.Oversubscribe
 	cfg := fe.plannerConfig()
 	cfg.RootNode = fe.rootNode
-	for x := range fe.replicaNodes {
-		cfg.ReplicaHosts = append(cfg.ReplicaHosts, x)
-	}
+	cfg.ReplicaHosts = slices.Collect(maps.Keys(fe.replicaNodes))
 	p := recovery.ResumedPlanner(cfg, st, r)
 	fe.table = r.Table
 	for i, a := range fe.agents {
-		a.inc = p.AgentIncarnation(i)
-		if n := p.AgentNode(i); n != "" {
-			a.name = n // on a spare
-		}
+		a.inc, a.name = p.AgentIncarnation(i), cmp.Or(p.AgentNode(i), a.name)
 	}
 	return p
 }
 
-// resumeLaunch probes the replica peers (launcher.ProbeGone) and starts
-// the root's children the planner names (recovery.ProbePeers,
-// StartChildren): the front-end had not started them.
+// resumeLaunch probes the replica peers and starts the children never started.
 func (fe *frontend) resumeLaunch() {
 	for _, act := range fe.decide(recovery.StartDue{}) {
 		switch act := act.(type) {
@@ -204,10 +157,7 @@ func (fe *frontend) resumeLaunch() {
 
 // startChildren starts the root's children missing with their subtrees.
 func (fe *frontend) startChildren(missing []int) {
-	if fe.relaunch == nil {
-		return
-	}
-	cs, err := fe.childSpecs(missing)
+	cs, err := launcher.ChildSpecs(fe.ca, fe.topo, fe.nameOf, missing)
 	if err == nil {
 		err = fe.relaunch(cs, fe.launched())
 	}
@@ -215,7 +165,8 @@ func (fe *frontend) startChildren(missing []int) {
 	for i, x := range missing {
 		names[i] = fe.agents[x].name
 		if err != nil {
-			fe.launchFailed(fe.agents[x], fmt.Sprintf("start the agent on %s after the root failed over: %v", names[i], err))
+			msg := fmt.Sprintf("start the agent on %s after the root failed over: %v", names[i], err)
+			fe.step(recovery.LaunchFailed{Agent: x, Node: names[i], Msg: msg})
 		}
 	}
 	if err == nil {
@@ -223,14 +174,12 @@ func (fe *frontend) startChildren(missing []int) {
 	}
 }
 
-// adopt takes an agent's request for adoption (a child of the lost root
-// asking a successor, or an orphan whose last fallback parent is the
-// root) to the planner, which decides (recovery.AdoptAsked), and carries
-// out its answer on the connection the agent asked on.
+// adopt takes an agent's request for adoption (a child of the lost root, or an
+// orphan) to the planner and carries out its answer on the connection.
 func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	idx := req.Hello.Idx
 	ev := recovery.AdoptAsked{Agent: idx, Incarnation: req.Incarnation(), Name: req.Name()}
-	var a *agentHandle // the agent asking, if it is one of the job's (launcher.AdoptRequest.From)
+	var a *agentHandle // the agent asking, if it is one of the job's
 	if idx >= 0 && idx < len(fe.agents) && req.From(fe.agents[idx].name, fe.agents[idx].inc) {
 		a = fe.agents[idx]
 		ev.Known, ev.Linked = true, a.link != nil
@@ -252,32 +201,26 @@ func (fe *frontend) adopt(req launcher.AdoptRequest) {
 	}
 }
 
-// adoptChild carries out the planner's Adopt of a child of the lost root:
-// its link is this root's now.
+// adoptChild carries out the planner's Adopt of a child of the lost root.
 func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 	l, err := req.Accept()
 	if err != nil {
 		return
 	}
-	a.link = l
-	a.via = a.link
+	a.link, a.via = l, l
 	for _, x := range fe.topo.Subtree(a.idx) {
 		fe.agents[x].via = a.link
 	}
-	if !fe.link(a).Up {
-		// Up, with its share, before the front-end could record it: an
-		// agent without one does not outlive its parent.
+	if !fe.link(a).Up { // it got its share before the front-end recorded it up
 		a.upAt = time.Since(fe.start)
 		fe.agentsUp++
 	}
 	fe.step(recovery.Adopted{Agent: a.idx})
 	fe.startReader(a)
-	// The agents below report again too.
-	_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MResyncReq, nil))
+	_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MResyncReq, nil)) // the agents below report again
 	fe.verbosef("adopted node %s", a.name)
 	fe.observe(Adopted{Node: a.name})
-	// The agents below it learn where this root is, for when their parent
-	// and backup parent are both lost.
+	// The agents below learn where this root is (their last fallback).
 	for _, x := range fe.topo.Subtree(a.idx) {
 		if b := fe.agents[x]; fe.link(b).Up && !fe.link(b).Closed {
 			fe.sendFallbacks(b)
@@ -289,8 +232,7 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 	}
 }
 
-// adoptTimedOut gives up on the root's children that were not adopted
-// (recovery.Unadopted).
+// adoptTimedOut gives up on the root's children not adopted in time.
 func (fe *frontend) adoptTimedOut() {
 	for _, act := range fe.decide(recovery.AdoptDue{}) {
 		for _, x := range act.(recovery.Unadopted).Agents {
@@ -300,8 +242,7 @@ func (fe *frontend) adoptTimedOut() {
 	fe.feedLeader()
 }
 
-// evPeerGone: the agent of a replica peer is gone (why) and it was not
-// adopted.
+// evPeerGone: a replica peer's agent is gone (why), not adopted.
 type evPeerGone struct {
 	idx int
 	why error
@@ -309,8 +250,7 @@ type evPeerGone struct {
 
 func (evPeerGone) isRootEvent() {}
 
-// goneAtOnce declares lost, at once, the replica agents gone whose loss
-// the planner decides (recovery.PeersGone → PeersLost).
+// goneAtOnce declares lost at once the replica agents the planner says are gone.
 func (fe *frontend) goneAtOnce(gone []string) {
 	for _, act := range fe.decide(recovery.PeersGone{Nodes: gone}) {
 		for _, x := range act.(recovery.PeersLost).Agents {
