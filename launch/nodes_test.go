@@ -21,6 +21,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch/agent"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/client"
+	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/root"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
@@ -505,6 +506,20 @@ func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(
 	opts.Env = append(os.Environ(), opts.Env...)
 	opts.StateDir = t.TempDir()
 	j.stateDir = opts.StateDir
+	t.Cleanup(func() {
+		if t.Failed() {
+			// A replica agent's failover trace: nobody reads its stderr
+			// once the front-end is gone (launch/agent's traceFailover).
+			logs, _ := filepath.Glob(filepath.Join(j.stateDir, "*", "failover.*.log"))
+			// A successor's log (its front-end's stderr).
+			succ, _ := filepath.Glob(filepath.Join(j.stateDir, "*", output.JobOutput, output.JobLog))
+			logs = append(logs, succ...)
+			for _, f := range logs {
+				b, _ := os.ReadFile(f)
+				t.Logf("%s:\n%s", filepath.Base(f), b)
+			}
+		}
+	})
 	opts.Stdout, opts.Stderr = &j.stdout, &j.stderr
 	opts.Agents.Spawner, opts.Agents.Launcher, opts.Tree = j.sp, "ssh", cmp.Or(opts.Tree, "flat")
 	var allocated alloc.Allocation
