@@ -490,7 +490,7 @@ type nodesJob struct {
 // if set, runs in a goroutine of its own while the job runs.
 func runOnNodes(t *testing.T, hosts []string, ppn int, opts Options, ready func(*nodesJob)) *nodesJob {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second) // a hang's bound, not a pass's
 	defer cancel()
 	j := &nodesJob{obs: newObserver(), ctx: ctx}
 	j.sp = &goSpawner{ctx: ctx, agents: map[string]*goSession{}, resume: j.obs.resume, joins: newJoins()}
