@@ -116,15 +116,25 @@ func (fe *frontend) tellMoved(c *agentHandle, moved []int, routes []topology.Rou
 	for _, res := range fe.colls.Answers() {
 		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MCollResult, res))
 	}
-	switch {
-	case !fe.shutdownAt.IsZero():
-		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MShutdown, nil))
-	case fe.terminating:
-		_ = c.send(proto.MBcast, proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter))))
+	if w := fe.lateWord(); w != nil {
+		_ = c.send(proto.MBcast, w)
 	}
 	for _, x := range moved {
 		fe.agents[x].flush()
 	}
+}
+
+// lateWord is the broadcast an agent that joins the root late (moved to
+// it, or adopted by a successor) missed about the job's end: the
+// shutdown, or the terminate; nil while the job runs.
+func (fe *frontend) lateWord() []byte {
+	switch {
+	case !fe.shutdownAt.IsZero():
+		return proto.Wrap(-1, proto.MShutdown, nil)
+	case fe.terminating:
+		return proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter)))
+	}
+	return nil
 }
 
 // commitTree records the launch tree (change says what changed) and runs

@@ -227,8 +227,8 @@ func (fe *frontend) adoptChild(req launcher.AdoptRequest, a *agentHandle) {
 		}
 	}
 	defer fe.feedLeader()
-	if fe.terminating {
-		_ = a.link.Send(proto.MBcast, proto.Wrap(-1, proto.MTerminate, proto.EncodeInt(int64(fe.opts.KillAfter))))
+	if w := fe.lateWord(); w != nil {
+		_ = a.link.Send(proto.MBcast, w)
 	}
 }
 

@@ -246,3 +246,35 @@ func TestBroadcastWaitsBehindHeldMove(t *testing.T) {
 		t.Errorf("n1 was sent %v, want the answer it missed, then the suspend", got)
 	}
 }
+
+// An agent that joins the root late hears of the job's end: the shutdown
+// once the ranks ended (even if a terminate came before), the terminate
+// while the ranks are being ended, nothing while the job runs.
+func TestLateWord(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		shutdown, terminating bool
+		want                  uint8 // 0: none
+	}{
+		{"running", false, false, 0},
+		{"terminating", false, true, proto.MTerminate},
+		{"shut down", true, false, proto.MShutdown},
+		{"shut down after a terminate", true, true, proto.MShutdown},
+	} {
+		fe := &frontend{opts: Options{KillAfter: 3 * time.Second}, terminating: tc.terminating}
+		if tc.shutdown {
+			fe.shutdownAt = time.Now()
+		}
+		w := fe.lateWord()
+		if tc.want == 0 {
+			if w != nil {
+				t.Errorf("%s: a word %x", tc.name, w)
+			}
+			continue
+		}
+		_, typ, _, err := proto.Unwrap(w, false)
+		if err != nil || typ != tc.want {
+			t.Errorf("%s: type %d (%v), want %d", tc.name, typ, err, tc.want)
+		}
+	}
+}
