@@ -18,6 +18,7 @@ import (
 	"github.com/ftlaunch/ftlaunch/launch"
 	"github.com/ftlaunch/ftlaunch/launch/alloc"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/pmix"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
 	"github.com/ftlaunch/ftlaunch/launch/srunspawn"
@@ -332,7 +333,7 @@ func runCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	// failed.
 	prune := sync.OnceFunc(func() { pruneLogs(f, stderr) })
 	<-caught
-	in, restoreStdin := pollable(forwardableStdin(stdin))
+	in, restoreStdin := output.Pollable(forwardableStdin(stdin))
 	defer restoreStdin()
 
 	res, err := launch.Run(context.Background(), launch.Options{
@@ -535,40 +536,6 @@ func forwardableStdin(stdin *os.File) *os.File {
 		return nil
 	}
 	return stdin
-}
-
-// pollable returns a file reading stdin's pipe or socket through Go's
-// poller, so that the front-end's reader of it can be interrupted by a
-// deadline and joined as the job ends (a read of a descriptor in blocking
-// mode, as a shell's pipe usually is, cannot be). A terminal, a regular
-// file or nil is returned as it is. restore puts the descriptor back in
-// blocking mode (the mode is its open file's, which it may share with the
-// shell and the commands after this one) and closes the copy.
-func pollable(stdin *os.File) (f *os.File, restore func()) {
-	if stdin == nil {
-		return nil, func() {}
-	}
-	var st unix.Stat_t
-	if unix.Fstat(int(stdin.Fd()), &st) != nil {
-		return stdin, func() {}
-	}
-	if m := st.Mode & unix.S_IFMT; m != unix.S_IFIFO && m != unix.S_IFSOCK {
-		return stdin, func() {}
-	}
-	fd, err := unix.Dup(int(stdin.Fd()))
-	if err != nil {
-		return stdin, func() {}
-	}
-	unix.CloseOnExec(fd)
-	if unix.SetNonblock(fd, true) != nil {
-		unix.Close(fd)
-		return stdin, func() {}
-	}
-	f = os.NewFile(uintptr(fd), stdin.Name())
-	return f, func() {
-		_ = unix.SetNonblock(fd, false)
-		f.Close()
-	}
 }
 
 // agentInProcessEnv chooses where a local launch's agent runs: 0 (or

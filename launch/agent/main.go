@@ -18,6 +18,7 @@ import (
 
 	"github.com/ftlaunch/ftlaunch/launch/fence"
 	"github.com/ftlaunch/ftlaunch/launch/launcher"
+	"github.com/ftlaunch/ftlaunch/launch/output"
 	"github.com/ftlaunch/ftlaunch/launch/proto"
 	"github.com/ftlaunch/ftlaunch/launch/rankproto"
 	"github.com/ftlaunch/ftlaunch/launch/spawn"
@@ -137,21 +138,12 @@ func Main(ctx context.Context, args []string, stderr io.Writer, resume Resume) i
 
 // pollableStdin is the agent's stdin as a file read through Go's poller,
 // whose blocked read a deadline interrupts (stdinWatch.stop): its
-// session's pipe or socket, made non-blocking (its own end: the parent
-// holds the other). A terminal or a file is os.Stdin as it is (a
-// terminal's mode is shared with the shell that started it).
+// session's pipe or socket (output.Pollable; its own end: the parent holds
+// the other, so it stays non-blocking). A terminal or a file is os.Stdin
+// as it is.
 func pollableStdin() io.Reader {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(0, &st); err != nil {
-		return os.Stdin
-	}
-	if m := st.Mode & syscall.S_IFMT; m != syscall.S_IFIFO && m != syscall.S_IFSOCK {
-		return os.Stdin
-	}
-	if err := syscall.SetNonblock(0, true); err != nil {
-		return os.Stdin
-	}
-	return os.NewFile(0, "/dev/stdin") // never closed: os.Stdin shares the descriptor
+	f, _ := output.Pollable(os.Stdin)
+	return f
 }
 
 func exitCode(err error, stderr io.Writer, trace *proto.PhaseLog) int {

@@ -204,3 +204,37 @@ func (p *Progress) Show(w *Writer, up, all, ranks, n int, failed bool) {
 	}
 	w.Push(Item{Progress: true, Data: []byte(fmt.Sprintf("ftlaunch: %d/%d agents up, %d/%d ranks running", up, all, ranks, n))})
 }
+
+// Pollable returns a file reading f's pipe or socket through Go's poller,
+// so that a read blocked in it is interrupted by a deadline (a read of a
+// descriptor in blocking mode, as a shell's pipe usually is, cannot be):
+// a non-blocking copy of its descriptor. A terminal, a regular file or nil
+// is returned as it is. restore puts the descriptor back in blocking mode
+// (the mode is its open file's, which it may share with the shell and the
+// commands after this one) and closes the copy.
+func Pollable(f *os.File) (pf *os.File, restore func()) {
+	if f == nil {
+		return nil, func() {}
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return f, func() {}
+	}
+	if m := st.Mode & unix.S_IFMT; m != unix.S_IFIFO && m != unix.S_IFSOCK {
+		return f, func() {}
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return f, func() {}
+	}
+	unix.CloseOnExec(fd)
+	if unix.SetNonblock(fd, true) != nil {
+		unix.Close(fd)
+		return f, func() {}
+	}
+	pf = os.NewFile(uintptr(fd), f.Name())
+	return pf, func() {
+		_ = unix.SetNonblock(fd, false)
+		pf.Close()
+	}
+}

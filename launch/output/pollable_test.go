@@ -1,4 +1,4 @@
-package main
+package output
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func TestPollableStdin(t *testing.T) {
 	}
 	defer w.Close()
 	defer r.Close()
-	f, restore := pollable(r)
+	f, restore := Pollable(r)
 	if f == r {
 		t.Fatal("a pipe was not made pollable")
 	}
@@ -55,7 +55,7 @@ func TestPollableStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	if g, restore := pollable(reg); g != reg {
+	if g, restore := Pollable(reg); g != reg {
 		t.Error("a regular file was replaced")
 	} else {
 		restore()
